@@ -1,0 +1,30 @@
+// Error catalogue for the blockbook interface. Bodies use Blockbook's own
+// shape, {"error": "<message>"}; only the gateway's own failures come from
+// here, upstream answers pass through unchanged.
+export interface BlockbookErrorEntry {
+  readonly message: string;
+  readonly status: number;
+}
+
+export const BLOCKBOOK_ERRORS = {
+  GW_BB_KEY_MISSING: { message: 'API key required', status: 401 },
+  GW_BB_KEY_INVALID: { message: 'Invalid API key', status: 403 },
+  GW_BB_KEY_FORBIDDEN: { message: 'API key not allowed for this chain', status: 403 },
+  GW_BB_KEY_CONFLICT: { message: 'Conflicting API keys in request', status: 400 },
+  GW_BB_NOT_FOUND: { message: 'Not found', status: 404 },
+  GW_BB_METHOD_NOT_ALLOWED: { message: 'Method not allowed', status: 405 },
+  GW_BB_BAD_PAGE: { message: "Parameter 'page' must be a positive integer", status: 400 },
+  GW_BB_BAD_PAGE_SIZE: { message: "Parameter 'pageSize' must be a positive integer no larger than the limit", status: 400 },
+  GW_BB_BODY_TOO_LARGE: { message: 'Request body too large', status: 413 },
+  GW_BB_RATE_LIMITED: { message: 'Rate limit exceeded', status: 429 },
+  GW_BB_UPSTREAM_UNAVAILABLE: { message: 'Upstream unavailable', status: 502 },
+  GW_BB_UPSTREAM_TIMEOUT: { message: 'Upstream timeout', status: 504 },
+  GW_BB_NO_HEALTHY_UPSTREAM: { message: 'No healthy upstream', status: 503 },
+  GW_BB_INTERNAL: { message: 'Internal server error', status: 500 },
+} as const satisfies Record<string, BlockbookErrorEntry>;
+
+export type BlockbookErrorName = keyof typeof BLOCKBOOK_ERRORS;
+
+export function blockbookErrorJson(name: BlockbookErrorName): string {
+  return `{"error":${JSON.stringify(BLOCKBOOK_ERRORS[name].message)}}`;
+}

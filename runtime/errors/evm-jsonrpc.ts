@@ -1,0 +1,39 @@
+// JSON-RPC error catalogue for the evm-jsonrpc interface. The key is the
+// stable name; `code` is what a client sees in `error.code`. Codes follow
+// JSON-RPC 2.0 and EIP-1474 where one fits; the gateway's own codes sit in
+// -32040..-32069, clear of EIP-1474's -32000..-32006. Never reuse a retired name
+// or give a code a new meaning: wallets match on them.
+export interface RpcErrorEntry {
+  readonly code: number;
+  readonly message: string;
+  readonly status: number;
+}
+
+export const RPC_ERRORS = {
+  GW_RPC_PARSE_ERROR: { code: -32700, message: 'Parse error', status: 400 },
+  GW_RPC_INVALID_REQUEST: { code: -32600, message: 'Invalid Request', status: 400 },
+  GW_RPC_EMPTY_BATCH: { code: -32600, message: 'Invalid Request: empty batch', status: 400 },
+  GW_RPC_METHOD_NOT_FOUND: { code: -32601, message: 'Method not found', status: 200 },
+  GW_RPC_INTERNAL: { code: -32603, message: 'Internal error', status: 500 },
+  GW_RPC_BATCH_TOO_LARGE: { code: -32005, message: 'Limit exceeded: batch too large', status: 413 },
+  GW_RPC_BODY_TOO_LARGE: { code: -32005, message: 'Limit exceeded: request body too large', status: 413 },
+  GW_RPC_RATE_LIMITED: { code: -32005, message: 'Limit exceeded: rate limit', status: 429 },
+  GW_AUTH_KEY_MISSING: { code: -32040, message: 'API key required', status: 401 },
+  GW_AUTH_KEY_INVALID: { code: -32041, message: 'Invalid API key', status: 403 },
+  GW_AUTH_KEY_FORBIDDEN: { code: -32042, message: 'API key not allowed for this chain', status: 403 },
+  GW_AUTH_KEY_CONFLICT: { code: -32043, message: 'Conflicting API keys in request', status: 400 },
+  GW_RPC_UPSTREAM_UNAVAILABLE: { code: -32050, message: 'Upstream unavailable', status: 502 },
+  GW_RPC_UPSTREAM_TIMEOUT: { code: -32051, message: 'Upstream timeout', status: 504 },
+  GW_RPC_NO_HEALTHY_UPSTREAM: { code: -32052, message: 'No healthy upstream', status: 503 },
+  GW_RPC_UPSTREAM_BAD_RESPONSE: { code: -32053, message: 'Invalid upstream response', status: 502 },
+  GW_RPC_NOT_FOUND: { code: -32060, message: 'Not found', status: 404 },
+  GW_RPC_HTTP_METHOD_NOT_ALLOWED: { code: -32061, message: 'HTTP method not allowed; use POST', status: 405 },
+} as const satisfies Record<string, RpcErrorEntry>;
+
+export type RpcErrorName = keyof typeof RPC_ERRORS;
+
+/** The JSON text of one error response object; `idJson` is the id already as JSON. */
+export function rpcErrorJson(name: RpcErrorName, idJson: string): string {
+  const e = RPC_ERRORS[name];
+  return `{"jsonrpc":"2.0","id":${idJson},"error":{"code":${e.code},"message":${JSON.stringify(e.message)}}}`;
+}

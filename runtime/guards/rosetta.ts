@@ -1,0 +1,90 @@
+// Rosetta guard: the endpoint must be one of the Rosetta API's, and the body's
+// network_identifier must name the network this path serves.
+import { isUtf8 } from 'node:buffer';
+import { rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
+import type { RosettaNetwork } from '../types.ts';
+
+/**
+ * Every path of the Rosetta API 1.5.1 (shared/specs/rosetta-api.json), and
+ * whether its request requires `network_identifier`. A test keeps this in step
+ * with the spec.
+ */
+export const ROSETTA_ENDPOINTS: ReadonlyMap<string, { readonly needsNetwork: boolean; readonly idempotent: boolean }> =
+  new Map([
+    ['network/list', { needsNetwork: false, idempotent: true }],
+    ['network/status', { needsNetwork: true, idempotent: true }],
+    ['network/options', { needsNetwork: true, idempotent: true }],
+    ['block', { needsNetwork: true, idempotent: true }],
+    ['block/transaction', { needsNetwork: true, idempotent: true }],
+    ['mempool', { needsNetwork: true, idempotent: true }],
+    ['mempool/transaction', { needsNetwork: true, idempotent: true }],
+    ['account/balance', { needsNetwork: true, idempotent: true }],
+    ['account/coins', { needsNetwork: true, idempotent: true }],
+    ['construction/derive', { needsNetwork: true, idempotent: true }],
+    ['construction/preprocess', { needsNetwork: true, idempotent: true }],
+    ['construction/metadata', { needsNetwork: true, idempotent: true }],
+    ['construction/payloads', { needsNetwork: true, idempotent: true }],
+    ['construction/combine', { needsNetwork: true, idempotent: true }],
+    ['construction/parse', { needsNetwork: true, idempotent: true }],
+    ['construction/hash', { needsNetwork: true, idempotent: true }],
+    ['construction/submit', { needsNetwork: true, idempotent: false }],
+    ['call', { needsNetwork: true, idempotent: false }],
+    ['events/blocks', { needsNetwork: true, idempotent: true }],
+    ['search/transactions', { needsNetwork: true, idempotent: true }],
+  ]);
+
+export type RosettaDecision =
+  | { readonly kind: 'reply'; readonly body: string }
+  | { readonly kind: 'forward'; readonly body: string };
+
+function fail(name: RosettaErrorName, details?: Record<string, unknown>): RosettaDecision {
+  return { kind: 'reply', body: rosettaErrorJson(name, details) };
+}
+
+/**
+ * Checks one Rosetta request body. The body forwarded is always a
+ * re-serialization of what was checked, so duplicate keys cannot show the node
+ * another network than the one the gateway approved.
+ */
+export function checkRosettaBody(buf: Buffer, endpoint: string, network: RosettaNetwork): RosettaDecision {
+  if (!isUtf8(buf)) return fail('GW_ROSETTA_INVALID_JSON');
+  let doc: unknown;
+  try {
+    doc = JSON.parse(buf.toString('utf8'));
+  } catch {
+    return fail('GW_ROSETTA_INVALID_JSON');
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
+    return fail('GW_ROSETTA_INVALID_REQUEST', { reason: 'the request body must be a JSON object' });
+  }
+  const needsNetwork = ROSETTA_ENDPOINTS.get(endpoint)?.needsNetwork ?? true;
+  const ni = (doc as { network_identifier?: unknown }).network_identifier;
+  if (ni === undefined && !needsNetwork) return { kind: 'forward', body: JSON.stringify(doc) };
+  if (ni === null || typeof ni !== 'object' || Array.isArray(ni)) {
+    return fail('GW_ROSETTA_INVALID_REQUEST', { reason: 'network_identifier must be an object with blockchain and network' });
+  }
+  const { blockchain, network: requested } = ni as { blockchain?: unknown; network?: unknown };
+  if (typeof blockchain !== 'string' || typeof requested !== 'string') {
+    return fail('GW_ROSETTA_INVALID_REQUEST', {
+      reason: 'network_identifier.blockchain and network_identifier.network must be strings',
+    });
+  }
+  // Client text is never echoed back: it might carry a key.
+  if (blockchain !== 'cardano') {
+    return fail('GW_ROSETTA_INVALID_BLOCKCHAIN', { message: "This gateway serves the 'cardano' blockchain" });
+  }
+  if (requested !== network) {
+    return fail('GW_ROSETTA_NETWORK_NOT_FOUND', {
+      message: `This path serves the '${network}' network`,
+      served_network: network,
+    });
+  }
+  return { kind: 'forward', body: JSON.stringify(doc) };
+}
+
+/** Is an upstream error body a Rosetta Error: {code, message, retriable, ...}? */
+export function isRosettaError(v: unknown): boolean {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return false;
+  const e = v as { code?: unknown; message?: unknown; retriable?: unknown };
+  return Number.isInteger(e.code) && typeof e.message === 'string' && typeof e.retriable === 'boolean';
+}

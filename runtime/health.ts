@@ -1,0 +1,113 @@
+// Active health checks, one per upstream per interval, by interface:
+// EVM eth_blockNumber, Blockbook /status, Rosetta /network/status. Each check
+// records the upstream's head; an upstream more than maxLag blocks behind the
+// chain's best head is taken out like one that does not answer.
+import type { Logger } from './log.ts';
+import type { Metrics } from './metrics.ts';
+import type { RouteSpec } from './types.ts';
+import { HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
+
+export class HealthChecker {
+  private timer: NodeJS.Timeout | null = null;
+  private running = false;
+
+  constructor(
+    private readonly routes: readonly RouteSpec[],
+    private readonly groups: ReadonlyMap<string, UpstreamGroup>,
+    private readonly opts: { readonly intervalMs: number; readonly timeoutMs: number },
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+  ) {}
+
+  start(): void {
+    void this.round();
+    this.timer = setInterval(() => void this.round(), this.opts.intervalMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** One check of every upstream; overlapping rounds are skipped. */
+  async round(): Promise<void> {
+    if (this.running) return;
+    this.running = true;
+    try {
+      await Promise.all(this.routes.map((r) => this.checkChain(r)));
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async checkChain(route: RouteSpec): Promise<void> {
+    const group = this.groups.get(route.path)!;
+    const results = await Promise.all(group.all.map((u) => this.probe(route, u)));
+    let best = -1;
+    for (let i = 0; i < results.length; i++) {
+      const h = results[i];
+      if (h !== null && h !== undefined && h > best) best = h;
+    }
+    group.all.forEach((u, i) => {
+      const head = results[i] ?? null;
+      const before = u.state;
+      if (head === null) {
+        u.healthFails++;
+        if (u.healthFails >= HEALTH_FAILS_TO_DOWN) u.state = 'down';
+      } else {
+        u.healthFails = 0;
+        u.head = head;
+        u.lagging = best - head > route.maxLag;
+        if (u.lagging) u.state = 'down';
+        else {
+          u.state = 'up';
+          u.requestFails = 0;
+        }
+      }
+      this.metrics.upstream(route.path, u, best);
+      if (before !== u.state && before !== 'unknown') {
+        this.log.warn({ event: 'upstream_state', chain: route.path, upstream: u.name, from: before, to: u.state, head: u.head, lagging: u.lagging }, 'upstream state changed');
+      }
+    });
+  }
+
+  /** The upstream's head, or null if it did not answer properly in time. */
+  private async probe(route: RouteSpec, u: Upstream): Promise<number | null> {
+    const timeout = this.opts.timeoutMs;
+    try {
+      let res;
+      if (route.interface === 'evm-jsonrpc') {
+        res = await u.pool.request({
+          path: u.rpcPath,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...u.headers },
+          body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}',
+          headersTimeout: timeout,
+          bodyTimeout: timeout,
+        });
+      } else if (route.interface === 'blockbook') {
+        res = await u.pool.request({ path: `${u.basePath}/status`, method: 'GET', headers: { ...u.headers }, headersTimeout: timeout, bodyTimeout: timeout });
+      } else {
+        res = await u.pool.request({
+          path: `${u.basePath}/network/status`,
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...u.headers },
+          body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: route.network }, metadata: {} }),
+          headersTimeout: timeout,
+          bodyTimeout: timeout,
+        });
+      }
+      const text = await res.body.text();
+      if (res.statusCode !== 200) return null;
+      const doc = JSON.parse(text) as Record<string, any>;
+      let head: unknown;
+      if (route.interface === 'evm-jsonrpc') head = typeof doc.result === 'string' ? Number.parseInt(doc.result, 16) : undefined;
+      else if (route.interface === 'blockbook') head = doc.blockbook?.bestHeight ?? doc.backend?.blocks;
+      else head = doc.current_block_identifier?.index;
+      return typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : null;
+    } catch {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,179 @@
+// Forwarding: one attempt per upstream, retries where they are safe, and the
+// answer streamed straight into the client's response. Hot path: change with care.
+//
+// undici's `pool.stream` writes the upstream body into the writable the
+// factory returns and watches it with `finished()`: if the client goes away
+// mid-answer the upstream request is aborted and its connection released. A
+// plain `body.pipe(res)` would leave the connection paused forever.
+import { Writable } from 'node:stream';
+import type { ServerResponse } from 'node:http';
+import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import type { Upstream, UpstreamGroup } from './upstream.ts';
+
+export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response';
+
+export interface ForwardRequest {
+  readonly method: 'GET' | 'POST';
+  /** Path and query on the upstream, given the upstream. */
+  readonly path: (u: Upstream) => string;
+  readonly headers: Record<string, string>;
+  readonly body: Buffer | string | null;
+  /** Safe to send again after a 5xx or timeout (reads). */
+  readonly idempotent: boolean;
+  readonly retries: number;
+  /** Largest answer the gateway will hold in memory when it must rewrite it. */
+  readonly maxBuffer: number;
+  /** Stream this status straight to the client? Otherwise the answer is buffered. */
+  readonly stream: (status: number) => boolean;
+  /** Writes status and headers on the client response before streaming. */
+  readonly writeHead: (status: number, headers: IncomingHttpHeaders, u: Upstream) => void;
+}
+
+export type ForwardResult =
+  | { readonly kind: 'streamed'; readonly upstream: Upstream; readonly status: number }
+  | {
+      readonly kind: 'buffered';
+      readonly upstream: Upstream;
+      readonly status: number;
+      readonly headers: IncomingHttpHeaders;
+      readonly body: Buffer;
+    }
+  | { readonly kind: 'failed'; readonly fail: FailKind; readonly upstream: Upstream | null }
+  /** The client went away, or the answer broke after it had started. */
+  | { readonly kind: 'aborted'; readonly upstream: Upstream | null };
+
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+/** Upstream answer headers as a flat [name, value, ...] list, without hop-by-hop ones. */
+export function endToEndHeaders(headers: IncomingHttpHeaders, out: string[]): string[] {
+  for (const name in headers) {
+    if (HOP_BY_HOP.has(name)) continue;
+    const v = headers[name];
+    if (v === undefined) continue;
+    if (typeof v === 'string') out.push(name, v);
+    else for (const one of v) out.push(name, one);
+  }
+  return out;
+}
+
+class Discard extends Writable {
+  override _write(_c: Buffer, _e: BufferEncoding, cb: (err?: Error | null) => void): void {
+    cb();
+  }
+}
+
+class Collect extends Writable {
+  readonly chunks: Buffer[] = [];
+  size = 0;
+  constructor(private readonly limit: number) {
+    super();
+  }
+  override _write(c: Buffer, _e: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.size += c.length;
+    if (this.size > this.limit) return cb(Object.assign(new Error('upstream answer too large'), { code: 'GW_TOO_LARGE' }));
+    this.chunks.push(c);
+    cb();
+  }
+}
+
+interface Classified {
+  readonly kind: FailKind;
+  /** The upstream surely never got the request: safe to send it elsewhere. */
+  readonly neverReceived: boolean;
+}
+
+function classify(err: unknown): Classified {
+  const code = (err as { code?: string }).code ?? '';
+  switch (code) {
+    case 'ECONNREFUSED':
+    case 'ENOTFOUND':
+    case 'EAI_AGAIN':
+    case 'EHOSTUNREACH':
+    case 'ENETUNREACH':
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return { kind: code === 'UND_ERR_CONNECT_TIMEOUT' ? 'timeout' : 'unavailable', neverReceived: true };
+    case 'UND_ERR_HEADERS_TIMEOUT':
+    case 'UND_ERR_BODY_TIMEOUT':
+      return { kind: 'timeout', neverReceived: false };
+    case 'GW_TOO_LARGE':
+    case 'HPE_INVALID_CONSTANT':
+    case 'HPE_INVALID_STATUS':
+    case 'HPE_INVALID_HEADER_TOKEN':
+      return { kind: 'bad-response', neverReceived: false };
+    default:
+      return { kind: 'unavailable', neverReceived: false };
+  }
+}
+
+/**
+ * Sends one request upstream, retrying on another upstream where safe.
+ * Never throws: every outcome is a ForwardResult.
+ */
+export async function forward(group: UpstreamGroup, req: ForwardRequest, res: ServerResponse): Promise<ForwardResult> {
+  let tried: Set<Upstream> | null = null;
+  let last: ForwardResult | null = null;
+  for (let attempt = 0; ; attempt++) {
+    const u = tried === null ? group.pick(null) : group.pickRetry(tried);
+    if (u === null) return last ?? { kind: 'failed', fail: 'no-upstream', upstream: null };
+    const canRetry = attempt < req.retries && group.hasOther(u, tried);
+    let status = 0;
+    let headers: IncomingHttpHeaders = {};
+    let mode = 'stream' as 'stream' | 'buffer' | 'retry';
+    let sink: Collect | null = null;
+    try {
+      await u.pool.stream(
+        { path: req.path(u), method: req.method, headers: { ...req.headers, ...u.headers }, body: req.body },
+        (data) => {
+          status = data.statusCode;
+          headers = data.headers as IncomingHttpHeaders;
+          if (status >= 500 && canRetry && req.idempotent) {
+            mode = 'retry';
+            return new Discard();
+          }
+          if (req.stream(status)) {
+            if (res.destroyed) return new Discard();
+            req.writeHead(status, headers, u);
+            return res;
+          }
+          mode = 'buffer';
+          sink = new Collect(req.maxBuffer);
+          return sink;
+        },
+      );
+    } catch (err) {
+      if (res.headersSent || res.destroyed) return { kind: 'aborted', upstream: u };
+      const c = classify(err);
+      u.markFailure();
+      last = { kind: 'failed', fail: c.kind, upstream: u };
+      if (canRetry && (req.idempotent || c.neverReceived)) {
+        (tried ??= new Set()).add(u);
+        continue;
+      }
+      return last;
+    }
+    if (mode === 'retry') {
+      u.markFailure();
+      (tried ??= new Set()).add(u);
+      last = { kind: 'failed', fail: 'unavailable', upstream: u };
+      continue;
+    }
+    if (status >= 500) u.markFailure();
+    else u.markSuccess();
+    if (mode === 'buffer') {
+      const s = sink as Collect | null;
+      const body = s === null ? Buffer.alloc(0) : s.chunks.length === 1 ? s.chunks[0]! : Buffer.concat(s.chunks);
+      return { kind: 'buffered', upstream: u, status, headers, body };
+    }
+    return res.destroyed && !res.writableFinished ? { kind: 'aborted', upstream: u } : { kind: 'streamed', upstream: u, status };
+  }
+}

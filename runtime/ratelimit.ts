@@ -1,0 +1,39 @@
+// Per-key rate limits: a fixed window per key id, counted in this process.
+// A batch counts as its number of items.
+export interface Rate {
+  readonly limit: number;
+  readonly windowMs: number;
+}
+
+export interface Verdict {
+  readonly ok: boolean;
+  /** Seconds until the window resets, for Retry-After. */
+  readonly retryAfter: number;
+}
+
+const OK: Verdict = { ok: true, retryAfter: 0 };
+
+export interface RateLimiter {
+  take(keyId: string, rate: Rate, n: number): Verdict | Promise<Verdict>;
+  close(): Promise<void>;
+}
+
+export class MemoryRateLimiter implements RateLimiter {
+  private readonly windows = new Map<string, { start: number; used: number }>();
+
+  take(keyId: string, rate: Rate, n: number): Verdict {
+    const now = Date.now();
+    let w = this.windows.get(keyId);
+    if (w === undefined || now - w.start >= rate.windowMs) {
+      w = { start: now - (now % rate.windowMs), used: 0 };
+      this.windows.set(keyId, w);
+    }
+    if (w.used + n > rate.limit) {
+      return { ok: false, retryAfter: Math.max(1, Math.ceil((w.start + rate.windowMs - now) / 1000)) };
+    }
+    w.used += n;
+    return OK;
+  }
+
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,729 @@
+// The gateway process: listeners, dispatch, keys, guards, forwarding, health
+// and lifecycle. Generated code calls `main(spec)` with its precomputed tables.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { randomUUID } from 'node:crypto';
+import { resolve } from 'node:path';
+import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteSpec } from './types.ts';
+import { resolveTemplate } from './env.ts';
+import { createLogger, type Logger } from './log.ts';
+import { isKeyShaped, KeyStore, type KeyEntry } from './keys.ts';
+import { splitQuery } from './url.ts';
+import { Upstream, UpstreamGroup } from './upstream.ts';
+import { endToEndHeaders, forward, type FailKind, type ForwardResult } from './proxy.ts';
+import { checkEvmBody, mergeBatch } from './guards/evm.ts';
+import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from './guards/rosetta.ts';
+import { checkBlockbook } from './guards/blockbook.ts';
+import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from './errors/evm-jsonrpc.ts';
+import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from './errors/blockbook.ts';
+import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from './errors/rosetta.ts';
+import { HealthChecker } from './health.ts';
+import { MemoryRateLimiter, type Rate, type RateLimiter } from './ratelimit.ts';
+import { Metrics } from './metrics.ts';
+
+type AuthFail = 'missing' | 'invalid' | 'forbidden' | 'conflict';
+
+/** What one request did, for the access log and metrics. */
+class Ctx {
+  readonly id: string;
+  readonly start = process.hrtime.bigint();
+  keyId: string | null = null;
+  chain: string | null = null;
+  iface: InterfaceKind | null = null;
+  /** RPC method (allowlisted only), 'batch', 'refused', or a Rosetta/Blockbook endpoint. */
+  label = '-';
+  upstream: string | null = null;
+  constructor(req: IncomingMessage) {
+    const given = req.headers['x-request-id'];
+    this.id = typeof given === 'string' && given.length > 0 && given.length <= 128 && isPrintable(given) ? given : randomUUID();
+  }
+}
+
+function isPrintable(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+const RPC_AUTH: Record<AuthFail, RpcErrorName> = {
+  missing: 'GW_AUTH_KEY_MISSING',
+  invalid: 'GW_AUTH_KEY_INVALID',
+  forbidden: 'GW_AUTH_KEY_FORBIDDEN',
+  conflict: 'GW_AUTH_KEY_CONFLICT',
+};
+const BB_AUTH: Record<AuthFail, BlockbookErrorName> = {
+  missing: 'GW_BB_KEY_MISSING',
+  invalid: 'GW_BB_KEY_INVALID',
+  forbidden: 'GW_BB_KEY_FORBIDDEN',
+  conflict: 'GW_BB_KEY_CONFLICT',
+};
+const ROSETTA_AUTH: Record<AuthFail, RosettaErrorName> = {
+  missing: 'GW_AUTH_KEY_MISSING',
+  invalid: 'GW_AUTH_KEY_INVALID',
+  forbidden: 'GW_AUTH_KEY_FORBIDDEN',
+  conflict: 'GW_AUTH_KEY_CONFLICT',
+};
+const RPC_FAIL: Record<FailKind, RpcErrorName> = {
+  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
+};
+const BB_FAIL: Record<FailKind, BlockbookErrorName> = {
+  unavailable: 'GW_BB_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_BB_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_BB_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_BB_UPSTREAM_UNAVAILABLE',
+};
+const ROSETTA_FAIL: Record<FailKind, RosettaErrorName> = {
+  unavailable: 'GW_ROSETTA_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_ROSETTA_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_ROSETTA_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_ROSETTA_UPSTREAM_BAD_RESPONSE',
+};
+
+/** Request headers passed on to Blockbook; everything else (cookies, the key) stays here. */
+const BLOCKBOOK_PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-none-match', 'if-modified-since', 'content-type'];
+
+/** Largest upstream answer the gateway holds in memory to rewrite it (batch merge, Rosetta errors). */
+const MAX_REWRITE_BYTES = 64 * 1024 * 1024;
+
+interface Listening {
+  readonly spec: ListenerSpec | null;
+  readonly server: Server;
+  readonly host: string;
+  readonly port: number;
+}
+
+export class Gateway {
+  readonly log: Logger;
+  private readonly flushLog: () => void;
+  readonly keys: KeyStore;
+  readonly groups = new Map<string, UpstreamGroup>();
+  readonly routes: RouteSpec[] = [];
+  private readonly listening: Listening[] = [];
+  private readonly health: HealthChecker;
+  private readonly limiter: RateLimiter;
+  readonly metrics: Metrics;
+  private readonly corsAll: boolean;
+  private readonly corsOrigins: ReadonlySet<string>;
+  private draining = false;
+  private inflight = 0;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(readonly spec: GatewaySpec) {
+    const { log, flush } = createLogger();
+    this.log = log;
+    this.flushLog = flush;
+    this.keys = new KeyStore(process.env.GATEWAY_KEYS_FILE ?? spec.keysFile, log);
+    this.corsAll = spec.corsOrigins.includes('*');
+    this.corsOrigins = new Set(spec.corsOrigins);
+    this.metrics = new Metrics();
+    const seen = new Set<string>();
+    for (const l of spec.listeners) {
+      for (const route of l.routes.values()) {
+        if (seen.has(route.path)) continue;
+        seen.add(route.path);
+        this.routes.push(route);
+        const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route, 256)));
+        this.groups.set(route.path, group);
+      }
+    }
+    this.health = new HealthChecker(this.routes, this.groups, spec.health, log, this.metrics);
+    this.limiter = new MemoryRateLimiter();
+  }
+
+  /** Binds every listener. Resolves once all are listening. */
+  async start(): Promise<Listening[]> {
+    this.keys.load();
+    this.keys.watch();
+    for (const l of this.spec.listeners) {
+      const host = resolveTemplate(l.host, `listener ${l.name}`);
+      const port = parsePort(resolveTemplate(l.port, `listener ${l.name}`), `listener ${l.name}`);
+      const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 60_000, requestTimeout: 0 }, (req, res) =>
+        this.handle(l, req, res),
+      );
+      this.listening.push(await listen(server, host, port, l));
+    }
+    if (this.spec.admin) {
+      const host = resolveTemplate(this.spec.admin.host, 'admin listener');
+      const port = parsePort(resolveTemplate(this.spec.admin.port, 'admin listener'), 'admin listener');
+      const server = createServer((req, res) => this.handleAdmin(req, res));
+      this.listening.push(await listen(server, host, port, null));
+    }
+    this.health.start();
+    for (const l of this.listening) {
+      this.log.info({ event: 'listening', listener: l.spec?.name ?? 'admin', host: l.host, port: l.port }, 'listening');
+    }
+    return this.listening;
+  }
+
+  addresses(): { listener: string; host: string; port: number }[] {
+    return this.listening.map((l) => ({ listener: l.spec?.name ?? 'admin', host: l.host, port: l.port }));
+  }
+
+  // ---------------------------------------------------------------- dispatch
+
+  /** Hot path: one pass over the URL, one Map lookup for the route. */
+  private handle(listener: ListenerSpec, req: IncomingMessage, res: ServerResponse): void {
+    const ctx = new Ctx(req);
+    this.inflight++;
+    this.metrics.inflight.inc();
+    res.once('close', () => this.done(ctx, res));
+    if (this.draining) res.shouldKeepAlive = false;
+    try {
+      const url = req.url ?? '/';
+      const q = url.indexOf('?');
+      const path = q === -1 ? url : url.slice(0, q);
+      const query = q === -1 ? '' : url.slice(q + 1);
+      const slash = path.indexOf('/', 1);
+      const first = slash === -1 ? path.slice(1) : path.slice(1, slash);
+      const route = path.charCodeAt(0) === 47 ? listener.routes.get(first) : undefined;
+      if (route === undefined) return this.ownRoute(listener, path, req, res, ctx);
+      ctx.chain = route.path;
+      ctx.iface = route.interface;
+      const rest = slash === -1 ? '' : path.slice(slash);
+      if (req.method === 'OPTIONS') return this.preflight(req, res, ctx);
+      if (route.interface === 'evm-jsonrpc') this.evm(route, rest, query, req, res, ctx);
+      else if (route.interface === 'rosetta') this.rosetta(route, rest, query, req, res, ctx);
+      else this.blockbook(route, rest, query, req, res, ctx);
+    } catch (err) {
+      this.internalError(listener, err, res, ctx);
+    }
+  }
+
+  private done(ctx: Ctx, res: ServerResponse): void {
+    this.inflight--;
+    this.metrics.inflight.dec();
+    const ms = Number(process.hrtime.bigint() - ctx.start) / 1e6;
+    const status = res.writableFinished ? res.statusCode : 0;
+    this.metrics.observe(ctx.chain ?? '-', ctx.iface ?? '-', ctx.label, status, ms);
+    this.log.info(
+      {
+        reqId: ctx.id,
+        keyId: ctx.keyId,
+        chain: ctx.chain,
+        method: ctx.label,
+        status,
+        upstream: ctx.upstream,
+        ms: Math.round(ms * 1000) / 1000,
+        bytes: res.socket?.bytesWritten,
+      },
+      'request',
+    );
+    if (this.inflight === 0 && this.idleWaiters.length) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  private ownRoute(listener: ListenerSpec, path: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    if (path === '/healthz' || path === '/readyz') {
+      ctx.label = path.slice(1);
+      if (req.method !== 'GET' && req.method !== 'HEAD') return this.sendRaw(res, ctx, 405, '{"error":"Method not allowed"}', ['allow', 'GET, HEAD']);
+      if (path === '/healthz') return this.sendRaw(res, ctx, 200, '{"status":"ok"}');
+      const { ready, body } = this.readiness();
+      return this.sendRaw(res, ctx, ready ? 200 : 503, body);
+    }
+    ctx.label = 'unknown';
+    if (listenerEnvelope(listener) === 'evm-jsonrpc') return this.sendRaw(res, ctx, 404, rpcErrorJson('GW_RPC_NOT_FOUND', 'null'));
+    return this.sendRaw(res, ctx, 404, '{"error":"Not found"}');
+  }
+
+  readiness(): { ready: boolean; body: string } {
+    const chains: Record<string, unknown> = {};
+    let ready = !this.draining;
+    for (const route of this.routes) {
+      const group = this.groups.get(route.path)!;
+      const up = group.healthy;
+      if (!up) ready = false;
+      chains[route.path] = {
+        interface: route.interface,
+        state: up ? 'up' : 'down',
+        upstreams: group.all.map((u) => ({ name: u.name, role: u.role, state: u.state, head: u.head })),
+      };
+    }
+    const status = this.draining ? 'draining' : ready ? 'ready' : 'not_ready';
+    return { ready, body: JSON.stringify({ status, chains }) };
+  }
+
+  private handleAdmin(req: IncomingMessage, res: ServerResponse): void {
+    const path = (req.url ?? '/').split('?')[0];
+    const ctx = { id: randomUUID() } as Ctx;
+    if (path === '/metrics' && req.method === 'GET') {
+      this.metrics.render().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': this.metrics.contentType });
+          res.end(text);
+        },
+        () => this.sendRaw(res, ctx, 500, '{"error":"Internal server error"}'),
+      );
+      return;
+    }
+    if (path === '/healthz') return this.sendRaw(res, ctx, 200, '{"status":"ok"}');
+    if (path === '/readyz') {
+      const { ready, body } = this.readiness();
+      return this.sendRaw(res, ctx, ready ? 200 : 503, body);
+    }
+    this.sendRaw(res, ctx, 404, '{"error":"Not found"}');
+  }
+
+  // -------------------------------------------------------------- responses
+
+  private cors(req: IncomingMessage, out: string[]): void {
+    const origin = req.headers.origin;
+    if (origin === undefined) return;
+    if (this.corsAll) out.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'x-request-id');
+    else if (this.corsOrigins.has(origin))
+      out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', 'x-request-id');
+  }
+
+  private sendRaw(res: ServerResponse, ctx: Ctx, status: number, body: string, extra?: string[]): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const headers = ['x-request-id', ctx.id];
+    if (status !== 204) headers.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)));
+    if (extra) headers.push(...extra);
+    const req = res.req as IncomingMessage | undefined;
+    if (req) this.cors(req, headers);
+    if (this.draining) headers.push('connection', 'close');
+    res.writeHead(status, headers);
+    res.end(status === 204 ? undefined : body);
+  }
+
+  private preflight(req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    ctx.label = 'preflight';
+    const origin = req.headers.origin;
+    const headers = ['x-request-id', ctx.id, 'allow', 'GET, POST, OPTIONS'];
+    if (origin !== undefined && (this.corsAll || this.corsOrigins.has(origin))) {
+      headers.push(
+        'access-control-allow-origin',
+        this.corsAll ? '*' : origin,
+        'access-control-allow-methods',
+        'GET, POST, OPTIONS',
+        'access-control-allow-headers',
+        'content-type, x-api-key, x-request-id',
+        'access-control-max-age',
+        '600',
+      );
+      if (!this.corsAll) headers.push('vary', 'origin');
+    }
+    res.writeHead(204, headers);
+    res.end();
+  }
+
+  private internalError(listener: ListenerSpec, err: unknown, res: ServerResponse, ctx: Ctx): void {
+    this.log.error({ event: 'internal_error', reqId: ctx.id, error: (err as Error)?.message }, 'internal error');
+    if (ctx.iface === 'rosetta') return this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_INTERNAL'));
+    if (ctx.iface === 'blockbook' || (ctx.iface === null && listenerEnvelope(listener) !== 'evm-jsonrpc'))
+      return this.sendRaw(res, ctx, 500, blockbookErrorJson('GW_BB_INTERNAL'));
+    this.sendRaw(res, ctx, 500, rpcErrorJson('GW_RPC_INTERNAL', 'null'));
+  }
+
+  // ------------------------------------------------------------------- keys
+
+  /**
+   * A key may come in the X-API-Key header, the path and the api_key query
+   * parameter; if it comes in several, all must be equal.
+   */
+  private authenticate(route: RouteSpec, req: IncomingMessage, pathKey: string | null, queryKeys: readonly string[], ctx: Ctx): KeyEntry | AuthFail {
+    const header = req.headers['x-api-key'];
+    let key: string | null = typeof header === 'string' && header !== '' ? header : null;
+    if (pathKey !== null) {
+      if (key !== null && key !== pathKey) return 'conflict';
+      key = pathKey;
+    }
+    for (const k of queryKeys) {
+      if (key !== null && key !== k) return 'conflict';
+      key = k;
+    }
+    if (key === null) return 'missing';
+    if (!isKeyShaped(key)) return 'invalid';
+    const r = this.keys.check(key, route.path);
+    if (!r.ok) return r.reason;
+    ctx.keyId = r.entry.id;
+    return r.entry;
+  }
+
+  private rateFor(entry: KeyEntry): Rate | null {
+    return entry.rateLimit ?? this.spec.rateLimit;
+  }
+
+  /** true if the request may go on; otherwise the 429 has been sent. */
+  private async admit(entry: KeyEntry, n: number, res: ServerResponse, ctx: Ctx, reject: (retryAfter: number) => void): Promise<boolean> {
+    const rate = this.rateFor(entry);
+    if (rate === null) return true;
+    const v = await this.limiter.take(entry.id, rate, n);
+    if (v.ok) return true;
+    this.metrics.rateLimited.labels(entry.id).inc();
+    reject(v.retryAfter);
+    return false;
+  }
+
+  // -------------------------------------------------------------------- evm
+
+  private evm(route: RouteSpec, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    const fail = (name: RpcErrorName, idJson = 'null', extra?: string[]) =>
+      this.sendRaw(res, ctx, RPC_ERRORS[name].status, rpcErrorJson(name, idJson), extra);
+    // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`: nothing else.
+    let pathKey: string | null = null;
+    if (rest.length > 1) {
+      const end = rest.indexOf('/', 1);
+      if (end === -1) pathKey = rest.slice(1);
+      else if (end === rest.length - 1) pathKey = rest.slice(1, end);
+      else return fail('GW_RPC_NOT_FOUND');
+    }
+    if (req.method !== 'POST') return fail('GW_RPC_HTTP_METHOD_NOT_ALLOWED', 'null', ['allow', 'POST, OPTIONS']);
+    const auth = this.authenticate(route, req, pathKey, query === '' ? [] : splitQuery(query).keys, ctx);
+    if (typeof auth === 'string') return fail(RPC_AUTH[auth]);
+    readBody(req, route.limits.maxBodyBytes, (buf) => {
+      if (buf === null) return fail('GW_RPC_BODY_TOO_LARGE', 'null', ['connection', 'close']);
+      const d = checkEvmBody(buf, route.methods!, route.limits.maxBatchSize);
+      ctx.label = d.label;
+      if (d.kind === 'reply') return this.sendRaw(res, ctx, d.status, d.body);
+      const go = () => this.forwardEvm(route, d.body, d.idempotent, d.merge, req, res, ctx);
+      const rate = this.rateFor(auth);
+      if (rate === null) return go();
+      void this.admit(auth, d.count, res, ctx, (after) => fail('GW_RPC_RATE_LIMITED', 'null', ['retry-after', String(after)])).then(
+        (ok) => ok && go(),
+      );
+    });
+  }
+
+  private forwardEvm(
+    route: RouteSpec,
+    body: Buffer | string,
+    idempotent: boolean,
+    merge: ReturnType<typeof checkEvmBody> extends infer D ? (D extends { merge: infer M } ? M : never) : never,
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: Ctx,
+  ): void {
+    const group = this.groups.get(route.path)!;
+    void forward(
+      group,
+      {
+        method: 'POST',
+        path: rpcPath,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': String(typeof body === 'string' ? Buffer.byteLength(body) : body.length),
+          'x-request-id': ctx.id,
+        },
+        body,
+        idempotent,
+        retries: route.retries,
+        maxBuffer: MAX_REWRITE_BYTES,
+        stream: merge === null ? isOk : never,
+        writeHead: (status, headers) => this.writeUpstreamHead(req, res, ctx, status, headers),
+      },
+      res,
+    ).then((r) => {
+      ctx.upstream = r.upstream?.name ?? null;
+      if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
+      if (r.kind !== 'buffered') return;
+      const text = r.body.toString('utf8');
+      if (r.status === 200 && merge !== null) {
+        const merged = mergeBatch(merge, text);
+        if (merged !== null) return this.sendRaw(res, ctx, 200, merged);
+      } else if (isJsonRpcAnswer(text)) {
+        // The node's own JSON-RPC error, with its status: passed on unchanged.
+        return this.sendRaw(res, ctx, r.status, text);
+      }
+      this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not JSON-RPC');
+      this.sendRaw(res, ctx, 502, rpcErrorJson('GW_RPC_UPSTREAM_BAD_RESPONSE', 'null'));
+    });
+  }
+
+  private writeUpstreamHead(req: IncomingMessage, res: ServerResponse, ctx: Ctx, status: number, headers: Record<string, string | string[] | undefined>): void {
+    const out = endToEndHeaders(headers, ['x-request-id', ctx.id]);
+    this.cors(req, out);
+    if (this.draining) out.push('connection', 'close');
+    res.writeHead(status, out);
+  }
+
+  private upstreamFailed(route: RouteSpec, r: Extract<ForwardResult, { kind: 'failed' }>, res: ServerResponse, ctx: Ctx): void {
+    if (r.upstream) this.log.warn({ event: 'upstream_failed', chain: route.path, upstream: r.upstream.name, fail: r.fail, reqId: ctx.id }, 'upstream failed');
+    if (route.interface === 'evm-jsonrpc') {
+      const name = RPC_FAIL[r.fail];
+      return this.sendRaw(res, ctx, RPC_ERRORS[name].status, rpcErrorJson(name, 'null'));
+    }
+    if (route.interface === 'blockbook') {
+      const name = BB_FAIL[r.fail];
+      return this.sendRaw(res, ctx, BLOCKBOOK_ERRORS[name].status, blockbookErrorJson(name));
+    }
+    this.sendRaw(res, ctx, 500, rosettaErrorJson(ROSETTA_FAIL[r.fail]));
+  }
+
+  // ---------------------------------------------------------------- rosetta
+
+  private rosetta(route: RouteSpec, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    const fail = (name: RosettaErrorName, details?: Record<string, unknown>, extra?: string[]) =>
+      this.sendRaw(res, ctx, 500, rosettaErrorJson(name, details), extra);
+    // Rosetta takes the key in the header or the query only: a key-shaped
+    // segment here is just an unknown endpoint.
+    const endpoint = rest.length > 1 ? rest.slice(1) : '';
+    if (!ROSETTA_ENDPOINTS.has(endpoint)) return fail('GW_ROSETTA_UNKNOWN_ENDPOINT');
+    ctx.label = endpoint;
+    if (req.method !== 'POST') return fail('GW_ROSETTA_METHOD_NOT_ALLOWED', undefined, ['allow', 'POST, OPTIONS']);
+    const auth = this.authenticate(route, req, null, query === '' ? [] : splitQuery(query).keys, ctx);
+    if (typeof auth === 'string') return fail(ROSETTA_AUTH[auth]);
+    readBody(req, route.limits.maxBodyBytes, (buf) => {
+      if (buf === null) return fail('GW_ROSETTA_BODY_TOO_LARGE', undefined, ['connection', 'close']);
+      const d = checkRosettaBody(buf, endpoint, route.network!);
+      if (d.kind === 'reply') return this.sendRaw(res, ctx, 500, d.body);
+      const go = () => this.forwardRosetta(route, endpoint, d.body, req, res, ctx);
+      if (this.rateFor(auth) === null) return go();
+      void this.admit(auth, 1, res, ctx, (after) => fail('GW_ROSETTA_RATE_LIMITED', undefined, ['retry-after', String(after)])).then(
+        (ok) => ok && go(),
+      );
+    });
+  }
+
+  private forwardRosetta(route: RouteSpec, endpoint: string, body: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    const group = this.groups.get(route.path)!;
+    const isOptions = endpoint === 'network/options';
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'content-length': String(Buffer.byteLength(body)),
+      'x-request-id': ctx.id,
+    };
+    const accept = req.headers.accept;
+    if (accept) headers.accept = accept;
+    void forward(
+      group,
+      {
+        method: 'POST',
+        path: (u) => `${u.basePath}/${endpoint}`,
+        headers,
+        body,
+        idempotent: ROSETTA_ENDPOINTS.get(endpoint)!.idempotent,
+        retries: route.retries,
+        maxBuffer: MAX_REWRITE_BYTES,
+        // Only a plain 200 streams; errors and /network/options are rewritten.
+        stream: (status) => status === 200 && !isOptions,
+        writeHead: (status, h) => this.writeUpstreamHead(req, res, ctx, status, h),
+      },
+      res,
+    ).then((r) => {
+      ctx.upstream = r.upstream?.name ?? null;
+      if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
+      if (r.kind !== 'buffered') return;
+      let doc: unknown;
+      try {
+        doc = JSON.parse(r.body.toString('utf8'));
+      } catch {
+        doc = undefined;
+      }
+      if (r.status === 200 && isOptions && doc !== null && typeof doc === 'object') {
+        const allow = (doc as { allow?: { errors?: unknown } }).allow;
+        if (allow && Array.isArray(allow.errors)) {
+          const have = new Set(allow.errors.map((e: { code?: unknown }) => e?.code));
+          for (const e of GATEWAY_ROSETTA_ALLOW_ERRORS) if (!have.has(e.code)) allow.errors.push({ ...e });
+          return this.sendRaw(res, ctx, 200, JSON.stringify(doc));
+        }
+      }
+      if (r.status !== 200 && isRosettaError(doc)) {
+        // Newer servers send non-retriable errors with 400: the body stays, the status is 500.
+        return this.sendRaw(res, ctx, 500, r.body.toString('utf8'));
+      }
+      this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not Rosetta');
+      this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_UPSTREAM_BAD_RESPONSE', { upstream_status: r.status }));
+    });
+  }
+
+  // -------------------------------------------------------------- blockbook
+
+  private blockbook(route: RouteSpec, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    const fail = (name: BlockbookErrorName, extra?: string[]) =>
+      this.sendRaw(res, ctx, BLOCKBOOK_ERRORS[name].status, blockbookErrorJson(name), extra);
+    // `/<chain>/v2/...` or `/<chain>/<key>/v2/...`: a segment is a key only there.
+    let pathKey: string | null = null;
+    let after: string;
+    if (rest.startsWith('/v2/')) after = rest.slice(4);
+    else {
+      const end = rest.indexOf('/', 1);
+      if (end === -1 || !rest.startsWith('/v2/', end)) return fail('GW_BB_NOT_FOUND');
+      pathKey = rest.slice(1, end);
+      if (pathKey === '') return fail('GW_BB_NOT_FOUND');
+      after = rest.slice(end + 4);
+    }
+    const method = req.method ?? 'GET';
+    if (method !== 'GET' && method !== 'POST') return fail('GW_BB_METHOD_NOT_ALLOWED', ['allow', 'GET, OPTIONS']);
+    const sq = splitQuery(query);
+    const d = checkBlockbook(method, after, sq.rest, route.sendtx === true, route.limits.maxPageSize);
+    if (d.kind === 'error') return fail(d.name, d.name === 'GW_BB_METHOD_NOT_ALLOWED' ? ['allow', 'GET, OPTIONS'] : undefined);
+    ctx.label = d.endpoint;
+    const auth = this.authenticate(route, req, pathKey, sq.keys, ctx);
+    if (typeof auth === 'string') return fail(BB_AUTH[auth]);
+    const go = (body: Buffer | null) => this.forwardBlockbook(route, d.path, sq.rest, body, req, res, ctx);
+    const afterRate = (body: Buffer | null) => {
+      if (this.rateFor(auth) === null) return go(body);
+      void this.admit(auth, 1, res, ctx, (s) => fail('GW_BB_RATE_LIMITED', ['retry-after', String(s)])).then((ok) => ok && go(body));
+    };
+    if (method === 'POST') {
+      readBody(req, route.limits.maxBodyBytes, (buf) => (buf === null ? fail('GW_BB_BODY_TOO_LARGE', ['connection', 'close']) : afterRate(buf)));
+    } else afterRate(null);
+  }
+
+  private forwardBlockbook(route: RouteSpec, path: string, query: string, body: Buffer | null, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    const headers: Record<string, string> = { 'x-request-id': ctx.id };
+    for (const name of BLOCKBOOK_PASS) {
+      const v = req.headers[name];
+      if (typeof v === 'string') headers[name] = v;
+    }
+    if (body !== null) headers['content-length'] = String(body.length);
+    const tail = query === '' ? path : `${path}?${query}`;
+    void forward(
+      this.groups.get(route.path)!,
+      {
+        method: body === null ? 'GET' : 'POST',
+        path: (u) => u.basePath + tail,
+        headers,
+        body,
+        idempotent: body === null,
+        retries: route.retries,
+        maxBuffer: MAX_REWRITE_BYTES,
+        stream: always,
+        writeHead: (status, h) => this.writeUpstreamHead(req, res, ctx, status, h),
+      },
+      res,
+    ).then((r) => {
+      ctx.upstream = r.upstream?.name ?? null;
+      if (r.kind === 'failed') this.upstreamFailed(route, r, res, ctx);
+    });
+  }
+
+  // -------------------------------------------------------------- lifecycle
+
+  /** Readiness goes 503 at once; new connections are refused; in-flight work finishes. */
+  async shutdown(signal: string): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
+    this.log.info({ event: 'draining', signal, inflight: this.inflight }, 'draining');
+    this.health.stop();
+    this.keys.close();
+    const closed = this.listening.map(
+      (l) =>
+        new Promise<void>((done) => {
+          l.server.close(() => done());
+          l.server.closeIdleConnections();
+        }),
+    );
+    const idle = this.inflight === 0 ? Promise.resolve() : new Promise<void>((r) => this.idleWaiters.push(r));
+    const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), this.spec.drainTimeoutMs).unref());
+    const outcome = await Promise.race([idle.then(() => 'idle' as const), timer]);
+    for (const l of this.listening) l.server.closeAllConnections();
+    await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 1000).unref())]);
+    await Promise.all([...this.groups.values()].map((g) => g.close()));
+    await this.limiter.close();
+    this.log.info({ event: 'stopped', outcome }, 'stopped');
+    this.flushLog();
+  }
+
+  reloadKeys(reason: string): boolean {
+    return this.keys.reload(reason);
+  }
+}
+
+function rpcPath(u: Upstream): string {
+  return u.rpcPath;
+}
+function isOk(status: number): boolean {
+  return status === 200;
+}
+function never(): boolean {
+  return false;
+}
+function always(): boolean {
+  return true;
+}
+
+function isJsonRpcAnswer(text: string): boolean {
+  try {
+    const v = JSON.parse(text) as unknown;
+    const one = (x: unknown) => x !== null && typeof x === 'object' && (x as { jsonrpc?: unknown }).jsonrpc === '2.0';
+    return Array.isArray(v) ? v.every(one) : one(v);
+  } catch {
+    return false;
+  }
+}
+
+/** The envelope for answers that belong to no chain on a listener. */
+function listenerEnvelope(l: ListenerSpec): InterfaceKind {
+  for (const r of l.routes.values()) if (r.interface === 'evm-jsonrpc') return 'evm-jsonrpc';
+  return 'blockbook';
+}
+
+/**
+ * Reads a request body up to `limit` bytes; calls back with null when it is
+ * larger (then stops reading: the connection closes after the 413).
+ */
+function readBody(req: IncomingMessage, limit: number, cb: (buf: Buffer | null) => void): void {
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    req.resume();
+    return cb(null);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  req.on('data', (c: Buffer) => {
+    if (over) return;
+    size += c.length;
+    if (size > limit) {
+      over = true;
+      cb(null);
+      return;
+    }
+    chunks.push(c);
+  });
+  req.on('end', () => {
+    if (over) return;
+    cb(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+  });
+}
+
+function parsePort(s: string, where: string): number {
+  const n = Number(s);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${where}: port '${s}' is not a port number`);
+  return n;
+}
+
+function listen(server: Server, host: string, port: number, spec: ListenerSpec | null): Promise<Listening> {
+  return new Promise((ok, fail) => {
+    server.once('error', fail);
+    server.listen(port, host, () => {
+      server.off('error', fail);
+      const a = server.address();
+      ok({ spec, server, host, port: typeof a === 'object' && a ? a.port : port });
+    });
+  });
+}
+
+/**
+ * Entry point of the emitted server. Start-up problems (a missing variable,
+ * a bad keys file, a port in use) end the process with one clear line.
+ */
+export function main(spec: GatewaySpec): void {
+  let gw: Gateway;
+  try {
+    gw = new Gateway(spec);
+  } catch (err) {
+    process.stderr.write(`gateway: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  gw.start().then(
+    () => {
+      process.on('SIGHUP', () => gw.reloadKeys('SIGHUP'));
+      const stop = (signal: string) => void gw.shutdown(signal).then(() => process.exit(0));
+      process.once('SIGTERM', () => stop('SIGTERM'));
+      process.once('SIGINT', () => stop('SIGINT'));
+    },
+    (err: Error & { code?: string }) => {
+      const msg = err.code === 'ENOENT' ? `keys file not found: ${resolve(process.env.GATEWAY_KEYS_FILE ?? spec.keysFile)}` : err.message;
+      process.stderr.write(`gateway: ${msg}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,79 @@
+// The shapes that generated code hands to the runtime. The generator's
+// normalized model (generator/model.ts) is plain JSON data; the emitter turns it
+// into these objects, with lookup tables (Map, Set) built once at module load.
+
+export type InterfaceKind = 'blockbook' | 'evm-jsonrpc' | 'rosetta';
+export type RosettaNetwork = 'mainnet' | 'preprod' | 'preview';
+export type UpstreamRole = 'primary' | 'fallback';
+
+/**
+ * A manifest string that may hold `${VAR}` or `${VAR:-default}`. It is kept as
+ * parts and resolved when the server starts, never when it is built.
+ */
+export type TemplatePart = string | { readonly env: string; readonly default?: string };
+export interface Template {
+  readonly parts: readonly TemplatePart[];
+}
+
+export interface Limits {
+  readonly maxBodyBytes: number;
+  readonly maxBatchSize: number;
+  readonly timeoutMs: number;
+  readonly maxPageSize: number;
+}
+
+export interface UpstreamSpec {
+  /** Stable name for logs, metrics and /readyz: `<chain>#<index>`. Never the URL. */
+  readonly name: string;
+  readonly url: Template;
+  readonly weight: number;
+  readonly role: UpstreamRole;
+  /** Header name (lower case) to value template, sent with every request to it. */
+  readonly headers: Readonly<Record<string, Template>>;
+}
+
+export interface RouteSpec {
+  /** The first path segment. */
+  readonly path: string;
+  readonly interface: InterfaceKind;
+  readonly listener: string;
+  /** Where it came from in the manifest, for messages: `chains[3]`. */
+  readonly source: string;
+  readonly limits: Limits;
+  readonly upstreams: readonly UpstreamSpec[];
+  readonly maxLag: number;
+  readonly retries: number;
+  /** evm-jsonrpc only. */
+  readonly chainId?: number;
+  /** evm-jsonrpc only: the allowlist, one Set lookup per call. */
+  readonly methods?: ReadonlySet<string>;
+  /** rosetta only. */
+  readonly network?: RosettaNetwork;
+  /** blockbook only. */
+  readonly sendtx?: boolean;
+}
+
+export interface ListenerSpec {
+  readonly name: string;
+  readonly host: Template;
+  readonly port: Template;
+  /** First path segment to route, precomputed per listener. */
+  readonly routes: ReadonlyMap<string, RouteSpec>;
+}
+
+export interface RateLimitSpec {
+  readonly limit: number;
+  readonly windowMs: number;
+}
+
+export interface GatewaySpec {
+  /** Manifest path relative to where the build ran, for the startup log. */
+  readonly source: string;
+  readonly keysFile: string;
+  readonly listeners: readonly ListenerSpec[];
+  readonly corsOrigins: readonly string[];
+  readonly admin: { readonly host: Template; readonly port: Template } | null;
+  readonly health: { readonly intervalMs: number; readonly timeoutMs: number };
+  readonly rateLimit: RateLimitSpec | null;
+  readonly drainTimeoutMs: number;
+}

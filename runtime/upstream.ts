@@ -1,0 +1,145 @@
+// Upstreams: one undici Pool each, state kept by health checks and by the
+// answers of real requests, and weighted selection per chain.
+import { Pool } from 'undici';
+import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
+import { resolveTemplate } from './env.ts';
+
+export type UpstreamState = 'unknown' | 'up' | 'down';
+
+/** Failed health checks in a row before an upstream is taken out. */
+export const HEALTH_FAILS_TO_DOWN = 2;
+/** Failed requests in a row before an upstream is taken out at once (circuit breaker). */
+export const REQUEST_FAILS_TO_DOWN = 3;
+
+export class Upstream {
+  readonly name: string;
+  readonly chain: string;
+  readonly role: UpstreamRole;
+  readonly weight: number;
+  readonly pool: Pool;
+  /** Path part of the configured URL without a trailing slash ('' for none). */
+  readonly basePath: string;
+  /** Where JSON-RPC requests go: the URL's own path and query, exactly. */
+  readonly rpcPath: string;
+  /** Configured headers, already resolved; sent with every request. */
+  readonly headers: Readonly<Record<string, string>>;
+  state: UpstreamState = 'unknown';
+  head: number | null = null;
+  /** Lagging behind the chain's best head by more than maxLag. */
+  lagging = false;
+  healthFails = 0;
+  requestFails = 0;
+  /** Smooth weighted round-robin state. */
+  current = 0;
+
+  constructor(spec: UpstreamSpec, route: RouteSpec, connections: number) {
+    const where = `chain ${route.path} (${spec.name})`;
+    const raw = resolveTemplate(spec.url, where);
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new Error(`${where}: upstream URL is not a valid URL`);
+    }
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(`${where}: upstream URL must be http or https`);
+    const headers: Record<string, string> = {};
+    for (const [k, t] of Object.entries(spec.headers)) headers[k] = resolveTemplate(t, where);
+    // Credentials in the URL become a header; the URL itself is never logged.
+    if (url.username || url.password) {
+      headers.authorization ??= `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`;
+    }
+    this.name = spec.name;
+    this.chain = route.path;
+    this.role = spec.role;
+    this.weight = spec.weight;
+    this.headers = headers;
+    this.basePath = url.pathname === '/' ? '' : url.pathname.replace(/\/+$/, '');
+    this.rpcPath = (url.pathname || '/') + url.search;
+    this.pool = new Pool(url.origin, {
+      connections,
+      pipelining: 1,
+      keepAliveTimeout: 30_000,
+      connectTimeout: Math.min(10_000, route.limits.timeoutMs),
+      headersTimeout: route.limits.timeoutMs,
+      bodyTimeout: route.limits.timeoutMs,
+    });
+  }
+
+  get usable(): boolean {
+    return this.state !== 'down';
+  }
+
+  markSuccess(): void {
+    this.requestFails = 0;
+  }
+
+  /** A failed request; returns true if this took the upstream out. */
+  markFailure(): boolean {
+    this.requestFails++;
+    if (this.state !== 'down' && this.requestFails >= REQUEST_FAILS_TO_DOWN) {
+      this.state = 'down';
+      return true;
+    }
+    return false;
+  }
+}
+
+/** The upstreams of one chain and the choice among them. */
+export class UpstreamGroup {
+  readonly primaries: readonly Upstream[];
+  readonly fallbacks: readonly Upstream[];
+  readonly all: readonly Upstream[];
+
+  constructor(all: readonly Upstream[]) {
+    this.all = all;
+    this.primaries = all.filter((u) => u.role === 'primary');
+    this.fallbacks = all.filter((u) => u.role === 'fallback');
+  }
+
+  /**
+   * Picks an upstream: by weight among usable primaries, else among usable
+   * fallbacks. `tried` holds upstreams this request already used: a request is
+   * never sent twice to the same node.
+   */
+  pick(tried: ReadonlySet<Upstream> | null): Upstream | null {
+    const p = this.primaries;
+    if (p.length === 1 && this.fallbacks.length === 0) {
+      const only = p[0]!;
+      return only.usable && !tried?.has(only) ? only : null;
+    }
+    return choose(p, tried) ?? choose(this.fallbacks, tried);
+  }
+
+  /** For retries: any usable upstream not yet tried, fallbacks included. */
+  pickRetry(tried: ReadonlySet<Upstream>): Upstream | null {
+    return choose(this.primaries, tried) ?? choose(this.fallbacks, tried);
+  }
+
+  /** Is there a usable upstream, other than `u`, that this request has not tried? */
+  hasOther(u: Upstream, tried: ReadonlySet<Upstream> | null): boolean {
+    for (const o of this.all) if (o !== u && o.usable && !tried?.has(o)) return true;
+    return false;
+  }
+
+  get healthy(): boolean {
+    return this.all.some((u) => u.state === 'up');
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.all.map((u) => u.pool.close().catch(() => undefined)));
+  }
+}
+
+/** Smooth weighted round-robin (as nginx does) over the usable members. */
+function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null): Upstream | null {
+  let best: Upstream | null = null;
+  let total = 0;
+  for (const u of list) {
+    if (!u.usable || tried?.has(u)) continue;
+    u.current += u.weight;
+    total += u.weight;
+    if (best === null || u.current > best.current) best = u;
+  }
+  if (best !== null) best.current -= total;
+  return best;
+}

@@ -1,0 +1,79 @@
+// URL helpers for the request path. One pass, no URL object, no regex:
+// everything here runs on every request (change with care).
+
+export interface SplitQuery {
+  /** Every api_key value, in order (usually none or one). */
+  readonly keys: string[];
+  /** The query without api_key parameters, others untouched and in order; '' when empty. */
+  readonly rest: string;
+}
+
+const NO_KEYS: string[] = [];
+
+function decodeOrNull(s: string): string | null {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Pulls `api_key` out of a raw query string. A name written with
+ * percent-escapes (`api%5Fkey`) is an api_key too, so it can't sneak past.
+ */
+export function splitQuery(query: string): SplitQuery {
+  if (query === '') return { keys: NO_KEYS, rest: '' };
+  if (query.indexOf('api') === -1 && query.indexOf('%') === -1) return { keys: NO_KEYS, rest: query };
+  const keys: string[] = [];
+  const kept: string[] = [];
+  for (const part of query.split('&')) {
+    const eq = part.indexOf('=');
+    const rawName = eq === -1 ? part : part.slice(0, eq);
+    const name = rawName.indexOf('%') === -1 ? rawName : decodeOrNull(rawName);
+    if (name === 'api_key') {
+      const rawValue = eq === -1 ? '' : part.slice(eq + 1);
+      // An undecodable value can never be a valid key; keep it as the
+      // (invalid) key rather than dropping it silently.
+      keys.push(rawValue.indexOf('%') === -1 ? rawValue : (decodeOrNull(rawValue) ?? rawValue));
+    } else kept.push(part);
+  }
+  return { keys: keys.length ? keys : NO_KEYS, rest: kept.length === 0 ? '' : kept.join('&') };
+}
+
+/** All values of one query parameter (names compared after decoding). */
+export function queryValues(query: string, wanted: string): string[] {
+  if (query === '' || query.indexOf(wanted) === -1 && query.indexOf('%') === -1) return [];
+  const out: string[] = [];
+  for (const part of query.split('&')) {
+    const eq = part.indexOf('=');
+    const rawName = eq === -1 ? part : part.slice(0, eq);
+    const name = rawName.indexOf('%') === -1 ? rawName : decodeOrNull(rawName);
+    if (name === wanted) {
+      const v = eq === -1 ? '' : part.slice(eq + 1);
+      out.push(v.indexOf('%') === -1 ? v : (decodeOrNull(v) ?? '\u0000invalid'));
+    }
+  }
+  return out;
+}
+
+/**
+ * True when a raw path segment stays inside its route once an upstream
+ * decodes it: not `.`/`..` (encoded or not), no encoded `/` or `\`.
+ */
+export function isSafeSegment(seg: string, allowSlash = false): boolean {
+  if (seg === '') return false;
+  let s = seg;
+  if (seg.indexOf('%') !== -1) {
+    const d = decodeOrNull(seg);
+    if (d === null) return false;
+    s = d;
+  }
+  if (s.indexOf('\\') !== -1 || s.indexOf('\u0000') !== -1) return false;
+  if (s.indexOf('/') !== -1) {
+    if (!allowSlash) return false;
+    for (const piece of s.split('/')) if (piece === '' || piece === '.' || piece === '..') return false;
+    return true;
+  }
+  return s !== '.' && s !== '..';
+}
