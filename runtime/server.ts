@@ -32,7 +32,10 @@ class Ctx {
   /** RPC method (allowlisted only), 'batch', 'refused', or a Rosetta/Blockbook endpoint. */
   label = '-';
   upstream: string | null = null;
+  /** Bytes the socket had written before this request, for the access log. */
+  readonly written: number;
   constructor(req: IncomingMessage) {
+    this.written = req.socket.bytesWritten;
     const given = req.headers['x-request-id'];
     this.id = typeof given === 'string' && given.length > 0 && given.length <= 128 && isPrintable(given) ? given : randomUUID();
   }
@@ -208,7 +211,7 @@ export class Gateway {
         status,
         upstream: ctx.upstream,
         ms: Math.round(ms * 1000) / 1000,
-        bytes: res.socket?.bytesWritten,
+        bytes: (res.req as IncomingMessage).socket.bytesWritten - ctx.written,
       },
       'request',
     );

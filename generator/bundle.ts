@@ -1,0 +1,57 @@
+// Emitted TypeScript + runtime/ -> one ESM file that runs with plain `node`.
+import { build } from 'esbuild';
+import { mkdirSync, renameSync, writeFileSync, chmodSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { emitHeader } from './emit/header.ts';
+import { RUNTIME_SPECIFIER } from './emit/index.ts';
+
+/** The project root: esbuild resolves runtime/ and node_modules from here. */
+export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+export interface BundleOptions {
+  readonly out: string;
+  /** Manifest path as shown in the header (relative). */
+  readonly manifest: string;
+}
+
+/**
+ * Bundles and returns the file's bytes. Paths in esbuild's comments are
+ * relative to PROJECT_ROOT, so the output holds no absolute path.
+ */
+export async function bundleServerText(source: string, manifest: string): Promise<string> {
+  const result = await build({
+    stdin: { contents: source, resolveDir: PROJECT_ROOT, sourcefile: 'gateway.gen.ts', loader: 'ts' },
+    absWorkingDir: PROJECT_ROOT,
+    alias: { [RUNTIME_SPECIFIER]: './runtime/index.ts' },
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20.18',
+    write: false,
+    legalComments: 'none',
+    logLevel: 'silent',
+    // Bundled CommonJS dependencies call require(); give ESM one.
+    banner: {
+      js: [
+        '#!/usr/bin/env node',
+        emitHeader(manifest),
+        "import { createRequire as __gwCreateRequire } from 'node:module';",
+        'const require = __gwCreateRequire(import.meta.url);',
+      ].join('\n'),
+    },
+  });
+  return result.outputFiles[0]!.text;
+}
+
+/** Writes the bundle atomically: a reader sees the old file or the new one. */
+export async function bundleServer(source: string, opts: BundleOptions): Promise<{ bytes: number }> {
+  const text = await bundleServerText(source, opts.manifest);
+  const out = resolve(opts.out);
+  mkdirSync(dirname(out), { recursive: true });
+  const tmp = `${out}.tmp-${process.pid}`;
+  writeFileSync(tmp, text);
+  chmodSync(tmp, 0o755);
+  renameSync(tmp, out);
+  return { bytes: Buffer.byteLength(text) };
+}

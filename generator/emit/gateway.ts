@@ -1,0 +1,38 @@
+// Emits the listeners (with their route Maps) and the GatewaySpec itself.
+import { VariableDeclarationKind, type StatementStructures, StructureKind } from 'ts-morph';
+import type { GatewayModel } from '../model.ts';
+import { lit, objectLit, templateLit } from './literal.ts';
+
+export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, string>): StatementStructures[] {
+  const listeners = model.listeners.map((l) => {
+    const routes = [...l.chains].sort().map((p) => `    [${lit(p)}, ${routeIds.get(p)!}],`);
+    return objectLit(
+      [
+        ['name', lit(l.name)],
+        ['host', templateLit(l.host)],
+        ['port', templateLit(l.port)],
+        ['routes', `new Map<string, RouteSpec>([\n${routes.join('\n')}\n  ])`],
+      ],
+      '  ',
+    );
+  });
+  const spec = objectLit([
+    ['source', lit(model.source)],
+    ['keysFile', lit(model.keysFile)],
+    ['listeners', `[\n  ${listeners.join(',\n  ')},\n]`],
+    ['corsOrigins', lit(model.corsOrigins)],
+    ['admin', model.admin === null ? 'null' : `{ host: ${templateLit(model.admin.host)}, port: ${templateLit(model.admin.port)} }`],
+    ['health', lit(model.health)],
+    ['rateLimit', lit(model.rateLimit)],
+    ['drainTimeoutMs', lit(model.drainTimeoutMs)],
+  ]);
+  return [
+    {
+      kind: StructureKind.VariableStatement,
+      declarationKind: VariableDeclarationKind.Const,
+      isExported: true,
+      docs: ['The whole gateway: listeners, their routes, and process-wide settings.'],
+      declarations: [{ name: 'GATEWAY', type: 'GatewaySpec', initializer: spec }],
+    },
+  ];
+}
