@@ -156,9 +156,10 @@ export class Gateway {
       this.listening.push(await listen(server, host, port, null));
     }
     this.health.start();
-    for (const l of this.listening) {
-      this.log.info({ event: 'listening', listener: l.spec?.name ?? 'admin', host: l.host, port: l.port }, 'listening');
-    }
+    this.log.info(
+      { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size, listeners: this.addresses() },
+      'gateway started',
+    );
     return this.listening;
   }
 

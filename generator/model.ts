@@ -1,0 +1,54 @@
+// The normalized gateway model: every default filled, every shorthand in its
+// canonical form, every name resolved. Plain JSON data, deep-frozen, so a JSON
+// snapshot of it is a test. emit/ reads only this.
+import type { InterfaceKind, RosettaNetwork, Template, UpstreamRole, Limits } from '../runtime/types.ts';
+
+export interface UpstreamModel {
+  readonly name: string;
+  readonly url: Template;
+  readonly weight: number;
+  readonly role: UpstreamRole;
+  readonly headers: Readonly<Record<string, Template>>;
+}
+
+export interface ChainModel {
+  readonly path: string;
+  readonly interface: InterfaceKind;
+  readonly listener: string;
+  /** YAML path of the entry, e.g. `chains[3]`. */
+  readonly source: string;
+  readonly limits: Limits;
+  readonly upstreams: readonly UpstreamModel[];
+  readonly maxLag: number;
+  readonly retries: number;
+  readonly chainId?: number;
+  /** Sorted, deduplicated allowlist (evm-jsonrpc only). */
+  readonly methods?: readonly string[];
+  /** Where the allowlist came from: `methodSets.evm` or `chains[3].methods`. */
+  readonly methodsSource?: string;
+  readonly network?: RosettaNetwork;
+  readonly sendtx?: boolean;
+}
+
+export interface ListenerModel {
+  readonly name: string;
+  readonly host: Template;
+  readonly port: Template;
+  /** Chain paths served here, sorted by code unit. */
+  readonly chains: readonly string[];
+}
+
+export interface GatewayModel {
+  readonly version: 1;
+  /** The manifest path as given to the CLI, relative to the working directory. */
+  readonly source: string;
+  readonly keysFile: string;
+  readonly listeners: readonly ListenerModel[];
+  /** Sorted by path. */
+  readonly chains: readonly ChainModel[];
+  readonly corsOrigins: readonly string[];
+  readonly admin: { readonly host: Template; readonly port: Template } | null;
+  readonly health: { readonly intervalMs: number; readonly timeoutMs: number };
+  readonly rateLimit: { readonly limit: number; readonly windowMs: number } | null;
+  readonly drainTimeoutMs: number;
+}

@@ -1,0 +1,196 @@
+// Builds a manifest into a server file with the real CLI and runs it as a
+// child process, the way ops do. Readiness is the server's own `started` log
+// line, which carries the ports it bound (manifests here use port 0).
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const run = promisify(execFile);
+
+export interface Built {
+  readonly dir: string;
+  readonly bundle: string;
+}
+
+let counter = 0;
+
+/** Writes the manifest into a fresh folder under .tmp/ and runs `gateway build` there. */
+export async function buildManifest(name: string, manifest: string): Promise<Built> {
+  const dir = join(ROOT, '.tmp', 'e2e', `${name}-${process.pid}-${counter++}`);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'gateway.yaml'), manifest);
+  await run(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', 'gateway.yaml', '--out', 'gateway.mjs'], { cwd: dir });
+  return { dir, bundle: join(dir, 'gateway.mjs') };
+}
+
+/** A strong random key of the documented shape. */
+export function newKey(): string {
+  return randomBytes(24).toString('base64url');
+}
+
+export function sha256(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}
+
+export interface KeySpec {
+  readonly id: string;
+  readonly key: string;
+  readonly chains?: readonly string[];
+  readonly disabled?: boolean;
+  readonly rateLimit?: string;
+}
+
+export function keysYaml(keys: readonly KeySpec[]): string {
+  const lines = ['keys:'];
+  for (const k of keys) {
+    lines.push(`  - id: ${k.id}`, `    sha256: "${sha256(k.key)}"`);
+    if (k.chains) lines.push(`    chains: [${k.chains.join(', ')}]`);
+    if (k.disabled !== undefined) lines.push(`    disabled: ${k.disabled}`);
+    if (k.rateLimit) lines.push(`    rateLimit: ${k.rateLimit}`);
+  }
+  return lines.join('\n') + '\n';
+}
+
+export interface RunningGateway {
+  readonly proc: ChildProcess;
+  /** Port per listener name ('admin' included when configured). */
+  readonly ports: Readonly<Record<string, number>>;
+  /** Every stdout line so far (JSON log lines). */
+  readonly lines: string[];
+  readonly stderr: string[];
+  url(listener: string, path: string): string;
+  /** Resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  readonly exited: Promise<number | null>;
+  /** Resolves on the first log line (parsed) that satisfies `pred`. */
+  waitForLog(pred: (entry: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+}
+
+export interface StartOptions {
+  readonly cwd: string;
+  readonly bundle: string;
+  readonly env?: Record<string, string>;
+  /** Another node binary (Node 24 test). */
+  readonly node?: string;
+}
+
+export function startGateway(opts: StartOptions): Promise<RunningGateway> {
+  const proc = spawn(opts.node ?? process.execPath, [opts.bundle], {
+    cwd: opts.cwd,
+    env: { PATH: process.env.PATH ?? '', ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  const stderr: string[] = [];
+  const waiters: { pred: (e: Record<string, unknown>) => boolean; resolve: (e: Record<string, unknown>) => void }[] = [];
+  let buf = '';
+  proc.stdout!.setEncoding('utf8').on('data', (chunk: string) => {
+    buf += chunk;
+    let nl: number;
+    while ((nl = buf.indexOf('\n')) !== -1) {
+      const line = buf.slice(0, nl);
+      buf = buf.slice(nl + 1);
+      lines.push(line);
+      let entry: Record<string, unknown>;
+      try {
+        entry = JSON.parse(line) as Record<string, unknown>;
+      } catch {
+        continue;
+      }
+      for (let i = waiters.length - 1; i >= 0; i--) {
+        if (waiters[i]!.pred(entry)) waiters.splice(i, 1)[0]!.resolve(entry);
+      }
+    }
+  });
+  proc.stderr!.setEncoding('utf8').on('data', (c: string) => stderr.push(c));
+  const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
+
+  const waitForLog = (pred: (e: Record<string, unknown>) => boolean, timeoutMs = 15_000) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      for (const line of lines) {
+        try {
+          const e = JSON.parse(line) as Record<string, unknown>;
+          if (pred(e)) return resolve(e);
+        } catch {
+          // not JSON
+        }
+      }
+      const t = setTimeout(() => reject(new Error(`no such log line within ${timeoutMs} ms; stderr: ${stderr.join('')}`)), timeoutMs);
+      waiters.push({ pred, resolve: (e) => (clearTimeout(t), resolve(e)) });
+      void exited.then((code) => reject(new Error(`gateway exited (${code}): ${stderr.join('')}`)));
+    });
+
+  return waitForLog((e) => e.event === 'started').then((started) => {
+    const ports: Record<string, number> = {};
+    for (const l of started.listeners as { listener: string; port: number }[]) ports[l.listener] = l.port;
+    return {
+      proc,
+      ports,
+      lines,
+      stderr,
+      exited,
+      waitForLog,
+      url: (listener: string, path: string) => `http://127.0.0.1:${ports[listener]}${path}`,
+      stop: (signal: NodeJS.Signals = 'SIGTERM') => {
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);
+        return exited;
+      },
+    };
+  });
+}
+
+export interface RawResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly text: string;
+  json(): any;
+}
+
+/**
+ * One HTTP request with the path sent exactly as given: fetch() would
+ * normalize `..` and friends, which is what the hostile-path tests need to send.
+ */
+export function rawRequest(
+  url: string,
+  opts: { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+): Promise<RawResponse> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      {
+        host: u.hostname,
+        port: u.port,
+        method: opts.method ?? (opts.body !== undefined ? 'POST' : 'GET'),
+        path: opts.path ?? u.pathname + u.search,
+        headers: { ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
+        agent: false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) });
+        });
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+export const EVM_METHODS = [
+  'web3_clientVersion', 'web3_sha3', 'net_version', 'net_listening', 'eth_syncing', 'eth_mining', 'eth_gasPrice',
+  'eth_blockNumber', 'eth_chainId', 'eth_getBalance', 'eth_getStorageAt', 'eth_getTransactionCount',
+  'eth_getBlockTransactionCountByHash', 'eth_getBlockTransactionCountByNumber', 'eth_getUncleCountByBlockHash',
+  'eth_getUncleCountByBlockNumber', 'eth_getCode', 'eth_sendRawTransaction', 'eth_call', 'eth_estimateGas',
+  'eth_getBlockByHash', 'eth_getBlockByNumber', 'eth_getTransactionByHash', 'eth_getTransactionByBlockHashAndIndex',
+  'eth_getTransactionByBlockNumberAndIndex', 'eth_getTransactionReceipt', 'eth_getUncleByBlockHashAndIndex',
+  'eth_getUncleByBlockNumberAndIndex', 'eth_getWork', 'eth_getProof',
+] as const;
