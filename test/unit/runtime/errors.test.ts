@@ -1,0 +1,65 @@
+// The error catalogues: stable, unique, documented (README tables), and the
+// gateway's Rosetta codes clear of the Cardano Rosetta catalogue.
+import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { RPC_ERRORS } from '../../../runtime/errors/evm-jsonrpc.ts';
+import { BLOCKBOOK_ERRORS } from '../../../runtime/errors/blockbook.ts';
+import { ROSETTA_ERRORS, GATEWAY_ROSETTA_ALLOW_ERRORS } from '../../../runtime/errors/rosetta.ts';
+
+const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+const CARDANO = JSON.parse(readFileSync(new URL('../../../../shared/specs/cardano-rosetta-errors.json', import.meta.url), 'utf8')) as {
+  code: number;
+  message: string;
+  retriable: boolean;
+}[];
+
+function tableRows(heading: string): string[][] {
+  const start = README.indexOf(heading);
+  expect(start, heading).toBeGreaterThan(-1);
+  const rows: string[][] = [];
+  for (const line of README.slice(start).split('\n').slice(1)) {
+    if (line.startsWith('#')) break;
+    if (!line.startsWith('| `')) continue;
+    rows.push(line.split('|').slice(1, -1).map((c) => c.trim()));
+  }
+  return rows;
+}
+
+describe('error catalogues', () => {
+  it('names follow GW_* and every JSON-RPC gateway code is in the reserved range', () => {
+    for (const [name, e] of Object.entries(RPC_ERRORS)) {
+      expect(name).toMatch(/^GW_[A-Z_]+$/);
+      expect(e.code === -32700 || (e.code >= -32768 && e.code <= -32000), name).toBe(true);
+    }
+    // Auth errors use the server-error range, as issue 3 requires.
+    for (const n of ['GW_AUTH_KEY_MISSING', 'GW_AUTH_KEY_INVALID', 'GW_AUTH_KEY_FORBIDDEN'] as const) {
+      expect(RPC_ERRORS[n].code).toBeGreaterThanOrEqual(-32099);
+      expect(RPC_ERRORS[n].code).toBeLessThanOrEqual(-32000);
+    }
+  });
+
+  it('Rosetta codes are unique, and the gateway’s never collide with the Cardano Rosetta catalogue', () => {
+    const codes = Object.values(ROSETTA_ERRORS).map((e) => e.code);
+    expect(new Set(codes).size).toBe(codes.length);
+    const messages = Object.values(ROSETTA_ERRORS).map((e) => e.message);
+    expect(new Set(messages).size).toBe(messages.length);
+    const cardano = new Map(CARDANO.map((e) => [e.code, e]));
+    for (const e of GATEWAY_ROSETTA_ALLOW_ERRORS) expect(cardano.has(e.code), String(e.code)).toBe(false);
+    // The reused Cardano codes mean exactly what Cardano's mean.
+    for (const e of [ROSETTA_ERRORS.GW_ROSETTA_NETWORK_NOT_FOUND, ROSETTA_ERRORS.GW_ROSETTA_INVALID_BLOCKCHAIN]) {
+      expect(cardano.get(e.code)).toMatchObject({ message: e.message, retriable: e.retriable });
+    }
+  });
+
+  it('the README tables list exactly the catalogues', () => {
+    expect(tableRows('### JSON-RPC (`evm-jsonrpc`)')).toEqual(
+      Object.entries(RPC_ERRORS).map(([k, v]) => [`\`${k}\``, String(v.status), String(v.code), v.message]),
+    );
+    expect(tableRows('### Explorer (`blockbook`)')).toEqual(
+      Object.entries(BLOCKBOOK_ERRORS).map(([k, v]) => [`\`${k}\``, String(v.status), `\`{"error":"${v.message}"}\``]),
+    );
+    expect(tableRows('### Rosetta (`rosetta`)')).toEqual(
+      Object.entries(ROSETTA_ERRORS).map(([k, v]) => [`\`${k}\``, String(v.code), v.message, String(v.retriable)]),
+    );
+  });
+});
