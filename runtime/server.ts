@@ -18,6 +18,7 @@ import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '.
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from './errors/rosetta.ts';
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type Rate, type RateLimiter } from './ratelimit.ts';
+import { RedisRateLimiter } from './ratelimit-redis.ts';
 import { Metrics } from './metrics.ts';
 
 type AuthFail = 'missing' | 'invalid' | 'forbidden' | 'conflict';
@@ -134,7 +135,7 @@ export class Gateway {
       }
     }
     this.health = new HealthChecker(this.routes, this.groups, spec.health, log, this.metrics);
-    this.limiter = new MemoryRateLimiter();
+    this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
   }
 
   /** Binds every listener. Resolves once all are listening. */
