@@ -13,7 +13,7 @@ export class HealthChecker {
 
   constructor(
     private readonly routes: readonly RouteSpec[],
-    private readonly groups: ReadonlyMap<string, UpstreamGroup>,
+    private readonly groups: ReadonlyMap<RouteSpec, UpstreamGroup>,
     private readonly opts: { readonly intervalMs: number; readonly timeoutMs: number },
     private readonly log: Logger,
     private readonly metrics: Metrics,
@@ -42,7 +42,7 @@ export class HealthChecker {
   }
 
   private async checkChain(route: RouteSpec): Promise<void> {
-    const group = this.groups.get(route.path)!;
+    const group = this.groups.get(route)!;
     const results = await Promise.all(group.all.map((u) => this.probe(route, u)));
     let best = -1;
     for (let i = 0; i < results.length; i++) {

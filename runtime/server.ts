@@ -104,7 +104,7 @@ export class Gateway {
   readonly log: Logger;
   private readonly flushLog: () => void;
   readonly keys: KeyStore;
-  readonly groups = new Map<string, UpstreamGroup>();
+  readonly groups = new Map<RouteSpec, UpstreamGroup>();
   readonly routes: RouteSpec[] = [];
   private readonly listening: Listening[] = [];
   private readonly health: HealthChecker;
@@ -124,14 +124,10 @@ export class Gateway {
     this.corsAll = spec.corsOrigins.includes('*');
     this.corsOrigins = new Set(spec.corsOrigins);
     this.metrics = new Metrics();
-    const seen = new Set<string>();
     for (const l of spec.listeners) {
       for (const route of l.routes.values()) {
-        if (seen.has(route.path)) continue;
-        seen.add(route.path);
         this.routes.push(route);
-        const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route, 256)));
-        this.groups.set(route.path, group);
+        this.groups.set(route, new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route, 256))));
       }
     }
     this.health = new HealthChecker(this.routes, this.groups, spec.health, log, this.metrics);
@@ -237,7 +233,7 @@ export class Gateway {
     const chains: Record<string, unknown> = {};
     let ready = !this.draining;
     for (const route of this.routes) {
-      const group = this.groups.get(route.path)!;
+      const group = this.groups.get(route)!;
       const up = group.healthy;
       if (!up) ready = false;
       chains[route.path] = {
@@ -404,7 +400,7 @@ export class Gateway {
     res: ServerResponse,
     ctx: Ctx,
   ): void {
-    const group = this.groups.get(route.path)!;
+    const group = this.groups.get(route)!;
     void forward(
       group,
       {
@@ -486,7 +482,7 @@ export class Gateway {
   }
 
   private forwardRosetta(route: RouteSpec, endpoint: string, body: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
-    const group = this.groups.get(route.path)!;
+    const group = this.groups.get(route)!;
     const isOptions = endpoint === 'network/options';
     const headers: Record<string, string> = {
       'content-type': 'application/json',
@@ -580,7 +576,7 @@ export class Gateway {
     if (body !== null) headers['content-length'] = String(body.length);
     const tail = query === '' ? path : `${path}?${query}`;
     void forward(
-      this.groups.get(route.path)!,
+      this.groups.get(route)!,
       {
         method: body === null ? 'GET' : 'POST',
         path: (u) => u.basePath + tail,

@@ -5,7 +5,7 @@ import { lit, objectLit, templateLit } from './literal.ts';
 
 export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, string>): StatementStructures[] {
   const listeners = model.listeners.map((l) => {
-    const routes = [...l.chains].sort().map((p) => `    [${lit(p)}, ${routeIds.get(p)!}],`);
+    const routes = [...l.chains].sort().map((p) => `    [${lit(p)}, ${routeIds.get(`${l.name}/${p}`)!}],`);
     return objectLit(
       [
         ['name', lit(l.name)],

@@ -17,7 +17,7 @@ function constStatement(name: string, type: string, initializer: string, doc: st
 
 export interface EmittedRoutes {
   readonly statements: StatementStructures[];
-  /** Route identifier per chain path. */
+  /** Route identifier per `listener/path`. */
   readonly routeIds: ReadonlyMap<string, string>;
 }
 
@@ -39,7 +39,7 @@ export function emitRoutes(model: GatewayModel): EmittedRoutes {
   const routeIds = new Map<string, string>();
   model.chains.forEach((chain, i) => {
     const id = `ROUTE_${i}`;
-    routeIds.set(chain.path, id);
+    routeIds.set(`${chain.listener}/${chain.path}`, id);
     statements.push(constStatement(id, 'RouteSpec', routeLiteral(chain, setIds), `${chain.source}: ${chain.path} (${chain.interface})`));
   });
   return { statements, routeIds };
