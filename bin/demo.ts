@@ -51,7 +51,7 @@ async function main(): Promise<void> {
   await run(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', MANIFEST, '--out', 'dist/gateway.mjs']);
   const loaded = loadManifest(join(ROOT, MANIFEST));
   if (validateManifest(loaded).length) throw new Error(`${MANIFEST} is invalid: run npx gateway check ${MANIFEST}`);
-  const model = buildModel(loaded.value, MANIFEST);
+  const model = buildModel(loaded.value as Record<string, unknown>, MANIFEST);
 
   const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
   const anvils = new Map<number, Anvil>();

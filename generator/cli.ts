@@ -125,7 +125,9 @@ keys
 program
   .command('schema-doc')
   .description("print the manifest reference (markdown) derived from the schema")
-  .action(() => process.stdout.write(`${renderManifestReference(schema as never)}\n`));
+  .action(() => {
+    process.stdout.write(`${renderManifestReference(schema as never)}\n`);
+  });
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   process.stderr.write(`gateway: ${err instanceof KeysError ? err.message : (err as Error).stack}\n`);

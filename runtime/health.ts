@@ -7,6 +7,9 @@ import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
 import { HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
+/** Health checks say who they are, so upstream logs (and tests) can tell them apart. */
+export const HEALTH_AGENT = 'chain-gateway-health/1';
+
 export class HealthChecker {
   private timer: NodeJS.Timeout | null = null;
   private running = false;
@@ -81,18 +84,18 @@ export class HealthChecker {
         res = await u.pool.request({
           path: u.rpcPath,
           method: 'POST',
-          headers: { 'content-type': 'application/json', ...u.headers },
+          headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
           body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}',
           headersTimeout: timeout,
           bodyTimeout: timeout,
         });
       } else if (route.interface === 'blockbook') {
-        res = await u.pool.request({ path: `${u.basePath}/status`, method: 'GET', headers: { ...u.headers }, headersTimeout: timeout, bodyTimeout: timeout });
+        res = await u.pool.request({ path: `${u.basePath}/status`, method: 'GET', headers: { 'user-agent': HEALTH_AGENT, ...u.headers }, headersTimeout: timeout, bodyTimeout: timeout });
       } else {
         res = await u.pool.request({
           path: `${u.basePath}/network/status`,
           method: 'POST',
-          headers: { 'content-type': 'application/json', ...u.headers },
+          headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
           body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: route.network }, metadata: {} }),
           headersTimeout: timeout,
           bodyTimeout: timeout,

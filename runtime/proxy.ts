@@ -54,10 +54,14 @@ const HOP_BY_HOP = new Set([
   'upgrade',
 ]);
 
-/** Upstream answer headers as a flat [name, value, ...] list, without hop-by-hop ones. */
+/**
+ * Upstream answer headers as a flat [name, value, ...] list, without hop-by-hop
+ * ones and without the upstream's CORS headers: the manifest's CORS policy is
+ * the only one clients see.
+ */
 export function endToEndHeaders(headers: IncomingHttpHeaders, out: string[]): string[] {
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name)) continue;
+    if (HOP_BY_HOP.has(name) || name.startsWith('access-control-')) continue;
     const v = headers[name];
     if (v === undefined) continue;
     if (typeof v === 'string') out.push(name, v);

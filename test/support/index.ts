@@ -1,0 +1,5 @@
+export * from './anvil.ts';
+export * from './recording-proxy.ts';
+export * from './blockbook-stub.ts';
+export * from './rosetta-stub.ts';
+export * from './paths.ts';
