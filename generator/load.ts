@@ -35,7 +35,7 @@ export function loadManifest(file: string, text?: string): LoadedManifest {
   const lc = new LineCounter();
   const doc = parseDocument(source, { lineCounter: lc, prettyErrors: false, uniqueKeys: true, merge: true });
   const syntax: Problem[] = [...doc.errors, ...doc.warnings].map((e) => {
-    const p = e.linePos?.[0] ?? { line: 1, col: 1 };
+    const p = lc.linePos(e.pos[0]);
     return { file, line: p.line, col: p.col, message: e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '') };
   });
   let value: unknown = null;

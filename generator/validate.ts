@@ -143,6 +143,9 @@ function schemaProblems(errors: ErrorObject[], value: unknown, at: At, where: (p
         break;
       case 'propertyNames':
         break; // reported through its inner 'pattern' error, with the key
+      case 'minItems':
+        at('value', path, `${where(path)}: must list at least ${(e.params as { limit: number }).limit}`, desc);
+        break;
       case 'anyOf':
         at('value', path, `${where(path)}: ${desc ?? 'has the wrong shape'}`);
         break;
@@ -172,6 +175,7 @@ function semanticProblems(doc: Obj, at: At, where: (p: YamlPath) => string): voi
   };
   const literalPorts = new Map<number, string>();
   const checkPort = (path: YamlPath, v: unknown, owner: string) => {
+    if (typeof v === 'number' && (v < 0 || v > 65535 || !Number.isInteger(v))) return; // the schema reports it
     const t = typeof v === 'number' ? { parts: [String(v)] } : checkTemplate(path, v);
     if (!t) return;
     // A port with a default counts at its default: two listeners on 8545 by default clash.
