@@ -144,6 +144,7 @@ export class Gateway {
       const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 60_000, requestTimeout: 0 }, (req, res) =>
         this.handle(l, req, res),
       );
+      server.on('clientError', (err, socket) => this.clientError(l, err as Error & { code?: string; rawPacket?: Buffer }, socket));
       this.listening.push(await listen(server, host, port, l));
     }
     if (this.spec.admin) {
@@ -265,6 +266,33 @@ export class Gateway {
       return this.sendRaw(res, ctx, ready ? 200 : 503, body);
     }
     this.sendRaw(res, ctx, 404, '{"error":"Not found"}');
+  }
+
+  /**
+   * A request Node's HTTP parser refused (bad bytes in the URL, oversized
+   * headers...) still gets an answer in its interface's envelope, chosen by
+   * the first path segment of the raw request line when it can be read.
+   */
+  private clientError(listener: ListenerSpec, err: Error & { code?: string; rawPacket?: Buffer }, socket: import('node:stream').Duplex): void {
+    if (!socket.writable || err.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    const line = err.rawPacket?.toString('latin1', 0, Math.min(err.rawPacket.length, 2048)).split('\r\n', 1)[0] ?? '';
+    const target = line.split(' ')[1] ?? '';
+    const first = target.startsWith('/') ? target.slice(1).split(/[/?]/, 1)[0]! : '';
+    const iface = listener.routes.get(first)?.interface ?? listenerEnvelope(listener);
+    const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
+    let status = tooLarge ? 431 : 400;
+    let body: string;
+    if (iface === 'rosetta') {
+      status = 500;
+      body = rosettaErrorJson('GW_ROSETTA_MALFORMED_HTTP');
+    } else if (iface === 'evm-jsonrpc') body = rpcErrorJson('GW_RPC_MALFORMED_HTTP', 'null');
+    else body = blockbookErrorJson('GW_BB_MALFORMED_HTTP');
+    const reason = status === 500 ? 'Internal Server Error' : tooLarge ? 'Request Header Fields Too Large' : 'Bad Request';
+    const head = line.startsWith('HEAD ');
+    socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${head ? '' : body}`);
   }
 
   // -------------------------------------------------------------- responses

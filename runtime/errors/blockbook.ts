@@ -12,6 +12,7 @@ export const BLOCKBOOK_ERRORS = {
   GW_BB_KEY_FORBIDDEN: { message: 'API key not allowed for this chain', status: 403 },
   GW_BB_KEY_CONFLICT: { message: 'Conflicting API keys in request', status: 400 },
   GW_BB_NOT_FOUND: { message: 'Not found', status: 404 },
+  GW_BB_MALFORMED_HTTP: { message: 'Malformed HTTP request', status: 400 },
   GW_BB_METHOD_NOT_ALLOWED: { message: 'Method not allowed', status: 405 },
   GW_BB_BAD_PAGE: { message: "Parameter 'page' must be a positive integer", status: 400 },
   GW_BB_BAD_PAGE_SIZE: { message: "Parameter 'pageSize' must be a positive integer no larger than the limit", status: 400 },

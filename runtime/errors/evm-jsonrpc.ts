@@ -12,6 +12,7 @@ export interface RpcErrorEntry {
 export const RPC_ERRORS = {
   GW_RPC_PARSE_ERROR: { code: -32700, message: 'Parse error', status: 400 },
   GW_RPC_INVALID_REQUEST: { code: -32600, message: 'Invalid Request', status: 400 },
+  GW_RPC_MALFORMED_HTTP: { code: -32600, message: 'Invalid Request: malformed HTTP request', status: 400 },
   GW_RPC_EMPTY_BATCH: { code: -32600, message: 'Invalid Request: empty batch', status: 400 },
   GW_RPC_METHOD_NOT_FOUND: { code: -32601, message: 'Method not found', status: 200 },
   GW_RPC_INTERNAL: { code: -32603, message: 'Internal error', status: 500 },

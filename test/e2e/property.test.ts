@@ -1,0 +1,254 @@
+// Property-based tests (fast-check): random and hostile paths, headers,
+// queries and bodies against the running gateway. Every answer must be
+// well-formed in the envelope of the interface the path names, with a
+// documented status; no answer may hold the key; the process stays up; and
+// nothing reaches an upstream that should not.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RawResponse, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
+import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { ROSETTA_ENDPOINTS } from '../../runtime/guards/rosetta.ts';
+
+const KEY = newKey();
+const RUNS = 1500;
+let anvil: Anvil;
+let proxy: RecordingProxy;
+let bb: BlockbookStub;
+let rosetta: RosettaStub;
+let gw: RunningGateway;
+
+beforeAll(async () => {
+  anvil = await startAnvil({ chainId: 1 });
+  proxy = await startRecordingProxy(anvil.url);
+  bb = await startBlockbookStub();
+  rosetta = await startRosettaStub({ network: 'preprod' });
+  const built = await buildManifest(
+    'property',
+    `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+  explorer: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+limits: { maxBodyBytes: 65536, maxBatchSize: 20, timeoutMs: 5000, maxPageSize: 100 }
+health: { intervalMs: 60000, timeoutMs: 1000 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}]
+chains:
+  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
+  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
+  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
+`,
+  );
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fuzz', key: KEY }]));
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url } });
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([proxy?.close(), bb?.close(), rosetta?.close(), anvil?.stop()]);
+});
+
+// ---------------------------------------------------------------- generators
+
+const hostileSegment = fc.constantFrom('..', '.', '%2e%2e', '%2E%2e', '%2F', 'a%2Fb', '%5C', '', '%00', 'v2', 'v1', '%76%32', 'block', 'tx', 'address', 'sendtx', 'network', 'status', '%ff', '~', 'é', '%C3%A9', ';', 'a;b=c');
+const segment = fc.oneof(hostileSegment, fc.stringMatching(/^[A-Za-z0-9._~-]{0,12}$/), fc.integer({ min: 0, max: 2000 }).map(String));
+const chainSegment = fc.constantFrom('ethereum', 'bitcoin', 'cardano-preprod', '%65thereum', 'ETHEREUM', 'bitcoin%2F..', 'nochain', '', 'healthz', 'readyz');
+const keyPlacement = fc.constantFrom('header', 'path', 'query', 'none', 'wrong-header', 'wrong-query', 'both');
+const queryPart = fc.oneof(
+  fc.constantFrom('pageSize=10', 'pageSize=0', 'pageSize=-1', 'pageSize=1e3', 'page=2', 'page=abc', 'api%5Fkey=x', 'a=%zz', '=', '&&', 'details=txs'),
+  fc.tuple(fc.stringMatching(/^[a-z_]{1,8}$/), fc.stringMatching(/^[A-Za-z0-9%]{0,10}$/)).map(([k, v]) => `${k}=${v}`),
+);
+
+interface Shape {
+  chain: string;
+  segs: string[];
+  placement: string;
+  query: string[];
+}
+const shape: fc.Arbitrary<Shape> = fc.record({
+  chain: chainSegment,
+  segs: fc.array(segment, { maxLength: 5 }),
+  placement: keyPlacement,
+  query: fc.array(queryPart, { maxLength: 4 }),
+});
+
+function build(s: Shape): { path: string; headers: Record<string, string> } {
+  const segs = [...s.segs];
+  const query = [...s.query];
+  const headers: Record<string, string> = {};
+  if (s.placement === 'header' || s.placement === 'both') headers['x-api-key'] = KEY;
+  if (s.placement === 'wrong-header') headers['x-api-key'] = 'not-the-key-0123456789';
+  if (s.placement === 'path' || s.placement === 'both') segs.unshift(KEY);
+  if (s.placement === 'query') query.push(`api_key=${KEY}`);
+  if (s.placement === 'wrong-query') query.push('api_key=not-the-key-0123456789');
+  const path = `/${[s.chain, ...segs].join('/')}${query.length ? `?${query.join('&')}` : ''}`;
+  return { path, headers };
+}
+
+const deep = (n: number) => '['.repeat(n) + ']'.repeat(n);
+const rpcBody = fc.oneof(
+  fc.record({
+    method: fc.oneof(fc.constantFrom(...EVM_METHODS), fc.constantFrom('eth_accounts', 'admin_peers', 'debug_traceTransaction', '', 'ETH_CHAINID', 'eth_chainId ')),
+    id: fc.oneof(fc.integer(), fc.string({ maxLength: 8 }), fc.constant(null), fc.constant(undefined), fc.constant({})),
+    params: fc.oneof(fc.constant([]), fc.constant(''), fc.constant(undefined), fc.constant(null), fc.constant(7), fc.constant({})),
+  }).map((r) => JSON.stringify({ jsonrpc: '2.0', ...r })),
+  fc.constantFrom(
+    '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":"admin_peers"}',
+    '{"jsonrpc":"2.0","id":1,"method":"admin_peers","method":"eth_chainId"}',
+    '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","METHOD":"admin_peers"}',
+    '{"jsonrpc":"2.0","id":1,"m\\u0065thod":"admin_peers","method":"eth_chainId"}',
+    '{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"eth_chainId"}',
+    '{"jsonrpc":"2.0","id":1e400,"method":"eth_chainId"}',
+    `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":${deep(2000)}}`,
+    deep(5000),
+    '[]',
+    '[1,2,3]',
+    '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","__proto__":{"method":"admin_peers"}}',
+    `[${Array.from({ length: 25 }, (_, i) => `{"jsonrpc":"2.0","id":${i},"method":"eth_chainId"}`).join(',')}]`,
+  ),
+  fc.array(fc.record({ jsonrpc: fc.constant('2.0'), id: fc.integer(), method: fc.constantFrom('eth_chainId', 'eth_accounts', 'net_version', 'admin_peers') }), { minLength: 1, maxLength: 6 }).map((a) => JSON.stringify(a)),
+  fc.string({ maxLength: 40 }),
+);
+const rosettaBody = fc.oneof(
+  fc.record({
+    blockchain: fc.constantFrom('cardano', 'bitcoin', 'Cardano', ''),
+    network: fc.constantFrom('preprod', 'mainnet', 'preview', KEY, ''),
+  }).map((n) => JSON.stringify({ network_identifier: n, metadata: {} })),
+  fc.constantFrom(
+    '{"network_identifier":{"blockchain":"cardano","network":"mainnet","network":"preprod"}}',
+    '{"network_identifier":{"blockchain":"cardano","network":"preprod"},"network_identifier":{"blockchain":"cardano","network":"mainnet"}}',
+    '{"network_identifier":null}',
+    '[]',
+    '{}',
+    deep(3000),
+  ),
+  fc.string({ maxLength: 40 }),
+);
+const bytes = fc.uint8Array({ maxLength: 64 }).map((b) => Buffer.from(b));
+
+// ----------------------------------------------------------------- checks
+
+const RPC_STATUSES = [200, 204, 400, 401, 403, 404, 405, 413, 502, 503, 504];
+const BB_STATUSES = [200, 400, 401, 403, 404, 405, 413, 502, 503, 504];
+
+function checkEnvelope(chain: string, r: RawResponse): void {
+  expect(r.text).not.toContain(KEY);
+  if (r.status === 204) {
+    expect(r.text).toBe('');
+    return;
+  }
+  expect(String(r.headers['content-type'])).toContain('application/json');
+  const body = r.json() as unknown;
+  if (chain === 'ethereum') {
+    expect(RPC_STATUSES).toContain(r.status);
+    const one = (x: unknown) => {
+      const o = x as { jsonrpc?: string; result?: unknown; error?: { code: number; message: string } };
+      expect(o.jsonrpc).toBe('2.0');
+      expect('result' in o || (Number.isInteger(o.error?.code) && typeof o.error?.message === 'string')).toBe(true);
+    };
+    if (Array.isArray(body)) body.forEach(one);
+    else one(body);
+  } else if (chain === 'cardano-preprod') {
+    expect([200, 500]).toContain(r.status);
+    if (r.status === 500) {
+      const e = body as { code: unknown; message: unknown; retriable: unknown };
+      expect(Number.isInteger(e.code) && typeof e.message === 'string' && typeof e.retriable === 'boolean').toBe(true);
+    }
+  } else if (chain === 'bitcoin') {
+    expect(BB_STATUSES).toContain(r.status);
+    if (r.status !== 200) expect(typeof (body as { error?: unknown }).error).toBe('string');
+  } else {
+    // Not a chain on this listener (or an own route): 404 with JSON, or health.
+    expect([200, 400, 404, 405, 503]).toContain(r.status);
+  }
+}
+
+function checkUpstreams(): void {
+  for (const r of proxy.requests) {
+    expect(JSON.stringify(r.headers) + r.path + r.query).not.toContain(KEY);
+    expect(r.body.toString('latin1')).not.toContain(KEY);
+    const items = Array.isArray(r.json) ? r.json : [r.json];
+    for (const it of items) expect(EVM_METHODS as readonly string[]).toContain((it as { method: string }).method);
+    // One method key per call: nothing the node could read as another method.
+    expect((r.body.toString('utf8').match(/"method"/gi) ?? []).length).toBe(items.length);
+  }
+  for (const r of bb.requests) {
+    expect(JSON.stringify(r.headers) + r.path + r.query).not.toContain(KEY);
+    expect(r.path.startsWith('/api/v2/')).toBe(true);
+    const decoded = decodeURIComponent(r.path);
+    expect(decoded.split('/')).not.toContain('..');
+    expect(decoded.split('/')).not.toContain('.');
+  }
+  for (const r of rosetta.requests) {
+    expect(JSON.stringify(r.headers) + r.path + r.query).not.toContain(KEY);
+    expect(ROSETTA_ENDPOINTS.has(r.path.slice(1))).toBe(true);
+    const ni = (r.json as { network_identifier?: { network: string; blockchain: string } }).network_identifier;
+    if (ni) expect(ni).toEqual({ blockchain: 'cardano', network: 'preprod' });
+  }
+}
+
+async function stillAlive(): Promise<void> {
+  expect(gw.proc.exitCode).toBeNull();
+  const h = await rawRequest(gw.url('rpc', '/healthz'));
+  expect(h.status).toBe(200);
+}
+
+describe('property: hostile requests', () => {
+  it(`paths, key placements and queries (${RUNS} runs per listener)`, { timeout: 180_000 }, async () => {
+    for (const listener of ['rpc', 'explorer'] as const) {
+      await fc.assert(
+        fc.asyncProperty(shape, fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'OPTIONS', 'HEAD'), async (s, method) => {
+          const { path, headers } = build(s);
+          const body = method === 'POST' ? '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' : undefined;
+          const r = await rawRequest(gw.url(listener, '/'), { method, path, headers, body });
+          if (method === 'HEAD') return; // no body to check
+          const served = listener === 'rpc' ? ['ethereum', 'cardano-preprod'] : ['bitcoin'];
+          const chain = served.includes(s.chain) ? s.chain : 'other';
+          // Preflight is answered with 204 on every chain route (a malformed URL aside).
+          if (method === 'OPTIONS' && chain !== 'other' && r.status === 204) return;
+          checkEnvelope(chain, r);
+        }),
+        { numRuns: RUNS },
+      );
+    }
+    checkUpstreams();
+    await stillAlive();
+  });
+
+  it(`JSON-RPC bodies: duplicate keys, deep nesting, huge numbers, invalid UTF-8 (${RUNS} runs)`, { timeout: 180_000 }, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(rpcBody.map((b) => Buffer.from(b)), bytes), keyPlacement, async (body, placement) => {
+        const { path, headers } = build({ chain: 'ethereum', segs: [], placement, query: [] });
+        const r = await rawRequest(gw.url('rpc', '/'), { method: 'POST', path, headers, body });
+        checkEnvelope('ethereum', r);
+      }),
+      { numRuns: RUNS },
+    );
+    checkUpstreams();
+    await stillAlive();
+  });
+
+  it(`Rosetta bodies and endpoints (${RUNS} runs)`, { timeout: 180_000 }, async () => {
+    const endpoint = fc.oneof(fc.constantFrom(...ROSETTA_ENDPOINTS.keys()), fc.constantFrom('network/../block', 'network%2Fstatus', 'nope', ''));
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(rosettaBody.map((b) => Buffer.from(b)), bytes), endpoint, fc.constantFrom('header', 'query', 'none', 'wrong-header'), async (body, ep, placement) => {
+        const headers: Record<string, string> = {};
+        let path = `/cardano-preprod/${ep}`;
+        if (placement === 'header') headers['x-api-key'] = KEY;
+        if (placement === 'wrong-header') headers['x-api-key'] = 'not-the-key-0123456789';
+        if (placement === 'query') path += `?api_key=${KEY}`;
+        const r = await rawRequest(gw.url('rpc', '/'), { method: 'POST', path, headers, body });
+        checkEnvelope('cardano-preprod', r);
+      }),
+      { numRuns: RUNS },
+    );
+    checkUpstreams();
+    await stillAlive();
+  });
+});
