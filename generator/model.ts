@@ -8,6 +8,7 @@ export interface UpstreamModel {
   readonly url: Template;
   readonly weight: number;
   readonly role: UpstreamRole;
+  readonly connections: number;
   readonly headers: Readonly<Record<string, Template>>;
 }
 

@@ -30,7 +30,7 @@ export function buildModel(doc: Obj, source: string): GatewayModel {
       const o: Obj = typeof u === 'string' ? { url: u } : (u as Obj);
       const headers: Record<string, ReturnType<typeof parseTemplate>> = {};
       for (const name of Object.keys(o.headers ?? {}).sort(byCodeUnit)) headers[name.toLowerCase()] = parseTemplate(String(o.headers[name]));
-      return { name: `${c.path}#${j}`, url: parseTemplate(o.url), weight: o.weight ?? 1, role: (o.role ?? 'primary') as UpstreamRole, headers };
+      return { name: `${c.path}#${j}`, url: parseTemplate(o.url), weight: o.weight ?? 1, role: (o.role ?? 'primary') as UpstreamRole, connections: o.connections ?? 256, headers };
     });
     const chain: Record<string, unknown> = {
       path: c.path,

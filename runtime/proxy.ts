@@ -23,8 +23,13 @@ export interface ForwardRequest {
   readonly retries: number;
   /** Largest answer the gateway will hold in memory when it must rewrite it. */
   readonly maxBuffer: number;
-  /** Stream this status straight to the client? Otherwise the answer is buffered. */
-  readonly stream: (status: number) => boolean;
+  /**
+   * What to do with an answer: stream it straight to the client, buffer it
+   * (the caller rewrites it), or treat it as a failed attempt ('bad': a 5xx, or
+   * something that is not an answer of this interface) and try another
+   * upstream where that is safe.
+   */
+  readonly classify: (status: number, headers: IncomingHttpHeaders) => 'stream' | 'buffer' | 'bad';
   /** Writes status and headers on the client response before streaming. */
   readonly writeHead: (status: number, headers: IncomingHttpHeaders, u: Upstream) => void;
 }
@@ -123,7 +128,15 @@ function classify(err: unknown): Classified {
  * Sends one request upstream, retrying on another upstream where safe.
  * Never throws: every outcome is a ForwardResult.
  */
-export async function forward(group: UpstreamGroup, req: ForwardRequest, res: ServerResponse): Promise<ForwardResult> {
+export async function forward(
+  group: UpstreamGroup,
+  req: ForwardRequest,
+  res: ServerResponse,
+  onCircuitOpen: (u: Upstream) => void,
+): Promise<ForwardResult> {
+  const fail = (u: Upstream) => {
+    if (u.markFailure()) onCircuitOpen(u);
+  };
   let tried: Set<Upstream> | null = null;
   let last: ForwardResult | null = null;
   for (let attempt = 0; ; attempt++) {
@@ -134,17 +147,23 @@ export async function forward(group: UpstreamGroup, req: ForwardRequest, res: Se
     let headers: IncomingHttpHeaders = {};
     let mode = 'stream' as 'stream' | 'buffer' | 'retry';
     let sink: Collect | null = null;
+    let bad = false;
     try {
       await u.pool.stream(
         { path: req.path(u), method: req.method, headers: { ...req.headers, ...u.headers }, body: req.body },
         (data) => {
           status = data.statusCode;
           headers = data.headers as IncomingHttpHeaders;
-          if (status >= 500 && canRetry && req.idempotent) {
-            mode = 'retry';
-            return new Discard();
+          let verdict = req.classify(status, headers);
+          if (verdict === 'bad') {
+            if (canRetry && req.idempotent) {
+              mode = 'retry';
+              return new Discard();
+            }
+            bad = true;
+            verdict = 'buffer'; // the caller decides what the client may see of it
           }
-          if (req.stream(status)) {
+          if (verdict === 'stream') {
             if (res.destroyed) return new Discard();
             req.writeHead(status, headers, u);
             return res;
@@ -157,7 +176,7 @@ export async function forward(group: UpstreamGroup, req: ForwardRequest, res: Se
     } catch (err) {
       if (res.headersSent || res.destroyed) return { kind: 'aborted', upstream: u };
       const c = classify(err);
-      u.markFailure();
+      fail(u);
       last = { kind: 'failed', fail: c.kind, upstream: u };
       if (canRetry && (req.idempotent || c.neverReceived)) {
         (tried ??= new Set()).add(u);
@@ -166,12 +185,12 @@ export async function forward(group: UpstreamGroup, req: ForwardRequest, res: Se
       return last;
     }
     if (mode === 'retry') {
-      u.markFailure();
+      fail(u);
       (tried ??= new Set()).add(u);
       last = { kind: 'failed', fail: 'unavailable', upstream: u };
       continue;
     }
-    if (status >= 500) u.markFailure();
+    if (bad) fail(u);
     else u.markSuccess();
     if (mode === 'buffer') {
       const s = sink as Collect | null;

@@ -127,7 +127,7 @@ export class Gateway {
     for (const l of spec.listeners) {
       for (const route of l.routes.values()) {
         this.routes.push(route);
-        this.groups.set(route, new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route, 256))));
+        this.groups.set(route, new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route))));
       }
     }
     this.health = new HealthChecker(this.routes, this.groups, spec.health, log, this.metrics);
@@ -443,10 +443,11 @@ export class Gateway {
         idempotent,
         retries: route.retries,
         maxBuffer: MAX_REWRITE_BYTES,
-        stream: merge === null ? isOk : never,
+        classify: merge === null ? classifyRpc : classifyRpcBuffered,
         writeHead: (status, headers) => this.writeUpstreamHead(req, res, ctx, status, headers),
       },
       res,
+      this.circuitOpen,
     ).then((r) => {
       ctx.upstream = r.upstream?.name ?? null;
       if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
@@ -530,10 +531,11 @@ export class Gateway {
         retries: route.retries,
         maxBuffer: MAX_REWRITE_BYTES,
         // Only a plain 200 streams; errors and /network/options are rewritten.
-        stream: (status) => status === 200 && !isOptions,
+        classify: (status, h) => (status >= 500 && status !== 500 ? 'bad' : !isJson(h) ? 'bad' : status === 200 && !isOptions ? 'stream' : 'buffer'),
         writeHead: (status, h) => this.writeUpstreamHead(req, res, ctx, status, h),
       },
       res,
+      this.circuitOpen,
     ).then((r) => {
       ctx.upstream = r.upstream?.name ?? null;
       if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
@@ -613,13 +615,18 @@ export class Gateway {
         idempotent: body === null,
         retries: route.retries,
         maxBuffer: MAX_REWRITE_BYTES,
-        stream: always,
+        classify: classifyBlockbook,
         writeHead: (status, h) => this.writeUpstreamHead(req, res, ctx, status, h),
       },
       res,
+      this.circuitOpen,
     ).then((r) => {
       ctx.upstream = r.upstream?.name ?? null;
-      if (r.kind === 'failed') this.upstreamFailed(route, r, res, ctx);
+      if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
+      if (r.kind !== 'buffered') return;
+      // A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged.
+      this.writeUpstreamHead(req, res, ctx, r.status, { ...r.headers, 'content-length': String(r.body.length) });
+      res.end(r.body);
     });
   }
 
@@ -650,6 +657,11 @@ export class Gateway {
     this.flushLog();
   }
 
+  private readonly circuitOpen = (u: Upstream): void => {
+    this.metrics.upstreamUp.labels(u.chain, u.name).set(0);
+    this.log.warn({ event: 'upstream_circuit_open', chain: u.chain, upstream: u.name }, 'upstream taken out after a run of failed requests');
+  };
+
   reloadKeys(reason: string): boolean {
     return this.keys.reload(reason);
   }
@@ -658,14 +670,21 @@ export class Gateway {
 function rpcPath(u: Upstream): string {
   return u.rpcPath;
 }
-function isOk(status: number): boolean {
-  return status === 200;
+function isJson(h: Record<string, string | string[] | undefined>): boolean {
+  const ct = h['content-type'];
+  return typeof ct === 'string' && ct.indexOf('json') !== -1;
 }
-function never(): boolean {
-  return false;
+/** A node answers JSON-RPC with JSON; HTML or plain text is a proxy's error page, not an answer. */
+function classifyRpc(status: number, h: Record<string, string | string[] | undefined>): 'stream' | 'buffer' | 'bad' {
+  if (status >= 500 || !isJson(h)) return 'bad';
+  return status === 200 ? 'stream' : 'buffer';
 }
-function always(): boolean {
-  return true;
+function classifyRpcBuffered(status: number, h: Record<string, string | string[] | undefined>): 'stream' | 'buffer' | 'bad' {
+  return status >= 500 || !isJson(h) ? 'bad' : 'buffer';
+}
+/** Blockbook answers pass through unchanged, its own 4xx/500 errors included; 502-504 mean the upstream is in trouble. */
+function classifyBlockbook(status: number): 'stream' | 'buffer' | 'bad' {
+  return status >= 502 ? 'bad' : 'stream';
 }
 
 function isJsonRpcAnswer(text: string): boolean {

@@ -28,6 +28,8 @@ export interface UpstreamSpec {
   readonly url: Template;
   readonly weight: number;
   readonly role: UpstreamRole;
+  /** Keep-alive pool size. */
+  readonly connections: number;
   /** Header name (lower case) to value template, sent with every request to it. */
   readonly headers: Readonly<Record<string, Template>>;
 }

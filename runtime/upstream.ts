@@ -32,7 +32,7 @@ export class Upstream {
   /** Smooth weighted round-robin state. */
   current = 0;
 
-  constructor(spec: UpstreamSpec, route: RouteSpec, connections: number) {
+  constructor(spec: UpstreamSpec, route: RouteSpec) {
     const where = `chain ${route.path} (${spec.name})`;
     const raw = resolveTemplate(spec.url, where);
     let url: URL;
@@ -56,7 +56,7 @@ export class Upstream {
     this.basePath = url.pathname === '/' ? '' : url.pathname.replace(/\/+$/, '');
     this.rpcPath = (url.pathname || '/') + url.search;
     this.pool = new Pool(url.origin, {
-      connections,
+      connections: spec.connections,
       pipelining: 1,
       keepAliveTimeout: 30_000,
       connectTimeout: Math.min(10_000, route.limits.timeoutMs),

@@ -66,6 +66,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
         ['url', templateLit(u.url)],
         ['weight', lit(u.weight)],
         ['role', lit(u.role)],
+        ['connections', lit(u.connections)],
         ['headers', objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ')],
       ],
       '    ',

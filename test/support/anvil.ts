@@ -22,9 +22,9 @@ process.once('exit', () => {
   for (const p of running) p.kill('SIGKILL');
 });
 
-export function startAnvil(opts: { chainId?: number; args?: string[] } = {}): Promise<Anvil> {
+export function startAnvil(opts: { chainId?: number; port?: number; args?: string[] } = {}): Promise<Anvil> {
   const chainId = opts.chainId ?? 31337;
-  const proc = spawn(ANVIL_BIN, ['--host', '127.0.0.1', '--port', '0', '--chain-id', String(chainId), ...(opts.args ?? [])], {
+  const proc = spawn(ANVIL_BIN, ['--host', '127.0.0.1', '--port', String(opts.port ?? 0), '--chain-id', String(chainId), ...(opts.args ?? [])], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(proc);

@@ -42,6 +42,7 @@ describe('buildModel', () => {
       url: { parts: [{ env: 'ETHEREUM_RPC_URL', default: 'http://127.0.0.1:8546' }] },
       weight: 1,
       role: 'primary',
+      connections: 256,
       headers: {},
     });
     expect(Object.isFrozen(m) && Object.isFrozen(eth) && Object.isFrozen(eth.methods)).toBe(true);

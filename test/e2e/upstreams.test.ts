@@ -1,0 +1,313 @@
+// Upstream handling against running processes (issue 6): weighted selection,
+// failover with real anvil nodes killed and restarted mid-load, fallbacks,
+// lag, slow and garbage upstreams, circuit breaking, write safety, provider
+// headers; and clients that disconnect mid-answer (the undici pipe pitfall).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+
+const KEY = newKey();
+const TOKEN = `provider-secret-${newKey()}`;
+const CALL = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] });
+
+let a: Anvil; // primary, weight 2
+let b: Anvil; // primary, weight 1
+let c: Anvil; // fallback
+let d: Anvil; // lagging
+let pa: RecordingProxy;
+let pb: RecordingProxy;
+let pc: RecordingProxy;
+let pd: RecordingProxy;
+let slow: Server;
+let garbage: Server;
+let failing: Server;
+let big: Server;
+let bigRequests = 0;
+let hangup: Server;
+let hangupHits = 0;
+let gw: RunningGateway;
+const servers: Server[] = [];
+
+function serve(handler: Parameters<typeof createServer>[1]): Promise<{ server: Server; url: string }> {
+  const server = createServer(handler);
+  servers.push(server);
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}` })));
+}
+
+beforeAll(async () => {
+  [a, b, c, d] = await Promise.all([startAnvil({ chainId: 1 }), startAnvil({ chainId: 1 }), startAnvil({ chainId: 1 }), startAnvil({ chainId: 1 })]);
+  // a, b and c are 20 blocks ahead of d: d lags.
+  await Promise.all([a.mine(20), b.mine(20), c.mine(20)]);
+  [pa, pb, pc, pd] = await Promise.all([startRecordingProxy(a.url), startRecordingProxy(b.url), startRecordingProxy(c.url), startRecordingProxy(d.url)]);
+  // Healthy to health checks (eth_blockNumber), 3 s late with every real answer.
+  const s1 = await serve((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c)).on('end', () => {
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+      if (body.includes('eth_blockNumber')) answer();
+      else setTimeout(answer, 3000).unref();
+    });
+  });
+  const s2 = await serve((req, res) => req.resume().on('end', () => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>502 Bad Gateway</html>')));
+  // Passes health checks (eth_blockNumber), fails every real request.
+  const s3 = await serve((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c)).on('end', () => {
+      if (body.includes('eth_blockNumber')) res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x10"}');
+      else res.writeHead(500, { 'content-type': 'application/json' }).end('{"oops":true}');
+    });
+  });
+  // ~4 MB, in small pieces: a client can go away in the middle.
+  const s4 = await serve((req, res) => {
+    if (!String(req.headers['user-agent']).startsWith('chain-gateway-health')) bigRequests++;
+    req.resume().on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      let sent = 0;
+      const piece = Buffer.alloc(64 * 1024, 0x20);
+      const pump = () => {
+        while (sent < 64) {
+          sent++;
+          if (!res.write(piece)) return void res.once('drain', pump);
+        }
+        res.end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+      };
+      res.write('');
+      pump();
+    });
+  });
+  // Passes health checks; takes any other request, then drops the connection without answering.
+  const s5 = await serve((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c)).on('end', () => {
+      if (body.includes('eth_blockNumber')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x10"}');
+      hangupHits++;
+      req.socket.destroy();
+    });
+  });
+  slow = s1.server;
+  garbage = s2.server;
+  failing = s3.server;
+  big = s4.server;
+  hangup = s5.server;
+  const built = await buildManifest(
+    'upstreams',
+    `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+limits: { timeoutMs: 800 }
+health: { intervalMs: 150, timeoutMs: 500 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}]
+chains:
+  - path: ethereum
+    interface: evm-jsonrpc
+    listener: rpc
+    chainId: 1
+    methods: evm
+    maxLag: 5
+    retries: 1
+    upstreams:
+      - { url: "\${A_URL}", weight: 2, headers: { Authorization: "Bearer \${TOKEN}" } }
+      - "\${B_URL}"
+      - { url: "\${C_URL}", role: fallback }
+      - "\${D_URL}"
+  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, chainId: 2, methods: evm, upstreams: [{ url: "${s1.url}", weight: 100 }, "\${B_URL}"] }
+  - { path: garbagechain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, chainId: 3, methods: evm, upstreams: [{ url: "${s2.url}", weight: 100 }, "\${B_URL}"] }
+  - { path: failchain, interface: evm-jsonrpc, listener: rpc, chainId: 4, methods: evm, retries: 0, upstreams: ["${s3.url}"] }
+  - { path: bigchain, interface: evm-jsonrpc, listener: rpc, chainId: 5, methods: evm, upstreams: [{ url: "${s4.url}", connections: 2 }] }
+  - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, chainId: 6, methods: evm, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
+`,
+  );
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ops', key: KEY }]));
+  gw = await startGateway({
+    cwd: built.dir,
+    bundle: built.bundle,
+    env: { A_URL: pa.url, B_URL: pb.url, C_URL: pc.url, D_URL: pd.url, TOKEN },
+  });
+  // Ready once the health checks have seen a, b and c (d lags, so it stays out).
+  await until((ups) => ups.slice(0, 3).every((u) => u.state === 'up') && ups[3]!.state === 'down');
+}, 90_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  for (const s of servers) s.closeAllConnections(), s.close();
+  await Promise.all([pa, pb, pc, pd].map((p) => p?.close()));
+  await Promise.all([a, b, c, d].map((n) => n?.stop()));
+});
+
+const send = (path: string, body = CALL) => rawRequest(gw.url('rpc', path), { body, headers: { 'x-api-key': KEY } });
+const clearAll = () => [pa, pb, pc, pd].forEach((p) => p.clear());
+
+/** Waits until /readyz shows `pred` for a chain's upstreams (health checks run every 150 ms). */
+async function until(pred: (ups: { name: string; state: string; head: number | null }[]) => boolean, chain = 'ethereum'): Promise<void> {
+  const deadline = Date.now() + 4_000;
+  for (;;) {
+    const ups = (await rawRequest(gw.url('rpc', '/readyz'))).json().chains[chain].upstreams;
+    if (pred(ups)) return;
+    if (Date.now() > deadline) throw new Error(`readyz never matched for ${chain}: ${JSON.stringify(ups)}`);
+    await new Promise((r) => setTimeout(r, 25)); // poll interval, not a readiness guess
+  }
+}
+
+describe('selection and health', () => {
+  it('spreads traffic by weight among healthy primaries, never to the fallback or the lagging node', async () => {
+    clearAll();
+    for (let i = 0; i < 90; i++) expect((await send('/ethereum')).status).toBe(200);
+    expect(pa.requests.length).toBe(60);
+    expect(pb.requests.length).toBe(30);
+    expect(pc.requests.length).toBe(0);
+    expect(pd.requests.length).toBe(0);
+  });
+
+  it('reports each upstream with state and head in /readyz, by name, never by URL or credential', async () => {
+    const r = await rawRequest(gw.url('rpc', '/readyz'));
+    const ups = r.json().chains.ethereum.upstreams;
+    expect(ups.map((u: { name: string }) => u.name)).toEqual(['ethereum#0', 'ethereum#1', 'ethereum#2', 'ethereum#3']);
+    expect(ups[0].head).toBe(20);
+    expect(ups[3]).toMatchObject({ state: 'down', head: 0 });
+    for (const secret of [pa.url, pb.url, TOKEN, '127.0.0.1']) expect(r.text).not.toContain(secret);
+  });
+
+  it('sends the upstream’s own headers with requests and health checks, and never logs them', async () => {
+    clearAll();
+    await send('/ethereum');
+    await send('/ethereum');
+    const withAuth = [...pa.requests, ...pa.healthChecks].filter((r) => r.headers.authorization === `Bearer ${TOKEN}`);
+    expect(withAuth.length).toBeGreaterThan(1);
+    expect(pa.healthChecks.length).toBeGreaterThan(0);
+    expect(pa.healthChecks.every((r) => r.headers.authorization === `Bearer ${TOKEN}`)).toBe(true);
+    expect(pb.requests.every((r) => r.headers.authorization === undefined)).toBe(true);
+    const logs = gw.lines.join('\n');
+    expect(logs).not.toContain(TOKEN);
+    expect(logs).not.toContain(KEY);
+  });
+
+  it('takes a lagging node back once it has caught up', { timeout: 30_000 }, async () => {
+    await d.mine(20);
+    await until((ups) => ups[3]!.state === 'up');
+    await d.mine(1); // let others stay ahead within maxLag
+  });
+});
+
+describe('failover', () => {
+  it('loses no read while a primary is killed and restarted mid-load', { timeout: 60_000 }, async () => {
+    clearAll();
+    const port = a.port;
+    let failures = 0;
+    let done = 0;
+    const worker = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        const r = await send('/ethereum');
+        if (r.status !== 200 || r.json().result !== '0x1') failures++;
+        done++;
+      }
+    };
+    const load = Promise.all(Array.from({ length: 8 }, () => worker(60)));
+    while (done < 100) await new Promise((r) => setImmediate(r));
+    await a.stop(); // killed mid-load
+    await until((ups) => ups[0]!.state === 'down');
+    a = await startAnvil({ chainId: 1, port }); // restarted on the same port
+    await a.mine(21);
+    await load;
+    expect(failures).toBe(0);
+    await until((ups) => ups[0]!.state === 'up');
+    expect(pb.requests.length).toBeGreaterThan(0);
+  });
+
+  it('sends traffic to the fallback only when no primary is healthy', { timeout: 60_000 }, async () => {
+    await Promise.all([a.stop(), b.stop(), d.stop()]);
+    await until((ups) => ups[0]!.state === 'down' && ups[1]!.state === 'down' && ups[3]!.state === 'down');
+    clearAll();
+    for (let i = 0; i < 5; i++) expect((await send('/ethereum')).json().result).toBe('0x1');
+    expect(pc.requests.length).toBe(5);
+    // Everything down: an immediate 503 in the JSON-RPC envelope, not a timeout.
+    await c.stop();
+    await until((ups) => ups.every((u) => u.state === 'down'));
+    const t0 = Date.now();
+    const r = await send('/ethereum');
+    expect(r.status).toBe(503);
+    expect(r.json().error.code).toBe(-32052);
+    expect(Date.now() - t0).toBeLessThan(500);
+    const ready = await rawRequest(gw.url('rpc', '/readyz'));
+    expect(ready.status).toBe(503);
+    // Bring them back for the tests below.
+    const again = (n: Anvil) => startAnvil({ chainId: 1, port: n.port });
+    [a, b, c, d] = await Promise.all([again(a), again(b), again(c), again(d)]);
+    await Promise.all([a, b, c, d].map((n) => n.mine(25)));
+    await until((ups) => ups.every((u) => u.state === 'up'));
+  });
+});
+
+describe('bad upstreams', () => {
+  it('retries a read on another upstream after a timeout', async () => {
+    await until((ups) => ups.every((u) => u.state === 'up'), 'slowchain');
+    pb.clear();
+    const r = await send('/slowchain');
+    expect(r.status).toBe(200);
+    expect(r.json().result).toBe('0x1');
+    expect(pb.requests).toHaveLength(1);
+  });
+
+  it('treats an HTML answer as a failure and retries the read elsewhere', async () => {
+    await until((ups) => ups[1]!.state === 'up', 'garbagechain');
+    pb.clear();
+    const r = await send('/garbagechain');
+    expect(r.json()).toEqual({ jsonrpc: '2.0', id: 1, result: '0x1' });
+    expect(pb.requests).toHaveLength(1);
+  });
+
+  it('takes an upstream out after a run of failures, without waiting for a health check (circuit breaker)', async () => {
+    // failchain's upstream passes every health check but fails every request.
+    const opened = gw.waitForLog((e) => e.event === 'upstream_circuit_open' && e.upstream === 'failchain#0');
+    for (let i = 0; i < 3; i++) {
+      const r = await send('/failchain');
+      expect(r.status).toBe(502);
+      expect(r.text).not.toContain('oops');
+    }
+    await opened;
+  });
+
+  it('never sends eth_sendRawTransaction to a second node once the first may have received it', async () => {
+    await until((ups) => ups.every((u) => u.state === 'up'), 'hangchain');
+    pb.clear();
+    hangupHits = 0;
+    const tx = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'eth_sendRawTransaction', params: ['0x02f86c'] });
+    const r = await send('/hangchain', tx);
+    expect(r.status).toBe(502);
+    expect(hangupHits).toBe(1);
+    expect(pb.methodsSeen()).not.toContain('eth_sendRawTransaction');
+    // A read on the same chain is retried on the healthy node.
+    const read = await send('/hangchain');
+    expect(read.status).toBe(200);
+  });
+});
+
+describe('clients that disconnect mid-answer', () => {
+  it('release the upstream connection: a pool of 2 survives 12 aborted 4 MB answers', async () => {
+    const before = bigRequests;
+    for (let i = 0; i < 12; i++) {
+      await new Promise<void>((done) => {
+        const req = httpRequest(gw.url('rpc', '/bigchain'), { method: 'POST', headers: { 'x-api-key': KEY, 'content-type': 'application/json' }, agent: false }, (res) => {
+          res.once('data', () => {
+            req.destroy();
+            done();
+          });
+        });
+        req.on('error', () => undefined);
+        req.end(CALL);
+      });
+    }
+    // With a leak the pool would be stuck after two aborts and this would time out (504).
+    const r = await rawRequest(gw.url('rpc', '/bigchain'), { body: CALL, headers: { 'x-api-key': KEY } });
+    expect(r.status).toBe(200);
+    expect(r.text.length).toBeGreaterThan(4 * 1024 * 1024);
+    expect(bigRequests - before).toBe(13);
+  });
+});
