@@ -46,6 +46,22 @@ export class RedisRateLimiter implements RateLimiter {
     else this.log.info({ event: 'ratelimit_redis_up' }, 'Redis reachable: rate limits shared again');
   }
 
+  /** Waits up to 2 s for the first connection; past that the gateway starts anyway, failing open. */
+  ready(): Promise<void> {
+    if (this.redis.status === 'ready') return Promise.resolve();
+    return new Promise((done) => {
+      const t = setTimeout(() => {
+        this.setDegraded(true);
+        done();
+      }, 2000);
+      t.unref();
+      this.redis.once('ready', () => {
+        clearTimeout(t);
+        done();
+      });
+    });
+  }
+
   async take(keyId: string, rate: Rate, n: number): Promise<Verdict> {
     const now = Date.now();
     const window = now - (now % rate.windowMs);

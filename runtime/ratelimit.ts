@@ -14,12 +14,16 @@ export interface Verdict {
 const OK: Verdict = { ok: true, retryAfter: 0 };
 
 export interface RateLimiter {
+  /** Resolves when counting can start (never rejects: a store that is away fails open). */
+  ready(): Promise<void>;
   take(keyId: string, rate: Rate, n: number): Verdict | Promise<Verdict>;
   close(): Promise<void>;
 }
 
 export class MemoryRateLimiter implements RateLimiter {
   private readonly windows = new Map<string, { start: number; used: number }>();
+
+  async ready(): Promise<void> {}
 
   take(keyId: string, rate: Rate, n: number): Verdict {
     const now = Date.now();

@@ -1,6 +1,7 @@
 // The gateway process: listeners, dispatch, keys, guards, forwarding, health
 // and lifecycle. Generated code calls `main(spec)` with its precomputed tables.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Server as NetServer } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteSpec } from './types.ts';
@@ -138,6 +139,7 @@ export class Gateway {
   async start(): Promise<Listening[]> {
     this.keys.load();
     this.keys.watch();
+    await this.limiter.ready();
     for (const l of this.spec.listeners) {
       const host = resolveTemplate(l.host, `listener ${l.name}`);
       const port = parsePort(resolveTemplate(l.port, `listener ${l.name}`), `listener ${l.name}`);
@@ -444,7 +446,7 @@ export class Gateway {
         retries: route.retries,
         maxBuffer: MAX_REWRITE_BYTES,
         classify: merge === null ? classifyRpc : classifyRpcBuffered,
-        writeHead: (status, headers) => this.writeUpstreamHead(req, res, ctx, status, headers),
+        writeHead: (status, headers, u) => this.writeUpstreamHead(req, res, ctx, status, headers, u),
       },
       res,
       this.circuitOpen,
@@ -465,7 +467,8 @@ export class Gateway {
     });
   }
 
-  private writeUpstreamHead(req: IncomingMessage, res: ServerResponse, ctx: Ctx, status: number, headers: Record<string, string | string[] | undefined>): void {
+  private writeUpstreamHead(req: IncomingMessage, res: ServerResponse, ctx: Ctx, status: number, headers: Record<string, string | string[] | undefined>, u?: Upstream): void {
+    if (u) ctx.upstream = u.name;
     const out = endToEndHeaders(headers, ['x-request-id', ctx.id]);
     this.cors(req, out);
     if (this.draining) out.push('connection', 'close');
@@ -532,7 +535,7 @@ export class Gateway {
         maxBuffer: MAX_REWRITE_BYTES,
         // Only a plain 200 streams; errors and /network/options are rewritten.
         classify: (status, h) => (status >= 500 && status !== 500 ? 'bad' : !isJson(h) ? 'bad' : status === 200 && !isOptions ? 'stream' : 'buffer'),
-        writeHead: (status, h) => this.writeUpstreamHead(req, res, ctx, status, h),
+        writeHead: (status, h, u) => this.writeUpstreamHead(req, res, ctx, status, h, u),
       },
       res,
       this.circuitOpen,
@@ -616,7 +619,7 @@ export class Gateway {
         retries: route.retries,
         maxBuffer: MAX_REWRITE_BYTES,
         classify: classifyBlockbook,
-        writeHead: (status, h) => this.writeUpstreamHead(req, res, ctx, status, h),
+        writeHead: (status, h, u) => this.writeUpstreamHead(req, res, ctx, status, h, u),
       },
       res,
       this.circuitOpen,
@@ -639,13 +642,11 @@ export class Gateway {
     this.log.info({ event: 'draining', signal, inflight: this.inflight }, 'draining');
     this.health.stop();
     this.keys.close();
-    const closed = this.listening.map(
-      (l) =>
-        new Promise<void>((done) => {
-          l.server.close(() => done());
-          l.server.closeIdleConnections();
-        }),
-    );
+    // Stop accepting, but leave open keep-alive connections be: a load
+    // balancer probing /readyz on one gets the 503, and any request on them is
+    // answered with Connection: close. (http.Server.close would drop idle
+    // connections at once.) Once in-flight work is done, everything closes.
+    const closed = this.listening.map((l) => new Promise<void>((done) => NetServer.prototype.close.call(l.server, () => done())));
     const idle = this.inflight === 0 ? Promise.resolve() : new Promise<void>((r) => this.idleWaiters.push(r));
     const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), this.spec.drainTimeoutMs).unref());
     const outcome = await Promise.race([idle.then(() => 'idle' as const), timer]);

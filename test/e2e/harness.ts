@@ -67,8 +67,10 @@ export interface RunningGateway {
   /** Resolves with the exit code. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   readonly exited: Promise<number | null>;
-  /** Resolves on the first log line (parsed) that satisfies `pred`. */
+  /** Resolves on the first log line (parsed), past or future, that satisfies `pred`. */
   waitForLog(pred: (entry: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** Like waitForLog, but only lines written from now on count. */
+  nextLog(pred: (entry: Record<string, unknown>) => boolean, timeoutMs?: number): Promise<Record<string, unknown>>;
 }
 
 export interface StartOptions {
@@ -110,9 +112,9 @@ export function startGateway(opts: StartOptions): Promise<RunningGateway> {
   proc.stderr!.setEncoding('utf8').on('data', (c: string) => stderr.push(c));
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
 
-  const waitForLog = (pred: (e: Record<string, unknown>) => boolean, timeoutMs = 15_000) =>
+  const waitForLog = (pred: (e: Record<string, unknown>) => boolean, timeoutMs = 15_000, from = 0) =>
     new Promise<Record<string, unknown>>((resolve, reject) => {
-      for (const line of lines) {
+      for (const line of lines.slice(from)) {
         try {
           const e = JSON.parse(line) as Record<string, unknown>;
           if (pred(e)) return resolve(e);
@@ -135,6 +137,7 @@ export function startGateway(opts: StartOptions): Promise<RunningGateway> {
       stderr,
       exited,
       waitForLog,
+      nextLog: (pred: (e: Record<string, unknown>) => boolean, timeoutMs?: number) => waitForLog(pred, timeoutMs, lines.length),
       url: (listener: string, path: string) => `http://127.0.0.1:${ports[listener]}${path}`,
       stop: (signal: NodeJS.Signals = 'SIGTERM') => {
         if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal);

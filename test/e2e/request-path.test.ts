@@ -152,19 +152,19 @@ describe('keys', () => {
       { id: 'eth-only', key: KEY_ETH_ONLY, chains: ['ethereum'] },
       { id: 'revoked', key: KEY_DISABLED, disabled: true },
     ];
-    const reloaded = gw.waitForLog((e) => e.event === 'keys_reloaded' && e.keys === 4);
+    const reloaded = gw.nextLog((e) => e.event === 'keys_reloaded' && e.keys === 4);
     writeFileSync(`${keysPath}.new`, keysYaml([...base, { id: 'added', key: added }]));
     renameSync(`${keysPath}.new`, keysPath);
     await reloaded;
     expect((await rpc(`/ethereum/${added}`, call('eth_chainId'))).status).toBe(200);
 
-    const failed = gw.waitForLog((e) => e.event === 'keys_reload_failed');
+    const failed = gw.nextLog((e) => e.event === 'keys_reload_failed');
     writeFileSync(`${keysPath}.new`, 'keys: [ { id: broken, sha256: nothex } ]\n');
     renameSync(`${keysPath}.new`, keysPath);
     await failed;
     expect((await rpc(`/ethereum/${added}`, call('eth_chainId'))).status).toBe(200);
 
-    const back = gw.waitForLog((e) => e.event === 'keys_reloaded' && e.reason === 'SIGHUP');
+    const back = gw.nextLog((e) => e.event === 'keys_reloaded' && e.reason === 'SIGHUP');
     writeFileSync(`${keysPath}.new`, keysYaml(base));
     renameSync(`${keysPath}.new`, keysPath);
     gw.proc.kill('SIGHUP');
