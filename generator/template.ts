@@ -6,6 +6,7 @@ export class TemplateError extends Error {}
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** Parses `${NAME}` and `${NAME:-default}`; throws TemplateError on a malformed `${`. */
 export function parseTemplate(s: string): Template {
   const parts: TemplatePart[] = [];
   let i = 0;
@@ -23,6 +24,8 @@ export function parseTemplate(s: string): Template {
     const sep = body.indexOf(':-');
     const name = sep === -1 ? body : body.slice(0, sep);
     if (!NAME.test(name)) throw new TemplateError(`'\${${body}}' is not \${VAR} or \${VAR:-default}`);
+    // `${A:-${B}}` would otherwise parse as default "${B" followed by a literal "}".
+    if (sep !== -1 && body.includes('${', sep)) throw new TemplateError(`nested '\${' in the default of '\${${name}:-...}' is not supported`);
     if (lit) parts.push(lit);
     lit = '';
     parts.push(sep === -1 ? { env: name } : { env: name, default: body.slice(sep + 2) });
