@@ -22,4 +22,11 @@ export const KNOWN_METHODS: ReadonlySet<string> = new Set<string>([
   'debug_traceTransaction', 'debug_traceCall', 'debug_traceBlockByNumber', 'debug_traceBlockByHash',
   'trace_block', 'trace_call', 'trace_transaction', 'trace_filter', 'txpool_content', 'txpool_status',
   'admin_peers', 'admin_nodeInfo', 'personal_sign',
+  // More of the execution-apis spec and the common client namespaces.
+  'eth_getHeaderByHash', 'eth_getHeaderByNumber', 'eth_getRawTransactionByHash', 'eth_pendingTransactions',
+  'eth_sendRawTransactionConditional', 'eth_signTypedData', 'eth_signTypedData_v3',
+  'debug_getBadBlocks', 'debug_getRawBlock', 'debug_getRawHeader', 'debug_getRawReceipts', 'debug_getRawTransaction',
+  'debug_storageRangeAt', 'debug_traceBlock', 'trace_get', 'trace_rawTransaction', 'trace_replayBlockTransactions',
+  'trace_replayTransaction', 'txpool_inspect', 'txpool_contentFrom', 'personal_ecRecover', 'personal_listAccounts',
+  'admin_addPeer', 'admin_removePeer', 'miner_start', 'miner_stop', 'miner_setEtherbase',
 ]);

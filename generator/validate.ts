@@ -1,43 +1,76 @@
 // Schema first (ajv, every error), then the checks a schema cannot express
-// (cross-references, uniqueness, URLs). Every problem is collected, with the
-// line and column of the offending key or value, and sorted; nothing stops at
-// the first one.
+// (cross-references, uniqueness, URLs, ports). Every problem is collected, with
+// the line and column of the offending key or value, and sorted; nothing stops
+// at the first one.
 import { Ajv, type ErrorObject } from 'ajv';
 import { closest, distance } from 'fastest-levenshtein';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { LoadedManifest, Problem, YamlPath } from './load.ts';
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
+import type { Template } from '../runtime/types.ts';
 import { KNOWN_METHODS } from './known-methods.ts';
 
+export type { Problem } from './load.ts';
+
+// Compiled once per process. verbose: messages need the failing schema (descriptions, branches).
 const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictRequired: false, allowUnionTypes: true });
 const validateSchema = ajv.compile(schema);
 
-/** Paths the server itself serves on every listener. */
+/** Paths the server itself answers on every listener. */
 export const RESERVED_PATHS = ['healthz', 'readyz', 'metrics'] as const;
-export const ROSETTA_NETWORKS = ['mainnet', 'preprod', 'preview'] as const;
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-export function didYouMean(word: string, candidates: readonly string[]): string | undefined {
-  if (candidates.length === 0) return undefined;
-  const best = closest(word, candidates as string[]);
+interface SchemaNode {
+  description?: string;
+  type?: string | string[];
+  enum?: unknown[];
+  pattern?: string;
+  properties?: Record<string, SchemaNode | boolean>;
+  allOf?: { if?: { properties?: { interface?: { const?: string } } }; then?: SchemaNode }[];
+}
+
+const CHAIN_SCHEMA = (schema.properties.chains.items as unknown) as SchemaNode;
+const INTERFACES = (CHAIN_SCHEMA.properties!.interface as SchemaNode).enum as string[];
+const METHOD_NAME = new RegExp((schema.properties.methodSets.additionalProperties.items as SchemaNode).pattern!);
+
+/**
+ * Interfaces each interface-specific field belongs to, read from the schema's
+ * if/then rules (a field is forbidden with `false` on the other interfaces).
+ */
+const FIELD_OWNERS: ReadonlyMap<string, readonly string[]> = (() => {
+  const forbidden = new Map<string, Set<string>>();
+  for (const rule of CHAIN_SCHEMA.allOf ?? []) {
+    const iface = rule.if?.properties?.interface?.const;
+    if (iface === undefined) continue;
+    for (const [field, s] of Object.entries(rule.then?.properties ?? {})) {
+      if (s !== false) continue;
+      const set = forbidden.get(field) ?? new Set<string>();
+      set.add(iface);
+      forbidden.set(field, set);
+    }
+  }
+  return new Map([...forbidden].map(([field, on]) => [field, INTERFACES.filter((i) => !on.has(i))]));
+})();
+
+/** Names for enum-valued fields, so "unknown Rosetta network 'testnet'" reads as ops think of it. */
+const ENUM_NOUNS: Readonly<Record<string, string>> = { interface: 'interface', network: 'Rosetta network', role: 'upstream role' };
+
+/** "did you mean 'x'?" when a candidate is close enough to be a typo, else undefined. */
+export function didYouMean(word: string, candidates: Iterable<string>): string | undefined {
+  const list = [...candidates];
+  if (list.length === 0) return undefined;
+  const best = closest(word, list);
   return distance(word, best) <= Math.max(2, Math.floor(word.length / 4)) ? `did you mean '${best}'?` : undefined;
 }
+
+const orList = (xs: readonly string[]): string => (xs.length < 2 ? xs.join('') : `${xs.slice(0, -1).join(', ')} or ${xs[xs.length - 1]}`);
 
 function pathText(path: YamlPath): string {
   let s = '';
   for (const p of path) s += typeof p === 'number' ? `[${p}]` : s === '' ? p : `.${p}`;
-  return s === '' ? '(top level)' : s;
-}
-
-function toPath(instancePath: string): (string | number)[] {
-  if (instancePath === '') return [];
-  return instancePath
-    .slice(1)
-    .split('/')
-    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'))
-    .map((s) => (/^\d+$/.test(s) ? Number(s) : s));
+  return s;
 }
 
 function getAt(root: unknown, path: YamlPath): unknown {
@@ -49,36 +82,62 @@ function getAt(root: unknown, path: YamlPath): unknown {
   return v;
 }
 
-function jsonType(v: unknown): string {
-  return v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v === 'number' && Number.isInteger(v) ? 'integer' : typeof v;
+/** ajv's JSON pointer -> YAML path; a segment is a number only where the value there is a list. */
+function toPath(root: unknown, pointer: string): (string | number)[] {
+  if (pointer === '') return [];
+  const out: (string | number)[] = [];
+  let v = root;
+  for (const raw of pointer.slice(1).split('/')) {
+    const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    const key = Array.isArray(v) ? Number(seg) : seg;
+    out.push(key);
+    v = v !== null && typeof v === 'object' ? (v as Record<string | number, unknown>)[key] : undefined;
+  }
+  return out;
 }
 
+function jsonType(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
+  return typeof v;
+}
+
+const shown = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v) ?? String(v));
+
 export function validateManifest(m: LoadedManifest): Problem[] {
-  if (m.syntax.length) return m.syntax;
+  // Without a trustworthy value, schema errors would only be echoes of the syntax error.
+  if (m.syntax.length) return sortProblems([...m.syntax]);
   const problems: Problem[] = [];
-  const at = (kind: 'key' | 'value', path: YamlPath, message: string, hint?: string) => {
-    const p = kind === 'key' ? m.keyAt(path) : m.valueAt(path);
+  const value = m.value;
+  const report: Report = (kind, path, message, hint) => {
+    let p;
+    if (kind === 'key') p = m.keyAt(path);
+    else if (kind === 'value') p = m.valueAt(path);
+    else {
+      // A mapping that lacks a field: point at its first key, where the entry starts.
+      const v = getAt(value, path);
+      const first = isObj(v) ? Object.keys(v)[0] : undefined;
+      p = first === undefined ? m.valueAt(path) : m.keyAt([...path, first]);
+    }
     problems.push(hint === undefined ? { file: m.file, ...p, message } : { file: m.file, ...p, message, hint });
   };
-  const value = m.value;
-  const chainLabel = (path: YamlPath): string => {
+  const where = (path: YamlPath): string => {
     if (path[0] === 'chains' && typeof path[1] === 'number') {
       const c = getAt(value, ['chains', path[1]]);
       const name = isObj(c) && typeof c.path === 'string' ? ` (${c.path})` : '';
-      return `chains[${path[1]}]${name}`;
+      const rest = pathText(path.slice(2));
+      return `chains[${path[1]}]${name}${rest ? ` ${rest}` : ''}`;
     }
-    return '';
-  };
-  const where = (path: YamlPath): string => {
-    const chain = chainLabel(path);
-    if (!chain) return pathText(path);
-    const rest = pathText(path.slice(2));
-    return rest === '(top level)' ? chain : `${chain} ${rest}`;
+    return pathText(path) || '(top level)';
   };
 
-  if (!validateSchema(value)) schemaProblems(validateSchema.errors ?? [], value, at, where);
-  if (isObj(value)) semanticProblems(value, at, where);
+  if (!validateSchema(value)) schemaProblems(validateSchema.errors ?? [], value, report, where);
+  if (isObj(value)) semanticProblems(value, report, where);
+  return sortProblems(problems);
+}
 
+function sortProblems(problems: Problem[]): Problem[] {
   const seen = new Set<string>();
   return problems
     .filter((p) => {
@@ -87,131 +146,178 @@ export function validateManifest(m: LoadedManifest): Problem[] {
       seen.add(k);
       return true;
     })
-    .sort((a, b) => a.line - b.line || a.col - b.col || (a.message < b.message ? -1 : 1));
+    .sort((a, b) => a.line - b.line || a.col - b.col || (a.message < b.message ? -1 : a.message > b.message ? 1 : 0));
 }
 
-type At = (kind: 'key' | 'value', path: YamlPath, message: string, hint?: string) => void;
+/** 'key': the key at path; 'value': the value at path; 'mapping': the first key of the mapping at path. */
+type Report = (kind: 'key' | 'value' | 'mapping', path: YamlPath, message: string, hint?: string) => void;
 
-function schemaProblems(errors: ErrorObject[], value: unknown, at: At, where: (p: YamlPath) => string): void {
+function schemaProblems(errors: ErrorObject[], value: unknown, report: Report, where: (p: YamlPath) => string): void {
+  const drop = new Set<ErrorObject>();
+  const under = (o: ErrorObject, pointer: string) => o.instancePath === pointer || o.instancePath.startsWith(`${pointer}/`);
+
   // anyOf: keep only the errors of the branch whose type fits the value, so an
   // upstream object with a typo reports the typo, not "must be string".
-  const drop = new Set<ErrorObject>();
   for (const e of errors) {
     if (e.keyword !== 'anyOf') continue;
-    const v = getAt(value, toPath(e.instancePath));
-    const branches = (e.schema as { type?: string | string[] }[]).map((b) => b.type);
-    const fit = branches.findIndex((t) => t !== undefined && (Array.isArray(t) ? t : [t]).some((x) => x === jsonType(v) || (x === 'number' && jsonType(v) === 'integer')));
+    const t = jsonType(getAt(value, toPath(value, e.instancePath)));
+    const fit = (e.schema as SchemaNode[]).findIndex((b) => [b.type ?? []].flat().some((x) => x === t || (x === 'number' && t === 'integer')));
     for (const o of errors) {
-      if (!o.schemaPath.startsWith(`${e.schemaPath}/`)) continue;
+      // Same anyOf in the schema, same list item in the manifest.
+      if (!o.schemaPath.startsWith(`${e.schemaPath}/`) || !under(o, e.instancePath)) continue;
       if (fit === -1 || !o.schemaPath.startsWith(`${e.schemaPath}/${fit}/`)) drop.add(o);
     }
     if (fit !== -1) drop.add(e);
   }
+  // A field on the wrong interface gets one message; what is wrong inside it does not matter.
+  const forbidden = errors.filter((e) => e.keyword === 'false schema' && !drop.has(e));
+  for (const f of forbidden) for (const o of errors) if (o !== f && under(o, f.instancePath)) drop.add(o);
+
+  // A misspelt required field is one problem, not two: keep "unknown field 'chainid'
+  // (did you mean 'chainId'?)" and drop "missing required field 'chainId'".
   for (const e of errors) {
-    if (drop.has(e) || e.keyword === 'if') continue;
-    const path = toPath(e.instancePath);
-    const desc = (e.parentSchema as { description?: string } | undefined)?.description;
+    if (e.keyword !== 'additionalProperties') continue;
+    const name = (e.params as { additionalProperty: string }).additionalProperty;
+    for (const o of errors) {
+      if (o.keyword !== 'required' || o.instancePath !== e.instancePath) continue;
+      const missing = (o.params as { missingProperty: string }).missingProperty;
+      if (didYouMean(name, [missing]) !== undefined) drop.add(o);
+    }
+  }
+
+  for (const e of errors) {
+    if (drop.has(e)) continue;
+    const path = toPath(value, e.instancePath);
+    const v = getAt(value, path);
+    const parent = e.parentSchema as SchemaNode | undefined;
+    const desc = parent?.description;
     switch (e.keyword) {
+      case 'if': // "must match then schema": its then-errors say what is wrong
+      case 'propertyNames': // reported through its inner 'pattern' error, at the key
+        break;
+      case 'false schema': {
+        const field = path[path.length - 1] as string;
+        const base = path.slice(0, -1);
+        const iface = getAt(value, [...base, 'interface']);
+        const owners = FIELD_OWNERS.get(field) ?? [];
+        report('key', path, `${where(base)}: '${field}' applies to ${orList(owners)} chains only, not ${String(iface)}`);
+        break;
+      }
       case 'additionalProperties': {
         const name = (e.params as { additionalProperty: string }).additionalProperty;
-        const allowed = Object.keys((e.parentSchema as { properties?: object }).properties ?? {});
+        const allowed = Object.keys(parent?.properties ?? {});
         const hint = didYouMean(name, allowed) ?? (allowed.length ? `allowed here: ${allowed.join(', ')}` : undefined);
-        at('key', [...path, name], `${where(path)}: unknown field '${name}'`, hint);
+        report('key', [...path, name], `${where(path)}: unknown field '${name}'`, hint);
         break;
       }
       case 'required': {
         const name = (e.params as { missingProperty: string }).missingProperty;
         const iface = getAt(value, [...path, 'interface']);
         const forWhat = e.schemaPath.includes('/then/') && typeof iface === 'string' ? ` (required for ${iface} chains)` : '';
-        at(path.length ? 'value' : 'key', path, `${where(path)}: missing required field '${name}'${forWhat}`);
+        report('mapping', path, `${where(path)}: missing required field '${name}'${forWhat}`);
         break;
       }
       case 'enum': {
         const allowed = (e.params as { allowedValues: unknown[] }).allowedValues.map(String);
-        const v = getAt(value, path);
-        at('value', path, `${where(path)}: must be one of ${allowed.join(', ')}`, typeof v === 'string' ? didYouMean(v, allowed) : undefined);
+        const field = String(path[path.length - 1]);
+        const noun = ENUM_NOUNS[field];
+        if (typeof v === 'string' && noun) {
+          const dym = didYouMean(v, allowed);
+          report('value', path, `${where(path.slice(0, -1))}: unknown ${noun} '${v}'`, `${dym ? `${dym} ` : ''}use ${orList(allowed)}`);
+        } else report('value', path, `${where(path)}: must be one of ${allowed.join(', ')}, not ${shown(v)}`);
         break;
       }
       case 'const':
-        at('value', path, `${where(path)}: must be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}`);
+        report('value', path, `${where(path)}: must be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}, not ${shown(v)}`);
         break;
       case 'type':
-        at('value', path, `${where(path)}: must be ${(e.params as { type: string | string[] }).type.toString().replace(',', ' or ')}`, desc);
+        // The field's description says what belongs there; the root's would only repeat the README.
+        report('value', path, `${where(path)}: must be ${[(e.params as { type: string | string[] }).type].flat().join(' or ')}, not ${jsonType(v)}`, path.length ? desc : undefined);
         break;
-      case 'pattern':
-        at('value', path, `${where(path)}: '${String(getAt(value, path))}' is not valid here`, desc);
+      case 'pattern': {
+        const pattern = (e.params as { pattern: string }).pattern;
+        if (e.propertyName !== undefined) {
+          report('key', [...path, e.propertyName], `${where(path)}: '${e.propertyName}' is not a valid name here (must match ${pattern})`);
+        } else report('value', path, `${where(path)}: ${shown(v)} does not match ${pattern}`, desc);
         break;
-      case 'propertyNames':
-        break; // reported through its inner 'pattern' error, with the key
+      }
       case 'minItems':
-        at('value', path, `${where(path)}: must list at least ${(e.params as { limit: number }).limit}`, desc);
+        report('value', path, `${where(path)}: must list at least ${(e.params as { limit: number }).limit}`, desc);
         break;
-      case 'anyOf':
-        at('value', path, `${where(path)}: ${desc ?? 'has the wrong shape'}`);
+      case 'minProperties':
+        report('value', path, `${where(path)}: must have at least ${(e.params as { limit: number }).limit} entry`, desc);
         break;
+      case 'anyOf': {
+        const kinds = (e.schema as SchemaNode[]).map((b) => [b.type ?? 'any'].flat().join(' or '));
+        report('value', path, `${where(path)}: must be ${orList(kinds)}, not ${jsonType(v)}`, desc);
+        break;
+      }
       default:
-        at('value', path, `${where(path)}: ${e.message ?? 'is invalid'}`);
-    }
-    if (e.keyword === 'pattern' && e.propertyName !== undefined) {
-      at('key', [...path, e.propertyName], `${where(path)}: '${e.propertyName}' is not a valid name here`);
+        // minimum, maximum, minLength...: ajv's own words ("must be >= 1") are clear.
+        report('value', path, `${where(path)}: ${e.message ?? 'is invalid'}, not ${shown(v)}`);
     }
   }
 }
 
-function semanticProblems(doc: Obj, at: At, where: (p: YamlPath) => string): void {
+function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => string): void {
   const listeners = isObj(doc.listeners) ? doc.listeners : {};
   const listenerNames = Object.keys(listeners);
   const methodSets = isObj(doc.methodSets) ? doc.methodSets : {};
   const setNames = Object.keys(methodSets);
 
-  const checkTemplate = (path: YamlPath, s: unknown): ReturnType<typeof parseTemplate> | null => {
+  const checkTemplate = (path: YamlPath, s: unknown): Template | null => {
     if (typeof s !== 'string') return null;
     try {
       return parseTemplate(s);
     } catch (err) {
-      if (err instanceof TemplateError) at('value', path, `${where(path)}: ${err.message}`, 'write ${VAR} or ${VAR:-default}');
+      if (!(err instanceof TemplateError)) throw err;
+      report('value', path, `${where(path)}: ${err.message}`, 'write ${VAR} or ${VAR:-default}');
       return null;
     }
   };
-  const literalPorts = new Map<number, string>();
-  const checkPort = (path: YamlPath, v: unknown, owner: string) => {
-    if (typeof v === 'number' && (v < 0 || v > 65535 || !Number.isInteger(v))) return; // the schema reports it
-    const t = typeof v === 'number' ? { parts: [String(v)] } : checkTemplate(path, v);
-    if (!t) return;
-    // A port with a default counts at its default: two listeners on 8545 by default clash.
-    const literal = templateDefaultValue(t);
-    if (literal === null) return;
-    const n = Number(literal);
-    if (!Number.isInteger(n) || n < 0 || n > 65535) {
-      at('value', path, `${where(path)}: '${literal}' is not a port number`, 'use 0..65535, or ${VAR:-default}');
-      return;
+
+  // Ports: an integer, or a template whose value with defaults filled in is the
+  // port used when no variable is set. Two listeners on one port fail at start.
+  const portOf = (path: YamlPath, v: unknown): number | null => {
+    if (typeof v === 'number') return Number.isInteger(v) && v >= 0 && v <= 65535 ? v : null; // else the schema reports it
+    const t = checkTemplate(path, v);
+    const literal = t && templateDefaultValue(t);
+    if (literal === null || literal === undefined) return null; // ${VAR} without default: known only at start
+    const n = /^\d{1,5}$/.test(literal) ? Number(literal) : NaN;
+    if (!(n <= 65535)) {
+      report('value', path, `${where(path)}: '${literal}' is not a port number`, 'use 0..65535, or ${VAR:-default}');
+      return null;
     }
-    if (n === 0) return;
-    const other = literalPorts.get(n);
-    if (other !== undefined) at('value', path, `${where(path)}: port ${n} is already used by ${other}`);
-    else literalPorts.set(n, owner);
+    return n;
   };
+  const publicPorts = new Map<number, string>();
   for (const name of listenerNames) {
     const l = listeners[name];
     if (!isObj(l)) continue;
     checkTemplate(['listeners', name, 'host'], l.host);
-    checkPort(['listeners', name, 'port'], l.port, `listener '${name}'`);
+    const port = portOf(['listeners', name, 'port'], l.port);
+    if (port === null || port === 0) continue; // 0: the OS picks a free port each time
+    const other = publicPorts.get(port);
+    if (other !== undefined) report('value', ['listeners', name, 'port'], `listeners.${name}.port: port ${port} is already used by listener '${other}'`);
+    else publicPorts.set(port, name);
   }
   if (isObj(doc.admin)) {
     checkTemplate(['admin', 'host'], doc.admin.host);
-    checkPort(['admin', 'port'], doc.admin.port, 'the admin listener');
+    const port = portOf(['admin', 'port'], doc.admin.port);
+    const other = port === null || port === 0 ? undefined : publicPorts.get(port);
+    if (other !== undefined) {
+      report('value', ['admin', 'port'], `admin.port: port ${port} is also the port of listener '${other}'`, '/metrics must stay off the public listeners; give admin its own port');
+    }
   }
 
+  // A misspelt method would silently refuse every call to it. Names far from
+  // every known method are accepted: chains may allow their own.
   const checkMethods = (path: YamlPath, list: unknown) => {
     if (!Array.isArray(list)) return;
-    const seen = new Set<string>();
-    list.forEach((m, i) => {
-      if (typeof m !== 'string') return;
-      if (seen.has(m)) at('value', [...path, i], `${where([...path, i])}: method '${m}' is listed twice`);
-      seen.add(m);
-      if (KNOWN_METHODS.has(m)) return;
-      const hint = didYouMean(m, [...KNOWN_METHODS]);
-      if (hint) at('value', [...path, i], `${where([...path, i])}: unknown method '${m}'`, hint);
+    list.forEach((name, i) => {
+      if (typeof name !== 'string' || !METHOD_NAME.test(name) || KNOWN_METHODS.has(name)) return;
+      const hint = didYouMean(name, KNOWN_METHODS);
+      if (hint) report('value', [...path, i], `${where([...path, i])}: unknown method '${name}'`, hint);
     });
   };
   for (const name of setNames) checkMethods(['methodSets', name], methodSets[name]);
@@ -222,68 +328,64 @@ function semanticProblems(doc: Obj, at: At, where: (p: YamlPath) => string): voi
   doc.chains.forEach((c, i) => {
     if (!isObj(c)) return;
     const base: YamlPath = ['chains', i];
-    const iface = c.interface;
     const listener = typeof c.listener === 'string' ? c.listener : null;
     if (listener !== null && !listenerNames.includes(listener)) {
-      at('value', [...base, 'listener'], `${where(base)}: unknown listener '${listener}'`, didYouMean(listener, listenerNames) ?? `listeners: ${listenerNames.join(', ') || '(none)'}`);
+      report('value', [...base, 'listener'], `${where(base)}: unknown listener '${listener}'`, didYouMean(listener, listenerNames) ?? `listeners: ${listenerNames.join(', ') || '(none)'}`);
     }
     if (typeof c.path === 'string') {
       if ((RESERVED_PATHS as readonly string[]).includes(c.path)) {
-        at('value', [...base, 'path'], `${where(base)}: path '${c.path}' clashes with the server's own /${c.path} route`, `reserved: ${RESERVED_PATHS.join(', ')}`);
+        report('value', [...base, 'path'], `${where(base)}: path '${c.path}' clashes with the server's own /${c.path} route`, `reserved: ${RESERVED_PATHS.join(', ')}`);
       }
       if (listener !== null) {
         const seen = pathsByListener.get(listener) ?? new Map<string, number>();
         pathsByListener.set(listener, seen);
         const first = seen.get(c.path);
-        if (first !== undefined) at('value', [...base, 'path'], `${where(base)}: path '${c.path}' is already used on listener '${listener}' by chains[${first}]`);
+        if (first !== undefined) report('value', [...base, 'path'], `${where(base)}: path '${c.path}' is already used on listener '${listener}' by chains[${first}]`);
         else seen.set(c.path, i);
       }
     }
-    const only: [string, string][] = [
-      ['chainId', 'evm-jsonrpc'],
-      ['methods', 'evm-jsonrpc'],
-      ['network', 'rosetta'],
-      ['sendtx', 'blockbook'],
-    ];
-    for (const [field, owner] of only) {
-      if (c[field] !== undefined && typeof iface === 'string' && iface !== owner) {
-        at('key', [...base, field], `${where(base)}: '${field}' applies to ${owner} chains only, not ${iface}`);
-      }
-    }
-    if (iface === 'evm-jsonrpc') {
+    // methods and chainId on other interfaces are reported by the schema's if/then.
+    if (c.interface === 'evm-jsonrpc') {
       if (typeof c.methods === 'string' && !setNames.includes(c.methods)) {
-        at('value', [...base, 'methods'], `${where(base)}: unknown methodSet '${c.methods}'`, didYouMean(c.methods, setNames) ?? `methodSets: ${setNames.join(', ') || '(none)'}`);
+        report('value', [...base, 'methods'], `${where(base)}: unknown methodSet '${c.methods}'`, didYouMean(c.methods, setNames) ?? `methodSets: ${setNames.join(', ') || '(none)'}`);
       }
       checkMethods([...base, 'methods'], c.methods);
       if (typeof c.chainId === 'number' && listener !== null) {
         const ids = idsByListener.get(listener) ?? new Map<number, number>();
         idsByListener.set(listener, ids);
         const first = ids.get(c.chainId);
-        if (first !== undefined) at('value', [...base, 'chainId'], `${where(base)}: chainId ${c.chainId} is already used on listener '${listener}' by chains[${first}]`);
+        if (first !== undefined) report('value', [...base, 'chainId'], `${where(base)}: chainId ${c.chainId} is already used on listener '${listener}' by chains[${first}]`);
         else ids.set(c.chainId, i);
       }
     }
-    if (iface === 'rosetta' && typeof c.network === 'string' && !(ROSETTA_NETWORKS as readonly string[]).includes(c.network)) {
-      at('value', [...base, 'network'], `${where(base)}: unknown Rosetta network '${c.network}'`, didYouMean(c.network, ROSETTA_NETWORKS) ?? `use ${ROSETTA_NETWORKS.join(', ')}`);
-    }
     if (Array.isArray(c.upstreams)) {
-      c.upstreams.forEach((u, j) => {
-        const path: YamlPath = isObj(u) ? [...base, 'upstreams', j, 'url'] : [...base, 'upstreams', j];
-        const raw = isObj(u) ? u.url : u;
-        const t = checkTemplate(path, raw);
-        if (isObj(u) && isObj(u.headers)) for (const h of Object.keys(u.headers)) checkTemplate([...base, 'upstreams', j, 'headers', h], u.headers[h]);
-        if (!t) return;
-        const resolved = templateDefaultValue(t);
-        if (resolved === null) return; // ${VAR} without a default: checked when the server starts
-        let ok = false;
-        try {
-          const url = new URL(resolved);
-          ok = (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
-        } catch {
-          ok = false;
-        }
-        if (!ok) at('value', path, `${where(base)}: upstream '${resolved}' is not an http(s) URL`, 'write http://host:port/path or https://...');
-      });
+      c.upstreams.forEach((u, j) => checkUpstream([...base, 'upstreams', j], u));
     }
   });
+
+  function checkUpstream(path: YamlPath, u: unknown): void {
+    const urlPath: YamlPath = isObj(u) ? [...path, 'url'] : path;
+    if (isObj(u) && isObj(u.headers)) {
+      const seen = new Map<string, string>();
+      for (const h of Object.keys(u.headers)) {
+        checkTemplate([...path, 'headers', h], u.headers[h]);
+        const other = seen.get(h.toLowerCase());
+        if (other !== undefined) report('key', [...path, 'headers', h], `${where(path)}: header '${h}' is given twice (also as '${other}'; header names ignore case)`);
+        else seen.set(h.toLowerCase(), h);
+      }
+    }
+    const t = checkTemplate(urlPath, isObj(u) ? u.url : u);
+    const resolved = t && templateDefaultValue(t);
+    if (resolved === null || resolved === undefined) return; // ${VAR} without a default: checked when the server starts
+    // Written out in full: WHATWG URL would accept 'http:host' and fill in the slashes.
+    let ok = false;
+    if (/^https?:\/\//i.test(resolved)) {
+      try {
+        ok = new URL(resolved).hostname !== '';
+      } catch {
+        ok = false;
+      }
+    }
+    if (!ok) report('value', urlPath, `${where(path)}: upstream '${resolved}' is not an absolute http: or https: URL`, 'write http://host:port/path or https://...');
+  }
 }
