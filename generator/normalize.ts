@@ -1,77 +1,178 @@
 // Manifest value (already validated) -> the normalized, frozen GatewayModel.
 // Defaults are filled here once; emit/ never looks at the raw manifest.
-import type { Limits, RosettaNetwork, InterfaceKind, UpstreamRole } from '../runtime/types.ts';
+import type { InterfaceKind, Limits, RosettaNetwork, Template, UpstreamRole } from '../runtime/types.ts';
 import type { ChainModel, GatewayModel, ListenerModel, UpstreamModel } from './model.ts';
 import { parseTemplate } from './template.ts';
 import { parseRate } from '../runtime/rate.ts';
+import schema from '../schema/gateway.schema.json' with { type: 'json' };
 
-export const DEFAULT_LIMITS: Limits = { maxBodyBytes: 1_048_576, maxBatchSize: 100, timeoutMs: 30_000, maxPageSize: 1000 };
+// The YAML-shaped input, as the schema admits it (see schema/gateway.schema.json).
+type PortConfig = string | number;
+interface UpstreamConfig {
+  url: string;
+  weight?: number;
+  role?: UpstreamRole;
+  connections?: number;
+  headers?: Record<string, string>;
+}
+interface ChainConfig {
+  path: string;
+  interface: InterfaceKind;
+  listener: string;
+  upstreams: (string | UpstreamConfig)[];
+  limits?: Partial<Limits>;
+  maxLag?: number;
+  retries?: number;
+  chainId?: number;
+  methods?: string | string[];
+  network?: RosettaNetwork;
+  sendtx?: boolean;
+}
+export interface GatewayConfig {
+  version: 1;
+  listeners: Record<string, { host?: string; port: PortConfig }>;
+  keys?: string;
+  limits?: Partial<Limits>;
+  cors?: { origins?: string[] };
+  methodSets?: Record<string, string[]>;
+  admin?: { host?: string; port: PortConfig };
+  health?: { intervalMs?: number; timeoutMs?: number };
+  rateLimit?: string;
+  drainTimeoutMs?: number;
+  chains: ChainConfig[];
+}
 
-type Obj = Record<string, any>;
-const byCodeUnit = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+/**
+ * A default, read from the schema: the schema is the single source of truth,
+ * and the README's manifest reference is rendered from it.
+ */
+function schemaDefault<T>(...path: string[]): T {
+  let node: unknown = schema;
+  for (const seg of path) node = (node as Record<string, unknown>)?.[seg];
+  const d = (node as { default?: unknown } | undefined)?.default;
+  if (d === undefined) throw new Error(`schema has no default at ${path.join('.')}`);
+  return d as T;
+}
+const LIMITS_SCHEMA = ['properties', 'limits', 'properties'];
+const CHAIN_SCHEMA = ['properties', 'chains', 'items', 'properties'];
+const UPSTREAM_SCHEMA = [...CHAIN_SCHEMA, 'upstreams', 'items', 'anyOf', '1', 'properties'];
+
+export const DEFAULT_LIMITS: Limits = {
+  maxBodyBytes: schemaDefault(...LIMITS_SCHEMA, 'maxBodyBytes'),
+  maxBatchSize: schemaDefault(...LIMITS_SCHEMA, 'maxBatchSize'),
+  timeoutMs: schemaDefault(...LIMITS_SCHEMA, 'timeoutMs'),
+  maxPageSize: schemaDefault(...LIMITS_SCHEMA, 'maxPageSize'),
+};
+export const DEFAULTS = {
+  listenerHost: schemaDefault<string>('properties', 'listeners', 'additionalProperties', 'properties', 'host'),
+  adminHost: schemaDefault<string>('properties', 'admin', 'properties', 'host'),
+  keysFile: schemaDefault<string>('properties', 'keys'),
+  corsOrigins: schemaDefault<readonly string[]>('properties', 'cors', 'properties', 'origins'),
+  healthIntervalMs: schemaDefault<number>('properties', 'health', 'properties', 'intervalMs'),
+  healthTimeoutMs: schemaDefault<number>('properties', 'health', 'properties', 'timeoutMs'),
+  drainTimeoutMs: schemaDefault<number>('properties', 'drainTimeoutMs'),
+  weight: schemaDefault<number>(...UPSTREAM_SCHEMA, 'weight'),
+  role: schemaDefault<UpstreamRole>(...UPSTREAM_SCHEMA, 'role'),
+  connections: schemaDefault<number>(...UPSTREAM_SCHEMA, 'connections'),
+  maxLag: schemaDefault<number>(...CHAIN_SCHEMA, 'maxLag'),
+  retries: schemaDefault<number>(...CHAIN_SCHEMA, 'retries'),
+  sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
+} as const;
+
+/** Code-unit order: the same on every machine, unlike localeCompare. */
+const byCodeUnit = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 function deepFreeze<T>(v: T): T {
   if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
     Object.freeze(v);
-    for (const k of Object.keys(v)) deepFreeze((v as Obj)[k]);
+    for (const k of Object.keys(v)) deepFreeze((v as Record<string, unknown>)[k]);
   }
   return v;
 }
 
-function portTemplate(p: unknown) {
-  return parseTemplate(typeof p === 'number' ? String(p) : String(p));
+const portTemplate = (p: PortConfig): Template => parseTemplate(String(p));
+
+/** Only fields that are present: a field written as `undefined` would differ from a missing one in the model. */
+function withoutUndefined<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }
 
-export function buildModel(doc: Obj, source: string): GatewayModel {
-  const limits: Limits = { ...DEFAULT_LIMITS, ...(doc.limits ?? {}) };
-  const sets: Obj = doc.methodSets ?? {};
-  const chains: ChainModel[] = (doc.chains as Obj[]).map((c, i) => {
-    const upstreams: UpstreamModel[] = (c.upstreams as unknown[]).map((u, j) => {
-      const o: Obj = typeof u === 'string' ? { url: u } : (u as Obj);
-      const headers: Record<string, ReturnType<typeof parseTemplate>> = {};
-      for (const name of Object.keys(o.headers ?? {}).sort(byCodeUnit)) headers[name.toLowerCase()] = parseTemplate(String(o.headers[name]));
-      return { name: `${c.path}#${j}`, url: parseTemplate(o.url), weight: o.weight ?? 1, role: (o.role ?? 'primary') as UpstreamRole, connections: o.connections ?? 256, headers };
-    });
-    const chain: Record<string, unknown> = {
+function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: number): UpstreamModel {
+  const o: UpstreamConfig = typeof u === 'string' ? { url: u } : u;
+  // Lower-cased first, then sorted, so the model's key order does not depend on how the manifest spelled them.
+  const raw = Object.entries(o.headers ?? {}).map(([name, v]) => [name.toLowerCase(), v] as const);
+  raw.sort((a, b) => byCodeUnit(a[0], b[0]));
+  const headers: Record<string, Template> = {};
+  for (const [name, v] of raw) headers[name] = parseTemplate(v);
+  return {
+    name: `${chainPath}#${index}`,
+    url: parseTemplate(o.url),
+    weight: o.weight ?? DEFAULTS.weight,
+    role: o.role ?? DEFAULTS.role,
+    connections: o.connections ?? DEFAULTS.connections,
+    headers,
+  };
+}
+
+/**
+ * Builds the model from a manifest value that passed validateManifest.
+ * `source` is the manifest path as given (relative); it goes into the generated header.
+ */
+export function buildModel(value: unknown, source: string): GatewayModel {
+  const doc = value as GatewayConfig;
+  const limits: Limits = { ...DEFAULT_LIMITS, ...doc.limits };
+  const sets = doc.methodSets ?? {};
+  const chains: ChainModel[] = doc.chains.map((c, i) => {
+    const chain: ChainModel = {
       path: c.path,
-      interface: c.interface as InterfaceKind,
+      interface: c.interface,
       listener: c.listener,
       source: `chains[${i}]`,
-      limits: { ...limits, ...(c.limits ?? {}) },
-      upstreams,
-      maxLag: c.maxLag ?? 5,
-      retries: c.retries ?? 1,
+      limits: { ...limits, ...c.limits },
+      upstreams: c.upstreams.map((u, j) => buildUpstream(c.path, u, j)),
+      maxLag: c.maxLag ?? DEFAULTS.maxLag,
+      retries: c.retries ?? DEFAULTS.retries,
     };
     if (c.interface === 'evm-jsonrpc') {
-      chain.chainId = c.chainId;
-      const list: string[] = typeof c.methods === 'string' ? sets[c.methods] : c.methods;
-      chain.methods = [...new Set(list)].sort(byCodeUnit);
-      chain.methodsSource = typeof c.methods === 'string' ? `methodSets.${c.methods}` : `chains[${i}].methods`;
+      const named = typeof c.methods === 'string';
+      const list = (named ? sets[c.methods as string] : (c.methods as string[] | undefined)) ?? [];
+      return withoutUndefined({
+        ...chain,
+        chainId: c.chainId,
+        methods: [...new Set(list)].sort(byCodeUnit),
+        methodsSource: named ? `methodSets.${c.methods as string}` : `chains[${i}].methods`,
+      });
     }
-    if (c.interface === 'rosetta') chain.network = c.network as RosettaNetwork;
-    if (c.interface === 'blockbook') chain.sendtx = c.sendtx === true;
-    return chain as unknown as ChainModel;
+    if (c.interface === 'rosetta') return { ...chain, network: c.network! };
+    return { ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx };
   });
+  // One path may be served on two listeners; listener breaks the tie.
   chains.sort((a, b) => byCodeUnit(a.path, b.path) || byCodeUnit(a.listener, b.listener));
+
   const listeners: ListenerModel[] = Object.keys(doc.listeners)
     .sort(byCodeUnit)
     .map((name) => ({
       name,
-      host: parseTemplate(doc.listeners[name].host ?? '0.0.0.0'),
-      port: portTemplate(doc.listeners[name].port),
+      host: parseTemplate(doc.listeners[name]!.host ?? DEFAULTS.listenerHost),
+      port: portTemplate(doc.listeners[name]!.port),
       chains: chains.filter((c) => c.listener === name).map((c) => c.path),
     }));
+
   const model: GatewayModel = {
     version: 1,
     source,
-    keysFile: doc.keys ?? './keys.yaml',
+    keysFile: doc.keys ?? DEFAULTS.keysFile,
     listeners,
     chains,
-    corsOrigins: doc.cors?.origins ?? ['*'],
-    admin: doc.admin ? { host: parseTemplate(doc.admin.host ?? '127.0.0.1'), port: portTemplate(doc.admin.port) } : null,
-    health: { intervalMs: doc.health?.intervalMs ?? 5000, timeoutMs: doc.health?.timeoutMs ?? 2000 },
-    rateLimit: typeof doc.rateLimit === 'string' ? parseRate(doc.rateLimit) : null,
-    drainTimeoutMs: doc.drainTimeoutMs ?? 10_000,
+    corsOrigins: [...(doc.cors?.origins ?? DEFAULTS.corsOrigins)],
+    admin: doc.admin ? { host: parseTemplate(doc.admin.host ?? DEFAULTS.adminHost), port: portTemplate(doc.admin.port) } : null,
+    health: {
+      intervalMs: doc.health?.intervalMs ?? DEFAULTS.healthIntervalMs,
+      timeoutMs: doc.health?.timeoutMs ?? DEFAULTS.healthTimeoutMs,
+    },
+    // The schema's pattern (N/s, N/min, N/h) is a subset of what parseRate reads.
+    rateLimit: doc.rateLimit === undefined ? null : parseRate(doc.rateLimit),
+    drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
   };
   return deepFreeze(model);
 }

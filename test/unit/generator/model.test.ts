@@ -1,16 +1,27 @@
-// The normalized model: defaults filled once, shorthands canonical, frozen,
-// deterministic; and the emitted TypeScript is byte-identical run to run.
+// The normalized model: defaults filled once, shorthands canonical, names
+// resolved, sorted, frozen, deterministic; and the emitted TypeScript is
+// byte-identical run to run.
 import { describe, expect, it } from 'vitest';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { parse, stringify } from 'yaml';
 import { loadManifest } from '../../../generator/load.ts';
-import { buildModel } from '../../../generator/normalize.ts';
+import { validateManifest } from '../../../generator/validate.ts';
+import { buildModel, DEFAULT_LIMITS, DEFAULTS } from '../../../generator/normalize.ts';
 import { emitServerSource } from '../../../generator/emit/index.ts';
-import { renderManifestReference } from '../../../generator/schema-doc.ts';
 import { SPEC_METHODS } from '../../../generator/known-methods.ts';
+import type { GatewayModel } from '../../../generator/model.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 
-const shipped = () => buildModel(loadManifest(join(PROJECT_ROOT, 'gateway.yaml')).value as Record<string, unknown>, 'gateway.yaml');
+const GOLDEN = join(PROJECT_ROOT, 'test/golden/gateway.model.json');
+
+function model(file: string, text?: string): GatewayModel {
+  const loaded = loadManifest(join(PROJECT_ROOT, file), text);
+  expect(validateManifest(loaded)).toEqual([]);
+  return buildModel(loaded.value, file);
+}
+const shipped = () => model('gateway.yaml');
+const json = (m: GatewayModel) => `${JSON.stringify(m, null, 2)}\n`;
 
 describe('buildModel', () => {
   it('serves every chain of the interface spec, each EVM chain with exactly the 30 methods', () => {
@@ -29,14 +40,25 @@ describe('buildModel', () => {
       'rpc/polygon:evm-jsonrpc',
       'rpc/polygon-mumbai:evm-jsonrpc',
     ]);
-    for (const c of m.chains.filter((x) => x.interface === 'evm-jsonrpc')) expect(c.methods).toEqual([...SPEC_METHODS].sort());
+    const evm = m.chains.filter((x) => x.interface === 'evm-jsonrpc');
+    expect(evm.map((c) => [c.path, c.chainId])).toEqual([
+      ['bsc', 56], ['ethereum', 1], ['ethereum-goerli', 5], ['ethereum-sepolia', 11155111],
+      ['gnosis', 100], ['gnosis-chiado', 10200], ['polygon', 137], ['polygon-mumbai', 80001],
+    ]);
+    for (const c of evm) {
+      expect(c.methods).toHaveLength(30);
+      expect(new Set(c.methods)).toEqual(new Set(SPEC_METHODS));
+      expect(c.methodsSource).toBe('methodSets.evm');
+    }
     expect(m.chains.filter((c) => c.interface === 'rosetta').map((c) => c.network)).toEqual(['mainnet', 'preprod', 'preview']);
+    expect(m.listeners.map((l) => [l.name, l.chains.length])).toEqual([['explorer', 1], ['rpc', 11]]);
   });
 
-  it('fills defaults, keeps variables unresolved, and is frozen', () => {
+  it('fills defaults (read from the schema), keeps variables unresolved, and is frozen', () => {
     const m = shipped();
     const eth = m.chains.find((c) => c.path === 'ethereum')!;
     expect(eth.limits).toEqual({ maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 30000, maxPageSize: 1000 });
+    expect(DEFAULT_LIMITS).toEqual(eth.limits);
     expect(eth.upstreams[0]).toEqual({
       name: 'ethereum#0',
       url: { parts: [{ env: 'ETHEREUM_RPC_URL', default: 'http://127.0.0.1:8546' }] },
@@ -45,8 +67,64 @@ describe('buildModel', () => {
       connections: 256,
       headers: {},
     });
-    expect(Object.isFrozen(m) && Object.isFrozen(eth) && Object.isFrozen(eth.methods)).toBe(true);
+    expect(m.listeners[0]!.host).toEqual({ parts: ['0.0.0.0'] });
+    expect(m.listeners[1]!.port).toEqual({ parts: [{ env: 'RPC_PORT', default: '8545' }] });
+    expect(m.admin).toEqual({ host: { parts: ['127.0.0.1'] }, port: { parts: [{ env: 'ADMIN_PORT', default: '9100' }] } });
+    expect(m.rateLimit).toBeNull();
+    expect(Object.isFrozen(m) && Object.isFrozen(eth) && Object.isFrozen(eth.methods) && Object.isFrozen(eth.upstreams[0]!.url.parts)).toBe(true);
     expect(JSON.stringify(m)).not.toContain(PROJECT_ROOT);
+  });
+
+  it('matches the committed golden model of gateway.yaml (UPDATE_GOLDEN=1 rewrites it)', () => {
+    const text = json(shipped());
+    if (process.env.UPDATE_GOLDEN === '1') writeFileSync(GOLDEN, text);
+    expect(text).toBe(readFileSync(GOLDEN, 'utf8'));
+    expect(json(shipped())).toBe(text);
+  });
+
+  it('does not depend on the order of listeners, chains, methods or headers in the manifest', () => {
+    const doc = parse(readFileSync(join(PROJECT_ROOT, 'test/fixtures/valid/upstream-objects.yaml'), 'utf8'));
+    doc.listeners = Object.fromEntries(Object.entries(doc.listeners).reverse());
+    doc.chains.reverse();
+    for (const c of doc.chains) {
+      if (Array.isArray(c.methods)) c.methods.reverse();
+      for (const u of c.upstreams) if (u.headers) u.headers = Object.fromEntries(Object.entries(u.headers).reverse());
+    }
+    const strip = (m: GatewayModel) => JSON.stringify(m, (k, v) => (k === 'source' || k === 'methodsSource' ? undefined : v));
+    const a = model('test/fixtures/valid/upstream-objects.yaml');
+    const b = model('test/fixtures/valid/upstream-objects.yaml', stringify(doc));
+    expect(strip(b)).toBe(strip(a));
+  });
+
+  it('turns shorthands into one form: upstream objects, lower-case sorted headers, sorted deduplicated methods, rates', () => {
+    const m = model('test/fixtures/valid/upstream-objects.yaml');
+    expect(m.rateLimit).toEqual({ limit: 6000, windowMs: 60_000 });
+    expect(m.health).toEqual({ intervalMs: 1000, timeoutMs: 500 });
+    expect(m.drainTimeoutMs).toBe(0);
+    const [explorer, rpc] = m.chains;
+    expect(explorer).toMatchObject({ path: 'ethereum', listener: 'explorer', interface: 'blockbook', sendtx: true, source: 'chains[1]' });
+    expect(rpc).toMatchObject({ path: 'ethereum', listener: 'rpc', chainId: 1, maxLag: 0, retries: 2, methodsSource: 'chains[0].methods' });
+    expect(rpc!.methods).toEqual(['eth_call', 'eth_chainId', 'zks_getL1BatchNumber']);
+    expect(rpc!.limits).toEqual({ ...DEFAULT_LIMITS, timeoutMs: 5000 });
+    expect(rpc!.upstreams.map((u) => [u.name, u.weight, u.role])).toEqual([
+      ['ethereum#0', 2, 'primary'],
+      ['ethereum#1', 1, 'fallback'],
+      ['ethereum#2', 1, 'primary'],
+    ]);
+    expect(Object.keys(rpc!.upstreams[1]!.headers)).toEqual(['authorization', 'x-api-key']);
+    expect(rpc!.upstreams[1]!.headers.authorization).toEqual({ parts: ['Bearer ', { env: 'ETH_B_TOKEN' }] });
+    expect(m.listeners.map((l) => l.name)).toEqual(['explorer', 'rpc']);
+    expect(m.admin).toEqual({ host: { parts: [DEFAULTS.adminHost] }, port: { parts: ['0'] } });
+  });
+
+  it('records the manifest path as given, never an absolute one', () => {
+    const loaded = loadManifest(join(PROJECT_ROOT, 'test/fixtures/valid/minimal.yaml'));
+    const m = buildModel(loaded.value, 'test/fixtures/valid/minimal.yaml');
+    expect(m.source).toBe('test/fixtures/valid/minimal.yaml');
+    expect(m.keysFile).toBe('./keys.yaml');
+    expect(m.admin).toBeNull();
+    expect(m.chains[0]!.chainId).toBeUndefined();
+    expect('chainId' in m.chains[0]!).toBe(false);
   });
 
   it('emits byte-identical TypeScript for the same manifest', () => {
@@ -57,31 +135,5 @@ describe('buildModel', () => {
     // One Set shared by the eight chains that name methodSets.evm.
     expect(a.match(/new Set\(/g)).toHaveLength(1);
     expect(a).not.toMatch(/\d{4}-\d\d-\d\dT/);
-  });
-});
-
-describe('README manifest reference', () => {
-  it('is the reference rendered from the schema', () => {
-    const readme = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
-    const start = readme.indexOf('<!-- manifest-reference:start -->');
-    const end = readme.indexOf('<!-- manifest-reference:end -->');
-    expect(start).toBeGreaterThan(-1);
-    const schema = JSON.parse(readFileSync(join(PROJECT_ROOT, 'schema/gateway.schema.json'), 'utf8'));
-    expect(readme.slice(start + '<!-- manifest-reference:start -->'.length, end).trim()).toBe(renderManifestReference(schema));
-  });
-
-  it('the schema is closed and describes every field', () => {
-    const schema = JSON.parse(readFileSync(join(PROJECT_ROOT, 'schema/gateway.schema.json'), 'utf8'));
-    const walk = (s: Record<string, any>, path: string) => {
-      if (s.type === 'object' && s.properties) expect(s.additionalProperties, path).toBe(false);
-      for (const [k, v] of Object.entries(s.properties ?? {})) {
-        expect((v as { description?: string }).description, `${path}.${k}`).toBeTruthy();
-        walk(v as Record<string, any>, `${path}.${k}`);
-      }
-      if (typeof s.additionalProperties === 'object') walk(s.additionalProperties, `${path}.*`);
-      if (s.items) walk(s.items, `${path}[]`);
-      for (const b of s.anyOf ?? []) walk(b, path);
-    };
-    walk(schema, '');
   });
 });
