@@ -1,53 +1,37 @@
 // The `gateway` command: check, build, keys, schema-doc.
 import { Command } from 'commander';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
-import { dirname, isAbsolute, relative, resolve } from 'node:path';
-import { loadManifest } from './load.ts';
-import { validateManifest } from './validate.ts';
-import { buildModel } from './normalize.ts';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { checkManifestFile, formatProblem } from './check.ts';
 import { addKey, KeysError, listKeys, revokeKey } from './keys-file.ts';
 import { renderManifestReference } from './schema-doc.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { GatewayModel } from './model.ts';
-import type { Problem } from './load.ts';
 
-function formatProblem(p: Problem): string {
-  return `${p.file}:${p.line}:${p.col} ${p.message}${p.hint ? ` (hint: ${p.hint})` : ''}`;
-}
-
-/** The manifest path as it appears in messages and in generated headers: relative, never absolute. */
-function displayPath(file: string): string {
-  return isAbsolute(file) ? relative(process.cwd(), file) || file : file;
-}
-
-/** Loads and checks; prints every problem; returns the model or null. */
-export function checkManifest(file: string): GatewayModel | null {
-  const shown = displayPath(file);
-  if (!existsSync(file)) {
-    process.stderr.write(`${shown}:1:1 manifest not found\n`);
-    return null;
-  }
-  const loaded = loadManifest(file);
-  const problems = validateManifest({ ...loaded, file: shown });
-  if (problems.length) {
-    for (const p of problems) process.stderr.write(`${formatProblem({ ...p, file: shown })}\n`);
-    process.stderr.write(`${shown}: ${problems.length} problem${problems.length === 1 ? '' : 's'}\n`);
-    return null;
-  }
-  return buildModel(loaded.value as Record<string, unknown>, shown.split('\\').join('/'));
+/** Prints every problem to stderr and returns null, or returns the model. */
+function check(file: string): GatewayModel | null {
+  const result = checkManifestFile(file);
+  if (result.ok) return result.model;
+  for (const p of result.problems) process.stderr.write(`${formatProblem(p)}\n`);
+  const n = result.problems.length;
+  process.stderr.write(`${file}: ${n} problem${n === 1 ? '' : 's'}\n`);
+  return null;
 }
 
 const program = new Command();
-program.name('gateway').description('Blockchain access gateway: check and build a manifest, manage API keys.').showHelpAfterError();
+program
+  .name('gateway')
+  .description('Blockchain access gateway: check and build a manifest, manage API keys.')
+  .showHelpAfterError();
 
 program
   .command('check')
-  .description('validate a manifest; print every problem as FILE:LINE:COL message')
+  .description('validate a manifest; print every problem as FILE:LINE:COL message (needs no environment)')
   .argument('[file]', 'manifest', 'gateway.yaml')
   .action((file: string) => {
-    const model = checkManifest(file);
+    const model = check(file);
     if (!model) process.exit(1);
-    process.stdout.write(`${displayPath(file)}: ok (${model.chains.length} chains)\n`);
+    process.stdout.write(`${file}: ok (${model.chains.length} chain${model.chains.length === 1 ? '' : 's'})\n`);
   });
 
 program
@@ -57,54 +41,54 @@ program
   .option('--out <path>', 'server file to write', 'dist/gateway.mjs')
   .option('--emit-ts <path>', 'also write the generated TypeScript here')
   .action(async (file: string, opts: { out: string; emitTs?: string }) => {
-    const model = checkManifest(file);
+    const model = check(file);
     if (!model) process.exit(1);
+    // Loaded only now: check must work even while emit/ or bundle.ts is broken.
     const { emitServerSource } = await import('./emit/index.ts');
     const { bundleServer } = await import('./bundle.ts');
     const source = emitServerSource(model);
-    const { bytes } = await bundleServer(source, { out: opts.out, manifest: model.source });
     if (opts.emitTs) {
       mkdirSync(dirname(resolve(opts.emitTs)), { recursive: true });
       writeFileSync(opts.emitTs, source);
     }
-    process.stdout.write(`${displayPath(opts.out)}: ${(bytes / 1024).toFixed(0)} KiB, ${model.chains.length} chains, from ${model.source}\n`);
+    await bundleServer(source, { out: opts.out, manifest: model.source });
+    const kib = (statSync(opts.out).size / 1024).toFixed(0);
+    process.stdout.write(`${opts.out}: ${kib} KiB, ${model.chains.length} chains, from ${model.source}\n`);
   });
 
 const keys = program.command('keys').description('manage API keys (the file stores SHA-256 hashes only)');
-const keysFile = (o: { file?: string }) => o.file ?? 'keys.yaml';
 const guard = (fn: () => void) => {
   try {
     fn();
   } catch (err) {
-    process.stderr.write(`gateway keys: ${(err as Error).message}\n`);
+    if (!(err instanceof KeysError)) throw err;
+    process.stderr.write(`gateway keys: ${err.message}\n`);
     process.exit(1);
   }
 };
 keys
   .command('add')
-  .description('make a strong random key, print it once, store only its hash')
+  .description('make a strong random key, print it once (stdout), store only its hash')
   .requiredOption('--id <name>', 'name for logs and metrics (never the key)')
   .option('--chains <list>', 'comma-separated chain paths (default: every chain)')
-  .option('--rate-limit <rate>', 'N/s, N/min or N/h')
+  .option('--rate-limit <rate>', "N/s, N/min or N/h (default: the manifest's rateLimit)")
   .option('--file <path>', 'keys file', 'keys.yaml')
-  .action((o: { id: string; chains?: string; rateLimit?: string; file?: string }) =>
+  .action((o: { id: string; chains?: string; rateLimit?: string; file: string }) =>
     guard(() => {
-      const key = addKey(keysFile(o), {
-        id: o.id,
-        chains: o.chains?.split(',').map((s) => s.trim()).filter(Boolean),
-        rateLimit: o.rateLimit,
-      });
+      const chains = o.chains?.split(',').map((s) => s.trim()).filter(Boolean);
+      const key = addKey(o.file, { id: o.id, chains, rateLimit: o.rateLimit });
+      // The key alone on stdout, so `KEY=$(gateway keys add ...)` works; the note goes to stderr.
       process.stdout.write(`${key}\n`);
-      process.stderr.write(`key '${o.id}' added to ${keysFile(o)}; it is shown only this once\n`);
+      process.stderr.write(`key '${o.id}' added to ${o.file}; it is shown only this once\n`);
     }),
   );
 keys
   .command('list')
-  .description('list keys: id, chains, state and a hash prefix (never a key)')
+  .description('list keys: id, state, chains, rate limit and a hash prefix (never a key)')
   .option('--file <path>', 'keys file', 'keys.yaml')
-  .action((o: { file?: string }) =>
+  .action((o: { file: string }) =>
     guard(() => {
-      for (const k of listKeys(keysFile(o))) {
+      for (const k of listKeys(o.file)) {
         process.stdout.write(`${k.id}\t${k.disabled ? 'disabled' : 'active'}\tchains=${k.chains}\trate=${k.rateLimit}\tsha256=${k.hash}\n`);
       }
     }),
@@ -115,21 +99,21 @@ keys
   .requiredOption('--id <name>', 'key id')
   .option('--delete', 'remove the entry instead of disabling it')
   .option('--file <path>', 'keys file', 'keys.yaml')
-  .action((o: { id: string; delete?: boolean; file?: string }) =>
+  .action((o: { id: string; delete?: boolean; file: string }) =>
     guard(() => {
-      revokeKey(keysFile(o), o.id, o.delete === true);
-      process.stderr.write(`key '${o.id}' ${o.delete ? 'deleted' : 'disabled'}\n`);
+      revokeKey(o.file, o.id, o.delete === true);
+      process.stderr.write(`key '${o.id}' ${o.delete ? 'deleted' : 'disabled'} in ${o.file}\n`);
     }),
   );
 
 program
   .command('schema-doc')
-  .description("print the manifest reference (markdown) derived from the schema")
+  .description('print the manifest reference (markdown) rendered from the schema, for README.md')
   .action(() => {
-    process.stdout.write(`${renderManifestReference(schema as never)}\n`);
+    process.stdout.write(`${renderManifestReference(schema)}\n`);
   });
 
 program.parseAsync(process.argv).catch((err: unknown) => {
-  process.stderr.write(`gateway: ${err instanceof KeysError ? err.message : (err as Error).stack}\n`);
+  process.stderr.write(`gateway: ${(err as Error).stack ?? String(err)}\n`);
   process.exit(1);
 });

@@ -2,65 +2,131 @@
 // Edits keep comments and other entries (yaml Document API) and replace the
 // file atomically with mode 0600.
 import { createHash, randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { isMap, isSeq, parseDocument, YAMLMap, type Document } from 'yaml';
+import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
+import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document } from 'yaml';
 import { parseKeysFile } from '../runtime/keys.ts';
 import { parseRate } from '../runtime/rate.ts';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** The manifest's rateLimit syntax (schema), narrower than what the runtime reads. */
+const RATE = /^[1-9][0-9]*\/(s|min|h)$/;
+/** A chain path, as in the manifest schema. */
+const CHAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+
+const NEW_FILE = `# API keys for the gateway: SHA-256 hashes only, never the keys themselves.
+# Managed with \`gateway keys add|list|revoke\`; a running server reloads this file.
+keys: []
+`;
 
 export class KeysError extends Error {}
 
 function open(file: string): Document {
-  if (!existsSync(file)) return parseDocument('# API keys: SHA-256 hashes only. Managed with `gateway keys`.\nkeys: []\n');
+  if (!existsSync(file)) return parseDocument(NEW_FILE);
   const text = readFileSync(file, 'utf8');
-  parseKeysFile(text, file); // refuse to edit a file the server would refuse
+  try {
+    parseKeysFile(text, file); // refuse to edit a file the server would refuse
+  } catch (err) {
+    throw new KeysError((err as Error).message);
+  }
   return parseDocument(text);
 }
 
+/** Write to a temporary file, flush, then rename: a reader (the server) sees the old file or the new one. */
 function save(file: string, doc: Document): void {
   const tmp = `${file}.tmp-${process.pid}`;
-  writeFileSync(tmp, doc.toString(), { mode: 0o600 });
-  renameSync(tmp, file);
+  const fd = openSync(tmp, 'w', 0o600);
+  try {
+    writeSync(fd, doc.toString());
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    chmodSync(tmp, 0o600); // a leftover tmp file would keep its old mode
+    renameSync(tmp, file);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 
-function entries(doc: Document): YAMLMap[] {
+function keysList(doc: Document): YAMLSeq {
   const list = doc.get('keys', true);
   if (!isSeq(list)) throw new KeysError("the keys file has no 'keys' list");
-  return list.items.filter(isMap) as YAMLMap[];
+  return list;
+}
+
+export interface AddKeyOptions {
+  readonly id: string;
+  readonly chains?: readonly string[];
+  readonly rateLimit?: string;
 }
 
 /** Makes a key, stores its hash, returns the key (to print once). */
-export function addKey(file: string, opts: { id: string; chains?: string[]; rateLimit?: string }): string {
+export function addKey(file: string, opts: AddKeyOptions): string {
   if (!ID.test(opts.id)) throw new KeysError(`id '${opts.id}' must match ${ID.source}`);
-  if (opts.rateLimit !== undefined && parseRate(opts.rateLimit) === null) throw new KeysError(`rate limit '${opts.rateLimit}' must be N/s, N/min or N/h`);
+  if (opts.rateLimit !== undefined && (!RATE.test(opts.rateLimit) || parseRate(opts.rateLimit) === null)) {
+    throw new KeysError(`rate limit '${opts.rateLimit}' must be N/s, N/min or N/h`);
+  }
+  for (const c of opts.chains ?? []) if (!CHAIN.test(c)) throw new KeysError(`chain '${c}' is not a chain path`);
   const doc = open(file);
-  if (entries(doc).some((e) => e.get('id') === opts.id)) throw new KeysError(`a key with id '${opts.id}' already exists`);
+  const list = keysList(doc);
+  if (list.items.some((e) => isMap(e) && e.get('id') === opts.id)) throw new KeysError(`a key with id '${opts.id}' already exists`);
+
+  // 32 random bytes: 43 base64url characters, inside the 16..128 [A-Za-z0-9_-] a key may be.
   const key = randomBytes(32).toString('base64url');
-  const entry: Record<string, unknown> = { id: opts.id, sha256: createHash('sha256').update(key).digest('hex') };
-  if (opts.chains?.length) entry.chains = opts.chains;
-  if (opts.rateLimit) entry.rateLimit = opts.rateLimit;
-  entry.disabled = false;
-  (doc.get('keys', true) as { add(v: unknown): void }).add(doc.createNode(entry));
+  const entry = new YAMLMap();
+  entry.set('id', opts.id);
+  const hash = new Scalar(createHash('sha256').update(key).digest('hex'));
+  hash.type = Scalar.QUOTE_DOUBLE;
+  entry.set('sha256', hash);
+  if (opts.chains?.length) {
+    const chains = doc.createNode([...opts.chains]) as YAMLSeq;
+    chains.flow = true;
+    entry.set('chains', chains);
+  }
+  if (opts.rateLimit) entry.set('rateLimit', opts.rateLimit);
+  entry.set('disabled', false);
+  // `keys: []` in a new file is a flow list; entries read better in block style.
+  if (list.items.length === 0) list.flow = false;
+  list.add(entry);
   save(file, doc);
   return key;
 }
 
-export function listKeys(file: string): { id: string; chains: string; disabled: boolean; rateLimit: string; hash: string }[] {
+export interface KeySummary {
+  readonly id: string;
+  /** Comma-separated chain paths, or `*` for every chain. */
+  readonly chains: string;
+  readonly disabled: boolean;
+  readonly rateLimit: string;
+  /** The first 12 hex digits of the hash: enough to tell entries apart, never the key. */
+  readonly hash: string;
+}
+
+export function listKeys(file: string): KeySummary[] {
   if (!existsSync(file)) return [];
-  return parseKeysFile(readFileSync(file, 'utf8'), file).map((k) => ({
+  let entries;
+  try {
+    entries = parseKeysFile(readFileSync(file, 'utf8'), file);
+  } catch (err) {
+    throw new KeysError((err as Error).message);
+  }
+  const unit = (ms: number) => (ms === 1000 ? 's' : ms === 60_000 ? 'min' : ms === 3_600_000 ? 'h' : `${ms}ms`);
+  return entries.map((k) => ({
     id: k.id,
     chains: k.chains ? [...k.chains].join(',') : '*',
     disabled: k.disabled,
-    rateLimit: k.rateLimit ? `${k.rateLimit.limit}/${k.rateLimit.windowMs === 1000 ? 's' : k.rateLimit.windowMs === 60_000 ? 'min' : 'h'}` : '-',
-    hash: `${k.sha256.slice(0, 12)}…`,
+    rateLimit: k.rateLimit ? `${k.rateLimit.limit}/${unit(k.rateLimit.windowMs)}` : '-',
+    hash: k.sha256.slice(0, 12),
   }));
 }
 
+/** Disables the key (the entry stays, for the record), or removes it with `remove`. */
 export function revokeKey(file: string, id: string, remove: boolean): void {
   if (!existsSync(file)) throw new KeysError(`${file} does not exist`);
   const doc = open(file);
-  const list = doc.get('keys', true) as { items: unknown[] };
+  const list = keysList(doc);
   const i = list.items.findIndex((e) => isMap(e) && e.get('id') === id);
   if (i === -1) throw new KeysError(`no key with id '${id}'`);
   if (remove) list.items.splice(i, 1);

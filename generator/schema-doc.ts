@@ -1,47 +1,55 @@
 // The README's manifest reference, rendered from the schema (the single
-// source of truth). A test keeps README.md equal to this.
-type S = {
+// source of truth). A test keeps README.md equal to this; `gateway schema-doc`
+// prints it for pasting.
+interface S {
   description?: string;
   type?: string | string[];
-  enum?: unknown[];
+  enum?: readonly unknown[];
   const?: unknown;
   default?: unknown;
-  properties?: Record<string, S>;
+  properties?: Record<string, S | boolean>;
   additionalProperties?: S | boolean;
   items?: S;
-  anyOf?: S[];
-  required?: string[];
-};
+  anyOf?: readonly S[];
+  required?: readonly string[];
+  allOf?: readonly { if?: { properties?: Record<string, { const?: unknown }> }; then?: { required?: readonly string[] } }[];
+}
 
 function typeOf(s: S): string {
   if (s.const !== undefined) return `\`${JSON.stringify(s.const)}\``;
-  if (s.enum) return s.enum.map((v) => `\`${String(v)}\``).join(' \\| ');
+  if (s.enum) return s.enum.map((v) => `\`${String(v)}\``).join(' | ');
   if (s.anyOf) return s.anyOf.map(typeOf).join(' or ');
   if (s.type === 'array' && s.items) return `list of ${typeOf(s.items)}`;
   if (Array.isArray(s.type)) return s.type.join(' or ');
-  if (s.type === 'object' && s.additionalProperties && typeof s.additionalProperties === 'object' && !s.properties) return 'map';
+  if (s.type === 'object' && typeof s.additionalProperties === 'object' && !s.properties) return 'map';
   return s.type ?? 'any';
 }
 
+/** "required", or "required when interface is rosetta" when an if/then rule requires it. */
+function requirement(parent: S, name: string): string {
+  if (parent.required?.includes(name)) return ' (required)';
+  const when = (parent.allOf ?? [])
+    .filter((r) => r.then?.required?.includes(name))
+    .map((r) => Object.entries(r.if?.properties ?? {}).map(([k, v]) => `${k} is ${String(v.const)}`).join(' and '));
+  return when.length ? ` (required when ${when.join('; or when ')})` : '';
+}
+
+const cell = (s: string) => s.replace(/\|/g, '\\|');
+
+/** A markdown table: YAML path, type, default, description; in schema order. */
 export function renderManifestReference(schema: S): string {
-  const rows: string[] = ['| field | type | default | description |', '|---|---|---|---|'];
-  const walk = (s: S, path: string, required: readonly string[], name: string) => {
-    if (path !== '') {
-      const req = required.includes(name) ? ' (required)' : '';
+  const rows: string[] = ['| YAML path | type | default | description |', '|---|---|---|---|'];
+  const walk = (s: S, path: string, parent: S | null, name: string) => {
+    if (parent) {
       const def = s.default === undefined ? '' : `\`${JSON.stringify(s.default)}\``;
-      rows.push(`| \`${path}\` | ${typeOf(s)} | ${def} | ${(s.description ?? '').replace(/\|/g, '\\|')}${req} |`);
+      rows.push(`| \`${path}\` | ${cell(typeOf(s))} | ${def} | ${cell(s.description ?? '')}${requirement(parent, name)} |`);
     }
-    if (s.properties) for (const [k, v] of Object.entries(s.properties)) walk(v, path ? `${path}.${k}` : k, s.required ?? [], k);
-    if (s.type === 'object' && typeof s.additionalProperties === 'object') walk(s.additionalProperties, `${path}.<name>`, [], '');
-    if (s.items) {
-      const obj = s.items.properties ? s.items : s.items.anyOf?.find((b) => b.properties);
-      if (obj) walk(obj, `${path}[]`, [], '');
-    }
-    if (s.anyOf && !s.items) {
-      const obj = s.anyOf.find((b) => b.properties);
-      if (obj) walk(obj, path, [], '');
-    }
+    for (const [k, v] of Object.entries(s.properties ?? {})) if (typeof v === 'object') walk(v, path ? `${path}.${k}` : k, s, k);
+    if (s.type === 'object' && typeof s.additionalProperties === 'object') walk(s.additionalProperties, `${path}.<name>`, {}, '');
+    // Lists and unions: document the object form, where the fields are.
+    const obj = (s.items ? [s.items, ...(s.items.anyOf ?? [])] : (s.anyOf ?? [])).find((b) => b.properties);
+    if (obj) walk(obj, s.items ? `${path}[]` : path, {}, '');
   };
-  walk(schema, '', [], '');
+  walk(schema, '', null, '');
   return rows.join('\n');
 }

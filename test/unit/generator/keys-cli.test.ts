@@ -1,49 +1,126 @@
 // `gateway keys add|list|revoke`: the key is printed once, only its hash is
-// stored, list never shows it, revoke disables it.
+// stored, list never shows it, revoke disables or deletes it, and edits keep
+// the file's comments and other entries.
 import { describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseKeysFile } from '../../../runtime/keys.ts';
+import { parseKeysFile, isKeyShaped } from '../../../runtime/keys.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 
-const run = promisify(execFile);
+const exec = promisify(execFile);
 const CLI = join(PROJECT_ROOT, 'bin/gateway.mjs');
+async function keys(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const r = await exec(process.execPath, [CLI, 'keys', ...args]);
+    return { code: 0, ...r };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
-describe('gateway keys', () => {
+function freshDir(name: string): string {
+  const dir = join(PROJECT_ROOT, '.tmp', `${name}-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+// Each run starts node + tsx (about half a second), so these take a while.
+describe('gateway keys', { timeout: 30_000 }, () => {
   it('adds, lists and revokes keys, storing only SHA-256 hashes', async () => {
-    const dir = join(PROJECT_ROOT, '.tmp', `keys-${process.pid}`);
-    mkdirSync(dir, { recursive: true });
+    const dir = freshDir('keys');
     const file = join(dir, 'keys.yaml');
-    const a = await run(process.execPath, [CLI, 'keys', 'add', '--id', 'acme-wallet', '--chains', 'ethereum,bitcoin', '--file', file]);
+
+    const a = await keys('add', '--id', 'acme-wallet', '--chains', 'ethereum,bitcoin', '--file', file);
+    expect(a.code).toBe(0);
     const key = a.stdout.trim();
+    // Printed once, alone on stdout; the note on stderr does not repeat it.
+    expect(a.stdout).toBe(`${key}\n`);
     expect(key).toMatch(/^[A-Za-z0-9_-]{43}$/);
-    const b = await run(process.execPath, [CLI, 'keys', 'add', '--id', 'explorer-app', '--rate-limit', '100/s', '--file', file]);
+    expect(isKeyShaped(key)).toBe(true);
+    expect(a.stderr).not.toContain(key);
+
+    const b = await keys('add', '--id', 'explorer-app', '--rate-limit', '100/s', '--file', file);
     const key2 = b.stdout.trim();
+    expect(key2).not.toBe(key);
+
     const text = readFileSync(file, 'utf8');
     expect(text).not.toContain(key);
     expect(text).not.toContain(key2);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     const entries = parseKeysFile(text, file);
     expect(entries.map((e) => e.id)).toEqual(['acme-wallet', 'explorer-app']);
-    expect(entries[0]!.sha256).toBe(createHash('sha256').update(key).digest('hex'));
+    // What got stored is the SHA-256 of exactly the printed key.
+    expect(entries[0]!.sha256).toBe(sha256(key));
+    expect(entries[1]!.sha256).toBe(sha256(key2));
     expect([...entries[0]!.chains!]).toEqual(['ethereum', 'bitcoin']);
+    expect(entries[0]!.disabled).toBe(false);
     expect(entries[1]!.rateLimit).toEqual({ limit: 100, windowMs: 1000 });
 
-    const dup = await run(process.execPath, [CLI, 'keys', 'add', '--id', 'acme-wallet', '--file', file]).then(() => null, (e: { code: number; stderr: string }) => e);
-    expect(dup?.code).toBe(1);
-    expect(dup!.stderr).toContain("already exists");
+    const dup = await keys('add', '--id', 'acme-wallet', '--file', file);
+    expect(dup.code).toBe(1);
+    expect(dup.stdout).toBe('');
+    expect(dup.stderr).toBe("gateway keys: a key with id 'acme-wallet' already exists\n");
 
-    const list = await run(process.execPath, [CLI, 'keys', 'list', '--file', file]);
-    expect(list.stdout).toContain('acme-wallet\tactive\tchains=ethereum,bitcoin');
+    const list = await keys('list', '--file', file);
+    expect(list.stdout).toBe(
+      `acme-wallet\tactive\tchains=ethereum,bitcoin\trate=-\tsha256=${sha256(key).slice(0, 12)}\n` +
+        `explorer-app\tactive\tchains=*\trate=100/s\tsha256=${sha256(key2).slice(0, 12)}\n`,
+    );
     expect(list.stdout).not.toContain(key);
-    expect(list.stdout).not.toContain(entries[0]!.sha256);
+    expect(list.stdout).not.toContain(sha256(key));
 
-    await run(process.execPath, [CLI, 'keys', 'revoke', '--id', 'acme-wallet', '--file', file]);
+    expect((await keys('revoke', '--id', 'acme-wallet', '--file', file)).code).toBe(0);
     expect(parseKeysFile(readFileSync(file, 'utf8'), file).find((e) => e.id === 'acme-wallet')!.disabled).toBe(true);
-    await run(process.execPath, [CLI, 'keys', 'revoke', '--id', 'explorer-app', '--delete', '--file', file]);
+    expect((await keys('list', '--file', file)).stdout).toContain('acme-wallet\tdisabled\t');
+    expect((await keys('revoke', '--id', 'explorer-app', '--delete', '--file', file)).code).toBe(0);
     expect(parseKeysFile(readFileSync(file, 'utf8'), file).map((e) => e.id)).toEqual(['acme-wallet']);
+    expect(await keys('revoke', '--id', 'nobody', '--file', file)).toEqual({ code: 1, stdout: '', stderr: "gateway keys: no key with id 'nobody'\n" });
+
+    // Written atomically: no temporary file is left behind.
+    expect(readdirSync(dir)).toEqual(['keys.yaml']);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('keeps comments and other entries when editing, and tightens the mode to 0600', async () => {
+    const dir = freshDir('keys-edit');
+    const file = join(dir, 'keys.yaml');
+    const other = sha256('x'.repeat(32));
+    writeFileSync(file, `# production keys\nkeys:\n  # the wallet team\n  - id: wallet\n    sha256: "${other}"\n    chains: [ethereum]\n`);
+    chmodSync(file, 0o644);
+    const r = await keys('add', '--id', 'ops', '--file', file);
+    expect(r.code).toBe(0);
+    const text = readFileSync(file, 'utf8');
+    expect(text.startsWith('# production keys\nkeys:\n  # the wallet team\n  - id: wallet\n')).toBe(true);
+    expect(text).toContain(other);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(parseKeysFile(text, file).map((e) => [e.id, e.sha256])).toEqual([['wallet', other], ['ops', sha256(r.stdout.trim())]]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('refuses bad input and leaves the file as it was', async () => {
+    const dir = freshDir('keys-bad');
+    const file = join(dir, 'keys.yaml');
+    const cases: [string[], string][] = [
+      [['--id', '-bad'], "gateway keys: id '-bad' must match ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$\n"],
+      [['--id', 'a', '--rate-limit', '100/m'], "gateway keys: rate limit '100/m' must be N/s, N/min or N/h\n"],
+      [['--id', 'a', '--chains', 'ethereum,Bad Chain'], "gateway keys: chain 'Bad Chain' is not a chain path\n"],
+    ];
+    for (const [args, stderr] of cases) expect(await keys('add', ...args, '--file', file)).toEqual({ code: 1, stdout: '', stderr });
+    expect(existsSync(file)).toBe(false);
+
+    writeFileSync(file, 'keys:\n  - id: x\n    sha256: nothex\n');
+    const broken = await keys('add', '--id', 'y', '--file', file);
+    expect(broken.code).toBe(1);
+    expect(broken.stdout).toBe('');
+    expect(readFileSync(file, 'utf8')).toBe('keys:\n  - id: x\n    sha256: nothex\n');
+
+    expect(await keys('list', '--file', join(dir, 'absent.yaml'))).toEqual({ code: 0, stdout: '', stderr: '' });
+    rmSync(dir, { recursive: true, force: true });
   });
 });

@@ -1,0 +1,57 @@
+// The schema is the single source of truth: closed, every field described,
+// and the README's manifest reference is rendered from it.
+import { describe, expect, it } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { renderManifestReference } from '../../../generator/schema-doc.ts';
+import { PROJECT_ROOT } from '../../support/paths.ts';
+
+const schema = JSON.parse(readFileSync(join(PROJECT_ROOT, 'schema/gateway.schema.json'), 'utf8'));
+const START = '<!-- manifest-reference:start -->';
+const END = '<!-- manifest-reference:end -->';
+
+type S = Record<string, any>;
+
+describe('schema/gateway.schema.json', () => {
+  it('is closed everywhere and describes every field', () => {
+    const walk = (s: S, path: string) => {
+      if (s.type === 'object') {
+        expect(s.additionalProperties === false || typeof s.additionalProperties === 'object', `${path} is closed or a typed map`).toBe(true);
+        if (s.properties) expect(s.additionalProperties, `${path} is closed`).toBe(false);
+      }
+      for (const [k, v] of Object.entries(s.properties ?? {})) {
+        expect((v as S).description, `${path}.${k} has a description`).toBeTruthy();
+        walk(v as S, `${path}.${k}`);
+      }
+      if (typeof s.additionalProperties === 'object') {
+        expect(s.additionalProperties.description, `${path}.<name> has a description`).toBeTruthy();
+        walk(s.additionalProperties, `${path}.<name>`);
+      }
+      if (s.items) walk(s.items, `${path}[]`);
+      for (const b of s.anyOf ?? []) walk(b, path);
+    };
+    walk(schema, '');
+  });
+
+  it('renders one row per field, with defaults and requirements', () => {
+    const doc = renderManifestReference(schema);
+    const lines = doc.split('\n');
+    expect(lines[0]).toBe('| YAML path | type | default | description |');
+    expect(lines).toContain('| `limits.maxBodyBytes` | integer | `1048576` | Largest request body accepted, in bytes; larger bodies get HTTP 413. |');
+    expect(doc).toMatch(/\| `chains\[\]\.network` \| `mainnet` \\\| `preprod` \\\| `preview` \|  \| .*\(required when interface is rosetta\) \|/);
+    expect(doc).toContain('| `chains[].upstreams[].role` | `primary` \\| `fallback` | `"primary"` |');
+    // Every row has exactly four cells (escaped pipes do not split cells).
+    for (const l of lines) expect(l.replace(/\\\|/g, '').split('|').length, l).toBe(6);
+  });
+});
+
+describe('README manifest reference', () => {
+  const readme = join(PROJECT_ROOT, 'README.md');
+  const text = existsSync(readme) ? readFileSync(readme, 'utf8') : '';
+  const hasMarkers = text.includes(START) && text.includes(END);
+
+  it.skipIf(!hasMarkers)('is the reference rendered from the schema (npx gateway schema-doc)', () => {
+    const between = text.slice(text.indexOf(START) + START.length, text.indexOf(END)).trim();
+    expect(between).toBe(renderManifestReference(schema));
+  });
+});
