@@ -31,7 +31,7 @@ program
   .action((file: string) => {
     const model = check(file);
     if (!model) process.exit(1);
-    process.stdout.write(`${file}: ok (${model.chains.length} chain${model.chains.length === 1 ? '' : 's'})\n`);
+    process.stdout.write(`${file}: ok (${model.chains.length} chains)\n`);
   });
 
 program
