@@ -97,6 +97,9 @@ export function parseKeysFile(text: string, file: string): KeyEntry[] {
   return out;
 }
 
+const INVALID = { ok: false, reason: 'invalid' } as const;
+const FORBIDDEN = { ok: false, reason: 'forbidden' } as const;
+
 export type KeyCheck =
   | { readonly ok: true; readonly entry: KeyEntry }
   | { readonly ok: false; readonly reason: 'invalid' | 'forbidden' };
@@ -108,6 +111,12 @@ export type KeyCheck =
  */
 export class KeyStore {
   private byHash = new Map<string, KeyEntry>();
+  /**
+   * Recently verified keys, so a busy key is hashed once, not per request.
+   * Cleared whenever the keys file is (re)loaded, so a revoked or disabled key
+   * is refused from the next request on. Bounded: cleared when full.
+   */
+  private recent = new Map<string, KeyEntry>();
   private watcher: FSWatcher | null = null;
   private pending: NodeJS.Timeout | null = null;
   readonly path: string;
@@ -127,6 +136,7 @@ export class KeyStore {
   load(): void {
     const entries = parseKeysFile(readFileSync(this.path, 'utf8'), this.path);
     this.byHash = new Map(entries.map((e) => [e.sha256, e]));
+    this.recent = new Map();
   }
 
   /** Later loads: a bad file keeps the old keys and logs why. */
@@ -134,6 +144,7 @@ export class KeyStore {
     try {
       const entries = parseKeysFile(readFileSync(this.path, 'utf8'), this.path);
       this.byHash = new Map(entries.map((e) => [e.sha256, e]));
+      this.recent = new Map();
       this.log.info({ event: 'keys_reloaded', reason, keys: entries.length }, 'keys reloaded');
       return true;
     } catch (err) {
@@ -172,10 +183,16 @@ export class KeyStore {
   }
 
   check(key: string, chain: string): KeyCheck {
-    const digest = createHash('sha256').update(key).digest();
-    const entry = this.byHash.get(digest.toString('hex'));
-    if (entry === undefined || entry.disabled || !timingSafeEqual(entry.digest, digest)) return { ok: false, reason: 'invalid' };
-    if (entry.chains !== null && !entry.chains.has(chain)) return { ok: false, reason: 'forbidden' };
+    let entry = this.recent.get(key);
+    if (entry === undefined) {
+      const digest = createHash('sha256').update(key).digest();
+      const found = this.byHash.get(digest.toString('hex'));
+      if (found === undefined || found.disabled || !timingSafeEqual(found.digest, digest)) return INVALID;
+      if (this.recent.size >= 4096) this.recent.clear();
+      this.recent.set(key, found);
+      entry = found;
+    }
+    if (entry.chains !== null && !entry.chains.has(chain)) return FORBIDDEN;
     return { ok: true, entry };
   }
 }

@@ -1,25 +1,62 @@
-// Prometheus metrics (prom-client), served on the admin listener. Label sets
-// are bounded: chains and methods come from the manifest, refused methods
-// share the label 'refused', statuses are HTTP codes.
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+// Prometheus metrics, served on the admin listener through prom-client's
+// registry and text format. Label sets are bounded: chains and methods come
+// from the manifest, refused methods share the label 'refused', statuses are
+// HTTP codes.
+//
+// Per-request counting is plain arithmetic on pre-created slots: prom-client's
+// own observe()/inc() hash their labels on every call and measured at ~15 µs a
+// request here under load. The request counter and latency histogram are
+// therefore kept by this module and handed to prom-client as metrics that
+// render on scrape. Rare events (rate limits, upstream state) use prom-client
+// directly. Hot path: change with care.
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Upstream } from './upstream.ts';
+
+const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** Latency histogram of one chain: bucket counts, sum and count. */
+class Timing {
+  readonly counts = new Float64Array(BUCKETS.length + 1);
+  sum = 0;
+  count = 0;
+  constructor(readonly chain: string, readonly iface: string) {}
+  observe(seconds: number): void {
+    let i = 0;
+    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
+    this.counts[i]!++;
+    this.sum += seconds;
+    this.count++;
+  }
+}
+
+/** One label set of gateway_requests_total. */
+interface Tally {
+  readonly labels: { chain: string; interface: string; method: string; status: string };
+  value: number;
+}
+
+/** A prom-client metric that renders what a collector returns, on scrape. */
+class Rendered {
+  readonly aggregator = 'sum' as const;
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'histogram',
+    private readonly values: () => MetricValue<string>[],
+  ) {}
+  get(): Promise<MetricObjectWithValues<MetricValue<string>>> {
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values() } as unknown as MetricObjectWithValues<MetricValue<string>>);
+  }
+  reset(): void {}
+}
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests = new Counter({
-    name: 'gateway_requests_total',
-    help: 'Requests answered, by chain, interface, method or endpoint, and HTTP status (0: client went away).',
-    labelNames: ['chain', 'interface', 'method', 'status'] as const,
-    registers: [this.registry],
-  });
-  readonly duration = new Histogram({
-    name: 'gateway_request_duration_seconds',
-    help: 'Time from request to the end of the answer.',
-    labelNames: ['chain', 'interface'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [this.registry],
-  });
-  readonly inflight = new Gauge({ name: 'gateway_inflight_requests', help: 'Requests being served now.', registers: [this.registry] });
+  /** Requests being served now; read on scrape. */
+  inflight = 0;
+  private readonly tallies = new Map<string, Tally>();
+  private readonly timings = new Map<string, Timing>();
+
   readonly rateLimited = new Counter({
     name: 'gateway_rate_limited_total',
     help: 'Requests refused by a rate limit, by key id.',
@@ -44,29 +81,60 @@ export class Metrics {
     labelNames: ['chain', 'upstream'] as const,
     registers: [this.registry],
   });
-  /** Children per label set, made once: prom-client hashes labels on every call otherwise. */
-  private readonly children = new Map<string, { count: { inc(): void }; time: { observe(v: number): void } }>();
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    const self = this;
+    new Gauge({
+      name: 'gateway_inflight_requests',
+      help: 'Requests being served now.',
+      registers: [this.registry],
+      collect() {
+        this.set(self.inflight);
+      },
+    });
+    this.registry.registerMetric(
+      <Metric>(<unknown>new Rendered('gateway_requests_total', 'Requests answered, by chain, interface, method or endpoint, and HTTP status (0: client went away).', 'counter', () =>
+        [...this.tallies.values()].map((t) => ({ labels: t.labels, value: t.value })),
+      )),
+    );
+    this.registry.registerMetric(
+      <Metric>(<unknown>new Rendered('gateway_request_duration_seconds', 'Time from request to the end of the answer.', 'histogram', () => {
+        const out: MetricValue<string>[] = [];
+        for (const t of this.timings.values()) {
+          let cumulative = 0;
+          for (let i = 0; i <= BUCKETS.length; i++) {
+            cumulative += t.counts[i]!;
+            const le = i === BUCKETS.length ? '+Inf' : String(BUCKETS[i]);
+            out.push({ metricName: 'gateway_request_duration_seconds_bucket', labels: { le, chain: t.chain, interface: t.iface }, value: cumulative } as MetricValue<string>);
+          }
+          out.push({ metricName: 'gateway_request_duration_seconds_sum', labels: { chain: t.chain, interface: t.iface }, value: t.sum } as MetricValue<string>);
+          out.push({ metricName: 'gateway_request_duration_seconds_count', labels: { chain: t.chain, interface: t.iface }, value: t.count } as MetricValue<string>);
+        }
+        return out;
+      })),
+    );
   }
 
   get contentType(): string {
     return this.registry.contentType;
   }
 
+  /** Hot path: two Map lookups and a few additions. */
   observe(chain: string, iface: string, method: string, status: number, ms: number): void {
-    const k = `${chain}\u0000${method}\u0000${status}`;
-    let c = this.children.get(k);
-    if (c === undefined) {
-      c = {
-        count: this.requests.labels(chain, iface, method, String(status)),
-        time: this.duration.labels(chain, iface),
-      };
-      this.children.set(k, c);
+    const key = `${chain} ${method} ${status}`;
+    let t = this.tallies.get(key);
+    if (t === undefined) {
+      t = { labels: { chain, interface: iface, method, status: String(status) }, value: 0 };
+      this.tallies.set(key, t);
     }
-    c.count.inc();
-    c.time.observe(ms / 1000);
+    t.value++;
+    let h = this.timings.get(chain);
+    if (h === undefined) {
+      h = new Timing(chain, iface);
+      this.timings.set(chain, h);
+    }
+    h.observe(ms / 1000);
   }
 
   upstream(chain: string, u: Upstream, best: number): void {

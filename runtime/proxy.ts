@@ -16,7 +16,8 @@ export interface ForwardRequest {
   readonly method: 'GET' | 'POST';
   /** Path and query on the upstream, given the upstream. */
   readonly path: (u: Upstream) => string;
-  readonly headers: Record<string, string>;
+  /** Request headers as a flat [name, value, ...] list (undici takes it as is). */
+  readonly headers: string[];
   readonly body: Buffer | string | null;
   /** Safe to send again after a 5xx or timeout (reads). */
   readonly idempotent: boolean;
@@ -64,14 +65,14 @@ const HOP_BY_HOP = new Set([
  * ones and without the upstream's CORS headers: the manifest's CORS policy is
  * the only one clients see.
  */
-export function endToEndHeaders(headers: IncomingHttpHeaders, out: string[]): string[] {
+export function endToEndHeaders(headers: IncomingHttpHeaders, requestId: string): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name) || name.startsWith('access-control-')) continue;
+    if (HOP_BY_HOP.has(name) || name.startsWith('access-control-') || name === 'x-request-id') continue;
     const v = headers[name];
-    if (v === undefined) continue;
-    if (typeof v === 'string') out.push(name, v);
-    else for (const one of v) out.push(name, one);
+    if (v !== undefined) out[name] = v;
   }
+  out['x-request-id'] = requestId;
   return out;
 }
 
@@ -128,75 +129,109 @@ function classify(err: unknown): Classified {
  * Sends one request upstream, retrying on another upstream where safe.
  * Never throws: every outcome is a ForwardResult.
  */
-export async function forward(
+/**
+ * Sends one request upstream, retrying on another upstream where safe, and
+ * calls `done` once with the outcome. Callback-based, one object per request:
+ * this runs for every call (change with care).
+ */
+export function forward(
   group: UpstreamGroup,
   req: ForwardRequest,
   res: ServerResponse,
   onCircuitOpen: (u: Upstream) => void,
-): Promise<ForwardResult> {
-  const fail = (u: Upstream) => {
-    if (u.markFailure()) onCircuitOpen(u);
-  };
-  let tried: Set<Upstream> | null = null;
-  let last: ForwardResult | null = null;
-  for (let attempt = 0; ; attempt++) {
-    const u = tried === null ? group.pick(null) : group.pickRetry(tried);
-    if (u === null) return last ?? { kind: 'failed', fail: 'no-upstream', upstream: null };
-    const canRetry = attempt < req.retries && group.hasOther(u, tried);
-    let status = 0;
-    let headers: IncomingHttpHeaders = {};
-    let mode = 'stream' as 'stream' | 'buffer' | 'retry';
-    let sink: Collect | null = null;
-    let bad = false;
-    try {
-      await u.pool.stream(
-        { path: req.path(u), method: req.method, headers: { ...req.headers, ...u.headers }, body: req.body },
-        (data) => {
-          status = data.statusCode;
-          headers = data.headers as IncomingHttpHeaders;
-          let verdict = req.classify(status, headers);
-          if (verdict === 'bad') {
-            if (canRetry && req.idempotent) {
-              mode = 'retry';
-              return new Discard();
-            }
-            bad = true;
-            verdict = 'buffer'; // the caller decides what the client may see of it
-          }
-          if (verdict === 'stream') {
-            if (res.destroyed) return new Discard();
-            req.writeHead(status, headers, u);
-            return res;
-          }
-          mode = 'buffer';
-          sink = new Collect(req.maxBuffer);
-          return sink;
-        },
-      );
-    } catch (err) {
-      if (res.headersSent || res.destroyed) return { kind: 'aborted', upstream: u };
-      const c = classify(err);
-      fail(u);
-      last = { kind: 'failed', fail: c.kind, upstream: u };
-      if (canRetry && (req.idempotent || c.neverReceived)) {
-        (tried ??= new Set()).add(u);
-        continue;
-      }
-      return last;
-    }
-    if (mode === 'retry') {
-      fail(u);
-      (tried ??= new Set()).add(u);
-      last = { kind: 'failed', fail: 'unavailable', upstream: u };
-      continue;
-    }
-    if (bad) fail(u);
-    else u.markSuccess();
-    if (mode === 'buffer') {
-      const s = sink as Collect | null;
-      const body = s === null ? Buffer.alloc(0) : s.chunks.length === 1 ? s.chunks[0]! : Buffer.concat(s.chunks);
-      return { kind: 'buffered', upstream: u, status, headers, body };
-    }
-    return res.destroyed && !res.writableFinished ? { kind: 'aborted', upstream: u } : { kind: 'streamed', upstream: u, status };
+  done: (r: ForwardResult) => void,
+): void {
+  new Attempt(group, req, res, onCircuitOpen, done).next();
+}
+
+class Attempt {
+  private tried: Set<Upstream> | null = null;
+  private last: ForwardResult | null = null;
+  private attempt = 0;
+  private u: Upstream | null = null;
+  private canRetry = false;
+  private status = 0;
+  private headers: IncomingHttpHeaders = {};
+  private mode: 'stream' | 'buffer' | 'retry' = 'stream';
+  private sink: Collect | null = null;
+  private bad = false;
+
+  constructor(
+    private readonly group: UpstreamGroup,
+    private readonly req: ForwardRequest,
+    private readonly res: ServerResponse,
+    private readonly onCircuitOpen: (u: Upstream) => void,
+    private readonly done: (r: ForwardResult) => void,
+  ) {}
+
+  private fail(u: Upstream): void {
+    if (u.markFailure()) this.onCircuitOpen(u);
   }
+
+  next(): void {
+    const { group, req, tried } = this;
+    const u = tried === null ? group.pick(null) : group.pickRetry(tried);
+    if (u === null) return this.done(this.last ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
+    this.u = u;
+    this.canRetry = this.attempt < req.retries && group.hasOther(u, tried);
+    this.attempt++;
+    this.mode = 'stream';
+    this.sink = null;
+    this.bad = false;
+    const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
+    u.pool.stream({ path: req.path(u), method: req.method, headers, body: req.body }, this.factory, this.finished);
+  }
+
+  /** undici calls this with the answer's status and headers; returns where the body goes. */
+  private readonly factory = (data: { statusCode: number; headers: unknown }): Writable => {
+    const { req, res } = this;
+    const status = (this.status = data.statusCode);
+    const headers = (this.headers = data.headers as IncomingHttpHeaders);
+    let verdict = req.classify(status, headers);
+    if (verdict === 'bad') {
+      if (this.canRetry && req.idempotent) {
+        this.mode = 'retry';
+        return new Discard();
+      }
+      this.bad = true;
+      verdict = 'buffer'; // the caller decides what the client may see of it
+    }
+    if (verdict === 'stream') {
+      if (res.destroyed) return new Discard();
+      req.writeHead(status, headers, this.u!);
+      return res;
+    }
+    this.mode = 'buffer';
+    return (this.sink = new Collect(req.maxBuffer));
+  };
+
+  private readonly finished = (err: Error | null): void => {
+    const u = this.u!;
+    const { req, res } = this;
+    if (err) {
+      if (res.headersSent || res.destroyed) return this.done({ kind: 'aborted', upstream: u });
+      const c = classify(err);
+      this.fail(u);
+      this.last = { kind: 'failed', fail: c.kind, upstream: u };
+      if (this.canRetry && (req.idempotent || c.neverReceived)) {
+        (this.tried ??= new Set()).add(u);
+        return this.next();
+      }
+      return this.done(this.last);
+    }
+    if (this.mode === 'retry') {
+      this.fail(u);
+      (this.tried ??= new Set()).add(u);
+      this.last = { kind: 'failed', fail: 'unavailable', upstream: u };
+      return this.next();
+    }
+    if (this.bad) this.fail(u);
+    else u.markSuccess();
+    if (this.mode === 'buffer') {
+      const s = this.sink;
+      const body = s === null ? Buffer.alloc(0) : s.chunks.length === 1 ? s.chunks[0]! : Buffer.concat(s.chunks);
+      return this.done({ kind: 'buffered', upstream: u, status: this.status, headers: this.headers, body });
+    }
+    this.done(res.destroyed && !res.writableFinished ? { kind: 'aborted', upstream: u } : { kind: 'streamed', upstream: u, status: this.status });
+  };
 }

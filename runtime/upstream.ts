@@ -23,6 +23,8 @@ export class Upstream {
   readonly rpcPath: string;
   /** Configured headers, already resolved; sent with every request. */
   readonly headers: Readonly<Record<string, string>>;
+  /** The same as a flat [name, value, ...] list, for the request path. */
+  readonly headerList: readonly string[];
   state: UpstreamState = 'unknown';
   head: number | null = null;
   /** Lagging behind the chain's best head by more than maxLag. */
@@ -53,6 +55,7 @@ export class Upstream {
     this.role = spec.role;
     this.weight = spec.weight;
     this.headers = headers;
+    this.headerList = Object.entries(headers).flat();
     this.basePath = url.pathname === '/' ? '' : url.pathname.replace(/\/+$/, '');
     this.rpcPath = (url.pathname || '/') + url.search;
     this.pool = new Pool(url.origin, {
