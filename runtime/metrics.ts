@@ -9,7 +9,8 @@
 // therefore kept by this module and handed to prom-client as metrics that
 // render on scrape. Rare events (rate limits, upstream state) use prom-client
 // directly. Hot path: change with care.
-import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import cluster from 'node:cluster';
+import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Upstream } from './upstream.ts';
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -84,6 +85,12 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+    // In multi-process mode the primary sums every worker's registry.
+    // (Constructing one in the worker is what makes it answer the primary.)
+    if (cluster.isWorker) {
+      new AggregatorRegistry();
+      AggregatorRegistry.setRegistries([this.registry]);
+    }
     const self = this;
     new Gauge({
       name: 'gateway_inflight_requests',

@@ -21,6 +21,7 @@ import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type Rate, type RateLimiter } from './ratelimit.ts';
 import { RedisRateLimiter } from './ratelimit-redis.ts';
 import { Metrics } from './metrics.ts';
+import { isWorker, runPrimary, workerCount } from './cluster.ts';
 
 type AuthFail = 'missing' | 'invalid' | 'forbidden' | 'conflict';
 
@@ -153,7 +154,8 @@ export class Gateway {
       server.on('clientError', (err, socket) => this.clientError(l, err as Error & { code?: string; rawPacket?: Buffer }, socket));
       this.listening.push(await listen(server, host, port, l));
     }
-    if (this.spec.admin) {
+    // In multi-process mode the primary serves the admin listener for all workers.
+    if (this.spec.admin && !isWorker()) {
       const host = resolveTemplate(this.spec.admin.host, 'admin listener');
       const port = parsePort(resolveTemplate(this.spec.admin.port, 'admin listener'), 'admin listener');
       const server = createServer((req, res) => this.handleAdmin(req, res));
@@ -768,6 +770,14 @@ function listen(server: Server, host: string, port: number, spec: ListenerSpec |
  * a bad keys file, a port in use) end the process with one clear line.
  */
 export function main(spec: GatewaySpec): void {
+  let workers: number;
+  try {
+    workers = workerCount();
+  } catch (err) {
+    process.stderr.write(`gateway: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+  if (workers > 1 && !isWorker()) return runPrimary(spec, workers);
   let gw: Gateway;
   try {
     gw = new Gateway(spec);

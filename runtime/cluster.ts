@@ -1,0 +1,83 @@
+// Optional multi-process mode: GATEWAY_WORKERS=N (or `auto`, one per core).
+// The primary forks N workers that share the public listeners (the kernel
+// spreads connections: SCHED_NONE), restarts a worker that dies, passes
+// SIGHUP (reload keys) and SIGTERM/SIGINT (drain) on, and serves the admin
+// listener itself, with /metrics summed over all workers by prom-client's
+// AggregatorRegistry.
+import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
+import { createServer } from 'node:http';
+import { AggregatorRegistry } from 'prom-client';
+import type { GatewaySpec } from './types.ts';
+import { resolveTemplate } from './env.ts';
+import { createLogger } from './log.ts';
+
+export function workerCount(): number {
+  const raw = process.env.GATEWAY_WORKERS;
+  if (!raw) return 1;
+  if (raw === 'auto') return availableParallelism();
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`GATEWAY_WORKERS must be a positive integer or 'auto', not '${raw}'`);
+  return n;
+}
+
+export function runPrimary(spec: GatewaySpec, workers: number): void {
+  const { log, flush } = createLogger();
+  cluster.schedulingPolicy = cluster.SCHED_NONE;
+  const aggregator = new AggregatorRegistry();
+  let stopping = false;
+  const fork = () => cluster.fork({ GATEWAY_WORKER: '1' });
+  for (let i = 0; i < workers; i++) fork();
+  cluster.on('exit', (w, code, signal) => {
+    if (stopping) {
+      if (Object.keys(cluster.workers ?? {}).length === 0) {
+        log.info({ event: 'stopped', workers }, 'all workers stopped');
+        flush();
+        process.exit(0);
+      }
+      return;
+    }
+    log.error({ event: 'worker_exit', pid: w.process.pid, code, signal }, 'worker died; starting another');
+    fork();
+  });
+  const each = (fn: (w: NonNullable<typeof cluster.workers>[string]) => void) => {
+    for (const w of Object.values(cluster.workers ?? {})) fn(w);
+  };
+  process.on('SIGHUP', () => each((w) => w?.process.kill('SIGHUP')));
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ event: 'draining', signal, workers }, 'draining workers');
+    each((w) => w?.process.kill(signal));
+    admin?.close();
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+
+  let admin: ReturnType<typeof createServer> | null = null;
+  if (spec.admin) {
+    admin = createServer((req, res) => {
+      const path = (req.url ?? '/').split('?')[0];
+      if (path === '/metrics' && req.method === 'GET') {
+        aggregator.clusterMetrics().then(
+          (text) => res.writeHead(200, { 'content-type': aggregator.contentType }).end(text),
+          (err: Error) => {
+            log.error({ event: 'metrics_failed', error: err.message }, 'cluster metrics failed');
+            res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":"Internal server error"}');
+          },
+        );
+        return;
+      }
+      if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"Not found"}');
+    });
+    const host = resolveTemplate(spec.admin.host, 'admin listener');
+    const port = Number(resolveTemplate(spec.admin.port, 'admin listener'));
+    admin.listen(port, host, () => {
+      const a = admin!.address();
+      log.info({ event: 'primary_started', workers, admin: { host, port: typeof a === 'object' && a ? a.port : port } }, 'cluster primary started');
+    });
+  }
+}
+
+export const isWorker = (): boolean => cluster.isWorker;

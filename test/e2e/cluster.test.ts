@@ -1,0 +1,58 @@
+// Multi-process mode (GATEWAY_WORKERS): workers share the listeners, the
+// primary sums their metrics, passes SIGHUP and SIGTERM on, and exits 0.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildManifest, keysYaml, newKey, rawRequest, startGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+
+const KEY = newKey();
+let anvil: Anvil;
+
+beforeAll(async () => {
+  anvil = await startAnvil({ chainId: 1 });
+});
+afterAll(() => anvil?.stop());
+
+describe('GATEWAY_WORKERS=2', () => {
+  it('serves from two workers, sums their metrics on the primary’s admin listener, reloads keys and drains on signals', { timeout: 60_000 }, async () => {
+    const built = await buildManifest(
+      'cluster',
+      `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "\${RPC_PORT}" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+methodSets:
+  evm: [eth_chainId]
+chains:
+  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
+`,
+    );
+    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
+    // Workers share one fixed port; pick one that is free now.
+    const { createServer } = await import('node:net');
+    const port = await new Promise<number>((ok) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => ok(p));
+      });
+    });
+    const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: anvil.url, RPC_PORT: String(port), GATEWAY_WORKERS: '2' } });
+    const primary = await gw.waitForLog((e) => e.event === 'primary_started');
+    await gw.waitForLog((e) => e.event === 'started' && gw.lines.filter((l) => l.includes('"event":"started"')).length === 2);
+    for (let i = 0; i < 40; i++) {
+      const r = await rawRequest(`http://127.0.0.1:${port}/ethereum/${KEY}`, { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
+      expect(r.json().result).toBe('0x1');
+    }
+    const adminPort = (primary.admin as { port: number }).port;
+    const metrics = await rawRequest(`http://127.0.0.1:${adminPort}/metrics`);
+    expect(metrics.text).toContain('gateway_requests_total{chain="ethereum",interface="evm-jsonrpc",method="eth_chainId",status="200"} 40');
+    // SIGHUP reaches both workers.
+    const reloads = gw.nextLog((e) => e.event === 'keys_reloaded' && gw.lines.filter((l) => l.includes('"keys_reloaded"')).length >= 2);
+    gw.proc.kill('SIGHUP');
+    await reloads;
+    expect(await gw.stop('SIGTERM')).toBe(0);
+  });
+});
