@@ -92,7 +92,7 @@ describe('the emitted server file', () => {
     expect(a).toContain('MYCHAIN_URL');
   });
 
-  it('emits readable, typechecked TypeScript that imports the runtime', async () => {
+  it('emits readable, typechecked TypeScript that imports the runtime', { timeout: 60_000 }, async () => {
     const out = join(built.dir, 'gateway.gen.ts');
     await run(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', 'gateway.yaml', '--out', 'again.mjs', '--emit-ts', out], { cwd: built.dir });
     const text = readFileSync(out, 'utf8');
