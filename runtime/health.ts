@@ -50,7 +50,7 @@ export class HealthChecker {
     let best = -1;
     for (let i = 0; i < results.length; i++) {
       const h = results[i];
-      if (h !== null && h !== undefined && h > best) best = h;
+      if (h !== null && h !== undefined && !Number.isNaN(h) && h > best) best = h;
     }
     group.all.forEach((u, i) => {
       const head = results[i] ?? null;
@@ -60,8 +60,9 @@ export class HealthChecker {
         if (u.healthFails >= HEALTH_FAILS_TO_DOWN) u.state = 'down';
       } else {
         u.healthFails = 0;
-        u.head = head;
-        u.lagging = best - head > route.maxLag;
+        const known = !Number.isNaN(head);
+        if (known) u.head = head;
+        u.lagging = known && best - head > route.maxLag;
         if (u.lagging) u.state = 'down';
         else {
           u.state = 'up';
@@ -75,7 +76,11 @@ export class HealthChecker {
     });
   }
 
-  /** The upstream's head, or null if it did not answer properly in time. */
+  /**
+   * null if the upstream did not answer properly in time; otherwise its head,
+   * or NaN when it answered but reported no usable height (then it counts as
+   * up, and takes no part in lag checks).
+   */
   private async probe(route: RouteSpec, u: Upstream): Promise<number | null> {
     const timeout = this.opts.timeoutMs;
     try {
@@ -104,11 +109,14 @@ export class HealthChecker {
       const text = await res.body.text();
       if (res.statusCode !== 200) return null;
       const doc = JSON.parse(text) as Record<string, any>;
+      if (doc === null || typeof doc !== 'object') return null;
       let head: unknown;
-      if (route.interface === 'evm-jsonrpc') head = typeof doc.result === 'string' ? Number.parseInt(doc.result, 16) : undefined;
-      else if (route.interface === 'blockbook') head = doc.blockbook?.bestHeight ?? doc.backend?.blocks;
+      if (route.interface === 'evm-jsonrpc') {
+        if ('error' in doc && !Array.isArray(doc)) return null; // the node refuses eth_blockNumber: not serving
+        head = typeof doc.result === 'string' ? Number.parseInt(doc.result, 16) : undefined;
+      } else if (route.interface === 'blockbook') head = doc.blockbook?.bestHeight ?? doc.backend?.blocks;
       else head = doc.current_block_identifier?.index;
-      return typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : null;
+      return typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN;
     } catch {
       return null;
     }
