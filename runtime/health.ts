@@ -112,8 +112,9 @@ export class HealthChecker {
       if (doc === null || typeof doc !== 'object') return null;
       let head: unknown;
       if (route.interface === 'evm-jsonrpc') {
-        if ('error' in doc && !Array.isArray(doc)) return null; // the node refuses eth_blockNumber: not serving
-        head = typeof doc.result === 'string' ? Number.parseInt(doc.result, 16) : undefined;
+        if (!Array.isArray(doc) && 'error' in doc) return null; // the node refuses eth_blockNumber: not serving
+        const result: unknown = Array.isArray(doc) ? undefined : doc.result;
+        head = typeof result === 'string' ? Number.parseInt(result, 16) : undefined;
       } else if (route.interface === 'blockbook') head = doc.blockbook?.bestHeight ?? doc.backend?.blocks;
       else head = doc.current_block_identifier?.index;
       return typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN;
