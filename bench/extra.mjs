@@ -119,7 +119,7 @@ const up = await upstream((req, res) => {
   const g = await start(join(WORK, 'one.mjs'), { UPSTREAM_URL: up.url });
   await send(`http://127.0.0.1:${g.port}/chain-000`, '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}');
   const idle = rss(g.p.pid);
-  const agent = new Agent({ keepAlive: true, maxSockets: 1000 });
+  const agent = new Agent({ keepAlive: true, maxSockets: 1000, maxFreeSockets: 1000 });
   await Promise.all(Array.from({ length: 1000 }, () => send(`http://127.0.0.1:${g.port}/chain-000`, '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}', agent)));
   const sockets = Object.values(agent.freeSockets).reduce((a, l) => a + l.length, 0);
   const withConns = rss(g.p.pid);

@@ -1,5 +1,9 @@
-// A real EVM node for the tests: anvil from npm (@foundry-rs/anvil-linux-amd64),
-// on 127.0.0.1 and a free port. Ready when it prints its `Listening on` line.
+// A real EVM node for the tests and the demo: anvil from npm
+// (@foundry-rs/anvil-linux-amd64, pinned), on 127.0.0.1 and a free port.
+// Ready when it prints `Listening on 127.0.0.1:PORT` on stdout; that line is
+// also where the port comes from (--port 0 lets the OS pick). No sleeps.
+// Every anvil started here is killed when this process exits or is told to
+// stop by SIGINT/SIGTERM/SIGHUP (a SIGKILL of this process cannot be caught).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -7,53 +11,158 @@ import { dirname, join } from 'node:path';
 const require = createRequire(import.meta.url);
 export const ANVIL_BIN = join(dirname(require.resolve('@foundry-rs/anvil-linux-amd64/package.json')), 'bin', 'anvil');
 
+/** How long anvil may take to print its `Listening on` line. */
+export const ANVIL_READY_TIMEOUT_MS = 20_000;
+/** How long stop() waits after SIGTERM before it sends SIGKILL. */
+const STOP_GRACE_MS = 5_000;
+
+export interface JsonRpcResponse {
+  jsonrpc: string;
+  id: number | string | null;
+  result?: unknown;
+  error?: { code: number; message: string; data?: unknown };
+}
+
 export interface Anvil {
+  /** http://127.0.0.1:PORT */
   readonly url: string;
   readonly port: number;
   readonly chainId: number;
   readonly proc: ChildProcess;
-  rpc(method: string, params?: unknown[]): Promise<{ jsonrpc: string; id: number; result?: unknown; error?: { code: number; message: string } }>;
+  /** One JSON-RPC call over plain fetch; resolves with the whole response object (result or error). */
+  rpc(method: string, params?: unknown[] | Record<string, unknown>): Promise<JsonRpcResponse>;
+  /** Mines `blocks` blocks (default 1) with anvil_mine; throws if anvil answers an error. */
   mine(blocks?: number): Promise<void>;
+  /** SIGTERM (SIGKILL after 5 s), resolves once the process has exited. Safe to call twice. */
   stop(): Promise<void>;
 }
 
-const running = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const p of running) p.kill('SIGKILL');
-});
+export interface StartAnvilOptions {
+  /** --chain-id, default 31337 (anvil's own default). */
+  chainId?: number;
+  /** A fixed port, e.g. to restart a node where it was; default 0 (free port). */
+  port?: number;
+  /** Extra anvil arguments (not --host/--port/--chain-id; not --silent/-q, which hide the Listening line). */
+  args?: string[];
+}
 
-export function startAnvil(opts: { chainId?: number; port?: number; args?: string[] } = {}): Promise<Anvil> {
+const running = new Set<ChildProcess>();
+let hooked = false;
+
+function killAll(): void {
+  for (const p of running) {
+    try {
+      p.kill('SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
+
+function hookProcessExit(): void {
+  if (hooked) return;
+  hooked = true;
+  process.on('exit', killAll);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    const onSignal = (): void => {
+      killAll();
+      // Alone on this signal: keep its default meaning (terminate by it).
+      // Otherwise the other listener (the demo, a test runner) decides.
+      if (process.listenerCount(sig) === 1) {
+        process.off(sig, onSignal);
+        process.kill(process.pid, sig);
+      }
+    };
+    process.on(sig, onSignal);
+  }
+}
+
+const HIDES_LISTENING = new Set(['--silent', '-q', '--quiet']);
+const OWNED = new Set(['--host', '--port', '-p', '--chain-id']);
+
+export function startAnvil(opts: StartAnvilOptions = {}): Promise<Anvil> {
   const chainId = opts.chainId ?? 31337;
-  const proc = spawn(ANVIL_BIN, ['--host', '127.0.0.1', '--port', String(opts.port ?? 0), '--chain-id', String(chainId), ...(opts.args ?? [])], {
+  const extra = opts.args ?? [];
+  const bad = extra.find((a) => HIDES_LISTENING.has(a) || OWNED.has(a.split('=')[0]!));
+  if (bad !== undefined) {
+    return Promise.reject(
+      new Error(
+        HIDES_LISTENING.has(bad)
+          ? `startAnvil: ${bad} hides anvil's 'Listening on' line, which is how readiness and the port are read`
+          : `startAnvil: ${bad} is set by startAnvil itself (use the chainId/port options)`,
+      ),
+    );
+  }
+  hookProcessExit();
+  const proc = spawn(ANVIL_BIN, ['--host', '127.0.0.1', '--port', String(opts.port ?? 0), '--chain-id', String(chainId), ...extra], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   running.add(proc);
-  const exited = new Promise<void>((r) => proc.once('exit', () => (running.delete(proc), r())));
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      reject(new Error(`anvil printed no 'Listening on' line within 20 s:\n${output}`));
-    }, 20_000);
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`anvil exited (${code}) before listening:\n${output}`));
+  const exited = new Promise<void>((r) => {
+    const done = (): void => {
+      running.delete(proc);
+      r();
+    };
+    proc.once('exit', done);
+    proc.once('error', () => {
+      // spawn failed (no binary): there will be no 'exit'
+      if (proc.pid === undefined) done();
     });
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const m = /Listening on 127\.0\.0\.1:(\d+)/.exec(output);
-      if (!m) return;
+  });
+
+  let output = '';
+  let stdoutLine = '';
+  return new Promise<Anvil>((resolve, reject) => {
+    let settled = false;
+    const cleanup = (): void => {
+      settled = true;
       clearTimeout(timer);
-      proc.stdout!.off('data', onData);
-      proc.stdout!.resume(); // keep draining so anvil never blocks on a full pipe
+      proc.stdout!.off('data', onStdout);
+      proc.stderr!.off('data', onStderr);
+      proc.off('exit', onEarlyExit);
+      proc.off('error', onError);
+      // keep draining both pipes so anvil never blocks on a full pipe
+      proc.stdout!.resume();
       proc.stderr!.resume();
-      const port = Number(m[1]);
+    };
+    const fail = (err: Error): void => {
+      if (settled) return;
+      cleanup();
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+      reject(err);
+    };
+    const timer = setTimeout(() => fail(new Error(`anvil printed no 'Listening on' line within ${ANVIL_READY_TIMEOUT_MS / 1000} s:\n${output}`)), ANVIL_READY_TIMEOUT_MS);
+    const onEarlyExit = (code: number | null, signal: NodeJS.Signals | null): void =>
+      fail(new Error(`anvil exited (${signal ?? code}) before listening:\n${output}`));
+    const onError = (err: Error): void => fail(new Error(`anvil could not be started (${ANVIL_BIN}): ${err.message}`));
+    const onStderr = (c: Buffer): void => {
+      output += c.toString();
+    };
+    const onStdout = (c: Buffer): void => {
+      const text = c.toString();
+      output += text;
+      stdoutLine += text;
+      // whole lines only: the port may arrive split across chunks
+      const lines = stdoutLine.split('\n');
+      stdoutLine = lines.pop()!;
+      for (const line of lines) {
+        const m = /^Listening on 127\.0\.0\.1:(\d+)\s*$/.exec(line.trim());
+        if (m) return ready(Number(m[1]));
+      }
+    };
+    const ready = (port: number): void => {
+      cleanup();
       const url = `http://127.0.0.1:${port}`;
       let id = 0;
       const rpc: Anvil['rpc'] = async (method, params = []) => {
-        const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }) });
-        return (await r.json()) as Awaited<ReturnType<Anvil['rpc']>>;
+        const r = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: ++id, method, params }),
+        });
+        return (await r.json()) as JsonRpcResponse;
       };
+      let stopping: Promise<void> | null = null;
       resolve({
         url,
         port,
@@ -61,15 +170,26 @@ export function startAnvil(opts: { chainId?: number; port?: number; args?: strin
         proc,
         rpc,
         mine: async (blocks = 1) => {
-          await rpc('anvil_mine', [`0x${blocks.toString(16)}`]);
+          const r = await rpc('anvil_mine', [`0x${blocks.toString(16)}`]);
+          if (r.error) throw new Error(`anvil_mine: ${r.error.message}`);
         },
-        stop: async () => {
-          if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-          await exited;
+        stop: () => {
+          stopping ??= (async () => {
+            if (proc.exitCode === null && proc.signalCode === null) {
+              proc.kill('SIGTERM');
+              const force = setTimeout(() => proc.kill('SIGKILL'), STOP_GRACE_MS);
+              await exited;
+              clearTimeout(force);
+            }
+            await exited;
+          })();
+          return stopping;
         },
       });
     };
-    proc.stdout!.on('data', onData);
-    proc.stderr!.on('data', (c: Buffer) => (output += c.toString()));
+    proc.stdout!.on('data', onStdout);
+    proc.stderr!.on('data', onStderr);
+    proc.once('exit', onEarlyExit);
+    proc.once('error', onError);
   });
 }

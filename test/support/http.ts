@@ -1,17 +1,29 @@
-// Small helpers shared by the stand-in servers.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+// Small helpers shared by the stand-in servers: recording a request, answering
+// JSON, listening on 127.0.0.1 with a free port, closing without waiting for
+// idle keep-alive sockets. No test framework in here: the demo uses them too.
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 
 export interface Recorded {
   readonly method: string;
-  /** Path without the query. */
+  /** Path without the query, as received (not decoded). */
   readonly path: string;
-  /** The raw query string, without '?'. */
+  /** Path and query exactly as received (the request target). */
+  readonly url: string;
+  /** The raw query string, without '?' ('' when there is none). */
   readonly query: string;
-  /** Query parameters in order, decoded. */
+  /** Query parameters decoded, in the order they were sent (repeats kept). */
   readonly params: [string, string][];
+  /** Header names lower-case, as node:http gives them. */
   readonly headers: Record<string, string | string[] | undefined>;
+  /** Header names and values in the order they were sent, names as sent. */
+  readonly rawHeaders: string[];
   readonly body: Buffer;
 }
+
+/** User-Agent prefix of the gateway's own health checks (runtime/health.ts). */
+export const HEALTH_AGENT_PREFIX = 'chain-gateway-health';
+
+export const isHealthCheck = (r: Pick<Recorded, 'headers'>): boolean => String(r.headers['user-agent'] ?? '').startsWith(HEALTH_AGENT_PREFIX);
 
 export function readAll(req: IncomingMessage): Promise<Buffer> {
   return new Promise((ok, fail) => {
@@ -19,40 +31,95 @@ export function readAll(req: IncomingMessage): Promise<Buffer> {
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => ok(Buffer.concat(chunks)));
     req.on('error', fail);
+    // 'close' before 'end': the client went away mid-body (settling twice is a no-op).
+    req.on('close', () => fail(new Error('request closed before its body ended')));
   });
+}
+
+export function splitTarget(target: string): { path: string; query: string } {
+  const q = target.indexOf('?');
+  return q === -1 ? { path: target, query: '' } : { path: target.slice(0, q), query: target.slice(q + 1) };
 }
 
 export async function record(req: IncomingMessage): Promise<Recorded> {
   const url = req.url ?? '/';
-  const q = url.indexOf('?');
-  const query = q === -1 ? '' : url.slice(q + 1);
+  const { path, query } = splitTarget(url);
   return {
     method: req.method ?? 'GET',
-    path: q === -1 ? url : url.slice(0, q),
+    path,
+    url,
     query,
     params: [...new URLSearchParams(query)],
     headers: { ...req.headers },
+    rawHeaders: [...req.rawHeaders],
     body: await readAll(req),
   };
 }
 
+/** JSON.parse that answers undefined instead of throwing. */
+export function parseJson(body: Buffer): unknown {
+  if (body.length === 0) return undefined;
+  try {
+    return JSON.parse(body.toString('utf8')) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
 export function sendJson(res: ServerResponse, status: number, body: unknown, contentType = 'application/json'): void {
+  if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }
 
-/** Listens on 127.0.0.1, a free port; resolves with the base URL. */
-export function listen(server: Server): Promise<string> {
+/**
+ * A node:http server whose async handler can never leave a rejected promise
+ * behind: a throw becomes `onError` (by default a bare 500), a client that went
+ * away is simply dropped.
+ */
+export function createSafeServer(
+  handler: (req: IncomingMessage, res: ServerResponse) => Promise<void> | void,
+  onError: (res: ServerResponse, err: unknown) => void = (res) => {
+    if (!res.headersSent && !res.destroyed) res.writeHead(500).end();
+  },
+): Server {
+  const listener: RequestListener = (req, res) => {
+    let settled: Promise<void> | void;
+    try {
+      settled = handler(req, res);
+    } catch (err) {
+      onError(res, err);
+      return;
+    }
+    if (settled) settled.catch((err: unknown) => onError(res, err));
+  };
+  const server = createServer(listener);
+  server.on('clientError', (_err, socket) => {
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+    else socket.destroy();
+  });
+  return server;
+}
+
+/** Listens on 127.0.0.1 and a free port (or `port`); resolves with the base URL once listening. */
+export function listen(server: Server, port = 0): Promise<string> {
   return new Promise((ok, fail) => {
     server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => ok(`http://127.0.0.1:${(server.address() as { port: number }).port}`));
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', fail);
+      ok(`http://127.0.0.1:${(server.address() as { port: number }).port}`);
+    });
   });
 }
 
+/** Stops listening and drops every connection, idle or not; resolves when closed. */
 export function close(server: Server): Promise<void> {
-  server.closeAllConnections();
-  return new Promise((ok) => server.close(() => ok()));
+  if (!server.listening) return Promise.resolve();
+  return new Promise((ok) => {
+    server.close(() => ok());
+    server.closeAllConnections();
+  });
 }
 
 export { createServer };
