@@ -2,7 +2,7 @@
 // behind every EVM chain and the stand-ins behind the others, and prints one
 // ready-to-paste curl line per interface and key placement. Every printed
 // line is sent here as written; Ctrl-C (SIGINT) stops everything it started.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { spawn } from 'node:child_process';
 import { rawRequest, ROOT } from './harness.ts';
 
@@ -32,10 +32,17 @@ function parseCurl(line: string): Curl {
 
 describe('npm run demo', () => {
   it('brings the whole gateway up, every printed curl line works, and Ctrl-C stops it all', { timeout: 120_000 }, async () => {
-    const demo = spawn('npm', ['run', 'demo'], { cwd: ROOT, env: { ...process.env, RPC_PORT: '0', EXPLORER_PORT: '0', ADMIN_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'], detached: false });
+    const demo = spawn('npm', ['run', 'demo'], { cwd: ROOT, env: { ...process.env, RPC_PORT: '0', EXPLORER_PORT: '0', ADMIN_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let out = '';
     demo.stderr!.setEncoding('utf8').on('data', (c: string) => (out += c));
     const exited = new Promise<number | null>((r) => demo.once('exit', (code) => r(code)));
+    onTestFinished(() => {
+      try {
+        process.kill(-demo.pid!, 'SIGKILL'); // only if something above failed and left it running
+      } catch {
+        // already gone
+      }
+    });
     await new Promise<void>((ok, fail) => {
       demo.stdout!.setEncoding('utf8').on('data', (c: string) => {
         out += c;
@@ -64,7 +71,8 @@ describe('npm run demo', () => {
     }
     expect(placements).toBeGreaterThanOrEqual(9);
     const urls = lines.map((l) => parseCurl(l).url);
-    demo.kill('SIGINT');
+    // Ctrl-C in a terminal signals the whole foreground process group.
+    process.kill(-demo.pid!, 'SIGINT');
     await exited;
     // Nothing it started still answers.
     for (const u of urls) await expect(rawRequest(u)).rejects.toMatchObject({ code: 'ECONNREFUSED' });

@@ -472,9 +472,9 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
       const query = r.query ? `?${r.query}` : '';
       const clean = cleanPath(raw);
       if (clean !== raw) return redirect(res, clean + query);
+      if (routes.has(`${raw}/`)) return redirect(res, `${raw}/${query}`);
       const pattern = patterns.find((p) => raw.startsWith(p));
       if (!pattern) {
-        if (routes.has(`${raw}/`)) return redirect(res, `${raw}/${query}`);
         const text = '404 page not found\n';
         res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff', 'content-length': Buffer.byteLength(text) });
         res.end(text);
