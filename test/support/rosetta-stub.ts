@@ -211,7 +211,7 @@ export async function startRosettaStub(opts: RosettaStubOptions): Promise<Rosett
   };
   const hashOfSigned = (hex: string): string => createHash('sha256').update(hexOrFail(hex, 4011)).digest('hex');
 
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- validated against the request schema first
+  // loosely typed on purpose: each body has been validated against its request schema first
   type Body = Record<string, any>;
   const handlers: Record<string, (b: Body) => unknown> = {
     '/network/list': () => ({ network_identifiers: [{ blockchain: 'cardano', network }] }),
