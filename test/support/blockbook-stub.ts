@@ -19,7 +19,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
-import { close, createSafeServer, isHealthCheck, listen, record, type Recorded } from './http.ts';
+import { close, createSafeServer, file, listen, record, type Recorded } from './http.ts';
 import { SHARED_SPECS } from './paths.ts';
 
 export interface BlockbookStub {
@@ -83,6 +83,8 @@ const BLOCK_SECONDS = 600;
 const HASH_PREFIX = '000000000000b10c'; // 16 chars, then the height in 48 hex digits
 const TX_PREFIXES = BLOCK_EXAMPLE.txs.map((t) => String(t.txid).slice(0, 16)); // then height (46) and index (2)
 const BLOCK_FILTER_SCRIPTS = 'taproot';
+/** Sent transactions kept (the oldest go first). */
+const MEMPOOL_MAX = 10_000;
 
 export const blockbookBlockHash = (h: number): string => HASH_PREFIX + h.toString(16).padStart(48, '0');
 export const blockbookTxid = (h: number, i: number): string => TX_PREFIXES[i]! + h.toString(16).padStart(46, '0') + i.toString(16).padStart(2, '0');
@@ -255,6 +257,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     const raw = Buffer.from(hex, 'hex');
     const txid = Buffer.from(createHash('sha256').update(createHash('sha256').update(raw).digest()).digest()).reverse().toString('hex');
     mempool.set(txid, hex.toLowerCase());
+    if (mempool.size > MEMPOOL_MAX) mempool.delete(mempool.keys().next().value!);
     return { result: txid };
   };
 
@@ -465,7 +468,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   const server = createSafeServer(
     async (req, res) => {
       const r = await record(req);
-      (isHealthCheck(r) ? healthChecks : requests).push(r);
+      file(r, requests, healthChecks);
       // Go's ServeMux matches the escaped path: not clean -> 301 to the clean
       // one; longest subtree pattern wins; '/x' of a '/x/' subtree -> 301 '/x/'.
       const raw = r.path;

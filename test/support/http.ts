@@ -25,6 +25,25 @@ export const HEALTH_AGENT_PREFIX = 'chain-gateway-health';
 
 export const isHealthCheck = (r: Pick<Recorded, 'headers'>): boolean => String(r.headers['user-agent'] ?? '').startsWith(HEALTH_AGENT_PREFIX);
 
+/**
+ * How many requests a stand-in keeps (the newest); beyond that the oldest go,
+ * so a long-running demo does not grow without end. Health checks keep fewer.
+ */
+export const MAX_RECORDED = 100_000;
+export const MAX_HEALTH_CHECKS = 1_000;
+
+/** Appends, then drops the oldest entries once `cap` is passed by a tenth (amortised O(1)). */
+export function pushCapped<T>(list: T[], item: T, cap: number): void {
+  list.push(item);
+  if (list.length > cap + Math.ceil(cap / 10)) list.splice(0, list.length - cap);
+}
+
+/** Files a recorded request under `requests`, or `healthChecks` when it is one of the gateway's. */
+export function file<T extends Pick<Recorded, 'headers'>>(entry: T, requests: T[], healthChecks: T[]): void {
+  if (isHealthCheck(entry)) pushCapped(healthChecks, entry, MAX_HEALTH_CHECKS);
+  else pushCapped(requests, entry, MAX_RECORDED);
+}
+
 export function readAll(req: IncomingMessage): Promise<Buffer> {
   return new Promise((ok, fail) => {
     const chunks: Buffer[] = [];

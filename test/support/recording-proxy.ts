@@ -4,7 +4,7 @@
 // unchanged: status, headers (hop-by-hop ones excepted) and body.
 import { request } from 'undici';
 import type { IncomingHttpHeaders } from 'node:http';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record, type Recorded } from './http.ts';
+import { close, createSafeServer, file, listen, parseJson, record, type Recorded } from './http.ts';
 
 export interface RecordedRequest extends Recorded {
   /** The body parsed as JSON, or undefined when it is not JSON. */
@@ -55,7 +55,7 @@ export async function startRecordingProxy(targetUrl: string): Promise<RecordingP
     async (req, res) => {
       const r = await record(req);
       const entry: RecordedRequest = { ...r, json: parseJson(r.body) };
-      (isHealthCheck(r) ? healthChecks : requests).push(entry);
+      file(entry, requests, healthChecks);
 
       const drop = hopByHop(r.headers);
       const headers: Record<string, string | string[]> = {};

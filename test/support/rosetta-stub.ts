@@ -20,7 +20,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record, type Recorded } from './http.ts';
+import { close, createSafeServer, file, listen, parseJson, record, type Recorded } from './http.ts';
 import { SHARED_SPECS } from './paths.ts';
 
 export type Network = 'mainnet' | 'preprod' | 'preview';
@@ -153,6 +153,8 @@ const OPERATION_TYPES = [
   'poolGovernanceVote',
 ];
 export const CALL_METHODS = ['stand_in_echo'];
+/** Submitted transactions kept (the oldest go first). */
+const MEMPOOL_MAX = 10_000;
 /** A Shelley (bech32-looking) or Byron (base58) address: anything else is 4015. */
 const ADDRESS = /^((addr|addr_test|stake|stake_test)1[02-9ac-hj-np-z]{20,}|[1-9A-HJ-NP-Za-km-z]{50,})$/;
 
@@ -314,6 +316,7 @@ export async function startRosettaStub(opts: RosettaStubOptions): Promise<Rosett
     '/construction/submit': (b) => {
       const hash = hashOfSigned(b.signed_transaction);
       mempool.set(hash, b.signed_transaction);
+      if (mempool.size > MEMPOOL_MAX) mempool.delete(mempool.keys().next().value!);
       return { transaction_identifier: { hash } };
     },
     '/call': (b) => {
@@ -365,7 +368,7 @@ export async function startRosettaStub(opts: RosettaStubOptions): Promise<Rosett
     async (req, res) => {
       const r = await record(req);
       const entry: RosettaRecorded = { ...r, json: parseJson(r.body) };
-      (isHealthCheck(r) ? healthChecks : requests).push(entry);
+      file(entry, requests, healthChecks);
       const id = ++requestId;
       const handler = handlers[r.path];
       if (!handler) return send(res, 404, { code: 404, message: 'Not Found', retriable: false, details: { message: `No endpoint ${r.path}` } });

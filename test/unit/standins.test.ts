@@ -24,6 +24,7 @@ import {
   type BlockbookStub,
   type RosettaStub,
 } from '../support/index.ts';
+import { pushCapped } from '../support/http.ts';
 
 const CT_BLOCKBOOK = 'application/json; charset=utf-8';
 
@@ -84,6 +85,17 @@ describe('paths', () => {
       expect(existsSync(join(SHARED_SPECS, f)), f).toBe(true);
     }
     expect(() => specPath('no-such-spec.json')).toThrow(/spec file missing/);
+  });
+});
+
+describe('recording', () => {
+  it('keeps the newest entries once past its cap, trimming in batches', () => {
+    const list: number[] = [];
+    for (let i = 0; i < 1000; i++) pushCapped(list, i, 100);
+    expect(list.length).toBeGreaterThanOrEqual(100);
+    expect(list.length).toBeLessThanOrEqual(110);
+    expect(list.at(-1)).toBe(999);
+    expect(list).toEqual(Array.from({ length: list.length }, (_, k) => 1000 - list.length + k));
   });
 });
 
