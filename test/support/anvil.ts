@@ -2,9 +2,13 @@
 // (@foundry-rs/anvil-linux-amd64, pinned), on 127.0.0.1 and a free port.
 // Ready when it prints `Listening on 127.0.0.1:PORT` on stdout; that line is
 // also where the port comes from (--port 0 lets the OS pick). No sleeps.
-// Every anvil started here is killed when this process exits or is told to
-// stop by SIGINT/SIGTERM/SIGHUP (a SIGKILL of this process cannot be caught).
+// No anvil outlives the process that started it: it is launched through
+// util-linux `setpriv --pdeathsig KILL`, so the kernel kills it when its parent
+// dies, whatever the cause (SIGKILL included). Where setpriv is missing or
+// refused, anvil is started directly and killed on this process's 'exit' and
+// on SIGINT/SIGTERM/SIGHUP instead (a SIGKILL then cannot be caught).
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 
@@ -59,22 +63,36 @@ function killAll(): void {
   }
 }
 
+let signalsHooked = false;
+
 function hookProcessExit(): void {
-  if (hooked) return;
-  hooked = true;
-  process.on('exit', killAll);
+  if (!hooked) {
+    hooked = true;
+    process.on('exit', killAll);
+  }
+  if (launcher === 'setpriv' || signalsHooked) return;
+  signalsHooked = true;
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     const onSignal = (): void => {
       killAll();
       // Alone on this signal: keep its default meaning (terminate by it).
       // Otherwise the other listener (the demo, a test runner) decides.
+      // Registered first, so the count still includes every `once` listener.
       if (process.listenerCount(sig) === 1) {
         process.off(sig, onSignal);
         process.kill(process.pid, sig);
       }
     };
-    process.on(sig, onSignal);
+    process.prependListener(sig, onSignal);
   }
+}
+
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
+// STANDIN_ANVIL_LAUNCHER=direct forces the fallback (its tests use it)
+let launcher: 'setpriv' | 'direct' = SETPRIV && process.env.STANDIN_ANVIL_LAUNCHER !== 'direct' ? 'setpriv' : 'direct';
+/** How anvil is launched: 'setpriv' (dies with its parent, kernel-enforced) or 'direct' (killed on exit and signals). */
+export function anvilLauncher(): 'setpriv' | 'direct' {
+  return launcher;
 }
 
 const HIDES_LISTENING = new Set(['--silent', '-q', '--quiet']);
@@ -93,10 +111,21 @@ export function startAnvil(opts: StartAnvilOptions = {}): Promise<Anvil> {
       ),
     );
   }
-  hookProcessExit();
-  const proc = spawn(ANVIL_BIN, ['--host', '127.0.0.1', '--port', String(opts.port ?? 0), '--chain-id', String(chainId), ...extra], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+  return launch(chainId, opts.port ?? 0, extra).catch((err: Error & { setprivRefused?: boolean }) => {
+    if (!err.setprivRefused) throw err;
+    launcher = 'direct'; // e.g. a sandbox without prctl: fall back for good
+    return launch(chainId, opts.port ?? 0, extra);
   });
+}
+
+function launch(chainId: number, port: number, extra: string[]): Promise<Anvil> {
+  hookProcessExit();
+  const anvilArgs = ['--host', '127.0.0.1', '--port', String(port), '--chain-id', String(chainId), ...extra];
+  const viaSetpriv = launcher === 'setpriv';
+  // setpriv execs anvil in place: proc.pid is anvil's own pid
+  const proc = viaSetpriv
+    ? spawn(SETPRIV!, ['--pdeathsig', 'KILL', '--', ANVIL_BIN, ...anvilArgs], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(ANVIL_BIN, anvilArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
   running.add(proc);
   const exited = new Promise<void>((r) => {
     const done = (): void => {
@@ -132,8 +161,12 @@ export function startAnvil(opts: StartAnvilOptions = {}): Promise<Anvil> {
       reject(err);
     };
     const timer = setTimeout(() => fail(new Error(`anvil printed no 'Listening on' line within ${ANVIL_READY_TIMEOUT_MS / 1000} s:\n${output}`)), ANVIL_READY_TIMEOUT_MS);
-    const onEarlyExit = (code: number | null, signal: NodeJS.Signals | null): void =>
-      fail(new Error(`anvil exited (${signal ?? code}) before listening:\n${output}`));
+    const onEarlyExit = (code: number | null, signal: NodeJS.Signals | null): void => {
+      const err: Error & { setprivRefused?: boolean } = new Error(`anvil exited (${signal ?? code}) before listening:\n${output}`);
+      // setpriv itself failed (it says so before exec): retry without it
+      if (viaSetpriv && /^setpriv: (?!failed to execute)/m.test(output)) err.setprivRefused = true;
+      fail(err);
+    };
     const onError = (err: Error): void => fail(new Error(`anvil could not be started (${ANVIL_BIN}): ${err.message}`));
     const onStderr = (c: Buffer): void => {
       output += c.toString();
