@@ -3,9 +3,9 @@
 // built here (not the stand-ins' own), its errors checked against Blockbook's
 // and Cardano Rosetta's, its request records checked, and anvil proven to start
 // with the requested chain id, to stop, and not to outlive its parent.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -518,6 +518,7 @@ describe('anvil', () => {
       ['direct', 'SIGINT'],
     ];
     if (anvilLauncher() === 'setpriv') ways.push(['setpriv', 'exit'], ['setpriv', 'SIGTERM'], ['setpriv', 'SIGKILL']);
+    onTestFinished(() => rmSync(script, { force: true }));
     for (const [mode, how] of ways) {
       const env = { ...process.env, STANDIN_ANVIL_LAUNCHER: mode };
       const child = spawn(process.execPath, ['--import', 'tsx', script, how], { cwd: PROJECT_ROOT, env, stdio: ['pipe', 'pipe', 'inherit'] });
