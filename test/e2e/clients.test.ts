@@ -189,6 +189,8 @@ describe('every one of the 30 methods, on two chain paths', () => {
       const account = devAccount(5);
       const wallet = createWalletClient({ chain: defineChain({ ...mainnet, id: a.chainId }), transport: http(a.url), account });
       const hash = await wallet.deployContract({ abi: [], bytecode: BYTECODE });
+      // anvil mines in the background: wait for the receipt rather than assume it.
+      await createPublicClient({ transport: http(a.url) }).waitForTransactionReceipt({ hash, pollingInterval: 50 });
       const receipt = (await a.rpc('eth_getTransactionReceipt', [hash])).result as { blockHash: Hex; blockNumber: Hex; contractAddress: Hex };
       const addr = receipt.contractAddress;
       const call = { to: addr, data: '0x' };
