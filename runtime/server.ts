@@ -10,7 +10,7 @@ import { createLogger, type Logger } from './log.ts';
 import { isKeyShaped, KeyStore, type KeyEntry } from './keys.ts';
 import { splitQuery } from './url.ts';
 import { Upstream, UpstreamGroup } from './upstream.ts';
-import { endToEndHeaders, forward, type FailKind, type ForwardResult } from './proxy.ts';
+import { endToEndHeaders, forward, type FailKind, type ForwardRequest, type ForwardResult } from './proxy.ts';
 import { checkEvmBody, mergeBatch } from './guards/evm.ts';
 import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from './guards/rosetta.ts';
 import { checkBlockbook } from './guards/blockbook.ts';
@@ -433,6 +433,37 @@ export class Gateway {
     });
   }
 
+  /**
+   * Forwards to the route's upstreams with the parts every interface shares
+   * (retries, rewrite limit, response head, circuit breaker, failure
+   * envelopes); `onBuffered` gets the answers the interface must rewrite.
+   */
+  private proxy(
+    route: RouteSpec,
+    req: IncomingMessage,
+    res: ServerResponse,
+    ctx: Ctx,
+    spec: Pick<ForwardRequest, 'method' | 'path' | 'headers' | 'body' | 'idempotent' | 'classify'>,
+    onBuffered: (r: Extract<ForwardResult, { kind: 'buffered' }>) => void,
+  ): void {
+    forward(
+      this.groups.get(route)!,
+      {
+        ...spec,
+        retries: route.retries,
+        maxBuffer: MAX_REWRITE_BYTES,
+        writeHead: (status, headers, u) => this.writeUpstreamHead(req, res, ctx, status, headers, u),
+      },
+      res,
+      this.circuitOpen,
+      (r) => {
+        ctx.upstream = r.upstream?.name ?? null;
+        if (r.kind === 'failed') this.upstreamFailed(route, r, res, ctx);
+        else if (r.kind === 'buffered') onBuffered(r);
+      },
+    );
+  }
+
   private forwardEvm(
     route: RouteSpec,
     body: Buffer | string,
@@ -442,43 +473,31 @@ export class Gateway {
     res: ServerResponse,
     ctx: Ctx,
   ): void {
-    const group = this.groups.get(route)!;
-    forward(
-      group,
+    const length = String(typeof body === 'string' ? Buffer.byteLength(body) : body.length);
+    this.proxy(
+      route,
+      req,
+      res,
+      ctx,
       {
         method: 'POST',
         path: rpcPath,
-        headers: [
-          'content-type',
-          'application/json',
-          'content-length',
-          String(typeof body === 'string' ? Buffer.byteLength(body) : body.length),
-          'x-request-id',
-          ctx.id,
-        ],
+        headers: ['content-type', 'application/json', 'content-length', length, 'x-request-id', ctx.id],
         body,
         idempotent,
-        retries: route.retries,
-        maxBuffer: MAX_REWRITE_BYTES,
         classify: merge === null ? classifyRpc : classifyRpcBuffered,
-        writeHead: (status, headers, u) => this.writeUpstreamHead(req, res, ctx, status, headers, u),
       },
-      res,
-      this.circuitOpen,
       (r) => {
-      ctx.upstream = r.upstream?.name ?? null;
-      if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
-      if (r.kind !== 'buffered') return;
-      const text = r.body.toString('utf8');
-      if (r.status === 200 && merge !== null) {
-        const merged = mergeBatch(merge, text);
-        if (merged !== null) return this.sendRaw(res, ctx, 200, merged);
-      } else if (isJsonRpcAnswer(text)) {
-        // The node's own JSON-RPC error, with its status: passed on unchanged.
-        return this.sendRaw(res, ctx, r.status, text);
-      }
-      this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not JSON-RPC');
-      this.sendRaw(res, ctx, 502, rpcErrorJson('GW_RPC_UPSTREAM_BAD_RESPONSE', 'null'));
+        const text = r.body.toString('utf8');
+        if (r.status === 200 && merge !== null) {
+          const merged = mergeBatch(merge, text);
+          if (merged !== null) return this.sendRaw(res, ctx, 200, merged);
+        } else if (isJsonRpcAnswer(text)) {
+          // The node's own JSON-RPC error, with its status: passed on unchanged.
+          return this.sendRaw(res, ctx, r.status, text);
+        }
+        this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not JSON-RPC');
+        this.sendRaw(res, ctx, 502, rpcErrorJson('GW_RPC_UPSTREAM_BAD_RESPONSE', 'null'));
       },
     );
   }
@@ -531,51 +550,45 @@ export class Gateway {
   }
 
   private forwardRosetta(route: RouteSpec, endpoint: string, body: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
-    const group = this.groups.get(route)!;
     const isOptions = endpoint === 'network/options';
     const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'x-request-id', ctx.id];
     const accept = req.headers.accept;
     if (accept) headers.push('accept', accept);
-    forward(
-      group,
+    this.proxy(
+      route,
+      req,
+      res,
+      ctx,
       {
         method: 'POST',
         path: (u) => `${u.basePath}/${endpoint}`,
         headers,
         body,
         idempotent: ROSETTA_ENDPOINTS.get(endpoint)!.idempotent,
-        retries: route.retries,
-        maxBuffer: MAX_REWRITE_BYTES,
         // Only a plain 200 streams; errors and /network/options are rewritten.
-        classify: (status, h) => ((status > 500 || isHtml(h)) ? 'bad' : status === 200 && !isOptions ? 'stream' : 'buffer'),
-        writeHead: (status, h, u) => this.writeUpstreamHead(req, res, ctx, status, h, u),
+        classify: (status, h) => (status > 500 || isHtml(h) ? 'bad' : status === 200 && !isOptions ? 'stream' : 'buffer'),
       },
-      res,
-      this.circuitOpen,
       (r) => {
-      ctx.upstream = r.upstream?.name ?? null;
-      if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
-      if (r.kind !== 'buffered') return;
-      let doc: unknown;
-      try {
-        doc = JSON.parse(r.body.toString('utf8'));
-      } catch {
-        doc = undefined;
-      }
-      if (r.status === 200 && isOptions && doc !== null && typeof doc === 'object') {
-        const allow = (doc as { allow?: { errors?: unknown } }).allow;
-        if (allow && Array.isArray(allow.errors)) {
-          const have = new Set(allow.errors.map((e: { code?: unknown }) => e?.code));
-          for (const e of GATEWAY_ROSETTA_ALLOW_ERRORS) if (!have.has(e.code)) allow.errors.push({ ...e });
-          return this.sendRaw(res, ctx, 200, JSON.stringify(doc));
+        let doc: unknown;
+        try {
+          doc = JSON.parse(r.body.toString('utf8'));
+        } catch {
+          doc = undefined;
         }
-      }
-      if (r.status !== 200 && isRosettaError(doc)) {
-        // Newer servers send non-retriable errors with 400: the body stays, the status is 500.
-        return this.sendRaw(res, ctx, 500, r.body.toString('utf8'));
-      }
-      this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not Rosetta');
-      this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_UPSTREAM_BAD_RESPONSE', { upstream_status: r.status }));
+        if (r.status === 200 && isOptions && doc !== null && typeof doc === 'object') {
+          const allow = (doc as { allow?: { errors?: unknown } }).allow;
+          if (allow && Array.isArray(allow.errors)) {
+            const have = new Set(allow.errors.map((e: { code?: unknown }) => e?.code));
+            for (const e of GATEWAY_ROSETTA_ALLOW_ERRORS) if (!have.has(e.code)) allow.errors.push({ ...e });
+            return this.sendRaw(res, ctx, 200, JSON.stringify(doc));
+          }
+        }
+        if (r.status !== 200 && isRosettaError(doc)) {
+          // Newer servers send non-retriable errors with 400: the body stays, the status is 500.
+          return this.sendRaw(res, ctx, 500, r.body.toString('utf8'));
+        }
+        this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not Rosetta');
+        this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_UPSTREAM_BAD_RESPONSE', { upstream_status: r.status }));
       },
     );
   }
@@ -622,28 +635,16 @@ export class Gateway {
     }
     if (body !== null) headers.push('content-length', String(body.length));
     const tail = query === '' ? path : `${path}?${query}`;
-    forward(
-      this.groups.get(route)!,
-      {
-        method: body === null ? 'GET' : 'POST',
-        path: (u) => u.basePath + tail,
-        headers,
-        body,
-        idempotent: body === null,
-        retries: route.retries,
-        maxBuffer: MAX_REWRITE_BYTES,
-        classify: classifyBlockbook,
-        writeHead: (status, h, u) => this.writeUpstreamHead(req, res, ctx, status, h, u),
-      },
+    this.proxy(
+      route,
+      req,
       res,
-      this.circuitOpen,
+      ctx,
+      { method: body === null ? 'GET' : 'POST', path: (u) => u.basePath + tail, headers, body, idempotent: body === null, classify: classifyBlockbook },
       (r) => {
-      ctx.upstream = r.upstream?.name ?? null;
-      if (r.kind === 'failed') return this.upstreamFailed(route, r, res, ctx);
-      if (r.kind !== 'buffered') return;
-      // A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged.
-      this.writeUpstreamHead(req, res, ctx, r.status, { ...r.headers, 'content-length': String(r.body.length) });
-      res.end(r.body);
+        // A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged.
+        this.writeUpstreamHead(req, res, ctx, r.status, { ...r.headers, 'content-length': String(r.body.length) });
+        res.end(r.body);
       },
     );
   }

@@ -8,6 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { SPEC_METHODS } from '../../generator/known-methods.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const run = promisify(execFile);
@@ -188,12 +189,5 @@ export function rawRequest(
   });
 }
 
-export const EVM_METHODS = [
-  'web3_clientVersion', 'web3_sha3', 'net_version', 'net_listening', 'eth_syncing', 'eth_mining', 'eth_gasPrice',
-  'eth_blockNumber', 'eth_chainId', 'eth_getBalance', 'eth_getStorageAt', 'eth_getTransactionCount',
-  'eth_getBlockTransactionCountByHash', 'eth_getBlockTransactionCountByNumber', 'eth_getUncleCountByBlockHash',
-  'eth_getUncleCountByBlockNumber', 'eth_getCode', 'eth_sendRawTransaction', 'eth_call', 'eth_estimateGas',
-  'eth_getBlockByHash', 'eth_getBlockByNumber', 'eth_getTransactionByHash', 'eth_getTransactionByBlockHashAndIndex',
-  'eth_getTransactionByBlockNumberAndIndex', 'eth_getTransactionReceipt', 'eth_getUncleByBlockHashAndIndex',
-  'eth_getUncleByBlockNumberAndIndex', 'eth_getWork', 'eth_getProof',
-] as const;
+/** The 30 methods of the interface spec (one list, shared with the generator's catalogue). */
+export const EVM_METHODS = SPEC_METHODS;

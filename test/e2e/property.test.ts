@@ -15,7 +15,7 @@ import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
 import { ROSETTA_ENDPOINTS } from '../../runtime/guards/rosetta.ts';
 
 const KEY = newKey();
-const RUNS = 1500;
+const RUNS = 2000;
 let anvil: Anvil;
 let proxy: RecordingProxy;
 let bb: BlockbookStub;
