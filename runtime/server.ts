@@ -393,7 +393,7 @@ export class Gateway {
   }
 
   /** true if the request may go on; otherwise the 429 has been sent. */
-  private async admit(entry: KeyEntry, n: number, res: ServerResponse, ctx: Ctx, reject: (retryAfter: number) => void): Promise<boolean> {
+  private async admit(entry: KeyEntry, n: number, reject: (retryAfter: number) => void): Promise<boolean> {
     const rate = this.rateFor(entry);
     if (rate === null) return true;
     const v = await this.limiter.take(entry.id, rate, n);
@@ -427,7 +427,7 @@ export class Gateway {
       const go = () => this.forwardEvm(route, d.body, d.idempotent, d.merge, req, res, ctx);
       const rate = this.rateFor(auth);
       if (rate === null) return go();
-      void this.admit(auth, d.count, res, ctx, (after) => fail('GW_RPC_RATE_LIMITED', 'null', ['retry-after', String(after)])).then(
+      void this.admit(auth, d.count, (after) => fail('GW_RPC_RATE_LIMITED', 'null', ['retry-after', String(after)])).then(
         (ok) => ok && go(),
       );
     });
@@ -543,7 +543,7 @@ export class Gateway {
       if (d.kind === 'reply') return this.sendRaw(res, ctx, 500, d.body);
       const go = () => this.forwardRosetta(route, endpoint, d.body, req, res, ctx);
       if (this.rateFor(auth) === null) return go();
-      void this.admit(auth, 1, res, ctx, (after) => fail('GW_ROSETTA_RATE_LIMITED', undefined, ['retry-after', String(after)])).then(
+      void this.admit(auth, 1, (after) => fail('GW_ROSETTA_RATE_LIMITED', undefined, ['retry-after', String(after)])).then(
         (ok) => ok && go(),
       );
     });
@@ -620,7 +620,7 @@ export class Gateway {
     const go = (body: Buffer | null) => this.forwardBlockbook(route, d.path, sq.rest, body, req, res, ctx);
     const afterRate = (body: Buffer | null) => {
       if (this.rateFor(auth) === null) return go(body);
-      void this.admit(auth, 1, res, ctx, (s) => fail('GW_BB_RATE_LIMITED', ['retry-after', String(s)])).then((ok) => ok && go(body));
+      void this.admit(auth, 1, (s) => fail('GW_BB_RATE_LIMITED', ['retry-after', String(s)])).then((ok) => ok && go(body));
     };
     if (method === 'POST') {
       readBody(req, route.limits.maxBodyBytes, (buf) => (buf === null ? fail('GW_BB_BODY_TOO_LARGE', ['connection', 'close']) : afterRate(buf)));

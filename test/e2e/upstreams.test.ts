@@ -22,12 +22,7 @@ let pa: RecordingProxy;
 let pb: RecordingProxy;
 let pc: RecordingProxy;
 let pd: RecordingProxy;
-let slow: Server;
-let garbage: Server;
-let failing: Server;
-let big: Server;
 let bigRequests = 0;
-let hangup: Server;
 let hangupHits = 0;
 let gw: RunningGateway;
 const servers: Server[] = [];
@@ -88,11 +83,6 @@ beforeAll(async () => {
       req.socket.destroy();
     });
   });
-  slow = s1.server;
-  garbage = s2.server;
-  failing = s3.server;
-  big = s4.server;
-  hangup = s5.server;
   const built = await buildManifest(
     'upstreams',
     `
