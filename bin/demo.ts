@@ -8,9 +8,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { loadManifest } from '../generator/load.ts';
-import { validateManifest } from '../generator/validate.ts';
-import { buildModel } from '../generator/normalize.ts';
+import { checkManifestFile } from '../generator/check.ts';
 import type { ChainModel } from '../generator/model.ts';
 import { startAnvil, type Anvil } from '../test/support/anvil.ts';
 import { startBlockbookStub } from '../test/support/blockbook-stub.ts';
@@ -49,9 +47,9 @@ function upstreamVar(chain: ChainModel): string {
 async function main(): Promise<void> {
   console.log(`building dist/gateway.mjs from ${MANIFEST} ...`);
   await run(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', MANIFEST, '--out', 'dist/gateway.mjs']);
-  const loaded = loadManifest(join(ROOT, MANIFEST));
-  if (validateManifest(loaded).length) throw new Error(`${MANIFEST} is invalid: run npx gateway check ${MANIFEST}`);
-  const model = buildModel(loaded.value as Record<string, unknown>, MANIFEST);
+  const checked = checkManifestFile(join(ROOT, MANIFEST));
+  if (!checked.ok) throw new Error(`${MANIFEST} is invalid: run npx gateway check ${MANIFEST}`);
+  const model = checked.model;
 
   const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
   const anvils = new Map<number, Anvil>();

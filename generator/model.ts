@@ -1,16 +1,10 @@
 // The normalized gateway model: every default filled, every shorthand in its
 // canonical form, every name resolved. Plain JSON data, deep-frozen, so a JSON
 // snapshot of it is a test. emit/ reads only this.
-import type { InterfaceKind, RosettaNetwork, Template, UpstreamRole, Limits } from '../runtime/types.ts';
+import type { InterfaceKind, RosettaNetwork, Limits, Template, UpstreamSpec } from '../runtime/types.ts';
 
-export interface UpstreamModel {
-  readonly name: string;
-  readonly url: Template;
-  readonly weight: number;
-  readonly role: UpstreamRole;
-  readonly connections: number;
-  readonly headers: Readonly<Record<string, Template>>;
-}
+/** Generated code hands these to the runtime as they are. */
+export type UpstreamModel = UpstreamSpec;
 
 export interface ChainModel {
   readonly path: string;

@@ -53,8 +53,6 @@ class Rendered {
 
 export class Metrics {
   readonly registry = new Registry();
-  /** Requests being served now; read on scrape. */
-  inflight = 0;
   private readonly tallies = new Map<string, Tally>();
   private readonly timings = new Map<string, Timing>();
 
@@ -83,7 +81,8 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor() {
+  /** `inflight` reads the gateway's own count of requests being served, on scrape. */
+  constructor(inflight: () => number) {
     collectDefaultMetrics({ register: this.registry });
     // In multi-process mode the primary sums every worker's registry.
     // (Constructing one in the worker is what makes it answer the primary.)
@@ -91,13 +90,12 @@ export class Metrics {
       new AggregatorRegistry();
       AggregatorRegistry.setRegistries([this.registry]);
     }
-    const self = this;
     new Gauge({
       name: 'gateway_inflight_requests',
       help: 'Requests being served now.',
       registers: [this.registry],
       collect() {
-        this.set(self.inflight);
+        this.set(inflight());
       },
     });
     this.registry.registerMetric(

@@ -18,7 +18,7 @@ import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from './errors/evm-jsonrp
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from './errors/blockbook.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from './errors/rosetta.ts';
 import { HealthChecker } from './health.ts';
-import { MemoryRateLimiter, type Rate, type RateLimiter } from './ratelimit.ts';
+import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
 import { RedisRateLimiter } from './ratelimit-redis.ts';
 import { Metrics } from './metrics.ts';
 import { isWorker, runPrimary, workerCount } from './cluster.ts';
@@ -52,24 +52,13 @@ function isPrintable(s: string): boolean {
   return true;
 }
 
-const RPC_AUTH: Record<AuthFail, RpcErrorName> = {
+/** Key errors carry the same names in all three catalogues (GW_AUTH_*), each in its own envelope. */
+const AUTH = {
   missing: 'GW_AUTH_KEY_MISSING',
   invalid: 'GW_AUTH_KEY_INVALID',
   forbidden: 'GW_AUTH_KEY_FORBIDDEN',
   conflict: 'GW_AUTH_KEY_CONFLICT',
-};
-const BB_AUTH: Record<AuthFail, BlockbookErrorName> = {
-  missing: 'GW_BB_KEY_MISSING',
-  invalid: 'GW_BB_KEY_INVALID',
-  forbidden: 'GW_BB_KEY_FORBIDDEN',
-  conflict: 'GW_BB_KEY_CONFLICT',
-};
-const ROSETTA_AUTH: Record<AuthFail, RosettaErrorName> = {
-  missing: 'GW_AUTH_KEY_MISSING',
-  invalid: 'GW_AUTH_KEY_INVALID',
-  forbidden: 'GW_AUTH_KEY_FORBIDDEN',
-  conflict: 'GW_AUTH_KEY_CONFLICT',
-};
+} as const satisfies Record<AuthFail, RpcErrorName & BlockbookErrorName & RosettaErrorName>;
 const RPC_FAIL: Record<FailKind, RpcErrorName> = {
   unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
   timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
@@ -129,7 +118,7 @@ export class Gateway {
     this.keys = new KeyStore(process.env.GATEWAY_KEYS_FILE ?? spec.keysFile, log);
     this.corsAll = spec.corsOrigins.includes('*');
     this.corsOrigins = new Set(spec.corsOrigins);
-    this.metrics = new Metrics();
+    this.metrics = new Metrics(() => this.inflight);
     for (const l of spec.listeners) {
       for (const route of l.routes.values()) {
         this.routes.push(route);
@@ -179,7 +168,6 @@ export class Gateway {
   private handle(listener: ListenerSpec, req: IncomingMessage, res: ServerResponse): void {
     const ctx = new Ctx(req);
     this.inflight++;
-    this.metrics.inflight++;
     res.once('close', () => this.done(ctx, res));
     if (this.draining) res.shouldKeepAlive = false;
     try {
@@ -205,7 +193,6 @@ export class Gateway {
 
   private done(ctx: Ctx, res: ServerResponse): void {
     this.inflight--;
-    this.metrics.inflight--;
     const ms = Number(process.hrtime.bigint() - ctx.start) / 1e6;
     const status = res.writableFinished ? res.statusCode : 0;
     this.metrics.observe(ctx.chain ?? '-', ctx.iface ?? '-', ctx.label, status, ms);
@@ -388,19 +375,20 @@ export class Gateway {
     return r.entry;
   }
 
-  private rateFor(entry: KeyEntry): Rate | null {
-    return entry.rateLimit ?? this.spec.rateLimit;
-  }
-
-  /** true if the request may go on; otherwise the 429 has been sent. */
-  private async admit(entry: KeyEntry, n: number, reject: (retryAfter: number) => void): Promise<boolean> {
-    const rate = this.rateFor(entry);
-    if (rate === null) return true;
-    const v = await this.limiter.take(entry.id, rate, n);
-    if (v.ok) return true;
-    this.metrics.rateLimited.labels(entry.id).inc();
-    reject(v.retryAfter);
-    return false;
+  /**
+   * Runs `go` if the key's rate limit (its own, else the manifest's) lets `n`
+   * more calls through; otherwise counts the rejection and calls `reject`
+   * with the seconds until the window resets. Without a limit, `go` runs at
+   * once, with no promise in between.
+   */
+  private admit(entry: KeyEntry, n: number, reject: (retryAfter: number) => void, go: () => void): void {
+    const rate = entry.rateLimit ?? this.spec.rateLimit;
+    if (rate === null) return go();
+    void Promise.resolve(this.limiter.take(entry.id, rate, n)).then((v) => {
+      if (v.ok) return go();
+      this.metrics.rateLimited.labels(entry.id).inc();
+      reject(v.retryAfter);
+    });
   }
 
   // -------------------------------------------------------------------- evm
@@ -418,17 +406,17 @@ export class Gateway {
     }
     if (req.method !== 'POST') return fail('GW_RPC_HTTP_METHOD_NOT_ALLOWED', 'null', ['allow', 'POST, OPTIONS']);
     const auth = this.authenticate(route, req, pathKey, query === '' ? [] : splitQuery(query).keys, ctx);
-    if (typeof auth === 'string') return fail(RPC_AUTH[auth]);
+    if (typeof auth === 'string') return fail(AUTH[auth]);
     readBody(req, route.limits.maxBodyBytes, (buf) => {
       if (buf === null) return fail('GW_RPC_BODY_TOO_LARGE', 'null', ['connection', 'close']);
       const d = checkEvmBody(buf, route.methods!, route.limits.maxBatchSize);
       ctx.label = d.label;
       if (d.kind === 'reply') return this.sendRaw(res, ctx, d.status, d.body);
-      const go = () => this.forwardEvm(route, d.body, d.idempotent, d.merge, req, res, ctx);
-      const rate = this.rateFor(auth);
-      if (rate === null) return go();
-      void this.admit(auth, d.count, (after) => fail('GW_RPC_RATE_LIMITED', 'null', ['retry-after', String(after)])).then(
-        (ok) => ok && go(),
+      this.admit(
+        auth,
+        d.count,
+        (after) => fail('GW_RPC_RATE_LIMITED', 'null', ['retry-after', String(after)]),
+        () => this.forwardEvm(route, d.body, d.idempotent, d.merge, req, res, ctx),
       );
     });
   }
@@ -536,15 +524,16 @@ export class Gateway {
     ctx.label = endpoint;
     if (req.method !== 'POST') return fail('GW_ROSETTA_METHOD_NOT_ALLOWED', undefined, ['allow', 'POST, OPTIONS']);
     const auth = this.authenticate(route, req, null, query === '' ? [] : splitQuery(query).keys, ctx);
-    if (typeof auth === 'string') return fail(ROSETTA_AUTH[auth]);
+    if (typeof auth === 'string') return fail(AUTH[auth]);
     readBody(req, route.limits.maxBodyBytes, (buf) => {
       if (buf === null) return fail('GW_ROSETTA_BODY_TOO_LARGE', undefined, ['connection', 'close']);
       const d = checkRosettaBody(buf, endpoint, route.network!);
       if (d.kind === 'reply') return this.sendRaw(res, ctx, 500, d.body);
-      const go = () => this.forwardRosetta(route, endpoint, d.body, req, res, ctx);
-      if (this.rateFor(auth) === null) return go();
-      void this.admit(auth, 1, (after) => fail('GW_ROSETTA_RATE_LIMITED', undefined, ['retry-after', String(after)])).then(
-        (ok) => ok && go(),
+      this.admit(
+        auth,
+        1,
+        (after) => fail('GW_ROSETTA_RATE_LIMITED', undefined, ['retry-after', String(after)]),
+        () => this.forwardRosetta(route, endpoint, d.body, req, res, ctx),
       );
     });
   }
@@ -616,12 +605,14 @@ export class Gateway {
     if (d.kind === 'error') return fail(d.name, d.name === 'GW_BB_METHOD_NOT_ALLOWED' ? ['allow', 'GET, OPTIONS'] : undefined);
     ctx.label = d.endpoint;
     const auth = this.authenticate(route, req, pathKey, sq.keys, ctx);
-    if (typeof auth === 'string') return fail(BB_AUTH[auth]);
-    const go = (body: Buffer | null) => this.forwardBlockbook(route, d.path, sq.rest, body, req, res, ctx);
-    const afterRate = (body: Buffer | null) => {
-      if (this.rateFor(auth) === null) return go(body);
-      void this.admit(auth, 1, (s) => fail('GW_BB_RATE_LIMITED', ['retry-after', String(s)])).then((ok) => ok && go(body));
-    };
+    if (typeof auth === 'string') return fail(AUTH[auth]);
+    const afterRate = (body: Buffer | null) =>
+      this.admit(
+        auth,
+        1,
+        (s) => fail('GW_BB_RATE_LIMITED', ['retry-after', String(s)]),
+        () => this.forwardBlockbook(route, d.path, sq.rest, body, req, res, ctx),
+      );
     if (method === 'POST') {
       readBody(req, route.limits.maxBodyBytes, (buf) => (buf === null ? fail('GW_BB_BODY_TOO_LARGE', ['connection', 'close']) : afterRate(buf)));
     } else afterRate(null);

@@ -7,10 +7,10 @@ export interface BlockbookErrorEntry {
 }
 
 export const BLOCKBOOK_ERRORS = {
-  GW_BB_KEY_MISSING: { message: 'API key required', status: 401 },
-  GW_BB_KEY_INVALID: { message: 'Invalid API key', status: 403 },
-  GW_BB_KEY_FORBIDDEN: { message: 'API key not allowed for this chain', status: 403 },
-  GW_BB_KEY_CONFLICT: { message: 'Conflicting API keys in request', status: 400 },
+  GW_AUTH_KEY_MISSING: { message: 'API key required', status: 401 },
+  GW_AUTH_KEY_INVALID: { message: 'Invalid API key', status: 403 },
+  GW_AUTH_KEY_FORBIDDEN: { message: 'API key not allowed for this chain', status: 403 },
+  GW_AUTH_KEY_CONFLICT: { message: 'Conflicting API keys in request', status: 400 },
   GW_BB_NOT_FOUND: { message: 'Not found', status: 404 },
   GW_BB_MALFORMED_HTTP: { message: 'Malformed HTTP request', status: 400 },
   GW_BB_METHOD_NOT_ALLOWED: { message: 'Method not allowed', status: 405 },

@@ -186,11 +186,6 @@ export function mergeBatch(merge: BatchMerge, upstreamBody: string): string | nu
   } catch {
     return null;
   }
-  const forwarded = merge.slots.filter((s) => s !== null && 'forwardedId' in s).length;
-  if (!Array.isArray(answers) && answers !== null && typeof answers === 'object' && 'result' in answers && forwarded === 1) {
-    // Some nodes answer a one-call batch with a bare object: it is that call's answer.
-    answers = [answers];
-  }
   if (!Array.isArray(answers)) {
     // The node refused the whole (forwarded) batch with one error object:
     // give each forwarded call that error, under its own id.
