@@ -15,25 +15,65 @@ import type { Upstream } from './upstream.ts';
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
-/** Latency histogram of one chain: bucket counts, sum and count. */
-class Timing {
-  readonly counts = new Float64Array(BUCKETS.length + 1);
-  sum = 0;
-  count = 0;
-  constructor(readonly chain: string, readonly iface: string) {}
-  observe(seconds: number): void {
-    let i = 0;
-    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
-    this.counts[i]!++;
-    this.sum += seconds;
-    this.count++;
+/** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
+export class LabelTally {
+  /** The label as JSON text, for the access log. */
+  readonly json: string;
+  readonly statuses: number[] = [];
+  readonly counts: number[] = [];
+  constructor(readonly label: string) {
+    this.json = JSON.stringify(label);
+  }
+  count(status: number): void {
+    const { statuses } = this;
+    for (let i = 0; i < statuses.length; i++) {
+      if (statuses[i] === status) {
+        this.counts[i]!++;
+        return;
+      }
+    }
+    statuses.push(status);
+    this.counts.push(1);
   }
 }
 
-/** One label set of gateway_requests_total. */
-interface Tally {
-  readonly labels: { chain: string; interface: string; method: string; status: string };
-  value: number;
+/**
+ * The counters of one chain, made once at start: a request finds them
+ * through its route, so counting one takes a Map lookup by label and a few
+ * additions, with no label strings built.
+ */
+export class RouteMetrics {
+  /** The chain as JSON text ('null' for requests that match no chain), for the access log. */
+  readonly json: string;
+  readonly labels = new Map<string, LabelTally>();
+  /** Latency histogram: bucket counts, sum and count. */
+  readonly buckets = new Float64Array(BUCKETS.length + 1);
+  sum = 0;
+  total = 0;
+  constructor(
+    readonly chain: string,
+    readonly iface: string,
+    chainJson: string,
+  ) {
+    this.json = chainJson;
+  }
+
+  /** Counts one answer; returns the label's tally (its JSON text is the access log's). */
+  observe(label: string, status: number, ms: number): LabelTally {
+    let t = this.labels.get(label);
+    if (t === undefined) {
+      t = new LabelTally(label);
+      this.labels.set(label, t);
+    }
+    t.count(status);
+    const seconds = ms / 1000;
+    let i = 0;
+    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
+    this.buckets[i]!++;
+    this.sum += seconds;
+    this.total++;
+    return t;
+  }
 }
 
 /** A prom-client metric that renders what a collector returns, on scrape. */
@@ -53,8 +93,7 @@ class Rendered {
 
 export class Metrics {
   readonly registry = new Registry();
-  private readonly tallies = new Map<string, Tally>();
-  private readonly timings = new Map<string, Timing>();
+  private readonly routes: RouteMetrics[] = [];
 
   readonly rateLimited = new Counter({
     name: 'gateway_rate_limited_total',
@@ -100,21 +139,26 @@ export class Metrics {
     });
     this.registry.registerMetric(
       <Metric>(<unknown>new Rendered('gateway_requests_total', 'Requests answered, by chain, interface, method or endpoint, and HTTP status (0: client went away).', 'counter', () =>
-        [...this.tallies.values()].map((t) => ({ labels: t.labels, value: t.value })),
+        this.routes.flatMap((r) =>
+          [...r.labels.values()].flatMap((t) =>
+            t.statuses.map((status, i) => ({ labels: { chain: r.chain, interface: r.iface, method: t.label, status: String(status) }, value: t.counts[i]! })),
+          ),
+        ),
       )),
     );
     this.registry.registerMetric(
       <Metric>(<unknown>new Rendered('gateway_request_duration_seconds', 'Time from request to the end of the answer.', 'histogram', () => {
         const out: MetricValue<string>[] = [];
-        for (const t of this.timings.values()) {
+        for (const t of this.routes) {
+          if (t.total === 0) continue;
           let cumulative = 0;
           for (let i = 0; i <= BUCKETS.length; i++) {
-            cumulative += t.counts[i]!;
+            cumulative += t.buckets[i]!;
             const le = i === BUCKETS.length ? '+Inf' : String(BUCKETS[i]);
             out.push({ metricName: 'gateway_request_duration_seconds_bucket', labels: { le, chain: t.chain, interface: t.iface }, value: cumulative } as MetricValue<string>);
           }
           out.push({ metricName: 'gateway_request_duration_seconds_sum', labels: { chain: t.chain, interface: t.iface }, value: t.sum } as MetricValue<string>);
-          out.push({ metricName: 'gateway_request_duration_seconds_count', labels: { chain: t.chain, interface: t.iface }, value: t.count } as MetricValue<string>);
+          out.push({ metricName: 'gateway_request_duration_seconds_count', labels: { chain: t.chain, interface: t.iface }, value: t.total } as MetricValue<string>);
         }
         return out;
       })),
@@ -125,21 +169,11 @@ export class Metrics {
     return this.registry.contentType;
   }
 
-  /** Hot path: two Map lookups and a few additions. */
-  observe(chain: string, iface: string, method: string, status: number, ms: number): void {
-    const key = `${chain} ${method} ${status}`;
-    let t = this.tallies.get(key);
-    if (t === undefined) {
-      t = { labels: { chain, interface: iface, method, status: String(status) }, value: 0 };
-      this.tallies.set(key, t);
-    }
-    t.value++;
-    let h = this.timings.get(chain);
-    if (h === undefined) {
-      h = new Timing(chain, iface);
-      this.timings.set(chain, h);
-    }
-    h.observe(ms / 1000);
+  /** The counters of one chain (null: requests that match no chain, counted under '-'). */
+  route(chain: string | null, iface: string): RouteMetrics {
+    const r = new RouteMetrics(chain ?? '-', iface, chain === null ? 'null' : JSON.stringify(chain));
+    this.routes.push(r);
+    return r;
   }
 
   upstream(chain: string, u: Upstream, best: number): void {

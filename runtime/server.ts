@@ -10,8 +10,9 @@ import { createLogger, type Logger } from './log.ts';
 import { isKeyShaped, KeyStore, type KeyEntry } from './keys.ts';
 import { splitQuery } from './url.ts';
 import { Upstream, UpstreamGroup } from './upstream.ts';
-import { endToEndHeaders, forward, type FailKind, type ForwardRequest, type ForwardResult } from './proxy.ts';
-import { checkEvmBody, mergeBatch } from './guards/evm.ts';
+import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import { endToEndHeaders, Forward, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type Verdict } from './proxy.ts';
+import { checkEvmBody, mergeBatch, type BatchMerge } from './guards/evm.ts';
 import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from './guards/rosetta.ts';
 import { checkBlockbook } from './guards/blockbook.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from './errors/evm-jsonrpc.ts';
@@ -20,27 +21,63 @@ import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName }
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
 import { RedisRateLimiter } from './ratelimit-redis.ts';
-import { Metrics } from './metrics.ts';
+import { Metrics, type RouteMetrics } from './metrics.ts';
 import { isWorker, runPrimary, workerCount } from './cluster.ts';
 
 type AuthFail = 'missing' | 'invalid' | 'forbidden' | 'conflict';
 
-/** What one request did, for the access log and metrics. */
-class Ctx {
+/**
+ * One request: what it did (for the access log and metrics) and, while it is
+ * forwarded, the target of its `Forward`. One object per request.
+ */
+class Ctx implements ForwardTarget {
   readonly id: string;
+  /** The id as JSON text, for the access log. */
+  readonly idJson: string;
   readonly start = process.hrtime.bigint();
   keyId: string | null = null;
-  chain: string | null = null;
-  iface: InterfaceKind | null = null;
+  chain: RouteMetrics;
   /** RPC method (allowlisted only), 'batch', 'refused', or a Rosetta/Blockbook endpoint. */
   label = '-';
-  upstream: string | null = null;
+  upstream: Upstream | null = null;
   /** Bytes the socket had written before this request, for the access log. */
   readonly written: number;
-  constructor(req: IncomingMessage) {
+  /** The forwarding under way, if any: cancelled when the client goes away. */
+  forward: Forward | null = null;
+  /** Gets the answers the interface must rewrite (see Gateway.proxy). */
+  onBuffered: ((ctx: Ctx, r: BufferedResult) => void) | null = null;
+  /** EVM batch: how to merge the upstream's answers with the gateway's own. */
+  merge: BatchMerge | null = null;
+  /** Rosetta: the endpoint being forwarded. */
+  endpoint = '';
+  /** Runs once the response is over, finished or not. */
+  readonly closed = (): void => this.gw.done(this);
+
+  constructor(
+    readonly gw: Gateway,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    none: RouteMetrics,
+  ) {
     this.written = req.socket.bytesWritten;
+    this.chain = none;
     const given = req.headers['x-request-id'];
-    this.id = typeof given === 'string' && given.length > 0 && given.length <= 128 && isPrintable(given) ? given : randomUUID();
+    if (typeof given === 'string' && given.length > 0 && given.length <= 128 && isPrintable(given)) {
+      this.id = given;
+      this.idJson = JSON.stringify(given);
+    } else {
+      this.id = randomUUID();
+      this.idJson = `"${this.id}"`;
+    }
+  }
+
+  streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void {
+    this.gw.writeUpstreamHead(this, status, headers, u);
+  }
+
+  forwarded(r: ForwardResult): void {
+    this.forward = null;
+    this.gw.forwarded(this, r);
   }
 }
 
@@ -84,6 +121,13 @@ const BLOCKBOOK_PASS = ['accept', 'accept-encoding', 'accept-language', 'user-ag
 /** Largest upstream answer the gateway holds in memory to rewrite it (batch merge, Rosetta errors). */
 const MAX_REWRITE_BYTES = 64 * 1024 * 1024;
 
+/** A chain as the runtime keeps it: its route, its upstreams and its metrics. */
+interface RouteState {
+  readonly route: RouteSpec;
+  readonly group: UpstreamGroup;
+  readonly metrics: RouteMetrics;
+}
+
 interface Listening {
   readonly spec: ListenerSpec | null;
   readonly server: Server;
@@ -99,6 +143,10 @@ export class Gateway {
   readonly keys: KeyStore;
   readonly groups = new Map<RouteSpec, UpstreamGroup>();
   readonly routes: RouteSpec[] = [];
+  /** Per listener: first path segment to the route and what the runtime keeps for it. */
+  private readonly states = new Map<ListenerSpec, ReadonlyMap<string, RouteState>>();
+  /** Metrics and log fields of requests that match no chain. */
+  private readonly noRoute: RouteMetrics;
   private readonly listening: Listening[] = [];
   private readonly health: HealthChecker;
   private readonly limiter: RateLimiter;
@@ -119,11 +167,16 @@ export class Gateway {
     this.corsAll = spec.corsOrigins.includes('*');
     this.corsOrigins = new Set(spec.corsOrigins);
     this.metrics = new Metrics(() => this.inflight);
+    this.noRoute = this.metrics.route(null, '-');
     for (const l of spec.listeners) {
-      for (const route of l.routes.values()) {
+      const states = new Map<string, RouteState>();
+      for (const [segment, route] of l.routes) {
+        const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
         this.routes.push(route);
-        this.groups.set(route, new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route))));
+        this.groups.set(route, group);
+        states.set(segment, { route, group, metrics: this.metrics.route(route.path, route.interface) });
       }
+      this.states.set(l, states);
     }
     this.health = new HealthChecker(this.routes, this.groups, spec.health, log, this.metrics);
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
@@ -135,10 +188,11 @@ export class Gateway {
     this.keys.watch();
     await this.limiter.ready();
     for (const l of this.spec.listeners) {
+      const routes = this.states.get(l)!;
       const host = resolveTemplate(l.host, `listener ${l.name}`);
       const port = parsePort(resolveTemplate(l.port, `listener ${l.name}`), `listener ${l.name}`);
       const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 60_000, requestTimeout: 0 }, (req, res) =>
-        this.handle(l, req, res),
+        this.handle(l, routes, req, res),
       );
       server.on('clientError', (err, socket) => this.clientError(l, err as Error & { code?: string; rawPacket?: Buffer }, socket));
       this.listening.push(await listen(server, host, port, l));
@@ -165,10 +219,10 @@ export class Gateway {
   // ---------------------------------------------------------------- dispatch
 
   /** Hot path: one pass over the URL, one Map lookup for the route. */
-  private handle(listener: ListenerSpec, req: IncomingMessage, res: ServerResponse): void {
-    const ctx = new Ctx(req);
+  private handle(listener: ListenerSpec, routes: ReadonlyMap<string, RouteState>, req: IncomingMessage, res: ServerResponse): void {
+    const ctx = new Ctx(this, req, res, this.noRoute);
     this.inflight++;
-    res.once('close', () => this.done(ctx, res));
+    res.on('close', ctx.closed);
     if (this.draining) res.shouldKeepAlive = false;
     try {
       const url = req.url ?? '/';
@@ -177,31 +231,38 @@ export class Gateway {
       const query = q === -1 ? '' : url.slice(q + 1);
       const slash = path.indexOf('/', 1);
       const first = slash === -1 ? path.slice(1) : path.slice(1, slash);
-      const route = path.charCodeAt(0) === 47 ? listener.routes.get(first) : undefined;
-      if (route === undefined) return this.ownRoute(listener, path, req, res, ctx);
-      ctx.chain = route.path;
-      ctx.iface = route.interface;
+      const state = path.charCodeAt(0) === 47 ? routes.get(first) : undefined;
+      if (state === undefined) return this.ownRoute(listener, path, req, res, ctx);
+      ctx.chain = state.metrics;
+      const route = state.route;
       const rest = slash === -1 ? '' : path.slice(slash);
       if (req.method === 'OPTIONS') return this.preflight(req, res, ctx);
-      if (route.interface === 'evm-jsonrpc') this.evm(route, rest, query, req, res, ctx);
-      else if (route.interface === 'rosetta') this.rosetta(route, rest, query, req, res, ctx);
-      else this.blockbook(route, rest, query, req, res, ctx);
+      if (route.interface === 'evm-jsonrpc') this.evm(state, rest, query, ctx);
+      else if (route.interface === 'rosetta') this.rosetta(state, rest, query, req, res, ctx);
+      else this.blockbook(state, rest, query, req, res, ctx);
     } catch (err) {
       this.internalError(listener, err, res, ctx);
     }
   }
 
-  private done(ctx: Ctx, res: ServerResponse): void {
+  /** The response is over (finished, or the client went away): metrics and the access log. */
+  done(ctx: Ctx): void {
     this.inflight--;
+    const res = ctx.res;
+    const finished = res.writableFinished;
+    if (!finished && ctx.forward !== null) ctx.forward.cancel();
     const ms = Number(process.hrtime.bigint() - ctx.start) / 1e6;
-    const status = res.writableFinished ? res.statusCode : 0;
-    this.metrics.observe(ctx.chain ?? '-', ctx.iface ?? '-', ctx.label, status, ms);
+    const status = finished ? res.statusCode : 0;
+    const label = ctx.chain.observe(ctx.label, status, ms);
     // The access log line, in pino's own format and through pino's
     // destination, but written without pino's generic serializer: this runs
-    // for every request (it measured ~15 µs a request as log.info()).
+    // for every request (it measured ~15 µs a request as log.info()). Every
+    // text field is JSON already: the request id, the label and the names
+    // are made JSON once.
     if (this.accessLog) {
+      const u = ctx.upstream;
       this.writeLog(
-        `{"level":"info","time":"${isoNow()}","reqId":${JSON.stringify(ctx.id)},"keyId":${ctx.keyId === null ? 'null' : JSON.stringify(ctx.keyId)},"chain":${ctx.chain === null ? 'null' : JSON.stringify(ctx.chain)},"method":${JSON.stringify(ctx.label)},"status":${status},"upstream":${ctx.upstream === null ? 'null' : JSON.stringify(ctx.upstream)},"ms":${Math.round(ms * 1000) / 1000},"bytes":${(res.req as IncomingMessage).socket.bytesWritten - ctx.written},"msg":"request"}\n`,
+        `{"level":"info","time":"${isoNow()}","reqId":${ctx.idJson},"keyId":${ctx.keyId === null ? 'null' : JSON.stringify(ctx.keyId)},"chain":${ctx.chain.json},"method":${label.json},"status":${status},"upstream":${u === null ? 'null' : u.json},"ms":${Math.round(ms * 1000) / 1000},"bytes":${ctx.req.socket.bytesWritten - ctx.written},"msg":"request"}\n`,
       );
     }
     if (this.inflight === 0 && this.idleWaiters.length) for (const w of this.idleWaiters.splice(0)) w();
@@ -287,23 +348,11 @@ export class Gateway {
 
   // -------------------------------------------------------------- responses
 
-  private cors(req: IncomingMessage, out: string[]): void {
-    const origin = req.headers.origin;
-    if (origin === undefined) return;
+  /** The CORS headers for a request that came with an Origin. */
+  private cors(origin: string, out: string[]): void {
     if (this.corsAll) out.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'x-request-id');
     else if (this.corsOrigins.has(origin))
       out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', 'x-request-id');
-  }
-
-  private corsInto(origin: string, out: Record<string, string | string[]>): void {
-    if (this.corsAll) {
-      out['access-control-allow-origin'] = '*';
-      out['access-control-expose-headers'] = 'x-request-id';
-    } else if (this.corsOrigins.has(origin)) {
-      out['access-control-allow-origin'] = origin;
-      out['access-control-expose-headers'] = 'x-request-id';
-      out.vary = 'origin';
-    }
   }
 
   private sendRaw(res: ServerResponse, ctx: Ctx, status: number, body: string, extra?: string[]): void {
@@ -314,8 +363,8 @@ export class Gateway {
     const headers = ['x-request-id', ctx.id];
     if (status !== 204) headers.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)));
     if (extra) headers.push(...extra);
-    const req = res.req as IncomingMessage | undefined;
-    if (req) this.cors(req, headers);
+    const origin = (res.req as IncomingMessage | undefined)?.headers.origin;
+    if (origin !== undefined) this.cors(origin, headers);
     if (this.draining) headers.push('connection', 'close');
     res.writeHead(status, headers);
     res.end(status === 204 ? undefined : body);
@@ -344,8 +393,9 @@ export class Gateway {
 
   private internalError(listener: ListenerSpec, err: unknown, res: ServerResponse, ctx: Ctx): void {
     this.log.error({ event: 'internal_error', reqId: ctx.id, error: (err as Error)?.message }, 'internal error');
-    if (ctx.iface === 'rosetta') return this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_INTERNAL'));
-    if (ctx.iface === 'blockbook' || (ctx.iface === null && listenerEnvelope(listener) !== 'evm-jsonrpc'))
+    const iface = ctx.chain.iface;
+    if (iface === 'rosetta') return this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_INTERNAL'));
+    if (iface === 'blockbook' || (iface === '-' && listenerEnvelope(listener) !== 'evm-jsonrpc'))
       return this.sendRaw(res, ctx, 500, blockbookErrorJson('GW_BB_INTERNAL'));
     this.sendRaw(res, ctx, 500, rpcErrorJson('GW_RPC_INTERNAL', 'null'));
   }
@@ -393,119 +443,113 @@ export class Gateway {
 
   // -------------------------------------------------------------------- evm
 
-  private evm(route: RouteSpec, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
-    const fail = (name: RpcErrorName, idJson = 'null', extra?: string[]) =>
-      this.sendRaw(res, ctx, RPC_ERRORS[name].status, rpcErrorJson(name, idJson), extra);
+  private rpcFail(ctx: Ctx, name: RpcErrorName, extra?: string[]): void {
+    this.sendRaw(ctx.res, ctx, RPC_ERRORS[name].status, rpcErrorJson(name, 'null'), extra);
+  }
+
+  /** Hot path: no closure but the body reader's. */
+  private evm(state: RouteState, rest: string, query: string, ctx: Ctx): void {
+    const { route } = state;
+    const req = ctx.req;
     // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`: nothing else.
     let pathKey: string | null = null;
     if (rest.length > 1) {
       const end = rest.indexOf('/', 1);
       if (end === -1) pathKey = rest.slice(1);
       else if (end === rest.length - 1) pathKey = rest.slice(1, end);
-      else return fail('GW_RPC_NOT_FOUND');
+      else return this.rpcFail(ctx, 'GW_RPC_NOT_FOUND');
     }
-    if (req.method !== 'POST') return fail('GW_RPC_HTTP_METHOD_NOT_ALLOWED', 'null', ['allow', 'POST, OPTIONS']);
-    const auth = this.authenticate(route, req, pathKey, query === '' ? [] : splitQuery(query).keys, ctx);
-    if (typeof auth === 'string') return fail(AUTH[auth]);
+    if (req.method !== 'POST') return this.rpcFail(ctx, 'GW_RPC_HTTP_METHOD_NOT_ALLOWED', ['allow', 'POST, OPTIONS']);
+    const auth = this.authenticate(route, req, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys, ctx);
+    if (typeof auth === 'string') return this.rpcFail(ctx, AUTH[auth]);
     readBody(req, route.limits.maxBodyBytes, (buf) => {
-      if (buf === null) return fail('GW_RPC_BODY_TOO_LARGE', 'null', ['connection', 'close']);
+      if (buf === null) return this.rpcFail(ctx, 'GW_RPC_BODY_TOO_LARGE', ['connection', 'close']);
       const d = checkEvmBody(buf, route.methods!, route.limits.maxBatchSize);
       ctx.label = d.label;
-      if (d.kind === 'reply') return this.sendRaw(res, ctx, d.status, d.body);
+      if (d.kind === 'reply') return this.sendRaw(ctx.res, ctx, d.status, d.body);
+      if ((auth.rateLimit ?? this.spec.rateLimit) === null) return this.forwardEvm(state, d.body, d.idempotent, d.merge, ctx);
       this.admit(
         auth,
         d.count,
-        (after) => fail('GW_RPC_RATE_LIMITED', 'null', ['retry-after', String(after)]),
-        () => this.forwardEvm(route, d.body, d.idempotent, d.merge, req, res, ctx),
+        (after) => this.rpcFail(ctx, 'GW_RPC_RATE_LIMITED', ['retry-after', String(after)]),
+        () => this.forwardEvm(state, d.body, d.idempotent, d.merge, ctx),
       );
     });
   }
+
+  private forwardEvm(state: RouteState, body: Buffer | string, idempotent: boolean, merge: BatchMerge | null, ctx: Ctx): void {
+    ctx.merge = merge;
+    this.proxy(
+      state,
+      ctx,
+      forwardRequest(
+        state.route,
+        'POST',
+        rpcPath,
+        // undici adds content-length from the body.
+        ['content-type', 'application/json', 'x-request-id', ctx.id],
+        body,
+        idempotent,
+        merge === null ? classifyRpc : classifyRpcBuffered,
+      ),
+      this.evmBuffered,
+    );
+  }
+
+  /** An EVM answer the gateway holds: a batch to merge, or a node's error passed on. */
+  private readonly evmBuffered = (ctx: Ctx, r: BufferedResult): void => {
+    const text = r.body.toString('utf8');
+    if (r.status === 200 && ctx.merge !== null) {
+      const merged = mergeBatch(ctx.merge, text);
+      if (merged !== null) return this.sendRaw(ctx.res, ctx, 200, merged);
+    } else if (isJsonRpcAnswer(text)) {
+      // The node's own JSON-RPC error, with its status: passed on unchanged.
+      return this.sendRaw(ctx.res, ctx, r.status, text);
+    }
+    this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not JSON-RPC');
+    this.sendRaw(ctx.res, ctx, 502, rpcErrorJson('GW_RPC_UPSTREAM_BAD_RESPONSE', 'null'));
+  };
+
+  // ------------------------------------------------------------- forwarding
 
   /**
    * Forwards to the route's upstreams with the parts every interface shares
    * (retries, rewrite limit, response head, circuit breaker, failure
    * envelopes); `onBuffered` gets the answers the interface must rewrite.
    */
-  private proxy(
-    route: RouteSpec,
-    req: IncomingMessage,
-    res: ServerResponse,
-    ctx: Ctx,
-    spec: Pick<ForwardRequest, 'method' | 'path' | 'headers' | 'body' | 'idempotent' | 'classify'>,
-    onBuffered: (r: Extract<ForwardResult, { kind: 'buffered' }>) => void,
-  ): void {
-    forward(
-      this.groups.get(route)!,
-      {
-        ...spec,
-        retries: route.retries,
-        maxBuffer: MAX_REWRITE_BYTES,
-        writeHead: (status, headers, u) => this.writeUpstreamHead(req, res, ctx, status, headers, u),
-      },
-      res,
-      this.circuitOpen,
-      (r) => {
-        ctx.upstream = r.upstream?.name ?? null;
-        if (r.kind === 'failed') this.upstreamFailed(route, r, res, ctx);
-        else if (r.kind === 'buffered') onBuffered(r);
-      },
-    );
+  private proxy(state: RouteState, ctx: Ctx, request: ForwardRequest, onBuffered: (ctx: Ctx, r: BufferedResult) => void): void {
+    ctx.onBuffered = onBuffered;
+    const f = new Forward(state.group, request, ctx, this.circuitOpen);
+    ctx.forward = f;
+    f.start();
   }
 
-  private forwardEvm(
-    route: RouteSpec,
-    body: Buffer | string,
-    idempotent: boolean,
-    merge: ReturnType<typeof checkEvmBody> extends infer D ? (D extends { merge: infer M } ? M : never) : never,
-    req: IncomingMessage,
-    res: ServerResponse,
-    ctx: Ctx,
-  ): void {
-    const length = String(typeof body === 'string' ? Buffer.byteLength(body) : body.length);
-    this.proxy(
-      route,
-      req,
-      res,
-      ctx,
-      {
-        method: 'POST',
-        path: rpcPath,
-        headers: ['content-type', 'application/json', 'content-length', length, 'x-request-id', ctx.id],
-        body,
-        idempotent,
-        classify: merge === null ? classifyRpc : classifyRpcBuffered,
-      },
-      (r) => {
-        const text = r.body.toString('utf8');
-        if (r.status === 200 && merge !== null) {
-          const merged = mergeBatch(merge, text);
-          if (merged !== null) return this.sendRaw(res, ctx, 200, merged);
-        } else if (isJsonRpcAnswer(text)) {
-          // The node's own JSON-RPC error, with its status: passed on unchanged.
-          return this.sendRaw(res, ctx, r.status, text);
-        }
-        this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not JSON-RPC');
-        this.sendRaw(res, ctx, 502, rpcErrorJson('GW_RPC_UPSTREAM_BAD_RESPONSE', 'null'));
-      },
-    );
+  /** Where a Forward reports (through its Ctx). */
+  forwarded(ctx: Ctx, r: ForwardResult): void {
+    if (r.upstream !== null) ctx.upstream = r.upstream;
+    if (r.kind === 'failed') this.upstreamFailed(r, ctx);
+    else if (r.kind === 'buffered') ctx.onBuffered!(ctx, r);
   }
 
-  private writeUpstreamHead(req: IncomingMessage, res: ServerResponse, ctx: Ctx, status: number, headers: Record<string, string | string[] | undefined>, u?: Upstream): void {
-    if (u) ctx.upstream = u.name;
-    // An object, not a list: Node takes it as is, without a setHeader per entry.
+  /** The head of an upstream answer that streams to the client. */
+  writeUpstreamHead(ctx: Ctx, status: number, headers: IncomingHttpHeaders, u?: Upstream): void {
+    if (u) ctx.upstream = u;
     const out = endToEndHeaders(headers, ctx.id);
-    if (req.headers.origin !== undefined) this.corsInto(req.headers.origin, out);
-    if (this.draining) out.connection = 'close';
-    res.writeHead(status, out);
+    const origin = ctx.req.headers.origin;
+    if (origin !== undefined) this.cors(origin, out);
+    if (this.draining) out.push('connection', 'close');
+    ctx.res.writeHead(status, out);
   }
 
-  private upstreamFailed(route: RouteSpec, r: Extract<ForwardResult, { kind: 'failed' }>, res: ServerResponse, ctx: Ctx): void {
-    if (r.upstream) this.log.warn({ event: 'upstream_failed', chain: route.path, upstream: r.upstream.name, fail: r.fail, reqId: ctx.id }, 'upstream failed');
-    if (route.interface === 'evm-jsonrpc') {
+  private upstreamFailed(r: Extract<ForwardResult, { kind: 'failed' }>, ctx: Ctx): void {
+    const res = ctx.res;
+    const iface = ctx.chain.iface;
+    if (r.upstream) this.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail: r.fail, reqId: ctx.id }, 'upstream failed');
+    if (iface === 'evm-jsonrpc') {
       const name = RPC_FAIL[r.fail];
       return this.sendRaw(res, ctx, RPC_ERRORS[name].status, rpcErrorJson(name, 'null'));
     }
-    if (route.interface === 'blockbook') {
+    if (iface === 'blockbook') {
       const name = BB_FAIL[r.fail];
       return this.sendRaw(res, ctx, BLOCKBOOK_ERRORS[name].status, blockbookErrorJson(name));
     }
@@ -514,7 +558,8 @@ export class Gateway {
 
   // ---------------------------------------------------------------- rosetta
 
-  private rosetta(route: RouteSpec, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+  private rosetta(state: RouteState, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    const { route } = state;
     const fail = (name: RosettaErrorName, details?: Record<string, unknown>, extra?: string[]) =>
       this.sendRaw(res, ctx, 500, rosettaErrorJson(name, details), extra);
     // Rosetta takes the key in the header or the query only: a key-shaped
@@ -533,31 +578,31 @@ export class Gateway {
         auth,
         1,
         (after) => fail('GW_ROSETTA_RATE_LIMITED', undefined, ['retry-after', String(after)]),
-        () => this.forwardRosetta(route, endpoint, d.body, req, res, ctx),
+        () => this.forwardRosetta(state, endpoint, d.body, ctx),
       );
     });
   }
 
-  private forwardRosetta(route: RouteSpec, endpoint: string, body: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+  private forwardRosetta(state: RouteState, endpoint: string, body: string, ctx: Ctx): void {
+    const { res } = ctx;
     const isOptions = endpoint === 'network/options';
-    const headers = ['content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)), 'x-request-id', ctx.id];
-    const accept = req.headers.accept;
+    const headers = ['content-type', 'application/json', 'x-request-id', ctx.id];
+    const accept = ctx.req.headers.accept;
     if (accept) headers.push('accept', accept);
     this.proxy(
-      route,
-      req,
-      res,
+      state,
       ctx,
-      {
-        method: 'POST',
-        path: (u) => `${u.basePath}/${endpoint}`,
+      forwardRequest(
+        state.route,
+        'POST',
+        (u) => `${u.basePath}/${endpoint}`,
         headers,
         body,
-        idempotent: ROSETTA_ENDPOINTS.get(endpoint)!.idempotent,
+        ROSETTA_ENDPOINTS.get(endpoint)!.idempotent,
         // Only a plain 200 streams; errors and /network/options are rewritten.
-        classify: (status, h) => (status > 500 || isHtml(h) ? 'bad' : status === 200 && !isOptions ? 'stream' : 'buffer'),
-      },
-      (r) => {
+        (status, h) => (status > 500 || isHtml(h) ? 'bad' : status === 200 && !isOptions ? 'stream' : 'buffer'),
+      ),
+      (_ctx, r) => {
         let doc: unknown;
         try {
           doc = JSON.parse(r.body.toString('utf8'));
@@ -584,7 +629,8 @@ export class Gateway {
 
   // -------------------------------------------------------------- blockbook
 
-  private blockbook(route: RouteSpec, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+  private blockbook(state: RouteState, rest: string, query: string, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+    const { route } = state;
     const fail = (name: BlockbookErrorName, extra?: string[]) =>
       this.sendRaw(res, ctx, BLOCKBOOK_ERRORS[name].status, blockbookErrorJson(name), extra);
     // `/<chain>/v2/...` or `/<chain>/<key>/v2/...`: a segment is a key only there.
@@ -611,34 +657,33 @@ export class Gateway {
         auth,
         1,
         (s) => fail('GW_BB_RATE_LIMITED', ['retry-after', String(s)]),
-        () => this.forwardBlockbook(route, d.path, sq.rest, body, req, res, ctx),
+        () => this.forwardBlockbook(state, d.path, sq.rest, body, ctx),
       );
     if (method === 'POST') {
       readBody(req, route.limits.maxBodyBytes, (buf) => (buf === null ? fail('GW_BB_BODY_TOO_LARGE', ['connection', 'close']) : afterRate(buf)));
     } else afterRate(null);
   }
 
-  private forwardBlockbook(route: RouteSpec, path: string, query: string, body: Buffer | null, req: IncomingMessage, res: ServerResponse, ctx: Ctx): void {
+  private forwardBlockbook(state: RouteState, path: string, query: string, body: Buffer | null, ctx: Ctx): void {
     const headers = ['x-request-id', ctx.id];
     for (const name of BLOCKBOOK_PASS) {
-      const v = req.headers[name];
+      const v = ctx.req.headers[name];
       if (typeof v === 'string') headers.push(name, v);
     }
-    if (body !== null) headers.push('content-length', String(body.length));
     const tail = query === '' ? path : `${path}?${query}`;
     this.proxy(
-      route,
-      req,
-      res,
+      state,
       ctx,
-      { method: body === null ? 'GET' : 'POST', path: (u) => u.basePath + tail, headers, body, idempotent: body === null, classify: classifyBlockbook },
-      (r) => {
-        // A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged.
-        this.writeUpstreamHead(req, res, ctx, r.status, { ...r.headers, 'content-length': String(r.body.length) });
-        res.end(r.body);
-      },
+      forwardRequest(state.route, body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, body, body === null, classifyBlockbook),
+      this.blockbookBuffered,
     );
   }
+
+  /** A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged. */
+  private readonly blockbookBuffered = (ctx: Ctx, r: BufferedResult): void => {
+    this.writeUpstreamHead(ctx, r.status, { ...r.headers, 'content-length': String(r.body.length) });
+    ctx.res.end(r.body);
+  };
 
   // -------------------------------------------------------------- lifecycle
 
@@ -685,6 +730,23 @@ function isoNow(): string {
     isoText = new Date(now).toISOString();
   }
   return isoText;
+}
+
+type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
+
+const NO_KEYS: readonly string[] = [];
+
+/** A ForwardRequest: every one made here, so all share one shape. */
+function forwardRequest(
+  route: RouteSpec,
+  method: 'GET' | 'POST',
+  path: (u: Upstream) => string,
+  headers: string[],
+  body: Buffer | string | null,
+  idempotent: boolean,
+  classify: (status: number, headers: IncomingHttpHeaders) => Verdict,
+): ForwardRequest {
+  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer: MAX_REWRITE_BYTES, classify };
 }
 
 function rpcPath(u: Upstream): string {
