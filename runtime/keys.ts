@@ -6,6 +6,8 @@ import { parseRate } from './rate.ts';
 
 export interface KeyEntry {
   readonly id: string;
+  /** The access log's `"keyId":...` field, made once. */
+  readonly logField: string;
   /** Lower-case hex SHA-256 of the key. */
   readonly sha256: string;
   readonly digest: Buffer;
@@ -86,6 +88,7 @@ export function parseKeysFile(text: string, file: string): KeyEntry[] {
     }
     out.push({
       id,
+      logField: `,"keyId":${JSON.stringify(id)}`,
       sha256: sha,
       digest: Buffer.from(sha, 'hex'),
       chains,

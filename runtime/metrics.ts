@@ -17,12 +17,15 @@ const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {
-  /** The label as JSON text, for the access log. */
-  readonly json: string;
+  /** The access log's `"chain":...,"method":...,"status":` fields, made once. */
+  readonly logFields: string;
   readonly statuses: number[] = [];
   readonly counts: number[] = [];
-  constructor(readonly label: string) {
-    this.json = JSON.stringify(label);
+  constructor(
+    readonly label: string,
+    chainJson: string,
+  ) {
+    this.logFields = `,"chain":${chainJson},"method":${JSON.stringify(label)},"status":`;
   }
   count(status: number): void {
     const { statuses } = this;
@@ -58,11 +61,11 @@ export class RouteMetrics {
     this.json = chainJson;
   }
 
-  /** Counts one answer; returns the label's tally (its JSON text is the access log's). */
+  /** Counts one answer; returns the label's tally (it holds the access log's fields). */
   observe(label: string, status: number, ms: number): LabelTally {
     let t = this.labels.get(label);
     if (t === undefined) {
-      t = new LabelTally(label);
+      t = new LabelTally(label, this.json);
       this.labels.set(label, t);
     }
     t.count(status);

@@ -13,8 +13,8 @@ export const REQUEST_FAILS_TO_DOWN = 3;
 
 export class Upstream {
   readonly name: string;
-  /** The name as JSON text, for the access log. */
-  readonly json: string;
+  /** The access log's `"upstream":...,"ms":` fields, made once. */
+  readonly logFields: string;
   readonly chain: string;
   readonly role: UpstreamRole;
   readonly weight: number;
@@ -53,7 +53,7 @@ export class Upstream {
       headers.authorization ??= `Basic ${Buffer.from(`${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`).toString('base64')}`;
     }
     this.name = spec.name;
-    this.json = JSON.stringify(spec.name);
+    this.logFields = `,"upstream":${JSON.stringify(spec.name)},"ms":`;
     this.chain = route.path;
     this.role = spec.role;
     this.weight = spec.weight;
