@@ -7,13 +7,13 @@ export type { Logger };
  * (sonic-boom). Nothing logged here may hold a key or an upstream URL:
  * callers log key ids and upstream names only.
  *
- * `write()` is for the access log, one line per request: lines are gathered
- * and handed to the destination every 10 ms (or at 64 KiB), so a busy
- * gateway makes one write for many lines. Handing them over one by one cost
- * ~15 µs a request under load: the destination re-measures its pending buffer
- * on every write, and each write is a round trip through libuv's pool.
+ * `write()` hands text straight to the destination: the access log
+ * (access-log.ts) writes many lines at once through it. Handing lines over
+ * one by one cost ~15 µs a request under load: the destination re-measures
+ * its pending buffer on every write, and each write is a round trip through
+ * libuv's pool.
  */
-export function createLogger(): { log: Logger; flush: () => void; write: (line: string) => void } {
+export function createLogger(): { log: Logger; flush: () => void; write: (text: string) => void } {
   const dest = pino.destination({ dest: 1, sync: false });
   const log = pino(
     {
@@ -24,28 +24,10 @@ export function createLogger(): { log: Logger; flush: () => void; write: (line: 
     },
     dest,
   );
-  let pending: string[] = [];
-  let pendingBytes = 0;
-  let timer: NodeJS.Timeout | null = null;
-  const drain = () => {
-    if (timer !== null) clearTimeout(timer);
-    timer = null;
-    if (pending.length === 0) return;
-    const batch = pending.join('');
-    pending = [];
-    pendingBytes = 0;
-    dest.write(batch);
-  };
   return {
     log,
-    write: (line) => {
-      pending.push(line);
-      pendingBytes += line.length;
-      if (pendingBytes >= 65_536) drain();
-      else if (timer === null) timer = setTimeout(drain, 10);
-    },
+    write: (text) => void dest.write(text),
     flush: () => {
-      drain();
       try {
         dest.flushSync();
       } catch {

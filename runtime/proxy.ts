@@ -61,7 +61,14 @@ export type ForwardResult =
   /** The client went away, or the answer broke after it had started. */
   | { readonly kind: 'aborted'; readonly upstream: Upstream | null };
 
-const HOP_BY_HOP = new Set([
+/**
+ * Upstream answer headers the client never sees: hop-by-hop ones, and, as
+ * nginx's proxy module does by default, the upstream's `server` and `date`
+ * (the client gets the gateway's own date, and no word of the node software).
+ */
+const NOT_FORWARDED = new Set([
+  'server',
+  'date',
   'connection',
   'keep-alive',
   'proxy-authenticate',
@@ -75,14 +82,14 @@ const HOP_BY_HOP = new Set([
 
 /**
  * Upstream answer headers as a flat [name, value, ...] list for
- * `res.writeHead`, without hop-by-hop ones, without the upstream's CORS
+ * `res.writeHead`, without NOT_FORWARDED ones, without the upstream's CORS
  * headers (the manifest's CORS policy is the only one clients see) and with
  * the gateway's request id.
  */
 export function endToEndHeaders(headers: IncomingHttpHeaders, requestId: string): string[] {
   const out: string[] = [];
   for (const name in headers) {
-    if (HOP_BY_HOP.has(name) || name.startsWith('access-control-') || name === 'x-request-id') continue;
+    if (NOT_FORWARDED.has(name) || name.startsWith('access-control-') || name === 'x-request-id') continue;
     const v = headers[name];
     if (typeof v === 'string') out.push(name, v);
     else if (v !== undefined) for (const one of v) out.push(name, one);

@@ -83,6 +83,23 @@ beforeAll(async () => {
       req.socket.destroy();
     });
   });
+  // Answers with end-to-end headers, hop-by-hop ones, and ones a gateway must not pass on.
+  const s6 = await serve((req, res) =>
+    req.resume().on('end', () => {
+      res.writeHead(200, [
+        'content-type', 'application/json',
+        'server', 'Geth/v1.14.0-stable/linux-amd64',
+        'date', 'Fri, 01 Jan 1999 00:00:00 GMT',
+        'keep-alive', 'timeout=5',
+        'x-request-id', 'upstream-own-id',
+        'access-control-allow-origin', '*',
+        'x-node-region', 'eu-1',
+        'set-cookie', 'a=1',
+        'set-cookie', 'b=2',
+      ]);
+      res.end('{"jsonrpc":"2.0","id":1,"result":"0x7"}');
+    }),
+  );
   const built = await buildManifest(
     'upstreams',
     `
@@ -112,6 +129,7 @@ chains:
   - { path: garbagechain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, chainId: 3, methods: evm, upstreams: [{ url: "${s2.url}", weight: 100 }, "\${B_URL}"] }
   - { path: failchain, interface: evm-jsonrpc, listener: rpc, chainId: 4, methods: evm, retries: 0, upstreams: ["${s3.url}"] }
   - { path: bigchain, interface: evm-jsonrpc, listener: rpc, chainId: 5, methods: evm, upstreams: [{ url: "${s4.url}", connections: 2 }] }
+  - { path: headerchain, interface: evm-jsonrpc, listener: rpc, chainId: 7, methods: evm, upstreams: ["${s6.url}"] }
   - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, chainId: 6, methods: evm, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
 `,
   );
@@ -275,6 +293,24 @@ describe('bad upstreams', () => {
     // A read on the same chain is retried on the healthy node.
     const read = await send('/hangchain');
     expect(read.status).toBe(200);
+  });
+});
+
+describe('answer headers', () => {
+  it('passes end-to-end headers on, repeated ones included, and keeps hop-by-hop ones, CORS, server and date to itself', async () => {
+    const r = await send('/headerchain');
+    expect(r.status).toBe(200);
+    expect(r.json()).toEqual({ jsonrpc: '2.0', id: 1, result: '0x7' });
+    expect(r.headers['x-node-region']).toBe('eu-1');
+    expect(r.headers['set-cookie']).toEqual(['a=1', 'b=2']);
+    expect(r.headers['content-type']).toBe('application/json');
+    expect(r.headers.server).toBeUndefined();
+    expect(r.headers['access-control-allow-origin']).toBeUndefined();
+    expect(String(r.headers['keep-alive'])).not.toBe('timeout=5');
+    expect(r.headers['x-request-id']).not.toBe('upstream-own-id');
+    expect(String(r.headers['x-request-id'])).toMatch(/^[0-9a-f-]{36}$/);
+    // The gateway's own date, not the node's.
+    expect(Math.abs(Date.parse(String(r.headers.date)) - Date.now())).toBeLessThan(60_000);
   });
 });
 
