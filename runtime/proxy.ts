@@ -135,11 +135,10 @@ const enum Mode {
   Buffer,
   /** Read and dropped: the attempt failed and another upstream gets the request. */
   Retry,
-  /** Read and dropped: the client is gone. */
-  Drop,
 }
 
 const EMPTY = Buffer.alloc(0);
+const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
 
 /**
  * Sends one request upstream, retrying on another upstream where safe, and
@@ -152,10 +151,11 @@ export class Forward implements Dispatcher.DispatchHandler {
   private u: Upstream | null = null;
   private canRetry = false;
   private status = 0;
-  private headers: IncomingHttpHeaders = {};
+  private headers = NO_HEADERS;
   private mode = Mode.Stream;
   private bad = false;
-  private chunks: Buffer[] = [];
+  /** The answer's body in Buffer mode. */
+  private chunks: Buffer[] | null = null;
   private size = 0;
   private controller: Dispatcher.DispatchController | null = null;
   /** The client went away: abort whatever attempt is under way. */
@@ -232,11 +232,8 @@ export class Forward implements Dispatcher.DispatchHandler {
       verdict = 'buffer'; // the caller decides what the client may see of it
     }
     if (verdict === 'stream') {
-      if (this.cancelled || target.res.destroyed) {
-        this.mode = Mode.Drop;
-        controller.abort(clientGone());
-        return;
-      }
+      // The client is gone: undici reports the abort through onResponseError.
+      if (this.cancelled || target.res.destroyed) return controller.abort(clientGone());
       this.mode = Mode.Stream;
       target.streamHead(status, headers, this.u!);
       return;
@@ -262,7 +259,7 @@ export class Forward implements Dispatcher.DispatchHandler {
           controller.abort(Object.assign(new Error('upstream answer too large'), { code: 'GW_TOO_LARGE' }));
           return;
         }
-        this.chunks.push(chunk);
+        this.chunks!.push(chunk);
         return;
       default:
         return;
@@ -275,14 +272,12 @@ export class Forward implements Dispatcher.DispatchHandler {
       case Mode.Retry:
         this.fail(u);
         return this.retryElsewhere(u, { kind: 'failed', fail: 'unavailable', upstream: u });
-      case Mode.Drop:
-        return this.end({ kind: 'aborted', upstream: u });
       case Mode.Buffer: {
         if (this.bad) this.fail(u);
         else u.markSuccess();
-        const { chunks } = this;
+        const chunks = this.chunks!;
         const body = chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
-        this.chunks = [];
+        this.chunks = null;
         return this.end({ kind: 'buffered', upstream: u, status: this.status, headers: this.headers, body });
       }
       default: {

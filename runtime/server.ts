@@ -38,7 +38,8 @@ class Ctx implements ForwardTarget {
   readonly start = performance.now();
   /** The key's entry, once the key is verified. */
   key: KeyEntry | null = null;
-  chain: RouteMetrics;
+  /** The chain's counters (the no-chain ones until a route matches); they know its interface. */
+  metrics: RouteMetrics;
   /** RPC method (allowlisted only), 'batch', 'refused', or a Rosetta/Blockbook endpoint. */
   label = '-';
   upstream: Upstream | null = null;
@@ -50,8 +51,6 @@ class Ctx implements ForwardTarget {
   onBuffered: ((ctx: Ctx, r: BufferedResult) => void) | null = null;
   /** EVM batch: how to merge the upstream's answers with the gateway's own. */
   merge: BatchMerge | null = null;
-  /** Rosetta: the endpoint being forwarded. */
-  endpoint = '';
   /** Runs once the response is over, finished or not. */
   readonly closed = (): void => this.gw.done(this);
 
@@ -62,7 +61,7 @@ class Ctx implements ForwardTarget {
     none: RouteMetrics,
   ) {
     this.written = req.socket.bytesWritten;
-    this.chain = none;
+    this.metrics = none;
     const given = req.headers['x-request-id'];
     if (typeof given === 'string' && given.length > 0 && given.length <= 128 && isPrintable(given)) {
       this.id = given;
@@ -237,7 +236,7 @@ export class Gateway {
       const first = slash === -1 ? path.slice(1) : path.slice(1, slash);
       const state = path.charCodeAt(0) === 47 ? routes.get(first) : undefined;
       if (state === undefined) return this.ownRoute(listener, path, req, res, ctx);
-      ctx.chain = state.metrics;
+      ctx.metrics = state.metrics;
       const route = state.route;
       const rest = slash === -1 ? '' : path.slice(slash);
       if (req.method === 'OPTIONS') return this.preflight(req, res, ctx);
@@ -257,7 +256,7 @@ export class Gateway {
     if (!finished && ctx.forward !== null) ctx.forward.cancel();
     const ms = performance.now() - ctx.start;
     const status = finished ? res.statusCode : 0;
-    const label = ctx.chain.observe(ctx.label, status, ms);
+    const label = ctx.metrics.observe(ctx.label, status, ms);
     // The fields that come from the manifest and the keys file are JSON text
     // made once; the line itself is made later, off the request path.
     if (this.accessLog !== null) {
@@ -399,7 +398,7 @@ export class Gateway {
 
   private internalError(listener: ListenerSpec, err: unknown, res: ServerResponse, ctx: Ctx): void {
     this.log.error({ event: 'internal_error', reqId: ctx.id, error: (err as Error)?.message }, 'internal error');
-    const iface = ctx.chain.iface;
+    const iface = ctx.metrics.iface;
     if (iface === 'rosetta') return this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_INTERNAL'));
     if (iface === 'blockbook' || (iface === '-' && listenerEnvelope(listener) !== 'evm-jsonrpc'))
       return this.sendRaw(res, ctx, 500, blockbookErrorJson('GW_BB_INTERNAL'));
@@ -549,7 +548,7 @@ export class Gateway {
 
   private upstreamFailed(r: Extract<ForwardResult, { kind: 'failed' }>, ctx: Ctx): void {
     const res = ctx.res;
-    const iface = ctx.chain.iface;
+    const iface = ctx.metrics.iface;
     if (r.upstream) this.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail: r.fail, reqId: ctx.id }, 'upstream failed');
     if (iface === 'evm-jsonrpc') {
       const name = RPC_FAIL[r.fail];
@@ -574,7 +573,7 @@ export class Gateway {
     if (!ROSETTA_ENDPOINTS.has(endpoint)) return fail('GW_ROSETTA_UNKNOWN_ENDPOINT');
     ctx.label = endpoint;
     if (req.method !== 'POST') return fail('GW_ROSETTA_METHOD_NOT_ALLOWED', undefined, ['allow', 'POST, OPTIONS']);
-    const auth = this.authenticate(route, req, null, query === '' ? [] : splitQuery(query).keys, ctx);
+    const auth = this.authenticate(route, req, null, query === '' ? NO_KEYS : splitQuery(query).keys, ctx);
     if (typeof auth === 'string') return fail(AUTH[auth]);
     readBody(req, route.limits.maxBodyBytes, (buf) => {
       if (buf === null) return fail('GW_ROSETTA_BODY_TOO_LARGE', undefined, ['connection', 'close']);
