@@ -16,11 +16,10 @@
 // sendtx are kept as unconfirmed ones and can be read back with /tx/.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import { close, createSafeServer, file, listen, record, type Recorded } from './http.ts';
-import { SHARED_SPECS } from './paths.ts';
+import { specPath } from './paths.ts';
 
 export interface BlockbookStub {
   /** Base URL including `/api` (http://127.0.0.1:PORT/api), as a manifest's upstream. */
@@ -58,7 +57,7 @@ interface Json {
 
 // ---- the spec's examples ------------------------------------------------------------------
 
-const OPENAPI = parseYaml(readFileSync(join(SHARED_SPECS, 'blockbook-openapi.yaml'), 'utf8')) as {
+const OPENAPI = parseYaml(readFileSync(specPath('blockbook-openapi.yaml'), 'utf8')) as {
   components: { examples: Record<string, { value: unknown }> };
 };
 /** A fresh copy of components.examples[name].value. */
@@ -69,7 +68,7 @@ function example(name: string): unknown {
   if (!e) throw new Error(`blockbook-openapi.yaml has no example ${name}`);
   return structuredClone(e.value);
 }
-const BLOCK_EXAMPLE = JSON.parse(readFileSync(join(SHARED_SPECS, 'blockbook-block-example.json'), 'utf8')) as Json & { txs: Json[] };
+const BLOCK_EXAMPLE = JSON.parse(readFileSync(specPath('blockbook-block-example.json'), 'utf8')) as Json & { txs: Json[] };
 // docs/api.md leaves `isAddress` out of the coinbase input; Blockbook always
 // writes it (no omitempty) and openapi's Vin requires it.
 for (const tx of BLOCK_EXAMPLE.txs) {

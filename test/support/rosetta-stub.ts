@@ -17,11 +17,10 @@
 // the mempool (/mempool, /mempool/transaction).
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ServerResponse } from 'node:http';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { close, createSafeServer, file, listen, parseJson, record, type Recorded } from './http.ts';
-import { SHARED_SPECS } from './paths.ts';
+import { specPath } from './paths.ts';
 
 export type Network = 'mainnet' | 'preprod' | 'preview';
 
@@ -75,8 +74,8 @@ export interface RosettaError {
   details?: Record<string, unknown>;
 }
 
-export const ROSETTA_SPEC = JSON.parse(readFileSync(join(SHARED_SPECS, 'rosetta-api.json'), 'utf8')) as RosettaSpec;
-export const CARDANO_ERRORS = JSON.parse(readFileSync(join(SHARED_SPECS, 'cardano-rosetta-errors.json'), 'utf8')) as CardanoError[];
+export const ROSETTA_SPEC = JSON.parse(readFileSync(specPath('rosetta-api.json'), 'utf8')) as RosettaSpec;
+export const CARDANO_ERRORS = JSON.parse(readFileSync(specPath('cardano-rosetta-errors.json'), 'utf8')) as CardanoError[];
 /** The POST paths of the spec: the endpoints this stand-in serves. */
 export const ROSETTA_PATHS = Object.keys(ROSETTA_SPEC.paths);
 

@@ -5,7 +5,7 @@
 // with the requested chain id, to stop, and not to outlive its parent.
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join, resolve, sep } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -16,6 +16,7 @@ import {
   anvilLauncher,
   PROJECT_ROOT,
   SHARED_SPECS,
+  SPECS,
   specPath,
   startAnvil,
   startBlockbookStub,
@@ -79,13 +80,23 @@ async function call(url: string, init: RequestInit = {}): Promise<Answer> {
 // ---- paths ------------------------------------------------------------------------------------
 
 describe('paths', () => {
-  it('resolves the project root and ../shared/specs from the module, not the working directory', () => {
+  it('resolves the project root and the specs from the module, not the working directory', () => {
     expect(JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')).name).toBe('chain-gateway');
+    expect(SPECS).toBe(resolve(PROJECT_ROOT, 'test', 'specs') + sep);
     expect(SHARED_SPECS).toBe(resolve(PROJECT_ROOT, '..', 'shared', 'specs') + sep);
-    for (const f of ['README.md', 'blockbook-openapi.yaml', 'blockbook-block-example.json', 'rosetta-api.json', 'cardano-rosetta-errors.json']) {
-      expect(existsSync(join(SHARED_SPECS, f)), f).toBe(true);
-    }
     expect(() => specPath('no-such-spec.json')).toThrow(/spec file missing/);
+  });
+
+  it('keeps test/specs equal to ../shared/specs, file for file, where that folder exists', () => {
+    const copies = readdirSync(SPECS).sort();
+    // Every file the shared README lists is here (the README is copied too).
+    const listed = [...readFileSync(specPath('README.md'), 'utf8').matchAll(/^- ([\w.-]+)(?: \+ ([\w.-]+))?/gm)].flatMap((m) => m.slice(1).filter(Boolean));
+    expect(listed.length).toBeGreaterThanOrEqual(8);
+    for (const f of listed) expect(copies, f).toContain(f);
+    if (existsSync(SHARED_SPECS)) {
+      expect(copies).toEqual(readdirSync(SHARED_SPECS).sort());
+      for (const f of copies) expect(readFileSync(join(SPECS, f)).equals(readFileSync(join(SHARED_SPECS, f))), f).toBe(true);
+    }
   });
 });
 

@@ -5,9 +5,10 @@ import { readFileSync } from 'node:fs';
 import { RPC_ERRORS } from '../../../runtime/errors/evm-jsonrpc.ts';
 import { BLOCKBOOK_ERRORS } from '../../../runtime/errors/blockbook.ts';
 import { ROSETTA_ERRORS, GATEWAY_ROSETTA_ALLOW_ERRORS } from '../../../runtime/errors/rosetta.ts';
+import { specPath } from '../../support/paths.ts';
 
 const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
-const CARDANO = JSON.parse(readFileSync(new URL('../../../../shared/specs/cardano-rosetta-errors.json', import.meta.url), 'utf8')) as {
+const CARDANO = JSON.parse(readFileSync(specPath('cardano-rosetta-errors.json'), 'utf8')) as {
   code: number;
   message: string;
   retriable: boolean;

@@ -4,6 +4,7 @@ import { checkEvmBody, mergeBatch } from '../../../runtime/guards/evm.ts';
 import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/rosetta.ts';
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
 import { splitQuery, isSafeSegment } from '../../../runtime/url.ts';
+import { specPath } from '../../support/paths.ts';
 
 const allowed = new Set(['eth_chainId', 'eth_sendRawTransaction']);
 const body = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v));
@@ -60,7 +61,7 @@ describe('EVM guard', () => {
 
 describe('Rosetta guard', () => {
   it('knows exactly the endpoints of the Rosetta spec, and which require network_identifier', () => {
-    const spec = JSON.parse(readFileSync(new URL('../../../../shared/specs/rosetta-api.json', import.meta.url), 'utf8'));
+    const spec = JSON.parse(readFileSync(specPath('rosetta-api.json'), 'utf8'));
     const paths = Object.keys(spec.paths).map((p: string) => p.slice(1)).sort();
     expect([...ROSETTA_ENDPOINTS.keys()].sort()).toEqual(paths);
     for (const p of paths) {
