@@ -25,6 +25,9 @@ let pd: RecordingProxy;
 let bigRequests = 0;
 let hangupHits = 0;
 let gw: RunningGateway;
+/** Resolvers for the holding upstream's next held request and its next dropped one. */
+const held: (() => void)[] = [];
+const dropped: (() => void)[] = [];
 const servers: Server[] = [];
 
 function serve(handler: Parameters<typeof createServer>[1]): Promise<{ server: Server; url: string }> {
@@ -100,6 +103,17 @@ beforeAll(async () => {
       res.end('{"jsonrpc":"2.0","id":1,"result":"0x7"}');
     }),
   );
+  // Passes health checks; holds every other request without an answer, and
+  // reports it (on `held`), then reports when the gateway gives up on it (on `dropped`).
+  const s7 = await serve((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c)).on('end', () => {
+      if (body.includes('eth_blockNumber')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x10"}');
+      if (body.includes('"answer-now"')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":"answer-now","result":"0x1"}');
+      res.on('close', () => dropped.shift()?.());
+      held.shift()?.();
+    });
+  });
   const built = await buildManifest(
     'upstreams',
     `
@@ -130,6 +144,7 @@ chains:
   - { path: failchain, interface: evm-jsonrpc, listener: rpc, chainId: 4, methods: evm, retries: 0, upstreams: ["${s3.url}"] }
   - { path: bigchain, interface: evm-jsonrpc, listener: rpc, chainId: 5, methods: evm, upstreams: [{ url: "${s4.url}", connections: 2 }] }
   - { path: headerchain, interface: evm-jsonrpc, listener: rpc, chainId: 7, methods: evm, upstreams: ["${s6.url}"] }
+  - { path: holdchain, interface: evm-jsonrpc, listener: rpc, chainId: 8, methods: evm, retries: 0, limits: { timeoutMs: 600000 }, upstreams: [{ url: "${s7.url}", connections: 2 }] }
   - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, chainId: 6, methods: evm, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
 `,
   );
@@ -334,5 +349,29 @@ describe('clients that disconnect mid-answer', () => {
     expect(r.status).toBe(200);
     expect(r.text.length).toBeGreaterThan(4 * 1024 * 1024);
     expect(bigRequests - before).toBe(13);
+  });
+
+  it('abort the upstream request when the client leaves before the answer’s head: a pool of 2 survives 6 of them', async () => {
+    for (let i = 0; i < 6; i++) {
+      const isHeld = new Promise<void>((ok) => held.push(ok));
+      const isDropped = new Promise<void>((ok) => dropped.push(ok));
+      const logged = gw.nextLog((e) => e.msg === 'request' && e.chain === 'holdchain');
+      const req = httpRequest(gw.url('rpc', '/holdchain'), { method: 'POST', headers: { 'x-api-key': KEY, 'content-type': 'application/json' }, agent: false });
+      req.on('error', () => undefined);
+      req.end(CALL);
+      await isHeld; // the upstream has the request and no answer has started
+      req.destroy();
+      await isDropped; // the gateway has let go of the upstream request (its timeout is 10 minutes: only the abort can do this)
+      const line = await logged;
+      expect(line.status).toBe(0); // 0: the client went away
+      expect(line.method).toBe('eth_chainId');
+    }
+    // Had the aborted requests kept their connections, this one would wait for a free one and time out (504).
+    const r = await rawRequest(gw.url('rpc', '/holdchain'), {
+      body: JSON.stringify({ jsonrpc: '2.0', id: 'answer-now', method: 'eth_chainId', params: [] }),
+      headers: { 'x-api-key': KEY },
+    });
+    expect(r.status).toBe(200);
+    expect(r.json()).toEqual({ jsonrpc: '2.0', id: 'answer-now', result: '0x1' });
   });
 });
