@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
+import fc from 'fast-check';
 import { checkEvmBody, mergeBatch } from '../../../runtime/guards/evm.ts';
 import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/rosetta.ts';
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
@@ -32,6 +33,25 @@ describe('EVM guard', () => {
       expect(sent.method).toBe('eth_chainId');
       expect((d.body as string).match(/"method"/g)!.length).toBeLessThanOrEqual(2);
     }
+  });
+
+  it('forwards the original bytes only when "method" occurs once per call in the text', () => {
+    // Strings in params and ids that put `"method"`, `method"` and near misses into the text.
+    const piece = fc.constantFrom('method', 'mmethod', 'metho', 'ethod', 'x', 'm', '');
+    const text = fc.array(piece, { maxLength: 6 }).map((p) => p.join(''));
+    const call = fc.record({ id: fc.oneof(fc.integer(), text), params: fc.array(text, { maxLength: 3 }) });
+    fc.assert(
+      fc.property(fc.array(call, { minLength: 1, maxLength: 5 }), fc.boolean(), (calls, asBatch) => {
+        const items = calls.map((c) => ({ jsonrpc: '2.0', id: c.id, method: 'eth_chainId', params: c.params }));
+        const raw = JSON.stringify(asBatch ? items : items[0]);
+        const n = asBatch ? items.length : 1;
+        const d = checkEvmBody(Buffer.from(raw), allowed, 10);
+        expect(d.kind).toBe('forward');
+        const once = raw.split('"method"').length - 1 === n;
+        expect(d.kind === 'forward' && Buffer.isBuffer(d.body)).toBe(once);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('marks eth_sendRawTransaction as not idempotent', () => {
