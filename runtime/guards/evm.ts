@@ -143,7 +143,9 @@ export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
   if (n === 0) return reply('GW_RPC_EMPTY_BATCH', 'null', 'batch');
   if (n > maxBatchSize) return { ...reply('GW_RPC_BATCH_TOO_LARGE', 'null', 'batch'), count: n };
 
-  const slots: MergeSlot[] = new Array(n);
+  // The merge slots are made only once an item is refused or invalid: a
+  // batch the node gets whole needs none.
+  let slots: MergeSlot[] | null = null;
   const forwarded: Item[] = [];
   let allCanonical = true;
   let idempotent = true;
@@ -151,11 +153,13 @@ export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
     const v: unknown = doc[i];
     const state = inspect(v);
     if (state === -1) {
+      slots ??= slotsSoFar(forwarded, n);
       slots[i] = { error: rpcErrorJson('GW_RPC_INVALID_REQUEST', idJsonOf(v)) };
       continue;
     }
     const it = v as Item;
     if (!allowed.has(it.method as string)) {
+      slots ??= slotsSoFar(forwarded, n);
       // A refused notification gets no answer, as JSON-RPC requires.
       slots[i] = it.id === undefined ? null : { error: rpcErrorJson('GW_RPC_METHOD_NOT_FOUND', JSON.stringify(it.id)) };
       continue;
@@ -163,20 +167,34 @@ export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
     if (state === 1) allCanonical = false;
     if (WRITE_METHODS.has(it.method as string)) idempotent = false;
     forwarded.push(it);
-    slots[i] = it.id === undefined ? null : { forwardedId: JSON.stringify(it.id) };
+    if (slots !== null) slots[i] = forwardedSlot(it);
   }
 
+  if (slots === null) {
+    // Every item is forwarded: the original bytes if they cannot be read two ways.
+    if (allCanonical && rawSafe && countMethodKeys(text) === n) {
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, merge: null };
+    }
+    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, merge: null };
+  }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { error: string } => s !== null && 'error' in s).map((s) => s.error);
     if (errors.length === 0) return { kind: 'reply', status: 204, body: '', label: 'batch', count: n };
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
-  if (forwarded.length === n && allCanonical && rawSafe && countMethodKeys(text) === n) {
-    return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, merge: null };
-  }
   const body = `[${forwarded.map(canonicalJson).join(',')}]`;
-  const merge = forwarded.length === n ? null : { slots };
-  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, merge };
+  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, merge: { slots } };
+}
+
+function forwardedSlot(it: Item): MergeSlot {
+  return it.id === undefined ? null : { forwardedId: JSON.stringify(it.id) };
+}
+
+/** The slots of a batch whose first `forwarded.length` items were all forwarded. */
+function slotsSoFar(forwarded: readonly Item[], n: number): MergeSlot[] {
+  const slots: MergeSlot[] = new Array(n);
+  for (let k = 0; k < forwarded.length; k++) slots[k] = forwardedSlot(forwarded[k]!);
+  return slots;
 }
 
 /**

@@ -77,6 +77,45 @@ describe('EVM guard', () => {
     expect(merged.map((x: { id: string }) => x.id)).toEqual(['a', 'b', 'c']);
     expect(merged[1].error.code).toBe(-32601);
   });
+
+  it('answers any mix of allowed, refused, invalid calls and notifications in request order', () => {
+    const kind = fc.constantFrom('allowed', 'refused', 'invalid', 'allowed-notification', 'refused-notification');
+    fc.assert(
+      fc.property(fc.array(kind, { minLength: 1, maxLength: 10 }), (kinds) => {
+        const items = kinds.map((k, i) => {
+          const id = `id-${i}`;
+          if (k === 'invalid') return { jsonrpc: '1.0', id, method: 'eth_chainId' };
+          const method = k.startsWith('allowed') ? 'eth_chainId' : 'admin_peers';
+          return k.endsWith('notification') ? { jsonrpc: '2.0', method } : { jsonrpc: '2.0', id, method };
+        });
+        const d = checkEvmBody(body(items), allowed, 10);
+        // What the client must get: one answer per call that has an id, in order (invalid ones included).
+        const expectedIds = kinds.flatMap((k, i) => (k.endsWith('notification') ? [] : [`id-${i}`]));
+        const allowedIds = kinds.flatMap((k, i) => (k === 'allowed' ? [`id-${i}`] : []));
+        let answer: { id: string; result?: string; error?: { code: number } }[];
+        if (d.kind === 'reply') {
+          expect(kinds.some((k) => k.startsWith('allowed'))).toBe(false);
+          answer = d.status === 204 ? [] : JSON.parse(d.body);
+        } else {
+          const sent = JSON.parse(typeof d.body === 'string' ? d.body : d.body.toString('utf8')) as { id?: string; method: string }[];
+          expect(sent.every((x) => x.method === 'eth_chainId')).toBe(true);
+          expect(sent.length).toBe(d.count);
+          expect(sent.flatMap((x) => (x.id === undefined ? [] : [x.id]))).toEqual(allowedIds);
+          // The node answers the calls that have ids, in reverse order.
+          const node = JSON.stringify(allowedIds.map((id) => ({ jsonrpc: '2.0', id, result: `r-${id}` })).reverse());
+          answer = d.merge === null ? JSON.parse(node).reverse() : JSON.parse(mergeBatch(d.merge, node)!);
+          expect(d.merge === null).toBe(kinds.every((k) => k.startsWith('allowed')));
+        }
+        expect(answer.map((a) => a.id)).toEqual(expectedIds);
+        for (const a of answer) {
+          const k = kinds[Number(a.id.slice(3))];
+          if (k === 'allowed') expect(a.result).toBe(`r-${a.id}`);
+          else expect(a.error?.code).toBe(k === 'invalid' ? -32600 : -32601);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
 });
 
 describe('Rosetta guard', () => {
