@@ -305,7 +305,6 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.fail(u);
     const last: ForwardResult = { kind: 'failed', fail: c.kind, upstream: u };
     if (this.canRetry && (this.req.idempotent || c.neverReceived)) return this.retryElsewhere(u, last);
-    this.last = last;
     this.end(last);
   }
 }

@@ -608,9 +608,10 @@ export class Gateway {
         (status, h) => (status > 500 || isHtml(h) ? 'bad' : status === 200 && !isOptions ? 'stream' : 'buffer'),
       ),
       (_ctx, r) => {
+        const text = r.body.toString('utf8');
         let doc: unknown;
         try {
-          doc = JSON.parse(r.body.toString('utf8'));
+          doc = JSON.parse(text);
         } catch {
           doc = undefined;
         }
@@ -624,7 +625,7 @@ export class Gateway {
         }
         if (r.status !== 200 && isRosettaError(doc)) {
           // Newer servers send non-retriable errors with 400: the body stays, the status is 500.
-          return this.sendRaw(res, ctx, 500, r.body.toString('utf8'));
+          return this.sendRaw(res, ctx, 500, text);
         }
         this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not Rosetta');
         this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_UPSTREAM_BAD_RESPONSE', { upstream_status: r.status }));
