@@ -8,8 +8,13 @@
 // (no escaped key spellings), and `"method"` occurs exactly once per item.
 // Anything else is forwarded as a canonical re-serialization of what was
 // checked, with unknown keys dropped.
+//
+// Most bodies never get that far: the fast path (evm-fast.ts) proves in one
+// pass over the bytes that a body is plain JSON-RPC whose every call is
+// allowed, and then the original bytes go as they are.
 import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
+import { scanPlainRpc } from './evm-fast.ts';
 
 export type EvmDecision =
   | {
@@ -108,6 +113,13 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 
 /** Parses and checks one request body. `buf` is already within maxBodyBytes. */
 export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision {
+  const plain = scanPlainRpc(buf, allowed, WRITE_METHODS, maxBatchSize);
+  if (plain === null) return checkEvmBodyGeneral(buf, allowed, maxBatchSize);
+  return { kind: 'forward', body: buf, label: plain.method ?? 'batch', count: plain.count, idempotent: plain.idempotent, merge: null };
+}
+
+/** The general path: any body, with JSON.parse and every rule (exported for tests). */
+export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision {
   // Invalid UTF-8 could decode differently here and at the node.
   if (!isUtf8(buf)) return reply('GW_RPC_PARSE_ERROR');
   const text = buf.toString('utf8');

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
-import { checkEvmBody, mergeBatch } from '../../../runtime/guards/evm.ts';
+import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type EvmDecision } from '../../../runtime/guards/evm.ts';
+import { scanPlainRpc } from '../../../runtime/guards/evm-fast.ts';
 import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/rosetta.ts';
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
 import { splitQuery, isSafeSegment } from '../../../runtime/url.ts';
@@ -22,9 +23,9 @@ describe('EVM guard', () => {
       '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","METHOD":"admin_peers"}',
       '{"jsonrpc":"2.0","id":1,"method":"admin_peers","method":"eth_chainId"}',
       '{"jsonrpc":"2.0","id":1,"me\\u0074hod":"admin_peers","method":"eth_chainId"}',
-      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[{"method":"x"}]}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[{"method":"x"}]} ',
     ]) {
-      const d = checkEvmBody(body(text), allowed, 10);
+      const d = checkEvmBodyGeneral(body(text), allowed, 10);
       expect(d.kind, text).toBe('forward');
       if (d.kind !== 'forward') continue;
       expect(typeof d.body).toBe('string');
@@ -32,10 +33,13 @@ describe('EVM guard', () => {
       expect(Object.keys(sent).sort()).toEqual(Object.keys(sent).filter((k) => ['jsonrpc', 'id', 'method', 'params'].includes(k)).sort());
       expect(sent.method).toBe('eth_chainId');
       expect((d.body as string).match(/"method"/g)!.length).toBeLessThanOrEqual(2);
+      // checkEvmBody: the same, except where the fast path reads the structure exactly
+      const fast = checkEvmBody(body(text), allowed, 10);
+      expect(fast.kind === 'forward' && Buffer.isBuffer(fast.body)).toBe(text.includes('"x"'));
     }
   });
 
-  it('forwards the original bytes only when "method" occurs once per call in the text', () => {
+  it('general path: forwards the original bytes only when "method" occurs once per call in the text', () => {
     // Strings in params and ids that put `"method"`, `method"` and near misses into the text.
     const piece = fc.constantFrom('method', 'mmethod', 'metho', 'ethod', 'x', 'm', '');
     const text = fc.array(piece, { maxLength: 6 }).map((p) => p.join(''));
@@ -45,10 +49,13 @@ describe('EVM guard', () => {
         const items = calls.map((c) => ({ jsonrpc: '2.0', id: c.id, method: 'eth_chainId', params: c.params }));
         const raw = JSON.stringify(asBatch ? items : items[0]);
         const n = asBatch ? items.length : 1;
-        const d = checkEvmBody(Buffer.from(raw), allowed, 10);
+        const d = checkEvmBodyGeneral(Buffer.from(raw), allowed, 10);
         expect(d.kind).toBe('forward');
         const once = raw.split('"method"').length - 1 === n;
         expect(d.kind === 'forward' && Buffer.isBuffer(d.body)).toBe(once);
+        // The fast path reads the structure itself: such bodies always go as they are.
+        const fast = checkEvmBody(Buffer.from(raw), allowed, 10);
+        expect(fast.kind === 'forward' && Buffer.isBuffer(fast.body)).toBe(true);
       }),
       { numRuns: 500 },
     );
@@ -115,6 +122,154 @@ describe('EVM guard', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('EVM guard fast path', () => {
+  const many = new Set(['eth_chainId', 'eth_blockNumber', 'eth_getBalance', 'eth_sendRawTransaction']);
+  const writes = new Set(['eth_sendRawTransaction', 'eth_sendTransaction']);
+  const scan = (text: string | Buffer, max = 10) => scanPlainRpc(Buffer.isBuffer(text) ? text : Buffer.from(text), many, writes, max);
+
+  it('takes the bodies real clients send', () => {
+    for (const [text, method, count] of [
+      ['{"jsonrpc":"2.0","id":0,"method":"eth_chainId"}', 'eth_chainId', 1], // viem
+      ['{"method":"eth_chainId","params":[],"id":1,"jsonrpc":"2.0"}', 'eth_chainId', 1], // ethers
+      ['{"jsonrpc":"2.0","id":"0b9a47a8-3cbb-4f4e-9a7c-1f1e8d1c3f5e","method":"eth_getBalance","params":["0x742d35cc6634c0532925a3b844bc454e4438f44e","latest"]}', 'eth_getBalance', 1], // web3.js
+      ['{\n  "jsonrpc": "2.0",\n\t"id": -1.5,\r\n  "method": "eth_blockNumber",\n  "params": {"a": [true, false, null, {"b": -0.5e-3}]}\n}\n', 'eth_blockNumber', 1],
+      ['[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}]', null, 2],
+    ] as const) {
+      const f = scan(text);
+      expect(f, text).not.toBeNull();
+      expect(f!.method).toBe(method);
+      expect(f!.count).toBe(count);
+      expect(f!.idempotent).toBe(true);
+    }
+    expect(scan('{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x00"]}')!.idempotent).toBe(false);
+    expect(scan('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_sendRawTransaction","params":["0x00"]}]')!.idempotent).toBe(false);
+  });
+
+  it('leaves everything outside the plain subset to the general path', () => {
+    for (const text of [
+      '{"jsonrpc":"2.0","id":1,"method":"admin_peers"}', // refused
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainid"}', // case matters
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","method":"eth_chainId"}', // duplicate key
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","Method":"admin_peers"}', // case-insensitive parsers
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","extra":1}',
+      '{"jsonrpc":"2.0","id":1,"me\\u0074hod":"eth_chainId"}', // escapes
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":["\\u0000"]}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":["é"]}', // not ASCII
+      '\ufeff{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', // BOM
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":["a\tb"]}', // control character in a string
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":""}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":null}',
+      '{"jsonrpc":"2.0","id":1e400,"method":"eth_chainId"}',
+      `{"jsonrpc":"2.0","id":1${'0'.repeat(400)},"method":"eth_chainId"}`, // Infinity to JSON.parse
+      '{"jsonrpc":"2.0","id":01,"method":"eth_chainId"}',
+      '{"jsonrpc":"2.0","id":true,"method":"eth_chainId"}',
+      '{"jsonrpc":"2.0","id":{},"method":"eth_chainId"}',
+      '{"jsonrpc":"2.00","id":1,"method":"eth_chainId"}',
+      '{"jsonrpc":2.0,"id":1,"method":"eth_chainId"}',
+      '{"id":1,"method":"eth_chainId"}',
+      '{"jsonrpc":"2.0","id":1}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"} x',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId",}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[1,]}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[01]}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[.5]}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[tru]}',
+      `{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":${'['.repeat(70)}${']'.repeat(70)}}`,
+      '[]',
+      '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},]',
+      '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"admin_peers"}]',
+      '"eth_chainId"',
+      '',
+    ]) {
+      expect(scan(text), text).toBeNull();
+    }
+    const eleven = JSON.stringify(Array.from({ length: 11 }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'eth_chainId' })));
+    expect(scan(eleven, 11)).not.toBeNull();
+    expect(scan(eleven, 10)).toBeNull();
+  });
+
+  it('accepts only what the general path forwards whole, with the same meaning (differential)', () => {
+    const methods = fc.oneof(
+      { weight: 6, arbitrary: fc.constantFrom('eth_chainId', 'eth_blockNumber', 'eth_sendRawTransaction') },
+      { weight: 1, arbitrary: fc.constantFrom('admin_peers', 'eth_chainid', 'eth_chainId ', '') },
+    );
+    const key = fc.constantFrom('jsonrpc', 'id', 'method', 'params', 'Method', 'METHOD', 'extra', '__proto__', 'me\\u0074hod', 'method ');
+    const json = (v: unknown) => JSON.stringify(v) ?? 'null';
+    const rawValue = fc.oneof(
+      fc.jsonValue({ maxDepth: 3 }).map(json),
+      fc.constantFrom('"2.0"', '"1.0"', '2.0', 'null', '""', '1e400', `1${'0'.repeat(400)}`, '-0', '01', '1.', '"\\u0065th_chainId"', '"a\\"b"', 'true'),
+      methods.map(json),
+      fc.double().map(json),
+      fc.string().map(json),
+    );
+    // Mostly plain calls, some with keys, values, whitespace or bytes swapped for stranger ones.
+    const asciiText = fc.string({ unit: 'grapheme-ascii', maxLength: 12 });
+    const plainParam = fc.oneof(fc.string({ unit: fc.constantFrom(...'0123456789abcdef'), maxLength: 40 }).map((h) => `0x${h}`), fc.integer(), fc.boolean(), fc.constant(null), asciiText);
+    const call = fc
+      .record({
+        id: fc.option(fc.oneof(fc.integer().map(json), asciiText.map(json), fc.constant('null'), rawValue), { nil: undefined }),
+        method: fc.oneof({ weight: 6, arbitrary: methods.map(json) }, { weight: 1, arbitrary: rawValue }),
+        params: fc.option(
+          fc.oneof(
+            { weight: 4, arbitrary: fc.array(plainParam, { maxLength: 3 }).map(json) },
+            { weight: 1, arbitrary: fc.dictionary(asciiText, plainParam, { maxKeys: 2 }).map(json) },
+            { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 4 }).map(json) },
+            { weight: 1, arbitrary: rawValue },
+          ),
+          { nil: undefined },
+        ),
+        jsonrpc: fc.oneof({ weight: 8, arbitrary: fc.constant('"2.0"') }, { weight: 1, arbitrary: rawValue }),
+        extra: fc.oneof({ weight: 6, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(fc.tuple(key, rawValue), { minLength: 1, maxLength: 2 }) }),
+        order: fc.integer({ min: 0, max: 3 }),
+      })
+      .map((c) => {
+        const members: [string, string][] = [['jsonrpc', c.jsonrpc], ['method', c.method]];
+        if (c.id !== undefined) members.push(['id', c.id]);
+        if (c.params !== undefined) members.push(['params', c.params]);
+        members.push(...c.extra);
+        for (let i = 0; i < c.order; i++) members.push(members.shift()!);
+        return `{${members.map(([k, v]) => `"${k}":${v}`).join(',')}}`;
+      });
+    const ws = fc.oneof({ weight: 6, arbitrary: fc.constant('') }, { weight: 1, arbitrary: fc.constantFrom(' ', '\n', '\t', '\r\n', '\u00a0', '\f') });
+    const body = fc.tuple(fc.array(call, { minLength: 1, maxLength: 4 }), fc.boolean(), ws, ws).map(([calls, batch, a, b]) =>
+      batch ? `${a}[${calls.join(`,${b}`)}]${b}` : `${a}${calls[0]}${b}`,
+    );
+    const edit = fc.record({ at: fc.nat(), op: fc.constantFrom('insert', 'delete', 'replace'), byte: fc.constantFrom(0x22, 0x5c, 0x7b, 0x7d, 0x5b, 0x5d, 0x2c, 0x3a, 0x20, 0x0a, 0x00, 0x80, 0xff, 0x65, 0x2d, 0x30) });
+    const edits = fc.oneof({ weight: 3, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(edit, { minLength: 1, maxLength: 2 }) });
+    const bodyText = (d: Extract<EvmDecision, { kind: 'forward' }>) => (typeof d.body === 'string' ? d.body : d.body.toString('utf8'));
+    let accepted = 0;
+    fc.assert(
+      fc.property(body, edits, (text, edits) => {
+        let buf = Buffer.from(text);
+        for (const e of edits) {
+          const at = e.at % (buf.length + 1);
+          const b = Buffer.from([e.byte]);
+          if (e.op === 'insert') buf = Buffer.concat([buf.subarray(0, at), b, buf.subarray(at)]);
+          else if (e.op === 'delete') buf = Buffer.concat([buf.subarray(0, at), buf.subarray(at + 1)]);
+          else buf = Buffer.concat([buf.subarray(0, at), b, buf.subarray(at + 1)]);
+        }
+        const fast = scanPlainRpc(buf, many, writes, 3);
+        if (fast === null) return;
+        accepted++;
+        const general = checkEvmBodyGeneral(buf, many, 3);
+        expect(general.kind).toBe('forward');
+        if (general.kind !== 'forward') return;
+        expect(general.merge).toBeNull();
+        expect(general.label).toBe(fast.method ?? 'batch');
+        expect(general.count).toBe(fast.count);
+        expect(general.idempotent).toBe(fast.idempotent);
+        expect(JSON.parse(bodyText(general))).toEqual(JSON.parse(buf.toString('utf8')));
+        // and what checkEvmBody sends is those very bytes
+        const d = checkEvmBody(buf, many, 3);
+        expect(d.kind === 'forward' && d.body === buf).toBe(true);
+      }),
+      { numRuns: 10000 },
+    );
+    // The generator must reach the fast path often enough for this to mean something.
+    expect(accepted).toBeGreaterThan(1000);
   });
 });
 
