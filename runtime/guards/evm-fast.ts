@@ -66,8 +66,12 @@ interface Known {
   readonly name: string;
   readonly write: boolean;
 }
-/** Per allowlist: hash of a method's bytes to the methods with that hash. */
-const tables = new WeakMap<ReadonlySet<string>, Map<number, Known[]>>();
+/** Per allowlist and set of write methods: hash of a method's bytes to the methods with that hash. */
+const tables = new WeakMap<ReadonlySet<string>, WeakMap<ReadonlySet<string>, Map<number, Known[]>>>();
+/** The table used last, and what it was made for (one chain's requests in a row need no lookup). */
+let lastAllowed: ReadonlySet<string> | null = null;
+let lastWrites: ReadonlySet<string> | null = null;
+let lastTable: Map<number, Known[]> = new Map();
 
 /**
  * A cheap hash of bytes [s, e): the length and three bytes (allowlisted
@@ -81,16 +85,23 @@ function hashBytes(b: Buffer, s: number, e: number): number {
 }
 
 function tableOf(allowed: ReadonlySet<string>, writeMethods: ReadonlySet<string>): Map<number, Known[]> {
-  let t = tables.get(allowed);
-  if (t !== undefined) return t;
-  t = new Map();
-  for (const name of allowed) {
-    const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
-    const list = t.get(h) ?? [];
-    list.push({ name, write: writeMethods.has(name) });
-    t.set(h, list);
+  if (allowed === lastAllowed && writeMethods === lastWrites) return lastTable;
+  let byWrites = tables.get(allowed);
+  if (byWrites === undefined) tables.set(allowed, (byWrites = new WeakMap()));
+  let t = byWrites.get(writeMethods);
+  if (t === undefined) {
+    t = new Map();
+    for (const name of allowed) {
+      const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
+      const list = t.get(h) ?? [];
+      list.push({ name, write: writeMethods.has(name) });
+      t.set(h, list);
+    }
+    byWrites.set(writeMethods, t);
   }
-  tables.set(allowed, t);
+  lastAllowed = allowed;
+  lastWrites = writeMethods;
+  lastTable = t;
   return t;
 }
 

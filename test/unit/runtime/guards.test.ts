@@ -148,6 +148,18 @@ describe('EVM guard fast path', () => {
     expect(scan('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_sendRawTransaction","params":["0x00"]}]')!.idempotent).toBe(false);
   });
 
+  it('knows write methods per allowlist and per set of write methods', () => {
+    const only = new Set(['eth_call']);
+    const reads = new Set<string>();
+    const calls = new Set(['eth_call']);
+    const b = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}');
+    for (let i = 0; i < 2; i++) {
+      expect(scanPlainRpc(b, only, reads, 10)!.idempotent).toBe(true);
+      expect(scanPlainRpc(b, only, calls, 10)!.idempotent).toBe(false);
+      expect(scanPlainRpc(b, new Set(['eth_chainId']), reads, 10)).toBeNull();
+    }
+  });
+
   it('leaves everything outside the plain subset to the general path', () => {
     for (const text of [
       '{"jsonrpc":"2.0","id":1,"method":"admin_peers"}', // refused
