@@ -23,6 +23,7 @@
 // decides, with JSON.parse and the full rules. The fast path never refuses
 // and never answers; a property test checks that whatever it accepts, the
 // general path accepts with the same meaning.
+import type { EvmDecision } from './evm.ts';
 
 /** Nesting allowed inside params before the general path takes over. */
 const MAX_DEPTH = 64;
@@ -48,14 +49,8 @@ const K_ID = 2;
 const K_METHOD = 4;
 const K_PARAMS = 8;
 
-export interface FastForward {
-  /** Method name of a single call; null for a batch. */
-  readonly method: string | null;
-  /** Calls in the body. */
-  readonly count: number;
-  /** false when a call writes (a retry could execute it twice). */
-  readonly idempotent: boolean;
-}
+/** Methods that change state: a retry could execute them twice. */
+export const WRITE_METHODS: ReadonlySet<string> = new Set(['eth_sendRawTransaction', 'eth_sendTransaction']);
 
 /** What the scan of one call found, reused between calls. */
 let method = '';
@@ -66,11 +61,10 @@ interface Known {
   readonly name: string;
   readonly write: boolean;
 }
-/** Per allowlist and set of write methods: hash of a method's bytes to the methods with that hash. */
-const tables = new WeakMap<ReadonlySet<string>, WeakMap<ReadonlySet<string>, Map<number, Known[]>>>();
-/** The table used last, and what it was made for (one chain's requests in a row need no lookup). */
+/** Per allowlist: hash of a method's bytes to the methods with that hash. */
+const tables = new WeakMap<ReadonlySet<string>, Map<number, Known[]>>();
+/** The allowlist used last and its table (one chain's requests in a row need no lookup). */
 let lastAllowed: ReadonlySet<string> | null = null;
-let lastWrites: ReadonlySet<string> | null = null;
 let lastTable: Map<number, Known[]> = new Map();
 
 /**
@@ -84,23 +78,20 @@ function hashBytes(b: Buffer, s: number, e: number): number {
   return n | (b[e - 1]! << 8) | (b[e - 2]! << 16) | (b[s + (n >> 1)]! << 24);
 }
 
-function tableOf(allowed: ReadonlySet<string>, writeMethods: ReadonlySet<string>): Map<number, Known[]> {
-  if (allowed === lastAllowed && writeMethods === lastWrites) return lastTable;
-  let byWrites = tables.get(allowed);
-  if (byWrites === undefined) tables.set(allowed, (byWrites = new WeakMap()));
-  let t = byWrites.get(writeMethods);
+function tableOf(allowed: ReadonlySet<string>): Map<number, Known[]> {
+  if (allowed === lastAllowed) return lastTable;
+  let t = tables.get(allowed);
   if (t === undefined) {
     t = new Map();
     for (const name of allowed) {
       const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
       const list = t.get(h) ?? [];
-      list.push({ name, write: writeMethods.has(name) });
+      list.push({ name, write: WRITE_METHODS.has(name) });
       t.set(h, list);
     }
-    byWrites.set(writeMethods, t);
+    tables.set(allowed, t);
   }
   lastAllowed = allowed;
-  lastWrites = writeMethods;
   lastTable = t;
   return t;
 }
@@ -304,17 +295,12 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
 }
 
 /**
- * The fast path: what to forward when `buf` is plain JSON-RPC whose every
- * call is allowed (the bytes go as they are), or null when the general path
- * must decide.
+ * The fast path: the decision to forward `buf` as it is when it is plain
+ * JSON-RPC whose every call is allowed, or null when the general path must
+ * decide.
  */
-export function scanPlainRpc(
-  buf: Buffer,
-  allowed: ReadonlySet<string>,
-  writeMethods: ReadonlySet<string>,
-  maxBatchSize: number,
-): FastForward | null {
-  const table = tableOf(allowed, writeMethods);
+export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision | null {
+  const table = tableOf(allowed);
   writes = false;
   let p = skipWs(buf, 0);
   if (buf[p] === LBRACKET) {
@@ -330,9 +316,9 @@ export function scanPlainRpc(
       p = skipWs(buf, p + 1);
     }
     if (skipWs(buf, p + 1) !== buf.length) return null;
-    return { method: null, count, idempotent: !writes };
+    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, merge: null };
   }
   p = callEnd(buf, p, table);
   if (p === -1 || skipWs(buf, p) !== buf.length) return null;
-  return { method, count: 1, idempotent: !writes };
+  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, merge: null };
 }

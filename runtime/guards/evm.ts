@@ -14,7 +14,7 @@
 // allowed, and then the original bytes go as they are.
 import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
-import { scanPlainRpc } from './evm-fast.ts';
+import { scanPlainRpc, WRITE_METHODS } from './evm-fast.ts';
 
 export type EvmDecision =
   | {
@@ -52,7 +52,6 @@ interface Item {
   readonly params?: unknown;
 }
 
-const WRITE_METHODS = new Set(['eth_sendRawTransaction', 'eth_sendTransaction']);
 
 function isId(v: unknown): boolean {
   return v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
@@ -113,9 +112,7 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 
 /** Parses and checks one request body. `buf` is already within maxBodyBytes. */
 export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision {
-  const plain = scanPlainRpc(buf, allowed, WRITE_METHODS, maxBatchSize);
-  if (plain === null) return checkEvmBodyGeneral(buf, allowed, maxBatchSize);
-  return { kind: 'forward', body: buf, label: plain.method ?? 'batch', count: plain.count, idempotent: plain.idempotent, merge: null };
+  return scanPlainRpc(buf, allowed, maxBatchSize) ?? checkEvmBodyGeneral(buf, allowed, maxBatchSize);
 }
 
 /** The general path: any body, with JSON.parse and every rule (exported for tests). */
