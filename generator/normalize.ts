@@ -13,6 +13,7 @@ interface UpstreamConfig {
   weight?: number;
   role?: UpstreamRole;
   connections?: number;
+  idleTimeoutMs?: number;
   headers?: Record<string, string>;
 }
 interface ChainConfig {
@@ -74,6 +75,7 @@ export const DEFAULTS = {
   weight: schemaDefault<number>(...UPSTREAM_SCHEMA, 'weight'),
   role: schemaDefault<UpstreamRole>(...UPSTREAM_SCHEMA, 'role'),
   connections: schemaDefault<number>(...UPSTREAM_SCHEMA, 'connections'),
+  idleTimeoutMs: schemaDefault<number>(...UPSTREAM_SCHEMA, 'idleTimeoutMs'),
   maxLag: schemaDefault<number>(...CHAIN_SCHEMA, 'maxLag'),
   retries: schemaDefault<number>(...CHAIN_SCHEMA, 'retries'),
   sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
@@ -110,6 +112,7 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
     weight: o.weight ?? DEFAULTS.weight,
     role: o.role ?? DEFAULTS.role,
     connections: o.connections ?? DEFAULTS.connections,
+    idleTimeoutMs: o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
     headers,
   };
 }

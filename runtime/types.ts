@@ -30,6 +30,8 @@ export interface UpstreamSpec {
   readonly role: UpstreamRole;
   /** Keep-alive pool size. */
   readonly connections: number;
+  /** How long an unused connection stays open (undici's keepAliveTimeout). */
+  readonly idleTimeoutMs: number;
   /** Header name (lower case) to value template, sent with every request to it. */
   readonly headers: Readonly<Record<string, Template>>;
 }

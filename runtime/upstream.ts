@@ -64,7 +64,8 @@ export class Upstream {
     this.pool = new Pool(url.origin, {
       connections: spec.connections,
       pipelining: 1,
-      keepAliveTimeout: 30_000,
+      // A server's Keep-Alive: timeout=N hint overrides this (up to 10 min).
+      keepAliveTimeout: spec.idleTimeoutMs,
       connectTimeout: Math.min(10_000, route.limits.timeoutMs),
       headersTimeout: route.limits.timeoutMs,
       bodyTimeout: route.limits.timeoutMs,

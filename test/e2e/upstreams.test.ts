@@ -29,6 +29,10 @@ let gw: RunningGateway;
 const held: (() => void)[] = [];
 const dropped: (() => void)[] = [];
 const servers: Server[] = [];
+/** idlechain's upstream: calls waiting for their pair, when each connection last answered, close waiters. */
+const pairWaiting: (() => void)[] = [];
+const idleSockets = new Map<import('node:net').Socket, number>();
+const socketClosed: ((s: import('node:net').Socket) => void)[] = [];
 
 function serve(handler: Parameters<typeof createServer>[1]): Promise<{ server: Server; url: string }> {
   const server = createServer(handler);
@@ -114,6 +118,22 @@ beforeAll(async () => {
       held.shift()?.();
     });
   });
+  // Answers two calls together, once both are in (so the gateway needs two
+  // connections), and records when each connection last answered and when it closed.
+  // No Keep-Alive hint (keepAliveTimeout 0), so the gateway's own idle timeout decides.
+  const s8 = await serve((req, res) => {
+    req.resume().on('end', () => {
+      const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+      if (req.headers['user-agent']?.startsWith('chain-gateway-health')) return answer();
+      pairWaiting.push(() => {
+        answer();
+        idleSockets.set(req.socket, Date.now());
+      });
+      if (pairWaiting.length === 2) for (const go of pairWaiting.splice(0)) go();
+    });
+  });
+  s8.server.keepAliveTimeout = 0;
+  s8.server.on('connection', (socket) => socket.on('close', () => socketClosed.shift()?.(socket)));
   const built = await buildManifest(
     'upstreams',
     `
@@ -145,6 +165,7 @@ chains:
   - { path: bigchain, interface: evm-jsonrpc, listener: rpc, chainId: 5, methods: evm, upstreams: [{ url: "${s4.url}", connections: 2 }] }
   - { path: headerchain, interface: evm-jsonrpc, listener: rpc, chainId: 7, methods: evm, upstreams: ["${s6.url}"] }
   - { path: holdchain, interface: evm-jsonrpc, listener: rpc, chainId: 8, methods: evm, retries: 0, limits: { timeoutMs: 600000 }, upstreams: [{ url: "${s7.url}", connections: 2 }] }
+  - { path: idlechain, interface: evm-jsonrpc, listener: rpc, chainId: 9, methods: evm, upstreams: [{ url: "${s8.url}", idleTimeoutMs: 1000 }] }
   - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, chainId: 6, methods: evm, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
 `,
   );
@@ -326,6 +347,21 @@ describe('answer headers', () => {
     expect(String(r.headers['x-request-id'])).toMatch(/^[0-9a-f-]{36}$/);
     // The gateway's own date, not the node's.
     expect(Math.abs(Date.parse(String(r.headers.date)) - Date.now())).toBeLessThan(60_000);
+  });
+});
+
+describe('upstream connections', () => {
+  it('are closed after the upstream’s idleTimeoutMs unused, not before', { timeout: 20_000 }, async () => {
+    const closed = new Promise<import('node:net').Socket>((ok) => socketClosed.push(ok));
+    const [r1, r2] = await Promise.all([send('/idlechain'), send('/idlechain')]);
+    expect([r1.status, r2.status]).toEqual([200, 200]);
+    // Health checks keep one connection busy every 150 ms; the other one idles.
+    const socket = await closed;
+    const idleFor = Date.now() - idleSockets.get(socket)!;
+    expect(idleSockets.has(socket)).toBe(true);
+    expect(idleFor).toBeGreaterThanOrEqual(1000);
+    // undici's idle timers are coarse (about a second); the default would be 55 s.
+    expect(idleFor).toBeLessThan(10_000);
   });
 });
 

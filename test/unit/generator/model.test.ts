@@ -65,6 +65,7 @@ describe('buildModel', () => {
       weight: 1,
       role: 'primary',
       connections: 256,
+      idleTimeoutMs: 55000,
       headers: {},
     });
     expect(m.listeners[0]!.host).toEqual({ parts: ['0.0.0.0'] });
