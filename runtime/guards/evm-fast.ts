@@ -63,9 +63,6 @@ interface Known {
 }
 /** Per allowlist: hash of a method's bytes to the methods with that hash. */
 const tables = new WeakMap<ReadonlySet<string>, Map<number, Known[]>>();
-/** The allowlist used last and its table (one chain's requests in a row need no lookup). */
-let lastAllowed: ReadonlySet<string> | null = null;
-let lastTable: Map<number, Known[]> = new Map();
 
 /**
  * A cheap hash of bytes [s, e): the length and three bytes (allowlisted
@@ -79,20 +76,16 @@ function hashBytes(b: Buffer, s: number, e: number): number {
 }
 
 function tableOf(allowed: ReadonlySet<string>): Map<number, Known[]> {
-  if (allowed === lastAllowed) return lastTable;
   let t = tables.get(allowed);
-  if (t === undefined) {
-    t = new Map();
-    for (const name of allowed) {
-      const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
-      const list = t.get(h) ?? [];
-      list.push({ name, write: WRITE_METHODS.has(name) });
-      t.set(h, list);
-    }
-    tables.set(allowed, t);
+  if (t !== undefined) return t;
+  t = new Map();
+  for (const name of allowed) {
+    const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
+    const list = t.get(h) ?? [];
+    list.push({ name, write: WRITE_METHODS.has(name) });
+    t.set(h, list);
   }
-  lastAllowed = allowed;
-  lastTable = t;
+  tables.set(allowed, t);
   return t;
 }
 

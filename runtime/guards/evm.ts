@@ -52,7 +52,6 @@ interface Item {
   readonly params?: unknown;
 }
 
-
 function isId(v: unknown): boolean {
   return v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
 }
