@@ -36,7 +36,7 @@ mkdirSync(work, { recursive: true });
 const keys = join(work, 'keys.yaml');
 writeFileSync(keys, `keys:\n  - id: bench\n    sha256: "${createHash('sha256').update(API_KEY).digest('hex')}"\n`);
 
-const cmd = [`GATEWAY_KEYS_FILE=${keys}`, workers ? `GATEWAY_WORKERS=${workers}` : '', `exec node ${join(ROOT, 'dist/bench-gateway.mjs')}`]
+const cmd = [`GATEWAY_KEYS_FILE=${keys}`, workers ? `GATEWAY_WORKERS=${workers}` : '', `exec node --no-memory-reducer ${join(ROOT, 'dist/bench-gateway.mjs')}`]
   .filter(Boolean)
   .join(' ');
 const env = {

@@ -82,7 +82,7 @@ async function main(): Promise<void> {
   env.GATEWAY_KEYS_FILE = keysFile;
   for (const name of ['EXPLORER_PORT', 'RPC_PORT', 'ADMIN_PORT', 'LOG_LEVEL']) if (process.env[name]) env[name] = process.env[name]!;
 
-  gateway = spawn(process.execPath, [join(ROOT, 'dist/gateway.mjs')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  gateway = spawn(process.execPath, ['--no-memory-reducer', join(ROOT, 'dist/gateway.mjs')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
   gateway.once('exit', (code) => {
     console.error(`gateway exited (${code})`);
     void shutdown(code ?? 1);

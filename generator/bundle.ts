@@ -34,7 +34,8 @@ export async function bundleServerText(source: string, manifest: string): Promis
     // Bundled CommonJS dependencies call require(); give ESM one.
     banner: {
       js: [
-        '#!/usr/bin/env node',
+        // V8's memory reducer off when the file is run itself (runtime/node-flags.ts).
+        '#!/usr/bin/env -S node --no-memory-reducer',
         emitHeader(manifest),
         "import { createRequire as __gwCreateRequire } from 'node:module';",
         'const require = __gwCreateRequire(import.meta.url);',

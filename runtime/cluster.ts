@@ -11,6 +11,7 @@ import { AggregatorRegistry } from 'prom-client';
 import type { GatewaySpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger } from './log.ts';
+import { workerExecArgv } from './node-flags.ts';
 
 export function workerCount(): number {
   const raw = process.env.GATEWAY_WORKERS;
@@ -24,6 +25,8 @@ export function workerCount(): number {
 export function runPrimary(spec: GatewaySpec, workers: number): void {
   const { log, flush } = createLogger();
   cluster.schedulingPolicy = cluster.SCHED_NONE;
+  // Workers run with V8's memory reducer off whatever the primary's command line (node-flags.ts).
+  cluster.setupPrimary({ execArgv: workerExecArgv() });
   const aggregator = new AggregatorRegistry();
   let stopping = false;
   const fork = () => cluster.fork({ GATEWAY_WORKER: '1' });

@@ -24,6 +24,7 @@ import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
 import { RedisRateLimiter } from './ratelimit-redis.ts';
 import { Metrics, type RouteMetrics } from './metrics.ts';
 import { isWorker, runPrimary, workerCount } from './cluster.ts';
+import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
 
 type AuthFail = 'missing' | 'invalid' | 'forbidden' | 'conflict';
 
@@ -208,10 +209,17 @@ export class Gateway {
       this.listening.push(await listen(server, host, port, null));
     }
     this.health.start();
+    const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
-      { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size, listeners: this.addresses() },
+      { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size, listeners: this.addresses(), memoryReducer },
       'gateway started',
     );
+    if (memoryReducer === 'on') {
+      this.log.warn(
+        { event: 'memory_reducer_on', hint: `start it as \`node ${NO_MEMORY_REDUCER} <file>\` (or run the file itself): after idle spells V8's memory reducer leaves the heap growing slowly, which cost 17-36% of throughput under load here (README: Running the file)` },
+        "V8's memory reducer is on",
+      );
+    }
     return this.listening;
   }
 

@@ -144,6 +144,35 @@ describe('the emitted server file', () => {
     }
   });
 
+  it('runs with V8\'s memory reducer off when run itself or with the documented command, and warns once when started with plain node', { timeout: 60_000 }, async () => {
+    const text = readFileSync(built.bundle, 'utf8');
+    expect(text.split('\n')[0]).toBe('#!/usr/bin/env -S node --no-memory-reducer');
+    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
+    const env = { MYCHAIN_URL: node.url };
+    for (const [how, nodeArgs, expected] of [
+      ['the file itself', null, 'off'],
+      ['node --no-memory-reducer', ['--no-memory-reducer'], 'off'],
+      ['plain node', [], 'on'],
+      ['node --memory-reducer', ['--memory-reducer'], 'on'],
+    ] as const) {
+      const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, nodeArgs, env });
+      try {
+        const started = await gw.waitForLog((e) => e.event === 'started');
+        expect([how, started.memoryReducer]).toEqual([how, expected]);
+        const r = await rawRequest(gw.url('rpc', `/mychain/${KEY}`), { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
+        expect(r.json()).toEqual({ jsonrpc: '2.0', id: 1, result: '0x1092' });
+        const warnings = gw.lines.filter((l) => l.includes('"event":"memory_reducer_on"')).map((l) => JSON.parse(l) as { level: string; hint: string });
+        expect([how, warnings.length]).toEqual([how, expected === 'on' ? 1 : 0]);
+        if (warnings[0]) {
+          expect(warnings[0].level).toBe('warn');
+          expect(warnings[0].hint).toContain('node --no-memory-reducer');
+        }
+      } finally {
+        expect(await gw.stop('SIGTERM')).toBe(0);
+      }
+    }
+  });
+
   it('stops at start with a message naming the chain and the variable when a variable is missing', async () => {
     writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
     const r = await run(process.execPath, [built.bundle], { cwd: built.dir, env: { PATH: process.env.PATH } }).then(

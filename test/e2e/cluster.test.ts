@@ -15,7 +15,7 @@ beforeAll(async () => {
 afterAll(() => anvil?.stop());
 
 describe('GATEWAY_WORKERS=2', () => {
-  it('serves from two workers, sums their metrics on the primary’s admin listener, reloads keys and drains on signals', { timeout: 60_000 }, async () => {
+  it('serves from two workers started with the memory reducer off, sums their metrics on the primary’s admin listener, reloads keys and drains on signals', { timeout: 60_000 }, async () => {
     const built = await buildManifest(
       'cluster',
       `
@@ -39,9 +39,13 @@ chains:
         s.close(() => ok(p));
       });
     });
-    const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: anvil.url, RPC_PORT: String(port), GATEWAY_WORKERS: '2' } });
+    // The primary is started with plain `node`: its workers get --no-memory-reducer all the same.
+    const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, nodeArgs: [], env: { ETH_URL: anvil.url, RPC_PORT: String(port), GATEWAY_WORKERS: '2' } });
     const primary = await gw.waitForLog((e) => e.event === 'primary_started');
     await gw.waitForLog((e) => e.event === 'started' && gw.lines.filter((l) => l.includes('"event":"started"')).length === 2);
+    const started = gw.lines.filter((l) => l.includes('"event":"started"')).map((l) => JSON.parse(l) as { memoryReducer: string });
+    expect(started.map((s) => s.memoryReducer)).toEqual(['off', 'off']);
+    expect(gw.lines.filter((l) => l.includes('memory_reducer_on'))).toEqual([]);
     for (let i = 0; i < 40; i++) {
       const r = await rawRequest(`http://127.0.0.1:${port}/ethereum/${KEY}`, { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
       expect(r.json().result).toBe('0x1');

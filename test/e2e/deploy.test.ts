@@ -22,8 +22,10 @@ describe('deploy/gateway.service', () => {
     const u = unit();
     expect(u.KillSignal).toEqual(['SIGTERM']);
     expect(u.ExecReload).toEqual(['/bin/kill -HUP $MAINPID']);
-    const [node, script] = u.ExecStart![0]!.split(' ');
+    const [node, ...args] = u.ExecStart![0]!.split(' ');
+    const script = args.pop();
     expect(node).toBe('/usr/bin/node');
+    expect(args).toEqual(['--no-memory-reducer']);
     expect(script).toBe(`${u.WorkingDirectory![0]}/gateway.mjs`);
     // The unit's layout, in a scratch folder instead of /opt/gateway.
     const anvil = await startAnvil({ chainId: 1 });
@@ -36,8 +38,9 @@ describe('deploy/gateway.service', () => {
     const next = newKey();
     writeFileSync(join(dir, 'keys.yaml'), keysYaml([{ id: 'a', key }]), { mode: 0o600 });
     const env = Object.fromEntries(u.Environment!.map((e) => e.split('=') as [string, string]));
-    const gw = await startGateway({ cwd: dir, bundle: join(dir, 'gateway.mjs'), node: process.execPath, env: { ...env, ETHEREUM_RPC_URL: anvil.url } });
+    const gw = await startGateway({ cwd: dir, bundle: join(dir, 'gateway.mjs'), node: process.execPath, nodeArgs: args, env: { ...env, ETHEREUM_RPC_URL: anvil.url } });
     try {
+      expect((await gw.waitForLog((e) => e.event === 'started')).memoryReducer).toBe('off');
       const call = (k: string) => rawRequest(gw.url('rpc', `/ethereum/${k}`), { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
       expect((await call(key)).status).toBe(200);
       writeFileSync(join(dir, 'keys.yaml'), keysYaml([{ id: 'a', key }, { id: 'b', key: next }]));
@@ -60,7 +63,7 @@ describe('deploy/Dockerfile', () => {
     expect(text).toContain('RUN npm run build');
     expect(pkg.scripts.build).toBe('gateway build gateway.yaml');
     expect(text).toContain('COPY --from=build /src/dist/gateway.mjs /app/gateway.mjs');
-    expect(text).toMatch(/CMD \["node", "\/app\/gateway.mjs"\]/);
+    expect(text).toContain('CMD ["node", "--no-memory-reducer", "/app/gateway.mjs"]');
     expect(text).toContain('STOPSIGNAL SIGTERM');
   });
 });

@@ -5,7 +5,7 @@ import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { SPEC_METHODS } from '../../generator/known-methods.ts';
@@ -80,10 +80,18 @@ export interface StartOptions {
   readonly env?: Record<string, string>;
   /** Another node binary (Node 24 test). */
   readonly node?: string;
+  /**
+   * Node options before the file: by default the documented command's
+   * (`node --no-memory-reducer gateway.mjs`); [] for plain `node gateway.mjs`;
+   * null to run the file itself (its `#!` line).
+   */
+  readonly nodeArgs?: readonly string[] | null;
 }
 
 export function startGateway(opts: StartOptions): Promise<RunningGateway> {
-  const proc = spawn(opts.node ?? process.execPath, [opts.bundle], {
+  const nodeArgs = opts.nodeArgs === undefined ? ['--no-memory-reducer'] : opts.nodeArgs;
+  const [cmd, args] = nodeArgs === null ? [resolve(opts.cwd, opts.bundle), []] : [opts.node ?? process.execPath, [...nodeArgs, opts.bundle]];
+  const proc = spawn(cmd, args, {
     cwd: opts.cwd,
     env: { PATH: process.env.PATH ?? '', ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
