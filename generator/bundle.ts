@@ -37,6 +37,7 @@ export async function bundleServerText(source: string, manifest: string): Promis
         // V8's memory reducer off when the file is run itself (runtime/node-flags.ts).
         '#!/usr/bin/env -S node --no-memory-reducer',
         emitHeader(manifest),
+        "// Run it as `node --no-memory-reducer <this file>`, or run the file itself (README: Running the file).",
         "import { createRequire as __gwCreateRequire } from 'node:module';",
         'const require = __gwCreateRequire(import.meta.url);',
       ].join('\n'),

@@ -147,6 +147,7 @@ describe('the emitted server file', () => {
   it('runs with V8\'s memory reducer off when run itself or with the documented command, and warns once when started with plain node', { timeout: 60_000 }, async () => {
     const text = readFileSync(built.bundle, 'utf8');
     expect(text.split('\n')[0]).toBe('#!/usr/bin/env -S node --no-memory-reducer');
+    expect(text.split('\n').slice(0, 6).join('\n')).toContain('node --no-memory-reducer <this file>');
     writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
     const env = { MYCHAIN_URL: node.url };
     for (const [how, nodeArgs, expected] of [
