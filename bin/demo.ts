@@ -10,6 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { checkManifestFile } from '../generator/check.ts';
 import type { ChainModel } from '../generator/model.ts';
+import { NO_MEMORY_REDUCER } from '../runtime/node-flags.ts';
 import { startAnvil, type Anvil } from '../test/support/anvil.ts';
 import { startBlockbookStub } from '../test/support/blockbook-stub.ts';
 import { startRosettaStub } from '../test/support/rosetta-stub.ts';
@@ -82,7 +83,7 @@ async function main(): Promise<void> {
   env.GATEWAY_KEYS_FILE = keysFile;
   for (const name of ['EXPLORER_PORT', 'RPC_PORT', 'ADMIN_PORT', 'LOG_LEVEL']) if (process.env[name]) env[name] = process.env[name]!;
 
-  gateway = spawn(process.execPath, ['--no-memory-reducer', join(ROOT, 'dist/gateway.mjs')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
+  gateway = spawn(process.execPath, [NO_MEMORY_REDUCER, join(ROOT, 'dist/gateway.mjs')], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'inherit'] });
   gateway.once('exit', (code) => {
     console.error(`gateway exited (${code})`);
     void shutdown(code ?? 1);

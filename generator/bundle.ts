@@ -5,6 +5,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { emitHeader } from './emit/header.ts';
 import { RUNTIME_SPECIFIER } from './emit/index.ts';
+import { NO_MEMORY_REDUCER } from '../runtime/node-flags.ts';
 
 /** The project root: esbuild resolves runtime/ and node_modules from here. */
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -35,9 +36,9 @@ export async function bundleServerText(source: string, manifest: string): Promis
     banner: {
       js: [
         // V8's memory reducer off when the file is run itself (runtime/node-flags.ts).
-        '#!/usr/bin/env -S node --no-memory-reducer',
+        `#!/usr/bin/env -S node ${NO_MEMORY_REDUCER}`,
         emitHeader(manifest),
-        "// Run it as `node --no-memory-reducer <this file>`, or run the file itself (README: Running the file).",
+        `// Run it as \`node ${NO_MEMORY_REDUCER} <this file>\`, or run the file itself (README: Running the file).`,
         "import { createRequire as __gwCreateRequire } from 'node:module';",
         'const require = __gwCreateRequire(import.meta.url);',
       ].join('\n'),

@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { SPEC_METHODS } from '../../generator/known-methods.ts';
+import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const run = promisify(execFile);
@@ -89,7 +90,7 @@ export interface StartOptions {
 }
 
 export function startGateway(opts: StartOptions): Promise<RunningGateway> {
-  const nodeArgs = opts.nodeArgs === undefined ? ['--no-memory-reducer'] : opts.nodeArgs;
+  const nodeArgs = opts.nodeArgs === undefined ? [NO_MEMORY_REDUCER] : opts.nodeArgs;
   const [cmd, args] = nodeArgs === null ? [resolve(opts.cwd, opts.bundle), []] : [opts.node ?? process.execPath, [...nodeArgs, opts.bundle]];
   const proc = spawn(cmd, args, {
     cwd: opts.cwd,

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { memoryReducerFlag, workerExecArgv } from '../../../runtime/node-flags.ts';
 
 describe('memoryReducerFlag', () => {
-  it('is off with --no-memory-reducer, in either spelling V8 accepts', () => {
+  it('is off with --no-memory-reducer, in each spelling node hands on to V8', () => {
     expect(memoryReducerFlag(['--no-memory-reducer'])).toBe('off');
     expect(memoryReducerFlag(['--no_memory_reducer'])).toBe('off');
     expect(memoryReducerFlag(['--nomemory-reducer'])).toBe('off');
