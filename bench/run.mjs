@@ -8,11 +8,12 @@
 //   npm run bench                          # small, big and batch; 5 interleaved rounds
 //   SCENARIOS=small RUNS=3 npm run bench   # any bench.sh knob passes through
 //   WORKERS=2 npm run bench                # cluster mode (one worker per core), its own row
-import { spawnSync, execFileSync } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { cpSync, mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { checkTargets, formatRss, formatTargets, parseResults, rssVerdict } from './targets.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BENCH_DIR = resolve(process.env.BENCH_DIR ?? join(ROOT, '..', 'shared', 'bench'));
@@ -52,5 +53,47 @@ const env = {
 const harness = join(work, 'harness');
 cpSync(BENCH_DIR, harness, { recursive: true, filter: (src) => !src.includes('node_modules') && !src.includes('/results') });
 env.OUT_DIR ??= join(ROOT, 'bench', 'results', new Date().toISOString().replace(/[-:]/g, '').slice(0, 15));
-const r = spawnSync('bash', [join(harness, 'bench.sh')], { cwd: ROOT, env, stdio: 'inherit' });
-process.exit(r.status ?? 1);
+// The gateway's RSS, once a second, for the "memory flat" check: the harness
+// starts and stops it, so find it by its command line (its cluster workers too).
+const bundle = join(ROOT, 'dist/bench-gateway.mjs');
+const processes = []; // one entry per gateway process (one per scenario): RSS samples in MiB
+let lastPids = new Set();
+const sampler = setInterval(() => {
+  const pids = new Set();
+  let kib = 0;
+  for (const name of readdirSync('/proc')) {
+    if (!/^[0-9]+$/.test(name)) continue;
+    try {
+      if (!readFileSync(`/proc/${name}/cmdline`, 'latin1').includes(bundle)) continue;
+      const m = /VmRSS:\s+([0-9]+) kB/.exec(readFileSync(`/proc/${name}/status`, 'latin1'));
+      if (m) {
+        pids.add(name);
+        kib += Number(m[1]);
+      }
+    } catch {
+      // the process ended between readdir and read
+    }
+  }
+  if (pids.size === 0) return;
+  if (![...pids].some((p) => lastPids.has(p))) processes.push([]);
+  lastPids = pids;
+  processes.at(-1).push(kib / 1024);
+}, 1000);
+
+const child = spawn('bash', [join(harness, 'bench.sh')], { cwd: ROOT, env, stdio: 'inherit' });
+const status = await new Promise((done) => child.on('exit', (code, signal) => done(code ?? (signal ? 1 : 0))));
+clearInterval(sampler);
+if (status !== 0) process.exit(status);
+
+const results = join(env.OUT_DIR, 'results.tsv');
+if (existsSync(results)) {
+  const runs = [parseResults(readFileSync(results, 'utf8'))];
+  const name = env.GATEWAY_NAME;
+  const scenarios = env.SCENARIOS.split(/\s+/).filter(Boolean);
+  const rss = processes.map((samples, i) => [processes.length === scenarios.length ? scenarios[i] : `process ${i + 1}`, rssVerdict(samples)]);
+  const text =
+    `Issue 5's targets, ${name} over each peer in the same round (median of per-round ratios):\n\n${formatTargets(checkTargets(runs, name), name)}\n\n` +
+    `${name}'s RSS (all its processes), sampled once a second over each scenario:\n\n${formatRss(rss)}\n`;
+  writeFileSync(join(env.OUT_DIR, 'targets.md'), text);
+  console.log('\n' + text + `\n(written to ${join(env.OUT_DIR, 'targets.md')})`);
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env node
+// The targets of issue 5, checked against what one `npm run bench` measured.
+//
+//   node bench/targets.mjs bench/results/<run>/results.tsv [more.tsv ...]
+//
+// Every figure is a median of per-round ratios: the gateway's req/s (or p99)
+// over the peer's in the same round of the same run, so slow drift of a shared
+// machine cancels. Several files are pooled (rounds pair within a file).
+// `npm run bench` prints the same table after the harness's report, with the
+// gateway's RSS per scenario, and writes both beside results.tsv as targets.md.
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/** What issue 5 asks of a single gateway process pinned to one core. */
+export const TARGETS = [
+  { scenario: 'small', peer: 'fastify', figure: 'rps', atLeast: 1.4 },
+  { scenario: 'small', peer: 'node-stream', figure: 'rps', atLeast: 0.9 },
+  { scenario: 'big', peer: 'node-stream', figure: 'rps', atLeast: 0.9 },
+  { scenario: 'batch', peer: 'fastify', figure: 'rps', atLeast: 1.2 },
+  { scenario: 'small', peer: 'node-stream', figure: 'p99', atMost: 1.5 },
+  { scenario: 'big', peer: 'node-stream', figure: 'p99', atMost: 1.5 },
+  { scenario: 'batch', peer: 'node-stream', figure: 'p99', atMost: 1.5 },
+];
+
+/** Rows of the harness's results.tsv, as objects keyed by its header. */
+export function parseResults(text) {
+  const [head, ...lines] = text.split('\n').filter((l) => l.trim() !== '');
+  if (head === undefined) return [];
+  const cols = head.split('\t');
+  for (const need of ['scenario', 'round', 'target', 'rps', 'p99_us']) {
+    if (!cols.includes(need)) throw new Error(`results.tsv has no "${need}" column (header: ${head})`);
+  }
+  return lines.map((line) => Object.fromEntries(line.split('\t').map((v, i) => [cols[i], v])));
+}
+
+export function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
+/**
+ * Per-round ratios of `gateway` over `peer` in one scenario. `runs` is a list
+ * of row lists, one per results file; rounds pair only within a file. A round
+ * where either side served nothing is left out (a stalled slice has no p99).
+ */
+export function pairedRatios(runs, gateway, peer, scenario, figure) {
+  const col = figure === 'p99' ? 'p99_us' : 'rps';
+  const out = [];
+  for (const rows of runs) {
+    const byRound = new Map();
+    for (const r of rows) {
+      if (r.scenario !== scenario || (r.target !== gateway && r.target !== peer)) continue;
+      const round = byRound.get(r.round) ?? {};
+      round[r.target === gateway ? 'gw' : 'peer'] = r;
+      byRound.set(r.round, round);
+    }
+    for (const { gw, peer: p } of byRound.values()) {
+      if (!gw || !p || !(Number(gw.rps) > 0) || !(Number(p.rps) > 0)) continue;
+      out.push(Number(gw[col]) / Number(p[col]));
+    }
+  }
+  return out;
+}
+
+/** Each target with its median ratio, range, number of rounds and verdict (null: not measured). */
+export function checkTargets(runs, gateway = 'gateway') {
+  return TARGETS.map((t) => {
+    const ratios = pairedRatios(runs, gateway, t.peer, t.scenario, t.figure);
+    if (ratios.length === 0) return { ...t, rounds: 0, median: null, min: null, max: null, met: null };
+    const m = median(ratios);
+    return {
+      ...t,
+      rounds: ratios.length,
+      median: m,
+      min: Math.min(...ratios),
+      max: Math.max(...ratios),
+      met: t.atLeast !== undefined ? m >= t.atLeast : m <= t.atMost,
+    };
+  });
+}
+
+export function formatTargets(results, gateway = 'gateway') {
+  const lines = [
+    `| ${gateway} over the peer, per round | target | median (min–max) | rounds | met? |`,
+    '|---|---|---|---:|---|',
+  ];
+  for (const r of results) {
+    const what = `${r.scenario}: ${r.figure === 'p99' ? 'p99' : 'req/s'} ÷ ${r.peer}`;
+    const goal = r.atLeast !== undefined ? `≥ ${r.atLeast}` : `≤ ${r.atMost}`;
+    const value = r.median === null ? 'not measured' : `${r.median.toFixed(3)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
+    const met = r.met === null ? '–' : r.met ? 'yes' : '**no**';
+    lines.push(`| ${what} | ${goal} | ${value} | ${r.rounds} | ${met} |`);
+  }
+  return lines.join('\n');
+}
+
+/**
+ * "Memory flat" from RSS samples of one gateway process (or its primary and
+ * workers, summed), taken once a second over its whole life in one scenario:
+ * the largest RSS in the last third of that life against the largest in the
+ * middle third (the first third holds start-up and warm-up). Flat: at most 10%
+ * more.
+ */
+export function rssVerdict(samplesMiB) {
+  const n = samplesMiB.length;
+  if (n < 6) return { samples: n, middle: null, last: null, max: null, flat: null };
+  const third = Math.floor(n / 3);
+  const middle = Math.max(...samplesMiB.slice(third, n - third));
+  const last = Math.max(...samplesMiB.slice(n - third));
+  return { samples: n, middle, last, max: Math.max(...samplesMiB), flat: last <= middle * 1.1 };
+}
+
+export function formatRss(byScenario) {
+  const lines = ['| scenario | RSS max, middle third of the run | RSS max, last third | largest | samples | flat (≤ +10%)? |', '|---|---:|---:|---:|---:|---|'];
+  for (const [scenario, v] of byScenario) {
+    if (v.flat === null) lines.push(`| ${scenario} | – | – | – | ${v.samples} | too few samples |`);
+    else lines.push(`| ${scenario} | ${v.middle.toFixed(1)} MiB | ${v.last.toFixed(1)} MiB | ${v.max.toFixed(1)} MiB | ${v.samples} | ${v.flat ? 'yes' : '**no**'} |`);
+  }
+  return lines.join('\n');
+}
+
+function main(files) {
+  if (files.length === 0) {
+    console.error('usage: node bench/targets.mjs <results.tsv> [more.tsv ...]');
+    return 2;
+  }
+  const runs = files.map((f) => parseResults(readFileSync(f, 'utf8')));
+  const gateways = [...new Set(runs.flat().map((r) => r.target).filter((t) => t.startsWith('gateway')))];
+  if (gateways.length === 0) {
+    console.error('bench/targets.mjs: no gateway rows in ' + files.join(', '));
+    return 1;
+  }
+  const text = gateways.map((g) => formatTargets(checkTargets(runs, g), g)).join('\n\n');
+  console.log(`Issue 5's targets (medians of per-round ratios${files.length > 1 ? `, ${files.length} runs pooled` : ''}):\n\n${text}`);
+  return 0;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) process.exitCode = main(process.argv.slice(2));
