@@ -91,8 +91,10 @@ if (existsSync(results)) {
   const name = env.GATEWAY_NAME;
   const scenarios = env.SCENARIOS.split(/\s+/).filter(Boolean);
   const rss = processes.map((samples, i) => [processes.length === scenarios.length ? scenarios[i] : `process ${i + 1}`, rssVerdict(samples)]);
+  const setup = [workers ? `${workers} workers` : '', env.PIN === '0' ? 'unpinned' : ''].filter(Boolean).join(', ');
+  const note = setup ? ` The targets are set for one process pinned to one core; this run: ${setup}.` : '';
   const text =
-    `Issue 5's targets, ${name} over each peer in the same round (median of per-round ratios):\n\n${formatTargets(checkTargets(runs, name), name)}\n\n` +
+    `Issue 5's targets, ${name} over each peer in the same round (median of per-round ratios).${note}\n\n${formatTargets(checkTargets(runs, name), name)}\n\n` +
     `${name}'s RSS (all its processes), sampled once a second over each scenario:\n\n${formatRss(rss)}\n`;
   writeFileSync(join(env.OUT_DIR, 'targets.md'), text);
   console.log('\n' + text + `\n(written to ${join(env.OUT_DIR, 'targets.md')})`);

@@ -85,13 +85,13 @@ export function formatTargets(results, gateway = 'gateway') {
     `| ${gateway} over the peer, per round | target | median (min–max) | rounds | met? |`,
     '|---|---|---|---:|---|',
   ];
-  for (const r of results) {
-    const what = `${r.scenario}: ${r.figure === 'p99' ? 'p99' : 'req/s'} ÷ ${r.peer}`;
+  const what = (r) => `${r.scenario}: ${r.figure === 'p99' ? 'p99' : 'req/s'} ÷ ${r.peer}`;
+  for (const r of results.filter((x) => x.median !== null)) {
     const goal = r.atLeast !== undefined ? `≥ ${r.atLeast}` : `≤ ${r.atMost}`;
-    const value = r.median === null ? 'not measured' : `${r.median.toFixed(3)} (${r.min.toFixed(2)}–${r.max.toFixed(2)})`;
-    const met = r.met === null ? '–' : r.met ? 'yes' : '**no**';
-    lines.push(`| ${what} | ${goal} | ${value} | ${r.rounds} | ${met} |`);
+    lines.push(`| ${what(r)} | ${goal} | ${r.median.toFixed(3)} (${r.min.toFixed(2)}–${r.max.toFixed(2)}) | ${r.rounds} | ${r.met ? 'yes' : '**no**'} |`);
   }
+  const missing = results.filter((x) => x.median === null);
+  if (missing.length > 0) lines.push('', `Not measured in this run: ${missing.map(what).join('; ')}.`);
   return lines.join('\n');
 }
 

@@ -30,8 +30,11 @@ describe('bench/targets.mjs', () => {
     expect(byGoal['small rps node-stream']).toMatchObject({ median: 1, min: 0.8, max: 1.2, rounds: 3, met: true });
     expect(byGoal['small rps fastify']).toMatchObject({ median: 2, rounds: 3, met: true });
     expect(byGoal['small p99 node-stream']).toMatchObject({ median: 1, met: true });
-    // no big or batch rows: not measured, neither met nor missed
+    // no big or batch rows: not measured, neither met nor missed, and said so under the table
     expect(byGoal['big rps node-stream']).toMatchObject({ rounds: 0, median: null, met: null });
+    const table = formatTargets(checkTargets(runs));
+    expect(table.split('\n').filter((l) => l.startsWith('| small:'))).toHaveLength(3);
+    expect(table).toContain('Not measured in this run: big: req/s ÷ node-stream; batch: req/s ÷ fastify; big: p99 ÷ node-stream; batch: p99 ÷ node-stream.');
   });
 
   it('misses a target whose median ratio falls short, even when some rounds clear it', () => {
