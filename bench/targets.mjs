@@ -125,7 +125,13 @@ function main(files) {
     console.error('usage: node bench/targets.mjs <results.tsv> [more.tsv ...]');
     return 2;
   }
-  const runs = files.map((f) => parseResults(readFileSync(f, 'utf8')));
+  let runs;
+  try {
+    runs = files.map((f) => parseResults(readFileSync(f, 'utf8')));
+  } catch (err) {
+    console.error(`bench/targets.mjs: ${err.message}`);
+    return 1;
+  }
   const gateways = [...new Set(runs.flat().map((r) => r.target).filter((t) => t.startsWith('gateway')))];
   if (gateways.length === 0) {
     console.error('bench/targets.mjs: no gateway rows in ' + files.join(', '));
