@@ -8,6 +8,7 @@
 //   npm run bench                          # small, big and batch; 5 interleaved rounds
 //   SCENARIOS=small RUNS=3 npm run bench   # any bench.sh knob passes through
 //   WORKERS=2 npm run bench                # cluster mode (one worker per core), its own row
+//   CHAINS=200 npm run bench               # the measured route is the last of 200 chains
 import { spawn, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, writeFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -24,16 +25,35 @@ if (!existsSync(join(BENCH_DIR, 'bench.sh'))) {
 const API_KEY = process.env.API_KEY ?? 'bench-key-5f2c9a7e-0123456789';
 const PORT = process.env.GATEWAY_PORT ?? '18549';
 const workers = process.env.WORKERS ?? '';
+const chains = Number(process.env.CHAINS ?? '1');
+if (!Number.isInteger(chains) || chains < 1 || chains > 5000) {
+  console.error(`bench: CHAINS must be a whole number from 1 to 5000, not "${process.env.CHAINS}"`);
+  process.exit(1);
+}
+
+const work = join(ROOT, '.tmp', 'bench');
+mkdirSync(work, { recursive: true });
+// CHAINS=N: the same manifest with N-1 more EVM chains (each with its own
+// upstream pool and health checks) before /eth, so that the measured route is
+// the last of N: dispatch must not cost more with more chains.
+let manifest = 'bench/gateway.bench.yaml';
+if (chains > 1) {
+  const base = readFileSync(join(ROOT, manifest), 'utf8');
+  const filler = Array.from(
+    { length: chains - 1 },
+    (_, i) => `  - { path: c${String(i + 1).padStart(4, '0')}, interface: evm-jsonrpc, listener: rpc, chainId: ${100000 + i}, methods: evm, upstreams: ["\${UPSTREAM_URL}"] }\n`,
+  ).join('');
+  manifest = join(work, `gateway.bench-${chains}.yaml`);
+  writeFileSync(manifest, base.replace(/^chains:\n/m, `chains:\n${filler}`));
+}
 
 const t0 = process.hrtime.bigint();
-execFileSync(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', 'bench/gateway.bench.yaml', '--out', 'dist/bench-gateway.mjs'], {
+execFileSync(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', manifest, '--out', 'dist/bench-gateway.mjs'], {
   cwd: ROOT,
   stdio: 'inherit',
 });
 console.error(`bench: build took ${(Number(process.hrtime.bigint() - t0) / 1e6).toFixed(0)} ms`);
 
-const work = join(ROOT, '.tmp', 'bench');
-mkdirSync(work, { recursive: true });
 const keys = join(work, 'keys.yaml');
 writeFileSync(keys, `keys:\n  - id: bench\n    sha256: "${createHash('sha256').update(API_KEY).digest('hex')}"\n`);
 
@@ -45,7 +65,7 @@ const env = {
   API_KEY,
   GATEWAY_CMD: cmd,
   GATEWAY_URL: `http://127.0.0.1:${PORT}/eth/${API_KEY}`,
-  GATEWAY_NAME: workers ? `gateway-x${workers}` : 'gateway',
+  GATEWAY_NAME: ['gateway', workers ? `x${workers}` : '', chains > 1 ? `${chains}ch` : ''].filter(Boolean).join('-'),
   SCENARIOS: process.env.SCENARIOS ?? 'small big batch',
 };
 // shared/ is read-only here, and bench.sh installs its peers (npm ci) and
@@ -91,7 +111,7 @@ if (existsSync(results)) {
   const name = env.GATEWAY_NAME;
   const scenarios = env.SCENARIOS.split(/\s+/).filter(Boolean);
   const rss = processes.map((samples, i) => [processes.length === scenarios.length ? scenarios[i] : `process ${i + 1}`, rssVerdict(samples)]);
-  const setup = [workers ? `${workers} workers` : '', env.PIN === '0' ? 'unpinned' : ''].filter(Boolean).join(', ');
+  const setup = [workers ? `${workers} workers` : '', env.PIN === '0' ? 'unpinned' : '', chains > 1 ? `the route is the last of ${chains} chains` : ''].filter(Boolean).join(', ');
   const note = setup ? ` The targets are set for one process pinned to one core; this run: ${setup}.` : '';
   const text =
     `Issue 5's targets, ${name} over each peer in the same round (median of per-round ratios).${note}\n\n${formatTargets(checkTargets(runs, name), name)}\n\n` +
