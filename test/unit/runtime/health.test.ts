@@ -1,0 +1,118 @@
+// When health checks run: every chain at start, then each chain once per
+// interval with the chains spread over it, never two checks of one chain at a
+// time. Fake timers and fake pools: what is asserted is the order and count of
+// probes, not how long anything takes.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { HealthChecker } from '../../../runtime/health.ts';
+import type { Logger } from '../../../runtime/log.ts';
+import type { Metrics } from '../../../runtime/metrics.ts';
+import type { RouteSpec } from '../../../runtime/types.ts';
+import type { UpstreamGroup } from '../../../runtime/upstream.ts';
+
+const INTERVAL = 1000;
+
+interface FakeChain {
+  route: RouteSpec;
+  probes: number;
+  /** While set, this chain's node does not answer until it is called. */
+  hold: (() => void) | null;
+  stall: boolean;
+}
+
+function setup(n: number): { chains: FakeChain[]; checker: HealthChecker; counts: () => number[]; states: () => string[] } {
+  const chains: FakeChain[] = [];
+  const upstreams: Array<{ state: string }> = [];
+  const groups = new Map<RouteSpec, UpstreamGroup>();
+  for (let i = 0; i < n; i++) {
+    const route = { path: `chain-${i}`, interface: 'evm-jsonrpc', maxLag: 10 } as unknown as RouteSpec;
+    const chain: FakeChain = { route, probes: 0, hold: null, stall: false };
+    const answer = { statusCode: 200, body: { text: async () => '{"jsonrpc":"2.0","id":1,"result":"0x10"}' } };
+    const pool = {
+      request: async () => {
+        chain.probes++;
+        if (chain.stall) await new Promise<void>((done) => (chain.hold = done));
+        return answer;
+      },
+    };
+    const upstream = { name: `chain-${i}#0`, rpcPath: '/', headers: {}, pool, state: 'unknown', head: null, healthFails: 0, requestFails: 0, lagging: false };
+    groups.set(route, { all: [upstream] } as unknown as UpstreamGroup);
+    upstreams.push(upstream);
+    chains.push(chain);
+  }
+  const log = { warn: vi.fn() } as unknown as Logger;
+  const metrics = { upstream: vi.fn() } as unknown as Metrics;
+  const checker = new HealthChecker(
+    chains.map((c) => c.route),
+    groups,
+    { intervalMs: INTERVAL, timeoutMs: 500 },
+    log,
+    metrics,
+  );
+  return { chains, checker, counts: () => chains.map((c) => c.probes), states: () => upstreams.map((u) => u.state) };
+}
+
+describe('HealthChecker schedule', () => {
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+
+  it('checks every chain at start, then one chain at a time, spread evenly over the interval', async () => {
+    const { checker, counts, states } = setup(4);
+    checker.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(counts()).toEqual([1, 1, 1, 1]);
+    expect(states()).toEqual(['up', 'up', 'up', 'up']);
+    await vi.advanceTimersByTimeAsync(INTERVAL - 1);
+    expect(counts()).toEqual([1, 1, 1, 1]);
+    await vi.advanceTimersByTimeAsync(1); // t = 1000: the first chain's turn
+    expect(counts()).toEqual([2, 1, 1, 1]);
+    await vi.advanceTimersByTimeAsync(INTERVAL / 4); // t = 1250
+    expect(counts()).toEqual([2, 2, 1, 1]);
+    await vi.advanceTimersByTimeAsync(INTERVAL / 2); // t = 1750
+    expect(counts()).toEqual([2, 2, 2, 2]);
+    await vi.advanceTimersByTimeAsync(INTERVAL / 4); // t = 2000: the first chain again
+    expect(counts()).toEqual([3, 2, 2, 2]);
+    await vi.advanceTimersByTimeAsync(10 * INTERVAL);
+    expect(counts()).toEqual([13, 12, 12, 12]);
+    checker.stop();
+  });
+
+  it('checks many chains in ten groups over the interval, each group at once', async () => {
+    const { checker, counts } = setup(25);
+    checker.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(counts().every((c) => c === 1)).toBe(true);
+    const probedAt: number[][] = [];
+    for (let slot = 0; slot < 10; slot++) {
+      const before = counts();
+      await vi.advanceTimersByTimeAsync(slot === 0 ? INTERVAL : INTERVAL / 10);
+      probedAt.push(counts().flatMap((c, i) => (c > before[i]! ? [i] : [])));
+    }
+    // chain i goes in group floor(i * 10 / 25): groups of 3 and 2, in order, every chain once
+    expect(probedAt).toEqual([[0, 1, 2], [3, 4], [5, 6, 7], [8, 9], [10, 11, 12], [13, 14], [15, 16, 17], [18, 19], [20, 21, 22], [23, 24]]);
+    expect(counts().every((c) => c === 2)).toBe(true);
+    checker.stop();
+  });
+
+  it('never checks a chain again while its previous check is under way', async () => {
+    const { checker, counts, chains } = setup(2);
+    chains[0]!.stall = true;
+    checker.start();
+    await vi.advanceTimersByTimeAsync(3 * INTERVAL); // chain 1 at 0, 1500, 2500; chain 0's turns at 1000, 2000, 3000 pass
+    expect(counts()).toEqual([1, 3]);
+    chains[0]!.stall = false;
+    chains[0]!.hold!();
+    await vi.advanceTimersByTimeAsync(INTERVAL); // t = 4000: chain 0's next turn; chain 1 at 3500
+    expect(counts()).toEqual([2, 4]);
+    checker.stop();
+  });
+
+  it('checks nothing after stop', async () => {
+    const { checker, counts } = setup(3);
+    checker.start();
+    await vi.advanceTimersByTimeAsync(INTERVAL + INTERVAL / 3);
+    expect(counts()).toEqual([2, 2, 1]);
+    checker.stop();
+    await vi.advanceTimersByTimeAsync(10 * INTERVAL);
+    expect(counts()).toEqual([2, 2, 1]);
+  });
+});
