@@ -43,8 +43,13 @@ if (chains > 1) {
     { length: chains - 1 },
     (_, i) => `  - { path: c${String(i + 1).padStart(4, '0')}, interface: evm-jsonrpc, listener: rpc, chainId: ${100000 + i}, methods: evm, upstreams: ["\${UPSTREAM_URL}"] }\n`,
   ).join('');
+  const many = base.replace(/^chains:\n/m, `chains:\n${filler}`);
+  if (many === base) {
+    console.error(`bench: CHAINS: no "chains:" line in ${manifest} to add chains under`);
+    process.exit(1);
+  }
   manifest = join(work, `gateway.bench-${chains}.yaml`);
-  writeFileSync(manifest, base.replace(/^chains:\n/m, `chains:\n${filler}`));
+  writeFileSync(manifest, many);
 }
 
 const t0 = process.hrtime.bigint();
