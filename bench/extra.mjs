@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request, Agent } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { rssMiB } from './proc.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const WORK = join(ROOT, '.tmp', 'bench-extra');
@@ -23,7 +24,6 @@ const note = (s) => {
   console.log(s);
 };
 const ms = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
-const rss = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
 const cpuTicks = (pid) => {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
   return Number(f[11]) + Number(f[12]);
@@ -119,18 +119,18 @@ const up = await upstream((req, res) => {
 {
   const g = await start(join(WORK, 'one.mjs'), { UPSTREAM_URL: up.url });
   await send(`http://127.0.0.1:${g.port}/chain-000`, '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}');
-  const idle = rss(g.p.pid);
+  const idle = rssMiB(g.p.pid);
   const agent = new Agent({ keepAlive: true, maxSockets: 1000, maxFreeSockets: 1000 });
   await Promise.all(Array.from({ length: 1000 }, () => send(`http://127.0.0.1:${g.port}/chain-000`, '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}', agent)));
   const sockets = Object.values(agent.freeSockets).reduce((a, l) => a + l.length, 0);
-  const withConns = rss(g.p.pid);
+  const withConns = rssMiB(g.p.pid);
   note(`RSS idle: ${idle.toFixed(1)} MiB; with ${sockets} open keep-alive client connections: ${withConns.toFixed(1)} MiB`);
   agent.destroy();
 
   // --- large bodies: 5 MB eth_sendRawTransaction, 20 MB answers -------------
-  const before = rss(g.p.pid);
+  const before = rssMiB(g.p.pid);
   let peak = before;
-  const watch = setInterval(() => (peak = Math.max(peak, rss(g.p.pid))), 20);
+  const watch = setInterval(() => (peak = Math.max(peak, rssMiB(g.p.pid))), 20);
   const raw = `{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x${'ab'.repeat(2.5 * 1024 * 1024)}"]}`;
   for (let i = 0; i < 5; i++) {
     const r = await send(`http://127.0.0.1:${g.port}/chain-000`, raw);

@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, writeFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { rssMiB } from './proc.mjs';
 import { checkTargets, formatRss, formatTargets, parseResults, rssVerdict } from './targets.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -85,16 +86,13 @@ const processes = []; // one entry per gateway process (one per scenario): RSS s
 let lastPids = new Set();
 const sampler = setInterval(() => {
   const pids = new Set();
-  let kib = 0;
+  let mib = 0;
   for (const name of readdirSync('/proc')) {
     if (!/^[0-9]+$/.test(name)) continue;
     try {
       if (!readFileSync(`/proc/${name}/cmdline`, 'latin1').includes(bundle)) continue;
-      const m = /VmRSS:\s+([0-9]+) kB/.exec(readFileSync(`/proc/${name}/status`, 'latin1'));
-      if (m) {
-        pids.add(name);
-        kib += Number(m[1]);
-      }
+      mib += rssMiB(name);
+      pids.add(name);
     } catch {
       // the process ended between readdir and read
     }
@@ -102,7 +100,7 @@ const sampler = setInterval(() => {
   if (pids.size === 0) return;
   if (![...pids].some((p) => lastPids.has(p))) processes.push([]);
   lastPids = pids;
-  processes.at(-1).push(kib / 1024);
+  processes.at(-1).push(mib);
 }, 1000);
 
 const child = spawn('bash', [join(harness, 'bench.sh')], { cwd: ROOT, env, stdio: 'inherit' });

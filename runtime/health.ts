@@ -60,7 +60,7 @@ export class HealthChecker {
   }
 
   /** One check of every chain, all at once. */
-  async round(): Promise<void> {
+  private async round(): Promise<void> {
     await Promise.all(this.routes.map((r) => this.check(r)));
   }
 
