@@ -94,11 +94,11 @@ export class HealthChecker {
         const known = !Number.isNaN(head);
         if (known) u.head = head;
         u.lagging = known && best - head > route.maxLag;
-        if (u.lagging) u.state = 'down';
-        else {
-          u.state = 'up';
-          u.requestFails = 0;
-        }
+        // A passing check does not clear the circuit breaker's run of failed
+        // requests: eth_blockNumber answering says nothing of whether calls do.
+        // An upstream it brings back after the breaker opened is on trial: its
+        // next failed request takes it out again, its next success clears the run.
+        u.state = u.lagging ? 'down' : 'up';
       }
       this.metrics.upstream(route.path, u, best);
       if (before !== u.state && before !== 'unknown') {

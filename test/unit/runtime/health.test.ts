@@ -6,8 +6,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { HealthChecker } from '../../../runtime/health.ts';
 import type { Logger } from '../../../runtime/log.ts';
 import type { Metrics } from '../../../runtime/metrics.ts';
-import type { RouteSpec } from '../../../runtime/types.ts';
-import type { UpstreamGroup } from '../../../runtime/upstream.ts';
+import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
 
 const INTERVAL = 1000;
 
@@ -114,5 +114,56 @@ describe('HealthChecker schedule', () => {
     checker.stop();
     await vi.advanceTimersByTimeAsync(10 * INTERVAL);
     expect(counts()).toEqual([2, 2, 1]);
+  });
+});
+
+describe('health checks and the circuit breaker', () => {
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+
+  /** A real Upstream whose node answers eth_blockNumber (so it passes every check) and nothing is sent anywhere. */
+  function checkedUpstream(): { upstream: Upstream; checker: HealthChecker } {
+    const route = { path: 'failchain', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const spec = { name: 'failchain#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
+    const upstream = new Upstream(spec, route);
+    const answer = { statusCode: 200, body: { text: async () => '{"jsonrpc":"2.0","id":1,"result":"0x10"}' } };
+    Object.defineProperty(upstream, 'pool', { value: { request: async () => answer } });
+    const log = { warn: vi.fn() } as unknown as Logger;
+    const metrics = { upstream: vi.fn() } as unknown as Metrics;
+    const checker = new HealthChecker([route], new Map([[route, new UpstreamGroup([upstream])]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log, metrics);
+    return { upstream, checker };
+  }
+
+  it('opens after three failed requests in a row even when passing checks come between them', async () => {
+    const { upstream, checker } = checkedUpstream();
+    checker.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(upstream.state).toBe('up');
+    const opened: boolean[] = [];
+    for (let i = 0; i < 3; i++) {
+      opened.push(upstream.markFailure());
+      await vi.advanceTimersByTimeAsync(INTERVAL); // a passing check between each failure
+      expect(upstream.healthFails).toBe(0);
+    }
+    expect(opened).toEqual([false, false, true]);
+    checker.stop();
+  });
+
+  it('puts an upstream a check brings back on trial: one more failure takes it out, one success clears the run', async () => {
+    const { upstream, checker } = checkedUpstream();
+    checker.start();
+    await vi.advanceTimersByTimeAsync(0);
+    for (let i = 0; i < 3; i++) upstream.markFailure();
+    expect(upstream.state).toBe('down');
+    await vi.advanceTimersByTimeAsync(INTERVAL);
+    expect(upstream.state).toBe('up');
+    expect(upstream.markFailure()).toBe(true);
+    expect(upstream.state).toBe('down');
+    await vi.advanceTimersByTimeAsync(INTERVAL);
+    expect(upstream.state).toBe('up');
+    upstream.markSuccess();
+    expect([upstream.markFailure(), upstream.markFailure()]).toEqual([false, false]);
+    expect(upstream.state).toBe('up');
+    checker.stop();
   });
 });
