@@ -15,7 +15,7 @@ import { cpSync, mkdirSync, writeFileSync, existsSync, readdirSync, readFileSync
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rssMiB } from './proc.mjs';
-import { checkTargets, formatRss, formatTargets, parseResults, rssVerdict } from './targets.mjs';
+import { checkTargets, formatPeerRatios, formatRss, formatTargets, parseResults, peerRatios, rssVerdict } from './targets.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BENCH_DIR = resolve(process.env.BENCH_DIR ?? join(ROOT, '..', 'shared', 'bench'));
@@ -118,6 +118,7 @@ if (existsSync(results)) {
   const note = setup ? ` The targets are set for one process pinned to one core; this run: ${setup}.` : '';
   const text =
     `Issue 5's targets, ${name} over each peer in the same round (median of per-round ratios).${note}\n\n${formatTargets(checkTargets(runs, name), name)}\n\n` +
+    `${name} over each peer, pair by pair (median of per-round ratios, min–max; req/s: above 1 is faster; p99: below 1 is lower):\n\n${formatPeerRatios(peerRatios(runs, name), name)}\n\n` +
     `${name}'s RSS (all its processes), sampled once a second over each scenario:\n\n${formatRss(rss)}\n`;
   writeFileSync(join(env.OUT_DIR, 'targets.md'), text);
   console.log('\n' + text + `\n(written to ${join(env.OUT_DIR, 'targets.md')})`);

@@ -20,6 +20,16 @@ export interface RssVerdict {
   max: number | null;
   flat: boolean | null;
 }
+export interface RatioFigure {
+  median: number;
+  min: number;
+  max: number;
+  rounds: number;
+}
+export interface PeerRatios {
+  peer: string;
+  scenarios: Array<{ scenario: string; rps: RatioFigure | null; p99: RatioFigure | null }>;
+}
 export type Row = Record<string, string>;
 export const TARGETS: Target[];
 export function parseResults(text: string): Row[];
@@ -27,5 +37,7 @@ export function median(xs: number[]): number;
 export function pairedRatios(runs: Row[][], gateway: string, peer: string, scenario: string, figure: 'rps' | 'p99'): number[];
 export function checkTargets(runs: Row[][], gateway?: string): TargetResult[];
 export function formatTargets(results: TargetResult[], gateway?: string): string;
+export function peerRatios(runs: Row[][], gateway?: string): PeerRatios[];
+export function formatPeerRatios(table: PeerRatios[], gateway?: string): string;
 export function rssVerdict(samplesMiB: number[]): RssVerdict;
 export function formatRss(byScenario: Array<[string, RssVerdict]>): string;

@@ -96,6 +96,40 @@ export function formatTargets(results, gateway = 'gateway') {
 }
 
 /**
+ * The gateway against every peer in the run, pair by pair: for each scenario,
+ * the median of per-round ratios of req/s and of p99 (min–max). `direct` (wrk
+ * straight at the fake node) is the load side's ceiling, not a peer, and other
+ * gateway rows (cluster or many-chain builds) are not peers of this one.
+ */
+export function peerRatios(runs, gateway = 'gateway') {
+  const rows = runs.flat();
+  const scenarios = [...new Set(rows.map((r) => r.scenario))];
+  const peers = [...new Set(rows.map((r) => r.target))].filter((t) => t !== 'direct' && !t.startsWith('gateway'));
+  const figure = (ratios) =>
+    ratios.length === 0 ? null : { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios), rounds: ratios.length };
+  return peers.map((peer) => ({
+    peer,
+    scenarios: scenarios.map((scenario) => ({
+      scenario,
+      rps: figure(pairedRatios(runs, gateway, peer, scenario, 'rps')),
+      p99: figure(pairedRatios(runs, gateway, peer, scenario, 'p99')),
+    })),
+  }));
+}
+
+export function formatPeerRatios(table, gateway = 'gateway') {
+  if (table.length === 0) return `No peers to compare ${gateway} with.`;
+  const scenarios = table[0].scenarios.map((s) => s.scenario);
+  const cell = (f) => (f === null ? '–' : `${f.median.toFixed(2)} (${f.min.toFixed(2)}–${f.max.toFixed(2)})`);
+  const lines = [
+    `| ${gateway} ÷ peer | ${scenarios.map((s) => `${s}: req/s | ${s}: p99`).join(' | ')} |`,
+    `|---|${scenarios.map(() => '---:|---:').join('|')}|`,
+  ];
+  for (const { peer, scenarios: figs } of table) lines.push(`| ${peer} | ${figs.map((f) => `${cell(f.rps)} | ${cell(f.p99)}`).join(' | ')} |`);
+  return lines.join('\n');
+}
+
+/**
  * "Memory flat" from RSS samples of one gateway process (or its primary and
  * workers, summed), taken once a second over its whole life in one scenario:
  * the largest RSS in the last third of that life against the largest in the
@@ -137,8 +171,11 @@ function main(files) {
     console.error('bench/targets.mjs: no gateway rows in ' + files.join(', '));
     return 1;
   }
-  const text = gateways.map((g) => formatTargets(checkTargets(runs, g), g)).join('\n\n');
-  console.log(`Issue 5's targets (medians of per-round ratios${files.length > 1 ? `, ${files.length} runs pooled` : ''}):\n\n${text}`);
+  const pooled = files.length > 1 ? `, ${files.length} runs pooled` : '';
+  const text = gateways
+    .map((g) => `${formatTargets(checkTargets(runs, g), g)}\n\n${g} over each peer, pair by pair (req/s: above 1 is faster; p99: below 1 is lower):\n\n${formatPeerRatios(peerRatios(runs, g), g)}`)
+    .join('\n\n');
+  console.log(`Issue 5's targets (medians of per-round ratios${pooled}):\n\n${text}`);
   return 0;
 }
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { checkTargets, formatRss, formatTargets, median, pairedRatios, parseResults, rssVerdict } from '../../../bench/targets.mjs';
+import { checkTargets, formatPeerRatios, formatRss, formatTargets, median, pairedRatios, parseResults, peerRatios, rssVerdict } from '../../../bench/targets.mjs';
 
 const HEAD = 'scenario\tround\ttarget\trps\tp50_us\tp99_us\tnon2xx\tsockerr';
 const row = (scenario: string, round: number, target: string, rps: number, p99: number): string =>
@@ -59,6 +59,33 @@ describe('bench/targets.mjs', () => {
   it('refuses a results file without the columns it reads', () => {
     expect(() => parseResults('scenario\tround\ttarget\trps\nsmall\t1\tgateway\t1')).toThrow(/no "p99_us" column/);
     expect(parseResults('')).toEqual([]);
+  });
+
+  it('compares the gateway with every peer pair by pair, leaving out direct and other gateway rows', () => {
+    const withOthers = [
+      SMALL,
+      row('small', 1, 'direct', 40000, 1000),
+      row('small', 1, 'gateway-x2', 16000, 4000),
+      row('small', 1, 'nginx', 16000, 2000),
+      row('small', 2, 'nginx', 20000, 2500),
+      row('big', 1, 'gateway', 3000, 30000),
+      row('big', 1, 'node-stream', 2000, 60000),
+    ].join('\n');
+    const table = peerRatios([parseResults(withOthers)]);
+    expect(table.map((p) => p.peer)).toEqual(['node-stream', 'fastify', 'nginx']);
+    const [ns, , nginx] = table.map((p) => p.scenarios);
+    expect(ns!.map((s) => s.scenario)).toEqual(['small', 'big']);
+    expect(ns![0]!.rps).toEqual({ median: 1, min: 0.8, max: 1.2, rounds: 3 });
+    expect(ns![0]!.p99).toEqual({ median: 1, min: 1, max: 1.6, rounds: 3 });
+    expect(ns![1]!.rps).toEqual({ median: 1.5, min: 1.5, max: 1.5, rounds: 1 });
+    // nginx ran in two rounds of small and none of big
+    expect(nginx![0]!.rps).toEqual({ median: 0.5, min: 0.5, max: 0.5, rounds: 2 });
+    expect(nginx![1]).toEqual({ scenario: 'big', rps: null, p99: null });
+    const text = formatPeerRatios(table);
+    expect(text.split('\n')[0]).toBe('| gateway ÷ peer | small: req/s | small: p99 | big: req/s | big: p99 |');
+    expect(text).toContain('| node-stream | 1.00 (0.80–1.20) | 1.00 (1.00–1.60) | 1.50 (1.50–1.50) | 0.50 (0.50–0.50) |');
+    expect(text).toContain('| nginx | 0.50 (0.50–0.50) | 3.00 (2.00–4.00) | – | – |');
+    expect(formatPeerRatios([])).toBe('No peers to compare gateway with.');
   });
 
   it('takes the median of odd and even counts, whatever the order', () => {
