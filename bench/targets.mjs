@@ -63,20 +63,18 @@ export function pairedRatios(runs, gateway, peer, scenario, figure) {
   return out;
 }
 
+/** Median, range and count of per-round ratios; null when no round paired. */
+function spread(ratios) {
+  if (ratios.length === 0) return null;
+  return { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios), rounds: ratios.length };
+}
+
 /** Each target with its median ratio, range, number of rounds and verdict (null: not measured). */
 export function checkTargets(runs, gateway = 'gateway') {
   return TARGETS.map((t) => {
-    const ratios = pairedRatios(runs, gateway, t.peer, t.scenario, t.figure);
-    if (ratios.length === 0) return { ...t, rounds: 0, median: null, min: null, max: null, met: null };
-    const m = median(ratios);
-    return {
-      ...t,
-      rounds: ratios.length,
-      median: m,
-      min: Math.min(...ratios),
-      max: Math.max(...ratios),
-      met: t.atLeast !== undefined ? m >= t.atLeast : m <= t.atMost,
-    };
+    const s = spread(pairedRatios(runs, gateway, t.peer, t.scenario, t.figure));
+    if (s === null) return { ...t, rounds: 0, median: null, min: null, max: null, met: null };
+    return { ...t, ...s, met: t.atLeast !== undefined ? s.median >= t.atLeast : s.median <= t.atMost };
   });
 }
 
@@ -104,15 +102,13 @@ export function formatTargets(results, gateway = 'gateway') {
 export function peerRatios(runs, gateway = 'gateway') {
   const rows = runs.flat();
   const scenarios = [...new Set(rows.map((r) => r.scenario))];
-  const peers = [...new Set(rows.map((r) => r.target))].filter((t) => t !== 'direct' && !t.startsWith('gateway'));
-  const figure = (ratios) =>
-    ratios.length === 0 ? null : { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios), rounds: ratios.length };
+  const peers = [...new Set(rows.map((r) => r.target))].filter((t) => t !== 'direct' && t !== gateway && !t.startsWith('gateway'));
   return peers.map((peer) => ({
     peer,
     scenarios: scenarios.map((scenario) => ({
       scenario,
-      rps: figure(pairedRatios(runs, gateway, peer, scenario, 'rps')),
-      p99: figure(pairedRatios(runs, gateway, peer, scenario, 'p99')),
+      rps: spread(pairedRatios(runs, gateway, peer, scenario, 'rps')),
+      p99: spread(pairedRatios(runs, gateway, peer, scenario, 'p99')),
     })),
   }));
 }

@@ -86,6 +86,8 @@ describe('bench/targets.mjs', () => {
     expect(text).toContain('| node-stream | 1.00 (0.80–1.20) | 1.00 (1.00–1.60) | 1.50 (1.50–1.50) | 0.50 (0.50–0.50) |');
     expect(text).toContain('| nginx | 0.50 (0.50–0.50) | 3.00 (2.00–4.00) | – | – |');
     expect(formatPeerRatios([])).toBe('No peers to compare gateway with.');
+    // a gateway row under another name is not its own peer
+    expect(peerRatios([parseResults(SMALL.replaceAll('gateway', 'gw'))], 'gw').map((p) => p.peer)).toEqual(['node-stream', 'fastify']);
   });
 
   it('takes the median of odd and even counts, whatever the order', () => {
