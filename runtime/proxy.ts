@@ -36,6 +36,10 @@ export interface ForwardRequest {
   readonly retries: number;
   /** Largest answer the gateway will hold in memory when it must rewrite it. */
   readonly maxBuffer: number;
+  /** An answer the gateway holds must be whole within this many ms of the attempt's start. */
+  readonly timeoutMs: number;
+  /** A 2xx with no body is a good answer (JSON-RPC notifications); otherwise only a 304 may be empty. */
+  readonly emptyOk: boolean;
   readonly classify: (status: number, headers: IncomingHttpHeaders) => Verdict;
 }
 
@@ -116,6 +120,7 @@ function classify(err: unknown): Classified {
       return { kind: code === 'UND_ERR_CONNECT_TIMEOUT' ? 'timeout' : 'unavailable', neverReceived: true };
     case 'UND_ERR_HEADERS_TIMEOUT':
     case 'UND_ERR_BODY_TIMEOUT':
+    case 'GW_ANSWER_TIMEOUT':
       return { kind: 'timeout', neverReceived: false };
     case 'GW_TOO_LARGE':
     case 'HPE_INVALID_CONSTANT':
@@ -141,6 +146,18 @@ const EMPTY = Buffer.alloc(0);
 const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
 
 /**
+ * Bytes all requests together may hold to rewrite answers. Each request has
+ * its own cap (`maxBuffer`); this one keeps many of them at once from taking
+ * the process's memory. An answer that would go past it fails as too large.
+ */
+export const MAX_HELD_BYTES = 256 * 1024 * 1024;
+let held = 0;
+/** Bytes held now, for tests and metrics. */
+export function heldBytes(): number {
+  return held;
+}
+
+/**
  * Sends one request upstream, retrying on another upstream where safe, and
  * reports the outcome to `target.forwarded` exactly once.
  */
@@ -158,6 +175,10 @@ export class Forward implements Dispatcher.DispatchHandler {
   private chunks: Buffer[] | null = null;
   private size = 0;
   private controller: Dispatcher.DispatchController | null = null;
+  /** Stream mode: the head is written with the first body byte, so an answer that breaks before it can still fail cleanly. */
+  private headPending = false;
+  private sentAt = 0;
+  private deadline: NodeJS.Timeout | null = null;
   /** The client went away: abort whatever attempt is under way. */
   private cancelled = false;
   private ended = false;
@@ -200,6 +221,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.mode = Mode.Stream;
     this.bad = false;
     this.controller = null;
+    this.sentAt = performance.now();
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
     u.pool.dispatch({ path: req.path(u), method: req.method, headers, body: req.body }, this);
   }
@@ -226,6 +248,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     if (verdict === 'bad') {
       if (this.canRetry && req.idempotent && !this.cancelled) {
         this.mode = Mode.Retry;
+        this.startDeadline();
         return;
       }
       this.bad = true;
@@ -235,11 +258,36 @@ export class Forward implements Dispatcher.DispatchHandler {
       // The client is gone: undici reports the abort through onResponseError.
       if (this.cancelled || target.res.destroyed) return controller.abort(clientGone());
       this.mode = Mode.Stream;
-      target.streamHead(status, headers, this.u!);
+      this.headPending = true;
       return;
     }
     this.mode = Mode.Buffer;
     this.chunks = [];
+    this.size = 0;
+    this.startDeadline();
+  }
+
+  /**
+   * undici's timeouts bound the head and each gap between chunks; an answer
+   * read whole before anything reaches the client must also end in time.
+   */
+  private startDeadline(): void {
+    const left = this.req.timeoutMs - (performance.now() - this.sentAt);
+    this.deadline = setTimeout(this.tooSlow, Math.max(0, left));
+  }
+
+  private readonly tooSlow = (): void => {
+    this.deadline = null;
+    this.controller?.abort(Object.assign(new Error('upstream answer not complete in time'), { code: 'GW_ANSWER_TIMEOUT' }));
+  };
+
+  /** Ends Buffer mode's bookkeeping: the deadline and the bytes held. */
+  private release(): void {
+    if (this.deadline !== null) {
+      clearTimeout(this.deadline);
+      this.deadline = null;
+    }
+    held -= this.size;
     this.size = 0;
   }
 
@@ -247,6 +295,10 @@ export class Forward implements Dispatcher.DispatchHandler {
     switch (this.mode) {
       case Mode.Stream: {
         const res = this.target.res;
+        if (this.headPending) {
+          this.headPending = false;
+          this.target.streamHead(this.status, this.headers, this.u!);
+        }
         if (!res.write(chunk) && !res.destroyed) {
           controller.pause();
           res.once('drain', () => controller.resume());
@@ -254,12 +306,15 @@ export class Forward implements Dispatcher.DispatchHandler {
         return;
       }
       case Mode.Buffer:
-        this.size += chunk.length;
-        if (this.size > this.req.maxBuffer) {
+        if (this.chunks === null) return; // aborted
+        if (this.size + chunk.length > this.req.maxBuffer || held + chunk.length > MAX_HELD_BYTES) {
+          this.chunks = null;
           controller.abort(Object.assign(new Error('upstream answer too large'), { code: 'GW_TOO_LARGE' }));
           return;
         }
-        this.chunks!.push(chunk);
+        this.size += chunk.length;
+        held += chunk.length;
+        this.chunks.push(chunk);
         return;
       default:
         return;
@@ -270,6 +325,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     const u = this.u!;
     switch (this.mode) {
       case Mode.Retry:
+        this.release();
         this.fail(u);
         return this.retryElsewhere(u, { kind: 'failed', fail: 'unavailable', upstream: u });
       case Mode.Buffer: {
@@ -278,21 +334,45 @@ export class Forward implements Dispatcher.DispatchHandler {
         const chunks = this.chunks!;
         const body = chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
         this.chunks = null;
-        return this.end({ kind: 'buffered', upstream: u, status: this.status, headers: this.headers, body });
+        // Still counted as held while the caller rewrites it (synchronously).
+        try {
+          return this.end({ kind: 'buffered', upstream: u, status: this.status, headers: this.headers, body });
+        } finally {
+          this.release();
+        }
       }
       default: {
-        u.markSuccess();
         const res = this.target.res;
         if (this.cancelled || res.destroyed) return this.end({ kind: 'aborted', upstream: u });
+        if (this.headPending) {
+          // Not one byte came: only some answers may be empty.
+          this.headPending = false;
+          if (!this.req.emptyOk && this.status !== 304) return this.badAnswer(u);
+          this.target.streamHead(this.status, this.headers, u);
+        }
+        u.markSuccess();
         res.end();
         return this.end({ kind: 'streamed', upstream: u, status: this.status });
       }
     }
   }
 
+  /** An answer that is no answer (an empty 200): a failed attempt, retried where safe. */
+  private badAnswer(u: Upstream): void {
+    this.fail(u);
+    const last: ForwardResult = { kind: 'failed', fail: 'bad-response', upstream: u };
+    if (this.canRetry && this.req.idempotent) return this.retryElsewhere(u, last);
+    this.end(last);
+  }
+
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     const u = this.u;
     const res = this.target.res;
+    this.headPending = false;
+    if (this.mode !== Mode.Stream) {
+      this.chunks = null;
+      this.release();
+    }
     if (this.cancelled || res.destroyed) return this.end({ kind: 'aborted', upstream: u });
     if (this.mode === Mode.Stream && res.headersSent) {
       // The answer broke after it had started: the client sees a cut-off answer.

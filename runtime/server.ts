@@ -13,7 +13,8 @@ import { splitQuery } from './url.ts';
 import { Upstream, UpstreamGroup } from './upstream.ts';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import { endToEndHeaders, Forward, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type Verdict } from './proxy.ts';
-import { checkEvmBody, mergeBatch, type BatchMerge } from './guards/evm.ts';
+import { checkEvmBody, mergeBatch, type BatchMerge, type EvmDecision } from './guards/evm.ts';
+import { MAX_ANSWER_DEPTH, nestsDeeper } from './json-scan.ts';
 import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from './guards/rosetta.ts';
 import { checkBlockbook } from './guards/blockbook.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from './errors/evm-jsonrpc.ts';
@@ -57,6 +58,7 @@ class Ctx implements ForwardTarget {
 
   constructor(
     readonly gw: Gateway,
+    readonly listener: ListenerSpec,
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
     none: RouteMetrics,
@@ -79,7 +81,21 @@ class Ctx implements ForwardTarget {
 
   forwarded(r: ForwardResult): void {
     this.forward = null;
-    this.gw.forwarded(this, r);
+    // Called from undici's handler: what escapes here would leave the client waiting.
+    try {
+      this.gw.forwarded(this, r);
+    } catch (err) {
+      this.gw.internalError(err, this);
+    }
+  }
+
+  /** Runs a step that comes back later (a body read, a rate-limit answer), catching what it throws. */
+  later(step: () => void): void {
+    try {
+      step();
+    } catch (err) {
+      this.gw.internalError(err, this);
+    }
   }
 }
 
@@ -120,8 +136,16 @@ const ROSETTA_FAIL: Record<FailKind, RosettaErrorName> = {
 /** Request headers passed on to Blockbook; everything else (cookies, the key) stays here. */
 const BLOCKBOOK_PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-none-match', 'if-modified-since', 'content-type'];
 
-/** Largest upstream answer the gateway holds in memory to rewrite it (batch merge, Rosetta errors). */
-const MAX_REWRITE_BYTES = 64 * 1024 * 1024;
+/**
+ * Largest upstream answer the gateway holds in memory to rewrite it. A batch
+ * answer to merge is split without being parsed (about twice its size in
+ * memory), and may be as large as geth's default batch answer limit (25 MB)
+ * and more; the other answers held (errors, Rosetta /network/options) are
+ * parsed, and are small when they are real. All of them together are capped
+ * by proxy.ts's MAX_HELD_BYTES.
+ */
+const MAX_MERGE_BYTES = 32 * 1024 * 1024;
+const MAX_REWRITE_BYTES = 4 * 1024 * 1024;
 
 /** A chain as the runtime keeps it: its route, its upstreams and its metrics. */
 interface RouteState {
@@ -195,9 +219,12 @@ export class Gateway {
       const routes = this.states.get(l)!;
       const host = resolveTemplate(l.host, `listener ${l.name}`);
       const port = parsePort(resolveTemplate(l.port, `listener ${l.name}`), `listener ${l.name}`);
-      const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 60_000, requestTimeout: 0 }, (req, res) =>
+      // A missing Host and an Expect the gateway does not meet are answered
+      // here, in the interface's envelope, not by Node's bare 400 and 417.
+      const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 60_000, requestTimeout: 0, requireHostHeader: false }, (req, res) =>
         this.handle(l, routes, req, res),
       );
+      server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => this.handle(l, routes, req, res, 'expect'));
       server.on('clientError', (err, socket) => this.clientError(l, err as Error & { code?: string; rawPacket?: Buffer }, socket));
       this.listening.push(await listen(server, host, port, l));
     }
@@ -230,8 +257,8 @@ export class Gateway {
   // ---------------------------------------------------------------- dispatch
 
   /** Hot path: one pass over the URL, one Map lookup for the route. */
-  private handle(listener: ListenerSpec, routes: ReadonlyMap<string, RouteState>, req: IncomingMessage, res: ServerResponse): void {
-    const ctx = new Ctx(this, req, res, this.noRoute);
+  private handle(listener: ListenerSpec, routes: ReadonlyMap<string, RouteState>, req: IncomingMessage, res: ServerResponse, expect?: 'expect'): void {
+    const ctx = new Ctx(this, listener, req, res, this.noRoute);
     this.inflight++;
     res.on('close', ctx.closed);
     if (this.draining) res.shouldKeepAlive = false;
@@ -243,8 +270,12 @@ export class Gateway {
       const slash = path.indexOf('/', 1);
       const first = slash === -1 ? path.slice(1) : path.slice(1, slash);
       const state = path.charCodeAt(0) === 47 ? routes.get(first) : undefined;
+      if (state !== undefined) ctx.metrics = state.metrics;
+      // HTTP/1.1 requires Host (RFC 9112 3.2); Node's own check is off, see start().
+      if (expect !== undefined || (req.headers.host === undefined && req.httpVersionMinor === 1)) {
+        return this.malformed(listener, ctx, expect !== undefined);
+      }
       if (state === undefined) return this.ownRoute(listener, path, req, res, ctx);
-      ctx.metrics = state.metrics;
       const route = state.route;
       const rest = slash === -1 ? '' : path.slice(slash);
       if (req.method === 'OPTIONS') return this.preflight(req, res, ctx);
@@ -252,8 +283,19 @@ export class Gateway {
       else if (route.interface === 'rosetta') this.rosetta(state, rest, query, req, res, ctx);
       else this.blockbook(state, rest, query, req, res, ctx);
     } catch (err) {
-      this.internalError(listener, err, res, ctx);
+      this.internalError(err, ctx);
     }
+  }
+
+  /** No Host header, or an Expect other than 100-continue: 400 or 417 (Rosetta: 500) in the envelope. */
+  private malformed(listener: ListenerSpec, ctx: Ctx, expect: boolean): void {
+    ctx.label = expect ? 'expect' : 'malformed';
+    ctx.res.shouldKeepAlive = false;
+    const iface = ctx.metrics.iface === '-' ? listenerEnvelope(listener) : ctx.metrics.iface;
+    if (iface === 'rosetta') return this.sendRaw(ctx.res, ctx, 500, rosettaErrorJson(expect ? 'GW_ROSETTA_EXPECTATION_FAILED' : 'GW_ROSETTA_MALFORMED_HTTP'));
+    if (iface === 'evm-jsonrpc') return this.rpcFail(ctx, expect ? 'GW_RPC_EXPECTATION_FAILED' : 'GW_RPC_MALFORMED_HTTP');
+    const name = expect ? 'GW_BB_EXPECTATION_FAILED' : 'GW_BB_MALFORMED_HTTP';
+    this.sendRaw(ctx.res, ctx, BLOCKBOOK_ERRORS[name].status, blockbookErrorJson(name));
   }
 
   /** The response is over (finished, or the client went away): metrics and the access log. */
@@ -368,7 +410,7 @@ export class Gateway {
       out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', 'x-request-id');
   }
 
-  private sendRaw(res: ServerResponse, ctx: Ctx, status: number, body: string, extra?: string[]): void {
+  private sendRaw(res: ServerResponse, ctx: { readonly id: string }, status: number, body: string | Buffer, extra?: string[]): void {
     if (res.headersSent) {
       res.destroy();
       return;
@@ -404,11 +446,17 @@ export class Gateway {
     res.end();
   }
 
-  private internalError(listener: ListenerSpec, err: unknown, res: ServerResponse, ctx: Ctx): void {
+  /** What escaped a request's own handling: logged, and answered in the envelope if nothing was sent yet. */
+  internalError(err: unknown, ctx: Ctx): void {
     this.log.error({ event: 'internal_error', reqId: ctx.id, error: (err as Error)?.message }, 'internal error');
+    const res = ctx.res;
+    if (res.headersSent || res.destroyed) {
+      res.destroy();
+      return;
+    }
     const iface = ctx.metrics.iface;
     if (iface === 'rosetta') return this.sendRaw(res, ctx, 500, rosettaErrorJson('GW_ROSETTA_INTERNAL'));
-    if (iface === 'blockbook' || (iface === '-' && listenerEnvelope(listener) !== 'evm-jsonrpc'))
+    if (iface === 'blockbook' || (iface === '-' && listenerEnvelope(ctx.listener) !== 'evm-jsonrpc'))
       return this.sendRaw(res, ctx, 500, blockbookErrorJson('GW_BB_INTERNAL'));
     this.sendRaw(res, ctx, 500, rpcErrorJson('GW_RPC_INTERNAL', 'null'));
   }
@@ -444,14 +492,14 @@ export class Gateway {
    * with the seconds until the window resets. Without a limit, `go` runs at
    * once, with no promise in between.
    */
-  private admit(entry: KeyEntry, n: number, reject: (retryAfter: number) => void, go: () => void): void {
+  private admit(ctx: Ctx, entry: KeyEntry, n: number, reject: (retryAfter: number) => void, go: () => void): void {
     const rate = entry.rateLimit ?? this.spec.rateLimit;
     if (rate === null) return go();
     void Promise.resolve(this.limiter.take(entry.id, rate, n)).then((v) => {
       if (v.ok) return go();
       this.metrics.rateLimited.labels(entry.id).inc();
       reject(v.retryAfter);
-    });
+    }).catch((err: unknown) => this.internalError(err, ctx));
   }
 
   // -------------------------------------------------------------------- evm
@@ -475,22 +523,24 @@ export class Gateway {
     if (req.method !== 'POST') return this.rpcFail(ctx, 'GW_RPC_HTTP_METHOD_NOT_ALLOWED', ['allow', 'POST, OPTIONS']);
     const auth = this.authenticate(route, req, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys, ctx);
     if (typeof auth === 'string') return this.rpcFail(ctx, AUTH[auth]);
-    readBody(req, route.limits.maxBodyBytes, (buf) => {
+    readBody(ctx, route.limits.maxBodyBytes, (buf) => {
       if (buf === null) return this.rpcFail(ctx, 'GW_RPC_BODY_TOO_LARGE', ['connection', 'close']);
       const d = checkEvmBody(buf, route.methods!, route.limits.maxBatchSize);
       ctx.label = d.label;
       if (d.kind === 'reply') return this.sendRaw(ctx.res, ctx, d.status, d.body);
-      if ((auth.rateLimit ?? this.spec.rateLimit) === null) return this.forwardEvm(state, d.body, d.idempotent, d.merge, ctx);
+      if ((auth.rateLimit ?? this.spec.rateLimit) === null) return this.forwardEvm(state, d, ctx);
       this.admit(
+        ctx,
         auth,
         d.count,
         (after) => this.rpcFail(ctx, 'GW_RPC_RATE_LIMITED', ['retry-after', String(after)]),
-        () => this.forwardEvm(state, d.body, d.idempotent, d.merge, ctx),
+        () => this.forwardEvm(state, d, ctx),
       );
     });
   }
 
-  private forwardEvm(state: RouteState, body: Buffer | string, idempotent: boolean, merge: BatchMerge | null, ctx: Ctx): void {
+  private forwardEvm(state: RouteState, d: EvmForward, ctx: Ctx): void {
+    const merge = d.merge;
     ctx.merge = merge;
     this.proxy(
       state,
@@ -501,9 +551,11 @@ export class Gateway {
         rpcPath,
         // undici adds content-length from the body.
         ['content-type', 'application/json', 'x-request-id', ctx.id],
-        body,
-        idempotent,
+        d.body,
+        d.idempotent,
         merge === null ? classifyRpc : classifyRpcBuffered,
+        merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
+        !d.answered,
       ),
       this.evmBuffered,
     );
@@ -511,13 +563,13 @@ export class Gateway {
 
   /** An EVM answer the gateway holds: a batch to merge, or a node's error passed on. */
   private readonly evmBuffered = (ctx: Ctx, r: BufferedResult): void => {
-    const text = r.body.toString('utf8');
-    if (r.status === 200 && ctx.merge !== null) {
-      const merged = mergeBatch(ctx.merge, text);
-      if (merged !== null) return this.sendRaw(ctx.res, ctx, 200, merged);
-    } else if (isJsonRpcAnswer(text)) {
+    if (ctx.merge !== null && r.status >= 200 && r.status < 300) {
+      const merged = mergeBatch(ctx.merge, r.body);
+      // Nothing to answer (only notifications): no body, as JSON-RPC requires.
+      if (merged !== null) return this.sendRaw(ctx.res, ctx, merged.length === 2 ? 204 : 200, merged);
+    } else if (ctx.merge === null && isJsonRpcAnswer(r.body)) {
       // The node's own JSON-RPC error, with its status: passed on unchanged.
-      return this.sendRaw(ctx.res, ctx, r.status, text);
+      return this.sendRaw(ctx.res, ctx, r.status, r.body);
     }
     this.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: ctx.id }, 'upstream answer is not JSON-RPC');
     this.sendRaw(ctx.res, ctx, 502, rpcErrorJson('GW_RPC_UPSTREAM_BAD_RESPONSE', 'null'));
@@ -583,11 +635,12 @@ export class Gateway {
     if (req.method !== 'POST') return fail('GW_ROSETTA_METHOD_NOT_ALLOWED', undefined, ['allow', 'POST, OPTIONS']);
     const auth = this.authenticate(route, req, null, query === '' ? NO_KEYS : splitQuery(query).keys, ctx);
     if (typeof auth === 'string') return fail(AUTH[auth]);
-    readBody(req, route.limits.maxBodyBytes, (buf) => {
+    readBody(ctx, route.limits.maxBodyBytes, (buf) => {
       if (buf === null) return fail('GW_ROSETTA_BODY_TOO_LARGE', undefined, ['connection', 'close']);
       const d = checkRosettaBody(buf, endpoint, route.network!);
       if (d.kind === 'reply') return this.sendRaw(res, ctx, 500, d.body);
       this.admit(
+        ctx,
         auth,
         1,
         (after) => fail('GW_ROSETTA_RATE_LIMITED', undefined, ['retry-after', String(after)]),
@@ -619,7 +672,8 @@ export class Gateway {
         const text = r.body.toString('utf8');
         let doc: unknown;
         try {
-          doc = JSON.parse(text);
+          // Re-serializing /network/options recurses: bound its depth first.
+          doc = isOptions && nestsDeeper(r.body, MAX_ANSWER_DEPTH) ? undefined : JSON.parse(text);
         } catch {
           doc = undefined;
         }
@@ -668,13 +722,14 @@ export class Gateway {
     if (typeof auth === 'string') return fail(AUTH[auth]);
     const afterRate = (body: Buffer | null) =>
       this.admit(
+        ctx,
         auth,
         1,
         (s) => fail('GW_BB_RATE_LIMITED', ['retry-after', String(s)]),
         () => this.forwardBlockbook(state, d.path, sq.rest, body, ctx),
       );
     if (method === 'POST') {
-      readBody(req, route.limits.maxBodyBytes, (buf) => (buf === null ? fail('GW_BB_BODY_TOO_LARGE', ['connection', 'close']) : afterRate(buf)));
+      readBody(ctx, route.limits.maxBodyBytes, (buf) => (buf === null ? fail('GW_BB_BODY_TOO_LARGE', ['connection', 'close']) : afterRate(buf)));
     } else afterRate(null);
   }
 
@@ -757,6 +812,7 @@ function nextRequestId(): string {
 const ZEROS = '000000000000';
 
 type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
+type EvmForward = Extract<EvmDecision, { kind: 'forward' }>;
 
 const NO_KEYS: readonly string[] = [];
 
@@ -769,8 +825,10 @@ function forwardRequest(
   body: Buffer | string | null,
   idempotent: boolean,
   classify: (status: number, headers: IncomingHttpHeaders) => Verdict,
+  maxBuffer = MAX_REWRITE_BYTES,
+  emptyOk = false,
 ): ForwardRequest {
-  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer: MAX_REWRITE_BYTES, classify };
+  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify };
 }
 
 function rpcPath(u: Upstream): string {
@@ -783,7 +841,8 @@ function isHtml(h: Record<string, string | string[] | undefined>): boolean {
 }
 function classifyRpc(status: number, h: Record<string, string | string[] | undefined>): 'stream' | 'buffer' | 'bad' {
   if (status >= 500 || isHtml(h)) return 'bad';
-  return status === 200 ? 'stream' : 'buffer';
+  // A 204 (a notification's answer) streams too: Forward fails an empty answer to a call.
+  return status === 200 || status === 204 ? 'stream' : 'buffer';
 }
 function classifyRpcBuffered(status: number, h: Record<string, string | string[] | undefined>): 'stream' | 'buffer' | 'bad' {
   return status >= 500 || isHtml(h) ? 'bad' : 'buffer';
@@ -793,9 +852,9 @@ function classifyBlockbook(status: number): 'stream' | 'buffer' | 'bad' {
   return status >= 502 ? 'bad' : 'stream';
 }
 
-function isJsonRpcAnswer(text: string): boolean {
+function isJsonRpcAnswer(body: Buffer): boolean {
   try {
-    const v = JSON.parse(text) as unknown;
+    const v = JSON.parse(body.toString('utf8')) as unknown;
     const one = (x: unknown) => x !== null && typeof x === 'object' && (x as { jsonrpc?: unknown }).jsonrpc === '2.0';
     return Array.isArray(v) ? v.every(one) : one(v);
   } catch {
@@ -813,7 +872,8 @@ function listenerEnvelope(l: ListenerSpec): InterfaceKind {
  * Reads a request body up to `limit` bytes; calls back with null when it is
  * larger (then stops reading: the connection closes after the 413).
  */
-function readBody(req: IncomingMessage, limit: number, cb: (buf: Buffer | null) => void): void {
+function readBody(ctx: Ctx, limit: number, cb: (buf: Buffer | null) => void): void {
+  const req = ctx.req;
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
     req.resume();
@@ -827,14 +887,21 @@ function readBody(req: IncomingMessage, limit: number, cb: (buf: Buffer | null) 
     size += c.length;
     if (size > limit) {
       over = true;
-      cb(null);
+      chunks.length = 0;
+      ctx.later(() => cb(null));
       return;
     }
     chunks.push(c);
   });
   req.on('end', () => {
     if (over) return;
-    cb(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size));
+    const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+    // The request's handling goes on from here, outside handle()'s try.
+    try {
+      cb(buf);
+    } catch (err) {
+      ctx.gw.internalError(err, ctx);
+    }
   });
 }
 

@@ -13,6 +13,7 @@ export const BLOCKBOOK_ERRORS = {
   GW_AUTH_KEY_CONFLICT: { message: 'Conflicting API keys in request', status: 400 },
   GW_BB_NOT_FOUND: { message: 'Not found', status: 404 },
   GW_BB_MALFORMED_HTTP: { message: 'Malformed HTTP request', status: 400 },
+  GW_BB_EXPECTATION_FAILED: { message: 'Unsupported Expect header', status: 417 },
   GW_BB_METHOD_NOT_ALLOWED: { message: 'Method not allowed', status: 405 },
   GW_BB_BAD_PAGE: { message: "Parameter 'page' must be a positive integer", status: 400 },
   GW_BB_BAD_PAGE_SIZE: { message: "Parameter 'pageSize' must be a positive integer no larger than the limit", status: 400 },

@@ -24,6 +24,8 @@ export const ROSETTA_ERRORS = {
   GW_ROSETTA_UNKNOWN_ENDPOINT: { code: 6013, message: 'Unknown Rosetta endpoint', retriable: false },
   GW_ROSETTA_METHOD_NOT_ALLOWED: { code: 6014, message: 'HTTP method not allowed; use POST', retriable: false },
   GW_ROSETTA_MALFORMED_HTTP: { code: 6015, message: 'Malformed HTTP request', retriable: false },
+  GW_ROSETTA_EXPECTATION_FAILED: { code: 6016, message: 'Unsupported Expect header', retriable: false },
+  GW_ROSETTA_TOO_DEEP: { code: 6017, message: 'Request body nested too deeply', retriable: false },
   GW_ROSETTA_RATE_LIMITED: { code: 6020, message: 'Rate limit exceeded', retriable: true },
   GW_ROSETTA_UPSTREAM_UNAVAILABLE: { code: 6030, message: 'Upstream unavailable', retriable: true },
   GW_ROSETTA_UPSTREAM_TIMEOUT: { code: 6031, message: 'Upstream timeout', retriable: true },

@@ -55,6 +55,8 @@ export const WRITE_METHODS: ReadonlySet<string> = new Set(['eth_sendRawTransacti
 /** What the scan of one call found, reused between calls. */
 let method = '';
 let writes = false;
+/** Some call has an id (else all are notifications, which the node answers with no body). */
+let answered = false;
 
 /** An allowlisted method as the scanner finds it: by a hash of its bytes. */
 interface Known {
@@ -284,6 +286,7 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
     if (b[p] !== COMMA) return -1;
     p = skipWs(b, p + 1);
   }
+  if ((seen & K_ID) !== 0) answered = true;
   return (seen & (K_JSONRPC | K_METHOD)) === (K_JSONRPC | K_METHOD) ? p + 1 : -1;
 }
 
@@ -295,6 +298,7 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
 export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision | null {
   const table = tableOf(allowed);
   writes = false;
+  answered = false;
   let p = skipWs(buf, 0);
   if (buf[p] === LBRACKET) {
     let count = 0;
@@ -309,9 +313,9 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
       p = skipWs(buf, p + 1);
     }
     if (skipWs(buf, p + 1) !== buf.length) return null;
-    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, merge: null };
+    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null };
   }
   p = callEnd(buf, p, table);
   if (p === -1 || skipWs(buf, p) !== buf.length) return null;
-  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, merge: null };
+  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null };
 }

@@ -15,6 +15,7 @@
 import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
 import { scanPlainRpc, WRITE_METHODS } from './evm-fast.ts';
+import { MAX_ANSWER_DEPTH, MAX_REQUEST_DEPTH, nestsDeeper, splitBatchAnswer } from '../json-scan.ts';
 
 export type EvmDecision =
   | {
@@ -34,6 +35,8 @@ export type EvmDecision =
       readonly count: number;
       /** false when a retry could execute a write twice. */
       readonly idempotent: boolean;
+      /** false when every forwarded call is a notification: the node answers with no body. */
+      readonly answered: boolean;
       /** For batches with refused or invalid items: how to rebuild the answer. */
       readonly merge: BatchMerge | null;
     };
@@ -125,6 +128,8 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
   } catch {
     return reply('GW_RPC_PARSE_ERROR');
   }
+  // JSON.parse does not recurse; re-serializing what was checked does.
+  if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return reply('GW_RPC_TOO_DEEP');
   const rawSafe = text.indexOf('\\') === -1;
 
   if (!Array.isArray(doc)) {
@@ -143,6 +148,7 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
       label: method,
       count: 1,
       idempotent: !WRITE_METHODS.has(method),
+      answered: it.id !== undefined,
       merge: null,
     };
   }
@@ -157,6 +163,7 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
   const forwarded: Item[] = [];
   let allCanonical = true;
   let idempotent = true;
+  let answered = false;
   for (let i = 0; i < n; i++) {
     const v: unknown = doc[i];
     const state = inspect(v);
@@ -174,6 +181,7 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
     }
     if (state === 1) allCanonical = false;
     if (WRITE_METHODS.has(it.method as string)) idempotent = false;
+    if (it.id !== undefined) answered = true;
     forwarded.push(it);
     if (slots !== null) slots[i] = forwardedSlot(it);
   }
@@ -181,9 +189,9 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
     if (allCanonical && rawSafe && countMethodKeys(text) === n) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, merge: null };
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null };
     }
-    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, merge: null };
+    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null };
   }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { error: string } => s !== null && 'error' in s).map((s) => s.error);
@@ -191,7 +199,7 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
   const body = `[${forwarded.map(canonicalJson).join(',')}]`;
-  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, merge: { slots } };
+  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots } };
 }
 
 function forwardedSlot(it: Item): MergeSlot {
@@ -207,46 +215,85 @@ function slotsSoFar(forwarded: readonly Item[], n: number): MergeSlot[] {
 
 /**
  * Rebuilds a batch answer: the node's answers matched to forwarded ids, the
- * gateway's own errors in their request positions. Returns null if the node's
- * answer is not a JSON-RPC batch answer.
+ * gateway's own errors in their request positions. Null if the node's answer
+ * is not an answer to exactly the calls forwarded: not a JSON-RPC batch
+ * answer, an id missing, or an id that was never sent. The node's items are
+ * copied as bytes, never parsed whole (see json-scan.ts).
  */
-export function mergeBatch(merge: BatchMerge, upstreamBody: string): string | null {
-  let answers: unknown;
+export function mergeBatch(merge: BatchMerge, upstreamBody: Buffer | string): Buffer | null {
+  const body = typeof upstreamBody === 'string' ? Buffer.from(upstreamBody) : upstreamBody;
+  const expected = new Map<string, number>();
+  for (const slot of merge.slots) if (slot !== null && 'forwardedId' in slot) expected.set(slot.forwardedId, (expected.get(slot.forwardedId) ?? 0) + 1);
+  const parts: Buffer[] = [];
+  const own = (s: string) => parts.push(Buffer.from(s));
+  // Only notifications went to the node: it answers with no body.
+  if (expected.size === 0 && isBlank(body)) {
+    for (const slot of merge.slots) if (slot !== null && 'error' in slot) own(slot.error);
+    return joinArray(parts);
+  }
+  const items = splitBatchAnswer(body, MAX_ANSWER_DEPTH);
+  if (items === null) return wholeBatchError(merge, body);
+  const byId = new Map<string, AnswerSpan[]>();
+  for (const it of items) {
+    if (it.id === null || (expected.get(it.id) ?? 0) === 0) return null;
+    expected.set(it.id, expected.get(it.id)! - 1);
+    const list = byId.get(it.id);
+    if (list) list.push(it);
+    else byId.set(it.id, [it]);
+  }
+  for (const left of expected.values()) if (left !== 0) return null;
+  for (const slot of merge.slots) {
+    if (slot === null) continue;
+    if ('error' in slot) own(slot.error);
+    else {
+      const it = byId.get(slot.forwardedId)!.shift()!;
+      parts.push(body.subarray(it.start, it.end));
+    }
+  }
+  return joinArray(parts);
+}
+
+interface AnswerSpan {
+  readonly start: number;
+  readonly end: number;
+}
+
+function isBlank(b: Buffer): boolean {
+  for (const c of b) if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return false;
+  return true;
+}
+
+const OPEN = Buffer.from('[');
+const SEP = Buffer.from(',');
+const CLOSE = Buffer.from(']');
+
+function joinArray(parts: readonly Buffer[]): Buffer {
+  const out: Buffer[] = [OPEN];
+  parts.forEach((p, i) => (i === 0 ? out.push(p) : out.push(SEP, p)));
+  out.push(CLOSE);
+  return Buffer.concat(out);
+}
+
+/**
+ * The node refused the whole (forwarded) batch with one error object: each
+ * forwarded call gets that error under its own id.
+ */
+function wholeBatchError(merge: BatchMerge, body: Buffer): Buffer | null {
+  if (body.length > 65536 || nestsDeeper(body, MAX_ANSWER_DEPTH)) return null;
+  let answer: unknown;
   try {
-    answers = JSON.parse(upstreamBody);
+    answer = JSON.parse(body.toString('utf8'));
   } catch {
     return null;
   }
-  if (!Array.isArray(answers)) {
-    // The node refused the whole (forwarded) batch with one error object:
-    // give each forwarded call that error, under its own id.
-    if (answers === null || typeof answers !== 'object' || !('error' in answers)) return null;
-    const errJson = JSON.stringify((answers as { error: unknown }).error);
-    const out: string[] = [];
-    for (const slot of merge.slots) {
-      if (slot === null) continue;
-      out.push('error' in slot ? slot.error : `{"jsonrpc":"2.0","id":${slot.forwardedId},"error":${errJson}}`);
-    }
-    return `[${out.join(',')}]`;
-  }
-  const byId = new Map<string, string[]>();
-  for (const a of answers) {
-    const key = a !== null && typeof a === 'object' && 'id' in a ? JSON.stringify((a as { id: unknown }).id) : 'null';
-    const list = byId.get(key);
-    const json = JSON.stringify(a);
-    if (list) list.push(json);
-    else byId.set(key, [json]);
-  }
-  const out: string[] = [];
+  if (answer === null || typeof answer !== 'object' || Array.isArray(answer) || !('error' in answer)) return null;
+  const err = (answer as { error: unknown }).error;
+  if (err === null || typeof err !== 'object') return null;
+  const errJson = JSON.stringify(err);
+  const parts: Buffer[] = [];
   for (const slot of merge.slots) {
     if (slot === null) continue;
-    if ('error' in slot) out.push(slot.error);
-    else {
-      const answer = byId.get(slot.forwardedId)?.shift();
-      if (answer !== undefined) out.push(answer);
-    }
+    parts.push(Buffer.from('error' in slot ? slot.error : `{"jsonrpc":"2.0","id":${slot.forwardedId},"error":${errJson}}`));
   }
-  for (const rest of byId.values()) out.push(...rest);
-  return `[${out.join(',')}]`;
+  return joinArray(parts);
 }
-

@@ -3,6 +3,7 @@
 import { isUtf8 } from 'node:buffer';
 import { rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import type { RosettaNetwork } from '../types.ts';
+import { MAX_REQUEST_DEPTH, nestsDeeper } from '../json-scan.ts';
 
 /**
  * Every path of the Rosetta API 1.5.1 (shared/specs/rosetta-api.json), and
@@ -54,6 +55,8 @@ export function checkRosettaBody(buf: Buffer, endpoint: string, network: Rosetta
   } catch {
     return fail('GW_ROSETTA_INVALID_JSON');
   }
+  // The body is re-serialized below, and JSON.stringify recurses.
+  if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return fail('GW_ROSETTA_TOO_DEEP', { max_depth: MAX_REQUEST_DEPTH });
   if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
     return fail('GW_ROSETTA_INVALID_REQUEST', { reason: 'the request body must be a JSON object' });
   }

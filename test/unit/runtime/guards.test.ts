@@ -79,7 +79,7 @@ describe('EVM guard', () => {
     expect(d.kind).toBe('forward');
     if (d.kind !== 'forward' || d.merge === null) throw new Error('expected a merge plan');
     const merged = JSON.parse(
-      mergeBatch(d.merge, JSON.stringify([{ jsonrpc: '2.0', id: 'c', result: 2 }, { jsonrpc: '2.0', id: 'a', result: 1 }]))!,
+      mergeBatch(d.merge, JSON.stringify([{ jsonrpc: '2.0', id: 'c', result: 2 }, { jsonrpc: '2.0', id: 'a', result: 1 }]))!.toString(),
     );
     expect(merged.map((x: { id: string }) => x.id)).toEqual(['a', 'b', 'c']);
     expect(merged[1].error.code).toBe(-32601);
@@ -110,7 +110,7 @@ describe('EVM guard', () => {
           expect(sent.flatMap((x) => (x.id === undefined ? [] : [x.id]))).toEqual(allowedIds);
           // The node answers the calls that have ids, in reverse order.
           const node = JSON.stringify(allowedIds.map((id) => ({ jsonrpc: '2.0', id, result: `r-${id}` })).reverse());
-          answer = d.merge === null ? JSON.parse(node).reverse() : JSON.parse(mergeBatch(d.merge, node)!);
+          answer = d.merge === null ? JSON.parse(node).reverse() : JSON.parse(mergeBatch(d.merge, node)!.toString());
           expect(d.merge === null).toBe(kinds.every((k) => k.startsWith('allowed')));
         }
         expect(answer.map((a) => a.id)).toEqual(expectedIds);
@@ -138,8 +138,11 @@ describe('EVM guard fast path', () => {
       ['[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}]', null, 2],
     ] as const) {
       const b = Buffer.from(text);
-      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, merge: null });
+      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null });
     }
+    // Only notifications: the node answers with no body, and that is a good answer.
+    expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
+    expect(scan('[{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber"}]')).toMatchObject({ kind: 'forward', answered: false });
     expect(scan('{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x00"]}')).toMatchObject({ idempotent: false });
     expect(scan('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_sendRawTransaction","params":["0x00"]}]')).toMatchObject({ idempotent: false });
   });

@@ -1,0 +1,236 @@
+// JSON read without recursion. JSON.parse is iterative in V8, but
+// JSON.stringify and any walk over a parsed document recurse, so a body nested
+// a few thousand levels deep overflows the stack. These scanners bound nesting
+// before anything recursive runs, and split a batch answer into its items
+// without building a document at all: a 32 MiB answer costs its bytes, not
+// ten times as much in objects.
+
+/** Nesting allowed in a request body (serde_json, which anvil and reth use, stops at 128 too). */
+export const MAX_REQUEST_DEPTH = 128;
+/** Nesting allowed in an upstream answer the gateway parses to rewrite (Rosetta /network/options, a batch-wide error). */
+export const MAX_ANSWER_DEPTH = 512;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const LBRACKET = 0x5b;
+const RBRACKET = 0x5d;
+const LBRACE = 0x7b;
+const RBRACE = 0x7d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+
+/**
+ * Does the JSON text nest deeper than `limit`? Counts brackets outside
+ * strings; it does not validate (the caller parses, or already has).
+ */
+export function nestsDeeper(b: Buffer, limit: number): boolean {
+  let depth = 0;
+  const n = b.length;
+  for (let i = 0; i < n; i++) {
+    const c = b[i]!;
+    if (c === QUOTE) {
+      for (i++; i < n; i++) {
+        const s = b[i]!;
+        if (s === BACKSLASH) i++;
+        else if (s === QUOTE) break;
+      }
+    } else if (c === LBRACKET || c === LBRACE) {
+      if (++depth > limit) return true;
+    } else if (c === RBRACKET || c === RBRACE) depth--;
+  }
+  return false;
+}
+
+function skipWs(b: Buffer, p: number): number {
+  const n = b.length;
+  while (p < n) {
+    const c = b[p]!;
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
+    p++;
+  }
+  return p;
+}
+
+const HEX = new Uint8Array(256);
+for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1;
+
+/** `p` is just past an opening quote: the index of the closing quote, or -1. */
+function stringEnd(b: Buffer, p: number): number {
+  const n = b.length;
+  while (p < n) {
+    const c = b[p]!;
+    if (c === QUOTE) return p;
+    if (c < 0x20) return -1;
+    if (c === BACKSLASH) {
+      const e = b[p + 1];
+      if (e === 0x75) {
+        if (!HEX[b[p + 2]!] || !HEX[b[p + 3]!] || !HEX[b[p + 4]!] || !HEX[b[p + 5]!]) return -1;
+        p += 6;
+        continue;
+      }
+      if (e !== QUOTE && e !== BACKSLASH && e !== 0x2f && e !== 0x62 && e !== 0x66 && e !== 0x6e && e !== 0x72 && e !== 0x74) return -1;
+      p += 2;
+      continue;
+    }
+    p++;
+  }
+  return -1;
+}
+
+function isDigit(c: number | undefined): boolean {
+  return c !== undefined && c >= 0x30 && c <= 0x39;
+}
+
+function scalarEnd(b: Buffer, p: number): number {
+  const c = b[p];
+  if (c === QUOTE) {
+    const e = stringEnd(b, p + 1);
+    return e === -1 ? -1 : e + 1;
+  }
+  if (c === 0x74) return spells(b, p, 'true') ? p + 4 : -1;
+  if (c === 0x66) return spells(b, p, 'false') ? p + 5 : -1;
+  if (c === 0x6e) return spells(b, p, 'null') ? p + 4 : -1;
+  if (b[p] === 0x2d) p++;
+  if (b[p] === 0x30) p++;
+  else if (isDigit(b[p])) while (isDigit(b[p])) p++;
+  else return -1;
+  if (b[p] === 0x2e) {
+    p++;
+    if (!isDigit(b[p])) return -1;
+    while (isDigit(b[p])) p++;
+  }
+  if (b[p] === 0x65 || b[p] === 0x45) {
+    p++;
+    if (b[p] === 0x2b || b[p] === 0x2d) p++;
+    if (!isDigit(b[p])) return -1;
+    while (isDigit(b[p])) p++;
+  }
+  return p;
+}
+
+function spells(b: Buffer, s: number, word: string): boolean {
+  for (let i = 0; i < word.length; i++) if (b[s + i] !== word.charCodeAt(i)) return false;
+  return true;
+}
+
+/** One key of an object at `p` (a string, then a colon): the index after the colon, or -1. */
+function keyEnd(b: Buffer, p: number): number {
+  if (b[p] !== QUOTE) return -1;
+  const e = stringEnd(b, p + 1);
+  if (e === -1) return -1;
+  p = skipWs(b, e + 1);
+  return b[p] === COLON ? skipWs(b, p + 1) : -1;
+}
+
+/**
+ * Any JSON value at `p`: the index past it, or -1 if it is not valid JSON or
+ * nests more than `maxDepth` containers. Containers are tracked on an
+ * explicit stack, not by recursion.
+ */
+export function valueEnd(b: Buffer, p: number, maxDepth: number): number {
+  const stack: number[] = []; // 0: in an array, 1: in an object
+  for (;;) {
+    p = skipWs(b, p);
+    const c = b[p];
+    if (c === LBRACKET || c === LBRACE) {
+      const close = c === LBRACKET ? RBRACKET : RBRACE;
+      p = skipWs(b, p + 1);
+      if (b[p] === close) p++;
+      else {
+        if (stack.length >= maxDepth) return -1;
+        stack.push(c === LBRACKET ? 0 : 1);
+        if (c === LBRACE && (p = keyEnd(b, p)) === -1) return -1;
+        continue;
+      }
+    } else if ((p = scalarEnd(b, p)) === -1) return -1;
+    // A value is complete: close what it completes, or move to the next one.
+    for (;;) {
+      if (stack.length === 0) return p;
+      p = skipWs(b, p);
+      const inObject = stack[stack.length - 1] === 1;
+      if (b[p] === COMMA) {
+        p = skipWs(b, p + 1);
+        if (inObject && (p = keyEnd(b, p)) === -1) return -1;
+        break;
+      }
+      if (b[p] !== (inObject ? RBRACE : RBRACKET)) return -1;
+      stack.pop();
+      p++;
+    }
+  }
+}
+
+/** One item of a batch answer: its bytes, and its `id` as canonical JSON text (null: none, or not a valid id). */
+export interface AnswerItem {
+  readonly start: number;
+  readonly end: number;
+  readonly id: string | null;
+}
+
+/**
+ * Splits a JSON-RPC batch answer (an array of objects) into its items, with
+ * each item's top-level `id`. Null if the text is not a JSON array of
+ * objects, nests more than `maxDepth` deep, or an item names `id` twice (it
+ * could be read two ways).
+ */
+export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | null {
+  let p = skipWs(b, 0);
+  if (b[p] !== LBRACKET) return null;
+  const items: AnswerItem[] = [];
+  p = skipWs(b, p + 1);
+  if (b[p] === RBRACKET) return skipWs(b, p + 1) === b.length ? items : null;
+  for (;;) {
+    const start = p;
+    if (b[p] !== LBRACE) return null;
+    let id: string | null = null;
+    let seenId = false;
+    p = skipWs(b, p + 1);
+    if (b[p] !== RBRACE) {
+      for (;;) {
+        if (b[p] !== QUOTE) return null;
+        const ke = stringEnd(b, p + 1);
+        if (ke === -1) return null;
+        const isId = keyIs(b, p, ke, 'id');
+        p = skipWs(b, ke + 1);
+        if (b[p] !== COLON) return null;
+        p = skipWs(b, p + 1);
+        const vs = p;
+        p = valueEnd(b, p, maxDepth - 2);
+        if (p === -1) return null;
+        if (isId) {
+          if (seenId) return null;
+          seenId = true;
+          id = canonicalId(b, vs, p);
+        }
+        p = skipWs(b, p);
+        if (b[p] === RBRACE) break;
+        if (b[p] !== COMMA) return null;
+        p = skipWs(b, p + 1);
+      }
+    }
+    p++;
+    items.push({ start, end: p, id });
+    p = skipWs(b, p);
+    if (b[p] === RBRACKET) break;
+    if (b[p] !== COMMA) return null;
+    p = skipWs(b, p + 1);
+  }
+  return skipWs(b, p + 1) === b.length ? items : null;
+}
+
+/** The key string [q, e] (quotes included) means `word`, escapes decoded. */
+function keyIs(b: Buffer, q: number, e: number, word: string): boolean {
+  if (e - q - 1 === word.length && spells(b, q + 1, word)) return true;
+  const esc = b.indexOf(BACKSLASH, q);
+  if (esc === -1 || esc > e) return false;
+  return JSON.parse(b.toString('utf8', q, e + 1)) === word;
+}
+
+/** A JSON-RPC id (string, number or null) as canonical JSON text; null for anything else. */
+function canonicalId(b: Buffer, s: number, e: number): string | null {
+  const c = b[s];
+  if (c === LBRACKET || c === LBRACE || c === 0x74 || c === 0x66) return null;
+  const v: unknown = JSON.parse(b.toString('utf8', s, e));
+  if (typeof v === 'number' && !Number.isFinite(v)) return null;
+  return JSON.stringify(v);
+}
