@@ -23,7 +23,7 @@
 // decides, with JSON.parse and the full rules. The fast path never refuses
 // and never answers; a property test checks that whatever it accepts, the
 // general path accepts with the same meaning.
-import type { EvmDecision } from './evm.ts';
+import { WRITE_METHODS, type EvmDecision } from './evm-decision.ts';
 
 /** Nesting allowed inside params before the general path takes over. */
 const MAX_DEPTH = 64;
@@ -49,8 +49,6 @@ const K_ID = 2;
 const K_METHOD = 4;
 const K_PARAMS = 8;
 
-/** Methods that change state: a retry could execute them twice. */
-export const WRITE_METHODS: ReadonlySet<string> = new Set(['eth_sendRawTransaction', 'eth_sendTransaction']);
 
 /** What the scan of one call found, reused between calls. */
 let method = '';

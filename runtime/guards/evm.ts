@@ -14,39 +14,11 @@
 // allowed, and then the original bytes go as they are.
 import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
-import { scanPlainRpc, WRITE_METHODS } from './evm-fast.ts';
+import { scanPlainRpc } from './evm-fast.ts';
+import { WRITE_METHODS, type BatchMerge, type EvmDecision, type MergeSlot } from './evm-decision.ts';
+
+export type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
 import { MAX_ANSWER_DEPTH, MAX_REQUEST_DEPTH, nestsDeeper, splitBatchAnswer } from '../json-scan.ts';
-
-export type EvmDecision =
-  | {
-      readonly kind: 'reply';
-      readonly status: number;
-      /** '' with status 204. */
-      readonly body: string;
-      readonly label: string;
-      readonly count: number;
-    }
-  | {
-      readonly kind: 'forward';
-      readonly body: Buffer | string;
-      /** Method name for a single call, 'batch' otherwise; only allowlisted names. */
-      readonly label: string;
-      /** Items the node will see, for rate limits and metrics. */
-      readonly count: number;
-      /** false when a retry could execute a write twice. */
-      readonly idempotent: boolean;
-      /** false when every forwarded call is a notification: the node answers with no body. */
-      readonly answered: boolean;
-      /** For batches with refused or invalid items: how to rebuild the answer. */
-      readonly merge: BatchMerge | null;
-    };
-
-export interface BatchMerge {
-  /** One entry per request item, in order. */
-  readonly slots: readonly MergeSlot[];
-}
-/** Either a ready error object (JSON text) or the id (as JSON) of a forwarded call. */
-export type MergeSlot = { readonly error: string } | { readonly forwardedId: string } | null;
 
 interface Item {
   readonly jsonrpc?: unknown;

@@ -1,0 +1,36 @@
+// What the JSON-RPC guard decides about a body, shared by its general path
+// (evm.ts) and its fast path (evm-fast.ts), so neither imports the other.
+
+/** Methods that change state: a retry could execute them twice. */
+export const WRITE_METHODS: ReadonlySet<string> = new Set(['eth_sendRawTransaction', 'eth_sendTransaction']);
+
+export type EvmDecision =
+  | {
+      readonly kind: 'reply';
+      readonly status: number;
+      /** '' with status 204. */
+      readonly body: string;
+      readonly label: string;
+      readonly count: number;
+    }
+  | {
+      readonly kind: 'forward';
+      readonly body: Buffer | string;
+      /** Method name for a single call, 'batch' otherwise; only allowlisted names. */
+      readonly label: string;
+      /** Items the node will see, for rate limits and metrics. */
+      readonly count: number;
+      /** false when a retry could execute a write twice. */
+      readonly idempotent: boolean;
+      /** false when every forwarded call is a notification: the node answers with no body. */
+      readonly answered: boolean;
+      /** For batches with refused or invalid items: how to rebuild the answer. */
+      readonly merge: BatchMerge | null;
+    };
+
+export interface BatchMerge {
+  /** One entry per request item, in order. */
+  readonly slots: readonly MergeSlot[];
+}
+/** Either a ready error object (JSON text) or the id (as JSON) of a forwarded call. */
+export type MergeSlot = { readonly error: string } | { readonly forwardedId: string } | null;

@@ -1,0 +1,61 @@
+// The runtime and the generator have no import cycles (type-only imports
+// count too): each module can be read, tested and replaced on its own.
+import { describe, expect, it } from 'vitest';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { ROOT } from '../e2e/harness.ts';
+
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    return statSync(p).isDirectory() ? tsFiles(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+/** Relative imports of each file, as paths. */
+function importGraph(files: readonly string[]): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  for (const f of files) {
+    const text = readFileSync(f, 'utf8');
+    const deps = [...text.matchAll(/(?:from|import)\s+['"](\.{1,2}\/[^'"]+)['"]/g)].map((m) => normalize(join(dirname(f), m[1]!)));
+    graph.set(f, deps);
+  }
+  return graph;
+}
+
+function cycles(graph: Map<string, string[]>): string[][] {
+  const found: string[][] = [];
+  const done = new Set<string>();
+  const path: string[] = [];
+  const visit = (n: string): void => {
+    const at = path.indexOf(n);
+    if (at !== -1) return void found.push([...path.slice(at), n]);
+    if (done.has(n)) return;
+    path.push(n);
+    for (const m of graph.get(n) ?? []) visit(m);
+    path.pop();
+    done.add(n);
+  };
+  for (const n of graph.keys()) visit(n);
+  return found;
+}
+
+describe('imports', () => {
+  it('form no cycle in runtime/ and generator/', () => {
+    const files = [...tsFiles(join(ROOT, 'runtime')), ...tsFiles(join(ROOT, 'generator'))];
+    const graph = importGraph(files);
+    expect(graph.size).toBeGreaterThan(30);
+    expect([...graph.values()].flat().length).toBeGreaterThan(50);
+    expect(cycles(graph).map((c) => c.map((f) => relative(ROOT, f)).join(' -> '))).toEqual([]);
+  });
+
+  it('finds a cycle when there is one', () => {
+    const g = new Map([
+      ['a', ['b']],
+      ['b', ['c']],
+      ['c', ['a']],
+      ['d', ['a']],
+    ]);
+    expect(cycles(g)).toEqual([['a', 'b', 'c', 'a']]);
+  });
+});
