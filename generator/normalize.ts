@@ -136,18 +136,24 @@ export function buildModel(value: unknown, source: string): GatewayModel {
       maxLag: c.maxLag ?? DEFAULTS.maxLag,
       retries: c.retries ?? DEFAULTS.retries,
     };
-    if (c.interface === 'evm-jsonrpc') {
-      const named = typeof c.methods === 'string';
-      const list = (named ? sets[c.methods as string] : (c.methods as string[] | undefined)) ?? [];
-      return withoutUndefined({
-        ...chain,
-        chainId: c.chainId,
-        methods: [...new Set(list)].sort(byCodeUnit),
-        methodsSource: named ? `methodSets.${c.methods as string}` : `chains[${i}].methods`,
-      });
+    switch (c.interface) {
+      case 'evm-jsonrpc': {
+        const named = typeof c.methods === 'string';
+        const list = (named ? sets[c.methods as string] : (c.methods as string[] | undefined)) ?? [];
+        return withoutUndefined({
+          ...chain,
+          chainId: c.chainId,
+          methods: [...new Set(list)].sort(byCodeUnit),
+          methodsSource: named ? `methodSets.${c.methods as string}` : `chains[${i}].methods`,
+        });
+      }
+      case 'rosetta':
+        return { ...chain, network: c.network! };
+      case 'blockbook':
+        return { ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx };
+      default:
+        return unknownInterface(c.interface);
     }
-    if (c.interface === 'rosetta') return { ...chain, network: c.network! };
-    return { ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx };
   });
   // One path may be served on two listeners; listener breaks the tie.
   chains.sort((a, b) => byCodeUnit(a.path, b.path) || byCodeUnit(a.listener, b.listener));
@@ -178,4 +184,9 @@ export function buildModel(value: unknown, source: string): GatewayModel {
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
   };
   return deepFreeze(model);
+}
+
+/** The compiler sees every interface kind handled above; a new one fails to build until it is. */
+function unknownInterface(kind: never): never {
+  throw new Error(`no model for interface '${String(kind)}'`);
 }

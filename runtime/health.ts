@@ -5,6 +5,7 @@
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
+import { moduleOf } from './interfaces/index.ts';
 import { HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
 /** Health checks say who they are, so upstream logs (and tests) can tell them apart. */
@@ -114,40 +115,18 @@ export class HealthChecker {
    */
   private async probe(route: RouteSpec, u: Upstream): Promise<number | null> {
     const timeout = this.opts.timeoutMs;
+    const probe = moduleOf(route).health;
     try {
-      let res;
-      if (route.interface === 'evm-jsonrpc') {
-        res = await u.pool.request({
-          path: u.rpcPath,
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
-          body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}',
-          headersTimeout: timeout,
-          bodyTimeout: timeout,
-        });
-      } else if (route.interface === 'blockbook') {
-        res = await u.pool.request({ path: `${u.basePath}/status`, method: 'GET', headers: { 'user-agent': HEALTH_AGENT, ...u.headers }, headersTimeout: timeout, bodyTimeout: timeout });
-      } else {
-        res = await u.pool.request({
-          path: `${u.basePath}/network/status`,
-          method: 'POST',
-          headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
-          body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: route.network }, metadata: {} }),
-          headersTimeout: timeout,
-          bodyTimeout: timeout,
-        });
-      }
+      const ask = probe.request(route as never, u);
+      const type = ask.body === undefined ? null : { 'content-type': 'application/json' };
+      const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
+      const res = await u.pool.request({ path: ask.path, method: ask.method, headers, body: ask.body, headersTimeout: timeout, bodyTimeout: timeout });
       const text = await res.body.text();
       if (res.statusCode !== 200) return null;
       const doc = JSON.parse(text) as Record<string, any>;
       if (doc === null || typeof doc !== 'object') return null;
-      let head: unknown;
-      if (route.interface === 'evm-jsonrpc') {
-        if (!Array.isArray(doc) && 'error' in doc) return null; // the node refuses eth_blockNumber: not serving
-        const result: unknown = Array.isArray(doc) ? undefined : doc.result;
-        head = typeof result === 'string' ? Number.parseInt(result, 16) : undefined;
-      } else if (route.interface === 'blockbook') head = doc.blockbook?.bestHeight ?? doc.backend?.blocks;
-      else head = doc.current_block_identifier?.index;
+      const head = probe.head(doc);
+      if (head === null) return null;
       return typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN;
     } catch {
       return null;

@@ -1,3 +1,4 @@
 // What generated code may use from the runtime.
-export { main, Gateway } from './server.ts';
+export { main } from './main.ts';
+export { Gateway } from './server.ts';
 export type * from './types.ts';

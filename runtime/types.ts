@@ -36,10 +36,10 @@ export interface UpstreamSpec {
   readonly headers: Readonly<Record<string, Template>>;
 }
 
-export interface RouteSpec {
+/** What every chain has, whatever its interface. */
+interface RouteBase {
   /** The first path segment. */
   readonly path: string;
-  readonly interface: InterfaceKind;
   readonly listener: string;
   /** Where it came from in the manifest, for messages: `chains[3]`. */
   readonly source: string;
@@ -47,15 +47,28 @@ export interface RouteSpec {
   readonly upstreams: readonly UpstreamSpec[];
   readonly maxLag: number;
   readonly retries: number;
-  /** evm-jsonrpc only. */
-  readonly chainId?: number;
-  /** evm-jsonrpc only: the allowlist, one Set lookup per call. */
-  readonly methods?: ReadonlySet<string>;
-  /** rosetta only. */
-  readonly network?: RosettaNetwork;
-  /** blockbook only. */
-  readonly sendtx?: boolean;
 }
+
+export interface EvmRouteSpec extends RouteBase {
+  readonly interface: 'evm-jsonrpc';
+  readonly chainId?: number;
+  /** The allowlist, one Set lookup per call. */
+  readonly methods: ReadonlySet<string>;
+}
+
+export interface RosettaRouteSpec extends RouteBase {
+  readonly interface: 'rosetta';
+  readonly network: RosettaNetwork;
+}
+
+export interface BlockbookRouteSpec extends RouteBase {
+  readonly interface: 'blockbook';
+  readonly sendtx: boolean;
+}
+
+/** A chain as the generated tables describe it: one type per interface. */
+export type RouteSpec = EvmRouteSpec | RosettaRouteSpec | BlockbookRouteSpec;
+export type RouteOf<K extends InterfaceKind> = Extract<RouteSpec, { readonly interface: K }>;
 
 export interface ListenerSpec {
   readonly name: string;

@@ -1,0 +1,64 @@
+// The admin listener (metrics, liveness, readiness) and the readiness report
+// that every listener's /readyz shares.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { nextRequestId } from './exchange.ts';
+import type { Metrics } from './metrics.ts';
+import type { RouteSpec } from './types.ts';
+import type { UpstreamGroup } from './upstream.ts';
+
+/** What /readyz says: ready when every chain has a healthy upstream and the process is not draining. */
+export function readiness(routes: readonly RouteSpec[], groups: ReadonlyMap<RouteSpec, UpstreamGroup>, draining: boolean): { ready: boolean; body: string } {
+  const chains: Record<string, unknown> = {};
+  let ready = !draining;
+  for (const route of routes) {
+    const group = groups.get(route)!;
+    const up = group.healthy;
+    if (!up) ready = false;
+    chains[route.path] = {
+      interface: route.interface,
+      state: up ? 'up' : 'down',
+      upstreams: group.all.map((u) => ({ name: u.name, role: u.role, state: u.state, head: u.head })),
+    };
+  }
+  const status = draining ? 'draining' : ready ? 'ready' : 'not_ready';
+  return { ready, body: JSON.stringify({ status, chains }) };
+}
+
+export interface AdminDeps {
+  readonly metrics: Metrics;
+  readiness(): { ready: boolean; body: string };
+  cors(origin: string, out: string[]): void;
+  readonly draining: boolean;
+}
+
+/** The admin listener's request handler: GET /metrics, /healthz, /readyz. */
+export function adminHandler(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const { metrics } = deps;
+  const send = (res: ServerResponse, status: number, body: string): void => {
+    const headers = ['x-request-id', nextRequestId(), 'content-type', 'application/json', 'content-length', String(Buffer.byteLength(body))];
+    const origin = (res.req as IncomingMessage | undefined)?.headers.origin;
+    if (origin !== undefined) deps.cors(origin, headers);
+    if (deps.draining) headers.push('connection', 'close');
+    res.writeHead(status, headers);
+    res.end(body);
+  };
+  return (req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path === '/metrics' && req.method === 'GET') {
+      metrics.render().then(
+        (text) => {
+          res.writeHead(200, { 'content-type': metrics.contentType });
+          res.end(text);
+        },
+        () => send(res, 500, '{"error":"Internal server error"}'),
+      );
+      return;
+    }
+    if (path === '/healthz') return send(res, 200, '{"status":"ok"}');
+    if (path === '/readyz') {
+      const r = deps.readiness();
+      return send(res, r.ready ? 200 : 503, r.body);
+    }
+    send(res, 404, '{"error":"Not found"}');
+  };
+}

@@ -1,0 +1,41 @@
+// The manifest's CORS policy, in one place: the headers of answers to
+// requests that carry an Origin, and the answer to a preflight.
+import type { Exchange } from './exchange.ts';
+
+export class Cors {
+  private readonly all: boolean;
+  private readonly origins: ReadonlySet<string>;
+
+  constructor(origins: readonly string[]) {
+    this.all = origins.includes('*');
+    this.origins = new Set(origins);
+  }
+
+  /** Adds the headers for an answer to a request from `origin` (none if it is not allowed). */
+  add(origin: string, out: string[]): void {
+    if (this.all) out.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'x-request-id');
+    else if (this.origins.has(origin)) out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', 'x-request-id');
+  }
+
+  /** Answers an OPTIONS request: 204, with the CORS grant if its origin is allowed. */
+  preflight(x: Exchange): void {
+    x.label = 'preflight';
+    const origin = x.req.headers.origin;
+    const headers = ['x-request-id', x.id, 'allow', 'GET, POST, OPTIONS'];
+    if (origin !== undefined && (this.all || this.origins.has(origin))) {
+      headers.push(
+        'access-control-allow-origin',
+        this.all ? '*' : origin,
+        'access-control-allow-methods',
+        'GET, POST, OPTIONS',
+        'access-control-allow-headers',
+        'content-type, x-api-key, x-request-id',
+        'access-control-max-age',
+        '600',
+      );
+      if (!this.all) headers.push('vary', 'origin');
+    }
+    x.res.writeHead(204, headers);
+    x.res.end();
+  }
+}

@@ -1,0 +1,45 @@
+// Failures every interface can meet, by an interface-neutral name. Each
+// interface maps them into its own envelope (a JSON-RPC error object, a
+// Rosetta Error, Blockbook's {"error": ...}) with its own status; the answers
+// have no request-specific part, so they are made once.
+import type { FailKind } from './proxy.ts';
+
+/** Why the admission stage refused a request. */
+export type Refusal = 'auth-missing' | 'auth-invalid' | 'auth-forbidden' | 'auth-conflict' | 'rate-limited';
+
+/** The admission stage's answer when it refuses: each interface maps the reason into its envelope. */
+export interface Refused {
+  readonly ok: false;
+  readonly reason: Refusal;
+  /** Seconds until the request may succeed (Retry-After), or 0. */
+  readonly retryAfter: number;
+}
+
+export type Failure =
+  | Refusal
+  | FailKind
+  /** No route, endpoint or path of this interface. */
+  | 'not-found'
+  /** An HTTP method the route does not take. */
+  | 'method-not-allowed'
+  | 'body-too-large'
+  /** A request Node's parser refused, or one without Host. */
+  | 'malformed-http'
+  /** An Expect other than 100-continue. */
+  | 'expectation-failed'
+  | 'internal';
+
+export interface Answer {
+  readonly status: number;
+  readonly body: string;
+}
+
+/** The answer per failure, for one interface. */
+export type Envelope = Readonly<Record<Failure, Answer>>;
+
+/** Builds an interface's envelope from its catalogue names; the Record type makes every failure mapped. */
+export function envelope<N extends string>(names: Readonly<Record<Failure, N>>, answer: (name: N) => Answer): Envelope {
+  const out = {} as Record<Failure, Answer>;
+  for (const f of Object.keys(names) as Failure[]) out[f] = answer(names[f]);
+  return out;
+}

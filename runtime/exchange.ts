@@ -1,0 +1,223 @@
+// One request and its answer: what it did (for the access log and metrics),
+// and the one place that answers it, whether with the gateway's own answer in
+// the interface's envelope, an upstream answer streamed, or one the interface
+// rewrote. One object per request.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import type { Envelope, Failure, Refused } from './envelope.ts';
+import type { KeyEntry } from './keys.ts';
+import type { Logger } from './log.ts';
+import type { RouteMetrics } from './metrics.ts';
+import { endToEndHeaders, Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
+import type { Upstream, UpstreamGroup } from './upstream.ts';
+
+export type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
+
+/** A chain's request flow, made once per chain by its interface. */
+export interface RouteHandler {
+  /** `rest` is the path after the chain's segment, `query` the text after `?`. */
+  handle(x: Exchange, rest: string, query: string): void;
+  /** An upstream answer the handler asked to see whole (see ForwardRequest.classify). */
+  rewrite(x: Exchange, r: BufferedResult): void;
+}
+
+/** What an exchange needs of the server that made it. */
+export interface ExchangeHost {
+  readonly log: Logger;
+  readonly draining: boolean;
+  /** Adds the CORS headers for `origin` to a response's header list. */
+  cors(origin: string, out: string[]): void;
+  /** The response is over, finished or not. */
+  done(x: Exchange): void;
+  circuitOpen(u: Upstream): void;
+}
+
+export class Exchange implements ForwardTarget {
+  readonly id: string;
+  /** The id as JSON text, for the access log. */
+  readonly idJson: string;
+  readonly start = performance.now();
+  /** The key's entry, once the key is verified. */
+  key: KeyEntry | null = null;
+  /** The chain's counters (the no-chain ones until a route matches); they know its interface. */
+  metrics: RouteMetrics;
+  /** The failures' answers: the listener's until a chain matches, then its interface's. */
+  envelope: Envelope;
+  /** The chain's flow, once one matches. */
+  handler: RouteHandler | null = null;
+  /** What the handler needs to rewrite the answer (EVM: how to merge a batch). */
+  plan: unknown = null;
+  /** RPC method (allowlisted only), 'batch', 'refused', or a Rosetta/Blockbook endpoint. */
+  label = '-';
+  upstream: Upstream | null = null;
+  /** Bytes the socket had written before this request, for the access log. */
+  readonly written: number;
+  /** The forwarding under way, if any: cancelled when the client goes away. */
+  forward: Forward | null = null;
+  /** Runs once the response is over, finished or not. */
+  readonly closed = (): void => this.host.done(this);
+
+  constructor(
+    readonly host: ExchangeHost,
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    none: RouteMetrics,
+    envelope: Envelope,
+  ) {
+    this.written = req.socket.bytesWritten;
+    this.metrics = none;
+    this.envelope = envelope;
+    const given = req.headers['x-request-id'];
+    if (typeof given === 'string' && given.length > 0 && given.length <= 128 && isPrintable(given)) {
+      this.id = given;
+      this.idJson = JSON.stringify(given);
+    } else {
+      this.id = nextRequestId();
+      this.idJson = `"${this.id}"`;
+    }
+  }
+
+  /** The gateway's own answer. */
+  send(status: number, body: string | Buffer, extra?: readonly string[]): void {
+    const res = this.res;
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const headers = ['x-request-id', this.id];
+    if (status !== 204) headers.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)));
+    if (extra) headers.push(...extra);
+    const origin = this.req.headers.origin;
+    if (origin !== undefined) this.host.cors(origin, headers);
+    if (this.host.draining) headers.push('connection', 'close');
+    res.writeHead(status, headers);
+    res.end(status === 204 ? undefined : body);
+  }
+
+  /** A failure, in the envelope of the exchange's interface. */
+  fail(f: Failure, extra?: readonly string[]): void {
+    const a = this.envelope[f];
+    this.send(a.status, a.body, extra);
+  }
+
+  refuse(r: Refused): void {
+    this.fail(r.reason, r.retryAfter > 0 ? ['retry-after', String(r.retryAfter)] : undefined);
+  }
+
+  /** What escaped the request's own handling: logged, and answered if nothing was sent yet. */
+  internal(err: unknown): void {
+    this.host.log.error({ event: 'internal_error', reqId: this.id, error: (err as Error)?.message }, 'internal error');
+    if (this.res.headersSent || this.res.destroyed) {
+      this.res.destroy();
+      return;
+    }
+    this.fail('internal');
+  }
+
+  /** Runs a step that comes back later (a body read, a store's answer), catching what it throws. */
+  later(step: () => void): void {
+    try {
+      step();
+    } catch (err) {
+      this.internal(err);
+    }
+  }
+
+  /** Forwards to the chain's upstreams (retries, breaker and streaming are Forward's). */
+  forwardTo(group: UpstreamGroup, request: ForwardRequest): void {
+    const f = new Forward(group, request, this, this.host.circuitOpen);
+    this.forward = f;
+    f.start();
+  }
+
+  // ---------------------------------------------------- ForwardTarget
+
+  /** The head of an upstream answer that streams to the client. */
+  streamHead(status: number, headers: IncomingHttpHeaders, u?: Upstream): void {
+    if (u) this.upstream = u;
+    const out = endToEndHeaders(headers, this.id);
+    const origin = this.req.headers.origin;
+    if (origin !== undefined) this.host.cors(origin, out);
+    if (this.host.draining) out.push('connection', 'close');
+    this.res.writeHead(status, out);
+  }
+
+  forwarded(r: ForwardResult): void {
+    this.forward = null;
+    if (r.upstream !== null) this.upstream = r.upstream;
+    // Called from undici's handler: what escapes here would leave the client waiting.
+    try {
+      if (r.kind === 'failed') {
+        if (r.upstream) this.host.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail: r.fail, reqId: this.id }, 'upstream failed');
+        this.fail(r.fail);
+      } else if (r.kind === 'buffered') this.handler!.rewrite(this, r);
+    } catch (err) {
+      this.internal(err);
+    }
+  }
+}
+
+function isPrintable(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x21 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+/**
+ * Request ids for requests that come without one: UUID-shaped (RFC 9562
+ * version 8, the custom layout), 74 random bits made once per process and a
+ * 48-bit counter, so ids are unique across processes and replicas without
+ * asking for randomness per request.
+ */
+const ID_PREFIX = (() => {
+  const h = randomBytes(10).toString('hex');
+  const variant = ((parseInt(h[15]!, 16) & 0x3) | 0x8).toString(16);
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(12, 15)}-${variant}${h.slice(16, 19)}-`;
+})();
+let idSeq = 0;
+export function nextRequestId(): string {
+  idSeq = (idSeq + 1) % 0x1000000000000;
+  const n = idSeq.toString(16);
+  return ID_PREFIX + ZEROS.slice(n.length) + n;
+}
+const ZEROS = '000000000000';
+
+/**
+ * Reads a request body up to `limit` bytes; calls back with null when it is
+ * larger (then stops reading: the connection closes after the 413).
+ */
+export function readBody(x: Exchange, limit: number, cb: (buf: Buffer | null) => void): void {
+  const req = x.req;
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limit) {
+    req.resume();
+    return cb(null);
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  let over = false;
+  req.on('data', (c: Buffer) => {
+    if (over) return;
+    size += c.length;
+    if (size > limit) {
+      over = true;
+      chunks.length = 0;
+      x.later(() => cb(null));
+      return;
+    }
+    chunks.push(c);
+  });
+  req.on('end', () => {
+    if (over) return;
+    const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
+    // The request's handling goes on from here, outside the server's try.
+    try {
+      cb(buf);
+    } catch (err) {
+      x.internal(err);
+    }
+  });
+}

@@ -1,0 +1,110 @@
+// Explorer API, Blockbook-style: `GET /<chain>[/<key>]/v2/<endpoint>/...` to
+// the upstream's `/api/v2/...`. Blockbook's answers pass through unchanged,
+// its own errors included.
+import { envelope, type Failure } from '../envelope.ts';
+import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
+import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
+import { checkBlockbook } from '../guards/blockbook.ts';
+import { isRefused } from '../admission.ts';
+import type { KeyEntry } from '../keys.ts';
+import type { Verdict } from '../proxy.ts';
+import type { BlockbookRouteSpec } from '../types.ts';
+import { splitQuery } from '../url.ts';
+import { forwardRequest } from './common.ts';
+import type { InterfaceModule, RouteServices } from './interface.ts';
+
+const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
+  'auth-missing': 'GW_AUTH_KEY_MISSING',
+  'auth-invalid': 'GW_AUTH_KEY_INVALID',
+  'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
+  'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'rate-limited': 'GW_BB_RATE_LIMITED',
+  unavailable: 'GW_BB_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_BB_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_BB_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_BB_UPSTREAM_UNAVAILABLE',
+  'not-found': 'GW_BB_NOT_FOUND',
+  'method-not-allowed': 'GW_BB_METHOD_NOT_ALLOWED',
+  'body-too-large': 'GW_BB_BODY_TOO_LARGE',
+  'malformed-http': 'GW_BB_MALFORMED_HTTP',
+  'expectation-failed': 'GW_BB_EXPECTATION_FAILED',
+  internal: 'GW_BB_INTERNAL',
+};
+
+/** Request headers passed on to Blockbook; everything else (cookies, the key) stays here. */
+const PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-none-match', 'if-modified-since', 'content-type'];
+const ALLOW = ['allow', 'GET, OPTIONS'];
+const CLOSE = ['connection', 'close'];
+
+/** What goes upstream: the path below the base, the query without the key, and a sendtx body. */
+interface Call {
+  readonly path: string;
+  readonly query: string;
+  readonly body: Buffer | null;
+}
+
+class BlockbookRoute implements RouteHandler {
+  constructor(
+    private readonly route: BlockbookRouteSpec,
+    private readonly s: RouteServices,
+  ) {}
+
+  handle(x: Exchange, rest: string, query: string): void {
+    // `/<chain>/v2/...` or `/<chain>/<key>/v2/...`: a segment is a key only there.
+    let pathKey: string | null = null;
+    let after: string;
+    if (rest.startsWith('/v2/')) after = rest.slice(4);
+    else {
+      const end = rest.indexOf('/', 1);
+      if (end === -1 || !rest.startsWith('/v2/', end)) return x.fail('not-found');
+      pathKey = rest.slice(1, end);
+      if (pathKey === '') return x.fail('not-found');
+      after = rest.slice(end + 4);
+    }
+    const method = x.req.method ?? 'GET';
+    if (method !== 'GET' && method !== 'POST') return x.fail('method-not-allowed', ALLOW);
+    const sq = splitQuery(query);
+    const d = checkBlockbook(method, after, sq.rest, this.route.sendtx, this.route.limits.maxPageSize);
+    if (d.kind === 'error') return x.send(BLOCKBOOK_ERRORS[d.name].status, blockbookErrorJson(d.name), d.name === 'GW_BB_METHOD_NOT_ALLOWED' ? ALLOW : undefined);
+    x.label = d.endpoint;
+    const who = this.s.admission.identify(x, this.route, pathKey, sq.keys);
+    if (isRefused(who)) return x.refuse(who);
+    if (method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, who, d.path, sq.rest, buf));
+    else this.s.admission.admit(x, who, 1, this.forward, { path: d.path, query: sq.rest, body: null });
+  }
+
+  private body(x: Exchange, key: KeyEntry, path: string, query: string, buf: Buffer | null): void {
+    if (buf === null) return x.fail('body-too-large', CLOSE);
+    this.s.admission.admit(x, key, 1, this.forward, { path, query, body: buf });
+  }
+
+  private readonly forward = (x: Exchange, c: Call): void => {
+    const headers = ['x-request-id', x.id];
+    for (const name of PASS) {
+      const v = x.req.headers[name];
+      if (typeof v === 'string') headers.push(name, v);
+    }
+    const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
+    x.forwardTo(this.s.group, forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.body === null, classify));
+  };
+
+  /** A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged. */
+  rewrite(x: Exchange, r: BufferedResult): void {
+    x.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) });
+    x.res.end(r.body);
+  }
+}
+
+/** Blockbook answers pass through unchanged, its own 4xx/500 errors included; 502-504 mean the upstream is in trouble. */
+function classify(status: number): Verdict {
+  return status >= 502 ? 'bad' : 'stream';
+}
+
+export const blockbook: InterfaceModule<'blockbook'> = {
+  envelope: envelope(NAMES, (n) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n) })),
+  handler: (route, services) => new BlockbookRoute(route, services),
+  health: {
+    request: (_route, u) => ({ path: `${u.basePath}/status`, method: 'GET' }),
+    head: (doc) => doc.blockbook?.bestHeight ?? doc.backend?.blocks,
+  },
+};

@@ -1,0 +1,143 @@
+// EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
+// answers the gateway rewrites (a batch with refused items, a node's error).
+// Hot path: no closure but the body reader's.
+import { envelope, type Failure } from '../envelope.ts';
+import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
+import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
+import { checkEvmBody, mergeBatch, type BatchMerge, type EvmDecision } from '../guards/evm.ts';
+import { isRefused } from '../admission.ts';
+import type { KeyEntry } from '../keys.ts';
+import type { Verdict } from '../proxy.ts';
+import type { EvmRouteSpec } from '../types.ts';
+import type { Upstream } from '../upstream.ts';
+import { splitQuery } from '../url.ts';
+import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import type { InterfaceModule, RouteServices } from './interface.ts';
+
+const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
+  'auth-missing': 'GW_AUTH_KEY_MISSING',
+  'auth-invalid': 'GW_AUTH_KEY_INVALID',
+  'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
+  'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'rate-limited': 'GW_RPC_RATE_LIMITED',
+  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
+  'not-found': 'GW_RPC_NOT_FOUND',
+  'method-not-allowed': 'GW_RPC_HTTP_METHOD_NOT_ALLOWED',
+  'body-too-large': 'GW_RPC_BODY_TOO_LARGE',
+  'malformed-http': 'GW_RPC_MALFORMED_HTTP',
+  'expectation-failed': 'GW_RPC_EXPECTATION_FAILED',
+  internal: 'GW_RPC_INTERNAL',
+};
+
+type Forwarded = Extract<EvmDecision, { kind: 'forward' }>;
+
+const ALLOW = ['allow', 'POST, OPTIONS'];
+const CLOSE = ['connection', 'close'];
+const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
+
+class EvmRoute implements RouteHandler {
+  constructor(
+    private readonly route: EvmRouteSpec,
+    private readonly s: RouteServices,
+  ) {}
+
+  handle(x: Exchange, rest: string, query: string): void {
+    // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`: nothing else.
+    let pathKey: string | null = null;
+    if (rest.length > 1) {
+      const end = rest.indexOf('/', 1);
+      if (end === -1) pathKey = rest.slice(1);
+      else if (end === rest.length - 1) pathKey = rest.slice(1, end);
+      else return x.fail('not-found');
+    }
+    if (x.req.method !== 'POST') return x.fail('method-not-allowed', ALLOW);
+    const who = this.s.admission.identify(x, this.route, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys);
+    if (isRefused(who)) return x.refuse(who);
+    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, who, buf));
+  }
+
+  private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
+    if (buf === null) return x.fail('body-too-large', CLOSE);
+    const d = checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize);
+    x.label = d.label;
+    if (d.kind === 'reply') return x.send(d.status, d.body);
+    this.s.admission.admit(x, key, d.count, this.forward, d);
+  }
+
+  private readonly forward = (x: Exchange, d: Forwarded): void => {
+    const merge = d.merge;
+    x.plan = merge;
+    x.forwardTo(
+      this.s.group,
+      forwardRequest(
+        this.route,
+        'POST',
+        rpcPath,
+        // undici adds content-length from the body.
+        JSON_HEADERS.concat(x.id),
+        d.body,
+        d.idempotent,
+        merge === null ? classify : classifyMerged,
+        merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
+        !d.answered,
+      ),
+    );
+  };
+
+  /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
+  rewrite(x: Exchange, r: BufferedResult): void {
+    const merge = x.plan as BatchMerge | null;
+    if (merge !== null && r.status >= 200 && r.status < 300) {
+      const merged = mergeBatch(merge, r.body);
+      // Nothing to answer (only notifications): no body, as JSON-RPC requires.
+      if (merged !== null) return x.send(merged.length === 2 ? 204 : 200, merged);
+    } else if (merge === null && isJsonRpcAnswer(r.body)) {
+      // The node's own JSON-RPC error, with its status: passed on unchanged.
+      return x.send(r.status, r.body);
+    }
+    this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
+    x.fail('bad-response');
+  }
+}
+
+function rpcPath(u: Upstream): string {
+  return u.rpcPath;
+}
+
+function classify(status: number, h: Record<string, string | string[] | undefined>): Verdict {
+  if (status >= 500 || isHtml(h)) return 'bad';
+  // A 204 (a notification's answer) streams too: Forward fails an empty answer to a call.
+  return status === 200 || status === 204 ? 'stream' : 'buffer';
+}
+
+function classifyMerged(status: number, h: Record<string, string | string[] | undefined>): Verdict {
+  return status >= 500 || isHtml(h) ? 'bad' : 'buffer';
+}
+
+function isJsonRpcAnswer(body: Buffer): boolean {
+  try {
+    const v = JSON.parse(body.toString('utf8')) as unknown;
+    const one = (x: unknown) => x !== null && typeof x === 'object' && (x as { jsonrpc?: unknown }).jsonrpc === '2.0';
+    return Array.isArray(v) ? v.every(one) : one(v);
+  } catch {
+    return false;
+  }
+}
+
+const HEALTH_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
+
+export const evm: InterfaceModule<'evm-jsonrpc'> = {
+  envelope: envelope(NAMES, (n) => ({ status: RPC_ERRORS[n].status, body: rpcErrorJson(n, 'null') })),
+  handler: (route, services) => new EvmRoute(route, services),
+  health: {
+    request: (_route, u) => ({ path: u.rpcPath, method: 'POST', body: HEALTH_BODY }),
+    head(doc) {
+      if (!Array.isArray(doc) && 'error' in doc) return null; // the node refuses eth_blockNumber: not serving
+      const result: unknown = Array.isArray(doc) ? undefined : doc.result;
+      return typeof result === 'string' ? Number.parseInt(result, 16) : undefined;
+    },
+  },
+};

@@ -1,0 +1,35 @@
+// What an interface is to the server: its chains' request flow, its envelope
+// and its health check. The server knows interfaces only through the table in
+// index.ts, which the compiler keeps complete.
+import type { AdmissionStage } from '../admission.ts';
+import type { Envelope } from '../envelope.ts';
+import type { RouteHandler } from '../exchange.ts';
+import type { Logger } from '../log.ts';
+import type { InterfaceKind, RouteOf } from '../types.ts';
+import type { Upstream, UpstreamGroup } from '../upstream.ts';
+
+/** What the server gives each chain's handler. */
+export interface RouteServices {
+  readonly admission: AdmissionStage;
+  /** The chain's upstreams. */
+  readonly group: UpstreamGroup;
+  readonly log: Logger;
+}
+
+/** One probe of an upstream: the request, and where its answer says the head is. */
+export interface HealthProbe<K extends InterfaceKind> {
+  request(route: RouteOf<K>, u: Upstream): { readonly path: string; readonly method: 'GET' | 'POST'; readonly body?: string };
+  /**
+   * The head the answer reports: a number, undefined when it reports none
+   * (then the upstream is up but takes no part in lag checks), or null when
+   * the answer says the upstream is not serving.
+   */
+  head(doc: Record<string, any>): unknown;
+}
+
+export interface InterfaceModule<K extends InterfaceKind> {
+  readonly envelope: Envelope;
+  /** The flow of one chain, made once at start. */
+  handler(route: RouteOf<K>, services: RouteServices): RouteHandler;
+  readonly health: HealthProbe<K>;
+}

@@ -1,0 +1,135 @@
+// Cardano Rosetta: `POST /<chain>/<endpoint>`, the network check, and the
+// answers the gateway rewrites (errors, always HTTP 500; /network/options,
+// which lists the gateway's own errors too).
+import { envelope, type Failure } from '../envelope.ts';
+import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
+import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
+import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from '../guards/rosetta.ts';
+import { isRefused } from '../admission.ts';
+import { MAX_ANSWER_DEPTH, nestsDeeper } from '../json-scan.ts';
+import type { KeyEntry } from '../keys.ts';
+import type { Verdict } from '../proxy.ts';
+import type { RosettaRouteSpec } from '../types.ts';
+import type { Upstream } from '../upstream.ts';
+import { splitQuery } from '../url.ts';
+import { forwardRequest, isHtml, NO_KEYS } from './common.ts';
+import type { InterfaceModule, RouteServices } from './interface.ts';
+
+const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
+  'auth-missing': 'GW_AUTH_KEY_MISSING',
+  'auth-invalid': 'GW_AUTH_KEY_INVALID',
+  'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
+  'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'rate-limited': 'GW_ROSETTA_RATE_LIMITED',
+  unavailable: 'GW_ROSETTA_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_ROSETTA_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_ROSETTA_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_ROSETTA_UPSTREAM_BAD_RESPONSE',
+  'not-found': 'GW_ROSETTA_UNKNOWN_ENDPOINT',
+  'method-not-allowed': 'GW_ROSETTA_METHOD_NOT_ALLOWED',
+  'body-too-large': 'GW_ROSETTA_BODY_TOO_LARGE',
+  'malformed-http': 'GW_ROSETTA_MALFORMED_HTTP',
+  'expectation-failed': 'GW_ROSETTA_EXPECTATION_FAILED',
+  internal: 'GW_ROSETTA_INTERNAL',
+};
+
+const OPTIONS = 'network/options';
+const ALLOW = ['allow', 'POST, OPTIONS'];
+const CLOSE = ['connection', 'close'];
+
+/** Per endpoint, its path on an upstream: made once, not per request. */
+const PATHS: ReadonlyMap<string, (u: Upstream) => string> = new Map(
+  [...ROSETTA_ENDPOINTS.keys()].map((endpoint) => [endpoint, (u: Upstream) => `${u.basePath}/${endpoint}`]),
+);
+
+class RosettaRoute implements RouteHandler {
+  constructor(
+    private readonly route: RosettaRouteSpec,
+    private readonly s: RouteServices,
+  ) {}
+
+  handle(x: Exchange, rest: string, query: string): void {
+    // Rosetta takes the key in the header or the query only: a key-shaped
+    // segment here is just an unknown endpoint.
+    const endpoint = rest.length > 1 ? rest.slice(1) : '';
+    if (!ROSETTA_ENDPOINTS.has(endpoint)) return x.fail('not-found');
+    x.label = endpoint;
+    if (x.req.method !== 'POST') return x.fail('method-not-allowed', ALLOW);
+    const who = this.s.admission.identify(x, this.route, null, query === '' ? NO_KEYS : splitQuery(query).keys);
+    if (isRefused(who)) return x.refuse(who);
+    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, who, buf));
+  }
+
+  private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
+    if (buf === null) return x.fail('body-too-large', CLOSE);
+    const d = checkRosettaBody(buf, x.label, this.route.network);
+    if (d.kind === 'reply') return x.send(500, d.body);
+    this.s.admission.admit(x, key, 1, this.forward, d.body);
+  }
+
+  private readonly forward = (x: Exchange, body: string): void => {
+    const endpoint = x.label;
+    const headers = ['content-type', 'application/json', 'x-request-id', x.id];
+    const accept = x.req.headers.accept;
+    if (accept) headers.push('accept', accept);
+    x.forwardTo(
+      this.s.group,
+      forwardRequest(
+        this.route,
+        'POST',
+        PATHS.get(endpoint)!,
+        headers,
+        body,
+        ROSETTA_ENDPOINTS.get(endpoint)!.idempotent,
+        endpoint === OPTIONS ? classifyOptions : classify,
+      ),
+    );
+  };
+
+  rewrite(x: Exchange, r: BufferedResult): void {
+    const isOptions = x.label === OPTIONS;
+    const text = r.body.toString('utf8');
+    let doc: unknown;
+    try {
+      // Re-serializing /network/options recurses: bound its depth first.
+      doc = isOptions && nestsDeeper(r.body, MAX_ANSWER_DEPTH) ? undefined : JSON.parse(text);
+    } catch {
+      doc = undefined;
+    }
+    if (r.status === 200 && isOptions && doc !== null && typeof doc === 'object') {
+      const allow = (doc as { allow?: { errors?: unknown } }).allow;
+      if (allow && Array.isArray(allow.errors)) {
+        const have = new Set(allow.errors.map((e: { code?: unknown }) => e?.code));
+        for (const e of GATEWAY_ROSETTA_ALLOW_ERRORS) if (!have.has(e.code)) allow.errors.push({ ...e });
+        return x.send(200, JSON.stringify(doc));
+      }
+    }
+    // Newer servers send non-retriable errors with 400: the body stays, the status is 500.
+    if (r.status !== 200 && isRosettaError(doc)) return x.send(500, text);
+    this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not Rosetta');
+    x.send(500, rosettaErrorJson('GW_ROSETTA_UPSTREAM_BAD_RESPONSE', { upstream_status: r.status }));
+  }
+}
+
+/** Only a plain 200 streams; errors are rewritten. */
+function classify(status: number, h: Record<string, string | string[] | undefined>): Verdict {
+  return status > 500 || isHtml(h) ? 'bad' : status === 200 ? 'stream' : 'buffer';
+}
+
+/** /network/options is always rewritten. */
+function classifyOptions(status: number, h: Record<string, string | string[] | undefined>): Verdict {
+  return status > 500 || isHtml(h) ? 'bad' : 'buffer';
+}
+
+export const rosetta: InterfaceModule<'rosetta'> = {
+  envelope: envelope(NAMES, (n) => ({ status: 500, body: rosettaErrorJson(n) })),
+  handler: (route, services) => new RosettaRoute(route, services),
+  health: {
+    request: (route, u) => ({
+      path: `${u.basePath}/network/status`,
+      method: 'POST',
+      body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: route.network }, metadata: {} }),
+    }),
+    head: (doc) => doc.current_block_identifier?.index,
+  },
+};
