@@ -7,7 +7,7 @@
 // is away; counting returns to Redis as soon as it answers again.
 import { Redis } from 'ioredis';
 import type { Logger } from './log.ts';
-import { MemoryRateLimiter, type Rate, type RateLimiter, type Verdict } from './ratelimit.ts';
+import { MemoryRateLimiter, type Rate, type RateLimiter, type RateVerdict } from './ratelimit.ts';
 
 const SCRIPT = `
 local used = redis.call('INCRBY', KEYS[1], ARGV[1])
@@ -62,7 +62,7 @@ export class RedisRateLimiter implements RateLimiter {
     });
   }
 
-  async take(keyId: string, rate: Rate, n: number): Promise<Verdict> {
+  async take(keyId: string, rate: Rate, n: number): Promise<RateVerdict> {
     const now = Date.now();
     const window = now - (now % rate.windowMs);
     try {

@@ -5,18 +5,18 @@ export interface Rate {
   readonly windowMs: number;
 }
 
-export interface Verdict {
+export interface RateVerdict {
   readonly ok: boolean;
   /** Seconds until the window resets, for Retry-After. */
   readonly retryAfter: number;
 }
 
-const OK: Verdict = { ok: true, retryAfter: 0 };
+const OK: RateVerdict = { ok: true, retryAfter: 0 };
 
 export interface RateLimiter {
   /** Resolves when counting can start (never rejects: a store that is away fails open). */
   ready(): Promise<void>;
-  take(keyId: string, rate: Rate, n: number): Verdict | Promise<Verdict>;
+  take(keyId: string, rate: Rate, n: number): RateVerdict | Promise<RateVerdict>;
   close(): Promise<void>;
 }
 
@@ -25,7 +25,7 @@ export class MemoryRateLimiter implements RateLimiter {
 
   async ready(): Promise<void> {}
 
-  take(keyId: string, rate: Rate, n: number): Verdict {
+  take(keyId: string, rate: Rate, n: number): RateVerdict {
     const now = Date.now();
     let w = this.windows.get(keyId);
     if (w === undefined || now - w.start >= rate.windowMs) {
