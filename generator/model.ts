@@ -1,7 +1,7 @@
 // The normalized gateway model: every default filled, every shorthand in its
 // canonical form, every name resolved. Plain JSON data, deep-frozen, so a JSON
 // snapshot of it is a test. emit/ reads only this.
-import type { InterfaceKind, RosettaNetwork, Limits, Template, UpstreamSpec } from '../runtime/types.ts';
+import type { CacheSpec, InterfaceKind, RosettaNetwork, Limits, Template, UpstreamSpec } from '../runtime/types.ts';
 
 /** Generated code hands these to the runtime as they are. */
 export type UpstreamModel = UpstreamSpec;
@@ -23,6 +23,10 @@ export interface ChainModel {
   readonly methodsSource?: string;
   readonly network?: RosettaNetwork;
   readonly sendtx?: boolean;
+  /** evm-jsonrpc with a top-level cache block: answers of this chain are cached and coalesced. */
+  readonly cache?: boolean;
+  /** With `cache`: null to ask the node for its finalized block, else the depth below the head that counts as final. */
+  readonly finality?: number | null;
 }
 
 export interface ListenerModel {
@@ -46,4 +50,5 @@ export interface GatewayModel {
   readonly health: { readonly intervalMs: number; readonly timeoutMs: number };
   readonly rateLimit: { readonly limit: number; readonly windowMs: number } | null;
   readonly drainTimeoutMs: number;
+  readonly cache: CacheSpec | null;
 }

@@ -28,6 +28,8 @@ interface ChainConfig {
   methods?: string | string[];
   network?: RosettaNetwork;
   sendtx?: boolean;
+  cache?: 'on' | 'off';
+  finality?: 'tag' | { depth: number };
 }
 export interface GatewayConfig {
   version: 1;
@@ -40,6 +42,7 @@ export interface GatewayConfig {
   health?: { intervalMs?: number; timeoutMs?: number };
   rateLimit?: string;
   drainTimeoutMs?: number;
+  cache?: { maxBytes?: number; headPollMs?: number };
   chains: ChainConfig[];
 }
 
@@ -79,6 +82,8 @@ export const DEFAULTS = {
   maxLag: schemaDefault<number>(...CHAIN_SCHEMA, 'maxLag'),
   retries: schemaDefault<number>(...CHAIN_SCHEMA, 'retries'),
   sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
+  cacheMaxBytes: schemaDefault<number>('properties', 'cache', 'properties', 'maxBytes'),
+  cacheHeadPollMs: schemaDefault<number>('properties', 'cache', 'properties', 'headPollMs'),
 } as const;
 
 /** Code-unit order: the same on every machine, unlike localeCompare. */
@@ -145,6 +150,9 @@ export function buildModel(value: unknown, source: string): GatewayModel {
           chainId: c.chainId,
           methods: [...new Set(list)].sort(byCodeUnit),
           methodsSource: named ? `methodSets.${c.methods as string}` : `chains[${i}].methods`,
+          // Only with a top-level cache block, so a manifest without one builds the model it always did.
+          cache: doc.cache === undefined ? undefined : c.cache !== 'off',
+          finality: doc.cache === undefined ? undefined : c.finality === undefined || c.finality === 'tag' ? null : c.finality.depth,
         });
       }
       case 'rosetta':
@@ -182,6 +190,10 @@ export function buildModel(value: unknown, source: string): GatewayModel {
     // The schema's pattern (N/s, N/min, N/h) is a subset of what parseRate reads.
     rateLimit: doc.rateLimit === undefined ? null : parseRate(doc.rateLimit),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
+    cache:
+      doc.cache === undefined
+        ? null
+        : { maxBytes: doc.cache.maxBytes ?? DEFAULTS.cacheMaxBytes, headPollMs: doc.cache.headPollMs ?? DEFAULTS.cacheHeadPollMs },
   };
   return deepFreeze(model);
 }

@@ -20,6 +20,9 @@ export interface RouteHandler {
   handle(x: Exchange, rest: string, query: string): void;
   /** An upstream answer the handler asked to see whole (see ForwardRequest.classify). */
   rewrite(x: Exchange, r: BufferedResult): void;
+  /** Work of its own the chain runs while the server does (the cache's head poll). */
+  start?(): void;
+  stop?(): void;
 }
 
 /** What an exchange needs of the server that made it. */
@@ -48,6 +51,9 @@ export class Exchange implements ForwardTarget {
   handler: RouteHandler | null = null;
   /** What the handler needs to rewrite the answer (EVM: how to merge a batch). */
   plan: unknown = null;
+  /** On chains with a cache: the X-Cache header every answer carries, and the access log's field. */
+  cacheTag: readonly string[] | null = null;
+  cacheLog = '';
   /** RPC method (allowlisted only), 'batch', 'refused', or a Rosetta/Blockbook endpoint. */
   label = '-';
   upstream: Upstream | null = null;
@@ -88,6 +94,7 @@ export class Exchange implements ForwardTarget {
     const headers = ['x-request-id', this.id];
     if (status !== 204) headers.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)));
     if (extra) headers.push(...extra);
+    if (this.cacheTag !== null) headers.push(...this.cacheTag);
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, headers);
     if (this.host.draining) headers.push('connection', 'close');
@@ -137,6 +144,7 @@ export class Exchange implements ForwardTarget {
   streamHead(status: number, headers: IncomingHttpHeaders, u?: Upstream): void {
     if (u) this.upstream = u;
     const out = endToEndHeaders(headers, this.id);
+    if (this.cacheTag !== null) out.push(...this.cacheTag);
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, out);
     if (this.host.draining) out.push('connection', 'close');

@@ -6,10 +6,8 @@ import type { Logger } from './log.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
 import { moduleOf } from './interfaces/index.ts';
-import { HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
+import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
-/** Health checks say who they are, so upstream logs (and tests) can tell them apart. */
-export const HEALTH_AGENT = 'chain-gateway-health/1';
 
 /** Groups of chains checked together, spread over each interval. */
 const SLOTS = 10;

@@ -234,3 +234,57 @@ function canonicalId(b: Buffer, s: number, e: number): string | null {
   if (typeof v === 'number' && !Number.isFinite(v)) return null;
   return JSON.stringify(v);
 }
+
+/** Where the parts of one JSON-RPC answer object are: [start, end) spans, -1 when absent. */
+export interface AnswerSpans {
+  readonly idStart: number;
+  readonly idEnd: number;
+  readonly resultStart: number;
+  readonly resultEnd: number;
+  readonly hasError: boolean;
+}
+
+/**
+ * The spans of `id` and `result` in one JSON-RPC answer (a JSON object), and
+ * whether it has an `error`. Null if it is not one JSON object, nests deeper
+ * than `maxDepth`, or names a key twice that the gateway reads.
+ */
+export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
+  let p = skipWs(b, 0);
+  if (b[p] !== LBRACE) return null;
+  let idStart = -1;
+  let idEnd = -1;
+  let resultStart = -1;
+  let resultEnd = -1;
+  let hasError = false;
+  p = skipWs(b, p + 1);
+  if (b[p] !== RBRACE) {
+    for (;;) {
+      if (b[p] !== QUOTE) return null;
+      const ke = stringEnd(b, p + 1);
+      if (ke === -1) return null;
+      const key = keyIs(b, p, ke, 'id') ? 1 : keyIs(b, p, ke, 'result') ? 2 : keyIs(b, p, ke, 'error') ? 3 : 0;
+      p = skipWs(b, ke + 1);
+      if (b[p] !== COLON) return null;
+      p = skipWs(b, p + 1);
+      const vs = p;
+      p = valueEnd(b, p, maxDepth - 1);
+      if (p === -1) return null;
+      if (key === 1) {
+        if (idStart !== -1) return null;
+        idStart = vs;
+        idEnd = p;
+      } else if (key === 2) {
+        if (resultStart !== -1) return null;
+        resultStart = vs;
+        resultEnd = p;
+      } else if (key === 3) hasError = true;
+      p = skipWs(b, p);
+      if (b[p] === RBRACE) break;
+      if (b[p] !== COMMA) return null;
+      p = skipWs(b, p + 1);
+    }
+  }
+  if (skipWs(b, p + 1) !== b.length) return null;
+  return { idStart, idEnd, resultStart, resultEnd, hasError };
+}

@@ -12,6 +12,7 @@
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Upstream } from './upstream.ts';
+import type { CacheStats } from './cache/store.ts';
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -85,7 +86,7 @@ class Rendered {
   constructor(
     readonly name: string,
     readonly help: string,
-    readonly type: 'counter' | 'histogram',
+    readonly type: 'counter' | 'histogram' | 'gauge',
     private readonly values: () => MetricValue<string>[],
   ) {}
   get(): Promise<MetricObjectWithValues<MetricValue<string>>> {
@@ -166,6 +167,24 @@ export class Metrics {
         return out;
       })),
     );
+  }
+
+  private readonly caches: CacheStats[] = [];
+
+  /** Counts a chain's cache under the gateway_cache_* metrics (registered with the first chain that has one). */
+  cache(stats: CacheStats): void {
+    if (this.caches.length === 0) {
+      const per = (name: string, help: string, type: 'counter' | 'gauge', field: 'hits' | 'misses' | 'coalesced' | 'evictions' | 'bytes') =>
+        this.registry.registerMetric(
+          <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c) => ({ labels: { chain: c.chain }, value: c[field] } as MetricValue<string>)))),
+        );
+      per('gateway_cache_hits_total', 'Calls answered from the cache, by chain.', 'counter', 'hits');
+      per('gateway_cache_misses_total', 'Cacheable calls sent upstream (one per flight), by chain.', 'counter', 'misses');
+      per('gateway_cache_coalesced_total', 'Calls that joined an identical call in flight instead of going upstream, by chain.', 'counter', 'coalesced');
+      per('gateway_cache_evictions_total', 'Entries evicted to stay within cache.maxBytes, by chain.', 'counter', 'evictions');
+      per('gateway_cache_bytes', 'Bytes the chain\'s cached answers take.', 'gauge', 'bytes');
+    }
+    this.caches.push(stats);
   }
 
   get contentType(): string {

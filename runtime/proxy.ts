@@ -43,9 +43,12 @@ export interface ForwardRequest {
   readonly classify: (status: number, headers: IncomingHttpHeaders) => Verdict;
 }
 
+/** What Forward writes a streamed answer into: a client's response. */
+export type Sink = Pick<ServerResponse, 'destroyed' | 'headersSent' | 'write' | 'end' | 'once' | 'destroy'>;
+
 /** The request's side of forwarding: where the outcome goes. */
 export interface ForwardTarget {
-  readonly res: ServerResponse;
+  readonly res: Sink;
   /** Writes status and headers on the client response; the body follows. */
   streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void;
   /** Called once, with the outcome. */

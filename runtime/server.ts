@@ -15,6 +15,7 @@ import type { Envelope } from './envelope.ts';
 import { AdmissionStage, RateStep } from './admission.ts';
 import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts';
 import { Cors } from './cors.ts';
+import { CacheStore } from './cache/store.ts';
 import { adminHandler, readiness } from './admin.ts';
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
@@ -78,6 +79,7 @@ export class Gateway implements ExchangeHost {
     this.noRoute = this.metrics.route(null, '-');
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
     const admission = new AdmissionStage(this.keys, new RateStep(this.limiter, spec.rateLimit, this.metrics));
+    const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache } : null;
     for (const l of spec.listeners) {
       const chains = new Map<string, Chain>();
       for (const [segment, route] of l.routes) {
@@ -85,7 +87,7 @@ export class Gateway implements ExchangeHost {
         this.routes.push(route);
         this.groups.set(route, group);
         chains.set(segment, {
-          handler: routeHandler(route, { admission, group, log }),
+          handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen }),
           envelope: moduleOf(route).envelope,
           metrics: this.metrics.route(route.path, route.interface),
         });
@@ -121,6 +123,7 @@ export class Gateway implements ExchangeHost {
       this.listening.push(await listen(server, host, port, null));
     }
     this.health.start();
+    for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.start?.();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
       { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size, listeners: this.addresses(), memoryReducer },
@@ -194,7 +197,7 @@ export class Gateway implements ExchangeHost {
         x.key === null ? NO_KEY_FIELD : x.key.logField,
         label.logFields,
         status,
-        x.upstream === null ? NO_UPSTREAM_FIELDS : x.upstream.logFields,
+        x.cacheLog + (x.upstream === null ? NO_UPSTREAM_FIELDS : x.upstream.logFields),
         ms,
         x.req.socket.bytesWritten - x.written,
       );
@@ -251,6 +254,7 @@ export class Gateway implements ExchangeHost {
     this.draining = true;
     this.log.info({ event: 'draining', signal, inflight: this.inflight }, 'draining');
     this.health.stop();
+    for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.stop?.();
     this.keys.close();
     // Stop accepting, but leave open keep-alive connections be: a load
     // balancer probing /readyz on one gets the 503, and any request on them is

@@ -54,6 +54,10 @@ export interface EvmRouteSpec extends RouteBase {
   readonly chainId?: number;
   /** The allowlist, one Set lookup per call. */
   readonly methods: ReadonlySet<string>;
+  /** Answers are cached and coalesced (only with a top-level cache block). */
+  readonly cache?: boolean;
+  /** With `cache`: null asks the node for its finalized block; N counts N blocks below the head as final. */
+  readonly finality?: number | null;
 }
 
 export interface RosettaRouteSpec extends RouteBase {
@@ -93,4 +97,12 @@ export interface GatewaySpec {
   readonly health: { readonly intervalMs: number; readonly timeoutMs: number };
   readonly rateLimit: RateLimitSpec | null;
   readonly drainTimeoutMs: number;
+  readonly cache: CacheSpec | null;
+}
+
+export interface CacheSpec {
+  /** Bytes all cached answers may take together. */
+  readonly maxBytes: number;
+  /** How often each upstream's head and finalized block are polled. */
+  readonly headPollMs: number;
 }

@@ -4,6 +4,9 @@ import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
 
+/** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
+export const HEALTH_AGENT = 'chain-gateway-health/1';
+
 export type UpstreamState = 'unknown' | 'up' | 'down';
 
 /** Failed health checks in a row before an upstream is taken out. */

@@ -25,6 +25,7 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
     ['health', lit(model.health)],
     ['rateLimit', lit(model.rateLimit)],
     ['drainTimeoutMs', lit(model.drainTimeoutMs)],
+    ['cache', lit(model.cache)],
   ]);
   return [
     {

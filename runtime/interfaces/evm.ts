@@ -12,6 +12,9 @@ import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import { EvmCache, X_CACHE } from '../cache/evm-cache.ts';
+
+const LOG_BYPASS = ',"cache":"BYPASS"';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
@@ -39,12 +42,30 @@ const CLOSE = ['connection', 'close'];
 const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 
 class EvmRoute implements RouteHandler {
+  /** null unless the manifest has a cache block and the chain does not turn it off. */
+  private readonly cache: EvmCache | null;
+
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly s: RouteServices,
-  ) {}
+  ) {
+    this.cache = s.cache !== null && route.cache === true ? new EvmCache(route, s.group, s.cache.store, s.cache.spec, s.log, s.circuitOpen) : null;
+    if (this.cache !== null) s.metrics.cache(this.cache.stats);
+  }
+
+  start(): void {
+    this.cache?.start();
+  }
+
+  stop(): void {
+    this.cache?.stop();
+  }
 
   handle(x: Exchange, rest: string, query: string): void {
+    if (this.cache !== null) {
+      x.cacheTag = X_CACHE.bypass;
+      x.cacheLog = LOG_BYPASS;
+    }
     // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`: nothing else.
     let pathKey: string | null = null;
     if (rest.length > 1) {
@@ -69,6 +90,8 @@ class EvmRoute implements RouteHandler {
 
   private readonly forward = (x: Exchange, d: Forwarded): void => {
     const merge = d.merge;
+    // A single call with an id may be answered from memory or join one in flight.
+    if (this.cache !== null && merge === null && d.count === 1 && d.answered && d.idempotent && this.cache.serve(x, d.body)) return;
     x.plan = merge;
     x.forwardTo(
       this.s.group,

@@ -5,7 +5,9 @@ import type { AdmissionStage } from '../admission.ts';
 import type { Envelope } from '../envelope.ts';
 import type { RouteHandler } from '../exchange.ts';
 import type { Logger } from '../log.ts';
-import type { InterfaceKind, RouteOf } from '../types.ts';
+import type { Metrics } from '../metrics.ts';
+import type { CacheStore } from '../cache/store.ts';
+import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 
 /** What the server gives each chain's handler. */
@@ -14,6 +16,10 @@ export interface RouteServices {
   /** The chain's upstreams. */
   readonly group: UpstreamGroup;
   readonly log: Logger;
+  readonly metrics: Metrics;
+  /** The process's answer cache, when the manifest has a cache block. */
+  readonly cache: { readonly store: CacheStore; readonly spec: CacheSpec } | null;
+  readonly circuitOpen: (u: Upstream) => void;
 }
 
 /** One probe of an upstream: the request, and where its answer says the head is. */

@@ -1,0 +1,378 @@
+// One EVM chain's cache: what the chain's head and finalized block are, the
+// answers kept for it, and the calls in flight that identical calls join.
+//
+// The rules that keep every answer right (README: "What is cached"):
+//  - only a single call with an id, of a method the policy lists, whose
+//    answer is a result that is not null (never an error, never null);
+//  - an answer bound to the head is kept under the head epoch of the moment
+//    the call was sent, and only if the upstream that answered was at the
+//    chain's best head (number and hash) then and still is; any change of the
+//    head's number or hash starts a new epoch and drops those entries;
+//  - an answer addressed by block number is kept forever only once that block
+//    is at or below the finalized block (the lowest the healthy upstreams
+//    report; unknown means nothing is final);
+//  - eth_blockNumber never goes backwards for a client.
+import type { Logger } from '../log.ts';
+import { HEALTH_AGENT } from '../upstream.ts';
+import type { Exchange } from '../exchange.ts';
+import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { Forward, type ForwardResult, type ForwardTarget, type Sink, type Verdict } from '../proxy.ts';
+import type { CacheSpec, EvmRouteSpec } from '../types.ts';
+import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { scopeOf, type Scope } from './policy.ts';
+import { CacheStats, type CacheStore, type Entry } from './store.ts';
+
+/** An upstream's head and finalized block as the last poll saw them. */
+interface Head {
+  number: number;
+  hash: string;
+  finalized: number;
+}
+
+export const X_CACHE = {
+  hit: ['x-cache', 'HIT'],
+  miss: ['x-cache', 'MISS'],
+  coalesced: ['x-cache', 'COALESCED'],
+  bypass: ['x-cache', 'BYPASS'],
+} as const;
+const LOG = { hit: ',"cache":"HIT"', miss: ',"cache":"MISS"', coalesced: ',"cache":"COALESCED"', bypass: ',"cache":"BYPASS"' } as const;
+
+const POLL_TAG = Buffer.from(
+  '[{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["finalized",false]}]',
+);
+const POLL_LATEST = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}');
+const NULL = Buffer.from('null');
+
+export class EvmCache {
+  readonly stats: CacheStats;
+  /** The chain's best head: the highest number any usable upstream reports, with its hash ('' when they disagree). */
+  private number = -1;
+  private hash = '';
+  /** Bumped whenever the head's number or hash changes: entries bound to the head carry it. */
+  epoch = 0;
+  /** Lowest finalized block of the usable upstreams; -1 while unknown. */
+  finalized = -1;
+  /** The highest eth_blockNumber any client has seen. */
+  private served = -1;
+  private readonly heads = new Map<Upstream, Head>();
+  /** Keys of entries bound to the current epoch, dropped when it ends. */
+  private headKeys = new Set<string>();
+  private readonly flights = new Map<string, Flight>();
+  private timer: NodeJS.Timeout | null = null;
+  private polling = false;
+
+  constructor(
+    readonly route: EvmRouteSpec,
+    readonly group: UpstreamGroup,
+    readonly store: CacheStore,
+    private readonly spec: CacheSpec,
+    readonly log: Logger,
+    readonly circuitOpen: (u: Upstream) => void,
+  ) {
+    this.stats = new CacheStats(route.path);
+  }
+
+  start(): void {
+    void this.poll();
+    this.timer = setInterval(() => void this.poll(), this.spec.headPollMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  // ------------------------------------------------------------ the head
+
+  /** Asks every usable upstream for its head (and finalized block); never overlaps itself. */
+  async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    try {
+      const tag = this.route.finality === null || this.route.finality === undefined;
+      await Promise.all(
+        this.group.all.map(async (u) => {
+          if (!u.usable) return void this.heads.delete(u);
+          try {
+            const res = await u.pool.request({
+              path: u.rpcPath,
+              method: 'POST',
+              headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
+              body: tag ? POLL_TAG : POLL_LATEST,
+              headersTimeout: this.spec.headPollMs * 2,
+              bodyTimeout: this.spec.headPollMs * 2,
+            });
+            const doc = (await res.body.json()) as unknown;
+            if (res.statusCode !== 200) return void this.heads.delete(u);
+            const answers = (Array.isArray(doc) ? doc : [doc]) as { id?: unknown; result?: { number?: unknown; hash?: unknown } | null }[];
+            const latest = answers.find((a) => a?.id === 1)?.result;
+            const fin = answers.find((a) => a?.id === 2)?.result;
+            const number = quantity(latest?.number);
+            if (number < 0 || typeof latest?.hash !== 'string') return void this.heads.delete(u);
+            const finalized = tag ? quantity(fin?.number) : number - this.route.finality!;
+            this.heads.set(u, { number, hash: latest.hash, finalized });
+          } catch {
+            this.heads.delete(u);
+          }
+        }),
+      );
+      this.settle();
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  /** The chain's head and finalized block from what each usable upstream reported. */
+  private settle(): void {
+    let number = -1;
+    let hash = '';
+    let finalized = Number.MAX_SAFE_INTEGER;
+    let known = 0;
+    for (const [u, h] of this.heads) {
+      if (!u.usable) continue;
+      known++;
+      if (h.number > number) {
+        number = h.number;
+        hash = h.hash;
+      } else if (h.number === number && h.hash !== hash) hash = ''; // they disagree: no upstream is "at the head"
+      finalized = Math.min(finalized, h.finalized);
+    }
+    this.finalized = known === 0 || finalized < 0 ? -1 : finalized;
+    if (number !== this.number || hash !== this.hash) {
+      this.number = number;
+      this.hash = hash;
+      this.newEpoch();
+    }
+  }
+
+  private newEpoch(): void {
+    this.epoch++;
+    for (const key of this.headKeys) this.forget(key);
+    this.headKeys = new Set();
+  }
+
+  /** Is `u` at the chain's best head now (same number, same hash)? */
+  private atHead(u: Upstream): boolean {
+    const h = this.heads.get(u);
+    return h !== undefined && this.hash !== '' && h.number === this.number && h.hash === this.hash;
+  }
+
+  // ------------------------------------------------------------ serving
+
+  /**
+   * Answers a single call from memory, or has it join an identical call in
+   * flight, or sends it as a new flight. False when the call is not one the
+   * cache takes: the caller forwards it as usual.
+   */
+  serve(x: Exchange, body: Buffer | string): boolean {
+    let doc: { id?: unknown; method?: unknown; params?: unknown };
+    try {
+      doc = JSON.parse(typeof body === 'string' ? body : body.toString('utf8')) as typeof doc;
+    } catch {
+      return false;
+    }
+    const method = doc.method as string;
+    const scope = scopeOf(method, doc.params);
+    if (scope === null) return false;
+    const key = `${this.route.path} ${method} ${JSON.stringify(doc.params ?? null)}`;
+    const idJson = JSON.stringify(doc.id);
+    const e = this.store.get(key);
+    if (e !== undefined) {
+      if (e.epoch === -1 || e.epoch === this.epoch) {
+        this.stats.hits++;
+        x.cacheTag = X_CACHE.hit;
+        x.cacheLog = LOG.hit;
+        const n = method === 'eth_blockNumber' ? this.blockNumber(e.number) : -1;
+        x.send(200, n === -1 ? Buffer.concat([e.prefix, Buffer.from(idJson), e.suffix]) : numberAnswer(idJson, n));
+        return true;
+      }
+      this.forget(key);
+    }
+    const flight = this.flights.get(key);
+    if (flight !== undefined) {
+      flight.join(x, idJson);
+      return true;
+    }
+    const f = new Flight(this, key, method, scope, this.epoch, x, idJson);
+    this.flights.set(key, f);
+    f.start(body);
+    return true;
+  }
+
+  /** The number to answer eth_blockNumber with: -1 to serve `n` as it is, else the higher one a client already saw. */
+  blockNumber(n: number): number {
+    if (n >= this.served) {
+      this.served = n;
+      return -1;
+    }
+    return this.served;
+  }
+
+  /** A flight is over: keep its answer if the rules allow. */
+  landed(f: Flight, u: Upstream, prefix: Buffer, suffix: Buffer, number: number): void {
+    this.flights.delete(f.key);
+    const scope = f.scope;
+    if (scope.kind !== 'forever') {
+      // Sent under another head, or answered by an upstream not at the head: not kept.
+      if (f.epoch !== this.epoch || !this.atHead(u)) return;
+    }
+    const forever = scope.kind === 'forever' || (scope.kind === 'block' && this.finalized >= 0 && scope.number <= this.finalized);
+    const e = this.store.set(f.key, Buffer.from(prefix), Buffer.from(suffix), forever ? -1 : this.epoch, number, this.stats);
+    if (e !== null && !forever) this.headKeys.add(f.key);
+  }
+
+  crashed(f: Flight): void {
+    this.flights.delete(f.key);
+  }
+
+  private forget(key: string): void {
+    this.store.delete(key);
+  }
+}
+
+/** One call in flight upstream and the clients waiting for its answer, the first of them included. */
+class Flight implements ForwardTarget {
+  readonly res: Sink = NO_SINK;
+  private readonly members: { readonly x: Exchange; readonly idJson: string }[] = [];
+
+  constructor(
+    private readonly cache: EvmCache,
+    readonly key: string,
+    readonly method: string,
+    readonly scope: Scope,
+    /** The head epoch when the call was sent. */
+    readonly epoch: number,
+    first: Exchange,
+    idJson: string,
+  ) {
+    this.members.push({ x: first, idJson });
+  }
+
+  join(x: Exchange, idJson: string): void {
+    this.members.push({ x, idJson });
+  }
+
+  start(body: Buffer | string): void {
+    const c = this.cache;
+    const first = this.members[0]!.x;
+    const f = new Forward(
+      c.group,
+      {
+        method: 'POST',
+        path: rpcPath,
+        headers: ['content-type', 'application/json', 'x-request-id', first.id],
+        body,
+        idempotent: true,
+        retries: c.route.retries,
+        maxBuffer: MAX_HELD,
+        timeoutMs: c.route.limits.timeoutMs,
+        emptyOk: false,
+        classify,
+      },
+      this,
+      c.circuitOpen,
+    );
+    f.start();
+  }
+
+  streamHead(): void {
+    throw new Error('a flight never streams');
+  }
+
+  forwarded(r: ForwardResult): void {
+    const c = this.cache;
+    try {
+      this.land(r);
+    } catch (err) {
+      c.crashed(this);
+      for (const m of this.members) m.x.internal(err);
+    }
+  }
+
+  private land(r: ForwardResult): void {
+    const c = this.cache;
+    if (r.kind !== 'buffered') {
+      c.crashed(this);
+      const fail = r.kind === 'failed' ? r.fail : 'unavailable';
+      if (r.upstream) c.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail, reqId: this.members[0]!.x.id }, 'upstream failed');
+      for (const m of this.members) {
+        if (r.upstream) m.x.upstream = r.upstream;
+        m.x.fail(fail);
+      }
+      return;
+    }
+    const u = r.upstream;
+    const body = r.body;
+    const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+    if (spans === null || spans.idStart === -1) {
+      c.crashed(this);
+      c.log.warn({ event: 'upstream_bad_response', upstream: u.name, status: r.status, reqId: this.members[0]!.x.id }, 'upstream answer is not JSON-RPC');
+      for (const m of this.members) {
+        m.x.upstream = u;
+        m.x.fail('bad-response');
+      }
+      return;
+    }
+    const prefix = body.subarray(0, spans.idStart);
+    const suffix = body.subarray(spans.idEnd);
+    const result = spans.resultStart === -1 ? null : body.subarray(spans.resultStart, spans.resultEnd);
+    const ok = r.status === 200 && !spans.hasError && result !== null && !result.equals(NULL);
+    // eth_blockNumber: what this answer says, and what the clients get.
+    let number = -1;
+    let served = -1;
+    if (ok && this.method === 'eth_blockNumber') {
+      number = quantity(JSON.parse(result.toString('latin1')));
+      served = number < 0 ? -1 : c.blockNumber(number);
+    }
+    this.members.forEach((m, i) => {
+      m.x.upstream = u;
+      m.x.cacheTag = i === 0 ? X_CACHE.miss : X_CACHE.coalesced;
+      m.x.cacheLog = i === 0 ? LOG.miss : LOG.coalesced;
+      if (served !== -1) m.x.send(200, numberAnswer(m.idJson, served));
+      else m.x.send(r.status, Buffer.concat([prefix, Buffer.from(m.idJson), suffix]));
+    });
+    c.stats.misses++;
+    c.stats.coalesced += this.members.length - 1;
+    if (ok && served === -1) c.landed(this, u, prefix, suffix, number);
+    else c.crashed(this);
+  }
+}
+
+/** Largest answer a flight holds (proxy.ts's MAX_HELD_BYTES caps all of them together). */
+const MAX_HELD = 32 * 1024 * 1024;
+
+const NO_SINK: Sink = {
+  destroyed: false,
+  headersSent: false,
+  write: () => {
+    throw new Error('a flight never streams');
+  },
+  end: () => {
+    throw new Error('a flight never streams');
+  },
+  once: () => NO_SINK as never,
+  destroy: () => NO_SINK as never,
+} as unknown as Sink;
+
+function rpcPath(u: Upstream): string {
+  return u.rpcPath;
+}
+
+/** A flight holds every answer; 5xx and error pages are failed attempts, retried where safe. */
+function classify(status: number, h: Record<string, string | string[] | undefined>): Verdict {
+  const ct = h['content-type'];
+  return status >= 500 || (typeof ct === 'string' && ct.indexOf('html') !== -1) ? 'bad' : 'buffer';
+}
+
+function quantity(v: unknown): number {
+  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v)) return -1;
+  return Number.parseInt(v, 16);
+}
+
+function numberAnswer(idJson: string, n: number): string {
+  return `{"jsonrpc":"2.0","id":${idJson},"result":"0x${n.toString(16)}"}`;
+}
+
+export type { Entry };
+export { CacheStats };

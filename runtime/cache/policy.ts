@@ -1,0 +1,77 @@
+// What the cache may keep of an EVM JSON-RPC answer, and until when, per
+// method (README: "What is cached"). Anything not listed here is never cached
+// nor coalesced: writes, answers that depend on the caller or the mempool, and
+// node status.
+
+/**
+ * How long an answer may be served:
+ *  - forever: it can never change (the chain id);
+ *  - head: until the chain's head (number or hash) moves;
+ *  - block: addressed by block number N: forever once N is final, until the head moves before that.
+ */
+export type Scope = { readonly kind: 'forever' } | { readonly kind: 'head' } | { readonly kind: 'block'; readonly number: number };
+
+const FOREVER: Scope = { kind: 'forever' };
+const HEAD: Scope = { kind: 'head' };
+
+/** Where a method's block parameter is (-1: none, the answer is bound to the head). */
+const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
+  // state at a block
+  ['eth_getBalance', 1],
+  ['eth_getTransactionCount', 1],
+  ['eth_getCode', 1],
+  ['eth_getStorageAt', 2],
+  ['eth_call', 1],
+  ['eth_getProof', 2],
+  // blocks by number
+  ['eth_getBlockByNumber', 0],
+  ['eth_getBlockTransactionCountByNumber', 0],
+  ['eth_getUncleCountByBlockNumber', 0],
+  ['eth_getTransactionByBlockNumberAndIndex', 0],
+  ['eth_getUncleByBlockNumberAndIndex', 0],
+  // by hash: a block can be reorged out, and some nodes keep answering for it
+  ['eth_getBlockByHash', -1],
+  ['eth_getBlockTransactionCountByHash', -1],
+  ['eth_getUncleCountByBlockHash', -1],
+  ['eth_getTransactionByBlockHashAndIndex', -1],
+  ['eth_getUncleByBlockHashAndIndex', -1],
+  ['eth_getTransactionByHash', -1],
+  ['eth_getTransactionReceipt', -1],
+  // the head itself
+  ['eth_blockNumber', -1],
+  ['eth_gasPrice', -1],
+]);
+
+const CONSTANT = new Set(['eth_chainId', 'net_version', 'web3_sha3']);
+
+const QUANTITY = /^0x(0|[1-9a-f][0-9a-f]{0,12})$/;
+
+/** The block a block parameter names: a number, 'head' for the tags bound to the head, or null (pending, or not a block parameter). */
+function blockOf(v: unknown): number | 'head' | null {
+  if (v === undefined || v === 'latest' || v === 'safe' || v === 'finalized') return 'head';
+  if (v === 'earliest') return 0;
+  if (typeof v === 'string') return QUANTITY.test(v) ? Number.parseInt(v, 16) : null;
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+    // EIP-1898: {blockNumber} or {blockHash[, requireCanonical]}
+    const o = v as { blockNumber?: unknown; blockHash?: unknown };
+    if (o.blockHash !== undefined) return o.blockNumber === undefined && typeof o.blockHash === 'string' ? 'head' : null;
+    if (o.blockNumber !== undefined && Object.keys(o).length === 1) {
+      const n = blockOf(o.blockNumber);
+      return typeof n === 'number' ? n : null;
+    }
+  }
+  return null;
+}
+
+/** The scope of a call's answer, or null when it must not be cached or coalesced. */
+export function scopeOf(method: string, params: unknown): Scope | null {
+  if (CONSTANT.has(method)) return FOREVER;
+  const at = BLOCK_PARAM.get(method);
+  if (at === undefined) return null;
+  if (at === -1) return HEAD;
+  const list = params === undefined ? [] : params;
+  if (!Array.isArray(list)) return null;
+  const b = blockOf(list[at]);
+  if (b === null) return null;
+  return b === 'head' ? HEAD : { kind: 'block', number: b };
+}
