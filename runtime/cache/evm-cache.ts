@@ -55,6 +55,10 @@ export class EvmCache {
   /** The highest eth_blockNumber any client has seen. */
   private served = -1;
   private readonly heads = new Map<Upstream, Head>();
+  /** Polls settled so far. */
+  seq = 0;
+  /** Per upstream at the chain's head: the poll that first saw it there (it may have answered from an older head before). */
+  private readonly atHeadSince = new Map<Upstream, number>();
   /** Keys of entries bound to the current epoch, dropped when it ends. */
   private headKeys = new Set<string>();
   private readonly flights = new Map<string, Flight>();
@@ -144,6 +148,13 @@ export class EvmCache {
       this.hash = hash;
       this.newEpoch();
     }
+    this.seq++;
+    for (const u of this.group.all) {
+      const h = this.heads.get(u);
+      const at = h !== undefined && u.usable && hash !== '' && h.number === number && h.hash === hash;
+      if (!at) this.atHeadSince.delete(u);
+      else if (!this.atHeadSince.has(u)) this.atHeadSince.set(u, this.seq);
+    }
   }
 
   private newEpoch(): void {
@@ -152,10 +163,10 @@ export class EvmCache {
     this.headKeys = new Set();
   }
 
-  /** Is `u` at the chain's best head now (same number, same hash)? */
-  private atHead(u: Upstream): boolean {
-    const h = this.heads.get(u);
-    return h !== undefined && this.hash !== '' && h.number === this.number && h.hash === this.hash;
+  /** Was `u` at the chain's best head (same number, same hash) already before poll `seq`, and still is? */
+  private atHead(u: Upstream, seq: number): boolean {
+    const since = this.atHeadSince.get(u);
+    return since !== undefined && since <= seq;
   }
 
   // ------------------------------------------------------------ serving
@@ -194,7 +205,7 @@ export class EvmCache {
       flight.join(x, idJson);
       return true;
     }
-    const f = new Flight(this, key, method, scope, this.epoch, x, idJson);
+    const f = new Flight(this, key, method, scope, this.epoch, this.seq, x, idJson);
     this.flights.set(key, f);
     f.start(body);
     return true;
@@ -215,7 +226,7 @@ export class EvmCache {
     const scope = f.scope;
     if (scope.kind !== 'forever') {
       // Sent under another head, or answered by an upstream not at the head: not kept.
-      if (f.epoch !== this.epoch || !this.atHead(u)) return;
+      if (f.epoch !== this.epoch || !this.atHead(u, f.seq)) return;
     }
     const forever = scope.kind === 'forever' || (scope.kind === 'block' && this.finalized >= 0 && scope.number <= this.finalized);
     const e = this.store.set(f.key, Buffer.from(prefix), Buffer.from(suffix), forever ? -1 : this.epoch, number, this.stats);
@@ -241,8 +252,9 @@ class Flight implements ForwardTarget {
     readonly key: string,
     readonly method: string,
     readonly scope: Scope,
-    /** The head epoch when the call was sent. */
+    /** The head epoch and the poll count when the call was sent. */
     readonly epoch: number,
+    readonly seq: number,
     first: Exchange,
     idJson: string,
   ) {
