@@ -9,6 +9,7 @@
 //   SCENARIOS=small RUNS=3 npm run bench   # any bench.sh knob passes through
 //   WORKERS=2 npm run bench                # cluster mode (one worker per core), its own row
 //   CHAINS=200 npm run bench               # the measured route is the last of 200 chains
+//   CACHE=1 SCENARIOS=small npm run bench  # with the answer cache on (the fixed-body node makes every call a hit)
 import { spawn, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, writeFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -27,6 +28,7 @@ const API_KEY = process.env.API_KEY ?? 'bench-key-5f2c9a7e-0123456789';
 const PORT = process.env.GATEWAY_PORT ?? '18549';
 const workers = process.env.WORKERS ?? '';
 const chains = Number(process.env.CHAINS ?? '1');
+const cacheOn = process.env.CACHE === '1';
 if (!Number.isInteger(chains) || chains < 1 || chains > 5000) {
   console.error(`bench: CHAINS must be a whole number from 1 to 5000, not "${process.env.CHAINS}"`);
   process.exit(1);
@@ -52,6 +54,15 @@ if (chains > 1) {
   manifest = join(work, `gateway.bench-${chains}.yaml`);
   writeFileSync(manifest, many);
 }
+// CACHE=1: the same manifest with a cache block. The harness's node answers
+// every call with one fixed body, so every repeated call is a hit: a figure
+// for information, not a measure of forwarding.
+if (cacheOn) {
+  const base = readFileSync(join(ROOT, manifest), 'utf8');
+  const cached = base.replace(/^chains:\n/m, 'cache: { maxBytes: 67108864 }\nchains:\n');
+  manifest = join(work, `gateway.bench-cache-${chains}.yaml`);
+  writeFileSync(manifest, cached);
+}
 
 const t0 = process.hrtime.bigint();
 execFileSync(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', manifest, '--out', 'dist/bench-gateway.mjs'], {
@@ -71,7 +82,7 @@ const env = {
   API_KEY,
   GATEWAY_CMD: cmd,
   GATEWAY_URL: `http://127.0.0.1:${PORT}/eth/${API_KEY}`,
-  GATEWAY_NAME: ['gateway', workers ? `x${workers}` : '', chains > 1 ? `${chains}ch` : ''].filter(Boolean).join('-'),
+  GATEWAY_NAME: ['gateway', workers ? `x${workers}` : '', chains > 1 ? `${chains}ch` : '', cacheOn ? 'cache' : ''].filter(Boolean).join('-'),
   SCENARIOS: process.env.SCENARIOS ?? 'small big batch',
 };
 // shared/ is read-only here, and bench.sh installs its peers (npm ci) and
@@ -114,7 +125,9 @@ if (existsSync(results)) {
   const name = env.GATEWAY_NAME;
   const scenarios = env.SCENARIOS.split(/\s+/).filter(Boolean);
   const rss = processes.map((samples, i) => [processes.length === scenarios.length ? scenarios[i] : `process ${i + 1}`, rssVerdict(samples)]);
-  const setup = [workers ? `${workers} workers` : '', env.PIN === '0' ? 'unpinned' : '', chains > 1 ? `the route is the last of ${chains} chains` : ''].filter(Boolean).join(', ');
+  const setup = [workers ? `${workers} workers` : '', env.PIN === '0' ? 'unpinned' : '', chains > 1 ? `the route is the last of ${chains} chains` : '', cacheOn ? 'the answer cache on' : '']
+    .filter(Boolean)
+    .join(', ');
   const note = setup ? ` The targets are set for one process pinned to one core; this run: ${setup}.` : '';
   const text =
     `Issue 5's targets, ${name} over each peer in the same round (median of per-round ratios).${note}\n\n${formatTargets(checkTargets(runs, name), name)}\n\n` +
