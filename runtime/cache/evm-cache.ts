@@ -64,6 +64,7 @@ export class EvmCache {
   private readonly flights = new Map<string, Flight>();
   private timer: NodeJS.Timeout | null = null;
   private polling = false;
+  private readonly prefix: string;
 
   constructor(
     readonly route: EvmRouteSpec,
@@ -74,6 +75,7 @@ export class EvmCache {
     readonly circuitOpen: (u: Upstream) => void,
   ) {
     this.stats = new CacheStats(route.path);
+    this.prefix = `${route.listener}/${route.path} `;
   }
 
   start(): void {
@@ -186,7 +188,8 @@ export class EvmCache {
     const method = doc.method as string;
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
-    const key = `${this.route.path} ${method} ${JSON.stringify(doc.params ?? null)}`;
+    // One store for every chain: the key names the chain (a path may be served on two listeners).
+    const key = `${this.prefix}${method} ${JSON.stringify(doc.params ?? null)}`;
     const idJson = JSON.stringify(doc.id);
     const e = this.store.get(key);
     if (e !== undefined) {
