@@ -1,8 +1,8 @@
 // Operations (issue 6): rate limits per key (in memory, and shared through a
 // real Redis by two gateway processes), metrics, access logs, key reloads
 // under load, and graceful shutdown, all against running processes.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, Agent, request as httpRequest, type Server } from 'node:http';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createServer, Agent, request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type Built, type KeySpec, type RunningGateway } from './harness.ts';
@@ -20,8 +20,17 @@ let anvil: Anvil;
 let bb: BlockbookStub;
 let rosetta: RosettaStub;
 let redis: RedisServer;
-let slow: Server;
+let gate: Server;
 let built: Built;
+/** heldchain's upstream holds every call (health checks aside) until releaseHeld(). */
+const held: ServerResponse[] = [];
+const heldWaiters: { n: number; ok: () => void }[] = [];
+function untilHeld(n: number): Promise<void> {
+  return held.length >= n ? Promise.resolve() : new Promise((ok) => heldWaiters.push({ n, ok }));
+}
+function releaseHeld(): void {
+  for (const res of held.splice(0)) if (!res.destroyed) res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x2"}');
+}
 
 const MANIFEST = () => `
 version: 1
@@ -36,7 +45,7 @@ methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, chainId: 2, methods: evm, retries: 0, upstreams: ["\${SLOW_URL}"] }
+  - { path: heldchain, interface: evm-jsonrpc, listener: rpc, chainId: 2, methods: evm, retries: 0, upstreams: ["\${HELD_URL}"] }
   - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
   - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
 `;
@@ -47,18 +56,25 @@ const KEYS: KeySpec[] = [
   { id: 'shared', key: SHARED, rateLimit: '6/h' },
 ];
 
-let slowUrl: string;
+let heldUrl: string;
 beforeAll(async () => {
   [anvil, bb, rosetta, redis] = await Promise.all([startAnvil({ chainId: 1 }), startBlockbookStub(), startRosettaStub({ network: 'preprod' }), startRedis()]);
-  slow = createServer((req, res) => req.resume().on('end', () => setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x2"}'), 700)));
-  await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
-  slowUrl = `http://127.0.0.1:${(slow.address() as { port: number }).port}`;
+  gate = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c)).on('end', () => {
+      if (body.includes('eth_blockNumber')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+      held.push(res);
+      for (let i = heldWaiters.length - 1; i >= 0; i--) if (held.length >= heldWaiters[i]!.n) heldWaiters.splice(i, 1)[0]!.ok();
+    });
+  });
+  await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
+  heldUrl = `http://127.0.0.1:${(gate.address() as { port: number }).port}`;
   built = await buildManifest('operations', MANIFEST());
 }, 60_000);
 
 afterAll(async () => {
-  slow?.closeAllConnections();
-  slow?.close();
+  gate?.closeAllConnections();
+  gate?.close();
   await Promise.all([anvil?.stop(), bb?.close(), rosetta?.close(), redis?.stop()]);
 });
 
@@ -67,16 +83,26 @@ async function launch(extraEnv: Record<string, string> = {}, keys: KeySpec[] = K
   return startGateway({
     cwd: built.dir,
     bundle: built.bundle,
-    env: { ETH_URL: anvil.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url, SLOW_URL: slowUrl, ...extraEnv },
+    env: { ETH_URL: anvil.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url, HELD_URL: heldUrl, ...extraEnv },
   });
 }
 
+/** Waits until `cond()` holds (a load running beside the test makes progress); fails after 10 s. */
+async function progress(what: string, cond: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`no progress within 10 s: ${what}`);
+    await new Promise((r) => setTimeout(r, 5)); // poll interval, not a readiness guess
+  }
+}
+
 describe('rate limits per key (in memory)', () => {
+  // A fresh process per test: counters and metrics start from zero, whatever ran before.
   let gw: RunningGateway;
-  beforeAll(async () => {
+  beforeEach(async () => {
     gw = await launch();
   });
-  afterAll(() => gw?.stop());
+  afterEach(() => gw?.stop());
 
   it('answers 429 with Retry-After in each interface’s envelope; a batch counts as its items', async () => {
     const h = { 'x-api-key': LIMITED };
@@ -104,12 +130,18 @@ describe('rate limits per key (in memory)', () => {
   });
 
   it('counts rejections by key id in /metrics, with requests, latency, upstreams and in-flight', async () => {
-    await rawRequest(gw.url('rpc', '/ethereum'), { body: CALL(1, 'eth_accounts'), headers: { 'x-api-key': KEY } });
+    const post = (key: string, method = 'eth_chainId') => rawRequest(gw.url('rpc', '/ethereum'), { body: CALL(1, method), headers: { 'x-api-key': key } });
+    // 'limited' allows 5 an hour: five pass, two are refused.
+    for (let i = 0; i < 5; i++) expect((await post(LIMITED)).status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await post(LIMITED)).status).toBe(429);
+    expect((await post(KEY)).status).toBe(200);
+    expect((await post(KEY, 'eth_accounts')).status).toBe(200); // refused method: -32601 over 200
     const m = await rawRequest(gw.url('admin', '/metrics'));
     expect(m.status).toBe(200);
-    expect(m.text).toMatch(/gateway_rate_limited_total\{key_id="limited"\} [1-9]/);
-    expect(m.text).toContain('gateway_requests_total{chain="ethereum",interface="evm-jsonrpc",method="eth_chainId",status="200"}');
-    expect(m.text).toContain('gateway_requests_total{chain="ethereum",interface="evm-jsonrpc",method="refused",status="200"}');
+    expect(m.text).toMatch(/^gateway_rate_limited_total\{key_id="limited"\} 2$/m);
+    expect(m.text).not.toContain('gateway_rate_limited_total{key_id="unlimited"}');
+    expect(m.text).toMatch(/^gateway_requests_total\{chain="ethereum",interface="evm-jsonrpc",method="eth_chainId",status="200"\} 6$/m);
+    expect(m.text).toMatch(/^gateway_requests_total\{chain="ethereum",interface="evm-jsonrpc",method="refused",status="200"\} 1$/m);
     expect(m.text).toContain('gateway_request_duration_seconds_bucket{le="0.005",chain="ethereum",interface="evm-jsonrpc"}');
     expect(m.text).toContain('gateway_upstream_up{chain="ethereum",upstream="ethereum#0"} 1');
     expect(m.text).toContain('gateway_upstream_head{chain="ethereum",upstream="ethereum#0"}');
@@ -172,31 +204,47 @@ describe('key reloads under load', () => {
   it('reloads the keys file and on SIGHUP while a load runs, with zero failed requests', { timeout: 60_000 }, async () => {
     const g = await launch({}, [{ id: 'steady', key: KEY }]);
     const revoked = newKey();
+    let failed = 0;
+    let done = 0;
+    let stop = false;
+    const worker = async () => {
+      while (!stop) {
+        const r = await rawRequest(g.url('rpc', '/ethereum'), { body: CALL(), headers: { 'x-api-key': KEY } });
+        if (r.status !== 200) failed++;
+        done++;
+      }
+    };
+    const load = Promise.all(Array.from({ length: 6 }, worker));
+    const keysPath = join(built.dir, 'keys.yaml');
+    const straddling: number[] = [];
     try {
-      let failed = 0;
-      let done = 0;
-      let stop = false;
-      const worker = async () => {
-        while (!stop) {
-          const r = await rawRequest(g.url('rpc', '/ethereum'), { body: CALL(), headers: { 'x-api-key': KEY } });
-          if (r.status !== 200) failed++;
-          done++;
-        }
-      };
-      const load = Promise.all(Array.from({ length: 6 }, worker));
-      const keysPath = join(built.dir, 'keys.yaml');
       for (let i = 0; i < 6; i++) {
+        // The load has answered requests since the last reload...
+        const before = done;
+        await progress(`requests answered before reload ${i}`, () => done > before);
+        // ...and one request is inside the gateway, held at the upstream, for the whole reload.
+        const inside = rawRequest(g.url('rpc', '/heldchain'), { body: CALL(i), headers: { 'x-api-key': KEY } });
+        await untilHeld(1);
         const reloaded = g.nextLog((e) => e.event === 'keys_reloaded' && e.keys === 2 + (i % 2));
         const next = [{ id: 'steady', key: KEY }, { id: 'other', key: revoked, disabled: i % 2 === 1 }, ...(i % 2 ? [{ id: 'extra', key: newKey() }] : [])];
         writeFileSync(`${keysPath}.tmp`, keysYaml(next));
         renameSync(`${keysPath}.tmp`, keysPath);
         if (i === 2) g.proc.kill('SIGHUP');
         await reloaded;
+        // A request right after the reload is served under the new file.
+        expect((await rawRequest(g.url('rpc', '/ethereum'), { body: CALL(), headers: { 'x-api-key': KEY } })).status).toBe(200);
+        releaseHeld();
+        straddling.push((await inside).status);
       }
-      while (done < 200) await new Promise((r) => setTimeout(r, 20)); // let the load run on
+      const after = done;
+      await progress('requests answered after the last reload', () => done > after);
+    } finally {
       stop = true;
+      releaseHeld();
       await load;
-      expect(done).toBeGreaterThanOrEqual(200);
+    }
+    try {
+      expect(straddling).toEqual([200, 200, 200, 200, 200, 200]);
       expect(failed).toBe(0);
       // The last file (i = 5) disabled 'other'.
       expect((await rawRequest(g.url('rpc', '/ethereum'), { body: CALL(), headers: { 'x-api-key': revoked } })).status).toBe(403);
@@ -219,19 +267,22 @@ describe('graceful shutdown', () => {
         req.on('error', fail).end();
       });
     expect((await get('/healthz', idle)).status).toBe(200); // opens a keep-alive connection
-    // Five requests in flight to an upstream that answers after 700 ms.
-    const inflight = Array.from({ length: 5 }, (_, i) => rawRequest(g.url('rpc', '/slowchain'), { body: CALL(i), headers: { 'x-api-key': KEY } }));
-    while (!(await rawRequest(g.url('admin', '/metrics'))).text.includes('gateway_inflight_requests 5')) {
-      await new Promise((r) => setTimeout(r, 10)); // poll until all five are in flight
-    }
+    // Five requests in flight: the upstream holds them until the checks below are done.
+    const inflight = Array.from({ length: 5 }, (_, i) => rawRequest(g.url('rpc', '/heldchain'), { body: CALL(i), headers: { 'x-api-key': KEY } }));
+    await untilHeld(5);
     const draining = g.waitForLog((e) => e.event === 'draining');
     g.proc.kill('SIGTERM');
     await draining;
-    const ready = await get('/readyz', idle);
-    expect(ready.status).toBe(503);
-    expect(JSON.parse(ready.body).status).toBe('draining');
-    expect(ready.connection).toBe('close');
-    await expect(rawRequest(g.url('rpc', '/healthz'))).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+    try {
+      const ready = await get('/readyz', idle);
+      expect(ready.status).toBe(503);
+      expect(JSON.parse(ready.body).status).toBe('draining');
+      expect(ready.connection).toBe('close');
+      await expect(rawRequest(g.url('rpc', '/healthz'))).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      expect(g.proc.exitCode).toBeNull(); // still draining: the five are unanswered
+    } finally {
+      releaseHeld();
+    }
     const answers = await Promise.all(inflight);
     expect(answers.map((r) => r.status)).toEqual([200, 200, 200, 200, 200]);
     expect(answers.map((r) => r.json().result)).toEqual(['0x2', '0x2', '0x2', '0x2', '0x2']);

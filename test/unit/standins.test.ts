@@ -87,16 +87,23 @@ describe('paths', () => {
     expect(() => specPath('no-such-spec.json')).toThrow(/spec file missing/);
   });
 
-  it('keeps test/specs equal to ../shared/specs, file for file, where that folder exists', () => {
+  it('holds in test/specs every file the specs README lists', () => {
     const copies = readdirSync(SPECS).sort();
     // Every file the shared README lists is here (the README is copied too).
     const listed = [...readFileSync(specPath('README.md'), 'utf8').matchAll(/^- ([\w.-]+)(?: \+ ([\w.-]+))?/gm)].flatMap((m) => m.slice(1).filter(Boolean));
     expect(listed.length).toBeGreaterThanOrEqual(8);
     for (const f of listed) expect(copies, f).toContain(f);
-    if (existsSync(SHARED_SPECS)) {
-      expect(copies).toEqual(readdirSync(SHARED_SPECS).sort());
-      for (const f of copies) expect(readFileSync(join(SPECS, f)).equals(readFileSync(join(SHARED_SPECS, f))), f).toBe(true);
+  });
+
+  it('keeps test/specs equal to ../shared/specs, file for file', (ctx) => {
+    if (!existsSync(SHARED_SPECS)) {
+      // Absent in a clone outside /work. Skipping must be asked for, and is reported.
+      if (process.env.GATEWAY_NO_SHARED_SPECS === '1') ctx.skip(`${SHARED_SPECS} absent (GATEWAY_NO_SHARED_SPECS=1): copies not compared`);
+      throw new Error(`${SHARED_SPECS} is missing, so test/specs cannot be compared with it; set GATEWAY_NO_SHARED_SPECS=1 where that is expected`);
     }
+    const copies = readdirSync(SPECS).sort();
+    expect(copies).toEqual(readdirSync(SHARED_SPECS).sort());
+    for (const f of copies) expect(readFileSync(join(SPECS, f)).equals(readFileSync(join(SHARED_SPECS, f))), f).toBe(true);
   });
 });
 

@@ -27,15 +27,37 @@ function tableRows(heading: string): string[][] {
 }
 
 describe('error catalogues', () => {
-  it('names follow GW_* and every JSON-RPC gateway code is in the reserved range', () => {
+  it('names follow GW_*; every JSON-RPC code is a spec code, EIP-1474 -32005, or a gateway code in -32040..-32069', () => {
+    // JSON-RPC 2.0's own codes, and EIP-1474's "limit exceeded": used with their meaning.
+    const STANDARD = new Map([
+      [-32700, 'Parse error'],
+      [-32600, 'Invalid Request'],
+      [-32601, 'Method not found'],
+      [-32603, 'Internal error'],
+      [-32005, 'Limit exceeded'],
+    ]);
+    const own: number[] = [];
     for (const [name, e] of Object.entries(RPC_ERRORS)) {
       expect(name).toMatch(/^GW_[A-Z_]+$/);
-      expect(e.code === -32700 || (e.code >= -32768 && e.code <= -32000), name).toBe(true);
+      const meaning = STANDARD.get(e.code);
+      if (meaning !== undefined) {
+        expect(e.message.startsWith(meaning), name).toBe(true);
+        continue;
+      }
+      expect(e.code, name).toBeGreaterThanOrEqual(-32069);
+      expect(e.code, name).toBeLessThanOrEqual(-32040);
+      own.push(e.code);
     }
-    // Auth errors use the server-error range, as issue 3 requires.
-    for (const n of ['GW_AUTH_KEY_MISSING', 'GW_AUTH_KEY_INVALID', 'GW_AUTH_KEY_FORBIDDEN'] as const) {
-      expect(RPC_ERRORS[n].code).toBeGreaterThanOrEqual(-32099);
-      expect(RPC_ERRORS[n].code).toBeLessThanOrEqual(-32000);
+    // The gateway's own codes each mean one thing.
+    expect(new Set(own).size).toBe(own.length);
+  });
+
+  it('every auth error, GW_AUTH_KEY_CONFLICT included, has a gateway code in -32040..-32069', () => {
+    const auth = Object.entries(RPC_ERRORS).filter(([name]) => name.startsWith('GW_AUTH_'));
+    expect(auth.map(([name]) => name)).toEqual(['GW_AUTH_KEY_MISSING', 'GW_AUTH_KEY_INVALID', 'GW_AUTH_KEY_FORBIDDEN', 'GW_AUTH_KEY_CONFLICT']);
+    for (const [name, e] of auth) {
+      expect(e.code, name).toBeGreaterThanOrEqual(-32069);
+      expect(e.code, name).toBeLessThanOrEqual(-32040);
     }
   });
 
