@@ -70,6 +70,8 @@ const ROUTE_1: RouteSpec = {
   retries: 1,
   chainId: 56,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "bsc#0",
@@ -163,6 +165,8 @@ const ROUTE_5: RouteSpec = {
   retries: 1,
   chainId: 1,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "ethereum#0",
@@ -187,6 +191,8 @@ const ROUTE_6: RouteSpec = {
   retries: 1,
   chainId: 5,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "ethereum-goerli#0",
@@ -211,6 +217,8 @@ const ROUTE_7: RouteSpec = {
   retries: 1,
   chainId: 11155111,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "ethereum-sepolia#0",
@@ -235,6 +243,8 @@ const ROUTE_8: RouteSpec = {
   retries: 1,
   chainId: 100,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "gnosis#0",
@@ -259,6 +269,8 @@ const ROUTE_9: RouteSpec = {
   retries: 1,
   chainId: 10200,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "gnosis-chiado#0",
@@ -283,6 +295,8 @@ const ROUTE_10: RouteSpec = {
   retries: 1,
   chainId: 137,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "polygon#0",
@@ -307,6 +321,8 @@ const ROUTE_11: RouteSpec = {
   retries: 1,
   chainId: 80001,
   methods: METHODS_0,
+  cache: true,
+  finality: null,
   upstreams: [
     {
       name: "polygon-mumbai#0",
@@ -357,6 +373,7 @@ export const GATEWAY: GatewaySpec = {
   health: { "intervalMs": 5000, "timeoutMs": 2000 },
   rateLimit: null,
   drainTimeoutMs: 10000,
+  cache: { "maxBytes": 67108864, "headPollMs": 1000 },
 };
 
 main(GATEWAY);

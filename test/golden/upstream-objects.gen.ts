@@ -104,6 +104,7 @@ export const GATEWAY: GatewaySpec = {
   health: { "intervalMs": 1000, "timeoutMs": 500 },
   rateLimit: { "limit": 6000, "windowMs": 60000 },
   drainTimeoutMs: 0,
+  cache: null,
 };
 
 main(GATEWAY);

@@ -86,6 +86,8 @@ function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number 
       idempotent: opts.idempotent,
       retries: opts.retries,
       maxBuffer: 1 << 20,
+      timeoutMs: 5000,
+      emptyOk: false,
       classify: (status) => (status >= 500 ? 'bad' : 'stream'),
     };
     const target = {
