@@ -2,11 +2,16 @@
 // systemd unit's ExecStart, ExecReload and KillSignal against the emitted
 // file, and the Dockerfile's build stage using the project's own build.
 // (Building the image needs a container engine, which this machine lacks.)
-import { describe, expect, it } from 'vitest';
-import { copyFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { promisify } from 'node:util';
+import { join, relative, sep } from 'node:path';
 import { buildManifest, keysYaml, newKey, rawRequest, ROOT, startGateway } from './harness.ts';
 import { startAnvil } from '../support/anvil.ts';
+
+const run = promisify(execFile);
 
 function unit(): Record<string, string[]> {
   const out: Record<string, string[]> = {};
@@ -66,5 +71,83 @@ describe('deploy/Dockerfile', () => {
     expect(text).toContain('COPY --from=build /src/dist/gateway.mjs /app/gateway.mjs');
     expect(text).toContain('CMD ["node", "--no-memory-reducer", "/app/gateway.mjs"]');
     expect(text).toContain('STOPSIGNAL SIGTERM');
+  });
+});
+
+/** The Dockerfile's instructions, stage by stage (continuation lines joined, comments dropped). */
+function dockerStages(text: string): { name: string | null; steps: [string, string][] }[] {
+  const stages: { name: string | null; steps: [string, string][] }[] = [];
+  for (const line of text.replace(/\\\n/g, ' ').split('\n')) {
+    const m = /^\s*([A-Z]+)\s+(.*)$/.exec(line);
+    if (!m) continue;
+    const [, op, arg] = m as unknown as [string, string, string];
+    if (op === 'FROM') stages.push({ name: /\sAS\s+(\S+)/i.exec(arg)?.[1] ?? null, steps: [] });
+    else stages.at(-1)!.steps.push([op, arg.trim()]);
+  }
+  return stages;
+}
+
+describe('deploy/Dockerfile, replayed without a container engine', () => {
+  it('builds and runs: the build stage’s own commands make the file that the final stage’s CMD runs alone', { timeout: 180_000 }, async () => {
+    const [build, final] = dockerStages(readFileSync(join(ROOT, 'deploy/Dockerfile'), 'utf8'));
+    expect(build!.name).toBe('build');
+    // Each image path maps to a scratch folder; the instructions are carried out in order.
+    // Outside the project: the build context is copied into it.
+    const scratch = mkdtempSync(join(tmpdir(), 'gateway-docker-'));
+    onTestFinished(() => rmSync(scratch, { recursive: true, force: true }));
+    const dirs: Record<string, string> = { '/src': join(scratch, 'src'), '/app': join(scratch, 'app') };
+    const host = (p: string) => {
+      const root = Object.keys(dirs).find((d) => p === d || p.startsWith(`${d}/`));
+      expect(root, `image path ${p}`).toBeDefined();
+      return dirs[root!]! + p.slice(root!.length);
+    };
+    let cwd = '';
+    for (const [op, arg] of build!.steps) {
+      if (op === 'WORKDIR') mkdirSync((cwd = host(arg)), { recursive: true });
+      else if (op === 'COPY' && arg === '. .') {
+        // The build context, minus what npm ci and the build itself make.
+        cpSync(ROOT, cwd, { recursive: true, filter: (f) => !/^(node_modules|\.git|\.tmp|dist)$/.test(relative(ROOT, f).split(sep)[0]!) });
+      } else if (op === 'COPY') {
+        const parts = arg.split(/\s+/);
+        for (const f of parts.slice(0, -1)) copyFileSync(join(ROOT, f), join(cwd, f));
+      } else if (op === 'RUN' && /^npm ci\b/.test(arg)) {
+        // npm ci needs the registry: the project's installed node_modules stand in for it.
+        symlinkSync(join(ROOT, 'node_modules'), join(cwd, 'node_modules'));
+      } else if (op === 'RUN') {
+        await run('sh', ['-c', arg], { cwd, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } });
+      } else throw new Error(`the build stage has an instruction this replay does not know: ${op} ${arg}`);
+    }
+    let cmd: string[] = [];
+    let stopSignal: NodeJS.Signals = 'SIGTERM';
+    for (const [op, arg] of final!.steps) {
+      if (op === 'WORKDIR') mkdirSync((cwd = host(arg)), { recursive: true });
+      else if (op === 'COPY') {
+        const [, from, src, dst] = /^--from=(\S+)\s+(\S+)\s+(\S+)$/.exec(arg) ?? [];
+        expect(from, 'the final stage copies only from the build stage').toBe('build');
+        copyFileSync(host(src!), host(dst!));
+      } else if (op === 'CMD') cmd = JSON.parse(arg) as string[];
+      else if (op === 'STOPSIGNAL') stopSignal = arg as NodeJS.Signals;
+      else expect(['USER', 'EXPOSE'], `${op} ${arg}`).toContain(op);
+    }
+    // The image holds node and the one file; keys.yaml is mounted beside it.
+    expect(readdirSync(dirs['/app']!)).toEqual(['gateway.mjs']);
+    const key = newKey();
+    writeFileSync(join(cwd, 'keys.yaml'), keysYaml([{ id: 'docker', key }]));
+    expect(cmd[0]).toBe('node');
+    const anvil = await startAnvil({ chainId: 1 });
+    const gw = await startGateway({
+      cwd,
+      bundle: host(cmd.at(-1)!),
+      nodeArgs: cmd.slice(1, -1),
+      env: { ETHEREUM_RPC_URL: anvil.url, RPC_PORT: '0', EXPLORER_PORT: '0', ADMIN_PORT: '0' },
+    });
+    try {
+      const r = await rawRequest(gw.url('rpc', '/ethereum'), { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', headers: { 'x-api-key': key } });
+      expect(r.status).toBe(200);
+      expect(r.json()).toEqual({ jsonrpc: '2.0', id: 1, result: '0x1' });
+    } finally {
+      expect(await gw.stop(stopSignal)).toBe(0);
+      await anvil.stop();
+    }
   });
 });
