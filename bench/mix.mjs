@@ -431,7 +431,11 @@ function buildGateway() {
     writeFileSync(manifest, text.replace(block, ''));
   }
   const t0 = Date.now();
-  execFileSync(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', manifest, '--out', join(ROOT, 'dist', 'mix-gateway.mjs')], { cwd: ROOT, stdio: ['ignore', 2, 2] });
+  try {
+    execFileSync(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', manifest, '--out', join(ROOT, 'dist', 'mix-gateway.mjs')], { cwd: ROOT, stdio: ['ignore', 2, 2] });
+  } catch {
+    die(`the gateway did not build from ${manifest}${CACHE ? ' (CACHE=0 builds it without the cache block, for a gateway that has no cache)' : ''}`);
+  }
   log(`gateway built from ${manifest.replace(ROOT + '/', '')} (cache ${CACHE ? 'on' : 'off'}) in ${Date.now() - t0} ms`);
 }
 
