@@ -301,6 +301,8 @@ function track(statePath, funded, addresses, rand, seedTxs) {
   let stopped = false;
   let sent = 0;
   let sendErrors = 0;
+  let lastSendError = '';
+  let sending = Promise.resolve();
   const write = () => {
     const text = [state.head, state.blocks.length, ...state.blocks, state.txs.length, ...state.txs].join('\n') + '\n';
     writeFileSync(`${statePath}.tmp`, text);
@@ -320,13 +322,22 @@ function track(statePath, funded, addresses, rand, seedTxs) {
         state.txs.length = Math.min(state.txs.length, 32);
         state.head = head;
         write();
-        for (let i = 0; i < TX_PER_BLOCK && !stopped; i++) {
-          const f = funded[Math.floor(rand() * funded.length)];
-          rpc('eth_sendTransaction', [{ from: f, to: addresses[pickTo()], value: hex(1 + Math.floor(rand() * 1e12)) }]).then(
-            () => sent++,
-            () => sendErrors++,
-          );
-        }
+        // one after another, from different accounts where there are enough: anvil gives two
+        // concurrent sends from one account the same nonce
+        const senders = shuffle([...funded], rand);
+        const batch = Array.from({ length: TX_PER_BLOCK }, (_, i) => ({ from: senders[i % senders.length], to: addresses[pickTo()], value: hex(1 + Math.floor(rand() * 1e12)) }));
+        sending = sending.then(async () => {
+          for (const tx of batch) {
+            if (stopped) return;
+            try {
+              await rpc('eth_sendTransaction', [tx]);
+              sent++;
+            } catch (err) {
+              sendErrors++;
+              lastSendError = err.message;
+            }
+          }
+        });
       }
     } catch (err) {
       if (!stopped) log(`tracker: ${err.message}`);
@@ -337,7 +348,7 @@ function track(statePath, funded, addresses, rand, seedTxs) {
   return {
     state,
     ready,
-    stats: () => ({ sent, sendErrors }),
+    stats: () => ({ sent, sendErrors, lastSendError }),
     stop() {
       stopped = true;
       clearTimeout(timer);
@@ -802,8 +813,9 @@ async function main() {
     for (let i = 0; i < active.length; i++) await measure(active[(i + r - 1) % active.length], r);
   }
   tracker.stop();
-  const { sent, sendErrors } = tracker.stats();
-  const text = report(smokes, `${meta}\n- background sender: ${sent} txs sent during the run${sendErrors ? `, ${sendErrors} refused` : ''}; head at the end ${tracker.state.head}`);
+  const { sent, sendErrors, lastSendError } = tracker.stats();
+  const refused = sendErrors ? `, ${sendErrors} refused by anvil (last: ${lastSendError})` : '';
+  const text = report(smokes, `${meta}\n- background sender: ${sent} txs sent during the run${refused}; head at the end ${tracker.state.head}`);
   for (const name of [...procs.keys()]) await stopProc(name);
   console.log('\n' + text + `\n(written to ${OUT_DIR})`);
 }
