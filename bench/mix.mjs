@@ -287,7 +287,8 @@ async function setupChain(rand, addresses, funded) {
   const missing = receipts.filter((r) => !r).length;
   if (missing > 0) throw new Error(`${missing} history txs not mined`);
   const head = Number(await rpc('eth_blockNumber'));
-  const blocks = await inBatches([...Array(head).keys()].map((i) => i + 1), 32, (n) => rpc('eth_getBlockByNumber', [hex(n), false]));
+  // the "old" blocks: 1 to 125 (100 empty, the deployments', 24 of history), however many the interval miner added
+  const blocks = await inBatches([...Array(125).keys()].map((i) => i + 1), 32, (n) => rpc('eth_getBlockByNumber', [hex(n), false]));
   return { contracts, history, blockHashes: blocks.map((b) => b.hash), head };
 }
 
@@ -758,21 +759,24 @@ async function main() {
   const chainId = await rpc('eth_chainId');
   if (chainId !== '0x1') throw new Error(`anvil answered chain id ${chainId}`);
 
-  const rand = rng(SEED);
+  // one stream per purpose, so that how long anything takes (blocks mined meanwhile) never shifts the mix
+  const rand = rng(`${SEED}:addresses`);
   const funded = await rpc('eth_accounts');
   const addresses = [...funded];
   while (addresses.length < 2000) addresses.push(`0x${[...Array(20)].map(() => Math.floor(rand() * 256).toString(16).padStart(2, '0')).join('')}`);
   shuffle(addresses, rand);
   const t0 = Date.now();
-  const chain = await setupChain(rand, addresses, funded);
+  const chain = await setupChain(rng(`${SEED}:history`), addresses, funded);
   log(`node ready in ${Date.now() - t0} ms: ${chain.contracts.length} contracts, ${chain.history.length} txs of history, head ${chain.head}`);
 
-  const oldTxs = shuffle([...chain.history], rand);
-  const oldBlocks = shuffle([...chain.blockHashes], rand);
-  const lines = makeBodies(rand, { addresses, contracts: chain.contracts, oldTxs, oldBlocks });
+  const mixRand = rng(`${SEED}:mix`);
+  const oldTxs = shuffle([...chain.history], mixRand);
+  const oldBlocks = shuffle([...chain.blockHashes], mixRand);
+  const lines = makeBodies(mixRand, { addresses, contracts: chain.contracts, oldTxs, oldBlocks });
   writeFileSync(join(RUN, 'bodies.txt'), lines.join('\n') + '\n');
-  const bodiesSha = createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 12);
-  tracker = track(join(RUN, 'state.txt'), funded, addresses, rand, chain.history);
+  // tx and block hashes depend on block timestamps, so they differ from run to run; the rest follows the seed
+  const bodiesSha = createHash('sha256').update(lines.join('\n').replace(/"0x[0-9a-f]{64}"/g, '"H"')).digest('hex').slice(0, 12);
+  tracker = track(join(RUN, 'state.txt'), funded, addresses, rng(`${SEED}:sender`), chain.history);
   await tracker.ready;
 
   const listen = TARGETS.map((t) => `${t}:${PORTS.up[t]}`).join(',');
@@ -787,7 +791,7 @@ async function main() {
     `${execFileSync(ANVIL_BIN, ['--version']).toString().split('\n')[0]} (--block-time 2, chain id 1), TX_PER_BLOCK=${TX_PER_BLOCK}`,
     `RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${CONNS} THREADS=${THREADS} PIN=${PIN ? 1 : 0} PROXY_CPU=${PROXY_CPU} LOAD_CPU=${LOAD_CPU} CACHE=${CACHE ? 1 : 0} ` +
       `SEED=${SEED} BODIES=${BODIES} ZIPF_S=${ZIPF_S} TARGETS='${TARGETS.join(' ')}'`,
-    `bodies sha256 ${bodiesSha} (the mix; old txs/blocks and contract addresses come from the node, so they follow the seed too)`,
+    `the mix's sha256 ${bodiesSha} (the bodies with every tx and block hash masked: those depend on block timestamps; the rest follows SEED)`,
     `git ${spawnSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim()}${spawnSync('git', ['-C', ROOT, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).stdout.trim() ? ' (modified)' : ''}`,
   ].map((l) => `- ${l}`).join('\n');
   writeFileSync(join(OUT_DIR, 'meta.txt'), meta + '\n');
