@@ -36,7 +36,9 @@ export function parseResults(text) {
 export function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
   const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+  // `+ 0` turns -0 into 0: the sort keeps -0 and 0 in input order, and the
+  // median must not depend on it.
+  return (s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2) + 0;
 }
 
 /**
