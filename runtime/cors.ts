@@ -13,8 +13,8 @@ export class Cors {
 
   /** Adds the headers for an answer to a request from `origin` (none if it is not allowed). */
   add(origin: string, out: string[]): void {
-    if (this.all) out.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'x-request-id');
-    else if (this.origins.has(origin)) out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', 'x-request-id');
+    if (this.all) out.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'x-request-id, x-cache');
+    else if (this.origins.has(origin)) out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', 'x-request-id, x-cache');
   }
 
   /** Answers an OPTIONS request: 204, with the CORS grant if its origin is allowed. */

@@ -144,7 +144,11 @@ export class Exchange implements ForwardTarget {
   streamHead(status: number, headers: IncomingHttpHeaders, u?: Upstream): void {
     if (u) this.upstream = u;
     const out = endToEndHeaders(headers, this.id);
-    if (this.cacheTag !== null) out.push(...this.cacheTag);
+    if (this.cacheTag !== null) {
+      // The gateway's X-Cache is the only one: an upstream's own (a CDN in front of a node) is dropped.
+      for (let i = out.length - 2; i >= 0; i -= 2) if (out[i]!.toLowerCase() === 'x-cache') out.splice(i, 2);
+      out.push(...this.cacheTag);
+    }
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, out);
     if (this.host.draining) out.push('connection', 'close');

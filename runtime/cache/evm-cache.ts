@@ -145,9 +145,12 @@ export class EvmCache {
       finalized = Math.min(finalized, h.finalized);
     }
     this.finalized = known === 0 || finalized < 0 ? -1 : finalized;
+    this.stats.finalized = this.finalized;
     if (number !== this.number || hash !== this.hash) {
       this.number = number;
       this.hash = hash;
+      this.stats.head = number;
+      this.stats.headChanges++;
       this.newEpoch();
     }
     this.seq++;

@@ -73,7 +73,7 @@ interface Shape {
 }
 // Paths the stand-ins serve, mixed in so that a good share of runs is
 // forwarded and the checks on what reached an upstream have something to see.
-const servedSegs = fc.constantFrom(['v2', 'block', '1'], ['v2', 'block', '2'], ['v2', 'tx', 'ab'.repeat(32)], ['v2', 'address', 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq'], ['v2'], ['v2', 'status']);
+const servedSegs = fc.constantFrom<string[]>(['v2', 'block', '1'], ['v2', 'block', '2'], ['v2', 'tx', 'ab'.repeat(32)], ['v2', 'address', 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq'], ['v2'], ['v2', 'status']);
 const shape: fc.Arbitrary<Shape> = fc.record({
   chain: fc.oneof({ arbitrary: fc.constantFrom('ethereum', 'bitcoin', 'cardano-preprod'), weight: 2 }, { arbitrary: chainSegment, weight: 1 }),
   segs: fc.oneof(fc.array(segment, { maxLength: 5 }), servedSegs),
