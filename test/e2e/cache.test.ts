@@ -48,8 +48,7 @@ beforeAll(async () => {
   accounts = (await anvil.rpc('eth_accounts')).result as string[];
   // NUMBER PUSH1 0 MSTORE PUSH1 32 PUSH1 0 RETURN, behind an init code that returns it.
   const deploy = await anvil.rpc('eth_sendTransaction', [{ from: accounts[0], data: '0x684360005260206000f360005260096017f3' }]);
-  const receipt = await anvil.rpc('eth_getTransactionReceipt', [deploy.result]);
-  clock = (receipt.result as { contractAddress: string }).contractAddress;
+  clock = ((await mined(deploy.result as string)) as { contractAddress: string }).contractAddress;
   expect((await anvil.rpc('eth_getCode', [clock, 'latest'])).result).toBe('0x4360005260206000f3');
   // Past 64 blocks, anvil reports a finalized block (latest - 64) that a reorg of depth 10 cannot reach.
   await anvil.mine(100);
@@ -59,7 +58,7 @@ beforeAll(async () => {
 version: 1
 listeners:
   rpc: { host: 127.0.0.1, port: "0" }
-  admin: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
 keys: ./keys.yaml
 cache: { maxBytes: 8388608, headPollMs: ${HEAD_POLL_MS} }
 health: { intervalMs: 60000, timeoutMs: 1000 }
@@ -102,6 +101,17 @@ async function metric(name: string): Promise<number> {
   return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
+/** The receipt of a transaction anvil has taken, once its block is mined (anvil may answer the send first). */
+async function mined(hash: string): Promise<unknown> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const r = await anvil.rpc('eth_getTransactionReceipt', [hash]);
+    if (r.result !== null && r.result !== undefined) return r.result;
+    if (Date.now() > deadline) throw new Error(`transaction ${hash} not mined within 15 s`);
+    await new Promise((res) => setTimeout(res, 5));
+  }
+}
+
 const hexToNum = (h: unknown): number => Number.parseInt(String(h), 16);
 const num = (n: number): string => `0x${n.toString(16)}`;
 
@@ -119,32 +129,50 @@ const txHashes: string[] = [];
 const confirmed = new Map<string, { result: unknown; state: number }>();
 /** Bumped by every operation that changes anvil's state. */
 let state = 0;
-/** gateway_cache_head_changes_total before the last change, while the gateway may not have seen it. */
+/**
+ * gateway_cache_head_changes_total just before the last operation that moved
+ * anvil's head, while the gateway may not have seen that head yet; null once
+ * it has.
+ */
 let unseenSince: number | null = null;
 
 const figures = { reads: 0, strict: 0, lenient: 0, staleServed: 0, hits: 0, misses: 0, coalesced: 0, bypass: 0, mines: 0, txs: 0, reorgs: 0, settles: 0, maxSettleMs: 0 };
 
+/** Has the gateway seen anvil's current head? Its head gauge shows that number, and it counted a change since the last move. */
+async function gatewaySeesHead(): Promise<boolean> {
+  if (unseenSince === null) return true;
+  const [head, changes, seen] = await Promise.all([anvilHead(), metric('gateway_cache_head_changes_total'), metric('gateway_cache_head_block')]);
+  if (changes > unseenSince && seen === head.number) {
+    unseenSince = null;
+    return true;
+  }
+  return false;
+}
+
 /** Waits until the gateway has seen anvil's current head (number and hash), by its metrics. */
 async function settle(): Promise<void> {
   if (unseenSince === null) return;
-  const head = await anvilHead();
   const t0 = Date.now();
   const deadline = t0 + 15_000;
-  for (;;) {
-    const [changes, seen] = await Promise.all([metric('gateway_cache_head_changes_total'), metric('gateway_cache_head_block')]);
-    if (changes > unseenSince && seen === head.number) break;
-    if (Date.now() > deadline) throw new Error(`the gateway did not see head ${head.number} within 15 s (changes ${changes}, head ${seen})`);
+  while (!(await gatewaySeesHead())) {
+    if (Date.now() > deadline) throw new Error(`the gateway did not see anvil's head within 15 s (${await metric('gateway_cache_head_changes_total')} changes, head ${await metric('gateway_cache_head_block')})`);
     await new Promise((r) => setTimeout(r, 10));
   }
   figures.maxSettleMs = Math.max(figures.maxSettleMs, Date.now() - t0);
   figures.settles++;
-  unseenSince = null;
 }
 
 async function changing(op: () => Promise<void>): Promise<void> {
-  if (unseenSince === null) unseenSince = await metric('gateway_cache_head_changes_total');
+  // One change at a time: once the gateway has seen the last one its change
+  // count stands still, so the count read here is the one before this change.
+  await settle();
+  const base = await metric('gateway_cache_head_changes_total');
+  const before = await anvilHead();
   await op();
   state++;
+  const after = await anvilHead();
+  // A reorg of empty blocks can rebuild the very same blocks: then nothing moved.
+  if (after.number !== before.number || after.hash !== before.hash) unseenSince = base;
   const b = (await anvil.rpc('eth_getBlockByNumber', ['latest', true])).result as { hash: string; transactions: { hash: string }[] };
   blockHashes.push(b.hash);
   for (const t of b.transactions) txHashes.push(t.hash);
@@ -158,21 +186,21 @@ interface Read {
   build: (pick: Pick, head: number) => [string, unknown[]];
   choice: number;
 }
-type Op = Read | { kind: 'mine'; n: number } | { kind: 'tx'; to: number; wei: number } | { kind: 'reorg'; depth: number } | { kind: 'settle' };
+type Op = Read | { kind: 'again'; choice: number } | { kind: 'mine'; n: number } | { kind: 'tx'; to: number; wei: number } | { kind: 'reorg'; depth: number } | { kind: 'settle' };
 
 /** A block parameter: a tag, a number near the head or deep below it, or EIP-1898 objects. */
 const blockParam = fc.oneof(
   fc.constantFrom('latest', 'latest', 'safe', 'finalized', 'earliest'),
-  fc.integer({ min: 0, max: 12 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
+  fc.integer({ min: 0, max: 6 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
   fc.integer({ min: 66, max: 90 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
-  fc.integer({ min: 0, max: 8 }).map((back) => (_p: Pick, head: number) => ({ blockNumber: num(Math.max(0, head - back)) })),
+  fc.integer({ min: 0, max: 6 }).map((back) => (_p: Pick, head: number) => ({ blockNumber: num(Math.max(0, head - back)) })),
   fc.constant((p: Pick) => ({ blockHash: p(blockHashes) })),
 );
 type BlockArg = string | ((p: Pick, head: number) => unknown);
 const at = (b: BlockArg, p: Pick, head: number): unknown => (typeof b === 'string' ? b : b(p, head));
 const blockNumberParam = fc.oneof(
   fc.constantFrom('latest', 'safe', 'finalized', 'earliest'),
-  fc.integer({ min: -2, max: 12 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
+  fc.integer({ min: -2, max: 6 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
   fc.integer({ min: 66, max: 90 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
 );
 
@@ -201,11 +229,14 @@ const read: fc.Arbitrary<Read> = fc
   .chain((build) => fc.nat().map((choice) => ({ kind: 'read' as const, build, choice })));
 
 const op: fc.Arbitrary<Op> = fc.oneof(
-  { arbitrary: read, weight: 40 },
+  { arbitrary: read, weight: 25 },
+  // The same call as an earlier read, as it was sent: what a cache must get
+  // right after the head moved under it.
+  { arbitrary: fc.nat().map((choice) => ({ kind: 'again' as const, choice })), weight: 30 },
   { arbitrary: fc.integer({ min: 1, max: 3 }).map((n) => ({ kind: 'mine' as const, n })), weight: 3 },
   { arbitrary: fc.record({ kind: fc.constant('tx' as const), to: fc.nat(3), wei: fc.integer({ min: 1, max: 1_000_000 }) }), weight: 3 },
-  { arbitrary: fc.integer({ min: 1, max: 10 }).map((depth) => ({ kind: 'reorg' as const, depth })), weight: 2 },
-  { arbitrary: fc.constant({ kind: 'settle' as const }), weight: 3 },
+  { arbitrary: fc.integer({ min: 1, max: 10 }).map((depth) => ({ kind: 'reorg' as const, depth })), weight: 6 },
+  { arbitrary: fc.constant({ kind: 'settle' as const }), weight: 8 },
 );
 
 /** Scope the README gives a call: may it ever differ from the node once stored? */
@@ -221,13 +252,26 @@ async function isFinal(method: string, params: unknown[]): Promise<boolean> {
   return n <= fin;
 }
 
-async function doRead(r: Read): Promise<void> {
-  const head = (await anvilHead()).number;
-  const pick: Pick = (xs) => (xs.length === 0 ? '0x' + '00'.repeat(32) : xs[r.choice % xs.length]!);
-  const [method, params] = r.build(pick, head);
+/** Every call read so far, in order (repeats included). */
+const calls: Array<[string, unknown[]]> = [];
+
+async function doRead(r: Read | { kind: 'again'; choice: number }): Promise<void> {
+  let method: string;
+  let params: unknown[];
+  if (r.kind === 'again') {
+    if (calls.length === 0) return;
+    // One of the last 30 calls: soon enough to meet the entries a change left behind.
+    const recent = calls.slice(-30);
+    [method, params] = recent[r.choice % recent.length]!;
+  } else {
+    const head = (await anvilHead()).number;
+    const pick: Pick = (xs) => (xs.length === 0 ? '0x' + '00'.repeat(32) : xs[r.choice % xs.length]!);
+    [method, params] = r.build(pick, head);
+  }
+  calls.push([method, params]);
   const key = JSON.stringify([method, params]);
   // Read before the call: had the gateway seen the last change when the call went out?
-  const unseen = unseenSince !== null && (await metric('gateway_cache_head_changes_total')) === unseenSince;
+  const unseen = !(await gatewaySeesHead());
   const before = proxy.requests.length;
   const id = nextId++;
   const g = await viaGateway(method, params, id);
@@ -251,7 +295,7 @@ async function doRead(r: Read): Promise<void> {
     figures.staleServed++;
     return;
   }
-  if (unseenSince === null) figures.strict++;
+  if (!unseen) figures.strict++;
   else figures.lenient++;
   if (truth.error === undefined) confirmed.set(key, { result: truth.result, state });
 }
@@ -259,6 +303,7 @@ async function doRead(r: Read): Promise<void> {
 async function run(o: Op): Promise<void> {
   switch (o.kind) {
     case 'read':
+    case 'again':
       return doRead(o);
     case 'mine':
       figures.mines++;
@@ -268,6 +313,7 @@ async function run(o: Op): Promise<void> {
       return changing(async () => {
         const r = await anvil.rpc('eth_sendTransaction', [{ from: accounts[(o.to + 1) % 4], to: accounts[o.to], value: num(o.wei) }]);
         expect(r.error).toBeUndefined();
+        await mined(r.result as string);
       });
     case 'reorg':
       figures.reorgs++;
@@ -301,6 +347,50 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     expect(figures.hits).toBeGreaterThan(figures.reads / 10);
     expect(figures.misses).toBeGreaterThan(0);
     expect(figures.reorgs).toBeGreaterThan(0);
+  });
+
+  it('after a reorg, answers by number, by hash and at latest are the new chain\'s, not the cached ones', { timeout: 60_000 }, async () => {
+    await settle();
+    // A block with a transaction three below the head, then two empty ones.
+    const sent = await anvil.rpc('eth_sendTransaction', [{ from: accounts[1], to: accounts[2], value: '0x7' }]);
+    await changing(async () => void (await mined(sent.result as string)));
+    await changing(() => anvil.mine(2));
+    await settle();
+    const head = (await anvilHead()).number;
+    const n = num(head - 2);
+    const block = ((await anvil.rpc('eth_getBlockByNumber', [n, false])).result as { hash: string }).hash;
+    const reads: Array<[string, unknown[]]> = [
+      ['eth_getBlockByNumber', [n, false]],
+      ['eth_getBlockTransactionCountByNumber', [n]],
+      ['eth_getTransactionByBlockNumberAndIndex', [n, '0x0']],
+      ['eth_getBalance', [accounts[2], n]],
+      ['eth_getBalance', [accounts[2], 'latest']],
+      ['eth_getBlockByNumber', ['latest', false]],
+      ['eth_call', [{ to: clock, data: '0x' }, 'latest']],
+      ['eth_getBlockByHash', [block, false]],
+      ['eth_getTransactionByHash', [sent.result]],
+      ['eth_getTransactionReceipt', [sent.result]],
+    ];
+    for (const [m, p] of reads) {
+      await viaGateway(m, p);
+      const again = await viaGateway(m, p);
+      expect(again.xCache, `${m} ${JSON.stringify(p)} is kept`).toBe('HIT');
+      figures.misses++;
+      figures.hits++;
+    }
+    // Replace the last three blocks (the transaction's among them) with three empty ones.
+    await changing(async () => {
+      const r = await anvil.rpc('anvil_reorg', [3, []]);
+      expect(r.error).toBeUndefined();
+    });
+    await settle();
+    for (const [m, p] of reads) {
+      const g = await viaGateway(m, p);
+      const truth = await anvil.rpc(m, p);
+      expect(g.body.result, `${m} ${JSON.stringify(p)} after the reorg (X-Cache ${g.xCache})`).toEqual(truth.result);
+      if (g.xCache === 'HIT') figures.hits++;
+      else figures.misses++;
+    }
   });
 
   it('coalesces identical reads in flight: one upstream call, each client its own id', { timeout: 60_000 }, async () => {
