@@ -67,7 +67,7 @@ describe('deploy/Dockerfile', () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     expect(text).toContain('RUN npm ci');
     expect(text).toContain('RUN npm run build');
-    expect(pkg.scripts.build).toBe('gateway build gateway.yaml');
+    expect(pkg.scripts.build).toBe('node bin/gateway.mjs build gateway.yaml');
     expect(text).toContain('COPY --from=build /src/dist/gateway.mjs /app/gateway.mjs');
     expect(text).toContain('CMD ["node", "--no-memory-reducer", "/app/gateway.mjs"]');
     expect(text).toContain('STOPSIGNAL SIGTERM');
