@@ -182,25 +182,22 @@ export class EvmCache {
    * cache takes: the caller forwards it as usual.
    */
   serve(x: Exchange, body: Buffer | string): boolean {
-    let doc: { id?: unknown; method?: unknown; params?: unknown };
-    try {
-      doc = JSON.parse(typeof body === 'string' ? body : body.toString('utf8')) as typeof doc;
-    } catch {
-      return false;
-    }
-    const method = doc.method as string;
-    const scope = scopeOf(method, doc.params);
-    if (scope === null) return false;
-    // One store for every chain: the key names the chain (a path may be served on two listeners).
-    const key = `${this.prefix}${method} ${JSON.stringify(doc.params ?? null)}`;
-    const idJson = JSON.stringify(doc.id);
+    // The key is the call as sent with its id cut out: a hit needs no parse.
+    // (The guard has checked the body: one object, one method; a body that
+    // names id twice is forwarded as usual.)
+    const b = typeof body === 'string' ? Buffer.from(body) : body;
+    const spans = answerSpans(b, MAX_ANSWER_DEPTH);
+    if (spans === null || spans.idStart === -1) return false;
+    const key = this.prefix + b.toString('latin1', 0, spans.idStart) + '\u0000' + b.toString('latin1', spans.idEnd);
+    // The client's id as it sent it (a long number keeps all its digits).
+    const idJson = b.toString('utf8', spans.idStart, spans.idEnd);
     const e = this.store.get(key);
     if (e !== undefined) {
       if (e.epoch === -1 || e.epoch === this.epoch) {
         this.stats.hits++;
         x.cacheTag = X_CACHE.hit;
         x.cacheLog = LOG.hit;
-        const n = method === 'eth_blockNumber' ? this.blockNumber(e.number) : -1;
+        const n = e.number >= 0 ? this.blockNumber(e.number) : -1;
         x.send(200, n === -1 ? Buffer.concat([e.prefix, Buffer.from(idJson), e.suffix]) : numberAnswer(idJson, n));
         return true;
       }
@@ -211,6 +208,15 @@ export class EvmCache {
       flight.join(x, idJson);
       return true;
     }
+    let doc: { method?: unknown; params?: unknown };
+    try {
+      doc = JSON.parse(b.toString('utf8')) as typeof doc;
+    } catch {
+      return false;
+    }
+    const method = doc.method as string;
+    const scope = scopeOf(method, doc.params);
+    if (scope === null) return false;
     const f = new Flight(this, key, method, scope, this.epoch, this.seq, x, idJson);
     this.flights.set(key, f);
     f.start(body);

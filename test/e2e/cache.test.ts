@@ -414,6 +414,29 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     figures.hits += tags.filter((t) => t === 'HIT').length;
   });
 
+  it('answers a hit with the id exactly as the client wrote it', async () => {
+    const send = async (id: string) => {
+      const res = await fetch(gw.url('rpc', '/ethereum'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: `{"jsonrpc":"2.0","id":${id},"method":"eth_chainId","params":[]}`,
+      });
+      return { xCache: res.headers.get('x-cache'), text: await res.text() };
+    };
+    const first = await send('1');
+    if (first.xCache === 'HIT') figures.hits++;
+    else figures.misses++;
+    // A number past 2^53 comes back with every digit, not rounded by a parse.
+    const big = await send('123456789012345678901234567890');
+    expect(big.xCache).toBe('HIT');
+    expect(big.text).toBe('{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":"0x1"}');
+    // An escaped string id: the same JSON value (the guard may re-serialize a body with escapes).
+    const esc = await send('"\\u00e9t\\u00e9"');
+    expect(esc.xCache).toBe('HIT');
+    expect(JSON.parse(esc.text)).toEqual({ jsonrpc: '2.0', id: 'été', result: '0x1' });
+    figures.hits += 2;
+  });
+
   it('never coalesces or keeps writes, and forwards batches as before (X-Cache: BYPASS)', async () => {
     const raw = '0x02f86a0180843b9aca00850ba43b740082520894' + '00'.repeat(20) + '8080c001a0' + '11'.repeat(32) + 'a0' + '22'.repeat(32);
     const before = proxy.requests.length;
