@@ -39,8 +39,8 @@ const cell = (s: string) => s.replace(/\|/g, '\\|');
 /** A markdown table: YAML path, type, default, description; in schema order. */
 export function renderManifestReference(schema: S): string {
   const rows: string[] = ['| YAML path | type | default | description |', '|---|---|---|---|'];
-  const walk = (s: S, path: string, parent: S | null, name: string) => {
-    if (parent) {
+  const walk = (s: S, path: string, parent: S | null, name: string, row = true) => {
+    if (parent && row) {
       const def = s.default === undefined ? '' : `\`${JSON.stringify(s.default)}\``;
       rows.push(`| \`${path}\` | ${cell(typeOf(s))} | ${def} | ${cell(s.description ?? '')}${requirement(parent, name)} |`);
     }
@@ -48,7 +48,8 @@ export function renderManifestReference(schema: S): string {
     if (s.type === 'object' && typeof s.additionalProperties === 'object') walk(s.additionalProperties, `${path}.<name>`, {}, '');
     // Lists and unions: document the object form, where the fields are.
     const obj = (s.items ? [s.items, ...(s.items.anyOf ?? [])] : (s.anyOf ?? [])).find((b) => b.properties);
-    if (obj) walk(obj, s.items ? `${path}[]` : path, {}, '');
+    // A union's object form has the same path as the union: its fields, not a second row for it.
+    if (obj) walk(obj, s.items ? `${path}[]` : path, {}, '', s.items !== undefined);
   };
   walk(schema, '', null, '');
   return rows.join('\n');

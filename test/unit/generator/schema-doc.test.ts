@@ -40,6 +40,9 @@ describe('schema/gateway.schema.json', () => {
     expect(lines).toContain('| `limits.maxBodyBytes` | integer | `1048576` | Largest request body accepted, in bytes; larger bodies get HTTP 413. |');
     expect(doc).toMatch(/\| `chains\[\]\.network` \| `mainnet` \\\| `preprod` \\\| `preview` \|  \| .*\(required when interface is rosetta\) \|/);
     expect(doc).toContain('| `chains[].upstreams[].role` | `primary` \\| `fallback` | `"primary"` |');
+    // A union's object form adds its fields, not a second row for the union's own path.
+    expect(lines.filter((l) => l.startsWith('| `chains[].finality` |'))).toHaveLength(1);
+    expect(doc).toContain('| `chains[].finality.depth` | integer |');
     // Every row has exactly four cells (escaped pipes do not split cells).
     for (const l of lines) expect(l.replace(/\\\|/g, '').split('|').length, l).toBe(6);
   });
