@@ -1,32 +1,79 @@
 #!/bin/bash
-# Two builds of the gateway against each other, on one host in one run:
-#   bench/ab.sh OLD_CHECKOUT NEW_CHECKOUT [small|big|batch] [ROUNDS]
-# Each checkout must have run `npm run bench` once (dist/bench-gateway.mjs and
-# .tmp/bench/keys.yaml). Both gateways run at once, pinned to core 0 and loaded
-# in turn; a node:http upstream answering the harness's fixture and wrk run on
-# core 1. After 8 s of warm-up each, rounds of 5 s alternate which goes first.
-# Prints req/s and p99 (us) per round. Needs ../shared/bench, wrk and taskset.
+# Two builds of the gateway against each other, on one host in one run, for
+# changes smaller than the harness's spread:
+#   bench/ab.sh OLD_CHECKOUT NEW_CHECKOUT [small|big|batch|rosetta|blockbook] [ROUNDS]
+# small/big/batch: each checkout's dist/bench-gateway.mjs and .tmp/bench/keys.yaml
+# (run `npm run bench` there once) in front of a node:http upstream answering
+# the harness's fixture. rosetta/blockbook: one manifest with a Rosetta and a
+# Blockbook chain, built by each checkout's own generator, in front of an
+# upstream answering one fixed JSON body (POST /cardano-preprod/network/status,
+# GET /bitcoin/v2/block/1?pageSize=10). Both gateways run at once, pinned to
+# core 0 and loaded in turn; the upstream and wrk run on core 1. After 8 s of
+# warm-up each, rounds of 5 s alternate which goes first. Prints req/s, p99
+# (us) and new/old per round. Needs ../shared/bench, wrk and taskset.
 set -euo pipefail
 OLD=$(realpath "$1"); NEW=$(realpath "$2"); S=${3:-small}; R=${4:-8}
 HERE=$(dirname "$(realpath "$0")")
 BENCH_DIR=${BENCH_DIR:-$HERE/../../shared/bench}
 KEY=${API_KEY:-bench-key-5f2c9a7e-0123456789}
-FX=$(mktemp -d)
-node "$BENCH_DIR/gen-fixtures.mjs" "$FX" >/dev/null 2>&1
-cat >"$FX/up.mjs" <<'JS'
+W=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$W"' EXIT
+
+node "$BENCH_DIR/gen-fixtures.mjs" "$W" >/dev/null 2>&1
+case $S in
+  small | big | batch) answer="$W/$S.resp.json" ;;
+  rosetta | blockbook)
+    answer="$W/edge.resp.json"
+    echo '{"current_block_identifier":{"index":1000,"hash":"ab"},"current_block_timestamp":1700000000000,"genesis_block_identifier":{"index":0,"hash":"cd"},"peers":[]}' >"$answer"
+    echo '{"network_identifier":{"blockchain":"cardano","network":"preprod"},"metadata":{}}' >"$W/rosetta.req.json"
+    cat >"$W/gateway.yaml" <<'YAML'
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "${PORT}" }
+keys: ./keys.yaml
+health: { intervalMs: 5000, timeoutMs: 2000 }
+chains:
+  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["${UPSTREAM_URL}"] }
+  - { path: bitcoin, interface: blockbook, listener: rpc, upstreams: ["${UPSTREAM_URL}api"] }
+YAML
+    printf 'keys:\n  - id: bench\n    sha256: "%s"\n' "$(printf '%s' "$KEY" | sha256sum | cut -d' ' -f1)" >"$W/keys.yaml"
+    (cd "$W" && node "$OLD/bin/gateway.mjs" build gateway.yaml --out old.mjs && node "$NEW/bin/gateway.mjs" build gateway.yaml --out new.mjs) >/dev/null
+    ;;
+  *) echo "ab.sh: unknown scenario '$S' (small, big, batch, rosetta, blockbook)" >&2; exit 2 ;;
+esac
+cat >"$W/up.mjs" <<'JS'
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
 const body = readFileSync(process.argv[2]);
-createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }); res.end(body); }); }).listen(Number(process.argv[3]), '127.0.0.1');
+createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }); res.end(body); }); }).listen(18600, '127.0.0.1');
 JS
-pids=()
-trap 'kill "${pids[@]}" 2>/dev/null; rm -rf "$FX"' EXIT
-taskset -c 1 node "$FX/up.mjs" "$FX/$S.resp.json" 18600 & pids+=($!)
-start() { (cd "$1" && GATEWAY_KEYS_FILE="$1/.tmp/bench/keys.yaml" UPSTREAM_URL=http://127.0.0.1:18600/ PORT=$2 HOST=127.0.0.1 exec taskset -c 0 node --no-memory-reducer dist/bench-gateway.mjs >/dev/null 2>&1) & pids+=($!); }
+cat >"$W/get.lua" <<LUA
+wrk.method = "GET"
+wrk.headers["X-API-Key"] = "$KEY"
+function done(summary, latency, requests)
+  io.write(string.format("RESULT rps=%.1f p99_us=%.0f\n", summary.requests / (summary.duration / 1e6), latency:percentile(99)))
+end
+LUA
+
+taskset -c 1 node "$W/up.mjs" "$answer" & pids+=($!)
+start() { # checkout port
+  local file="$1/dist/bench-gateway.mjs" keys="$1/.tmp/bench/keys.yaml"
+  case $S in rosetta | blockbook) file="$W/$([ "$1" = "$OLD" ] && echo old || echo new).mjs" keys="$W/keys.yaml" ;; esac
+  (cd "$1" && GATEWAY_KEYS_FILE="$keys" UPSTREAM_URL=http://127.0.0.1:18600/ PORT=$2 HOST=127.0.0.1 exec taskset -c 0 node --no-memory-reducer "$file" >/dev/null 2>&1) & pids+=($!)
+}
 start "$OLD" 18601
 start "$NEW" 18602
 for p in 18600 18601 18602; do for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done; done
-w() { BENCH_BODY_FILE="$FX/$S.req.json" BENCH_API_KEY=$KEY taskset -c 1 wrk -t1 -c50 -d"$2"s -s "$BENCH_DIR/post.lua" "http://127.0.0.1:$1/eth" | grep RESULT | sed 's/.*rps=\([0-9.]*\).*p99_us=\([0-9]*\).*/\1 \2/'; }
+
+w() { # port seconds
+  local pick='s/.*rps=\([0-9.]*\).*p99_us=\([0-9]*\).*/\1 \2/'
+  case $S in
+    blockbook) taskset -c 1 wrk -t1 -c50 -d"$2"s -s "$W/get.lua" "http://127.0.0.1:$1/bitcoin/v2/block/1?pageSize=10" ;;
+    rosetta) BENCH_BODY_FILE="$W/rosetta.req.json" BENCH_API_KEY=$KEY taskset -c 1 wrk -t1 -c50 -d"$2"s -s "$BENCH_DIR/post.lua" "http://127.0.0.1:$1/cardano-preprod/network/status" ;;
+    *) BENCH_BODY_FILE="$W/$S.req.json" BENCH_API_KEY=$KEY taskset -c 1 wrk -t1 -c50 -d"$2"s -s "$BENCH_DIR/post.lua" "http://127.0.0.1:$1/eth" ;;
+  esac | grep RESULT | sed "$pick"
+}
 w 18601 8 >/dev/null; w 18602 8 >/dev/null
 for i in $(seq "$R"); do
   if [ $((i % 2)) = 1 ]; then o=$(w 18601 5); n=$(w 18602 5); else n=$(w 18602 5); o=$(w 18601 5); fi

@@ -146,7 +146,7 @@ export class Exchange implements ForwardTarget {
     const out = endToEndHeaders(headers, this.id);
     if (this.cacheTag !== null) {
       // The gateway's X-Cache is the only one: an upstream's own (a CDN in front of a node) is dropped.
-      for (let i = out.length - 2; i >= 0; i -= 2) if (out[i]!.toLowerCase() === 'x-cache') out.splice(i, 2);
+      for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'x-cache') out.splice(i, 2);
       out.push(...this.cacheTag);
     }
     const origin = this.req.headers.origin;

@@ -19,7 +19,7 @@ import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardResult, type ForwardTarget, type Sink, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { scopeOf, type Scope } from './policy.ts';
+import { isCacheable, scopeOf, type Scope } from './policy.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
 
 /** An upstream's head and finalized block as the last poll saw them. */
@@ -181,10 +181,12 @@ export class EvmCache {
    * flight, or sends it as a new flight. False when the call is not one the
    * cache takes: the caller forwards it as usual.
    */
-  serve(x: Exchange, body: Buffer | string): boolean {
+  serve(x: Exchange, method: string, body: Buffer | string): boolean {
+    // Other methods (writes, status, the mempool) cost nothing more than this lookup.
+    if (!isCacheable(method)) return false;
     // The key is the call as sent with its id cut out: a hit needs no parse.
-    // (The guard has checked the body: one object, one method; a body that
-    // names id twice is forwarded as usual.)
+    // (The guard has checked the body: one object, this one method; a body
+    // that names id twice is forwarded as usual.)
     const b = typeof body === 'string' ? Buffer.from(body) : body;
     const spans = answerSpans(b, MAX_ANSWER_DEPTH);
     if (spans === null || spans.idStart === -1) return false;
@@ -208,13 +210,12 @@ export class EvmCache {
       flight.join(x, idJson);
       return true;
     }
-    let doc: { method?: unknown; params?: unknown };
+    let doc: { params?: unknown };
     try {
       doc = JSON.parse(b.toString('utf8')) as typeof doc;
     } catch {
       return false;
     }
-    const method = doc.method as string;
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
     const f = new Flight(this, key, method, scope, this.epoch, this.seq, x, idJson);

@@ -63,6 +63,11 @@ function blockOf(v: unknown): number | 'head' | null {
   return null;
 }
 
+/** May a call of this method ever be cached or coalesced? (Its params decide the rest: scopeOf.) */
+export function isCacheable(method: string): boolean {
+  return CONSTANT.has(method) || BLOCK_PARAM.has(method);
+}
+
 /** The scope of a call's answer, or null when it must not be cached or coalesced. */
 export function scopeOf(method: string, params: unknown): Scope | null {
   if (CONSTANT.has(method)) return FOREVER;

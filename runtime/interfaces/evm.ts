@@ -91,7 +91,7 @@ class EvmRoute implements RouteHandler {
   private readonly forward = (x: Exchange, d: Forwarded): void => {
     const merge = d.merge;
     // A single call with an id may be answered from memory or join one in flight.
-    if (this.cache !== null && merge === null && d.count === 1 && d.answered && d.idempotent && this.cache.serve(x, d.body)) return;
+    if (this.cache !== null && merge === null && d.count === 1 && d.answered && d.idempotent && this.cache.serve(x, d.label, d.body)) return;
     x.plan = merge;
     x.forwardTo(
       this.s.group,

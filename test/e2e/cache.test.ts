@@ -27,6 +27,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+import { close, listen } from '../support/http.ts';
+import { createServer, type Server } from 'node:http';
 
 const KEY = newKey();
 const HEAD_POLL_MS = 200;
@@ -37,6 +39,10 @@ const OPS = 120;
 let anvil: Anvil;
 let proxy: RecordingProxy;
 let gw: RunningGateway;
+let cdn: Server;
+/** Answers the CDN node holds back, and how many eth_getBalance calls reached it. */
+const cdnHeld: Array<() => void> = [];
+let cdnBalanceCalls = 0;
 /** anvil's unlocked dev accounts. */
 let accounts: string[] = [];
 /** A contract whose code answers any call with the block number it runs at. */
@@ -52,6 +58,24 @@ beforeAll(async () => {
   expect((await anvil.rpc('eth_getCode', [clock, 'latest'])).result).toBe('0x4360005260206000f3');
   // Past 64 blocks, anvil reports a finalized block (latest - 64) that a reorg of depth 10 cannot reach.
   await anvil.mine(100);
+  // A node behind a CDN that sets its own X-Cache (and another header of its own),
+  // and holds eth_getBalance until a test lets it answer.
+  cdn = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      const answer = (result: string) => {
+        const body = `{"jsonrpc":"2.0","id":${JSON.stringify((JSON.parse(text) as { id?: unknown }).id ?? null)},"result":"${result}"}`;
+        res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length, 'x-cache': 'HIT from cdn', 'x-served-by': 'cdn-edge-1' }).end(body);
+      };
+      if (text.includes('"eth_getBalance"')) {
+        cdnBalanceCalls++;
+        cdnHeld.push(() => answer('0x0'));
+      } else answer('0x5208');
+    });
+  });
+  const cdnUrl = await listen(cdn);
   const built = await buildManifest(
     'cache-oracle',
     `
@@ -66,15 +90,16 @@ methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
+  - { path: cdn, interface: evm-jsonrpc, listener: rpc, chainId: 5, methods: evm, upstreams: ["\${CDN_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'oracle', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, CDN_URL: cdnUrl } });
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop()]);
+  await Promise.all([proxy?.close(), anvil?.stop(), cdn && close(cdn)]);
 });
 
 // ------------------------------------------------------------------ talking
@@ -95,9 +120,10 @@ async function viaGateway(method: string, params: unknown[], id: unknown = nextI
   return { xCache: res.headers.get('x-cache') ?? '', body };
 }
 
-async function metric(name: string): Promise<number> {
+/** A metric's value for the ethereum chain (labels '' for one without labels). */
+async function metric(name: string, labels = '{chain="ethereum"}'): Promise<number> {
   const text = await (await fetch(gw.url('admin', '/metrics'))).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}{chain="ethereum"}`));
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
   return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
 
@@ -136,7 +162,7 @@ let state = 0;
  */
 let unseenSince: number | null = null;
 
-const figures = { reads: 0, strict: 0, lenient: 0, staleServed: 0, hits: 0, misses: 0, coalesced: 0, bypass: 0, mines: 0, txs: 0, reorgs: 0, settles: 0, maxSettleMs: 0 };
+const figures = { reads: 0, strict: 0, lenient: 0, staleServed: 0, hits: 0, misses: 0, bypass: 0, mines: 0, txs: 0, reorgs: 0, settles: 0, maxSettleMs: 0 };
 
 /** Has the gateway seen anvil's current head? Its head gauge shows that number, and it counted a change since the last move. */
 async function gatewaySeesHead(): Promise<boolean> {
@@ -375,8 +401,6 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
       await viaGateway(m, p);
       const again = await viaGateway(m, p);
       expect(again.xCache, `${m} ${JSON.stringify(p)} is kept`).toBe('HIT');
-      figures.misses++;
-      figures.hits++;
     }
     // Replace the last three blocks (the transaction's among them) with three empty ones.
     await changing(async () => {
@@ -388,30 +412,30 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
       const g = await viaGateway(m, p);
       const truth = await anvil.rpc(m, p);
       expect(g.body.result, `${m} ${JSON.stringify(p)} after the reorg (X-Cache ${g.xCache})`).toEqual(truth.result);
-      if (g.xCache === 'HIT') figures.hits++;
-      else figures.misses++;
     }
   });
 
   it('coalesces identical reads in flight: one upstream call, each client its own id', { timeout: 60_000 }, async () => {
-    await settle();
-    // A call no earlier read made: an address nobody asked about, at latest.
-    const params = ['0x' + '5a'.repeat(20), 'latest'];
-    const before = proxy.requests.length;
+    // The CDN node holds eth_getBalance until all eight calls are inside the gateway.
     const ids = Array.from({ length: 8 }, (_, i) => `c-${i}`);
-    const answers = await Promise.all(ids.map((id) => viaGateway('eth_getBalance', params, id)));
-    const reached = proxy.requests.length - before;
-    const tags = answers.map((a) => a.xCache);
-    for (const [i, a] of answers.entries()) {
-      expect(a.body.id).toBe(ids[i]);
-      expect(a.body.result).toBe('0x0');
+    const call = (id: string) =>
+      fetch(gw.url('rpc', '/cdn'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'eth_getBalance', params: ['0x' + '5a'.repeat(20), 'latest'] }),
+      }).then(async (res) => ({ xCache: res.headers.get('x-cache'), body: (await res.json()) as { id: string; result: string } }));
+    const pending = ids.map(call);
+    const deadline = Date.now() + 15_000;
+    while (cdnHeld.length === 0 || (await metric('gateway_inflight_requests', '')) < ids.length) {
+      if (Date.now() > deadline) throw new Error(`not all calls reached the gateway: ${cdnHeld.length} held upstream`);
+      await new Promise((r) => setTimeout(r, 10));
     }
-    expect(tags.filter((t) => t === 'MISS')).toHaveLength(1);
-    expect(tags.every((t) => t === 'MISS' || t === 'COALESCED' || t === 'HIT')).toBe(true);
-    expect(reached).toBe(1);
-    figures.misses++;
-    figures.coalesced += tags.filter((t) => t === 'COALESCED').length;
-    figures.hits += tags.filter((t) => t === 'HIT').length;
+    expect(cdnHeld).toHaveLength(1);
+    cdnHeld.shift()!();
+    const answers = await Promise.all(pending);
+    for (const [i, a] of answers.entries()) expect(a.body).toEqual({ jsonrpc: '2.0', id: ids[i], result: '0x0' });
+    expect(answers.map((a) => a.xCache).sort()).toEqual(['COALESCED', 'COALESCED', 'COALESCED', 'COALESCED', 'COALESCED', 'COALESCED', 'COALESCED', 'MISS']);
+    expect(cdnBalanceCalls).toBe(1);
   });
 
   it('answers a hit with the id exactly as the client wrote it', async () => {
@@ -423,9 +447,7 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
       });
       return { xCache: res.headers.get('x-cache'), text: await res.text() };
     };
-    const first = await send('1');
-    if (first.xCache === 'HIT') figures.hits++;
-    else figures.misses++;
+    await send('1');
     // A number past 2^53 comes back with every digit, not rounded by a parse.
     const big = await send('123456789012345678901234567890');
     expect(big.xCache).toBe('HIT');
@@ -434,7 +456,6 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     const esc = await send('"\\u00e9t\\u00e9"');
     expect(esc.xCache).toBe('HIT');
     expect(JSON.parse(esc.text)).toEqual({ jsonrpc: '2.0', id: 'été', result: '0x1' });
-    figures.hits += 2;
   });
 
   it('never coalesces or keeps writes, and forwards batches as before (X-Cache: BYPASS)', async () => {
@@ -443,7 +464,6 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     const sends = await Promise.all([1, 2].map((id) => viaGateway('eth_sendRawTransaction', [raw], id)));
     for (const s of sends) expect(s.xCache).toBe('BYPASS');
     expect(proxy.requests.length - before).toBe(2);
-    figures.bypass += 2;
     const res = await fetch(gw.url('rpc', '/ethereum'), {
       method: 'POST',
       headers: { 'content-type': 'application/json', 'x-api-key': KEY },
@@ -454,12 +474,47 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     expect(proxy.requests.length - before).toBe(3);
   });
 
-  it('/metrics counts what X-Cache said', async () => {
-    expect(await metric('gateway_cache_hits_total')).toBe(figures.hits);
-    expect(await metric('gateway_cache_misses_total')).toBe(figures.misses);
-    expect(await metric('gateway_cache_coalesced_total')).toBe(figures.coalesced);
+  it('/metrics counts what X-Cache said, and shows the head and finalized block anvil has', async () => {
+    await settle();
+    // Answers are kept only once the gateway knows the head: wait for its first poll.
+    const deadline = Date.now() + 15_000;
+    while ((await metric('gateway_cache_head_block')) !== (await anvilHead()).number) {
+      if (Date.now() > deadline) throw new Error('the gateway does not know the head after 15 s');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const counters = async () => ({
+      HIT: await metric('gateway_cache_hits_total'),
+      MISS: await metric('gateway_cache_misses_total'),
+      COALESCED: await metric('gateway_cache_coalesced_total'),
+    });
+    const before = await counters();
+    // Fresh calls (an address no other test reads): alone, twice in a row, and six at once.
+    const tags: string[] = [];
+    const solo = ['0x' + '6b'.repeat(20), 'latest'];
+    for (let i = 0; i < 2; i++) tags.push((await viaGateway('eth_getBalance', solo)).xCache);
+    const crowd = ['0x' + '7c'.repeat(20), 'latest'];
+    tags.push(...(await Promise.all(Array.from({ length: 6 }, () => viaGateway('eth_getBalance', crowd)))).map((a) => a.xCache));
+    const after = await counters();
+    for (const tag of ['HIT', 'MISS', 'COALESCED'] as const) {
+      expect(after[tag] - before[tag], tag).toBe(tags.filter((t) => t === tag).length);
+    }
+    expect(tags.slice(0, 2)).toEqual(['MISS', 'HIT']);
+    expect(tags.slice(2).filter((t) => t === 'MISS')).toHaveLength(1);
     expect(await metric('gateway_cache_head_block')).toBe((await anvilHead()).number);
     const fin = hexToNum(((await anvil.rpc('eth_getBlockByNumber', ['finalized', false])).result as { number: string }).number);
     expect(await metric('gateway_cache_finalized_block')).toBe(fin);
+  });
+
+  it('the gateway\'s X-Cache is the only one: a node\'s own (a CDN in front of it) is dropped', async () => {
+    const res = await fetch(gw.url('rpc', '/cdn'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      // Not a cacheable method: the node's answer streams through, with its headers.
+      body: '{"jsonrpc":"2.0","id":1,"method":"eth_estimateGas","params":[{}]}',
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-cache')).toBe('BYPASS');
+    expect(res.headers.get('x-served-by')).toBe('cdn-edge-1');
+    expect(((await res.json()) as { result: string }).result).toBe('0x5208');
   });
 });

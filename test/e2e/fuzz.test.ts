@@ -17,19 +17,14 @@
 //   - when the gateway refused the request (an answer from its own catalogue),
 //     nothing reached any upstream; a batch forwards only the calls it did
 //     not refuse.
-// At the end: what reached each upstream carries no key and only what the
+// At the end of each interface's run: what reached its upstream carries no key and only what the
 // guards allow, and the figures are printed. The fast-check seed is the
 // suite's (test/support/fc-seed.ts): fixed in CI, FC_SEED picks another.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { Agent, request as httpRequest } from 'node:http';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { newKey, EVM_METHODS } from './harness.ts';
+import { MAX_BODY, startThreeChains, type ThreeChains } from './three-chains.ts';
 import { ROSETTA_ENDPOINTS } from '../../runtime/guards/rosetta.ts';
 import { BLOCKBOOK_ENDPOINTS } from '../../runtime/guards/blockbook.ts';
 import { RPC_ERRORS, rpcErrorJson } from '../../runtime/errors/evm-jsonrpc.ts';
@@ -39,46 +34,22 @@ import { BLOCKBOOK_ERRORS, blockbookErrorJson } from '../../runtime/errors/block
 const KEY = newKey();
 /** Runs per interface; three interfaces make 21,000 requests. */
 const RUNS = 7000;
-const MAX_BODY = 65536;
 
-let anvil: Anvil;
-let proxy: RecordingProxy;
-let bb: BlockbookStub;
-let rosetta: RosettaStub;
-let gw: RunningGateway;
+let rig: ThreeChains;
+let proxy: ThreeChains['proxy'];
+let bb: ThreeChains['bb'];
+let rosetta: ThreeChains['rosetta'];
+let gw: ThreeChains['gw'];
 const agent = new Agent({ keepAlive: true, maxSockets: 1 });
 
 beforeAll(async () => {
-  anvil = await startAnvil({ chainId: 1 });
-  proxy = await startRecordingProxy(anvil.url);
-  bb = await startBlockbookStub();
-  rosetta = await startRosettaStub({ network: 'preprod' });
-  const built = await buildManifest(
-    'fuzz',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-limits: { maxBodyBytes: ${MAX_BODY}, maxBatchSize: 20, timeoutMs: 5000, maxPageSize: 100 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fuzz', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url } });
+  rig = await startThreeChains('fuzz', KEY);
+  ({ proxy, bb, rosetta, gw } = rig);
 }, 60_000);
 
 afterAll(async () => {
   agent.destroy();
-  await gw?.stop();
-  await Promise.all([proxy?.close(), bb?.close(), rosetta?.close(), anvil?.stop()]);
+  await rig?.stop();
 });
 
 // ------------------------------------------------------------------ requests
@@ -397,31 +368,28 @@ function checkAnswer(iface: Iface, method: string, a: Answer): { refused: boolea
   return { refused: BLOCKBOOK_REFUSALS.has(`${a.status} ${String(msg)}`), refusedCalls: 0, answeredCalls: 1 };
 }
 
-const arrivals = (): number => proxy.requests.length + bb.requests.length + rosetta.requests.length;
 
-const figures = {
-  requests: 0,
-  mutated: 0,
-  byInterface: { evm: 0, rosetta: 0, blockbook: 0 } as Record<Iface, number>,
-  byPlacement: { header: 0, path: 0, query: 0 } as Record<Placement, number>,
-  byStatus: new Map<number, number>(),
-  refused: 0,
-  forwarded: 0,
-  partlyRefusedBatches: 0,
-};
+const ALLOWED: ReadonlySet<string> = new Set<string>(EVM_METHODS);
 
+/** RUNS requests to one interface, then what reached its upstream, the process, and the figures. */
 async function fuzz(iface: Iface): Promise<void> {
+  const figures = {
+    mutated: 0,
+    byPlacement: { header: 0, path: 0, query: 0 } as Record<Placement, number>,
+    byStatus: new Map<number, number>(),
+    refused: 0,
+    forwarded: 0,
+    partlyRefusedBatches: 0,
+  };
   await fc.assert(
     fc.asyncProperty(requests(iface), async ({ req, mutations }) => {
       const { path, headers } = target(iface, req);
-      const before = arrivals();
+      const before = rig.arrivals();
       const evmBefore = proxy.requests.length;
       const a = await send(gw.url(LISTENER[iface], '/'), req.method, path, headers, req.body);
-      const reached = arrivals() - before;
+      const reached = rig.arrivals() - before;
 
-      figures.requests++;
       if (mutations > 0) figures.mutated++;
-      figures.byInterface[iface]++;
       figures.byPlacement[req.placement]++;
       figures.byStatus.set(a.status, (figures.byStatus.get(a.status) ?? 0) + 1);
 
@@ -456,9 +424,8 @@ async function fuzz(iface: Iface): Promise<void> {
           const forwardedCalls = Array.isArray(sent) ? sent.length : 1;
           expect(forwardedCalls).toBeGreaterThanOrEqual(answeredCalls - refusedCalls);
           // Never more calls than the batch had calls of allowed methods.
-          const allowed = new Set<string>(EVM_METHODS);
           if (Array.isArray(parsed)) {
-            const allowedCalls = parsed.filter((c) => typeof c === 'object' && c !== null && allowed.has((c as { method?: string }).method as string)).length;
+            const allowedCalls = parsed.filter((c) => typeof c === 'object' && c !== null && ALLOWED.has((c as { method?: string }).method as string)).length;
             expect(forwardedCalls, `${a.text} after ${JSON.stringify(sent)}`).toBeLessThanOrEqual(allowedCalls);
           }
         }
@@ -466,24 +433,50 @@ async function fuzz(iface: Iface): Promise<void> {
     }),
     { numRuns: RUNS },
   );
+
+  checkUpstream(iface);
+  const h = await send(gw.url('rpc', '/'), 'GET', '/healthz', {}, undefined);
+  expect(h.status).toBe(200);
+  expect(gw.proc.exitCode).toBeNull();
+  const statuses = [...figures.byStatus].sort(([a], [b]) => a - b).map(([st, n]) => `${st}:${n}`).join(' ');
+  const upstream = { evm: proxy, rosetta, blockbook: bb }[iface].requests.length;
+  console.log(
+    `fuzz ${iface}: ${RUNS} requests (${figures.mutated} mutated), by key placement ${JSON.stringify(figures.byPlacement)}; statuses ${statuses}; ` +
+      `${figures.refused} refused by the gateway (none reached the upstream), ${figures.forwarded} forwarded (${figures.partlyRefusedBatches} batches partly refused); the upstream saw ${upstream}`,
+  );
+  for (const n of Object.values(figures.byPlacement)) expect(n).toBeGreaterThan(RUNS / 5);
+  // The run means something only if both sides were well exercised.
+  expect(figures.refused).toBeGreaterThan(RUNS / 10);
+  expect(figures.forwarded).toBeGreaterThan(RUNS / 10);
 }
 
-/** What reached the upstreams over the whole run: no key, only what the guards let through. */
-function checkUpstreams(): void {
-  const allowed = new Set<string>(EVM_METHODS);
+/** What reached an interface's upstream: no key, only what the guards let through. */
+function checkUpstream(iface: Iface): void {
+  if (iface === 'evm') checkEvmUpstream();
+  else if (iface === 'rosetta') checkRosettaUpstream();
+  else checkBlockbookUpstream();
+}
+
+function checkEvmUpstream(): void {
   for (const r of proxy.requests) {
     expect(JSON.stringify(r.headers) + r.url).not.toContain(KEY);
     expect(r.body.toString('latin1')).not.toContain(KEY);
     const items = (Array.isArray(r.json) ? r.json : [r.json]) as Array<{ method?: unknown }>;
-    for (const it of items) expect(allowed.has(it.method as string), JSON.stringify(it)).toBe(true);
+    for (const it of items) expect(ALLOWED.has(it.method as string), JSON.stringify(it)).toBe(true);
     expect((r.body.toString('utf8').match(/"method"/gi) ?? []).length).toBe(items.length);
   }
+}
+
+function checkRosettaUpstream(): void {
   for (const r of rosetta.requests) {
     expect(JSON.stringify(r.headers) + r.url).not.toContain(KEY);
     expect(r.body.toString('latin1')).not.toContain(KEY);
     expect(ROSETTA_ENDPOINTS.has(r.path.slice(1))).toBe(true);
     expect((r.json as { network_identifier?: unknown }).network_identifier).toEqual({ blockchain: 'cardano', network: 'preprod' });
   }
+}
+
+function checkBlockbookUpstream(): void {
   for (const r of bb.requests) {
     expect(JSON.stringify(r.headers) + r.url).not.toContain(KEY);
     expect(r.method).toBe('GET');
@@ -496,28 +489,8 @@ function checkUpstreams(): void {
   }
 }
 
-describe('fuzz: generated and mutated requests, three interfaces, three key placements', () => {
+describe(`fuzz: ${3 * RUNS} generated and mutated requests, three interfaces, three key placements`, () => {
   it(`EVM JSON-RPC to anvil (${RUNS} requests)`, { timeout: 300_000 }, () => fuzz('evm'));
   it(`Cardano Rosetta (${RUNS} requests)`, { timeout: 300_000 }, () => fuzz('rosetta'));
   it(`Blockbook (${RUNS} requests)`, { timeout: 300_000 }, () => fuzz('blockbook'));
-
-  it('left the process running, the upstreams clean, and prints its figures', async () => {
-    checkUpstreams();
-    const h = await send(gw.url('rpc', '/'), 'GET', '/healthz', {}, undefined);
-    expect(h.status).toBe(200);
-    expect(gw.proc.exitCode).toBeNull();
-    const statuses = [...figures.byStatus].sort(([a], [b]) => a - b).map(([s, n]) => `${s}:${n}`).join(' ');
-    console.log(
-      [
-        `fuzz: ${figures.requests} requests (${figures.mutated} mutated), by interface ${JSON.stringify(figures.byInterface)}, by key placement ${JSON.stringify(figures.byPlacement)}`,
-        `fuzz: statuses ${statuses}`,
-        `fuzz: ${figures.refused} refused by the gateway (none reached an upstream), ${figures.forwarded} forwarded (${figures.partlyRefusedBatches} batches partly refused); upstreams saw evm ${proxy.requests.length}, rosetta ${rosetta.requests.length}, blockbook ${bb.requests.length}`,
-      ].join('\n'),
-    );
-    expect(figures.requests).toBeGreaterThanOrEqual(20_000);
-    for (const n of Object.values(figures.byPlacement)) expect(n).toBeGreaterThan(figures.requests / 5);
-    // The run means something only if both sides were well exercised.
-    expect(figures.refused).toBeGreaterThan(figures.requests / 10);
-    expect(figures.forwarded).toBeGreaterThan(figures.requests / 10);
-  });
 });

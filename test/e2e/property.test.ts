@@ -5,53 +5,25 @@
 // nothing reaches an upstream that should not.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RawResponse, type RunningGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { newKey, rawRequest, EVM_METHODS, type RawResponse } from './harness.ts';
+import { startThreeChains, type ThreeChains } from './three-chains.ts';
 import { ROSETTA_ENDPOINTS } from '../../runtime/guards/rosetta.ts';
 
 const KEY = newKey();
 const RUNS = 2000;
-let anvil: Anvil;
-let proxy: RecordingProxy;
-let bb: BlockbookStub;
-let rosetta: RosettaStub;
-let gw: RunningGateway;
+let rig: ThreeChains;
+let proxy: ThreeChains['proxy'];
+let bb: ThreeChains['bb'];
+let rosetta: ThreeChains['rosetta'];
+let gw: ThreeChains['gw'];
 
 beforeAll(async () => {
-  anvil = await startAnvil({ chainId: 1 });
-  proxy = await startRecordingProxy(anvil.url);
-  bb = await startBlockbookStub();
-  rosetta = await startRosettaStub({ network: 'preprod' });
-  const built = await buildManifest(
-    'property',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-limits: { maxBodyBytes: 65536, maxBatchSize: 20, timeoutMs: 5000, maxPageSize: 100 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fuzz', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url } });
+  rig = await startThreeChains('property', KEY);
+  ({ proxy, bb, rosetta, gw } = rig);
 }, 60_000);
 
 afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([proxy?.close(), bb?.close(), rosetta?.close(), anvil?.stop()]);
+  await rig?.stop();
 });
 
 // ---------------------------------------------------------------- generators
@@ -177,8 +149,6 @@ function checkEnvelope(chain: string, r: RawResponse): void {
 const hasResult = (body: unknown): boolean =>
   Array.isArray(body) ? body.some(hasResult) : typeof body === 'object' && body !== null && 'result' in body;
 
-/** Requests the three upstreams have received from clients (health checks are kept apart). */
-const upstreamCount = (): number => proxy.requests.length + bb.requests.length + rosetta.requests.length;
 
 /**
  * Every answer the gateway gave with status 200 for a served chain came from
@@ -187,7 +157,7 @@ const upstreamCount = (): number => proxy.requests.length + bb.requests.length +
  * checks on what arrived prove nothing.
  */
 function checkForwarded(label: string, before: number, ok: number, floor: number): void {
-  const forwarded = upstreamCount() - before;
+  const forwarded = rig.arrivals() - before;
   console.log(`property ${label}: ${ok} answers 200 from a served chain, ${forwarded} requests reached an upstream (floor ${floor})`);
   expect(ok).toBeGreaterThanOrEqual(floor);
   expect(forwarded).toBeGreaterThanOrEqual(ok);
@@ -225,7 +195,7 @@ async function stillAlive(): Promise<void> {
 
 describe('property: hostile requests', () => {
   it(`paths, key placements and queries (${RUNS} runs per listener)`, { timeout: 180_000 }, async () => {
-    const before = upstreamCount();
+    const before = rig.arrivals();
     let ok = 0;
     let heads = 0;
     for (const listener of ['rpc', 'explorer'] as const) {
@@ -261,7 +231,7 @@ describe('property: hostile requests', () => {
   });
 
   it(`JSON-RPC bodies: duplicate keys, deep nesting, huge numbers, invalid UTF-8 (${RUNS} runs)`, { timeout: 180_000 }, async () => {
-    const before = upstreamCount();
+    const before = rig.arrivals();
     let ok = 0;
     await fc.assert(
       fc.asyncProperty(fc.oneof(rpcBody.map((b) => Buffer.from(b)), bytes), keyPlacement, async (body, placement) => {
@@ -278,7 +248,7 @@ describe('property: hostile requests', () => {
   });
 
   it(`Rosetta bodies and endpoints (${RUNS} runs)`, { timeout: 180_000 }, async () => {
-    const before = upstreamCount();
+    const before = rig.arrivals();
     let ok = 0;
     const endpoint = fc.oneof({ arbitrary: fc.constantFrom(...ROSETTA_ENDPOINTS.keys()), weight: 3 }, fc.constantFrom('network/../block', 'network%2Fstatus', 'nope', ''));
     await fc.assert(
