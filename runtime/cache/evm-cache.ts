@@ -11,6 +11,10 @@
 //  - an answer addressed by block number is kept forever only once that block
 //    is at or below the finalized block (the lowest the healthy upstreams
 //    report; unknown means nothing is final);
+//  - an answer addressed by hash (a block, a transaction, a receipt) is kept
+//    forever only once its block is final and its hash is the canonical one
+//    at that number, as an upstream at the head answers eth_getBlockByNumber;
+//    a transaction not yet in a block is never kept;
 //  - eth_blockNumber never goes backwards for a client.
 import type { Logger } from '../log.ts';
 import { HEALTH_AGENT } from '../upstream.ts';
@@ -19,15 +23,9 @@ import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardResult, type ForwardTarget, type Sink, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { isCacheable, scopeOf, type Scope } from './policy.ts';
+import { ChainHead, quantity, type HeadProbe } from './head.ts';
+import { isCacheable, scopeOf, type Located, type Scope } from './policy.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
-
-/** An upstream's head and finalized block as the last poll saw them. */
-interface Head {
-  number: number;
-  hash: string;
-  finalized: number;
-}
 
 export const X_CACHE = {
   hit: ['x-cache', 'HIT'],
@@ -45,133 +43,40 @@ const NULL = Buffer.from('null');
 
 export class EvmCache {
   readonly stats: CacheStats;
-  /** The chain's best head: the highest number any usable upstream reports, with its hash ('' when they disagree). */
-  private number = -1;
-  private hash = '';
-  /** Bumped whenever the head's number or hash changes: entries bound to the head carry it. */
-  epoch = 0;
-  /** Lowest finalized block of the usable upstreams; -1 while unknown. */
-  finalized = -1;
+  readonly head: ChainHead;
   /** The highest eth_blockNumber any client has seen. */
   private served = -1;
-  private readonly heads = new Map<Upstream, Head>();
-  /** Polls settled so far. */
-  seq = 0;
-  /** Per upstream at the chain's head: the poll that first saw it there (it may have answered from an older head before). */
-  private readonly atHeadSince = new Map<Upstream, number>();
   /** Keys of entries bound to the current epoch, dropped when it ends. */
   private headKeys = new Set<string>();
   private readonly flights = new Map<string, Flight>();
-  private timer: NodeJS.Timeout | null = null;
-  private polling = false;
+  /** Entries by hash waiting for the canonical hash of their (final) block: block number -> key -> the answer's block hash. */
+  private readonly checking = new Map<number, Map<string, string>>();
   private readonly prefix: string;
 
   constructor(
     readonly route: EvmRouteSpec,
     readonly group: UpstreamGroup,
     readonly store: CacheStore,
-    private readonly spec: CacheSpec,
+    spec: CacheSpec,
     readonly log: Logger,
     readonly circuitOpen: (u: Upstream) => void,
   ) {
     this.stats = new CacheStats(route.path);
     this.prefix = `${route.listener}/${route.path} `;
+    this.head = new ChainHead(group, evmProbe(route.finality ?? null), spec.headPollMs, this.stats, () => this.newEpoch());
   }
 
   start(): void {
-    void this.poll();
-    this.timer = setInterval(() => void this.poll(), this.spec.headPollMs);
-    this.timer.unref();
+    this.head.start();
   }
 
   stop(): void {
-    if (this.timer !== null) clearInterval(this.timer);
-    this.timer = null;
-  }
-
-  // ------------------------------------------------------------ the head
-
-  /** Asks every usable upstream for its head (and finalized block); never overlaps itself. */
-  async poll(): Promise<void> {
-    if (this.polling) return;
-    this.polling = true;
-    try {
-      const tag = this.route.finality === null || this.route.finality === undefined;
-      await Promise.all(
-        this.group.all.map(async (u) => {
-          if (!u.usable) return void this.heads.delete(u);
-          try {
-            const res = await u.pool.request({
-              path: u.rpcPath,
-              method: 'POST',
-              headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
-              body: tag ? POLL_TAG : POLL_LATEST,
-              headersTimeout: this.spec.headPollMs * 2,
-              bodyTimeout: this.spec.headPollMs * 2,
-            });
-            const doc = (await res.body.json()) as unknown;
-            if (res.statusCode !== 200) return void this.heads.delete(u);
-            const answers = (Array.isArray(doc) ? doc : [doc]) as { id?: unknown; result?: { number?: unknown; hash?: unknown } | null }[];
-            const latest = answers.find((a) => a?.id === 1)?.result;
-            const fin = answers.find((a) => a?.id === 2)?.result;
-            const number = quantity(latest?.number);
-            if (number < 0 || typeof latest?.hash !== 'string') return void this.heads.delete(u);
-            const finalized = tag ? quantity(fin?.number) : number - this.route.finality!;
-            this.heads.set(u, { number, hash: latest.hash, finalized });
-          } catch {
-            this.heads.delete(u);
-          }
-        }),
-      );
-      this.settle();
-    } finally {
-      this.polling = false;
-    }
-  }
-
-  /** The chain's head and finalized block from what each usable upstream reported. */
-  private settle(): void {
-    let number = -1;
-    let hash = '';
-    let finalized = Number.MAX_SAFE_INTEGER;
-    let known = 0;
-    for (const [u, h] of this.heads) {
-      if (!u.usable) continue;
-      known++;
-      if (h.number > number) {
-        number = h.number;
-        hash = h.hash;
-      } else if (h.number === number && h.hash !== hash) hash = ''; // they disagree: no upstream is "at the head"
-      finalized = Math.min(finalized, h.finalized);
-    }
-    this.finalized = known === 0 || finalized < 0 ? -1 : finalized;
-    this.stats.finalized = this.finalized;
-    if (number !== this.number || hash !== this.hash) {
-      this.number = number;
-      this.hash = hash;
-      this.stats.head = number;
-      this.stats.headChanges++;
-      this.newEpoch();
-    }
-    this.seq++;
-    for (const u of this.group.all) {
-      const h = this.heads.get(u);
-      const at = h !== undefined && u.usable && hash !== '' && h.number === number && h.hash === hash;
-      if (!at) this.atHeadSince.delete(u);
-      else if (!this.atHeadSince.has(u)) this.atHeadSince.set(u, this.seq);
-    }
+    this.head.stop();
   }
 
   private newEpoch(): void {
-    this.epoch++;
-    for (const key of this.headKeys) this.forget(key);
+    for (const key of this.headKeys) this.store.delete(key);
     this.headKeys = new Set();
-  }
-
-  /** Was `u` at the chain's best head (same number, same hash) already before poll `seq`, and still is? */
-  private atHead(u: Upstream, seq: number): boolean {
-    const since = this.atHeadSince.get(u);
-    return since !== undefined && since <= seq;
   }
 
   // ------------------------------------------------------------ serving
@@ -195,7 +100,7 @@ export class EvmCache {
     const idJson = b.toString('utf8', spans.idStart, spans.idEnd);
     const e = this.store.get(key);
     if (e !== undefined) {
-      if (e.epoch === -1 || e.epoch === this.epoch) {
+      if (e.epoch === -1 || e.epoch === this.head.epoch) {
         this.stats.hits++;
         x.cacheTag = X_CACHE.hit;
         x.cacheLog = LOG.hit;
@@ -203,7 +108,7 @@ export class EvmCache {
         x.send(200, n === -1 ? Buffer.concat([e.prefix, Buffer.from(idJson), e.suffix]) : numberAnswer(idJson, n));
         return true;
       }
-      this.forget(key);
+      this.store.delete(key);
     }
     const flight = this.flights.get(key);
     if (flight !== undefined) {
@@ -218,7 +123,7 @@ export class EvmCache {
     }
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
-    const f = new Flight(this, key, method, scope, this.epoch, this.seq, x, idJson);
+    const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, x, idJson);
     this.flights.set(key, f);
     f.start(body);
     return true;
@@ -233,26 +138,117 @@ export class EvmCache {
     return this.served;
   }
 
-  /** A flight is over: keep its answer if the rules allow. */
-  landed(f: Flight, u: Upstream, prefix: Buffer, suffix: Buffer, number: number): void {
+  /** A flight is over: keep its answer if the rules allow (`result`: the answer's result, not null). */
+  landed(f: Flight, u: Upstream, prefix: Buffer, suffix: Buffer, result: Buffer, number: number): void {
     this.flights.delete(f.key);
     const scope = f.scope;
+    const head = this.head;
     if (scope.kind !== 'forever') {
       // Sent under another head, or answered by an upstream not at the head: not kept.
-      if (f.epoch !== this.epoch || !this.atHead(u, f.seq)) return;
+      if (f.epoch !== head.epoch || !head.atHead(u, f.seq)) return;
     }
-    const forever = scope.kind === 'forever' || (scope.kind === 'block' && this.finalized >= 0 && scope.number <= this.finalized);
-    const e = this.store.set(f.key, Buffer.from(prefix), Buffer.from(suffix), forever ? -1 : this.epoch, number, this.stats);
-    if (e !== null && !forever) this.headKeys.add(f.key);
+    let forever = scope.kind === 'forever';
+    let at: { number: number; hash: string } | null = null;
+    if (scope.kind === 'block' && head.isFinal(scope.number)) {
+      forever = true;
+      // A final block by number: its hash is the canonical one, for answers by hash to check against.
+      if (f.method === 'eth_getBlockByNumber') {
+        const b = locate(result, 'block');
+        if (b !== null && b.number === scope.number) head.learnCanonical(b.number, b.hash);
+      }
+    } else if (scope.kind === 'hash') {
+      at = locate(result, scope.located);
+      // A transaction not in a block yet (pending) is never kept: the mempool changes without the head moving.
+      if (scope.located === 'tx' && at === null) return;
+      if (at !== null && head.isFinal(at.number) && head.canonicalHash(at.number) === at.hash) {
+        forever = true;
+        at = null;
+      }
+    }
+    const e = this.store.set(f.key, Buffer.from(prefix), Buffer.from(suffix), forever ? -1 : head.epoch, number, this.stats);
+    if (e === null || forever) return;
+    this.headKeys.add(f.key);
+    // By hash, in a final block whose canonical hash is not known yet: ask, and keep it forever if it is.
+    if (at !== null && head.isFinal(at.number)) this.check(f.key, at.number, at.hash);
+  }
+
+  /** Learns the canonical hash of final block `n` from an upstream at the head, then keeps forever the entries by hash in it. */
+  private check(key: string, n: number, hash: string): void {
+    let waiting = this.checking.get(n);
+    if (waiting !== undefined) return void waiting.set(key, hash);
+    if (this.checking.size >= MAX_CHECKS) return;
+    waiting = new Map([[key, hash]]);
+    this.checking.set(n, waiting);
+    const head = this.head;
+    const seq = head.seq;
+    const u = this.group.all.find((v) => v.usable && head.atHead(v, seq));
+    const done = (): void => {
+      this.checking.delete(n);
+      const canonical = head.canonicalHash(n);
+      if (canonical === undefined) return;
+      for (const [k, h] of waiting) {
+        const e = this.store.peek(k);
+        if (h !== canonical || e === undefined || e.epoch !== head.epoch) continue;
+        this.store.set(k, e.prefix, e.suffix, -1, e.number, this.stats);
+        this.headKeys.delete(k);
+      }
+    };
+    if (u === undefined) return done();
+    u.pool
+      .request({
+        path: u.rpcPath,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
+        body: `{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["0x${n.toString(16)}",false]}`,
+        headersTimeout: this.route.limits.timeoutMs,
+        bodyTimeout: this.route.limits.timeoutMs,
+      })
+      .then(async (res) => {
+        const doc = (await res.body.json()) as { result?: { number?: unknown; hash?: unknown } | null };
+        const b = doc?.result;
+        // Only from an upstream still at the head: its chain is the chain.
+        if (res.statusCode === 200 && quantity(b?.number) === n && typeof b?.hash === 'string' && head.atHead(u, seq)) head.learnCanonical(n, b.hash);
+      })
+      .catch(() => undefined)
+      .finally(done);
   }
 
   crashed(f: Flight): void {
     this.flights.delete(f.key);
   }
+}
 
-  private forget(key: string): void {
-    this.store.delete(key);
+/** Canonical-hash lookups in flight at most. */
+const MAX_CHECKS = 64;
+
+/** The block an answer says it is in: a block's number and hash, a transaction's blockNumber and blockHash; null when it has none. */
+function locate(result: Buffer, located: Located): { number: number; hash: string } | null {
+  let r: { number?: unknown; hash?: unknown; blockNumber?: unknown; blockHash?: unknown };
+  try {
+    r = JSON.parse(result.toString('utf8')) as typeof r;
+  } catch {
+    return null;
   }
+  if (r === null || typeof r !== 'object') return null;
+  const number = quantity(located === 'block' ? r.number : r.blockNumber);
+  const hash = located === 'block' ? r.hash : r.blockHash;
+  return number >= 0 && typeof hash === 'string' ? { number, hash } : null;
+}
+
+/** How an EVM chain's head is asked for: the latest block, and the finalized one (or `depth` blocks below the latest). */
+function evmProbe(depth: number | null): HeadProbe {
+  const body = depth === null ? POLL_TAG : POLL_LATEST;
+  return {
+    request: (u) => ({ path: u.rpcPath, method: 'POST', body }),
+    read(doc) {
+      const answers = (Array.isArray(doc) ? doc : [doc]) as { id?: unknown; result?: { number?: unknown; hash?: unknown } | null }[];
+      const latest = answers.find((a) => a?.id === 1)?.result;
+      const number = quantity(latest?.number);
+      if (number < 0 || typeof latest?.hash !== 'string') return null;
+      const finalized = depth === null ? quantity(answers.find((a) => a?.id === 2)?.result?.number) : number - depth;
+      return { number, hash: latest.hash, finalized };
+    },
+  };
 }
 
 /** One call in flight upstream and the clients waiting for its answer, the first of them included. */
@@ -359,7 +355,7 @@ class Flight implements ForwardTarget {
     });
     c.stats.misses++;
     c.stats.coalesced += this.members.length - 1;
-    if (ok && served === -1) c.landed(this, u, prefix, suffix, number);
+    if (ok && served === -1) c.landed(this, u, prefix, suffix, result, number);
     else c.crashed(this);
   }
 }
@@ -388,11 +384,6 @@ function rpcPath(u: Upstream): string {
 function classify(status: number, h: Record<string, string | string[] | undefined>): Verdict {
   const ct = h['content-type'];
   return status >= 500 || (typeof ct === 'string' && ct.indexOf('html') !== -1) ? 'bad' : 'buffer';
-}
-
-function quantity(v: unknown): number {
-  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v)) return -1;
-  return Number.parseInt(v, 16);
 }
 
 function numberAnswer(idJson: string, n: number): string {

@@ -52,6 +52,11 @@ export class CacheStore {
     return e;
   }
 
+  /** The entry without touching its recency. */
+  peek(key: string): Entry | undefined {
+    return this.entries.get(key);
+  }
+
   set(key: string, prefix: Buffer, suffix: Buffer, epoch: number, number: number, owner: CacheStats): Entry | null {
     const size = prefix.length + suffix.length + key.length * 2 + OVERHEAD;
     // One entry may take at most a quarter of the budget, so one big block cannot flush everything.

@@ -47,6 +47,8 @@ let cdnBalanceCalls = 0;
 let accounts: string[] = [];
 /** A contract whose code answers any call with the block number it runs at. */
 let clock = '';
+/** The transaction that deployed it, in block 1: final once anvil is 64 blocks past it. */
+let deployTx = '';
 
 beforeAll(async () => {
   anvil = await startAnvil({ chainId: 1 });
@@ -54,7 +56,8 @@ beforeAll(async () => {
   accounts = (await anvil.rpc('eth_accounts')).result as string[];
   // NUMBER PUSH1 0 MSTORE PUSH1 32 PUSH1 0 RETURN, behind an init code that returns it.
   const deploy = await anvil.rpc('eth_sendTransaction', [{ from: accounts[0], data: '0x684360005260206000f360005260096017f3' }]);
-  clock = ((await mined(deploy.result as string)) as { contractAddress: string }).contractAddress;
+  deployTx = deploy.result as string;
+  clock = ((await mined(deployTx)) as { contractAddress: string }).contractAddress;
   expect((await anvil.rpc('eth_getCode', [clock, 'latest'])).result).toBe('0x4360005260206000f3');
   // Past 64 blocks, anvil reports a finalized block (latest - 64) that a reorg of depth 10 cannot reach.
   await anvil.mine(100);
@@ -357,6 +360,9 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     await settle();
     const h = await anvilHead();
     blockHashes.push(h.hash);
+    // Final ones too: a block and a transaction 64 and more below the head, kept forever once their hash is known canonical.
+    txHashes.push(deployTx);
+    blockHashes.push(((await anvil.rpc('eth_getTransactionReceipt', [deployTx])).result as { blockHash: string }).blockHash);
     await fc.assert(
       fc.asyncProperty(fc.array(op, { minLength: OPS, maxLength: OPS }), async (ops) => {
         for (const o of ops) await run(o);
@@ -413,6 +419,86 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
       const truth = await anvil.rpc(m, p);
       expect(g.body.result, `${m} ${JSON.stringify(p)} after the reorg (X-Cache ${g.xCache})`).toEqual(truth.result);
     }
+  });
+
+  it('by hash, in a final block whose canonical hash is known: kept forever; a pending transaction: never kept', { timeout: 60_000 }, async () => {
+    await settle();
+    const receipt = (await anvil.rpc('eth_getTransactionReceipt', [deployTx])).result as { blockNumber: string; blockHash: string };
+    expect(await isFinal('eth_getBlockByNumber', [receipt.blockNumber, false])).toBe(true);
+    // The final block by number teaches the gateway its canonical hash.
+    await viaGateway('eth_getBlockByNumber', [receipt.blockNumber, false]);
+    const byHash: Array<[string, unknown[]]> = [
+      ['eth_getTransactionReceipt', [deployTx]],
+      ['eth_getTransactionByHash', [deployTx]],
+      ['eth_getBlockByHash', [receipt.blockHash, false]],
+      ['eth_getTransactionByBlockHashAndIndex', [receipt.blockHash, '0x0']],
+    ];
+    for (const [m, p] of byHash) {
+      const first = await viaGateway(m, p);
+      expect(first.body.result, m).toEqual((await anvil.rpc(m, p)).result);
+    }
+    // The head moves: answers bound to the head go, these stay.
+    await changing(() => anvil.mine(1));
+    await settle();
+    const before = proxy.requests.length;
+    for (const [m, p] of byHash) {
+      const again = await viaGateway(m, p);
+      expect(again.xCache, `${m} is kept past a head change`).toBe('HIT');
+      expect(again.body.result, m).toEqual((await anvil.rpc(m, p)).result);
+    }
+    expect(proxy.requests.length - before).toBe(0);
+
+    // A recent transaction by hash is bound to the head: gone once it moves.
+    const sent = await anvil.rpc('eth_sendTransaction', [{ from: accounts[1], to: accounts[3], value: '0x9' }]);
+    await changing(async () => void (await mined(sent.result as string)));
+    await settle();
+    await viaGateway('eth_getTransactionReceipt', [sent.result]);
+    expect((await viaGateway('eth_getTransactionReceipt', [sent.result])).xCache).toBe('HIT');
+    await changing(() => anvil.mine(1));
+    await settle();
+    expect((await viaGateway('eth_getTransactionReceipt', [sent.result])).xCache, 'a receipt in a block that is not final').toBe('MISS');
+
+    // A transaction still in the mempool (blockHash null) is answered, never kept.
+    expect((await anvil.rpc('evm_setAutomine', [false])).error).toBeUndefined();
+    try {
+      const pending = (await anvil.rpc('eth_sendTransaction', [{ from: accounts[2], to: accounts[3], value: '0xa' }])).result as string;
+      for (let i = 0; i < 2; i++) {
+        const g = await viaGateway('eth_getTransactionByHash', [pending]);
+        expect((g.body.result as { blockHash: unknown }).blockHash).toBeNull();
+        expect(g.xCache, 'a pending transaction is not kept').toBe('MISS');
+      }
+      await changing(() => anvil.mine(1));
+      await settle();
+      const g = await viaGateway('eth_getTransactionByHash', [pending]);
+      expect(g.body.result).toEqual((await anvil.rpc('eth_getTransactionByHash', [pending])).result);
+      expect((g.body.result as { blockHash: unknown }).blockHash).not.toBeNull();
+    } finally {
+      await anvil.rpc('evm_setAutomine', [true]);
+    }
+  });
+
+  it('by hash, in a final block never asked for by number: the gateway asks for its canonical hash, then keeps it forever', { timeout: 60_000 }, async () => {
+    await settle();
+    // A transaction in a block 70 below the head (one the test sent earlier, or the deployment).
+    const head = (await anvilHead()).number;
+    const blockNo = num(head - 70);
+    const block = (await anvil.rpc('eth_getBlockByNumber', [blockNo, false])).result as { hash: string; transactions: string[] };
+    expect(await isFinal('eth_getBlockByNumber', [blockNo, false])).toBe(true);
+    const checksBefore = proxy.healthChecks.length;
+    const first = await viaGateway('eth_getBlockByHash', [block.hash, false]);
+    expect(first.xCache).toBe('MISS');
+    // The gateway's own eth_getBlockByNumber for that number reaches the node (as a health-agent call, not a client's).
+    const deadline = Date.now() + 10_000;
+    const asked = () => proxy.healthChecks.slice(checksBefore).some((r) => JSON.stringify(r.json).includes(`"eth_getBlockByNumber","params":["${blockNo}",false]`));
+    while (!asked()) {
+      if (Date.now() > deadline) throw new Error(`the gateway never asked for block ${blockNo}`);
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await changing(() => anvil.mine(1));
+    await settle();
+    const again = await viaGateway('eth_getBlockByHash', [block.hash, false]);
+    expect(again.xCache, 'kept past a head change once its hash is known canonical').toBe('HIT');
+    expect(again.body.result).toEqual((await anvil.rpc('eth_getBlockByHash', [block.hash, false])).result);
   });
 
   it('coalesces identical reads in flight: one upstream call, each client its own id', { timeout: 60_000 }, async () => {

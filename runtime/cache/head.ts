@@ -1,0 +1,162 @@
+// A chain's head as its cache knows it: every usable upstream is polled for
+// its head (number and hash) and its finalized block; the chain's head is the
+// highest any of them reports, and its finalized block the lowest. Any change
+// of the head's number or hash starts a new epoch: answers bound to the head
+// carry the epoch they were kept under and die with it.
+//
+// Each interface says how to ask (HeadProbe); the rules are the same for all.
+import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { HEALTH_AGENT } from '../upstream.ts';
+import type { CacheStats } from './store.ts';
+
+/** An upstream's head and finalized block as the last poll saw them (finalized -1: unknown). */
+export interface HeadReport {
+  readonly number: number;
+  readonly hash: string;
+  readonly finalized: number;
+}
+
+/** How to ask one upstream of an interface where its head is. */
+export interface HeadProbe {
+  request(u: Upstream): { readonly path: string; readonly method: 'GET' | 'POST'; readonly body?: Buffer | string };
+  /** The report in an answer, or null when it has none (the upstream then counts as not at the head). */
+  read(doc: unknown): HeadReport | null;
+}
+
+/** Canonical hashes of final blocks kept at most (the oldest learned go first). */
+const MAX_CANONICAL = 8192;
+
+export class ChainHead {
+  /** The chain's best head: the highest number any usable upstream reports, with its hash ('' when they disagree). */
+  number = -1;
+  hash = '';
+  /** Bumped whenever the head's number or hash changes: entries bound to the head carry it. */
+  epoch = 0;
+  /** Lowest finalized block of the usable upstreams; -1 while unknown (then nothing is final). */
+  finalized = -1;
+  /** Polls settled so far. */
+  seq = 0;
+  private readonly heads = new Map<Upstream, HeadReport>();
+  /** Per upstream at the chain's head: the poll that first saw it there (it may have answered from an older head before). */
+  private readonly atHeadSince = new Map<Upstream, number>();
+  /** Hash of a final block by its number, as an upstream at the head answered it. */
+  private readonly canonical = new Map<number, string>();
+  private timer: NodeJS.Timeout | null = null;
+  private polling = false;
+
+  constructor(
+    private readonly group: UpstreamGroup,
+    private readonly probe: HeadProbe,
+    private readonly pollMs: number,
+    private readonly stats: CacheStats,
+    /** Called when an epoch ends, before the next answer is kept. */
+    private readonly onEpoch: () => void,
+  ) {}
+
+  start(): void {
+    void this.poll();
+    this.timer = setInterval(() => void this.poll(), this.pollMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Asks every usable upstream for its head (and finalized block); never overlaps itself. */
+  async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = true;
+    try {
+      await Promise.all(this.group.all.map((u) => this.ask(u)));
+      this.settle();
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  private async ask(u: Upstream): Promise<void> {
+    if (!u.usable) return void this.heads.delete(u);
+    try {
+      const r = this.probe.request(u);
+      const res = await u.pool.request({
+        path: r.path,
+        method: r.method,
+        headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
+        body: r.body,
+        headersTimeout: this.pollMs * 2,
+        bodyTimeout: this.pollMs * 2,
+      });
+      const doc = (await res.body.json()) as unknown;
+      const report = res.statusCode === 200 ? this.probe.read(doc) : null;
+      if (report === null || report.number < 0 || report.hash === '') this.heads.delete(u);
+      else this.heads.set(u, report);
+    } catch {
+      this.heads.delete(u);
+    }
+  }
+
+  /** The chain's head and finalized block from what each usable upstream reported. */
+  private settle(): void {
+    let number = -1;
+    let hash = '';
+    let finalized = Number.MAX_SAFE_INTEGER;
+    let known = 0;
+    for (const [u, h] of this.heads) {
+      if (!u.usable) continue;
+      known++;
+      if (h.number > number) {
+        number = h.number;
+        hash = h.hash;
+      } else if (h.number === number && h.hash !== hash) hash = ''; // they disagree: no upstream is "at the head"
+      finalized = Math.min(finalized, h.finalized);
+    }
+    this.finalized = known === 0 || finalized < 0 ? -1 : finalized;
+    this.stats.finalized = this.finalized;
+    if (number !== this.number || hash !== this.hash) {
+      this.number = number;
+      this.hash = hash;
+      this.stats.head = number;
+      this.stats.headChanges++;
+      this.epoch++;
+      this.onEpoch();
+    }
+    this.seq++;
+    for (const u of this.group.all) {
+      const h = this.heads.get(u);
+      const at = h !== undefined && u.usable && hash !== '' && h.number === number && h.hash === hash;
+      if (!at) this.atHeadSince.delete(u);
+      else if (!this.atHeadSince.has(u)) this.atHeadSince.set(u, this.seq);
+    }
+  }
+
+  /** Was `u` at the chain's best head (same number, same hash) already before poll `seq`, and still is? */
+  atHead(u: Upstream, seq: number): boolean {
+    const since = this.atHeadSince.get(u);
+    return since !== undefined && since <= seq;
+  }
+
+  /** Is block `n` at or below the finalized block? */
+  isFinal(n: number): boolean {
+    return this.finalized >= 0 && n <= this.finalized;
+  }
+
+  /** The canonical hash of final block `n` if an upstream at the head told it; undefined when unknown. */
+  canonicalHash(n: number): string | undefined {
+    return this.canonical.get(n);
+  }
+
+  /** Records the hash of block `n` as an upstream at the head answered it by number (only final blocks: they cannot change). */
+  learnCanonical(n: number, hash: string): void {
+    if (!this.isFinal(n) || this.canonical.has(n)) return;
+    this.canonical.set(n, hash);
+    if (this.canonical.size > MAX_CANONICAL) this.canonical.delete(this.canonical.keys().next().value!);
+  }
+}
+
+/** A JSON-RPC QUANTITY as a number (-1 when it is not one that fits). */
+export function quantity(v: unknown): number {
+  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v)) return -1;
+  return Number.parseInt(v, 16);
+}
