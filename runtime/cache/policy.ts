@@ -9,10 +9,28 @@
  *  - head: until the chain's head (number or hash) moves;
  *  - block: addressed by block number N: forever once N is final, until the head moves before that.
  */
-export type Scope = { readonly kind: 'forever' } | { readonly kind: 'head' } | { readonly kind: 'block'; readonly number: number };
+export type Scope =
+  | { readonly kind: 'forever' }
+  | { readonly kind: 'head' }
+  | { readonly kind: 'block'; readonly number: number }
+  | { readonly kind: 'hash'; readonly located: Located };
+
+/**
+ * Where an answer addressed by hash says its block is: 'block' (a block: its
+ * number and hash), 'tx' (a transaction or receipt: blockNumber and
+ * blockHash). Such an answer is kept forever once that block is final and its
+ * hash is the canonical one at that number; until the head moves before that.
+ */
+export type Located = 'block' | 'tx';
 
 const FOREVER: Scope = { kind: 'forever' };
 const HEAD: Scope = { kind: 'head' };
+const BY_HASH: ReadonlyMap<string, Scope> = new Map<string, Scope>([
+  ['eth_getBlockByHash', { kind: 'hash', located: 'block' }],
+  ['eth_getTransactionByHash', { kind: 'hash', located: 'tx' }],
+  ['eth_getTransactionReceipt', { kind: 'hash', located: 'tx' }],
+  ['eth_getTransactionByBlockHashAndIndex', { kind: 'hash', located: 'tx' }],
+]);
 
 /** Where a method's block parameter is (-1: none, the answer is bound to the head). */
 const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
@@ -29,7 +47,8 @@ const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
   ['eth_getUncleCountByBlockNumber', 0],
   ['eth_getTransactionByBlockNumberAndIndex', 0],
   ['eth_getUncleByBlockNumberAndIndex', 0],
-  // by hash: a block can be reorged out, and some nodes keep answering for it
+  // by hash: a block can be reorged out, and some nodes keep answering for it;
+  // those whose answer says where its block is may be kept forever (BY_HASH)
   ['eth_getBlockByHash', -1],
   ['eth_getBlockTransactionCountByHash', -1],
   ['eth_getUncleCountByBlockHash', -1],
@@ -73,7 +92,7 @@ export function scopeOf(method: string, params: unknown): Scope | null {
   if (CONSTANT.has(method)) return FOREVER;
   const at = BLOCK_PARAM.get(method);
   if (at === undefined) return null;
-  if (at === -1) return HEAD;
+  if (at === -1) return BY_HASH.get(method) ?? HEAD;
   const list = params === undefined ? [] : params;
   if (!Array.isArray(list)) return null;
   const b = blockOf(list[at]);
