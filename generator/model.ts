@@ -23,9 +23,9 @@ export interface ChainModel {
   readonly methodsSource?: string;
   readonly network?: RosettaNetwork;
   readonly sendtx?: boolean;
-  /** evm-jsonrpc with a top-level cache block: answers of this chain are cached and coalesced. */
+  /** With a top-level cache block: answers of this chain are cached and coalesced (unless cache: off). */
   readonly cache?: boolean;
-  /** With `cache`: null to ask the node for its finalized block, else the depth below the head that counts as final. */
+  /** With `cache` (evm-jsonrpc, rosetta): null to ask the node for its finalized block, else the depth below the head that counts as final. */
   readonly finality?: number | null;
 }
 

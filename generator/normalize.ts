@@ -67,6 +67,9 @@ export const DEFAULT_LIMITS: Limits = {
   timeoutMs: schemaDefault(...LIMITS_SCHEMA, 'timeoutMs'),
   maxPageSize: schemaDefault(...LIMITS_SCHEMA, 'maxPageSize'),
 };
+/** Cardano's security parameter k: a block this deep can no longer be rolled back (Rosetta's default finality). */
+const CARDANO_SECURITY_PARAMETER = 2160;
+
 export const DEFAULTS = {
   listenerHost: schemaDefault<string>('properties', 'listeners', 'additionalProperties', 'properties', 'host'),
   adminHost: schemaDefault<string>('properties', 'admin', 'properties', 'host'),
@@ -156,9 +159,14 @@ export function buildModel(value: unknown, source: string): GatewayModel {
         });
       }
       case 'rosetta':
-        return { ...chain, network: c.network! };
+        return withoutUndefined({
+          ...chain,
+          network: c.network!,
+          cache: doc.cache === undefined ? undefined : c.cache !== 'off',
+          finality: doc.cache === undefined ? undefined : typeof c.finality === 'object' ? c.finality.depth : CARDANO_SECURITY_PARAMETER,
+        });
       case 'blockbook':
-        return { ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx };
+        return withoutUndefined({ ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx, cache: doc.cache === undefined ? undefined : c.cache !== 'off' });
       default:
         return unknownInterface(c.interface);
     }

@@ -102,6 +102,16 @@ export class Exchange implements ForwardTarget {
     res.end(status === 204 ? undefined : body);
   }
 
+  /** An upstream's answer held whole, passed on as it came (its end-to-end headers with it). */
+  passOn(status: number, headers: IncomingHttpHeaders, body: Buffer): void {
+    if (this.res.headersSent) {
+      this.res.destroy();
+      return;
+    }
+    this.streamHead(status, { ...headers, 'content-length': String(body.length) });
+    this.res.end(body);
+  }
+
   /** A failure, in the envelope of the exchange's interface. */
   fail(f: Failure, extra?: readonly string[]): void {
     const a = this.envelope[f];

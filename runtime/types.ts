@@ -63,11 +63,17 @@ export interface EvmRouteSpec extends RouteBase {
 export interface RosettaRouteSpec extends RouteBase {
   readonly interface: 'rosetta';
   readonly network: RosettaNetwork;
+  /** Blocks and transactions are cached, reads coalesced (only with a top-level cache block). */
+  readonly cache?: boolean;
+  /** With `cache`: blocks this far below the head are final. */
+  readonly finality?: number;
 }
 
 export interface BlockbookRouteSpec extends RouteBase {
   readonly interface: 'blockbook';
   readonly sendtx: boolean;
+  /** Blocks and confirmed transactions are cached until the next block, reads coalesced (only with a top-level cache block). */
+  readonly cache?: boolean;
 }
 
 /** A chain as the generated tables describe it: one type per interface. */

@@ -20,20 +20,13 @@ import type { Logger } from '../log.ts';
 import { HEALTH_AGENT } from '../upstream.ts';
 import type { Exchange } from '../exchange.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
-import { Forward, type ForwardResult, type ForwardTarget, type Sink, type Verdict } from '../proxy.ts';
+import { Forward, type ForwardResult, type ForwardTarget, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
 import { ChainHead, quantity, type HeadProbe } from './head.ts';
 import { isCacheable, scopeOf, type Located, type Scope } from './policy.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
-
-export const X_CACHE = {
-  hit: ['x-cache', 'HIT'],
-  miss: ['x-cache', 'MISS'],
-  coalesced: ['x-cache', 'COALESCED'],
-  bypass: ['x-cache', 'BYPASS'],
-} as const;
-const LOG = { hit: ',"cache":"HIT"', miss: ',"cache":"MISS"', coalesced: ',"cache":"COALESCED"', bypass: ',"cache":"BYPASS"' } as const;
 
 const POLL_TAG = Buffer.from(
   '[{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["finalized",false]}]',
@@ -103,7 +96,7 @@ export class EvmCache {
       if (e.epoch === -1 || e.epoch === this.head.epoch) {
         this.stats.hits++;
         x.cacheTag = X_CACHE.hit;
-        x.cacheLog = LOG.hit;
+        x.cacheLog = X_CACHE_LOG.hit;
         const n = e.number >= 0 ? this.blockNumber(e.number) : -1;
         x.send(200, n === -1 ? Buffer.concat([e.prefix, Buffer.from(idJson), e.suffix]) : numberAnswer(idJson, n));
         return true;
@@ -253,7 +246,7 @@ function evmProbe(depth: number | null): HeadProbe {
 
 /** One call in flight upstream and the clients waiting for its answer, the first of them included. */
 class Flight implements ForwardTarget {
-  readonly res: Sink = NO_SINK;
+  readonly res = NO_SINK;
   private readonly members: { readonly x: Exchange; readonly idJson: string }[] = [];
 
   constructor(
@@ -349,7 +342,7 @@ class Flight implements ForwardTarget {
     this.members.forEach((m, i) => {
       m.x.upstream = u;
       m.x.cacheTag = i === 0 ? X_CACHE.miss : X_CACHE.coalesced;
-      m.x.cacheLog = i === 0 ? LOG.miss : LOG.coalesced;
+      m.x.cacheLog = i === 0 ? X_CACHE_LOG.miss : X_CACHE_LOG.coalesced;
       if (served !== -1) m.x.send(200, numberAnswer(m.idJson, served));
       else m.x.send(r.status, Buffer.concat([prefix, Buffer.from(m.idJson), suffix]));
     });
@@ -359,22 +352,6 @@ class Flight implements ForwardTarget {
     else c.crashed(this);
   }
 }
-
-/** Largest answer a flight holds (proxy.ts's MAX_HELD_BYTES caps all of them together). */
-const MAX_HELD = 32 * 1024 * 1024;
-
-const NO_SINK: Sink = {
-  destroyed: false,
-  headersSent: false,
-  write: () => {
-    throw new Error('a flight never streams');
-  },
-  end: () => {
-    throw new Error('a flight never streams');
-  },
-  once: () => NO_SINK as never,
-  destroy: () => NO_SINK as never,
-} as unknown as Sink;
 
 function rpcPath(u: Upstream): string {
   return u.rpcPath;

@@ -27,6 +27,8 @@ export interface Entry {
   /** eth_blockNumber's number, so a client never sees it go backwards. */
   readonly number: number;
   readonly size: number;
+  /** Rosetta and Blockbook: the headers that describe the bytes (content-type, content-encoding...). */
+  readonly headers?: Readonly<Record<string, string>>;
 }
 
 /** Bytes an entry costs beyond its answer: the key, the Map's slot, the object. */
@@ -57,12 +59,12 @@ export class CacheStore {
     return this.entries.get(key);
   }
 
-  set(key: string, prefix: Buffer, suffix: Buffer, epoch: number, number: number, owner: CacheStats): Entry | null {
+  set(key: string, prefix: Buffer, suffix: Buffer, epoch: number, number: number, owner: CacheStats, headers?: Readonly<Record<string, string>>): Entry | null {
     const size = prefix.length + suffix.length + key.length * 2 + OVERHEAD;
     // One entry may take at most a quarter of the budget, so one big block cannot flush everything.
     if (size > this.maxBytes / 4) return null;
     this.delete(key);
-    const e: Entry = { owner, prefix, suffix, epoch, number, size };
+    const e: Entry = headers === undefined ? { owner, prefix, suffix, epoch, number, size } : { owner, prefix, suffix, epoch, number, size, headers };
     this.entries.set(key, e);
     this.bytes += size;
     owner.bytes += size;

@@ -12,6 +12,9 @@ import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
+import { DocCache, type DocRules, type Keep } from '../cache/doc-cache.ts';
+import { X_CACHE, X_CACHE_LOG } from '../cache/common.ts';
+import type { HeadProbe } from '../cache/head.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
   'auth-missing': 'GW_AUTH_KEY_MISSING',
@@ -44,12 +47,30 @@ interface Call {
 }
 
 class BlockbookRoute implements RouteHandler {
+  /** null unless the manifest has a cache block and the chain does not turn it off. */
+  private readonly cache: DocCache | null;
+
   constructor(
     private readonly route: BlockbookRouteSpec,
     private readonly s: RouteServices,
-  ) {}
+  ) {
+    this.cache = s.cache !== null && route.cache === true ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, PROBE, RULES, s.log, s.circuitOpen) : null;
+    if (this.cache !== null) s.metrics.cache(this.cache.stats);
+  }
+
+  start(): void {
+    this.cache?.start();
+  }
+
+  stop(): void {
+    this.cache?.stop();
+  }
 
   handle(x: Exchange, rest: string, query: string): void {
+    if (this.cache !== null) {
+      x.cacheTag = X_CACHE.bypass;
+      x.cacheLog = X_CACHE_LOG.bypass;
+    }
     // `/<chain>/v2/...` or `/<chain>/<key>/v2/...`: a segment is a key only there.
     let pathKey: string | null = null;
     let after: string;
@@ -85,15 +106,55 @@ class BlockbookRoute implements RouteHandler {
       if (typeof v === 'string') headers.push(name, v);
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
-    x.forwardTo(this.s.group, forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.body === null, classify));
+    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.body === null, classify);
+    // A read (never sendtx, never a conditional one) may be answered from memory or join one in flight.
+    const h = x.req.headers;
+    if (this.cache !== null && c.body === null && x.label !== 'sendtx' && h['if-none-match'] === undefined && h['if-modified-since'] === undefined) {
+      // Identical: the same upstream URL and the same headers that shape the answer.
+      const key = `${tail}\n${h['accept-encoding'] ?? ''}\n${h.accept ?? ''}\n${h['accept-language'] ?? ''}`;
+      return this.cache.serve(x, key, request, x.label);
+    }
+    x.forwardTo(this.s.group, request);
   };
 
   /** A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged. */
   rewrite(x: Exchange, r: BufferedResult): void {
-    x.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) });
-    x.res.end(r.body);
+    x.passOn(r.status, r.headers, r.body);
   }
 }
+
+/**
+ * What the cache keeps: blocks (by height or hash, raw or not), a height's
+ * block hash, and transactions in a block, each until the next block: every
+ * block and transaction answer carries a confirmation count that grows with
+ * the head. A transaction still in the mempool is never kept.
+ */
+const HEAD_BOUND = new Set(['block', 'block-index', 'rawblock']);
+const RULES: DocRules = {
+  keep(endpoint, body, headers): Keep | null {
+    if (HEAD_BOUND.has(endpoint as string)) return KEEP_HEAD;
+    if (endpoint !== 'tx' || headers['content-encoding'] !== undefined) return null;
+    try {
+      const tx = JSON.parse(body.toString('utf8')) as { confirmations?: unknown };
+      return typeof tx?.confirmations === 'number' && tx.confirmations >= 1 ? KEEP_HEAD : null;
+    } catch {
+      return null;
+    }
+  },
+  deliver: (x, status, headers, body) => x.passOn(status, headers, body),
+};
+const KEEP_HEAD: Keep = { kind: 'head' };
+
+/** Blockbook's head: its best height and, from its backend, that block's hash. Nothing is final (see RULES). */
+const PROBE: HeadProbe = {
+  request: (u) => ({ path: `${u.basePath}/status`, method: 'GET' }),
+  read(doc) {
+    const d = doc as { blockbook?: { bestHeight?: unknown }; backend?: { bestBlockHash?: unknown } } | null;
+    const number = d?.blockbook?.bestHeight;
+    const hash = d?.backend?.bestBlockHash;
+    return typeof number === 'number' && Number.isSafeInteger(number) && typeof hash === 'string' ? { number, hash, finalized: -1 } : null;
+  },
+};
 
 /** Blockbook answers pass through unchanged, its own 4xx/500 errors included; 502-504 mean the upstream is in trouble. */
 function classify(status: number): Verdict {

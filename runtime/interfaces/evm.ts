@@ -12,9 +12,8 @@ import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
-import { EvmCache, X_CACHE } from '../cache/evm-cache.ts';
-
-const LOG_BYPASS = ',"cache":"BYPASS"';
+import { EvmCache } from '../cache/evm-cache.ts';
+import { X_CACHE, X_CACHE_LOG } from '../cache/common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
@@ -64,7 +63,7 @@ class EvmRoute implements RouteHandler {
   handle(x: Exchange, rest: string, query: string): void {
     if (this.cache !== null) {
       x.cacheTag = X_CACHE.bypass;
-      x.cacheLog = LOG_BYPASS;
+      x.cacheLog = X_CACHE_LOG.bypass;
     }
     // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`: nothing else.
     let pathKey: string | null = null;

@@ -14,6 +14,10 @@ import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest, isHtml, NO_KEYS } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
+import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import { DocCache, type Keep } from '../cache/doc-cache.ts';
+import { X_CACHE, X_CACHE_LOG } from '../cache/common.ts';
+import type { HeadProbe } from '../cache/head.ts';
 
 const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
   'auth-missing': 'GW_AUTH_KEY_MISSING',
@@ -42,13 +46,40 @@ const PATHS: ReadonlyMap<string, (u: Upstream) => string> = new Map(
   [...ROSETTA_ENDPOINTS.keys()].map((endpoint) => [endpoint, (u: Upstream) => `${u.basePath}/${endpoint}`]),
 );
 
+/** A read the cache takes: its endpoint and body (as forwarded). */
+interface Call {
+  readonly endpoint: string;
+  readonly body: string;
+}
+
 class RosettaRoute implements RouteHandler {
+  /** null unless the manifest has a cache block and the chain does not turn it off. */
+  private readonly cache: DocCache | null;
+
   constructor(
     private readonly route: RosettaRouteSpec,
     private readonly s: RouteServices,
-  ) {}
+  ) {
+    this.cache =
+      s.cache !== null && route.cache === true
+        ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, probe(route), { keep, deliver: this.deliver }, s.log, s.circuitOpen)
+        : null;
+    if (this.cache !== null) s.metrics.cache(this.cache.stats);
+  }
+
+  start(): void {
+    this.cache?.start();
+  }
+
+  stop(): void {
+    this.cache?.stop();
+  }
 
   handle(x: Exchange, rest: string, query: string): void {
+    if (this.cache !== null) {
+      x.cacheTag = X_CACHE.bypass;
+      x.cacheLog = X_CACHE_LOG.bypass;
+    }
     // Rosetta takes the key in the header or the query only: a key-shaped
     // segment here is just an unknown endpoint.
     const endpoint = rest.length > 1 ? rest.slice(1) : '';
@@ -72,18 +103,17 @@ class RosettaRoute implements RouteHandler {
     const headers = ['content-type', 'application/json', 'x-request-id', x.id];
     const accept = x.req.headers.accept;
     if (accept) headers.push('accept', accept);
-    x.forwardTo(
-      this.s.group,
-      forwardRequest(
-        this.route,
-        'POST',
-        PATHS.get(endpoint)!,
-        headers,
-        body,
-        ROSETTA_ENDPOINTS.get(endpoint)!.idempotent,
-        endpoint === OPTIONS ? classifyOptions : classify,
-      ),
-    );
+    const idempotent = ROSETTA_ENDPOINTS.get(endpoint)!.idempotent;
+    const request = forwardRequest(this.route, 'POST', PATHS.get(endpoint)!, headers, body, idempotent, endpoint === OPTIONS ? classifyOptions : classify);
+    // A read (never construction/submit) may be answered from memory or join an identical one in flight.
+    if (this.cache !== null && idempotent) return this.cache.serve(x, `${endpoint}\n${accept ?? ''}\n${body}`, request, { endpoint, body } satisfies Call);
+    x.forwardTo(this.s.group, request);
+  };
+
+  /** A coalesced answer, or one from memory: a 200 passes on as it came; the rest as rewrite says. */
+  private readonly deliver = (x: Exchange, status: number, headers: IncomingHttpHeaders, body: Buffer, u: Upstream | null): void => {
+    if (status === 200 && x.label !== OPTIONS) return x.passOn(status, headers, body);
+    this.rewrite(x, { kind: 'buffered', status, headers, body, upstream: u! });
   };
 
   rewrite(x: Exchange, r: BufferedResult): void {
@@ -111,6 +141,62 @@ class RosettaRoute implements RouteHandler {
   }
 }
 
+/**
+ * What the cache keeps of a Rosetta answer: a block (/block) and a
+ * transaction in a block (/block/transaction), forever once the block is
+ * final and, named by hash only, once its hash is known canonical; until the
+ * head moves before that. /block with no identifier is the tip: until the
+ * head moves. Nothing else is kept (balances, coins, the mempool and the
+ * network's status follow the head or the mempool; only coalesced).
+ */
+function keep(call: unknown, body: Buffer): Keep | null {
+  const { endpoint, body: sent } = call as Call;
+  if (endpoint !== 'block' && endpoint !== 'block/transaction') return null;
+  let req: { block_identifier?: { index?: unknown; hash?: unknown }; transaction_identifier?: { hash?: unknown } };
+  let ans: { block?: { block_identifier?: unknown } | null; transaction?: { transaction_identifier?: { hash?: unknown } } | null };
+  try {
+    req = JSON.parse(sent) as typeof req;
+    ans = JSON.parse(body.toString('utf8')) as typeof ans;
+  } catch {
+    return null;
+  }
+  if (endpoint === 'block') {
+    const id = ans?.block?.block_identifier;
+    if (!isBlockId(id)) return null; // no block in the answer: nothing to keep
+    const want = req.block_identifier ?? {};
+    if ((want.index !== undefined && want.index !== id.index) || (want.hash !== undefined && want.hash !== id.hash)) return null;
+    if (want.index === undefined && want.hash === undefined) return KEEP_HEAD;
+    return { kind: 'block', number: id.index, hash: id.hash, byNumber: want.index !== undefined };
+  }
+  const want = req.block_identifier;
+  const tx = req.transaction_identifier?.hash;
+  if (!isBlockId(want) || typeof tx !== 'string' || ans?.transaction?.transaction_identifier?.hash !== tx) return null;
+  return { kind: 'block', number: want.index, hash: want.hash, byNumber: false };
+}
+const KEEP_HEAD: Keep = { kind: 'head' };
+
+function isBlockId(v: unknown): v is { index: number; hash: string } {
+  const b = v as { index?: unknown; hash?: unknown } | null | undefined;
+  return typeof b?.index === 'number' && Number.isSafeInteger(b.index) && b.index >= 0 && typeof b.hash === 'string' && b.hash !== '';
+}
+
+/** The head as /network/status reports it; blocks `finality` below it are final. */
+function probe(route: RosettaRouteSpec): HeadProbe {
+  const body = statusBody(route);
+  const depth = route.finality ?? Number.MAX_SAFE_INTEGER;
+  return {
+    request: (u) => ({ path: `${u.basePath}/network/status`, method: 'POST', body }),
+    read(doc) {
+      const id = (doc as { current_block_identifier?: unknown } | null)?.current_block_identifier;
+      return isBlockId(id) ? { number: id.index, hash: id.hash, finalized: id.index - depth } : null;
+    },
+  };
+}
+
+function statusBody(route: RosettaRouteSpec): string {
+  return JSON.stringify({ network_identifier: { blockchain: 'cardano', network: route.network }, metadata: {} });
+}
+
 /** Only a plain 200 streams; errors are rewritten. */
 function classify(status: number, h: Record<string, string | string[] | undefined>): Verdict {
   return status > 500 || isHtml(h) ? 'bad' : status === 200 ? 'stream' : 'buffer';
@@ -125,11 +211,7 @@ export const rosetta: InterfaceModule<'rosetta'> = {
   envelope: envelope(NAMES, (n) => ({ status: 500, body: rosettaErrorJson(n) })),
   handler: (route, services) => new RosettaRoute(route, services),
   health: {
-    request: (route, u) => ({
-      path: `${u.basePath}/network/status`,
-      method: 'POST',
-      body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: route.network }, metadata: {} }),
-    }),
+    request: (route, u) => ({ path: `${u.basePath}/network/status`, method: 'POST', body: statusBody(route) }),
     head: (doc) => doc.current_block_identifier?.index,
   },
 };

@@ -46,6 +46,7 @@ const ROUTE_0: RouteSpec = {
   maxLag: 5,
   retries: 1,
   sendtx: false,
+  cache: true,
   upstreams: [
     {
       name: "bitcoin#0",
@@ -95,6 +96,8 @@ const ROUTE_2: RouteSpec = {
   maxLag: 5,
   retries: 1,
   network: "mainnet",
+  cache: true,
+  finality: 2160,
   upstreams: [
     {
       name: "cardano#0",
@@ -118,6 +121,8 @@ const ROUTE_3: RouteSpec = {
   maxLag: 5,
   retries: 1,
   network: "preprod",
+  cache: true,
+  finality: 2160,
   upstreams: [
     {
       name: "cardano-preprod#0",
@@ -141,6 +146,8 @@ const ROUTE_4: RouteSpec = {
   maxLag: 5,
   retries: 1,
   network: "preview",
+  cache: true,
+  finality: 2160,
   upstreams: [
     {
       name: "cardano-preview#0",

@@ -14,8 +14,13 @@ describe('cache policy', () => {
     expect(scopeOf('eth_chainId', [])).toEqual({ kind: 'forever' });
     expect(scopeOf('net_version', undefined)).toEqual({ kind: 'forever' });
     expect(scopeOf('web3_sha3', ['0x68656c6c6f'])).toEqual({ kind: 'forever' });
-    for (const m of ['eth_blockNumber', 'eth_gasPrice', 'eth_getBlockByHash', 'eth_getTransactionReceipt', 'eth_getTransactionByHash']) {
+    for (const m of ['eth_blockNumber', 'eth_gasPrice', 'eth_getBlockTransactionCountByHash', 'eth_getUncleCountByBlockHash', 'eth_getUncleByBlockHashAndIndex']) {
       expect(scopeOf(m, [HASH]), m).toEqual({ kind: 'head' });
+    }
+    // By hash, where the answer says its block: forever once that block is final and canonical.
+    expect(scopeOf('eth_getBlockByHash', [HASH, false])).toEqual({ kind: 'hash', located: 'block' });
+    for (const m of ['eth_getTransactionReceipt', 'eth_getTransactionByHash', 'eth_getTransactionByBlockHashAndIndex']) {
+      expect(scopeOf(m, [HASH]), m).toEqual({ kind: 'hash', located: 'tx' });
     }
     expect(scopeOf('eth_getBalance', [ADDR, 'latest'])).toEqual({ kind: 'head' });
     expect(scopeOf('eth_getBalance', [ADDR])).toEqual({ kind: 'head' });
