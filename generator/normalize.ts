@@ -42,7 +42,7 @@ export interface GatewayConfig {
   health?: { intervalMs?: number; timeoutMs?: number };
   rateLimit?: string;
   drainTimeoutMs?: number;
-  cache?: { maxBytes?: number; headPollMs?: number };
+  cache?: { maxBytes?: number; headPollMs?: number; redis?: boolean };
   chains: ChainConfig[];
 }
 
@@ -87,6 +87,7 @@ export const DEFAULTS = {
   sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
   cacheMaxBytes: schemaDefault<number>('properties', 'cache', 'properties', 'maxBytes'),
   cacheHeadPollMs: schemaDefault<number>('properties', 'cache', 'properties', 'headPollMs'),
+  cacheRedis: schemaDefault<boolean>('properties', 'cache', 'properties', 'redis'),
 } as const;
 
 /** Code-unit order: the same on every machine, unlike localeCompare. */
@@ -201,7 +202,11 @@ export function buildModel(value: unknown, source: string): GatewayModel {
     cache:
       doc.cache === undefined
         ? null
-        : { maxBytes: doc.cache.maxBytes ?? DEFAULTS.cacheMaxBytes, headPollMs: doc.cache.headPollMs ?? DEFAULTS.cacheHeadPollMs },
+        : {
+            maxBytes: doc.cache.maxBytes ?? DEFAULTS.cacheMaxBytes,
+            headPollMs: doc.cache.headPollMs ?? DEFAULTS.cacheHeadPollMs,
+            redis: doc.cache.redis ?? DEFAULTS.cacheRedis,
+          },
   };
   return deepFreeze(model);
 }

@@ -174,7 +174,7 @@ export class Metrics {
   /** Counts a chain's cache under the gateway_cache_* metrics (registered with the first chain that has one). */
   cache(stats: CacheStats): void {
     if (this.caches.length === 0) {
-      const per = (name: string, help: string, type: 'counter' | 'gauge', field: 'hits' | 'misses' | 'coalesced' | 'evictions' | 'bytes' | 'head' | 'finalized' | 'headChanges') =>
+      const per = (name: string, help: string, type: 'counter' | 'gauge', field: Exclude<keyof CacheStats, 'chain'>) =>
         this.registry.registerMetric(
           <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c) => ({ labels: { chain: c.chain }, value: c[field] } as MetricValue<string>)))),
         );
@@ -185,6 +185,7 @@ export class Metrics {
       per('gateway_cache_bytes', 'Bytes the chain\'s cached answers take.', 'gauge', 'bytes');
       per('gateway_cache_head_block', 'The chain\'s head as the cache knows it (the highest block a usable upstream reports; -1 unknown).', 'gauge', 'head');
       per('gateway_cache_finalized_block', 'The block at or below which answers are kept forever (-1 while unknown: nothing is final).', 'gauge', 'finalized');
+      per('gateway_cache_shared_hits_total', 'Calls answered from the shared tier (Redis): another replica fetched the answer. Counted in hits too.', 'counter', 'sharedHits');
       per('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
     }
     this.caches.push(stats);

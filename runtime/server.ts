@@ -16,6 +16,7 @@ import { AdmissionStage, RateStep } from './admission.ts';
 import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts';
 import { Cors } from './cors.ts';
 import { CacheStore } from './cache/store.ts';
+import { SharedTier } from './cache/shared.ts';
 import { adminHandler, readiness } from './admin.ts';
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
@@ -59,6 +60,8 @@ export class Gateway implements ExchangeHost {
   private readonly listening: Listening[] = [];
   private readonly health: HealthChecker;
   private readonly limiter: RateLimiter;
+  /** The cache's Redis tier, with cache.redis. */
+  private readonly shared: SharedTier | null;
   private readonly corsPolicy: Cors;
   readonly metrics: Metrics;
   draining = false;
@@ -79,7 +82,8 @@ export class Gateway implements ExchangeHost {
     this.noRoute = this.metrics.route(null, '-');
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
     const admission = new AdmissionStage(this.keys, new RateStep(this.limiter, spec.rateLimit, this.metrics));
-    const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache } : null;
+    this.shared = spec.cache?.redis ? new SharedTier(requiredRedisUrl(), log) : null;
+    const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared } : null;
     for (const l of spec.listeners) {
       const chains = new Map<string, Chain>();
       for (const [segment, route] of l.routes) {
@@ -268,6 +272,7 @@ export class Gateway implements ExchangeHost {
     await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 1000).unref())]);
     await Promise.all([...this.groups.values()].map((g) => g.close()));
     await this.limiter.close();
+    this.shared?.close();
     this.log.info({ event: 'stopped', outcome }, 'stopped');
     this.flushLog();
   }
@@ -300,4 +305,11 @@ function listen(server: Server, host: string, port: number, spec: ListenerSpec |
       ok({ spec, server, host, port: typeof a === 'object' && a ? a.port : port });
     });
   });
+}
+
+/** cache.redis needs somewhere to share: REDIS_URL, checked at start like every other setting. */
+function requiredRedisUrl(): string {
+  const url = process.env.REDIS_URL;
+  if (!url) throw new Error('the manifest sets cache.redis: true, but REDIS_URL is not set');
+  return url;
 }

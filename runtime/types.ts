@@ -111,4 +111,6 @@ export interface CacheSpec {
   readonly maxBytes: number;
   /** How often each upstream's head and finalized block are polled. */
   readonly headPollMs: number;
+  /** Final answers are also kept in Redis (REDIS_URL), shared by every replica. */
+  readonly redis: boolean;
 }

@@ -20,6 +20,7 @@ import type { Logger } from '../log.ts';
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { ChainHead, type HeadProbe } from './head.ts';
+import { SharedTier } from './shared.ts';
 import { CacheStats, type CacheStore } from './store.ts';
 import { MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
 
@@ -27,6 +28,8 @@ import { MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
 export type Keep = { readonly kind: 'head' } | { readonly kind: 'block'; readonly number: number; readonly hash: string; readonly byNumber: boolean };
 
 export interface DocRules {
+  /** Could the answer to `call` be kept forever (so worth asking the shared tier first)? */
+  mayLast(call: unknown): boolean;
   /** What may be kept of a 200 answer to `call` (the interface's own description of it); null: nothing. */
   keep(call: unknown, body: Buffer, headers: IncomingHttpHeaders): Keep | null;
   /** Gives an exchange an answer: a coalesced one (upstream set) or one from memory (upstream null, status 200). */
@@ -43,6 +46,7 @@ export class DocCache {
   private headKeys = new Set<string>();
   private readonly flights = new Map<string, DocFlight>();
   private readonly prefix: string;
+  private readonly sharedPrefix: string;
 
   constructor(
     route: { readonly path: string; readonly listener: string },
@@ -53,9 +57,14 @@ export class DocCache {
     readonly rules: DocRules,
     readonly log: Logger,
     readonly circuitOpen: (u: Upstream) => void,
+    /** The Redis tier, with cache.redis: final answers only. */
+    private readonly shared: SharedTier | null,
+    /** What makes a chain the same chain on other replicas (Rosetta: its network). */
+    identity: string,
   ) {
     this.stats = new CacheStats(route.path);
     this.prefix = `${route.listener}/${route.path} `;
+    this.sharedPrefix = `${identity} `;
     this.head = new ChainHead(group, probe, headPollMs, this.stats, () => {
       for (const key of this.headKeys) this.store.delete(key);
       this.headKeys = new Set();
@@ -92,7 +101,22 @@ export class DocCache {
     if (flight !== undefined) return flight.join(x);
     const f = new DocFlight(this, k, call, this.head.epoch, this.head.seq, x);
     this.flights.set(k, f);
-    new Forward(this.group, { ...request, maxBuffer: MAX_HELD, classify: held(request.classify) }, f, this.circuitOpen).start();
+    const go = (): void => new Forward(this.group, { ...request, maxBuffer: MAX_HELD, classify: held(request.classify) }, f, this.circuitOpen).start();
+    const shared = this.shared;
+    if (shared === null || !shared.isUp || !this.rules.mayLast(call)) return go();
+    // Maybe final: another replica may have kept it in Redis.
+    void shared.get(SharedTier.key(this.sharedPrefix + k)).then((parts) => {
+      try {
+        if (parts === null) return go();
+        const headers = JSON.parse(parts[0].toString('utf8')) as Record<string, string>;
+        this.flights.delete(k);
+        this.store.set(k, parts[1], EMPTY, -1, -1, this.stats, headers);
+        f.fromShared(headers, parts[1]);
+      } catch (err) {
+        this.crashed(f);
+        f.internal(err);
+      }
+    });
   }
 
   /** A flight is over: keep its answer if the rules allow. */
@@ -113,6 +137,7 @@ export class DocCache {
       if (typeof v === 'string') kept[name] = v;
     }
     const e = this.store.set(f.key, Buffer.from(body), EMPTY, forever ? -1 : head.epoch, -1, this.stats, kept);
+    if (forever) this.shared?.put(SharedTier.key(this.sharedPrefix + f.key), Buffer.from(JSON.stringify(kept)), body);
     if (e !== null && !forever) this.headKeys.add(f.key);
   }
 
@@ -148,6 +173,22 @@ class DocFlight implements ForwardTarget {
 
   join(x: Exchange): void {
     this.members.push(x);
+  }
+
+  /** Answered from Redis: every client waiting gets it as a hit. */
+  fromShared(headers: IncomingHttpHeaders, body: Buffer): void {
+    const c = this.cache;
+    c.stats.hits += this.members.length;
+    c.stats.sharedHits++;
+    for (const x of this.members) {
+      x.cacheTag = X_CACHE.hit;
+      x.cacheLog = X_CACHE_LOG.hit;
+      x.later(() => c.rules.deliver(x, 200, headers, body, null));
+    }
+  }
+
+  internal(err: unknown): void {
+    for (const x of this.members) x.internal(err);
   }
 
   streamHead(): void {

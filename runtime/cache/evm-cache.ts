@@ -25,6 +25,7 @@ import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
 import { ChainHead, quantity, type HeadProbe } from './head.ts';
+import { SharedTier, type Parts } from './shared.ts';
 import { isCacheable, scopeOf, type Located, type Scope } from './policy.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
 
@@ -45,6 +46,7 @@ export class EvmCache {
   /** Entries by hash waiting for the canonical hash of their (final) block: block number -> key -> the answer's block hash. */
   private readonly checking = new Map<number, Map<string, string>>();
   private readonly prefix: string;
+  private readonly sharedPrefix: string;
 
   constructor(
     readonly route: EvmRouteSpec,
@@ -53,9 +55,13 @@ export class EvmCache {
     spec: CacheSpec,
     readonly log: Logger,
     readonly circuitOpen: (u: Upstream) => void,
+    /** The Redis tier, with cache.redis: final and constant answers only. */
+    private readonly shared: SharedTier | null = null,
   ) {
     this.stats = new CacheStats(route.path);
     this.prefix = `${route.listener}/${route.path} `;
+    // In Redis, the chain id joins the key: replicas that share one Redis share only answers of the same chain.
+    this.sharedPrefix = `evm ${route.chainId ?? '-'} `;
     this.head = new ChainHead(group, evmProbe(route.finality ?? null), spec.headPollMs, this.stats, () => this.newEpoch());
   }
 
@@ -118,8 +124,27 @@ export class EvmCache {
     if (scope === null) return false;
     const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, x, idJson);
     this.flights.set(key, f);
-    f.start(body);
+    // An answer that may be final may be in Redis already: asked first, then the node.
+    const shared = this.shared;
+    if (shared !== null && shared.isUp && (scope.kind === 'forever' || scope.kind === 'hash' || (scope.kind === 'block' && this.head.isFinal(scope.number)))) {
+      void shared.get(this.sharedKey(key)).then((parts) => f.afterShared(parts, body));
+    } else f.start(body);
     return true;
+  }
+
+  private sharedKey(key: string): string {
+    return SharedTier.key(this.sharedPrefix + key);
+  }
+
+  /** A flight answered from Redis: kept in memory for good (only final answers are ever put there). */
+  sharedLanded(f: Flight, prefix: Buffer, suffix: Buffer): void {
+    this.flights.delete(f.key);
+    this.store.set(f.key, prefix, suffix, -1, -1, this.stats);
+  }
+
+  /** Keeps a final answer in Redis too. */
+  private share(key: string, prefix: Buffer, suffix: Buffer): void {
+    this.shared?.put(this.sharedKey(key), prefix, suffix);
   }
 
   /** The number to answer eth_blockNumber with: -1 to serve `n` as it is, else the higher one a client already saw. */
@@ -159,6 +184,7 @@ export class EvmCache {
       }
     }
     const e = this.store.set(f.key, Buffer.from(prefix), Buffer.from(suffix), forever ? -1 : head.epoch, number, this.stats);
+    if (forever) this.share(f.key, prefix, suffix);
     if (e === null || forever) return;
     this.headKeys.add(f.key);
     // By hash, in a final block whose canonical hash is not known yet: ask, and keep it forever if it is.
@@ -184,6 +210,7 @@ export class EvmCache {
         if (h !== canonical || e === undefined || e.epoch !== head.epoch) continue;
         this.store.set(k, e.prefix, e.suffix, -1, e.number, this.stats);
         this.headKeys.delete(k);
+        this.share(k, e.prefix, e.suffix);
       }
     };
     if (u === undefined) return done();
@@ -265,6 +292,32 @@ class Flight implements ForwardTarget {
 
   join(x: Exchange, idJson: string): void {
     this.members.push({ x, idJson });
+  }
+
+  /** Redis answered: from there, or on to the node. */
+  afterShared(parts: Parts | null, body: Buffer | string): void {
+    try {
+      if (parts === null) this.start(body);
+      else this.fromShared(parts[0], parts[1]);
+    } catch (err) {
+      this.cache.crashed(this);
+      for (const m of this.members) m.x.internal(err);
+    }
+  }
+
+  /** Answered from Redis: every client waiting gets it as a hit. */
+  private fromShared(prefix: Buffer, suffix: Buffer): void {
+    const c = this.cache;
+    c.sharedLanded(this, prefix, suffix);
+    c.stats.hits += this.members.length;
+    c.stats.sharedHits++;
+    for (const m of this.members) {
+      m.x.later(() => {
+        m.x.cacheTag = X_CACHE.hit;
+        m.x.cacheLog = X_CACHE_LOG.hit;
+        m.x.send(200, Buffer.concat([prefix, Buffer.from(m.idJson), suffix]));
+      });
+    }
   }
 
   start(body: Buffer | string): void {

@@ -15,6 +15,8 @@ export class CacheStats {
   finalized = -1;
   /** Head changes seen (number or hash): each ends an epoch. */
   headChanges = 0;
+  /** Hits served from the shared tier (Redis), another replica's answer. */
+  sharedHits = 0;
   constructor(readonly chain: string) {}
 }
 

@@ -54,7 +54,7 @@ class BlockbookRoute implements RouteHandler {
     private readonly route: BlockbookRouteSpec,
     private readonly s: RouteServices,
   ) {
-    this.cache = s.cache !== null && route.cache === true ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, PROBE, RULES, s.log, s.circuitOpen) : null;
+    this.cache = s.cache !== null && route.cache === true ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, PROBE, RULES, s.log, s.circuitOpen, s.cache.shared, 'blockbook') : null;
     if (this.cache !== null) s.metrics.cache(this.cache.stats);
   }
 
@@ -131,6 +131,8 @@ class BlockbookRoute implements RouteHandler {
  */
 const HEAD_BOUND = new Set(['block', 'block-index', 'rawblock']);
 const RULES: DocRules = {
+  // Nothing of Blockbook's is final (every answer counts confirmations): nothing goes to the shared tier.
+  mayLast: () => false,
   keep(endpoint, body, headers): Keep | null {
     if (HEAD_BOUND.has(endpoint as string)) return KEEP_HEAD;
     if (endpoint !== 'tx' || headers['content-encoding'] !== undefined) return null;

@@ -48,7 +48,7 @@ class EvmRoute implements RouteHandler {
     private readonly route: EvmRouteSpec,
     private readonly s: RouteServices,
   ) {
-    this.cache = s.cache !== null && route.cache === true ? new EvmCache(route, s.group, s.cache.store, s.cache.spec, s.log, s.circuitOpen) : null;
+    this.cache = s.cache !== null && route.cache === true ? new EvmCache(route, s.group, s.cache.store, s.cache.spec, s.log, s.circuitOpen, s.cache.shared) : null;
     if (this.cache !== null) s.metrics.cache(this.cache.stats);
   }
 

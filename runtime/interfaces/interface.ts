@@ -7,6 +7,7 @@ import type { RouteHandler } from '../exchange.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { CacheStore } from '../cache/store.ts';
+import type { SharedTier } from '../cache/shared.ts';
 import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 
@@ -18,7 +19,7 @@ export interface RouteServices {
   readonly log: Logger;
   readonly metrics: Metrics;
   /** The process's answer cache, when the manifest has a cache block. */
-  readonly cache: { readonly store: CacheStore; readonly spec: CacheSpec } | null;
+  readonly cache: { readonly store: CacheStore; readonly spec: CacheSpec; readonly shared: SharedTier | null } | null;
   readonly circuitOpen: (u: Upstream) => void;
 }
 

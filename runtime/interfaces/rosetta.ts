@@ -62,7 +62,7 @@ class RosettaRoute implements RouteHandler {
   ) {
     this.cache =
       s.cache !== null && route.cache === true
-        ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, probe(route), { keep, deliver: this.deliver }, s.log, s.circuitOpen)
+        ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, probe(route), { keep, mayLast, deliver: this.deliver }, s.log, s.circuitOpen, s.cache.shared, `rosetta ${route.network}`)
         : null;
     if (this.cache !== null) s.metrics.cache(this.cache.stats);
   }
@@ -174,6 +174,12 @@ function keep(call: unknown, body: Buffer): Keep | null {
   return { kind: 'block', number: want.index, hash: want.hash, byNumber: false };
 }
 const KEEP_HEAD: Keep = { kind: 'head' };
+
+/** A block or a transaction in one may be final: worth asking the shared tier. */
+function mayLast(call: unknown): boolean {
+  const { endpoint } = call as Call;
+  return endpoint === 'block' || endpoint === 'block/transaction';
+}
 
 function isBlockId(v: unknown): v is { index: number; hash: string } {
   const b = v as { index?: unknown; hash?: unknown } | null | undefined;

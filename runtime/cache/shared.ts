@@ -1,0 +1,89 @@
+// The cache's shared tier (`cache: { redis: true }` and REDIS_URL): answers
+// that can never change (constants, final blocks, answers by hash in a final
+// canonical block) are also kept in Redis, so every replica serves what one of
+// them fetched. Answers bound to the head stay in each process's memory.
+//
+// Redis is a help, never a dependency: while it is unreachable (or slower than
+// COMMAND_TIMEOUT_MS) the tier is off, every lookup is a miss at once, and the
+// gateway goes to its upstreams as it would without it. It comes back on its
+// own when Redis answers again.
+import { createHash } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Logger } from '../log.ts';
+
+/** How long Redis keeps an entry: final answers do not change, but Redis memory is not ours alone. */
+const TTL_SECONDS = 24 * 3600;
+const COMMAND_TIMEOUT_MS = 100;
+const KEY_PREFIX = 'gw:cache:1:';
+
+/** An entry as two parts: EVM, the answer's bytes before and after its id; Rosetta/Blockbook, its headers (JSON) and its bytes. */
+export type Parts = readonly [Buffer, Buffer];
+
+export class SharedTier {
+  private readonly redis: Redis;
+  private up = false;
+
+  constructor(
+    url: string,
+    private readonly log: Logger,
+  ) {
+    this.redis = new Redis(url, {
+      lazyConnect: false,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      commandTimeout: COMMAND_TIMEOUT_MS,
+      retryStrategy: (times) => Math.min(times * 200, 2000),
+    });
+    this.redis.on('ready', () => this.setUp(true));
+    this.redis.on('error', () => this.setUp(false));
+    this.redis.on('close', () => this.setUp(false));
+  }
+
+  private setUp(up: boolean): void {
+    if (up === this.up) return;
+    this.up = up;
+    if (up) this.log.info({ event: 'cache_shared_up' }, 'Redis reachable: final answers shared by every replica');
+    else this.log.error({ event: 'cache_shared_down' }, 'Redis unreachable: the shared cache tier is off, each replica keeps its own');
+  }
+
+  get isUp(): boolean {
+    return this.up;
+  }
+
+  /** The Redis key of a cache key (hashed: a call's bytes may be long). */
+  static key(cacheKey: string): string {
+    return KEY_PREFIX + createHash('sha256').update(cacheKey, 'latin1').digest('base64url');
+  }
+
+  /** The entry, or null (not there, or the tier is off). Never rejects. */
+  get(key: string): Promise<Parts | null> {
+    if (!this.up) return Promise.resolve(null);
+    return this.redis.getBuffer(key).then(unpack, () => {
+      this.setUp(false);
+      return null;
+    });
+  }
+
+  /** Keeps an entry; a failure only means the next replica asks its upstream. */
+  put(key: string, a: Buffer, b: Buffer): void {
+    if (!this.up) return;
+    this.redis.set(key, pack(a, b), 'EX', TTL_SECONDS).catch(() => this.setUp(false));
+  }
+
+  close(): void {
+    this.redis.disconnect();
+  }
+}
+
+function pack(a: Buffer, b: Buffer): Buffer {
+  const head = Buffer.allocUnsafe(4);
+  head.writeUInt32BE(a.length, 0);
+  return Buffer.concat([head, a, b]);
+}
+
+function unpack(v: Buffer | null): Parts | null {
+  if (v === null || v.length < 4) return null;
+  const n = v.readUInt32BE(0);
+  if (4 + n > v.length) return null;
+  return [v.subarray(4, 4 + n), v.subarray(4 + n)];
+}

@@ -1,0 +1,171 @@
+// The cache's shared tier (issue 20, `cache: { redis: true }`): two gateway
+// processes on one real Redis. What one of them fetched and may keep forever
+// (a constant, a final block, an answer by hash in a final canonical block, a
+// final Rosetta block) the other serves without asking its upstream; answers
+// bound to the head never go to Redis; a Redis outage only turns the tier off.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type Built, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { startRedis, type RedisServer } from '../support/redis.ts';
+
+const KEY = newKey();
+
+let anvil: Anvil;
+let proxy: RecordingProxy;
+let rosetta: RosettaStub;
+let redis: RedisServer;
+let peek: Redis;
+let built: Built;
+let a: RunningGateway;
+let b: RunningGateway;
+
+async function launch(redisUrl: string): Promise<RunningGateway> {
+  const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, ROSETTA_URL: rosetta.url, REDIS_URL: redisUrl } });
+  await g.waitForLog((e) => e.event === 'cache_shared_up');
+  return g;
+}
+
+beforeAll(async () => {
+  [anvil, rosetta, redis] = await Promise.all([startAnvil({ chainId: 1 }), startRosettaStub({ network: 'preprod', blockIndex: 100 }), startRedis()]);
+  await anvil.mine(80); // blocks 0..16 final (anvil: latest - 64)
+  proxy = await startRecordingProxy(anvil.url);
+  peek = new Redis(redis.url, { lazyConnect: true });
+  await peek.connect();
+  built = await buildManifest(
+    'cache-shared',
+    `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+cache: { redis: true, headPollMs: 100 }
+health: { intervalMs: 60000, timeoutMs: 1000 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}]
+chains:
+  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
+  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, finality: { depth: 10 }, upstreams: ["\${ROSETTA_URL}"] }
+`,
+  );
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'shared', key: KEY }]));
+  [a, b] = await Promise.all([launch(redis.url), launch(redis.url)]);
+  await Promise.all([a, b].map((g) => finalKnown(g)));
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all([a?.stop(), b?.stop()]);
+  peek?.disconnect();
+  await Promise.all([proxy?.close(), anvil?.stop(), rosetta?.close(), redis?.stop()]);
+});
+
+async function metric(g: RunningGateway, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(g.url('admin', '/metrics'))).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+async function until(cond: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`not within 15 s: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** Waits until a gateway knows anvil's finalized block and the Rosetta tip. */
+async function finalKnown(g: RunningGateway): Promise<void> {
+  await until(async () => (await metric(g, 'gateway_cache_finalized_block', '{chain="ethereum"}')) >= 16, 'the finalized block known');
+  await until(async () => (await metric(g, 'gateway_cache_head_block', '{chain="cardano-preprod"}')) === 100, 'the Rosetta tip known');
+}
+
+const sharedKeys = async (): Promise<number> => (await peek.keys('gw:cache:*')).length;
+
+let nextId = 1;
+async function rpc(g: RunningGateway, method: string, params: unknown[]): Promise<{ xCache: string; body: { id: unknown; result?: unknown; error?: unknown } }> {
+  const id = nextId++;
+  const res = await fetch(g.url('rpc', '/ethereum'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+    body: JSON.stringify({ jsonrpc: '2.0', id, method, params }),
+  });
+  const body = (await res.json()) as { id: unknown; result?: unknown };
+  expect(body.id).toBe(id);
+  return { xCache: res.headers.get('x-cache') ?? '', body };
+}
+
+describe('cache: the shared tier (Redis)', () => {
+  it('what one replica may keep forever, the other serves without asking its upstream', { timeout: 30_000 }, async () => {
+    const block5 = (await anvil.rpc('eth_getBlockByNumber', ['0x5', false])).result as { hash: string };
+    const calls: Array<[string, unknown[]]> = [
+      ['eth_chainId', []],
+      ['eth_getBlockByNumber', ['0x5', false]],
+      ['eth_getBalance', ['0x' + '11'.repeat(20), '0x3']],
+      // By hash, in a final block whose canonical hash replica a learned just above.
+      ['eth_getBlockByHash', [block5.hash, false]],
+    ];
+    for (const [m, p] of calls) {
+      const before = await sharedKeys();
+      const first = await rpc(a, m, p);
+      expect(first.xCache, m).toBe('MISS');
+      await until(async () => (await sharedKeys()) === before + 1, `${m} kept in Redis`);
+      const upstream = proxy.requests.length;
+      const other = await rpc(b, m, p);
+      expect(other.xCache, `${m} on the other replica`).toBe('HIT');
+      expect(other.body.result, m).toEqual((await anvil.rpc(m, p)).result);
+      expect(proxy.requests.length - upstream, `${m}: nothing reached the node`).toBe(0);
+    }
+    expect(await metric(b, 'gateway_cache_shared_hits_total', '{chain="ethereum"}')).toBe(calls.length);
+  });
+
+  it('answers bound to the head never go to Redis', async () => {
+    const before = await sharedKeys();
+    for (const [m, p] of [
+      ['eth_blockNumber', []],
+      ['eth_getBalance', ['0x' + '22'.repeat(20), 'latest']],
+      ['eth_getBlockByNumber', ['latest', false]],
+      ['eth_getBlockByNumber', ['finalized', false]],
+    ] as Array<[string, unknown[]]>) {
+      await rpc(a, m, p);
+      expect((await rpc(a, m, p)).xCache, `${m} is kept in a's memory`).toBe('HIT');
+      expect((await rpc(b, m, p)).xCache, `${m} is not shared`).toBe('MISS');
+    }
+    expect(await sharedKeys()).toBe(before);
+  });
+
+  it('a final Rosetta block is shared too', async () => {
+    const call = (g: RunningGateway) =>
+      fetch(g.url('rpc', '/cardano-preprod/block'), {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+        body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: 'preprod' }, block_identifier: { index: 42 } }),
+      }).then(async (r) => ({ xCache: r.headers.get('x-cache'), type: r.headers.get('content-type'), body: (await r.json()) as { block: { block_identifier: { index: number } } } }));
+    const before = await sharedKeys();
+    const first = await call(a);
+    expect(first.xCache).toBe('MISS');
+    await until(async () => (await sharedKeys()) === before + 1, 'the block kept in Redis');
+    const upstream = rosetta.requests.length;
+    const other = await call(b);
+    expect(other).toEqual({ ...first, xCache: 'HIT' });
+    expect(other.body.block.block_identifier.index).toBe(42);
+    expect(rosetta.requests.length - upstream).toBe(0);
+  });
+
+  it('a Redis outage only turns the tier off: every call is still answered, from the node', { timeout: 30_000 }, async () => {
+    const down = b.nextLog((e) => e.event === 'cache_shared_down');
+    await redis.stop();
+    await down;
+    const upstream = proxy.requests.length;
+    const g = await rpc(b, 'eth_getBlockByNumber', ['0x7', false]);
+    expect(g.xCache).toBe('MISS');
+    expect(g.body.result).toEqual((await anvil.rpc('eth_getBlockByNumber', ['0x7', false])).result);
+    expect(proxy.requests.length - upstream).toBe(1);
+    // Kept in b's own memory all the same.
+    expect((await rpc(b, 'eth_getBlockByNumber', ['0x7', false])).xCache).toBe('HIT');
+  });
+});
