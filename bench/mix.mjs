@@ -26,7 +26,8 @@
 //
 // Other knobs: CONNS=50 THREADS=1 PIN=1 PROXY_CPU=0 LOAD_CPU=1 SEED=1 BODIES=100000
 // ZIPF_S=1.0 TX_PER_BLOCK=4 BASE_PORT=18760 QUIET_MAX=10 QUIET_WAIT=60 QUIET_BUDGET=300
-// INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>. Results: results.tsv, methods.tsv,
+// INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>; GW_NODE_ARGS="--trace-gc" adds node flags to the gateway's
+// process (its log is logs/gateway.log). Results: results.tsv, methods.tsv,
 // report.md, meta.txt, logs/.
 import { spawn, execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -458,7 +459,7 @@ async function startTarget(t) {
     const keys = join(WORK, 'keys.yaml');
     writeFileSync(keys, `keys:\n  - id: bench\n    sha256: "${createHash('sha256').update(API_KEY).digest('hex')}"\n`);
     const env = { ...process.env, GATEWAY_KEYS_FILE: keys, HOST: '127.0.0.1', PORT: String(PORTS.gateway), ADMIN_PORT: String(PORTS.admin), UPSTREAM_URL: up };
-    startProc(t, PROXY_CPU, [process.execPath, '--no-memory-reducer', join(ROOT, 'dist', 'mix-gateway.mjs')], { env });
+    startProc(t, PROXY_CPU, [process.execPath, '--no-memory-reducer', ...(process.env.GW_NODE_ARGS ?? '').split(' ').filter(Boolean), join(ROOT, 'dist', 'mix-gateway.mjs')], { env });
     return waitPort(t, PORTS.gateway, 30);
   }
   if (t === 'nginx') {
