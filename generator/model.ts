@@ -51,4 +51,8 @@ export interface GatewayModel {
   readonly rateLimit: { readonly limit: number; readonly windowMs: number } | null;
   readonly drainTimeoutMs: number;
   readonly cache: CacheSpec | null;
+  /** Proxies whose X-Forwarded-For is believed, for keys' allow.ips (addresses or CIDR blocks). */
+  readonly trustedProxies?: readonly string[];
+  /** The aud a key's JWT must name. */
+  readonly jwtAudience?: string;
 }

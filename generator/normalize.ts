@@ -43,6 +43,8 @@ export interface GatewayConfig {
   rateLimit?: string;
   drainTimeoutMs?: number;
   cache?: { maxBytes?: number; headPollMs?: number; redis?: boolean };
+  trustedProxies?: string[];
+  jwtAudience?: string;
   chains: ChainConfig[];
 }
 
@@ -198,6 +200,8 @@ export function buildModel(value: unknown, source: string): GatewayModel {
     },
     // The schema's pattern (N/s, N/min, N/h) is a subset of what parseRate reads.
     rateLimit: doc.rateLimit === undefined ? null : parseRate(doc.rateLimit),
+    ...(doc.trustedProxies === undefined ? {} : { trustedProxies: [...doc.trustedProxies] }),
+    ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
     cache:
       doc.cache === undefined

@@ -9,6 +9,7 @@ import type { LoadedManifest, Problem, YamlPath } from './load.ts';
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
 import type { Template } from '../runtime/types.ts';
 import { KNOWN_METHODS } from './known-methods.ts';
+import { ipList } from '../runtime/key-policy.ts';
 
 export type { Problem } from './load.ts';
 
@@ -264,6 +265,17 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
   const listenerNames = Object.keys(listeners);
   const methodSets = isObj(doc.methodSets) ? doc.methodSets : {};
   const setNames = Object.keys(methodSets);
+
+  if (Array.isArray(doc.trustedProxies)) {
+    doc.trustedProxies.forEach((e, i) => {
+      if (typeof e !== 'string') return;
+      try {
+        ipList([e]);
+      } catch {
+        report('value', ['trustedProxies', i], `trustedProxies[${i}]: '${e}' is not an IP address or CIDR block`, '10.0.0.0/8, 2001:db8::/32, 192.0.2.10');
+      }
+    });
+  }
 
   const checkTemplate = (path: YamlPath, s: unknown): Template | null => {
     if (typeof s !== 'string') return null;

@@ -9,6 +9,9 @@ import { isKeyShaped, type KeyEntry, type KeyStore } from './keys.ts';
 import type { Metrics } from './metrics.ts';
 import type { RateLimiter } from './ratelimit.ts';
 import type { RateLimitSpec, RouteSpec } from './types.ts';
+import type { BlockList } from 'node:net';
+import { clientAddress, requestRefusal, type PolicyReason } from './key-policy.ts';
+import { bearerVerifies } from './jwt.ts';
 
 export function isRefused(v: KeyEntry | Refused): v is Refused {
   return (v as Refused).ok === false;
@@ -27,6 +30,20 @@ const MISSING = refused('auth-missing');
 const INVALID = refused('auth-invalid');
 const FORBIDDEN = refused('auth-forbidden');
 const CONFLICT = refused('auth-conflict');
+const POLICY: Readonly<Record<Exclude<PolicyReason, 'contract'>, Refused>> = {
+  origin: refused('policy-origin'),
+  ip: refused('policy-ip'),
+  user_agent: refused('policy-user-agent'),
+  expired: refused('policy-expired'),
+  jwt: refused('policy-jwt'),
+  method: refused('policy-method'),
+};
+
+/** Where the request comes from, for `allow.ips` (manifest `trustedProxies`), and who a JWT must name (`jwtAudience`). */
+export interface PolicySettings {
+  readonly trustedProxies: BlockList | null;
+  readonly jwtAudience: string | null;
+}
 
 /** The key's rate limit, else the manifest's: a fixed window, a batch counting as its items. */
 export class RateStep implements AdmissionStep {
@@ -58,6 +75,7 @@ export class AdmissionStage {
   constructor(
     private readonly keys: KeyStore,
     private readonly rate: RateStep,
+    private readonly settings: PolicySettings = { trustedProxies: null, jwtAudience: null },
   ) {}
 
   /**
@@ -81,6 +99,17 @@ export class AdmissionStage {
     const r = this.keys.check(key, route.path);
     if (!r.ok) return r.reason === 'invalid' ? INVALID : FORBIDDEN;
     x.key = r.entry;
+    const p = r.entry.policy;
+    if (p !== null) {
+      // The key's policy: where the request comes from, and (Rosetta, Blockbook) the endpoint.
+      if (p.request) {
+        const req = x.req;
+        const address = clientAddress(req.socket.remoteAddress ?? '', req.headers['x-forwarded-for'], this.settings.trustedProxies);
+        const why = requestRefusal(p, req.headers, address, Date.now());
+        if (why !== null) return POLICY[why as Exclude<PolicyReason, 'contract'>];
+      }
+      if (p.methods !== null && route.interface !== 'evm-jsonrpc' && !p.methods.has(x.label)) return POLICY.method;
+    }
     return r.entry;
   }
 
@@ -90,6 +119,19 @@ export class AdmissionStage {
    * the exchange's envelope.
    */
   admit<T>(x: Exchange, key: KeyEntry, calls: number, next: Next<T>, arg: T): void {
+    const jwt = key.policy?.jwt;
+    if (jwt) {
+      // A key with a JWT waits for its verification (asynchronous: only such keys pay for it).
+      bearerVerifies(x.req.headers.authorization, jwt, this.settings.jwtAudience).then(
+        (ok) => (ok ? x.later(() => this.limit(x, key, calls, next, arg)) : x.refuse(POLICY.jwt)),
+        (err: unknown) => x.internal(err),
+      );
+      return;
+    }
+    this.limit(x, key, calls, next, arg);
+  }
+
+  private limit<T>(x: Exchange, key: KeyEntry, calls: number, next: Next<T>, arg: T): void {
     if (this.rate.idle(key)) return next(x, arg);
     const r = this.rate.check(key, calls);
     if (r === null) return next(x, arg);

@@ -3,9 +3,28 @@
 // Rosetta Error, Blockbook's {"error": ...}) with its own status; the answers
 // have no request-specific part, so they are made once.
 import type { FailKind } from './proxy.ts';
+import type { PolicyReason } from './key-policy.ts';
+
+/** A request its key's policy refuses, and which check refused it. */
+export type PolicyRefusal = 'policy-origin' | 'policy-ip' | 'policy-user-agent' | 'policy-expired' | 'policy-jwt' | 'policy-method';
 
 /** Why the admission stage refused a request. */
-export type Refusal = 'auth-missing' | 'auth-invalid' | 'auth-forbidden' | 'auth-conflict' | 'rate-limited';
+export type Refusal = 'auth-missing' | 'auth-invalid' | 'auth-forbidden' | 'auth-conflict' | 'rate-limited' | PolicyRefusal;
+
+/** The `reason` a client sees for each policy refusal. */
+export const POLICY_REASONS: Readonly<Record<PolicyRefusal, PolicyReason>> = {
+  'policy-origin': 'origin',
+  'policy-ip': 'ip',
+  'policy-user-agent': 'user_agent',
+  'policy-expired': 'expired',
+  'policy-jwt': 'jwt',
+  'policy-method': 'method',
+};
+
+/** The policy reason of a failure, or undefined when it is not a policy refusal. */
+export function policyReason(f: Failure): PolicyReason | undefined {
+  return POLICY_REASONS[f as PolicyRefusal];
+}
 
 /** The admission stage's answer when it refuses: each interface maps the reason into its envelope. */
 export interface Refused {
@@ -38,8 +57,8 @@ export interface Answer {
 export type Envelope = Readonly<Record<Failure, Answer>>;
 
 /** Builds an interface's envelope from its catalogue names; the Record type makes every failure mapped. */
-export function envelope<N extends string>(names: Readonly<Record<Failure, N>>, answer: (name: N) => Answer): Envelope {
+export function envelope<N extends string>(names: Readonly<Record<Failure, N>>, answer: (name: N, reason: PolicyReason | undefined) => Answer): Envelope {
   const out = {} as Record<Failure, Answer>;
-  for (const f of Object.keys(names) as Failure[]) out[f] = answer(names[f]);
+  for (const f of Object.keys(names) as Failure[]) out[f] = answer(names[f], policyReason(f));
   return out;
 }

@@ -1,7 +1,8 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, createPublicKey, timingSafeEqual } from 'node:crypto';
 import { readFileSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { LineCounter, parseDocument } from 'yaml';
+import { compilePolicy, ipList, parseOrigin, type KeyPolicy, type RawPolicy } from './key-policy.ts';
 import { parseRate } from './rate.ts';
 
 export interface KeyEntry {
@@ -15,6 +16,8 @@ export interface KeyEntry {
   readonly chains: ReadonlySet<string> | null;
   readonly disabled: boolean;
   readonly rateLimit: { readonly limit: number; readonly windowMs: number } | null;
+  /** allow lists, expiry and JWT; null when the key has none (then nothing is checked). */
+  readonly policy: KeyPolicy | null;
 }
 
 /** A key is 16 to 128 characters of [A-Za-z0-9_-]. Checked without a regex: hot path. */
@@ -39,52 +42,94 @@ export function isKeyShaped(s: string): boolean {
 
 const HEX64 = /^[0-9a-f]{64}$/;
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const METHOD = /^[A-Za-z0-9_/-]{1,64}$/;
+const FIELDS = ['id', 'sha256', 'chains', 'disabled', 'rateLimit', 'expires', 'allow', 'jwt'];
+const ALLOW_FIELDS = ['origins', 'ips', 'userAgents', 'methods', 'contracts'];
+const JWT_ALGS = ['RS256', 'ES256'];
+/** RFC 3339 date-time with a zone (Z or an offset). */
+const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
 
-/** Parses and checks a keys file; throws with every problem listed. */
+type Path = readonly (string | number)[];
+
+/** "keys[3].allow.origins[1]" */
+function pathText(path: Path): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
+}
+
+/**
+ * Parses and checks a keys file; throws with every problem listed, each as
+ * FILE:LINE:COL path: message (with a hint where one helps), in file order.
+ */
 export function parseKeysFile(text: string, file: string): KeyEntry[] {
-  const doc = parseYaml(text) as unknown;
-  const problems: string[] = [];
+  const lines = new LineCounter();
+  const ydoc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
+  const problems: { offset: number; text: string }[] = [];
+  const posOf = (path: Path): number => {
+    for (let n = path.length; n >= 0; n--) {
+      const node = ydoc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined;
+      if (node !== undefined && node !== null && typeof node === 'object' && node.range) return node.range[0];
+      // a map's key: point at the pair
+    }
+    return 0;
+  };
+  const problem = (path: Path, message: string, hint?: string): void => {
+    const offset = posOf(path);
+    const { line, col } = lines.linePos(offset);
+    problems.push({ offset, text: `${file}:${line}:${col} ${pathText(path) || '(file)'}: ${message}${hint ? ` (hint: ${hint})` : ''}` });
+  };
+  for (const e of ydoc.errors) {
+    const { line, col } = lines.linePos(e.pos[0]);
+    problems.push({ offset: e.pos[0], text: `${file}:${line}:${col} ${e.message.split('\n')[0]}` });
+  }
+  const fail = (): never => {
+    problems.sort((x, y) => x.offset - y.offset);
+    throw new Error(problems.map((p) => p.text).join('\n'));
+  };
+  if (problems.length) fail();
+  const doc = ydoc.toJS() as unknown;
   if (doc === null || typeof doc !== 'object' || !Array.isArray((doc as { keys?: unknown }).keys)) {
-    throw new Error(`${file}: expected a mapping with a 'keys' list`);
+    problem([], "expected a mapping with a 'keys' list", 'keys: [ { id: ..., sha256: ... } ]');
+    fail();
   }
   const out: KeyEntry[] = [];
   const ids = new Set<string>();
   const hashes = new Set<string>();
   (doc as { keys: unknown[] }).keys.forEach((raw, i) => {
-    const at = `${file}: keys[${i}]`;
-    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) {
-      problems.push(`${at}: expected a mapping`);
-      return;
-    }
+    const at: Path = ['keys', i];
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return problem(at, 'expected a mapping');
     const e = raw as Record<string, unknown>;
     for (const k of Object.keys(e)) {
-      if (!['id', 'sha256', 'chains', 'disabled', 'rateLimit'].includes(k)) problems.push(`${at}: unknown field '${k}'`);
+      if (!FIELDS.includes(k)) problem([...at, k], `unknown field '${k}'`, didYouMean(k, FIELDS));
     }
     const id = e.id;
-    if (typeof id !== 'string' || !ID.test(id)) {
-      problems.push(`${at}.id: expected a name matching ${ID.source}`);
-      return;
-    }
-    if (ids.has(id)) problems.push(`${at}.id: duplicate id '${id}'`);
+    if (typeof id !== 'string' || !ID.test(id)) return problem([...at, 'id'], `expected a name matching ${ID.source}`);
+    if (ids.has(id)) problem([...at, 'id'], `duplicate id '${id}'`);
     ids.add(id);
     const sha = typeof e.sha256 === 'string' ? e.sha256.toLowerCase() : '';
-    if (!HEX64.test(sha)) {
-      problems.push(`${at}.sha256: expected 64 hex characters (the SHA-256 of the key)`);
-      return;
-    }
-    if (hashes.has(sha)) problems.push(`${at}.sha256: the same key hash appears twice`);
+    if (!HEX64.test(sha)) return problem([...at, 'sha256'], 'expected 64 hex characters (the SHA-256 of the key)', 'npx gateway keys add --id NAME writes it');
+    if (hashes.has(sha)) problem([...at, 'sha256'], 'the same key hash appears twice');
     hashes.add(sha);
     let chains: Set<string> | null = null;
     if (e.chains !== undefined && e.chains !== null) {
-      if (!Array.isArray(e.chains) || !e.chains.every((c) => typeof c === 'string')) {
-        problems.push(`${at}.chains: expected a list of chain paths`);
-      } else chains = new Set(e.chains as string[]);
+      if (!Array.isArray(e.chains) || !e.chains.every((c) => typeof c === 'string')) problem([...at, 'chains'], 'expected a list of chain paths');
+      else chains = new Set(e.chains as string[]);
     }
-    if (e.disabled !== undefined && typeof e.disabled !== 'boolean') problems.push(`${at}.disabled: expected true or false`);
+    if (e.disabled !== undefined && typeof e.disabled !== 'boolean') problem([...at, 'disabled'], 'expected true or false');
     let rateLimit: KeyEntry['rateLimit'] = null;
     if (e.rateLimit !== undefined && e.rateLimit !== null) {
       rateLimit = typeof e.rateLimit === 'string' ? parseRate(e.rateLimit) : null;
-      if (!rateLimit) problems.push(`${at}.rateLimit: expected N/s, N/min or N/h`);
+      if (!rateLimit) problem([...at, 'rateLimit'], 'expected N/s, N/min or N/h', '50/s');
+    }
+    const before = problems.length;
+    const raw2 = checkPolicy(e, at, problem);
+    let policy: KeyPolicy | null = null;
+    if (problems.length === before) {
+      try {
+        policy = compilePolicy(raw2);
+      } catch (err) {
+        problem(at, (err as Error).message);
+      }
     }
     out.push({
       id,
@@ -94,10 +139,135 @@ export function parseKeysFile(text: string, file: string): KeyEntry[] {
       chains,
       disabled: e.disabled === true,
       rateLimit,
+      policy,
     });
   });
-  if (problems.length) throw new Error(problems.join('\n'));
+  if (problems.length) fail();
   return out;
+}
+
+/** Checks `expires`, `allow` and `jwt` of one entry, reporting each problem; returns them as read. */
+function checkPolicy(e: Record<string, unknown>, at: Path, problem: (path: Path, message: string, hint?: string) => void): RawPolicy {
+  const out: { allow?: Record<string, string[]>; expires?: string; jwt?: RawPolicy['jwt'] } = {};
+  if (e.expires !== undefined) {
+    // YAML reads an unquoted timestamp as a date: both forms are fine.
+    const v = e.expires instanceof Date ? e.expires.toISOString() : e.expires;
+    if (typeof v !== 'string' || !DATE_TIME.test(v) || Number.isNaN(Date.parse(v))) problem([...at, 'expires'], 'expected a date-time with a zone', 'RFC 3339: YYYY-MM-DDThh:mm:ssZ, quoted');
+    else out.expires = v;
+  }
+  if (e.allow !== undefined && e.allow !== null) {
+    if (typeof e.allow !== 'object' || Array.isArray(e.allow)) problem([...at, 'allow'], 'expected a mapping of lists', 'allow: { origins: [...], ips: [...] }');
+    else {
+      const allow: Record<string, string[]> = {};
+      for (const [k, list] of Object.entries(e.allow as Record<string, unknown>)) {
+        const p: Path = [...at, 'allow', k];
+        if (!ALLOW_FIELDS.includes(k)) {
+          problem(p, `unknown list '${k}'`, didYouMean(k, ALLOW_FIELDS) ?? `one of ${ALLOW_FIELDS.join(', ')}`);
+          continue;
+        }
+        if (list === null) continue;
+        if (!Array.isArray(list)) {
+          problem(p, 'expected a list');
+          continue;
+        }
+        const items: string[] = [];
+        list.forEach((v, j) => {
+          const why = typeof v === 'string' ? entryProblem(k, v) : { message: 'expected a string' };
+          if (why !== null) problem([...p, j], why.message, why.hint);
+          else items.push(v as string);
+        });
+        allow[k] = items;
+      }
+      out.allow = allow;
+    }
+  }
+  if (e.jwt !== undefined && e.jwt !== null) {
+    const keys = (e.jwt as { keys?: unknown }).keys;
+    const extra = typeof e.jwt === 'object' && !Array.isArray(e.jwt) ? Object.keys(e.jwt).filter((k) => k !== 'keys') : [];
+    for (const k of extra) problem([...at, 'jwt', k], `unknown field '${k}'`, 'jwt: { keys: [ { kid, alg, pem } ] }');
+    if (!Array.isArray(keys) || keys.length === 0) problem([...at, 'jwt'], 'expected keys: a non-empty list of { kid, alg, pem }');
+    else {
+      const list: { kid: string; alg: 'RS256' | 'ES256'; pem: string }[] = [];
+      const kids = new Set<string>();
+      keys.forEach((k, j) => {
+        const p: Path = [...at, 'jwt', 'keys', j];
+        const o = (k ?? {}) as Record<string, unknown>;
+        if (typeof o.kid !== 'string' || o.kid === '') return problem(p, 'expected kid: a non-empty string');
+        if (kids.has(o.kid)) problem([...p, 'kid'], `duplicate kid '${o.kid}'`);
+        kids.add(o.kid);
+        if (typeof o.alg !== 'string' || !JWT_ALGS.includes(o.alg)) return problem([...p, 'alg'], 'expected RS256 or ES256', didYouMean(String(o.alg), JWT_ALGS));
+        if (typeof o.pem !== 'string') return problem([...p, 'pem'], 'expected a PEM public key');
+        const why = pemProblem(o.pem, o.alg);
+        if (why !== null) return problem([...p, 'pem'], why);
+        list.push({ kid: o.kid, alg: o.alg as 'RS256' | 'ES256', pem: o.pem });
+      });
+      out.jwt = { keys: list };
+    }
+  }
+  return out;
+}
+
+/** What is wrong with one entry of an allow list, or null. */
+function entryProblem(list: string, v: string): { message: string; hint?: string } | null {
+  switch (list) {
+    case 'origins':
+      return parseOrigin(v, true) === null ? { message: `'${v}' is not an origin`, hint: 'scheme://host[:port], or https://*.example.com for its subdomains' } : null;
+    case 'ips':
+      try {
+        ipList([v]);
+        return null;
+      } catch {
+        return { message: `'${v}' is not an IP address or CIDR block`, hint: '203.0.113.7, 203.0.113.0/24, 2001:db8::/32' };
+      }
+    case 'userAgents':
+      return v === '' ? { message: 'an empty string would match every User-Agent' } : null;
+    case 'methods':
+      return METHOD.test(v) ? null : { message: `'${v}' is not a method or endpoint name`, hint: 'eth_call, network/status, address' };
+    case 'contracts':
+      return ADDRESS.test(v) ? null : { message: `'${v}' is not an address`, hint: '0x and 40 hex digits' };
+    default:
+      return null;
+  }
+}
+
+function pemProblem(pem: string, alg: string): string | null {
+  try {
+    const k = createPublicKey(pem);
+    const type = k.asymmetricKeyType;
+    if (alg === 'RS256' && type !== 'rsa') return `an RS256 key must be RSA, not ${type}`;
+    if (alg === 'ES256' && (type !== 'ec' || k.asymmetricKeyDetails?.namedCurve !== 'prime256v1')) return 'an ES256 key must be EC on P-256';
+    return null;
+  } catch {
+    return 'not a PEM public key (-----BEGIN PUBLIC KEY-----)';
+  }
+}
+
+/** "did you mean 'x'?" for a near miss. */
+function didYouMean(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestD = Infinity;
+  for (const c of candidates) {
+    const d = editDistance(word.toLowerCase(), c.toLowerCase());
+    if (d < bestD) {
+      bestD = d;
+      best = c;
+    }
+  }
+  return best !== undefined && bestD <= Math.max(1, Math.floor(best.length / 3)) ? `did you mean '${best}'?` : undefined;
+}
+
+function editDistance(a: string, b: string): number {
+  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0]!;
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const cur = row[j]!;
+      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = cur;
+    }
+  }
+  return row[b.length]!;
 }
 
 const INVALID = { ok: false, reason: 'invalid' } as const;

@@ -17,6 +17,7 @@ import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts'
 import { Cors } from './cors.ts';
 import { CacheStore } from './cache/store.ts';
 import { SharedTier } from './cache/shared.ts';
+import { ipList } from './key-policy.ts';
 import { adminHandler, readiness } from './admin.ts';
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
@@ -81,7 +82,10 @@ export class Gateway implements ExchangeHost {
     this.metrics = new Metrics(() => this.inflight);
     this.noRoute = this.metrics.route(null, '-');
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
-    const admission = new AdmissionStage(this.keys, new RateStep(this.limiter, spec.rateLimit, this.metrics));
+    const admission = new AdmissionStage(this.keys, new RateStep(this.limiter, spec.rateLimit, this.metrics), {
+      trustedProxies: spec.trustedProxies === undefined || spec.trustedProxies.length === 0 ? null : ipList(spec.trustedProxies),
+      jwtAudience: spec.jwtAudience ?? null,
+    });
     this.shared = spec.cache?.redis ? new SharedTier(requiredRedisUrl(), log) : null;
     const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared } : null;
     for (const l of spec.listeners) {

@@ -104,6 +104,10 @@ export interface GatewaySpec {
   readonly rateLimit: RateLimitSpec | null;
   readonly drainTimeoutMs: number;
   readonly cache: CacheSpec | null;
+  /** Proxies whose X-Forwarded-For is believed, for keys' allow.ips (addresses or CIDR blocks). */
+  readonly trustedProxies?: readonly string[];
+  /** The aud a key's JWT must name. */
+  readonly jwtAudience?: string;
 }
 
 export interface CacheSpec {

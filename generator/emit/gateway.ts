@@ -26,6 +26,8 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
     ['rateLimit', lit(model.rateLimit)],
     ['drainTimeoutMs', lit(model.drainTimeoutMs)],
     ['cache', lit(model.cache)],
+    ...(model.trustedProxies === undefined ? [] : [['trustedProxies', lit(model.trustedProxies)] as [string, string]]),
+    ...(model.jwtAudience === undefined ? [] : [['jwtAudience', lit(model.jwtAudience)] as [string, string]]),
   ]);
   return [
     {

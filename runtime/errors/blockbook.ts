@@ -11,6 +11,9 @@ export const BLOCKBOOK_ERRORS = {
   GW_AUTH_KEY_INVALID: { message: 'Invalid API key', status: 403 },
   GW_AUTH_KEY_FORBIDDEN: { message: 'API key not allowed for this chain', status: 403 },
   GW_AUTH_KEY_CONFLICT: { message: 'Conflicting API keys in request', status: 400 },
+  // With "reason": origin, ip, user_agent, expired, jwt, method.
+  GW_KEY_POLICY: { message: "Request not allowed by this key's policy", status: 403 },
+  GW_KEY_JWT: { message: "Request not allowed by this key's policy", status: 401 },
   GW_BB_NOT_FOUND: { message: 'Not found', status: 404 },
   GW_BB_MALFORMED_HTTP: { message: 'Malformed HTTP request', status: 400 },
   GW_BB_EXPECTATION_FAILED: { message: 'Unsupported Expect header', status: 417 },
@@ -27,6 +30,7 @@ export const BLOCKBOOK_ERRORS = {
 
 export type BlockbookErrorName = keyof typeof BLOCKBOOK_ERRORS;
 
-export function blockbookErrorJson(name: BlockbookErrorName): string {
-  return `{"error":${JSON.stringify(BLOCKBOOK_ERRORS[name].message)}}`;
+export function blockbookErrorJson(name: BlockbookErrorName, reason?: string): string {
+  const r = reason === undefined ? '' : `,"reason":${JSON.stringify(reason)}`;
+  return `{"error":${JSON.stringify(BLOCKBOOK_ERRORS[name].message)}${r}}`;
 }

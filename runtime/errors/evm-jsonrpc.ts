@@ -25,6 +25,10 @@ export const RPC_ERRORS = {
   GW_AUTH_KEY_INVALID: { code: -32041, message: 'Invalid API key', status: 403 },
   GW_AUTH_KEY_FORBIDDEN: { code: -32042, message: 'API key not allowed for this chain', status: 403 },
   GW_AUTH_KEY_CONFLICT: { code: -32043, message: 'Conflicting API keys in request', status: 400 },
+  // data.reason names the check: origin, ip, user_agent, expired, jwt (the request), method, contract (one call).
+  GW_KEY_POLICY: { code: -32044, message: "Request not allowed by this key's policy", status: 403 },
+  GW_KEY_JWT: { code: -32044, message: "Request not allowed by this key's policy", status: 401 },
+  GW_KEY_CALL_POLICY: { code: -32044, message: "Request not allowed by this key's policy", status: 200 },
   GW_RPC_UPSTREAM_UNAVAILABLE: { code: -32050, message: 'Upstream unavailable', status: 502 },
   GW_RPC_UPSTREAM_TIMEOUT: { code: -32051, message: 'Upstream timeout', status: 504 },
   GW_RPC_NO_HEALTHY_UPSTREAM: { code: -32052, message: 'No healthy upstream', status: 503 },
@@ -35,8 +39,9 @@ export const RPC_ERRORS = {
 
 export type RpcErrorName = keyof typeof RPC_ERRORS;
 
-/** The JSON text of one error response object; `idJson` is the id already as JSON. */
-export function rpcErrorJson(name: RpcErrorName, idJson: string): string {
+/** The JSON text of one error response object; `idJson` is the id already as JSON, `dataJson` the error's data as JSON. */
+export function rpcErrorJson(name: RpcErrorName, idJson: string, dataJson?: string): string {
   const e = RPC_ERRORS[name];
-  return `{"jsonrpc":"2.0","id":${idJson},"error":{"code":${e.code},"message":${JSON.stringify(e.message)}}}`;
+  const data = dataJson === undefined ? '' : `,"data":${dataJson}`;
+  return `{"jsonrpc":"2.0","id":${idJson},"error":{"code":${e.code},"message":${JSON.stringify(e.message)}${data}}}`;
 }

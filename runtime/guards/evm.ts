@@ -89,8 +89,15 @@ export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
   return scanPlainRpc(buf, allowed, maxBatchSize) ?? checkEvmBodyGeneral(buf, allowed, maxBatchSize);
 }
 
-/** The general path: any body, with JSON.parse and every rule (exported for tests). */
-export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision {
+/**
+ * A key's own checks of each call (its methods and contracts lists): the
+ * refused call's error object (JSON text, given the call's id as JSON), or
+ * null to let it through.
+ */
+export type CallCheck = (method: string, params: unknown, idJson: string) => string | null;
+
+/** The general path: any body, with JSON.parse and every rule (exported for tests). With `calls`, every call also passes the key's checks, and what goes upstream is always the canonical re-serialization of what was checked. */
+export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, calls: CallCheck | null = null): EvmDecision {
   // Invalid UTF-8 could decode differently here and at the node.
   if (!isUtf8(buf)) return reply('GW_RPC_PARSE_ERROR');
   const text = buf.toString('utf8');
@@ -102,7 +109,8 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
   }
   // JSON.parse does not recurse; re-serializing what was checked does.
   if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return reply('GW_RPC_TOO_DEEP');
-  const rawSafe = text.indexOf('\\') === -1;
+  // A key that checks parameters gets them exactly as checked: never the raw bytes.
+  const rawSafe = calls === null && text.indexOf('\\') === -1;
 
   if (!Array.isArray(doc)) {
     const state = inspect(doc);
@@ -112,6 +120,11 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
     if (!allowed.has(method)) {
       if (it.id === undefined) return { kind: 'reply', status: 204, body: '', label: 'refused', count: 1 };
       return reply('GW_RPC_METHOD_NOT_FOUND', JSON.stringify(it.id), 'refused');
+    }
+    const denied = calls === null ? null : calls(method, it.params, it.id === undefined ? 'null' : JSON.stringify(it.id));
+    if (denied !== null) {
+      if (it.id === undefined) return { kind: 'reply', status: 204, body: '', label: 'refused', count: 0 };
+      return { kind: 'reply', status: 200, body: denied, label: 'refused', count: 0 };
     }
     const raw = state === 0 && rawSafe && countMethodKeys(text) === 1;
     return {
@@ -149,6 +162,12 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
       slots ??= slotsSoFar(forwarded, n);
       // A refused notification gets no answer, as JSON-RPC requires.
       slots[i] = it.id === undefined ? null : { error: rpcErrorJson('GW_RPC_METHOD_NOT_FOUND', JSON.stringify(it.id)) };
+      continue;
+    }
+    const denied = calls === null ? null : calls(it.method as string, it.params, it.id === undefined ? 'null' : JSON.stringify(it.id));
+    if (denied !== null) {
+      slots ??= slotsSoFar(forwarded, n);
+      slots[i] = it.id === undefined ? null : { error: denied };
       continue;
     }
     if (state === 1) allCanonical = false;

@@ -21,6 +21,12 @@ const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
   'auth-invalid': 'GW_AUTH_KEY_INVALID',
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'policy-origin': 'GW_KEY_POLICY',
+  'policy-ip': 'GW_KEY_POLICY',
+  'policy-user-agent': 'GW_KEY_POLICY',
+  'policy-expired': 'GW_KEY_POLICY',
+  'policy-jwt': 'GW_KEY_JWT',
+  'policy-method': 'GW_KEY_POLICY',
   'rate-limited': 'GW_BB_RATE_LIMITED',
   unavailable: 'GW_BB_UPSTREAM_UNAVAILABLE',
   timeout: 'GW_BB_UPSTREAM_TIMEOUT',
@@ -164,7 +170,7 @@ function classify(status: number): Verdict {
 }
 
 export const blockbook: InterfaceModule<'blockbook'> = {
-  envelope: envelope(NAMES, (n) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n) })),
+  envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason) })),
   handler: (route, services) => new BlockbookRoute(route, services),
   health: {
     request: (_route, u) => ({ path: `${u.basePath}/status`, method: 'GET' }),

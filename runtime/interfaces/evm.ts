@@ -4,7 +4,8 @@
 import { envelope, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
-import { checkEvmBody, mergeBatch, type BatchMerge, type EvmDecision } from '../guards/evm.ts';
+import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type BatchMerge, type CallCheck, type EvmDecision } from '../guards/evm.ts';
+import { callRefusal, type KeyPolicy } from '../key-policy.ts';
 import { isRefused } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
@@ -21,6 +22,12 @@ const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   'auth-invalid': 'GW_AUTH_KEY_INVALID',
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'policy-origin': 'GW_KEY_POLICY',
+  'policy-ip': 'GW_KEY_POLICY',
+  'policy-user-agent': 'GW_KEY_POLICY',
+  'policy-expired': 'GW_KEY_POLICY',
+  'policy-jwt': 'GW_KEY_JWT',
+  'policy-method': 'GW_KEY_POLICY',
   'rate-limited': 'GW_RPC_RATE_LIMITED',
   unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
   timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
@@ -81,7 +88,12 @@ class EvmRoute implements RouteHandler {
 
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
-    const d = checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize);
+    const p = key.policy;
+    // A key with its own methods or contracts list: every call checked against it too (the general path).
+    const d =
+      p !== null && (p.methods !== null || p.contracts !== null)
+        ? checkEvmBodyGeneral(buf, this.route.methods, this.route.limits.maxBatchSize, callCheck(p))
+        : checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize);
     x.label = d.label;
     if (d.kind === 'reply') return x.send(d.status, d.body);
     this.s.admission.admit(x, key, d.count, this.forward, d);
@@ -125,6 +137,22 @@ class EvmRoute implements RouteHandler {
   }
 }
 
+/** The key's per-call check, made once per policy. */
+const CALL_CHECKS = new WeakMap<KeyPolicy, CallCheck>();
+const METHOD_DATA = '{"reason":"method"}';
+const CONTRACT_DATA = '{"reason":"contract"}';
+function callCheck(p: KeyPolicy): CallCheck {
+  let c = CALL_CHECKS.get(p);
+  if (c === undefined) {
+    c = (method, params, idJson) => {
+      const why = callRefusal(p, method, params);
+      return why === null ? null : rpcErrorJson('GW_KEY_CALL_POLICY', idJson, why === 'method' ? METHOD_DATA : CONTRACT_DATA);
+    };
+    CALL_CHECKS.set(p, c);
+  }
+  return c;
+}
+
 function rpcPath(u: Upstream): string {
   return u.rpcPath;
 }
@@ -152,7 +180,7 @@ function isJsonRpcAnswer(body: Buffer): boolean {
 const HEALTH_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {
-  envelope: envelope(NAMES, (n) => ({ status: RPC_ERRORS[n].status, body: rpcErrorJson(n, 'null') })),
+  envelope: envelope(NAMES, (n, reason) => ({ status: RPC_ERRORS[n].status, body: rpcErrorJson(n, 'null', reason === undefined ? undefined : `{"reason":"${reason}"}`) })),
   handler: (route, services) => new EvmRoute(route, services),
   health: {
     request: (_route, u) => ({ path: u.rpcPath, method: 'POST', body: HEALTH_BODY }),

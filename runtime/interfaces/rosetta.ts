@@ -24,6 +24,12 @@ const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
   'auth-invalid': 'GW_AUTH_KEY_INVALID',
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'policy-origin': 'GW_KEY_POLICY',
+  'policy-ip': 'GW_KEY_POLICY',
+  'policy-user-agent': 'GW_KEY_POLICY',
+  'policy-expired': 'GW_KEY_POLICY',
+  'policy-jwt': 'GW_KEY_POLICY',
+  'policy-method': 'GW_KEY_POLICY',
   'rate-limited': 'GW_ROSETTA_RATE_LIMITED',
   unavailable: 'GW_ROSETTA_UPSTREAM_UNAVAILABLE',
   timeout: 'GW_ROSETTA_UPSTREAM_TIMEOUT',
@@ -214,7 +220,7 @@ function classifyOptions(status: number, h: Record<string, string | string[] | u
 }
 
 export const rosetta: InterfaceModule<'rosetta'> = {
-  envelope: envelope(NAMES, (n) => ({ status: 500, body: rosettaErrorJson(n) })),
+  envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : { reason }) })),
   handler: (route, services) => new RosettaRoute(route, services),
   health: {
     request: (route, u) => ({ path: `${u.basePath}/network/status`, method: 'POST', body: statusBody(route) }),

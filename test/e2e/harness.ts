@@ -170,7 +170,7 @@ export interface RawResponse {
  */
 export function rawRequest(
   url: string,
-  opts: { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer } = {},
+  opts: { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer; localAddress?: string } = {},
 ): Promise<RawResponse> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
@@ -182,6 +182,7 @@ export function rawRequest(
         path: opts.path ?? u.pathname + u.search,
         headers: { ...(opts.body !== undefined ? { 'content-type': 'application/json' } : {}), ...opts.headers },
         agent: false,
+        ...(opts.localAddress === undefined ? {} : { localAddress: opts.localAddress }),
       },
       (res) => {
         const chunks: Buffer[] = [];
