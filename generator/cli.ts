@@ -3,7 +3,8 @@ import { Command } from 'commander';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { checkManifestFile, formatProblem } from './check.ts';
-import { addKey, KeysError, listKeys, revokeKey } from './keys-file.ts';
+import { readFileSync } from 'node:fs';
+import { addKey, checkKeysFile, KeysError, listKeys, revokeKey, setKey, type PolicyOptions } from './keys-file.ts';
 import { renderManifestReference } from './schema-doc.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { GatewayModel } from './model.ts';
@@ -66,22 +67,99 @@ const guard = (fn: () => void) => {
     process.exit(1);
   }
 };
-keys
-  .command('add')
-  .description('make a strong random key, print it once (stdout), store only its hash')
-  .requiredOption('--id <name>', 'name for logs and metrics (never the key)')
-  .option('--chains <list>', 'comma-separated chain paths (default: every chain)')
-  .option('--rate-limit <rate>', "N/s, N/min or N/h (default: the manifest's rateLimit)")
-  .option('--file <path>', 'keys file', 'keys.yaml')
-  .action((o: { id: string; chains?: string; rateLimit?: string; file: string }) =>
+/** Options for a key's policy, shared by `keys add` and `keys set`. */
+interface PolicyFlags {
+  origins?: string;
+  ips?: string;
+  userAgents?: string;
+  methods?: string;
+  contracts?: string;
+  expires?: string;
+  jwtKey?: string[];
+  noJwt?: boolean;
+}
+const list = (v: string | undefined): string[] | undefined => (v === undefined ? undefined : v.split(',').map((x) => x.trim()).filter(Boolean));
+function policyOptions(o: PolicyFlags): PolicyOptions {
+  let jwtKeys: PolicyOptions['jwtKeys'];
+  if (o.noJwt) jwtKeys = [];
+  else if (o.jwtKey !== undefined) {
+    jwtKeys = o.jwtKey.map((spec) => {
+      const [kid, alg, file] = spec.split(':');
+      if (!kid || !alg || !file) throw new KeysError(`--jwt-key '${spec}' must be KID:ALG:PEMFILE (ALG: RS256 or ES256)`);
+      try {
+        return { kid, alg, pem: readFileSync(file, 'utf8') };
+      } catch {
+        throw new KeysError(`--jwt-key: cannot read ${file}`);
+      }
+    });
+  }
+  return { origins: list(o.origins), ips: list(o.ips), userAgents: list(o.userAgents), methods: list(o.methods), contracts: list(o.contracts), expires: o.expires, jwtKeys };
+}
+const withPolicy = (c: Command): Command =>
+  c
+    .option('--origins <list>', 'allowed Origin values, comma-separated (https://app.example.com, https://*.example.com); empty: any')
+    .option('--ips <list>', 'allowed client addresses and CIDR blocks, comma-separated; empty: any')
+    .option('--user-agents <list>', 'allowed User-Agent substrings, comma-separated; empty: any')
+    .option('--methods <list>', 'allowed JSON-RPC methods or Rosetta/Blockbook endpoints, comma-separated; empty: all the chain allows')
+    .option('--contracts <list>', 'allowed contract and account addresses, comma-separated; empty: any')
+    .option('--expires <time>', "RFC 3339 date-time after which the key is refused ('none' removes it)")
+    .option('--jwt-key <kid:alg:pemfile>', 'require a bearer JWT signed by this public key (repeat for several)', (v: string, prev: string[] = []) => [...prev, v])
+    .option('--no-jwt', 'remove the JWT requirement');
+
+withPolicy(
+  keys
+    .command('add')
+    .description('make a strong random key, print it once (stdout), store only its hash')
+    .requiredOption('--id <name>', 'name for logs and metrics (never the key)')
+    .option('--chains <list>', 'comma-separated chain paths (default: every chain)')
+    .option('--rate-limit <rate>', "N/s, N/min or N/h (default: the manifest's rateLimit)")
+    .option('--file <path>', 'keys file', 'keys.yaml'),
+).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; jwt?: boolean }) =>
     guard(() => {
       const chains = o.chains?.split(',').map((s) => s.trim()).filter(Boolean);
-      const key = addKey(o.file, { id: o.id, chains, rateLimit: o.rateLimit });
+      const key = addKey(o.file, { id: o.id, chains, rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) });
       // The key alone on stdout, so `KEY=$(gateway keys add ...)` works; the note goes to stderr.
       process.stdout.write(`${key}\n`);
       process.stderr.write(`key '${o.id}' added to ${o.file}; it is shown only this once\n`);
     }),
   );
+withPolicy(
+  keys
+    .command('set')
+    .description("change a key's chains, rate limit and policy; the key itself stays the same")
+    .requiredOption('--id <name>', 'key id')
+    .option('--chains <list>', 'comma-separated chain paths (empty: every chain)')
+    .option('--rate-limit <rate>', "N/s, N/min or N/h ('none': the manifest's)")
+    .option('--file <path>', 'keys file', 'keys.yaml'),
+).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; jwt?: boolean }) =>
+  guard(() => {
+    setKey(o.file, o.id, { chains: list(o.chains), rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) });
+    process.stderr.write(`key '${o.id}' updated in ${o.file}\n`);
+  }),
+);
+
+/** `keys check` and `check-keys`: the keys file as the server would read it. */
+const checkKeys = (file: string): void => {
+  const r = checkKeysFile(file);
+  if (!r.ok) {
+    process.stderr.write(`${r.problems}\n`);
+    const n = r.problems.split('\n').length;
+    process.stderr.write(`${file}: ${n} problem${n === 1 ? '' : 's'}\n`);
+    process.exit(1);
+  }
+  process.stdout.write(`${file}: ok (${r.keys} keys)\n`);
+};
+keys
+  .command('check')
+  .description('validate a keys file; print every problem as FILE:LINE:COL message')
+  .argument('[file]', 'keys file', 'keys.yaml')
+  .action(checkKeys);
+program
+  .command('check-keys')
+  .description('validate a keys file (same as keys check)')
+  .argument('[file]', 'keys file', 'keys.yaml')
+  .action(checkKeys);
+
 keys
   .command('list')
   .description('list keys: id, state, chains, rate limit and a hash prefix (never a key)')
@@ -89,7 +167,7 @@ keys
   .action((o: { file: string }) =>
     guard(() => {
       for (const k of listKeys(o.file)) {
-        process.stdout.write(`${k.id}\t${k.disabled ? 'disabled' : 'active'}\tchains=${k.chains}\trate=${k.rateLimit}\tsha256=${k.hash}\n`);
+        process.stdout.write(`${k.id}\t${k.disabled ? 'disabled' : 'active'}\tchains=${k.chains}\trate=${k.rateLimit}\tsha256=${k.hash}\tpolicy=${k.policy}\n`);
       }
     }),
   );
@@ -105,6 +183,19 @@ keys
       process.stderr.write(`key '${o.id}' ${o.delete ? 'deleted' : 'disabled'} in ${o.file}\n`);
     }),
   );
+
+program
+  .command('usage')
+  .description("a key's calls and credits per day, chain and method, as a table")
+  .requiredOption('--key <id>', 'key id')
+  .option('--from <day>', 'first day, YYYY-MM-DD (UTC; default today)')
+  .option('--to <day>', 'last day, YYYY-MM-DD (default: --from, or today)')
+  .option('--redis <url>', 'read the counters from Redis (default: $REDIS_URL)')
+  .option('--admin <url>', "else ask a running gateway's admin listener", 'http://127.0.0.1:9100')
+  .action(async (o: { key: string; from?: string; to?: string; redis?: string; admin: string }) => {
+    const { printUsage } = await import('./usage-cli.ts');
+    process.exitCode = await printUsage(o);
+  });
 
 program
   .command('schema-doc')

@@ -5,6 +5,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document } from 'yaml';
 import { parseKeysFile } from '../runtime/keys.ts';
+import type { RawPolicy } from '../runtime/key-policy.ts';
 import { parseRate } from '../runtime/rate.ts';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -14,7 +15,7 @@ const RATE = /^[1-9][0-9]*\/(s|min|h)$/;
 const CHAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
 
 const NEW_FILE = `# API keys for the gateway: SHA-256 hashes only, never the keys themselves.
-# Managed with \`gateway keys add|list|revoke\`; a running server reloads this file.
+# Managed with \`gateway keys add|set|list|revoke|check\`; a running server reloads this file.
 keys: []
 `;
 
@@ -56,10 +57,71 @@ function keysList(doc: Document): YAMLSeq {
   return list;
 }
 
-export interface AddKeyOptions {
+/**
+ * A key's policy fields as `keys add` and `keys set` take them. A list given
+ * empty removes it (allows everything again); `expires: 'none'` removes the
+ * expiry; `jwtKeys` replaces the JWT keys (empty: no JWT).
+ */
+export interface PolicyOptions {
+  readonly origins?: readonly string[];
+  readonly ips?: readonly string[];
+  readonly userAgents?: readonly string[];
+  readonly methods?: readonly string[];
+  readonly contracts?: readonly string[];
+  readonly expires?: string;
+  readonly jwtKeys?: readonly { readonly kid: string; readonly alg: string; readonly pem: string }[];
+}
+
+export interface AddKeyOptions extends PolicyOptions {
   readonly id: string;
   readonly chains?: readonly string[];
   readonly rateLimit?: string;
+}
+
+const LISTS = ['origins', 'ips', 'userAgents', 'methods', 'contracts'] as const;
+
+/** Writes the policy options into an entry of the document. */
+function applyPolicy(doc: Document, entry: YAMLMap, o: PolicyOptions): void {
+  for (const name of LISTS) {
+    const v = o[name];
+    if (v === undefined) continue;
+    const found: unknown = entry.get('allow', true);
+    let a: YAMLMap;
+    if (isMap(found)) a = found as YAMLMap;
+    else {
+      a = new YAMLMap();
+      entry.set('allow', a);
+    }
+    if (v.length === 0) a.delete(name);
+    else {
+      const seq = doc.createNode([...v]) as YAMLSeq;
+      seq.flow = true;
+      a.set(name, seq);
+    }
+    if (a.items.length === 0) entry.delete('allow');
+  }
+  if (o.expires !== undefined) {
+    if (o.expires === 'none') entry.delete('expires');
+    else {
+      const at = new Scalar(o.expires);
+      at.type = Scalar.QUOTE_DOUBLE;
+      entry.set('expires', at);
+    }
+  }
+  if (o.jwtKeys !== undefined) {
+    if (o.jwtKeys.length === 0) entry.delete('jwt');
+    else entry.set('jwt', doc.createNode({ keys: o.jwtKeys.map((k) => ({ kid: k.kid, alg: k.alg, pem: k.pem })) }));
+  }
+}
+
+/** Refuses to write a file the server would refuse: every problem, at FILE:LINE:COL of the new text. */
+function saveChecked(file: string, doc: Document): void {
+  try {
+    parseKeysFile(doc.toString(), file);
+  } catch (err) {
+    throw new KeysError(`not written, the result would be invalid:\n${(err as Error).message}`);
+  }
+  save(file, doc);
 }
 
 /** Makes a key, stores its hash, returns the key (to print once). */
@@ -86,12 +148,46 @@ export function addKey(file: string, opts: AddKeyOptions): string {
     entry.set('chains', chains);
   }
   if (opts.rateLimit) entry.set('rateLimit', opts.rateLimit);
+  applyPolicy(doc, entry, opts);
   entry.set('disabled', false);
   // `keys: []` in a new file is a flow list; entries read better in block style.
   if (list.items.length === 0) list.flow = false;
   list.add(entry);
-  save(file, doc);
+  saveChecked(file, doc);
   return key;
+}
+
+/** Changes an existing key's chains, rate limit and policy; the key itself stays. */
+export function setKey(file: string, id: string, opts: PolicyOptions & { readonly chains?: readonly string[]; readonly rateLimit?: string }): void {
+  if (!existsSync(file)) throw new KeysError(`${file} does not exist`);
+  const doc = open(file);
+  const entry = keysList(doc).items.find((e) => isMap(e) && e.get('id') === id) as YAMLMap | undefined;
+  if (entry === undefined) throw new KeysError(`no key with id '${id}'`);
+  if (opts.chains !== undefined) {
+    if (opts.chains.length === 0) entry.delete('chains');
+    else {
+      const chains = doc.createNode([...opts.chains]) as YAMLSeq;
+      chains.flow = true;
+      entry.set('chains', chains);
+    }
+  }
+  if (opts.rateLimit !== undefined) {
+    if (opts.rateLimit === 'none') entry.delete('rateLimit');
+    else if (!RATE.test(opts.rateLimit) || parseRate(opts.rateLimit) === null) throw new KeysError(`rate limit '${opts.rateLimit}' must be N/s, N/min or N/h`);
+    else entry.set('rateLimit', opts.rateLimit);
+  }
+  applyPolicy(doc, entry, opts);
+  saveChecked(file, doc);
+}
+
+/** Checks a keys file as the server would: every problem as FILE:LINE:COL. */
+export function checkKeysFile(file: string): { ok: true; keys: number } | { ok: false; problems: string } {
+  if (!existsSync(file)) return { ok: false, problems: `${file}: no such file` };
+  try {
+    return { ok: true, keys: parseKeysFile(readFileSync(file, 'utf8'), file).length };
+  } catch (err) {
+    return { ok: false, problems: (err as Error).message };
+  }
 }
 
 export interface KeySummary {
@@ -102,6 +198,8 @@ export interface KeySummary {
   readonly rateLimit: string;
   /** The first 12 hex digits of the hash: enough to tell entries apart, never the key. */
   readonly hash: string;
+  /** The policy in one line: `origins=a,b ips=... expires=... jwt=k1,k2`, or '-'. */
+  readonly policy: string;
 }
 
 export function listKeys(file: string): KeySummary[] {
@@ -119,6 +217,7 @@ export function listKeys(file: string): KeySummary[] {
     disabled: k.disabled,
     rateLimit: k.rateLimit ? `${k.rateLimit.limit}/${unit(k.rateLimit.windowMs)}` : '-',
     hash: k.sha256.slice(0, 12),
+    policy: policyText(k.policySource),
   }));
 }
 
@@ -132,4 +231,16 @@ export function revokeKey(file: string, id: string, remove: boolean): void {
   if (remove) list.items.splice(i, 1);
   else (list.items[i] as YAMLMap).set('disabled', true);
   save(file, doc);
+}
+
+function policyText(p: RawPolicy | null): string {
+  if (p === null) return '-';
+  const parts: string[] = [];
+  for (const name of LISTS) {
+    const v = p.allow?.[name];
+    if (v !== undefined && v.length > 0) parts.push(`${name}=${v.join(',')}`);
+  }
+  if (p.expires !== undefined) parts.push(`expires=${p.expires}`);
+  if (p.jwt !== undefined) parts.push(`jwt=${p.jwt.keys.map((k) => `${k.kid}:${k.alg}`).join(',')}`);
+  return parts.length === 0 ? '-' : parts.join(' ');
 }

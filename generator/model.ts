@@ -55,4 +55,6 @@ export interface GatewayModel {
   readonly trustedProxies?: readonly string[];
   /** The aud a key's JWT must name. */
   readonly jwtAudience?: string;
+  /** Credits per method or endpoint name (others cost 1). */
+  readonly credits?: Readonly<Record<string, number>>;
 }

@@ -45,6 +45,7 @@ export interface GatewayConfig {
   cache?: { maxBytes?: number; headPollMs?: number; redis?: boolean };
   trustedProxies?: string[];
   jwtAudience?: string;
+  credits?: Record<string, number>;
   chains: ChainConfig[];
 }
 
@@ -200,6 +201,7 @@ export function buildModel(value: unknown, source: string): GatewayModel {
     },
     // The schema's pattern (N/s, N/min, N/h) is a subset of what parseRate reads.
     rateLimit: doc.rateLimit === undefined ? null : parseRate(doc.rateLimit),
+    ...(doc.credits === undefined || Object.keys(doc.credits).length === 0 ? {} : { credits: Object.fromEntries(Object.entries(doc.credits).sort(([a], [b]) => byCodeUnit(a, b))) }),
     ...(doc.trustedProxies === undefined ? {} : { trustedProxies: [...doc.trustedProxies] }),
     ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,

@@ -10,6 +10,8 @@ import { parseTemplate, templateDefaultValue, TemplateError } from './template.t
 import type { Template } from '../runtime/types.ts';
 import { KNOWN_METHODS } from './known-methods.ts';
 import { ipList } from '../runtime/key-policy.ts';
+import { ROSETTA_ENDPOINTS } from '../runtime/guards/rosetta.ts';
+import { BLOCKBOOK_ENDPOINTS } from '../runtime/guards/blockbook.ts';
 
 export type { Problem } from './load.ts';
 
@@ -266,6 +268,14 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
   const methodSets = isObj(doc.methodSets) ? doc.methodSets : {};
   const setNames = Object.keys(methodSets);
 
+  if (isObj(doc.credits)) {
+    const names = [...KNOWN_METHODS, ...ROSETTA_ENDPOINTS.keys(), ...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'];
+    for (const name of Object.keys(doc.credits)) {
+      if (names.includes(name)) continue;
+      const hint = didYouMean(name, names);
+      report('key', ['credits', name], `credits.${name}: not a JSON-RPC method or a Rosetta or Blockbook endpoint`, hint ?? 'eth_call, eth_getLogs, block, address');
+    }
+  }
   if (Array.isArray(doc.trustedProxies)) {
     doc.trustedProxies.forEach((e, i) => {
       if (typeof e !== 'string') return;

@@ -5,6 +5,7 @@ import { nextRequestId } from './exchange.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
 import type { UpstreamGroup } from './upstream.ts';
+import { daysBetween, totals, type Usage } from './usage.ts';
 
 /** What /readyz says: ready when every chain has a healthy upstream and the process is not draining. */
 export function readiness(routes: readonly RouteSpec[], groups: ReadonlyMap<RouteSpec, UpstreamGroup>, draining: boolean): { ready: boolean; body: string } {
@@ -26,12 +27,35 @@ export function readiness(routes: readonly RouteSpec[], groups: ReadonlyMap<Rout
 
 export interface AdminDeps {
   readonly metrics: Metrics;
+  readonly usage: Usage;
   readiness(): { ready: boolean; body: string };
   cors(origin: string, out: string[]): void;
   readonly draining: boolean;
 }
 
-/** The admin listener's request handler: GET /metrics, /healthz, /readyz. */
+/**
+ * GET /usage?key=<id>&from=YYYY-MM-DD&to=YYYY-MM-DD (both default to today,
+ * UTC): the key's calls and credits per day, chain and method, and totals.
+ */
+export function usageAnswer(usage: Usage, url: string, send: (status: number, body: string) => void): void {
+  const q = new URL(url, 'http://admin').searchParams;
+  const key = q.get('key');
+  const today = new Date().toISOString().slice(0, 10);
+  const from = q.get('from') ?? q.get('to') ?? today;
+  const to = q.get('to') ?? (q.get('from') === null ? today : from > today ? from : today);
+  if (key === null || key === '') return send(400, '{"error":"key is required: /usage?key=<id>&from=YYYY-MM-DD&to=YYYY-MM-DD"}');
+  try {
+    daysBetween(from, to);
+  } catch (err) {
+    return send(400, JSON.stringify({ error: (err as Error).message }));
+  }
+  usage.query(key, from, to).then(
+    (rows) => send(200, JSON.stringify({ key, from, to, days: rows, total: totals(rows) })),
+    () => send(503, '{"error":"usage store unreachable"}'),
+  );
+}
+
+/** The admin listener's request handler: GET /metrics, /healthz, /readyz, /usage. */
 export function adminHandler(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const { metrics } = deps;
   const send = (res: ServerResponse, status: number, body: string): void => {
@@ -54,6 +78,7 @@ export function adminHandler(deps: AdminDeps): (req: IncomingMessage, res: Serve
       );
       return;
     }
+    if (path === '/usage' && req.method === 'GET') return usageAnswer(deps.usage, req.url ?? '/', (status, body) => send(res, status, body));
     if (path === '/healthz') return send(res, 200, '{"status":"ok"}');
     if (path === '/readyz') {
       const r = deps.readiness();

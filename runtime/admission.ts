@@ -1,13 +1,15 @@
 // The admission stage every interface calls the same way: who is asking (the
-// key: extraction, verification, the chain's scope), then whether they may be
-// served now (the steps: today the rate limit). A step answers at once when it
-// can (a Map lookup, the in-memory limiter) and with a promise only when it
-// must ask a store (Redis), so a request pays for a promise only then.
+// key: extraction, verification, the chain's scope, the key's policy), then
+// whether they may be served now (its JWT, its rate limit and quota, in
+// credits). A step answers at once when it can (a Map lookup, the in-memory
+// limiter) and with a promise only when it must (jose, Redis), so a request
+// pays for a promise only then, and a key without a policy or limits pays a
+// null test for each.
 import type { Exchange } from './exchange.ts';
 import type { Refusal, Refused } from './envelope.ts';
 import { isKeyShaped, type KeyEntry, type KeyStore } from './keys.ts';
 import type { Metrics } from './metrics.ts';
-import type { RateLimiter } from './ratelimit.ts';
+import { quotaWindow, rateWindow, type RateLimiter, type Taken } from './ratelimit.ts';
 import type { RateLimitSpec, RouteSpec } from './types.ts';
 import type { BlockList } from 'node:net';
 import { clientAddress, requestRefusal, type PolicyReason } from './key-policy.ts';
@@ -15,11 +17,6 @@ import { bearerVerifies } from './jwt.ts';
 
 export function isRefused(v: KeyEntry | Refused): v is Refused {
   return (v as Refused).ok === false;
-}
-
-/** One check of the stage: null to pass, a refusal to stop, a promise only when it must wait for a store. */
-export interface AdmissionStep {
-  check(key: KeyEntry, calls: number): Refused | null | Promise<Refused | null>;
 }
 
 /** Where an admitted request goes on: a method of the interface's route handler, with its own argument. */
@@ -45,30 +42,55 @@ export interface PolicySettings {
   readonly jwtAudience: string | null;
 }
 
-/** The key's rate limit, else the manifest's: a fixed window, a batch counting as its items. */
-export class RateStep implements AdmissionStep {
+/**
+ * The key's rate limit (else the manifest's) and its quota, both counted in
+ * credits. The rate limit is taken first, then the quota, so a request the
+ * rate limit refuses never spends quota.
+ */
+export class RateStep {
   constructor(
     private readonly limiter: RateLimiter,
     private readonly fallback: RateLimitSpec | null,
     private readonly metrics: Metrics,
   ) {}
 
-  /** Nothing to check for this key: the stage skips the step. */
+  /** Nothing to count for this key: the stage skips the step (and sends no X-RateLimit headers). */
   idle(key: KeyEntry): boolean {
-    return (key.rateLimit ?? this.fallback) === null;
+    return (key.rateLimit ?? this.fallback) === null && key.quota === null;
   }
 
-  check(key: KeyEntry, calls: number): Refused | null | Promise<Refused | null> {
-    const v = this.limiter.take(key.id, (key.rateLimit ?? this.fallback)!, calls);
-    if (!(v instanceof Promise)) return this.verdict(key, v.ok, v.retryAfter);
-    return v.then((w) => this.verdict(key, w.ok, w.retryAfter));
+  rate(key: KeyEntry, credits: number, now: number): Taken | Promise<Taken> | null {
+    const r = key.rateLimit ?? this.fallback;
+    return r === null ? null : this.limiter.take(key.id, rateWindow(r, now), credits);
   }
 
-  private verdict(key: KeyEntry, ok: boolean, retryAfter: number): Refused | null {
-    if (ok) return null;
+  quota(key: KeyEntry, credits: number, now: number): Taken | Promise<Taken> | null {
+    return key.quota === null ? null : this.limiter.take(key.id, quotaWindow(key.quota, now), credits);
+  }
+
+  rateLimited(key: KeyEntry): void {
     this.metrics.rateLimited.labels(key.id).inc();
-    return refused('rate-limited', retryAfter);
   }
+}
+
+/** X-RateLimit-* for the tighter of the two (fewer credits left), and X-Credits-Used. */
+function limitHeaders(rate: Taken | null, quota: Taken | null, charged: number, now: number): string[] {
+  let t = rate ?? quota!;
+  if (rate !== null && quota !== null && quota.limit - quota.used < rate.limit - rate.used) t = quota;
+  return [
+    'x-ratelimit-limit',
+    String(t.limit),
+    'x-ratelimit-remaining',
+    String(Math.max(0, t.limit - t.used)),
+    'x-ratelimit-reset',
+    String(secondsUntil(t.endsAt, now)),
+    'x-credits-used',
+    String(charged),
+  ];
+}
+
+function secondsUntil(t: number, now: number): number {
+  return Math.max(1, Math.ceil((t - now) / 1000));
 }
 
 export class AdmissionStage {
@@ -114,31 +136,54 @@ export class AdmissionStage {
   }
 
   /**
-   * Runs the steps for `calls` calls of `key`; if all pass, `next(x, arg)`,
-   * at once when every step answered at once. A refusal is answered here, in
-   * the exchange's envelope.
+   * Runs the steps for a request of `credits` credits of `key`; if all pass,
+   * `next(x, arg)`, at once when every step answered at once. A refusal is
+   * answered here, in the exchange's envelope.
    */
-  admit<T>(x: Exchange, key: KeyEntry, calls: number, next: Next<T>, arg: T): void {
+  admit<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T): void {
     const jwt = key.policy?.jwt;
     if (jwt) {
       // A key with a JWT waits for its verification (asynchronous: only such keys pay for it).
       bearerVerifies(x.req.headers.authorization, jwt, this.settings.jwtAudience).then(
-        (ok) => (ok ? x.later(() => this.limit(x, key, calls, next, arg)) : x.refuse(POLICY.jwt)),
+        (ok) => (ok ? x.later(() => this.limit(x, key, credits, next, arg)) : x.refuse(POLICY.jwt)),
         (err: unknown) => x.internal(err),
       );
       return;
     }
-    this.limit(x, key, calls, next, arg);
+    this.limit(x, key, credits, next, arg);
   }
 
-  private limit<T>(x: Exchange, key: KeyEntry, calls: number, next: Next<T>, arg: T): void {
+  private limit<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T): void {
     if (this.rate.idle(key)) return next(x, arg);
-    const r = this.rate.check(key, calls);
-    if (r === null) return next(x, arg);
-    if (!(r instanceof Promise)) return x.refuse(r);
+    const now = Date.now();
+    const r = this.rate.rate(key, credits, now);
+    if (!(r instanceof Promise)) return this.afterRate(x, key, credits, next, arg, now, r);
     r.then(
-      (v) => (v === null ? x.later(() => next(x, arg)) : x.refuse(v)),
+      (v) => x.later(() => this.afterRate(x, key, credits, next, arg, now, v)),
       (err: unknown) => x.internal(err),
     );
+  }
+
+  private afterRate<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null): void {
+    if (r !== null && !r.ok) {
+      this.rate.rateLimited(key);
+      x.limitHeaders = limitHeaders(r, null, 0, now);
+      return x.refuse(refused('rate-limited', secondsUntil(r.endsAt, now)));
+    }
+    const q = this.rate.quota(key, credits, now);
+    if (!(q instanceof Promise)) return this.afterQuota(x, credits, next, arg, now, r, q);
+    q.then(
+      (v) => x.later(() => this.afterQuota(x, credits, next, arg, now, r, v)),
+      (err: unknown) => x.internal(err),
+    );
+  }
+
+  private afterQuota<T>(x: Exchange, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null, q: Taken | null): void {
+    if (q !== null && !q.ok) {
+      x.limitHeaders = limitHeaders(r, q, 0, now);
+      return x.refuse({ ok: false, reason: 'quota-exceeded', retryAfter: secondsUntil(q.endsAt, now), resetsAt: new Date(q.endsAt).toISOString() });
+    }
+    x.limitHeaders = limitHeaders(r, q, credits, now);
+    next(x, arg);
   }
 }

@@ -12,6 +12,9 @@ import type { GatewaySpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger } from './log.ts';
 import { workerExecArgv } from './node-flags.ts';
+import { Redis } from 'ioredis';
+import { usageAnswer } from './admin.ts';
+import { Usage } from './usage.ts';
 
 export function workerCount(): number {
   const raw = process.env.GATEWAY_WORKERS;
@@ -58,6 +61,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
   process.once('SIGINT', () => stop('SIGINT'));
 
   let admin: ReturnType<typeof createServer> | null = null;
+  const usage = spec.admin && process.env.REDIS_URL ? new Usage(new Redis(process.env.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 2000 }).on('error', () => undefined), log) : null;
   if (spec.admin) {
     admin = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0];
@@ -70,6 +74,12 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
           },
         );
         return;
+      }
+      if (path === '/usage' && req.method === 'GET') {
+        const send = (status: number, body: string): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(body);
+        // Each worker counts its own: only Redis has the whole.
+        if (usage === null) return send(501, '{"error":"usage across workers needs REDIS_URL"}');
+        return usageAnswer(usage, req.url ?? '/', send);
       }
       if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"Not found"}');

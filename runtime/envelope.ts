@@ -9,7 +9,10 @@ import type { PolicyReason } from './key-policy.ts';
 export type PolicyRefusal = 'policy-origin' | 'policy-ip' | 'policy-user-agent' | 'policy-expired' | 'policy-jwt' | 'policy-method';
 
 /** Why the admission stage refused a request. */
-export type Refusal = 'auth-missing' | 'auth-invalid' | 'auth-forbidden' | 'auth-conflict' | 'rate-limited' | PolicyRefusal;
+export type Refusal = 'auth-missing' | 'auth-invalid' | 'auth-forbidden' | 'auth-conflict' | 'rate-limited' | 'quota-exceeded' | PolicyRefusal;
+
+/** In a quota refusal's body, where the time its window resets goes (the body is made once). */
+export const RESETS_AT = '@@resetsAt@@';
 
 /** The `reason` a client sees for each policy refusal. */
 export const POLICY_REASONS: Readonly<Record<PolicyRefusal, PolicyReason>> = {
@@ -21,9 +24,9 @@ export const POLICY_REASONS: Readonly<Record<PolicyRefusal, PolicyReason>> = {
   'policy-method': 'method',
 };
 
-/** The policy reason of a failure, or undefined when it is not a policy refusal. */
-export function policyReason(f: Failure): PolicyReason | undefined {
-  return POLICY_REASONS[f as PolicyRefusal];
+/** The `reason` a refusal names: a policy check, or 'quota'; undefined for the others. */
+export function policyReason(f: Failure): PolicyReason | 'quota' | undefined {
+  return f === 'quota-exceeded' ? 'quota' : POLICY_REASONS[f as PolicyRefusal];
 }
 
 /** The admission stage's answer when it refuses: each interface maps the reason into its envelope. */
@@ -32,6 +35,8 @@ export interface Refused {
   readonly reason: Refusal;
   /** Seconds until the request may succeed (Retry-After), or 0. */
   readonly retryAfter: number;
+  /** Over quota: when its window resets (ISO time). */
+  readonly resetsAt?: string;
 }
 
 export type Failure =
@@ -57,7 +62,7 @@ export interface Answer {
 export type Envelope = Readonly<Record<Failure, Answer>>;
 
 /** Builds an interface's envelope from its catalogue names; the Record type makes every failure mapped. */
-export function envelope<N extends string>(names: Readonly<Record<Failure, N>>, answer: (name: N, reason: PolicyReason | undefined) => Answer): Envelope {
+export function envelope<N extends string>(names: Readonly<Record<Failure, N>>, answer: (name: N, reason: PolicyReason | 'quota' | undefined) => Answer): Envelope {
   const out = {} as Record<Failure, Answer>;
   for (const f of Object.keys(names) as Failure[]) out[f] = answer(names[f], policyReason(f));
   return out;

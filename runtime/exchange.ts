@@ -5,7 +5,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Envelope, Failure, Refused } from './envelope.ts';
+import { RESETS_AT, type Envelope, type Failure, type Refused } from './envelope.ts';
 import type { KeyEntry } from './keys.ts';
 import type { Logger } from './log.ts';
 import type { RouteMetrics } from './metrics.ts';
@@ -54,6 +54,8 @@ export class Exchange implements ForwardTarget {
   /** On chains with a cache: the X-Cache header every answer carries, and the access log's field. */
   cacheTag: readonly string[] | null = null;
   cacheLog = '';
+  /** For a key with a rate limit or quota: X-RateLimit-* and X-Credits-Used. */
+  limitHeaders: readonly string[] | null = null;
   /** RPC method (allowlisted only), 'batch', 'refused', or a Rosetta/Blockbook endpoint. */
   label = '-';
   upstream: Upstream | null = null;
@@ -95,6 +97,7 @@ export class Exchange implements ForwardTarget {
     if (status !== 204) headers.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)));
     if (extra) headers.push(...extra);
     if (this.cacheTag !== null) headers.push(...this.cacheTag);
+    if (this.limitHeaders !== null) headers.push(...this.limitHeaders);
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, headers);
     if (this.host.draining) headers.push('connection', 'close');
@@ -119,7 +122,10 @@ export class Exchange implements ForwardTarget {
   }
 
   refuse(r: Refused): void {
-    this.fail(r.reason, r.retryAfter > 0 ? ['retry-after', String(r.retryAfter)] : undefined);
+    const extra = r.retryAfter > 0 ? ['retry-after', String(r.retryAfter)] : undefined;
+    if (r.resetsAt === undefined) return this.fail(r.reason, extra);
+    const a = this.envelope[r.reason];
+    this.send(a.status, a.body.replace(RESETS_AT, r.resetsAt), extra);
   }
 
   /** What escaped the request's own handling: logged, and answered if nothing was sent yet. */
@@ -159,6 +165,7 @@ export class Exchange implements ForwardTarget {
       for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'x-cache') out.splice(i, 2);
       out.push(...this.cacheTag);
     }
+    if (this.limitHeaders !== null) out.push(...this.limitHeaders);
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, out);
     if (this.host.draining) out.push('connection', 'close');

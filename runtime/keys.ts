@@ -4,6 +4,7 @@ import { basename, dirname, resolve } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { compilePolicy, ipList, parseOrigin, type KeyPolicy, type RawPolicy } from './key-policy.ts';
 import { parseRate } from './rate.ts';
+import { parseQuota, type Quota } from './ratelimit.ts';
 
 export interface KeyEntry {
   readonly id: string;
@@ -16,8 +17,12 @@ export interface KeyEntry {
   readonly chains: ReadonlySet<string> | null;
   readonly disabled: boolean;
   readonly rateLimit: { readonly limit: number; readonly windowMs: number } | null;
+  /** Credits per UTC day or month; null: none. */
+  readonly quota: Quota | null;
   /** allow lists, expiry and JWT; null when the key has none (then nothing is checked). */
   readonly policy: KeyPolicy | null;
+  /** The policy as the file states it (for `keys list`); null when it has none. */
+  readonly policySource: RawPolicy | null;
 }
 
 /** A key is 16 to 128 characters of [A-Za-z0-9_-]. Checked without a regex: hot path. */
@@ -44,7 +49,7 @@ const HEX64 = /^[0-9a-f]{64}$/;
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const METHOD = /^[A-Za-z0-9_/-]{1,64}$/;
-const FIELDS = ['id', 'sha256', 'chains', 'disabled', 'rateLimit', 'expires', 'allow', 'jwt'];
+const FIELDS = ['id', 'sha256', 'chains', 'disabled', 'rateLimit', 'quota', 'expires', 'allow', 'jwt'];
 const ALLOW_FIELDS = ['origins', 'ips', 'userAgents', 'methods', 'contracts'];
 const JWT_ALGS = ['RS256', 'ES256'];
 /** RFC 3339 date-time with a zone (Z or an offset). */
@@ -121,6 +126,11 @@ export function parseKeysFile(text: string, file: string): KeyEntry[] {
       rateLimit = typeof e.rateLimit === 'string' ? parseRate(e.rateLimit) : null;
       if (!rateLimit) problem([...at, 'rateLimit'], 'expected N/s, N/min or N/h', '50/s');
     }
+    let quota: Quota | null = null;
+    if (e.quota !== undefined && e.quota !== null) {
+      quota = typeof e.quota === 'string' ? parseQuota(e.quota) : null;
+      if (!quota) problem([...at, 'quota'], 'expected N/day or N/month, in credits', '3000000/day');
+    }
     const before = problems.length;
     const raw2 = checkPolicy(e, at, problem);
     let policy: KeyPolicy | null = null;
@@ -139,7 +149,9 @@ export function parseKeysFile(text: string, file: string): KeyEntry[] {
       chains,
       disabled: e.disabled === true,
       rateLimit,
+      quota,
       policy,
+      policySource: policy === null ? null : raw2,
     });
   });
   if (problems.length) fail();

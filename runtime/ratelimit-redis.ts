@@ -1,25 +1,29 @@
-// Rate limits shared by every replica, counted in Redis (REDIS_URL): one
-// fixed-window counter per key id and window, updated by one atomic script.
+// Rate limits and quotas shared by every replica, counted in Redis (REDIS_URL):
+// one counter per key id and window, updated by one atomic script; quotas
+// survive restarts.
 //
-// A Redis outage FAILS OPEN to per-process counting: the gateway keeps
-// serving, each replica enforcing the limit on its own, and says so in the
-// log. Availability of the chains wins over exactness of the quota while Redis
-// is away; counting returns to Redis as soon as it answers again.
+// A Redis outage FAILS OPEN to per-process counting, for rate limits and
+// quotas alike: the gateway keeps serving, each replica counting on its own
+// from the last count Redis gave it for that key and window, and says so in
+// the log. Availability of the chains wins over exactness of a quota while
+// Redis is away (a key can overrun its quota by what it uses on each replica
+// during the outage); counting returns to Redis as soon as it answers again.
 import { Redis } from 'ioredis';
 import type { Logger } from './log.ts';
-import { MemoryRateLimiter, type Rate, type RateLimiter, type RateVerdict } from './ratelimit.ts';
+import { MemoryRateLimiter, type CountWindow, type RateLimiter, type Taken } from './ratelimit.ts';
 
+// KEYS[1] the window's counter; ARGV: credits, the window's end (ms), the limit.
+// Refused takes are given back, so a refused request costs nothing.
 const SCRIPT = `
 local used = redis.call('INCRBY', KEYS[1], ARGV[1])
-if used == tonumber(ARGV[1]) then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if used == tonumber(ARGV[1]) then redis.call('PEXPIREAT', KEYS[1], tonumber(ARGV[2]) + 60000) end
 if used > tonumber(ARGV[3]) then
-  redis.call('DECRBY', KEYS[1], ARGV[1])
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {0, redis.call('DECRBY', KEYS[1], ARGV[1])}
 end
-return {1, 0}
+return {1, used}
 `;
 
-type Take = (key: string, n: number, windowMs: number, limit: number) => Promise<[number, number]>;
+type Take = (key: string, n: number, endsAt: number, limit: number) => Promise<[number, number]>;
 
 export class RedisRateLimiter implements RateLimiter {
   private readonly redis: Redis;
@@ -42,8 +46,8 @@ export class RedisRateLimiter implements RateLimiter {
   private setDegraded(on: boolean): void {
     if (on === this.degraded) return;
     this.degraded = on;
-    if (on) this.log.error({ event: 'ratelimit_redis_down' }, 'Redis unreachable: rate limits counted per process (fail open)');
-    else this.log.info({ event: 'ratelimit_redis_up' }, 'Redis reachable: rate limits shared again');
+    if (on) this.log.error({ event: 'ratelimit_redis_down' }, 'Redis unreachable: rate limits and quotas counted per process (fail open)');
+    else this.log.info({ event: 'ratelimit_redis_up' }, 'Redis reachable: rate limits and quotas shared again');
   }
 
   /** Waits up to 2 s for the first connection; past that the gateway starts anyway, failing open. */
@@ -62,17 +66,23 @@ export class RedisRateLimiter implements RateLimiter {
     });
   }
 
-  async take(keyId: string, rate: Rate, n: number): Promise<RateVerdict> {
-    const now = Date.now();
-    const window = now - (now % rate.windowMs);
+  async take(keyId: string, w: CountWindow, n: number): Promise<Taken> {
     try {
       const take = (this.redis as unknown as { gwTake: Take }).gwTake.bind(this.redis);
-      const [ok, ttl] = await take(`gw:rl:${keyId}:${rate.windowMs}:${window}`, n, rate.windowMs, rate.limit);
-      return ok === 1 ? { ok: true, retryAfter: 0 } : { ok: false, retryAfter: Math.max(1, Math.ceil(ttl / 1000)) };
+      // gw:<key id>:rl:<window ms>:<start> or gw:<key id>:q:day|month:<start>
+      const [ok, used] = await take(`gw:${keyId}:${w.name}`, n, w.endsAt, w.limit);
+      // What Redis counted, so that counting here during an outage starts from it, not from zero.
+      this.fallback.seed(keyId, w, used);
+      return { ok: ok === 1, used, limit: w.limit, endsAt: w.endsAt };
     } catch {
       this.setDegraded(true);
-      return this.fallback.take(keyId, rate, n);
+      return this.fallback.take(keyId, w, n);
     }
+  }
+
+  /** The Redis client, for the usage counters that share it. */
+  get client(): Redis {
+    return this.redis;
   }
 
   async close(): Promise<void> {

@@ -18,6 +18,7 @@ import { Cors } from './cors.ts';
 import { CacheStore } from './cache/store.ts';
 import { SharedTier } from './cache/shared.ts';
 import { ipList } from './key-policy.ts';
+import { Usage } from './usage.ts';
 import { adminHandler, readiness } from './admin.ts';
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
@@ -63,6 +64,8 @@ export class Gateway implements ExchangeHost {
   private readonly limiter: RateLimiter;
   /** The cache's Redis tier, with cache.redis. */
   private readonly shared: SharedTier | null;
+  /** Calls and credits per key, day, chain and method (admin GET /usage). */
+  readonly usage: Usage;
   private readonly corsPolicy: Cors;
   readonly metrics: Metrics;
   draining = false;
@@ -82,6 +85,9 @@ export class Gateway implements ExchangeHost {
     this.metrics = new Metrics(() => this.inflight);
     this.noRoute = this.metrics.route(null, '-');
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
+    this.usage = new Usage(this.limiter instanceof RedisRateLimiter ? this.limiter.client : null, log);
+    const table = spec.credits;
+    const credits = table === undefined ? null : (name: string): number => table[name] ?? 1;
     const admission = new AdmissionStage(this.keys, new RateStep(this.limiter, spec.rateLimit, this.metrics), {
       trustedProxies: spec.trustedProxies === undefined || spec.trustedProxies.length === 0 ? null : ipList(spec.trustedProxies),
       jwtAudience: spec.jwtAudience ?? null,
@@ -95,7 +101,7 @@ export class Gateway implements ExchangeHost {
         this.routes.push(route);
         this.groups.set(route, group);
         chains.set(segment, {
-          handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen }),
+          handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen, credits, usage: this.usage }),
           envelope: moduleOf(route).envelope,
           metrics: this.metrics.route(route.path, route.interface),
         });
@@ -131,6 +137,7 @@ export class Gateway implements ExchangeHost {
       this.listening.push(await listen(server, host, port, null));
     }
     this.health.start();
+    this.usage.start();
     for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.start?.();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
@@ -275,6 +282,7 @@ export class Gateway implements ExchangeHost {
     for (const l of this.listening) l.server.closeAllConnections();
     await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 1000).unref())]);
     await Promise.all([...this.groups.values()].map((g) => g.close()));
+    await this.usage.stop();
     await this.limiter.close();
     this.shared?.close();
     this.log.info({ event: 'stopped', outcome }, 'stopped');

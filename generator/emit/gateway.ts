@@ -26,6 +26,7 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
     ['rateLimit', lit(model.rateLimit)],
     ['drainTimeoutMs', lit(model.drainTimeoutMs)],
     ['cache', lit(model.cache)],
+    ...(model.credits === undefined ? [] : [['credits', lit(model.credits)] as [string, string]]),
     ...(model.trustedProxies === undefined ? [] : [['trustedProxies', lit(model.trustedProxies)] as [string, string]]),
     ...(model.jwtAudience === undefined ? [] : [['jwtAudience', lit(model.jwtAudience)] as [string, string]]),
   ]);

@@ -22,6 +22,8 @@ export const BLOCKBOOK_ERRORS = {
   GW_BB_BAD_PAGE_SIZE: { message: "Parameter 'pageSize' must be a positive integer no larger than the limit", status: 400 },
   GW_BB_BODY_TOO_LARGE: { message: 'Request body too large', status: 413 },
   GW_BB_RATE_LIMITED: { message: 'Rate limit exceeded', status: 429 },
+  // With "reason":"quota" and "resetsAt".
+  GW_BB_QUOTA_EXCEEDED: { message: 'Quota exceeded', status: 429 },
   GW_BB_UPSTREAM_UNAVAILABLE: { message: 'Upstream unavailable', status: 502 },
   GW_BB_UPSTREAM_TIMEOUT: { message: 'Upstream timeout', status: 504 },
   GW_BB_NO_HEALTHY_UPSTREAM: { message: 'No healthy upstream', status: 503 },
@@ -30,7 +32,7 @@ export const BLOCKBOOK_ERRORS = {
 
 export type BlockbookErrorName = keyof typeof BLOCKBOOK_ERRORS;
 
-export function blockbookErrorJson(name: BlockbookErrorName, reason?: string): string {
-  const r = reason === undefined ? '' : `,"reason":${JSON.stringify(reason)}`;
+export function blockbookErrorJson(name: BlockbookErrorName, reason?: string, resetsAt?: string): string {
+  const r = (reason === undefined ? '' : `,"reason":${JSON.stringify(reason)}`) + (resetsAt === undefined ? '' : `,"resetsAt":${JSON.stringify(resetsAt)}`);
   return `{"error":${JSON.stringify(BLOCKBOOK_ERRORS[name].message)}${r}}`;
 }

@@ -21,6 +21,8 @@ export const RPC_ERRORS = {
   GW_RPC_BATCH_TOO_LARGE: { code: -32005, message: 'Limit exceeded: batch too large', status: 413 },
   GW_RPC_BODY_TOO_LARGE: { code: -32005, message: 'Limit exceeded: request body too large', status: 413 },
   GW_RPC_RATE_LIMITED: { code: -32005, message: 'Limit exceeded: rate limit', status: 429 },
+  // data: {"reason":"quota","resetsAt":"<ISO time>"}
+  GW_RPC_QUOTA_EXCEEDED: { code: -32005, message: 'Limit exceeded: quota', status: 429 },
   GW_AUTH_KEY_MISSING: { code: -32040, message: 'API key required', status: 401 },
   GW_AUTH_KEY_INVALID: { code: -32041, message: 'Invalid API key', status: 403 },
   GW_AUTH_KEY_FORBIDDEN: { code: -32042, message: 'API key not allowed for this chain', status: 403 },

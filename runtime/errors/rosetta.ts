@@ -29,6 +29,8 @@ export const ROSETTA_ERRORS = {
   GW_ROSETTA_EXPECTATION_FAILED: { code: 6016, message: 'Unsupported Expect header', retriable: false },
   GW_ROSETTA_TOO_DEEP: { code: 6017, message: 'Request body nested too deeply', retriable: false },
   GW_ROSETTA_RATE_LIMITED: { code: 6020, message: 'Rate limit exceeded', retriable: true },
+  // details: {reason: "quota", resetsAt}
+  GW_ROSETTA_QUOTA_EXCEEDED: { code: 6021, message: 'Quota exceeded', retriable: true },
   GW_ROSETTA_UPSTREAM_UNAVAILABLE: { code: 6030, message: 'Upstream unavailable', retriable: true },
   GW_ROSETTA_UPSTREAM_TIMEOUT: { code: 6031, message: 'Upstream timeout', retriable: true },
   GW_ROSETTA_NO_HEALTHY_UPSTREAM: { code: 6032, message: 'No healthy upstream', retriable: true },

@@ -26,6 +26,8 @@ export type EvmDecision =
       readonly answered: boolean;
       /** For batches with refused or invalid items: how to rebuild the answer. */
       readonly merge: BatchMerge | null;
+      /** A batch's forwarded calls' methods, in order (credits, usage); null for a single call (its method is the label). */
+      readonly methods: readonly string[] | null;
     };
 
 export interface BatchMerge {

@@ -300,20 +300,22 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
   let p = skipWs(buf, 0);
   if (buf[p] === LBRACKET) {
     let count = 0;
+    const methods: string[] = [];
     p = skipWs(buf, p + 1);
     for (;;) {
       if (++count > maxBatchSize) return null;
       p = callEnd(buf, p, table);
       if (p === -1) return null;
+      methods.push(method);
       p = skipWs(buf, p);
       if (buf[p] === RBRACKET) break;
       if (buf[p] !== COMMA) return null;
       p = skipWs(buf, p + 1);
     }
     if (skipWs(buf, p + 1) !== buf.length) return null;
-    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null };
+    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null, methods };
   }
   p = callEnd(buf, p, table);
   if (p === -1 || skipWs(buf, p) !== buf.length) return null;
-  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null };
+  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null };
 }

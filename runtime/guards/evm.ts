@@ -135,6 +135,7 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
       idempotent: !WRITE_METHODS.has(method),
       answered: it.id !== undefined,
       merge: null,
+      methods: null,
     };
   }
 
@@ -180,9 +181,9 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
     if (allCanonical && rawSafe && countMethodKeys(text) === n) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null };
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded) };
     }
-    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null };
+    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded) };
   }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { error: string } => s !== null && 'error' in s).map((s) => s.error);
@@ -190,7 +191,11 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
   const body = `[${forwarded.map(canonicalJson).join(',')}]`;
-  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots } };
+  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded) };
+}
+
+function methodsOf(items: readonly Item[]): string[] {
+  return items.map((it) => it.method as string);
 }
 
 function forwardedSlot(it: Item): MergeSlot {

@@ -1,7 +1,7 @@
 // Explorer API, Blockbook-style: `GET /<chain>[/<key>]/v2/<endpoint>/...` to
 // the upstream's `/api/v2/...`. Blockbook's answers pass through unchanged,
 // its own errors included.
-import { envelope, type Failure } from '../envelope.ts';
+import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkBlockbook } from '../guards/blockbook.ts';
@@ -28,6 +28,7 @@ const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
   'policy-jwt': 'GW_KEY_JWT',
   'policy-method': 'GW_KEY_POLICY',
   'rate-limited': 'GW_BB_RATE_LIMITED',
+  'quota-exceeded': 'GW_BB_QUOTA_EXCEEDED',
   unavailable: 'GW_BB_UPSTREAM_UNAVAILABLE',
   timeout: 'GW_BB_UPSTREAM_TIMEOUT',
   'no-upstream': 'GW_BB_NO_HEALTHY_UPSTREAM',
@@ -97,15 +98,20 @@ class BlockbookRoute implements RouteHandler {
     const who = this.s.admission.identify(x, this.route, pathKey, sq.keys);
     if (isRefused(who)) return x.refuse(who);
     if (method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, who, d.path, sq.rest, buf));
-    else this.s.admission.admit(x, who, 1, this.forward, { path: d.path, query: sq.rest, body: null });
+    else this.s.admission.admit(x, who, this.cost(x.label), this.forward, { path: d.path, query: sq.rest, body: null });
   }
 
   private body(x: Exchange, key: KeyEntry, path: string, query: string, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
-    this.s.admission.admit(x, key, 1, this.forward, { path, query, body: buf });
+    this.s.admission.admit(x, key, this.cost(x.label), this.forward, { path, query, body: buf });
+  }
+
+  private cost(endpoint: string): number {
+    return this.s.credits === null ? 1 : this.s.credits(endpoint);
   }
 
   private readonly forward = (x: Exchange, c: Call): void => {
+    this.s.usage.record(x.key!.id, this.route.path, x.label, 1, this.cost(x.label));
     const headers = ['x-request-id', x.id];
     for (const name of PASS) {
       const v = x.req.headers[name];
@@ -170,7 +176,7 @@ function classify(status: number): Verdict {
 }
 
 export const blockbook: InterfaceModule<'blockbook'> = {
-  envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason) })),
+  envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
   handler: (route, services) => new BlockbookRoute(route, services),
   health: {
     request: (_route, u) => ({ path: `${u.basePath}/status`, method: 'GET' }),

@@ -1,7 +1,7 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, type Failure } from '../envelope.ts';
+import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type BatchMerge, type CallCheck, type EvmDecision } from '../guards/evm.ts';
@@ -29,6 +29,7 @@ const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   'policy-jwt': 'GW_KEY_JWT',
   'policy-method': 'GW_KEY_POLICY',
   'rate-limited': 'GW_RPC_RATE_LIMITED',
+  'quota-exceeded': 'GW_RPC_QUOTA_EXCEEDED',
   unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
   timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
   'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
@@ -96,10 +97,17 @@ class EvmRoute implements RouteHandler {
         : checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize);
     x.label = d.label;
     if (d.kind === 'reply') return x.send(d.status, d.body);
-    this.s.admission.admit(x, key, d.count, this.forward, d);
+    const cost = this.s.credits;
+    this.s.admission.admit(x, key, cost === null ? d.count : d.methods === null ? cost(d.label) : sumCredits(d.methods, cost), this.forward, d);
   }
 
   private readonly forward = (x: Exchange, d: Forwarded): void => {
+    // Admitted: counted as used, per method.
+    const cost = this.s.credits;
+    const usage = this.s.usage;
+    const id = x.key!.id;
+    if (d.methods === null) usage.record(id, this.route.path, d.label, 1, cost === null ? 1 : cost(d.label));
+    else for (const m of d.methods) usage.record(id, this.route.path, m, 1, cost === null ? 1 : cost(m));
     const merge = d.merge;
     // A single call with an id may be answered from memory or join one in flight.
     if (this.cache !== null && merge === null && d.count === 1 && d.answered && d.idempotent && this.cache.serve(x, d.label, d.body)) return;
@@ -135,6 +143,12 @@ class EvmRoute implements RouteHandler {
     this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
     x.fail('bad-response');
   }
+}
+
+function sumCredits(methods: readonly string[], cost: (name: string) => number): number {
+  let n = 0;
+  for (const m of methods) n += cost(m);
+  return n;
 }
 
 /** The key's per-call check, made once per policy. */
@@ -180,7 +194,10 @@ function isJsonRpcAnswer(body: Buffer): boolean {
 const HEALTH_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {
-  envelope: envelope(NAMES, (n, reason) => ({ status: RPC_ERRORS[n].status, body: rpcErrorJson(n, 'null', reason === undefined ? undefined : `{"reason":"${reason}"}`) })),
+  envelope: envelope(NAMES, (n, reason) => ({
+    status: RPC_ERRORS[n].status,
+    body: rpcErrorJson(n, 'null', reason === undefined ? undefined : reason === 'quota' ? `{"reason":"quota","resetsAt":"${RESETS_AT}"}` : `{"reason":"${reason}"}`),
+  })),
   handler: (route, services) => new EvmRoute(route, services),
   health: {
     request: (_route, u) => ({ path: u.rpcPath, method: 'POST', body: HEALTH_BODY }),

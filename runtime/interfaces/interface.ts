@@ -8,6 +8,7 @@ import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { CacheStore } from '../cache/store.ts';
 import type { SharedTier } from '../cache/shared.ts';
+import type { Usage } from '../usage.ts';
 import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 
@@ -21,6 +22,10 @@ export interface RouteServices {
   /** The process's answer cache, when the manifest has a cache block. */
   readonly cache: { readonly store: CacheStore; readonly spec: CacheSpec; readonly shared: SharedTier | null } | null;
   readonly circuitOpen: (u: Upstream) => void;
+  /** What a method or endpoint costs, when the manifest has `credits`; null: every call costs 1. */
+  readonly credits: ((name: string) => number) | null;
+  /** Calls and credits per key, day, chain and method. */
+  readonly usage: Usage;
 }
 
 /** One probe of an upstream: the request, and where its answer says the head is. */

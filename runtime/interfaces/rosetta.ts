@@ -1,7 +1,7 @@
 // Cardano Rosetta: `POST /<chain>/<endpoint>`, the network check, and the
 // answers the gateway rewrites (errors, always HTTP 500; /network/options,
 // which lists the gateway's own errors too).
-import { envelope, type Failure } from '../envelope.ts';
+import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from '../guards/rosetta.ts';
@@ -31,6 +31,7 @@ const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
   'policy-jwt': 'GW_KEY_POLICY',
   'policy-method': 'GW_KEY_POLICY',
   'rate-limited': 'GW_ROSETTA_RATE_LIMITED',
+  'quota-exceeded': 'GW_ROSETTA_QUOTA_EXCEEDED',
   unavailable: 'GW_ROSETTA_UPSTREAM_UNAVAILABLE',
   timeout: 'GW_ROSETTA_UPSTREAM_TIMEOUT',
   'no-upstream': 'GW_ROSETTA_NO_HEALTHY_UPSTREAM',
@@ -101,11 +102,12 @@ class RosettaRoute implements RouteHandler {
     if (buf === null) return x.fail('body-too-large', CLOSE);
     const d = checkRosettaBody(buf, x.label, this.route.network);
     if (d.kind === 'reply') return x.send(500, d.body);
-    this.s.admission.admit(x, key, 1, this.forward, d.body);
+    this.s.admission.admit(x, key, this.s.credits === null ? 1 : this.s.credits(x.label), this.forward, d.body);
   }
 
   private readonly forward = (x: Exchange, body: string): void => {
     const endpoint = x.label;
+    this.s.usage.record(x.key!.id, this.route.path, endpoint, 1, this.s.credits === null ? 1 : this.s.credits(endpoint));
     const headers = ['content-type', 'application/json', 'x-request-id', x.id];
     const accept = x.req.headers.accept;
     if (accept) headers.push('accept', accept);
@@ -220,7 +222,7 @@ function classifyOptions(status: number, h: Record<string, string | string[] | u
 }
 
 export const rosetta: InterfaceModule<'rosetta'> = {
-  envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : { reason }) })),
+  envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : reason === 'quota' ? { reason, resetsAt: RESETS_AT } : { reason }) })),
   handler: (route, services) => new RosettaRoute(route, services),
   health: {
     request: (route, u) => ({ path: `${u.basePath}/network/status`, method: 'POST', body: statusBody(route) }),

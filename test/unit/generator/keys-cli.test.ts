@@ -69,8 +69,8 @@ describe('gateway keys', { timeout: 30_000 }, () => {
 
     const list = await keys('list', '--file', file);
     expect(list.stdout).toBe(
-      `acme-wallet\tactive\tchains=ethereum,bitcoin\trate=-\tsha256=${sha256(key).slice(0, 12)}\n` +
-        `explorer-app\tactive\tchains=*\trate=100/s\tsha256=${sha256(key2).slice(0, 12)}\n`,
+      `acme-wallet\tactive\tchains=ethereum,bitcoin\trate=-\tsha256=${sha256(key).slice(0, 12)}\tpolicy=-\n` +
+        `explorer-app\tactive\tchains=*\trate=100/s\tsha256=${sha256(key2).slice(0, 12)}\tpolicy=-\n`,
     );
     expect(list.stdout).not.toContain(key);
     expect(list.stdout).not.toContain(sha256(key));
@@ -122,5 +122,64 @@ describe('gateway keys', { timeout: 30_000 }, () => {
 
     expect(await keys('list', '--file', join(dir, 'absent.yaml'))).toEqual({ code: 0, stdout: '', stderr: '' });
     rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('set changes a key\'s policy without changing the key; list shows it; an edit that would be invalid is refused with FILE:LINE:COL', async () => {
+    const dir = freshDir('keys-set');
+    const file = join(dir, 'keys.yaml');
+    const key = (await keys('add', '--id', 'dapp', '--origins', 'https://app.acme.io,https://*.acme.io', '--methods', 'eth_call,eth_chainId', '--file', file)).stdout.trim();
+    const hash = parseKeysFile(readFileSync(file, 'utf8'), file)[0]!.sha256;
+    expect(hash).toBe(sha256(key));
+    const set = await keys('set', '--id', 'dapp', '--ips', '10.0.0.0/8,2001:db8::/32', '--methods', '', '--expires', '2031-01-01T00:00:00Z', '--file', file);
+    expect(set.code).toBe(0);
+    const [e] = parseKeysFile(readFileSync(file, 'utf8'), file);
+    expect(e!.sha256).toBe(hash);
+    expect(e!.policy!.methods).toBeNull();
+    expect(e!.policy!.origins!.matches('https://eu.acme.io')).toBe(true);
+    expect(e!.policy!.expires).toBe(Date.parse('2031-01-01T00:00:00Z'));
+    const l = await keys('list', '--file', file);
+    expect(l.stdout).toContain('policy=origins=https://app.acme.io,https://*.acme.io ips=10.0.0.0/8,2001:db8::/32 expires=2031-01-01T00:00:00Z');
+    expect(l.stdout).not.toContain(key);
+    const before = readFileSync(file, 'utf8');
+    const bad = await keys('set', '--id', 'dapp', '--contracts', '0x1234', '--file', file);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(new RegExp(`${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+:\\d+ keys\\[0\\]\\.allow\\.contracts\\[0\\]: '0x1234' is not an address`));
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    expect((await keys('set', '--id', 'nobody', '--ips', '10.0.0.1', '--file', file)).code).toBe(1);
+  });
+
+  it('check (and check-keys) reports every problem of a keys file at FILE:LINE:COL with hints', async () => {
+    const dir = freshDir('keys-check');
+    const file = join(dir, 'keys.yaml');
+    writeFileSync(
+      file,
+      [
+        'keys:',
+        '  - id: a',
+        `    sha256: "${sha256('a'.repeat(20))}"`,
+        '    alow: { ips: [10.0.0.1] }',
+        '    allow:',
+        '      origins: ["https://ok.io", "ok.io"]',
+        '      ips: [10.0.0.0/33]',
+        '    expires: tomorrow',
+        '    jwt: { keys: [ { kid: k1, alg: HS256, pem: x } ] }',
+        '',
+      ].join('\n'),
+    );
+    const r = await keys('check', file);
+    expect(r.code).toBe(1);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines).toEqual([
+      `${file}:4:11 keys[0].alow: unknown field 'alow' (hint: did you mean 'allow'?)`,
+      `${file}:6:34 keys[0].allow.origins[1]: 'ok.io' is not an origin (hint: scheme://host[:port], or https://*.example.com for its subdomains)`,
+      `${file}:7:13 keys[0].allow.ips[0]: '10.0.0.0/33' is not an IP address or CIDR block (hint: 203.0.113.7, 203.0.113.0/24, 2001:db8::/32)`,
+      `${file}:8:14 keys[0].expires: expected a date-time with a zone (hint: RFC 3339: YYYY-MM-DDThh:mm:ssZ, quoted)`,
+      `${file}:9:36 keys[0].jwt.keys[0].alg: expected RS256 or ES256 (hint: did you mean 'RS256'?)`,
+      `${file}: 5 problems`,
+    ]);
+    const both = await exec(process.execPath, [CLI, 'check-keys', file]).catch((e: { code: number; stderr: string }) => e);
+    expect((both as { code: number }).code).toBe(1);
+    writeFileSync(file, `keys:\n  - { id: a, sha256: "${sha256('a'.repeat(20))}", allow: { ips: ["::ffff:10.0.0.1"] } }\n`);
+    expect((await keys('check', file)).stdout).toBe(`${file}: ok (1 keys)\n`);
   });
 });

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { AdmissionStage, RateStep } from '../../../runtime/admission.ts';
 import type { Exchange } from '../../../runtime/exchange.ts';
 import { KeyStore } from '../../../runtime/keys.ts';
-import { MemoryRateLimiter, type RateLimiter } from '../../../runtime/ratelimit.ts';
+import { MemoryRateLimiter, type RateLimiter, type Taken } from '../../../runtime/ratelimit.ts';
 import type { Metrics } from '../../../runtime/metrics.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
 
@@ -84,7 +84,7 @@ describe('admission: the steps', () => {
     ]);
     s.admit(x, key, 1, next, 'c');
     expect(next).toHaveBeenCalledTimes(2);
-    expect(refused).toEqual([{ ok: false, reason: 'rate-limited', retryAfter: expect.any(Number) }]);
+    expect(refused).toEqual([{ ok: false, reason: 'rate-limited', retryAfter: 1 }]);
     expect(inc).toHaveBeenCalledTimes(1);
   });
 
@@ -99,7 +99,7 @@ describe('admission: the steps', () => {
   });
 
   it('waits for a store only when the limiter answers with a promise', async () => {
-    let answer!: (v: { ok: boolean; retryAfter: number }) => void;
+    let answer!: (v: Taken) => void;
     const store: RateLimiter = { ready: async () => {}, close: async () => {}, take: () => new Promise((r) => (answer = r)) };
     const { s } = stage(store);
     const { x, refused } = exchange({ 'x-api-key': OTHER });
@@ -107,7 +107,7 @@ describe('admission: the steps', () => {
     const next = vi.fn();
     s.admit(x, key, 1, next, 'later');
     expect(next).not.toHaveBeenCalled();
-    answer({ ok: true, retryAfter: 0 });
+    answer({ ok: true, used: 1, limit: 2, endsAt: Date.now() + 1000 });
     await vi.waitFor(() => expect(next).toHaveBeenCalledWith(x, 'later'));
     expect(refused).toEqual([]);
   });

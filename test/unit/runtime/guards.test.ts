@@ -140,7 +140,7 @@ describe('EVM guard fast path', () => {
       ['[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}]', null, 2],
     ] as const) {
       const b = Buffer.from(text);
-      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null });
+      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null });
     }
     // Only notifications: the node answers with no body, and that is a good answer.
     expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
