@@ -182,7 +182,7 @@ describe('rate limits shared through Redis', () => {
     }
   });
 
-  it('fails open when Redis is unreachable: requests are served and counted per process from Redis's last count, and it is logged', { timeout: 30_000 }, async () => {
+  it('fails open when Redis is unreachable: requests are served and counted per process from the last count Redis gave, and it is logged', { timeout: 30_000 }, async () => {
     const gone = await startRedis();
     const g = await launch({ REDIS_URL: gone.url }, [{ id: 'open', key: KEY, rateLimit: '2/h' }]);
     try {
