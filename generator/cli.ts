@@ -75,6 +75,7 @@ interface PolicyFlags {
   methods?: string;
   contracts?: string;
   expires?: string;
+  quota?: string;
   jwtKey?: string[];
   noJwt?: boolean;
 }
@@ -93,7 +94,7 @@ function policyOptions(o: PolicyFlags): PolicyOptions {
       }
     });
   }
-  return { origins: list(o.origins), ips: list(o.ips), userAgents: list(o.userAgents), methods: list(o.methods), contracts: list(o.contracts), expires: o.expires, jwtKeys };
+  return { origins: list(o.origins), ips: list(o.ips), userAgents: list(o.userAgents), methods: list(o.methods), contracts: list(o.contracts), expires: o.expires, quota: o.quota, jwtKeys };
 }
 const withPolicy = (c: Command): Command =>
   c
@@ -103,6 +104,7 @@ const withPolicy = (c: Command): Command =>
     .option('--methods <list>', 'allowed JSON-RPC methods or Rosetta/Blockbook endpoints, comma-separated; empty: all the chain allows')
     .option('--contracts <list>', 'allowed contract and account addresses, comma-separated; empty: any')
     .option('--expires <time>', "RFC 3339 date-time after which the key is refused ('none' removes it)")
+    .option('--quota <quota>', "credits per UTC day or month: N/day or N/month ('none' removes it)")
     .option('--jwt-key <kid:alg:pemfile>', 'require a bearer JWT signed by this public key (repeat for several)', (v: string, prev: string[] = []) => [...prev, v])
     .option('--no-jwt', 'remove the JWT requirement');
 
@@ -167,7 +169,7 @@ keys
   .action((o: { file: string }) =>
     guard(() => {
       for (const k of listKeys(o.file)) {
-        process.stdout.write(`${k.id}\t${k.disabled ? 'disabled' : 'active'}\tchains=${k.chains}\trate=${k.rateLimit}\tsha256=${k.hash}\tpolicy=${k.policy}\n`);
+        process.stdout.write(`${k.id}\t${k.disabled ? 'disabled' : 'active'}\tchains=${k.chains}\trate=${k.rateLimit}\tquota=${k.quota}\tsha256=${k.hash}\tpolicy=${k.policy}\n`);
       }
     }),
   );

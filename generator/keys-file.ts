@@ -69,6 +69,8 @@ export interface PolicyOptions {
   readonly methods?: readonly string[];
   readonly contracts?: readonly string[];
   readonly expires?: string;
+  /** N/day or N/month; 'none' removes it. */
+  readonly quota?: string;
   readonly jwtKeys?: readonly { readonly kid: string; readonly alg: string; readonly pem: string }[];
 }
 
@@ -107,6 +109,10 @@ function applyPolicy(doc: Document, entry: YAMLMap, o: PolicyOptions): void {
       at.type = Scalar.QUOTE_DOUBLE;
       entry.set('expires', at);
     }
+  }
+  if (o.quota !== undefined) {
+    if (o.quota === 'none') entry.delete('quota');
+    else entry.set('quota', o.quota);
   }
   if (o.jwtKeys !== undefined) {
     if (o.jwtKeys.length === 0) entry.delete('jwt');
@@ -196,6 +202,8 @@ export interface KeySummary {
   readonly chains: string;
   readonly disabled: boolean;
   readonly rateLimit: string;
+  /** N/day, N/month or '-'. */
+  readonly quota: string;
   /** The first 12 hex digits of the hash: enough to tell entries apart, never the key. */
   readonly hash: string;
   /** The policy in one line: `origins=a,b ips=... expires=... jwt=k1,k2`, or '-'. */
@@ -216,6 +224,7 @@ export function listKeys(file: string): KeySummary[] {
     chains: k.chains ? [...k.chains].join(',') : '*',
     disabled: k.disabled,
     rateLimit: k.rateLimit ? `${k.rateLimit.limit}/${unit(k.rateLimit.windowMs)}` : '-',
+    quota: k.quota ? `${k.quota.limit}/${k.quota.per}` : '-',
     hash: k.sha256.slice(0, 12),
     policy: policyText(k.policySource),
   }));

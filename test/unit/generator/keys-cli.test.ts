@@ -69,8 +69,8 @@ describe('gateway keys', { timeout: 30_000 }, () => {
 
     const list = await keys('list', '--file', file);
     expect(list.stdout).toBe(
-      `acme-wallet\tactive\tchains=ethereum,bitcoin\trate=-\tsha256=${sha256(key).slice(0, 12)}\tpolicy=-\n` +
-        `explorer-app\tactive\tchains=*\trate=100/s\tsha256=${sha256(key2).slice(0, 12)}\tpolicy=-\n`,
+      `acme-wallet\tactive\tchains=ethereum,bitcoin\trate=-\tquota=-\tsha256=${sha256(key).slice(0, 12)}\tpolicy=-\n` +
+        `explorer-app\tactive\tchains=*\trate=100/s\tquota=-\tsha256=${sha256(key2).slice(0, 12)}\tpolicy=-\n`,
     );
     expect(list.stdout).not.toContain(key);
     expect(list.stdout).not.toContain(sha256(key));
@@ -130,14 +130,16 @@ describe('gateway keys', { timeout: 30_000 }, () => {
     const key = (await keys('add', '--id', 'dapp', '--origins', 'https://app.acme.io,https://*.acme.io', '--methods', 'eth_call,eth_chainId', '--file', file)).stdout.trim();
     const hash = parseKeysFile(readFileSync(file, 'utf8'), file)[0]!.sha256;
     expect(hash).toBe(sha256(key));
-    const set = await keys('set', '--id', 'dapp', '--ips', '10.0.0.0/8,2001:db8::/32', '--methods', '', '--expires', '2031-01-01T00:00:00Z', '--file', file);
+    const set = await keys('set', '--id', 'dapp', '--ips', '10.0.0.0/8,2001:db8::/32', '--methods', '', '--expires', '2031-01-01T00:00:00Z', '--quota', '5000/month', '--file', file);
     expect(set.code).toBe(0);
     const [e] = parseKeysFile(readFileSync(file, 'utf8'), file);
     expect(e!.sha256).toBe(hash);
     expect(e!.policy!.methods).toBeNull();
     expect(e!.policy!.origins!.matches('https://eu.acme.io')).toBe(true);
     expect(e!.policy!.expires).toBe(Date.parse('2031-01-01T00:00:00Z'));
+    expect(e!.quota).toEqual({ limit: 5000, per: 'month' });
     const l = await keys('list', '--file', file);
+    expect(l.stdout).toContain('quota=5000/month');
     expect(l.stdout).toContain('policy=origins=https://app.acme.io,https://*.acme.io ips=10.0.0.0/8,2001:db8::/32 expires=2031-01-01T00:00:00Z');
     expect(l.stdout).not.toContain(key);
     const before = readFileSync(file, 'utf8');
