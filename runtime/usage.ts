@@ -3,8 +3,8 @@
 // `gateway usage`). Not in Prometheus: with thousands of keys the series
 // would ruin it.
 //
-// A request adds to a counter in this process (one Map lookup per method of
-// the request). With REDIS_URL the counters go to Redis once a second, one
+// A request adds to counters in this process: one lookup for its key, chain
+// and day, then one per method of the request. With REDIS_URL the counters go to Redis once a second, one
 // hash per key and day (`gw:usage:<key id>:<YYYY-MM-DD>`, fields
 // `<chain> <method> calls|credits`, kept 400 days), shared by every replica
 // and surviving restarts; counts that could not be sent are kept and sent
@@ -29,9 +29,12 @@ const FLUSH_MS = 1000;
 const MAX_PENDING = 100_000;
 const SEP = '\u0000';
 
+/** One key's counters on one day and chain: method -> [calls, credits]. */
+export type Bucket = Map<string, [number, number]>;
+
 export class Usage {
-  /** `day\0keyId\0chain\0method` -> [calls, credits]: all of it in memory mode, the unsent part with Redis. */
-  private counts = new Map<string, [number, number]>();
+  /** `day\0keyId\0chain` -> its bucket: all of it in memory mode, the unsent part with Redis. */
+  private counts = new Map<string, Bucket>();
   private day = '';
   private dayEnds = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -64,14 +67,19 @@ export class Usage {
     return this.day;
   }
 
-  record(keyId: string, chain: string, method: string, calls: number, credits: number): void {
-    const k = this.today() + SEP + keyId + SEP + chain + SEP + method;
-    const c = this.counts.get(k);
-    if (c === undefined) this.counts.set(k, [calls, credits]);
-    else {
-      c[0] += calls;
-      c[1] += credits;
+  /** The counters of `keyId` on `chain` today: one lookup per request, then `add` per method. */
+  bucket(keyId: string, chain: string): Bucket {
+    const k = this.today() + SEP + keyId + SEP + chain;
+    let b = this.counts.get(k);
+    if (b === undefined) {
+      b = new Map();
+      this.counts.set(k, b);
     }
+    return b;
+  }
+
+  record(keyId: string, chain: string, method: string, calls: number, credits: number): void {
+    add(this.bucket(keyId, chain), method, calls, credits);
   }
 
   /** Sends what was counted to Redis; what fails stays for the next flush. */
@@ -84,11 +92,13 @@ export class Usage {
     try {
       const p = redis.pipeline();
       const touched = new Set<string>();
-      for (const [k, [calls, credits]] of batch) {
-        const [day, keyId, chain, method] = k.split(SEP) as [string, string, string, string];
+      for (const [k, bucket] of batch) {
+        const [day, keyId, chain] = k.split(SEP) as [string, string, string];
         const h = hashKey(keyId, day);
-        p.hincrby(h, `${chain} ${method} calls`, calls);
-        p.hincrby(h, `${chain} ${method} credits`, credits);
+        for (const [method, [calls, credits]] of bucket) {
+          p.hincrby(h, `${chain} ${method} calls`, calls);
+          p.hincrby(h, `${chain} ${method} credits`, credits);
+        }
         touched.add(h);
       }
       for (const h of touched) p.expire(h, REDIS_TTL_SECONDS);
@@ -96,13 +106,13 @@ export class Usage {
       if (results === null || results.some(([err]) => err !== null)) throw new Error('usage flush failed');
     } catch {
       // Put back what was not sent (a partial pipeline may count some twice at worst: never lose, rarely double).
-      for (const [k, v] of batch) {
-        const c = this.counts.get(k);
-        if (c === undefined) this.counts.set(k, v);
-        else {
-          c[0] += v[0];
-          c[1] += v[1];
+      for (const [k, bucket] of batch) {
+        let b = this.counts.get(k);
+        if (b === undefined) {
+          b = new Map();
+          this.counts.set(k, b);
         }
+        for (const [method, [calls, credits]] of bucket) add(b, method, calls, credits);
       }
       if (this.counts.size > MAX_PENDING) {
         this.log.error({ event: 'usage_dropped', counters: this.counts.size - MAX_PENDING }, 'Redis unreachable: oldest unsent usage counters dropped');
@@ -117,7 +127,7 @@ export class Usage {
   async query(keyId: string, from: string, to: string): Promise<UsageRow[]> {
     const days = daysBetween(from, to);
     const rows = new Map<string, { day: string; chain: string; method: string; calls: number; credits: number }>();
-    const add = (day: string, chain: string, method: string, calls: number, credits: number): void => {
+    const addRow = (day: string, chain: string, method: string, calls: number, credits: number): void => {
       const k = day + SEP + chain + SEP + method;
       const r = rows.get(k);
       if (r === undefined) rows.set(k, { day, chain, method, calls, credits });
@@ -134,15 +144,16 @@ export class Usage {
         if (err !== null) throw err;
         for (const [field, v] of Object.entries(h as Record<string, string>)) {
           const [chain, method, what] = field.split(' ') as [string, string, string];
-          add(days[i]!, chain, method, what === 'calls' ? Number(v) : 0, what === 'credits' ? Number(v) : 0);
+          addRow(days[i]!, chain, method, what === 'calls' ? Number(v) : 0, what === 'credits' ? Number(v) : 0);
         }
       });
     }
     // What this process counted and has not sent yet (all of it without Redis).
     const wanted = new Set(days);
-    for (const [k, [calls, credits]] of this.counts) {
-      const [day, id, chain, method] = k.split(SEP) as [string, string, string, string];
-      if (id === keyId && wanted.has(day)) add(day, chain, method, calls, credits);
+    for (const [k, bucket] of this.counts) {
+      const [day, id, chain] = k.split(SEP) as [string, string, string];
+      if (id !== keyId || !wanted.has(day)) continue;
+      for (const [method, [calls, credits]] of bucket) addRow(day, chain, method, calls, credits);
     }
     return [...rows.values()].sort((a, b) => (a.day < b.day ? -1 : a.day > b.day ? 1 : a.chain < b.chain ? -1 : a.chain > b.chain ? 1 : a.method < b.method ? -1 : a.method > b.method ? 1 : 0));
   }
@@ -150,6 +161,16 @@ export class Usage {
   private prune(now: number): void {
     const oldest = new Date(now - KEEP_DAYS_IN_MEMORY * DAY_MS).toISOString().slice(0, 10);
     for (const k of this.counts.keys()) if (k.slice(0, 10) < oldest) this.counts.delete(k);
+  }
+}
+
+/** Adds to a method's counters in a bucket. */
+export function add(b: Bucket, method: string, calls: number, credits: number): void {
+  const c = b.get(method);
+  if (c === undefined) b.set(method, [calls, credits]);
+  else {
+    c[0] += calls;
+    c[1] += credits;
   }
 }
 

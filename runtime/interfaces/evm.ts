@@ -6,6 +6,7 @@ import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonr
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type BatchMerge, type CallCheck, type EvmDecision } from '../guards/evm.ts';
 import { callRefusal, type KeyPolicy } from '../key-policy.ts';
+import { add as addUsage } from '../usage.ts';
 import { isRefused } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
@@ -104,10 +105,9 @@ class EvmRoute implements RouteHandler {
   private readonly forward = (x: Exchange, d: Forwarded): void => {
     // Admitted: counted as used, per method.
     const cost = this.s.credits;
-    const usage = this.s.usage;
-    const id = x.key!.id;
-    if (d.methods === null) usage.record(id, this.route.path, d.label, 1, cost === null ? 1 : cost(d.label));
-    else for (const m of d.methods) usage.record(id, this.route.path, m, 1, cost === null ? 1 : cost(m));
+    const bucket = this.s.usage.bucket(x.key!.id, this.route.path);
+    if (d.methods === null) addUsage(bucket, d.label, 1, cost === null ? 1 : cost(d.label));
+    else for (const m of d.methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
     const merge = d.merge;
     // A single call with an id may be answered from memory or join one in flight.
     if (this.cache !== null && merge === null && d.count === 1 && d.answered && d.idempotent && this.cache.serve(x, d.label, d.body)) return;
