@@ -16,9 +16,25 @@ export interface JwtKey {
   readonly key: KeyObject;
 }
 
+/** allow.ips: a BlockList, with the answers for addresses seen lately. */
+export class IpMatcher {
+  private readonly seen = new Map<string, boolean>();
+  constructor(readonly list: BlockList) {}
+
+  matches(address: string): boolean {
+    let ok = this.seen.get(address);
+    if (ok === undefined) {
+      ok = ipAllowed(this.list, address);
+      if (this.seen.size >= SEEN_MAX) this.seen.clear();
+      this.seen.set(address, ok);
+    }
+    return ok;
+  }
+}
+
 export interface KeyPolicy {
   readonly origins: OriginMatcher | null;
-  readonly ips: BlockList | null;
+  readonly ips: IpMatcher | null;
   readonly userAgents: readonly string[] | null;
   /** JSON-RPC methods, or Rosetta/Blockbook endpoint names. */
   readonly methods: ReadonlySet<string> | null;
@@ -41,6 +57,9 @@ export interface Origin {
 }
 
 const DEFAULT_PORT: Readonly<Record<string, string>> = { 'http:': '80', 'https:': '443' };
+
+/** Answers kept per matcher (origins, addresses); cleared when full. */
+const SEEN_MAX = 4096;
 
 /** Parses an Origin header value or an allowlist entry (`*.` allowed in front of the host when `wildcard`). Null when it is not one. */
 export function parseOrigin(s: string, wildcard = false): (Origin & { readonly wildcard: boolean }) | null {
@@ -75,7 +94,20 @@ export class OriginMatcher {
     }
   }
 
+  /** Answers for Origin values seen lately: a browser dapp sends the same one again and again. */
+  private readonly seen = new Map<string, boolean>();
+
   matches(header: string): boolean {
+    let ok = this.seen.get(header);
+    if (ok === undefined) {
+      ok = this.match(header);
+      if (this.seen.size >= SEEN_MAX) this.seen.clear();
+      this.seen.set(header, ok);
+    }
+    return ok;
+  }
+
+  private match(header: string): boolean {
     const o = parseOrigin(header);
     if (o === null) return false;
     if (this.exact.has(`${o.scheme}//${o.host}:${o.port}`)) return true;
@@ -158,7 +190,7 @@ const nonEmpty = <T>(xs: readonly T[] | undefined): xs is readonly T[] => xs !==
 export function compilePolicy(raw: RawPolicy): KeyPolicy | null {
   const a = raw.allow ?? {};
   const origins = nonEmpty(a.origins) ? new OriginMatcher(a.origins) : null;
-  const ips = nonEmpty(a.ips) ? ipList(a.ips) : null;
+  const ips = nonEmpty(a.ips) ? new IpMatcher(ipList(a.ips)) : null;
   const userAgents = nonEmpty(a.userAgents) ? [...a.userAgents] : null;
   const methods = nonEmpty(a.methods) ? new Set(a.methods) : null;
   const contracts = nonEmpty(a.contracts) ? new Set(a.contracts.map((c) => c.toLowerCase())) : null;
@@ -174,12 +206,35 @@ export function compilePolicy(raw: RawPolicy): KeyPolicy | null {
 export function requestRefusal(p: KeyPolicy, headers: { origin?: string; 'user-agent'?: string }, address: string, now: number): PolicyReason | null {
   if (p.expires !== null && now >= p.expires) return 'expired';
   if (p.origins !== null && (headers.origin === undefined || !p.origins.matches(headers.origin))) return 'origin';
-  if (p.ips !== null && !ipAllowed(p.ips, address)) return 'ip';
+  if (p.ips !== null && !p.ips.matches(address)) return 'ip';
   if (p.userAgents !== null) {
     const ua = headers['user-agent'];
     if (ua === undefined || !p.userAgents.some((s) => ua.includes(s))) return 'user_agent';
   }
   return null;
+}
+
+/** Methods whose parameters the contracts list checks. */
+export function checksParams(method: string): boolean {
+  return TO_METHODS.has(method) || ADDRESS_METHODS.has(method);
+}
+
+const INTERSECTIONS = new WeakMap<KeyPolicy, WeakMap<ReadonlySet<string>, ReadonlySet<string>>>();
+
+/** The chain's allowlist narrowed to the key's methods (made once per key and chain allowlist). */
+export function allowedFor(p: KeyPolicy, chain: ReadonlySet<string>): ReadonlySet<string> {
+  if (p.methods === null) return chain;
+  let byChain = INTERSECTIONS.get(p);
+  if (byChain === undefined) {
+    byChain = new WeakMap();
+    INTERSECTIONS.set(p, byChain);
+  }
+  let set = byChain.get(chain);
+  if (set === undefined) {
+    set = new Set([...chain].filter((m) => p.methods!.has(m)));
+    byChain.set(chain, set);
+  }
+  return set;
 }
 
 /** Methods whose params[0].to is the contract called. */
@@ -194,7 +249,11 @@ export function callRefusal(p: KeyPolicy, method: string, params: unknown): 'met
   let address: unknown;
   if (TO_METHODS.has(method)) {
     const tx = Array.isArray(params) ? params[0] : undefined;
-    address = tx !== null && typeof tx === 'object' && !Array.isArray(tx) ? (tx as { to?: unknown }).to : undefined;
+    if (tx === null || typeof tx !== 'object' || Array.isArray(tx)) return 'contract';
+    // Go's encoding/json (geth) matches keys case-insensitively, the last one winning: a "TO" next to "to"
+    // could be the address the node calls. Such a call is refused, whatever "to" says.
+    for (const k in tx) if (k !== 'to' && k.length === 2 && k.toLowerCase() === 'to') return 'contract';
+    address = (tx as { to?: unknown }).to;
   } else if (ADDRESS_METHODS.has(method)) address = Array.isArray(params) ? params[0] : undefined;
   else return null;
   // No `to` (a contract creation) or a malformed one: refused while the list is set.

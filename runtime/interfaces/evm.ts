@@ -5,7 +5,8 @@ import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type BatchMerge, type CallCheck, type EvmDecision } from '../guards/evm.ts';
-import { callRefusal, type KeyPolicy } from '../key-policy.ts';
+import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../key-policy.ts';
+import { scanPlainRpc } from '../guards/evm-fast.ts';
 import { add as addUsage } from '../usage.ts';
 import { isRefused } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
@@ -91,15 +92,29 @@ class EvmRoute implements RouteHandler {
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
     const p = key.policy;
-    // A key with its own methods or contracts list: every call checked against it too (the general path).
     const d =
       p !== null && (p.methods !== null || p.contracts !== null)
-        ? checkEvmBodyGeneral(buf, this.route.methods, this.route.limits.maxBatchSize, callCheck(p))
+        ? this.checkWithPolicy(buf, p)
         : checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize);
     x.label = d.label;
     if (d.kind === 'reply') return x.send(d.status, d.body);
     const cost = this.s.credits;
     this.s.admission.admit(x, key, cost === null ? d.count : d.methods === null ? cost(d.label) : sumCredits(d.methods, cost), this.forward, d);
+  }
+
+  /**
+   * A key with its own methods or contracts list. The fast path, with the
+   * chain's allowlist narrowed to the key's methods, takes a body whose every
+   * call is allowed and none has parameters the contracts list checks; any
+   * other body goes the general path, where each call is also checked against
+   * the key's lists and refused in place with the reason, and what goes
+   * upstream is the canonical call that was checked.
+   */
+  private checkWithPolicy(buf: Buffer, p: KeyPolicy): EvmDecision {
+    const max = this.route.limits.maxBatchSize;
+    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max);
+    if (fast !== null && fast.kind === 'forward' && (p.contracts === null || !(fast.methods ?? [fast.label]).some(checksParams))) return fast;
+    return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p));
   }
 
   private readonly forward = (x: Exchange, d: Forwarded): void => {

@@ -310,6 +310,9 @@ describe('key policy: methods and contracts, per call', () => {
     // Duplicate keys: whatever a node's parser would take, the node gets the canonical call that was checked.
     const tricky = `{"jsonrpc":"2.0","id":5,"method":"eth_call","params":[{"to":"0x${'bb'.repeat(20)}"},"latest"],"params":[{"to":"${CONTRACT}"},"latest"]}`;
     await evm(K.contracts, tricky);
+    // Another spelling of "to", which geth would also read: refused.
+    const cased = await evm(K.contracts, `{"jsonrpc":"2.0","id":6,"method":"eth_call","params":[{"to":"${CONTRACT}","TO":"0x${'bb'.repeat(20)}"},"latest"]}`);
+    expect(cased.json()).toMatchObject({ id: 6, error: { code: -32044, data: { reason: 'contract' } } });
     const got = proxy.requests.slice(before).map((r) => r.body.toString('utf8'));
     expect(got.every((b) => !b.includes('bb'.repeat(20)))).toBe(true);
     expect(got).toHaveLength(3);

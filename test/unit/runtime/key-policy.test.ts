@@ -163,6 +163,11 @@ describe('allow.methods and allow.contracts, per call', () => {
     expect(callRefusal(p, 'eth_getBalance', ['0x' + 'cc'.repeat(20), 'latest'])).toBe('contract');
   });
 
+  it('refuses a call whose transaction has another spelling of "to" (geth matches keys case-insensitively, the last one winning)', () => {
+    for (const k of ['TO', 'To', 'tO']) expect(callRefusal(p, 'eth_call', [{ to: AA, [k]: '0x' + 'bb'.repeat(20) }, 'latest']), k).toBe('contract');
+    expect(callRefusal(p, 'eth_call', [{ to: AA, toy: 1, data: '0x' }, 'latest'])).toBeNull();
+  });
+
   it('a key with no lists has no policy at all', () => {
     expect(compilePolicy({})).toBeNull();
     expect(compilePolicy({ allow: { origins: [], ips: [] } })).toBeNull();
