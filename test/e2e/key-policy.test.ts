@@ -181,8 +181,10 @@ describe('key policy: request-level lists, on every interface and key placement'
   });
 
   it('ips: the socket peer; X-Forwarded-For only from a trusted proxy', async () => {
-    await allowedEverywhere(K.local);
-    await refusedEverywhere(K.ip, 'ip');
+    for (const placement of PLACEMENTS) {
+      await allowedEverywhere(K.local, { placement });
+      await refusedEverywhere(K.ip, 'ip', { placement });
+    }
     // A client saying it is 10.1.2.3 is not believed...
     await refusedEverywhere(K.ip, 'ip', { headers: { 'x-forwarded-for': '10.1.2.3' } });
     // ...a trusted proxy (127.0.0.2) saying so is: the rightmost untrusted hop counts.
@@ -192,9 +194,11 @@ describe('key policy: request-level lists, on every interface and key placement'
   });
 
   it('userAgents: a substring; a missing User-Agent is refused', async () => {
-    await allowedEverywhere(K.ua, { headers: { 'user-agent': 'Mozilla/5.0 AcmeWallet/2.1' } });
-    await refusedEverywhere(K.ua, 'user_agent', { headers: { 'user-agent': 'acmewallet/2.1' } });
-    await refusedEverywhere(K.ua, 'user_agent');
+    for (const placement of PLACEMENTS) {
+      await allowedEverywhere(K.ua, { placement, headers: { 'user-agent': 'Mozilla/5.0 AcmeWallet/2.1' } });
+      await refusedEverywhere(K.ua, 'user_agent', { placement, headers: { 'user-agent': 'acmewallet/2.1' } });
+      await refusedEverywhere(K.ua, 'user_agent', { placement });
+    }
   });
 
   it('lists of different types combine with AND', async () => {
@@ -225,8 +229,11 @@ const b64 = (v: unknown): string => Buffer.from(JSON.stringify(v)).toString('bas
 describe('key policy: JWT', () => {
   const bearer = (t: string) => ({ headers: { authorization: `Bearer ${t}` } });
 
-  it('a token signed with a listed ES256 or RS256 key is accepted, by kid', async () => {
-    await allowedEverywhere(K.jwt, bearer(await token({})));
+  it('a token signed with a listed ES256 or RS256 key is accepted, by kid, whatever the key\'s placement', async () => {
+    for (const placement of PLACEMENTS) {
+      await allowedEverywhere(K.jwt, { ...bearer(await token({})), placement });
+      await refusedEverywhere(K.jwt, 'jwt', { placement });
+    }
     await allowedEverywhere(K.jwt, bearer(await token({ kid: 'k2', alg: 'RS256', key: rs.privateKey })));
     // Within the 30 s leeway.
     await allowedEverywhere(K.jwt, bearer(await token({ exp: Math.floor(Date.now() / 1000) - 10 })));
@@ -262,6 +269,10 @@ describe('key policy: JWT', () => {
 
 describe('key policy: methods and contracts, per call', () => {
   it('JSON-RPC: a method outside the key\'s list is answered in its place (HTTP 200, -32044, reason method), the rest forwarded', async () => {
+    for (const placement of PLACEMENTS) {
+      expect((await evm(K.methods, RPC('eth_chainId', [], 1), { placement })).json()).toMatchObject({ result: '0x1' });
+      expect((await evm(K.methods, RPC('eth_gasPrice', [], 1), { placement })).json()).toMatchObject({ error: { code: -32044, data: { reason: 'method' } } });
+    }
     const before = proxy.requests.length;
     const one = await evm(K.methods, RPC('eth_getBalance', [CONTRACT, 'latest'], 7));
     expect(one.status).toBe(200);
