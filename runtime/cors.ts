@@ -2,6 +2,9 @@
 // requests that carry an Origin, and the answer to a preflight.
 import type { Exchange } from './exchange.ts';
 
+/** What a browser dapp may read of an answer: its request id, the cache's word, and its key's limits. */
+const EXPOSE = 'x-request-id, x-cache, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, x-credits-used, retry-after';
+
 export class Cors {
   private readonly all: boolean;
   private readonly origins: ReadonlySet<string>;
@@ -13,8 +16,8 @@ export class Cors {
 
   /** Adds the headers for an answer to a request from `origin` (none if it is not allowed). */
   add(origin: string, out: string[]): void {
-    if (this.all) out.push('access-control-allow-origin', '*', 'access-control-expose-headers', 'x-request-id, x-cache');
-    else if (this.origins.has(origin)) out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', 'x-request-id, x-cache');
+    if (this.all) out.push('access-control-allow-origin', '*', 'access-control-expose-headers', EXPOSE);
+    else if (this.origins.has(origin)) out.push('access-control-allow-origin', origin, 'vary', 'origin', 'access-control-expose-headers', EXPOSE);
   }
 
   /** Answers an OPTIONS request: 204, with the CORS grant if its origin is allowed. */

@@ -107,6 +107,13 @@ describe('credits and the X-RateLimit headers', () => {
     expect(b.headers['x-ratelimit-remaining']).toBe('73');
   });
 
+  it('a browser dapp may read them: CORS exposes the limit headers', async () => {
+    const r = await rawRequest(gw.url('rpc', '/ethereum'), { body: JSON.stringify(RPC('eth_chainId')), headers: { 'x-api-key': K.metered, origin: 'https://app.example' } });
+    expect(r.headers['access-control-allow-origin']).toBe('*');
+    const exposed = String(r.headers['access-control-expose-headers']).split(/,\s*/);
+    for (const h of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset', 'x-credits-used', 'retry-after', 'x-request-id']) expect(exposed, h).toContain(h);
+  });
+
   it('a key without a rate limit or quota gets no such headers', async () => {
     const r = await balance(gw, K.free);
     expect(r.status).toBe(200);
