@@ -1,10 +1,12 @@
 import { createHash, createPublicKey, timingSafeEqual } from 'node:crypto';
-import { readFileSync, watch, type FSWatcher } from 'node:fs';
+import { readFileSync, realpathSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { compilePolicy, ipList, parseOrigin, type KeyPolicy, type RawPolicy } from './key-policy.ts';
 import { parseRate } from './rate.ts';
 import { parseQuota, type Quota } from './ratelimit.ts';
+import { binaryOfHex, GiveUp, KeyScan, own, type ScannedEntry } from './keys-fast.ts';
 
 export interface KeyEntry {
   readonly id: string;
@@ -141,18 +143,7 @@ export function parseKeysFile(text: string, file: string): KeyEntry[] {
         problem(at, (err as Error).message);
       }
     }
-    out.push({
-      id,
-      logField: `,"keyId":${JSON.stringify(id)}`,
-      sha256: sha,
-      digest: Buffer.from(sha, 'hex'),
-      chains,
-      disabled: e.disabled === true,
-      rateLimit,
-      quota,
-      policy,
-      policySource: policy === null ? null : raw2,
-    });
+    out.push(entryOf(id, sha, chains, e.disabled === true, rateLimit, quota, policy, policy === null ? null : raw2));
   });
   if (problems.length) fail();
   return out;
@@ -290,12 +281,102 @@ export type KeyCheck =
   | { readonly ok: false; readonly reason: 'invalid' | 'forbidden' };
 
 /**
+ * The keys in force, compact: a key with nothing but its id and hash is one
+ * Map slot from its SHA-256 (32 bytes as a latin1 string) to its id; the
+ * others (chains, limits, a policy, disabled) keep their whole entry.
+ */
+interface KeyTable {
+  readonly plain: Map<string, string>;
+  readonly rich: Map<string, KeyEntry>;
+  readonly size: number;
+}
+
+/** Builds a table from scanned entries, checking what the scan does not: duplicates and the fields' values (GiveUp: the full parser will report it). */
+class TableBuilder {
+  readonly plain = new Map<string, string>();
+  readonly rich = new Map<string, KeyEntry>();
+  private readonly ids = new Set<string>();
+  size = 0;
+
+  readonly add = (e: ScannedEntry): void => {
+    if (this.ids.has(e.id)) throw new GiveUp();
+    this.ids.add(e.id);
+    const bin = binaryOfHex(e.sha256);
+    if (this.plain.has(bin) || this.rich.has(bin)) throw new GiveUp();
+    this.size++;
+    const id = own(e.id);
+    if (e.chains === undefined && e.disabled !== true && e.rateLimit === undefined && e.quota === undefined && e.expires === undefined) {
+      this.plain.set(bin, id);
+      return;
+    }
+    const rateLimit = e.rateLimit === undefined ? null : parseRate(e.rateLimit);
+    const quota = e.quota === undefined ? null : parseQuota(e.quota);
+    if ((e.rateLimit !== undefined && rateLimit === null) || (e.quota !== undefined && quota === null)) throw new GiveUp();
+    if (e.expires !== undefined && (!DATE_TIME.test(e.expires) || Number.isNaN(Date.parse(e.expires)))) throw new GiveUp();
+    const policySource: RawPolicy | null = e.expires === undefined ? null : { expires: e.expires };
+    this.rich.set(bin, entryOf(id, own(e.sha256.toLowerCase()), e.chains === undefined ? null : new Set(e.chains.map(own)), e.disabled === true, rateLimit, quota, policySource === null ? null : compilePolicy(policySource), policySource));
+  };
+
+  table(): KeyTable {
+    return { plain: this.plain, rich: this.rich, size: this.size };
+  }
+}
+
+function entryOf(
+  id: string,
+  sha256: string,
+  chains: ReadonlySet<string> | null,
+  disabled: boolean,
+  rateLimit: KeyEntry['rateLimit'],
+  quota: Quota | null,
+  policy: KeyPolicy | null,
+  policySource: RawPolicy | null,
+): KeyEntry {
+  return { id, logField: `,"keyId":${JSON.stringify(id)}`, sha256, digest: Buffer.from(sha256, 'hex'), chains, disabled, rateLimit, quota, policy, policySource };
+}
+
+function tableOf(entries: readonly KeyEntry[]): KeyTable {
+  const rich = new Map<string, KeyEntry>();
+  for (const e of entries) rich.set(e.digest.toString('latin1'), e);
+  return { plain: new Map(), rich, size: entries.length };
+}
+
+/** Lines the scan reads between two turns of the event loop during a reload. */
+const RELOAD_STEP_LINES = 20_000;
+
+/** Reads a keys file: the fast scan, or the full parser when the scan gives up (which throws with every problem). */
+function loadSync(buf: Buffer, path: string): KeyTable {
+  const b = new TableBuilder();
+  try {
+    new KeyScan(buf, b.add).step(Number.MAX_SAFE_INTEGER);
+    return b.table();
+  } catch (err) {
+    if (!(err instanceof GiveUp)) throw err;
+    return tableOf(parseKeysFile(buf.toString('utf8'), path));
+  }
+}
+
+/** The same, a step at a time, yielding to requests in between. */
+async function loadInSteps(buf: Buffer, path: string): Promise<KeyTable> {
+  const b = new TableBuilder();
+  const scan = new KeyScan(buf, b.add);
+  try {
+    while (!scan.step(RELOAD_STEP_LINES)) await new Promise<void>((r) => setImmediate(r));
+    return b.table();
+  } catch (err) {
+    if (!(err instanceof GiveUp)) throw err;
+    return tableOf(parseKeysFile(buf.toString('utf8'), path));
+  }
+}
+
+/**
  * The keys in force. Lookup is by SHA-256 digest, so the raw key is never
- * stored; the final comparison is constant-time. `reload()` swaps the whole
- * table at once, so a request sees either the old keys or the new ones.
+ * stored; the final comparison is constant-time. A reload builds a whole new
+ * table, a step at a time, and swaps it in at once, so a request sees either
+ * the old keys or the new ones, and requests go on while it builds.
  */
 export class KeyStore {
-  private byHash = new Map<string, KeyEntry>();
+  private table: KeyTable = { plain: new Map(), rich: new Map(), size: 0 };
   /**
    * Recently verified keys, so a busy key is hashed once, not per request.
    * Cleared whenever the keys file is (re)loaded, so a revoked or disabled key
@@ -304,6 +385,11 @@ export class KeyStore {
   private recent = new Map<string, KeyEntry>();
   private watcher: FSWatcher | null = null;
   private pending: NodeJS.Timeout | null = null;
+  /** A reload under way, and whether another was asked for meanwhile. */
+  private reloading: Promise<boolean> | null = null;
+  private again: string | null = null;
+  /** What the file was at the last load (its target's identity), to tell a real change from a touch of the directory. */
+  private seen = '';
   readonly path: string;
 
   constructor(
@@ -314,46 +400,70 @@ export class KeyStore {
   }
 
   get size(): number {
-    return this.byHash.size;
+    return this.table.size;
   }
 
   /** First load: throws, so a bad keys file stops the start. */
   load(): void {
-    const entries = parseKeysFile(readFileSync(this.path, 'utf8'), this.path);
-    this.byHash = new Map(entries.map((e) => [e.sha256, e]));
+    this.seen = this.identity();
+    this.table = loadSync(readFileSync(this.path), this.path);
     this.recent = new Map();
   }
 
-  /** Later loads: a bad file keeps the old keys and logs why. */
-  reload(reason: string): boolean {
+  /** Later loads: a bad file keeps the old keys and logs why. Resolves with whether the new keys are in force. */
+  reload(reason: string): Promise<boolean> {
+    if (this.reloading !== null) {
+      this.again = reason;
+      return this.reloading;
+    }
+    this.reloading = this.reloadOnce(reason).finally(() => {
+      this.reloading = null;
+      const next = this.again;
+      this.again = null;
+      if (next !== null) void this.reload(next);
+    });
+    return this.reloading;
+  }
+
+  private async reloadOnce(reason: string): Promise<boolean> {
     try {
-      const entries = parseKeysFile(readFileSync(this.path, 'utf8'), this.path);
-      this.byHash = new Map(entries.map((e) => [e.sha256, e]));
+      this.seen = this.identity();
+      const table = await loadInSteps(await readFile(this.path), this.path);
+      this.table = table;
       this.recent = new Map();
-      this.log.info({ event: 'keys_reloaded', reason, keys: entries.length }, 'keys reloaded');
+      this.log.info({ event: 'keys_reloaded', reason, keys: table.size }, 'keys reloaded');
       return true;
     } catch (err) {
-      this.log.error(
-        { event: 'keys_reload_failed', reason, error: (err as Error).message },
-        'keys file invalid; keeping the previous keys',
-      );
+      this.log.error({ event: 'keys_reload_failed', reason, error: (err as Error).message }, 'keys file invalid; keeping the previous keys');
       return false;
+    }
+  }
+
+  /** The file's target as it is now: its real path, inode, size and change time ('' if it cannot be read). */
+  private identity(): string {
+    try {
+      const st = statSync(this.path);
+      return `${realpathSync(this.path)} ${st.ino} ${st.size} ${st.mtimeMs} ${st.ctimeMs}`;
+    } catch {
+      return '';
     }
   }
 
   /**
    * Watches the directory, not the file: editors and `gateway keys` replace
-   * the file by rename, which a file watch would lose.
+   * the file by rename, which a file watch would lose, and a Kubernetes Secret
+   * or ConfigMap swaps a `..data` symlink, so the event names another entry
+   * of the directory. Any event there reloads when the file's target changed.
    */
   watch(): void {
     const name = basename(this.path);
     try {
       this.watcher = watch(dirname(this.path), (_event, file) => {
-        if (file !== null && file !== name) return;
+        if (file !== null && file !== name && !file.startsWith('..')) return;
         if (this.pending) clearTimeout(this.pending);
         this.pending = setTimeout(() => {
           this.pending = null;
-          this.reload('file changed');
+          if (this.identity() !== this.seen) void this.reload('file changed');
         }, 50);
       });
       this.watcher.unref();
@@ -371,8 +481,15 @@ export class KeyStore {
     let entry = this.recent.get(key);
     if (entry === undefined) {
       const digest = createHash('sha256').update(key).digest();
-      const found = this.byHash.get(digest.toString('hex'));
-      if (found === undefined || found.disabled || !timingSafeEqual(found.digest, digest)) return INVALID;
+      const bin = digest.toString('latin1');
+      const t = this.table;
+      let found = t.rich.get(bin);
+      if (found === undefined) {
+        const id = t.plain.get(bin);
+        if (id === undefined) return INVALID;
+        found = entryOf(id, digest.toString('hex'), null, false, null, null, null, null);
+      }
+      if (found.disabled || !timingSafeEqual(found.digest, digest)) return INVALID;
       if (this.recent.size >= 4096) this.recent.clear();
       this.recent.set(key, found);
       entry = found;

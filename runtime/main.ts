@@ -26,7 +26,7 @@ export function main(spec: GatewaySpec): void {
   }
   gw.start().then(
     () => {
-      process.on('SIGHUP', () => gw.reloadKeys('SIGHUP'));
+      process.on('SIGHUP', () => void gw.reloadKeys('SIGHUP'));
       const stop = (signal: string) => void gw.shutdown(signal).then(() => process.exit(0));
       process.once('SIGTERM', () => stop('SIGTERM'));
       process.once('SIGINT', () => stop('SIGINT'));

@@ -294,7 +294,7 @@ export class Gateway implements ExchangeHost {
     this.log.warn({ event: 'upstream_circuit_open', chain: u.chain, upstream: u.name }, 'upstream taken out after a run of failed requests');
   };
 
-  reloadKeys(reason: string): boolean {
+  reloadKeys(reason: string): Promise<boolean> {
     return this.keys.reload(reason);
   }
 }

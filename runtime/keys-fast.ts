@@ -1,0 +1,223 @@
+// Loading a large keys file cheaply (issue 22). The YAML a keys file usually
+// is (what `gateway keys add` writes, and what ops write by hand: a `keys:`
+// list of entries with id, sha256 and a few plain fields, block or flow style)
+// is read here line by line from the file's bytes, without a YAML document or
+// positions, into a compact table: an entry with nothing but its id and hash
+// is one Map slot from the hash (32 bytes, as a latin1 string) to the id.
+// Anything else (allow lists, jwt, anchors, escapes, another top-level key,
+// any problem at all) makes the scan give up, and the full parser
+// (keys.ts, parseKeysFile) reads the file and reports its problems with their
+// positions.
+//
+// The scan works in steps of a number of lines, so a reload of a million keys
+// can let requests through between steps.
+
+/** One entry's fields as the scan read them (strings as written, unquoted). */
+export interface ScannedEntry {
+  id: string;
+  sha256: string;
+  chains?: string[];
+  disabled?: boolean;
+  rateLimit?: string;
+  quota?: string;
+  expires?: string;
+}
+
+const NL = 0x0a;
+const HEX64 = /^[0-9a-fA-F]{64}$/;
+const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+const FIELDS = new Set(['id', 'sha256', 'chains', 'disabled', 'rateLimit', 'quota', 'expires']);
+/** A plain scalar we take as it is: no YAML meaning hides in it. */
+const PLAIN = /^[A-Za-z0-9_./:+-][A-Za-z0-9_./:+ -]*$/;
+
+export class GiveUp extends Error {}
+
+/** The latin1 string of a SHA-256 given in hex: the table's key (a flat string of its own, 32 bytes). */
+export function binaryOfHex(hex: string): string {
+  return Buffer.from(hex, 'hex').toString('latin1');
+}
+
+/**
+ * A copy of a string that holds nothing else: a value cut out of a line would
+ * keep the whole line alive (V8 slices share their parent).
+ */
+export function own(s: string): string {
+  return Buffer.from(s, 'latin1').toString('latin1');
+}
+
+/** Reads a scalar as written after `key: ` (quoted without escapes, or plain), or gives up. */
+function scalar(v: string): string {
+  if (v.length >= 2 && (v[0] === '"' || v[0] === "'")) {
+    const q = v[0];
+    if (v[v.length - 1] !== q) throw new GiveUp();
+    const inner = v.slice(1, -1);
+    if (inner.includes(q) || inner.includes('\\')) throw new GiveUp();
+    return inner;
+  }
+  if (!PLAIN.test(v) || v.endsWith(':') || v.includes(': ')) throw new GiveUp();
+  return v;
+}
+
+/** Strips a trailing ` # comment` outside quotes (quotes are simple here), and spaces. */
+function uncomment(v: string): string {
+  let quote = '';
+  for (let i = 0; i < v.length; i++) {
+    const c = v[i];
+    if (quote !== '') {
+      if (c === quote) quote = '';
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === '#' && (i === 0 || v[i - 1] === ' ')) return v.slice(0, i).trimEnd();
+  }
+  return v.trimEnd();
+}
+
+/** Splits `a, b, "c"` at top-level commas (no nesting but one [list]). */
+function splitFlow(s: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let quote = '';
+  let start = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s[i];
+    if (quote !== '') {
+      if (c === quote) quote = '';
+      continue;
+    }
+    if (c === '"' || c === "'") quote = c;
+    else if (c === '[') depth++;
+    else if (c === ']') depth--;
+    else if (c === '{' || c === '}') throw new GiveUp();
+    else if (c === ',' && depth === 0) {
+      out.push(s.slice(start, i).trim());
+      start = i + 1;
+    }
+  }
+  if (depth !== 0 || quote !== '') throw new GiveUp();
+  const last = s.slice(start).trim();
+  if (last !== '') out.push(last);
+  return out;
+}
+
+function setField(e: Partial<ScannedEntry>, key: string, raw: string): void {
+  if (!FIELDS.has(key) || (e as Record<string, unknown>)[key] !== undefined) throw new GiveUp();
+  const v = raw.trim();
+  switch (key) {
+    case 'chains': {
+      if (v[0] !== '[' || v[v.length - 1] !== ']') throw new GiveUp();
+      e.chains = splitFlow(v.slice(1, -1)).map(scalar);
+      return;
+    }
+    case 'disabled':
+      if (v !== 'true' && v !== 'false') throw new GiveUp();
+      e.disabled = v === 'true';
+      return;
+    default:
+      (e as Record<string, string>)[key] = scalar(v);
+  }
+}
+
+/** `key: value` on one line, or gives up. */
+function pair(s: string): [string, string] {
+  const colon = s.indexOf(':');
+  if (colon <= 0 || (s.length > colon + 1 && s[colon + 1] !== ' ')) throw new GiveUp();
+  return [s.slice(0, colon).trim(), s.slice(colon + 1)];
+}
+
+/**
+ * The scan of one keys file. `step(n)` reads up to n more lines; `entries`
+ * calls back once per complete entry, already checked for shape (id, hash);
+ * what is left to check (duplicates, rates) is the caller's.
+ */
+export class KeyScan {
+  private pos = 0;
+  private state: 'top' | 'list' = 'top';
+  private listIndent = -1;
+  private entry: Partial<ScannedEntry> | null = null;
+  private entryIndent = -1;
+  done = false;
+
+  constructor(
+    private readonly buf: Buffer,
+    private readonly onEntry: (e: ScannedEntry) => void,
+  ) {}
+
+  /** Reads up to `lines` lines; true when the file is done. Throws GiveUp when the full parser must read it. */
+  step(lines: number): boolean {
+    const buf = this.buf;
+    for (let n = 0; n < lines; n++) {
+      if (this.pos >= buf.length) {
+        this.finishEntry();
+        if (this.state !== 'list') throw new GiveUp();
+        this.done = true;
+        return true;
+      }
+      let end = buf.indexOf(NL, this.pos);
+      if (end === -1) end = buf.length;
+      let line = buf.toString('latin1', this.pos, end);
+      this.pos = end + 1;
+      if (line.endsWith('\r')) line = line.slice(0, -1);
+      this.line(line);
+    }
+    return false;
+  }
+
+  private line(raw: string): void {
+    // Bytes over 0x7f (UTF-8 text) or a tab: the full parser's business.
+    for (let i = 0; i < raw.length; i++) {
+      const c = raw.charCodeAt(i);
+      if (c > 0x7e || c === 0x09) throw new GiveUp();
+    }
+    const trimmed = raw.trim();
+    if (trimmed === '' || trimmed[0] === '#') return;
+    if (trimmed === '---' || trimmed === '...' || trimmed[0] === '%') throw new GiveUp();
+    const indent = raw.length - raw.trimStart().length;
+    const text = uncomment(trimmed);
+    if (this.state === 'top') {
+      if (indent !== 0) throw new GiveUp();
+      if (text === 'keys:') {
+        this.state = 'list';
+        return;
+      }
+      if (text === 'keys: []') {
+        this.state = 'list';
+        this.listIndent = -2; // nothing may follow
+        return;
+      }
+      throw new GiveUp();
+    }
+    if (this.listIndent === -2) throw new GiveUp();
+    if (text.startsWith('- ') || text === '-') {
+      if (this.listIndent === -1) this.listIndent = indent;
+      if (indent !== this.listIndent) throw new GiveUp();
+      this.finishEntry();
+      const rest = text.slice(1).trim();
+      this.entry = {};
+      this.entryIndent = indent + 2;
+      if (rest === '') throw new GiveUp();
+      if (rest[0] === '{') {
+        if (rest[rest.length - 1] !== '}') throw new GiveUp();
+        for (const part of splitFlow(rest.slice(1, -1))) {
+          const [k, v] = pair(part);
+          setField(this.entry, k, v);
+        }
+        this.finishEntry();
+        return;
+      }
+      const [k, v] = pair(rest);
+      setField(this.entry, k, uncomment(v));
+      return;
+    }
+    // A field of the current block entry, at its indentation.
+    if (this.entry === null || indent !== this.entryIndent) throw new GiveUp();
+    const [k, v] = pair(text);
+    setField(this.entry, k, v);
+  }
+
+  private finishEntry(): void {
+    const e = this.entry;
+    if (e === null) return;
+    this.entry = null;
+    if (typeof e.id !== 'string' || !ID.test(e.id) || typeof e.sha256 !== 'string' || !HEX64.test(e.sha256)) throw new GiveUp();
+    this.onEntry(e as ScannedEntry);
+  }
+}
