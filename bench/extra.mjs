@@ -3,7 +3,9 @@
 //   build time (shipped manifest, generated 200-chain manifest), start-up time
 //   to the first served request, RSS idle and with 1,000 open keep-alive
 //   connections, dispatch cost with 1 vs 200 chains, and memory while a 5 MB
-//   request body and a 20 MB answer go through. Loopback only; bounded loops.
+//   request body and a 20 MB answer go through; keys files of 0 to 1,000,000
+//   keys (start-up, RSS, a reload of the million under load). Loopback only;
+//   bounded loops.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -170,6 +172,88 @@ async function cpuPerRequest(bundle, path) {
 const one = [await cpuPerRequest(join(WORK, 'one.mjs'), '/chain-000'), await cpuPerRequest(join(WORK, 'one.mjs'), '/chain-000')];
 const many = [await cpuPerRequest(join(WORK, 'many.mjs'), '/chain-199'), await cpuPerRequest(join(WORK, 'many.mjs'), '/chain-199')];
 note(`gateway CPU per request, 1-chain build: ${one.map((x) => x.toFixed(1)).join(' µs, ')} µs; 200-chain build (last chain): ${many.map((x) => x.toFixed(1)).join(' µs, ')} µs`);
+
+// --- keys files at scale (issue 22): start-up, RSS, a reload under load ------
+const scaleKey = (i) => `scale-bench-key-${String(i).padStart(9, '0')}`;
+function keysFile(file, numbers) {
+  const lines = [numbers.length === 0 ? 'keys: []' : 'keys:'];
+  for (const i of numbers) lines.push(`  - id: k${i}`, `    sha256: "${createHash('sha256').update(scaleKey(i)).digest('hex')}"`);
+  writeFileSync(file, lines.join('\n') + '\n');
+}
+const scaleFile = join(WORK, 'keys-scale.yaml');
+for (const n of [0, 10_000, 100_000, 1_000_000]) {
+  keysFile(scaleFile, Array.from({ length: n }, (_, i) => i));
+  const t0 = process.hrtime.bigint();
+  const p = spawn(process.execPath, ['--no-memory-reducer', join(WORK, 'one.mjs')], { cwd: WORK, env: { PATH: process.env.PATH, GATEWAY_KEYS_FILE: scaleFile, UPSTREAM_URL: up.url, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'inherit'] });
+  // Ports are 0 in this manifest: find it from /proc once it listens.
+  let port = 0;
+  let exited = false;
+  p.once('exit', () => (exited = true));
+  while (port === 0) {
+    if (exited) throw new Error(`the gateway exited before it listened (keys file of ${n} keys)`);
+    try {
+      const hex = readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1).map((l) => l.trim().split(/\s+/)).filter((f) => f[3] === '0A');
+      const inodes = new Set(execFileSync('ls', ['-l', `/proc/${p.pid}/fd`], { encoding: 'utf8' }).split('\n').map((l) => /socket:\[(\d+)\]/.exec(l)?.[1]).filter(Boolean));
+      const mine = hex.find((f) => inodes.has(f[9]));
+      if (mine) port = Number.parseInt(mine[1].split(':')[1], 16);
+    } catch {}
+    if (port === 0) await new Promise((r) => setTimeout(r, 10));
+  }
+  const key = n === 0 ? KEY : scaleKey(0);
+  let r;
+  for (;;) {
+    r = await new Promise((ok) => {
+      const req = request(`http://127.0.0.1:${port}/chain-000`, { method: 'POST', headers: { 'x-api-key': key, 'content-type': 'application/json' } }, (res) => (res.resume(), res.on('end', () => ok(res.statusCode))));
+      req.on('error', () => ok(0)).end('{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}');
+    });
+    if (r !== 0) break;
+    await new Promise((r2) => setTimeout(r2, 10));
+  }
+  const first = ms(t0);
+  await new Promise((r2) => setTimeout(r2, 1000));
+  const rss = rssMiB(p.pid);
+  let reload = '';
+  if (n === 1_000_000) {
+    // A reload of the million under load: 20 keep-alive clients, each on a key in both versions. The new file
+    // (one key out, one in) is written first: making it during the load would stall this process's clients.
+    keysFile(`${scaleFile}.tmp`, [...Array.from({ length: n - 1 }, (_, i) => i), n]);
+    const agent = new Agent({ keepAlive: true, maxSockets: 20 });
+    const lat = [];
+    let failures = 0;
+    let stop = false;
+    const one = (k) =>
+      new Promise((ok) => {
+        const t = performance.now();
+        const req = request(`http://127.0.0.1:${port}/chain-000`, { method: 'POST', agent, headers: { 'x-api-key': k, 'content-type': 'application/json' } }, (res) => {
+          res.resume();
+          res.on('end', () => (lat.push(performance.now() - t), res.statusCode === 200 || failures++, ok()));
+        });
+        req.on('error', () => (failures++, ok())).end('{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}');
+      });
+    const loops = Promise.all(Array.from({ length: 20 }, async (_, w) => {
+      for (let i = 0; !stop; i++) await one(scaleKey((w * 49_999 + i * 7) % (n - 1)));
+    }));
+    await new Promise((r2) => setTimeout(r2, 1000));
+    const from = lat.length;
+    const t1 = process.hrtime.bigint();
+    execFileSync('mv', [`${scaleFile}.tmp`, scaleFile]);
+    // Reloaded when the new key works.
+    while ((await new Promise((ok) => {
+      const req = request(`http://127.0.0.1:${port}/chain-000`, { method: 'POST', agent, headers: { 'x-api-key': scaleKey(n), 'content-type': 'application/json' } }, (res) => (res.resume(), res.on('end', () => ok(res.statusCode))));
+      req.on('error', () => ok(0)).end('{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber"}');
+    })) !== 200) await new Promise((r2) => setTimeout(r2, 5));
+    const took = ms(t1);
+    stop = true;
+    await loops;
+    agent.destroy();
+    const during = lat.slice(from).sort((a, b) => a - b);
+    reload = `; reload of the file under load (20 clients): ${took.toFixed(0)} ms to the new key, ${during.length} requests meanwhile, p99 ${during[Math.floor(during.length * 0.99)].toFixed(1)} ms, max ${during[during.length - 1].toFixed(1)} ms, ${failures} failed`;
+  }
+  p.kill('SIGTERM');
+  await new Promise((r2) => p.once('exit', r2));
+  note(`keys file of ${n.toLocaleString('en')} keys: first answer ${first.toFixed(0)} ms after start, RSS ${rss.toFixed(0)} MiB${reload}`);
+}
+
 up.s.closeAllConnections();
 up.s.close();
 writeFileSync(join(WORK, 'extra.txt'), out.join('\n') + '\n');

@@ -9,8 +9,8 @@
 // (keys.ts, parseKeysFile) reads the file and reports its problems with their
 // positions.
 //
-// The scan works in steps of a number of lines, so a reload of a million keys
-// can let requests through between steps.
+// The scan takes the file in chunks, so a reload of a million keys can let
+// requests through between chunks, and never holds the whole file.
 
 /** One entry's fields as the scan read them (strings as written, unquoted). */
 export interface ScannedEntry {
@@ -23,7 +23,6 @@ export interface ScannedEntry {
   expires?: string;
 }
 
-const NL = 0x0a;
 const HEX64 = /^[0-9a-fA-F]{64}$/;
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const FIELDS = new Set(['id', 'sha256', 'chains', 'disabled', 'rateLimit', 'quota', 'expires']);
@@ -124,41 +123,41 @@ function pair(s: string): [string, string] {
 }
 
 /**
- * The scan of one keys file. `step(n)` reads up to n more lines; `entries`
- * calls back once per complete entry, already checked for shape (id, hash);
- * what is left to check (duplicates, rates) is the caller's.
+ * The scan of one keys file, fed in chunks (so the file is never held whole);
+ * `onEntry` is called once per complete entry, already checked for shape (id,
+ * hash); what is left to check (duplicates, rates) is the caller's.
  */
 export class KeyScan {
-  private pos = 0;
   private state: 'top' | 'list' = 'top';
   private listIndent = -1;
   private entry: Partial<ScannedEntry> | null = null;
   private entryIndent = -1;
-  done = false;
+  /** The start of a line the last chunk cut. */
+  private rest = '';
 
-  constructor(
-    private readonly buf: Buffer,
-    private readonly onEntry: (e: ScannedEntry) => void,
-  ) {}
+  constructor(private readonly onEntry: (e: ScannedEntry) => void) {}
 
-  /** Reads up to `lines` lines; true when the file is done. Throws GiveUp when the full parser must read it. */
-  step(lines: number): boolean {
-    const buf = this.buf;
-    for (let n = 0; n < lines; n++) {
-      if (this.pos >= buf.length) {
-        this.finishEntry();
-        if (this.state !== 'list') throw new GiveUp();
-        this.done = true;
-        return true;
-      }
-      let end = buf.indexOf(NL, this.pos);
-      if (end === -1) end = buf.length;
-      let line = buf.toString('latin1', this.pos, end);
-      this.pos = end + 1;
-      if (line.endsWith('\r')) line = line.slice(0, -1);
-      this.line(line);
+  /** Reads a chunk of the file (latin1: any byte over 0x7e makes the scan give up). Throws GiveUp when the full parser must read the file. */
+  feed(chunk: string): void {
+    let text = this.rest + chunk;
+    let start = 0;
+    for (;;) {
+      const nl = text.indexOf('\n', start);
+      if (nl === -1) break;
+      this.line(text.slice(start, text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl));
+      start = nl + 1;
     }
-    return false;
+    this.rest = text.slice(start);
+    text = '';
+  }
+
+  /** The end of the file. */
+  end(): void {
+    if (this.rest !== '') this.line(this.rest.endsWith('\r') ? this.rest.slice(0, -1) : this.rest);
+    this.rest = '';
+    this.finishEntry();
+    // `keys:` with nothing under it is null, not a list: the full parser says so.
+    if (this.state !== 'list' || this.listIndent === -1) throw new GiveUp();
   }
 
   private line(raw: string): void {

@@ -1,6 +1,6 @@
 import { createHash, createPublicKey, timingSafeEqual } from 'node:crypto';
-import { readFileSync, realpathSync, statSync, watch, type FSWatcher } from 'node:fs';
-import { readFile } from 'node:fs/promises';
+import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { open, readFile } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
 import { compilePolicy, ipList, parseOrigin, type KeyPolicy, type RawPolicy } from './key-policy.ts';
@@ -286,27 +286,34 @@ export type KeyCheck =
  * others (chains, limits, a policy, disabled) keep their whole entry.
  */
 interface KeyTable {
-  readonly plain: Map<string, string>;
+  /** By the hash's first byte: 256 Maps, so that none grows big enough for its rehash to pause requests. */
+  readonly plain: readonly Map<string, string>[];
   readonly rich: Map<string, KeyEntry>;
   readonly size: number;
 }
 
+const SHARDS = 256;
+const shards = <V>(): Map<string, V>[] => Array.from({ length: SHARDS }, () => new Map<string, V>());
+
 /** Builds a table from scanned entries, checking what the scan does not: duplicates and the fields' values (GiveUp: the full parser will report it). */
 class TableBuilder {
-  readonly plain = new Map<string, string>();
+  readonly plain = shards<string>();
   readonly rich = new Map<string, KeyEntry>();
-  private readonly ids = new Set<string>();
+  /** Ids seen, for duplicates (sharded like the table, by the id's last character). */
+  private readonly ids: Set<string>[] = Array.from({ length: SHARDS }, () => new Set<string>());
   size = 0;
 
   readonly add = (e: ScannedEntry): void => {
-    if (this.ids.has(e.id)) throw new GiveUp();
-    this.ids.add(e.id);
+    const ids = this.ids[e.id.charCodeAt(e.id.length - 1)]!;
+    if (ids.has(e.id)) throw new GiveUp();
     const bin = binaryOfHex(e.sha256);
-    if (this.plain.has(bin) || this.rich.has(bin)) throw new GiveUp();
+    const plain = this.plain[bin.charCodeAt(0)]!;
+    if (plain.has(bin) || this.rich.has(bin)) throw new GiveUp();
     this.size++;
     const id = own(e.id);
+    ids.add(id);
     if (e.chains === undefined && e.disabled !== true && e.rateLimit === undefined && e.quota === undefined && e.expires === undefined) {
-      this.plain.set(bin, id);
+      plain.set(bin, id);
       return;
     }
     const rateLimit = e.rateLimit === undefined ? null : parseRate(e.rateLimit);
@@ -338,34 +345,54 @@ function entryOf(
 function tableOf(entries: readonly KeyEntry[]): KeyTable {
   const rich = new Map<string, KeyEntry>();
   for (const e of entries) rich.set(e.digest.toString('latin1'), e);
-  return { plain: new Map(), rich, size: entries.length };
+  return { plain: shards<string>(), rich, size: entries.length };
 }
 
-/** Lines the scan reads between two turns of the event loop during a reload. */
-const RELOAD_STEP_LINES = 20_000;
+/** Bytes the scan reads between two turns of the event loop during a reload (some 5,000 lines). */
+const CHUNK = 256 * 1024;
 
 /** Reads a keys file: the fast scan, or the full parser when the scan gives up (which throws with every problem). */
-function loadSync(buf: Buffer, path: string): KeyTable {
+function loadSync(path: string): KeyTable {
   const b = new TableBuilder();
+  const scan = new KeyScan(b.add);
+  const fd = openSync(path, 'r');
   try {
-    new KeyScan(buf, b.add).step(Number.MAX_SAFE_INTEGER);
+    const buf = Buffer.allocUnsafe(CHUNK);
+    for (;;) {
+      const n = readSync(fd, buf, 0, CHUNK, null);
+      if (n === 0) break;
+      scan.feed(buf.toString('latin1', 0, n));
+    }
+    scan.end();
     return b.table();
   } catch (err) {
     if (!(err instanceof GiveUp)) throw err;
-    return tableOf(parseKeysFile(buf.toString('utf8'), path));
+    return tableOf(parseKeysFile(readFileSync(path, 'utf8'), path));
+  } finally {
+    closeSync(fd);
   }
 }
 
-/** The same, a step at a time, yielding to requests in between. */
-async function loadInSteps(buf: Buffer, path: string): Promise<KeyTable> {
+/** The same, a chunk at a time, letting requests through in between. */
+async function loadInSteps(path: string): Promise<KeyTable> {
   const b = new TableBuilder();
-  const scan = new KeyScan(buf, b.add);
+  const scan = new KeyScan(b.add);
+  const fh = await open(path, 'r');
   try {
-    while (!scan.step(RELOAD_STEP_LINES)) await new Promise<void>((r) => setImmediate(r));
+    const buf = Buffer.allocUnsafe(CHUNK);
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, 0, CHUNK, null);
+      if (bytesRead === 0) break;
+      scan.feed(buf.toString('latin1', 0, bytesRead));
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    scan.end();
     return b.table();
   } catch (err) {
     if (!(err instanceof GiveUp)) throw err;
-    return tableOf(parseKeysFile(buf.toString('utf8'), path));
+    return tableOf(parseKeysFile(await readFile(path, 'utf8'), path));
+  } finally {
+    await fh.close();
   }
 }
 
@@ -376,7 +403,7 @@ async function loadInSteps(buf: Buffer, path: string): Promise<KeyTable> {
  * the old keys or the new ones, and requests go on while it builds.
  */
 export class KeyStore {
-  private table: KeyTable = { plain: new Map(), rich: new Map(), size: 0 };
+  private table: KeyTable = { plain: shards<string>(), rich: new Map(), size: 0 };
   /**
    * Recently verified keys, so a busy key is hashed once, not per request.
    * Cleared whenever the keys file is (re)loaded, so a revoked or disabled key
@@ -406,7 +433,7 @@ export class KeyStore {
   /** First load: throws, so a bad keys file stops the start. */
   load(): void {
     this.seen = this.identity();
-    this.table = loadSync(readFileSync(this.path), this.path);
+    this.table = loadSync(this.path);
     this.recent = new Map();
   }
 
@@ -428,7 +455,7 @@ export class KeyStore {
   private async reloadOnce(reason: string): Promise<boolean> {
     try {
       this.seen = this.identity();
-      const table = await loadInSteps(await readFile(this.path), this.path);
+      const table = await loadInSteps(this.path);
       this.table = table;
       this.recent = new Map();
       this.log.info({ event: 'keys_reloaded', reason, keys: table.size }, 'keys reloaded');
@@ -485,7 +512,7 @@ export class KeyStore {
       const t = this.table;
       let found = t.rich.get(bin);
       if (found === undefined) {
-        const id = t.plain.get(bin);
+        const id = t.plain[bin.charCodeAt(0)]!.get(bin);
         if (id === undefined) return INVALID;
         found = entryOf(id, digest.toString('hex'), null, false, null, null, null, null);
       }
