@@ -4,8 +4,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document } from 'yaml';
-import { parseKeysFile } from '../runtime/keys.ts';
+import { KeyStore, parseKeysFile } from '../runtime/keys.ts';
 import type { RawPolicy } from '../runtime/key-policy.ts';
+import { GiveUp, KeyScan, type EntrySpan, type ScannedEntry } from '../runtime/keys-fast.ts';
+import { parseQuota } from '../runtime/ratelimit.ts';
 import { parseRate } from '../runtime/rate.ts';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -33,11 +35,11 @@ function open(file: string): Document {
 }
 
 /** Write to a temporary file, flush, then rename: a reader (the server) sees the old file or the new one. */
-function save(file: string, doc: Document): void {
+function save(file: string, doc: Document | string): void {
   const tmp = `${file}.tmp-${process.pid}`;
   const fd = openSync(tmp, 'w', 0o600);
   try {
-    writeSync(fd, doc.toString());
+    writeSync(fd, typeof doc === 'string' ? doc : doc.toString());
     fsyncSync(fd);
   } finally {
     closeSync(fd);
@@ -130,6 +132,72 @@ function saveChecked(file: string, doc: Document): void {
   save(file, doc);
 }
 
+// ------------------------------------------------------------------ large files
+//
+// A keys file of the usual shape (what the fast scan reads: runtime/keys-fast.ts)
+// is edited as text: the scan says where each entry is, an entry is appended,
+// replaced or removed in place, and the file is rewritten atomically. A
+// million keys take a few seconds, where the YAML document would take minutes
+// and gigabytes. Anything else goes through the YAML document (keeping
+// comments), as before.
+
+interface Scanned {
+  readonly text: string;
+  readonly listIndent: number;
+  readonly entries: Map<string, { readonly entry: ScannedEntry; readonly span: EntrySpan }>;
+  readonly hashes: Set<string>;
+}
+
+/** The file as the fast scan reads it, or null when it must go through the YAML document (or has a problem: that path reports it). */
+function scanFile(file: string): Scanned | null {
+  if (!existsSync(file)) return null;
+  const text = readFileSync(file, 'latin1');
+  const entries = new Map<string, { entry: ScannedEntry; span: EntrySpan }>();
+  const hashes = new Set<string>();
+  const scan = new KeyScan((entry, span) => {
+    const sha = entry.sha256.toLowerCase();
+    if (entries.has(entry.id) || hashes.has(sha) || span === null) throw new GiveUp();
+    entries.set(entry.id, { entry, span });
+    hashes.add(sha);
+  }, true);
+  try {
+    scan.feed(text);
+    scan.end();
+  } catch (err) {
+    if (err instanceof GiveUp) return null;
+    throw err;
+  }
+  // `keys: []` is a flow list: appending needs the document.
+  return scan.listIndent < 0 ? null : { text, listIndent: scan.listIndent, entries, hashes };
+}
+
+/** Options the fast path can write (the scan reads them back): no allow lists, no JWT. */
+function plainOptions(o: PolicyOptions): boolean {
+  return o.origins === undefined && o.ips === undefined && o.userAgents === undefined && o.methods === undefined && o.contracts === undefined && o.jwtKeys === undefined;
+}
+
+/** An entry as block text at the list's indentation. */
+function entryText(indent: number, e: ScannedEntry): string {
+  const pad = ' '.repeat(indent);
+  const lines = [`${pad}- id: ${e.id}`, `${pad}  sha256: "${e.sha256}"`];
+  if (e.chains !== undefined && e.chains.length > 0) lines.push(`${pad}  chains: [${e.chains.join(', ')}]`);
+  if (e.rateLimit !== undefined) lines.push(`${pad}  rateLimit: ${e.rateLimit}`);
+  if (e.quota !== undefined) lines.push(`${pad}  quota: ${e.quota}`);
+  if (e.expires !== undefined) lines.push(`${pad}  expires: "${e.expires}"`);
+  lines.push(`${pad}  disabled: ${e.disabled === true}`);
+  return lines.join('\n') + '\n';
+}
+
+/** Checks what the options would write, the way the server reads it. */
+function checkPlain(o: { readonly rateLimit?: string; readonly quota?: string; readonly expires?: string; readonly chains?: readonly string[] }): void {
+  if (o.rateLimit !== undefined && o.rateLimit !== 'none' && (!RATE.test(o.rateLimit) || parseRate(o.rateLimit) === null)) throw new KeysError(`rate limit '${o.rateLimit}' must be N/s, N/min or N/h`);
+  if (o.quota !== undefined && o.quota !== 'none' && parseQuota(o.quota) === null) throw new KeysError(`quota '${o.quota}' must be N/day or N/month`);
+  if (o.expires !== undefined && o.expires !== 'none' && (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(o.expires) || Number.isNaN(Date.parse(o.expires)))) {
+    throw new KeysError(`expires '${o.expires}' must be an RFC 3339 date-time with a zone`);
+  }
+  for (const c of o.chains ?? []) if (!CHAIN.test(c)) throw new KeysError(`chain '${c}' is not a chain path`);
+}
+
 /** Makes a key, stores its hash, returns the key (to print once). */
 export function addKey(file: string, opts: AddKeyOptions): string {
   if (!ID.test(opts.id)) throw new KeysError(`id '${opts.id}' must match ${ID.source}`);
@@ -137,6 +205,16 @@ export function addKey(file: string, opts: AddKeyOptions): string {
     throw new KeysError(`rate limit '${opts.rateLimit}' must be N/s, N/min or N/h`);
   }
   for (const c of opts.chains ?? []) if (!CHAIN.test(c)) throw new KeysError(`chain '${c}' is not a chain path`);
+  const fast = plainOptions(opts) ? scanFile(file) : null;
+  if (fast !== null) {
+    checkPlain(opts);
+    if (fast.entries.has(opts.id)) throw new KeysError(`a key with id '${opts.id}' already exists`);
+    const key = randomBytes(32).toString('base64url');
+    const sha256 = createHash('sha256').update(key).digest('hex');
+    const e: ScannedEntry = { id: opts.id, sha256, chains: opts.chains ? [...opts.chains] : undefined, rateLimit: opts.rateLimit, quota: opts.quota === 'none' ? undefined : opts.quota, expires: opts.expires === 'none' ? undefined : opts.expires };
+    save(file, fast.text + (fast.text.endsWith('\n') || fast.text === '' ? '' : '\n') + entryText(fast.listIndent, e));
+    return key;
+  }
   const doc = open(file);
   const list = keysList(doc);
   if (list.items.some((e) => isMap(e) && e.get('id') === opts.id)) throw new KeysError(`a key with id '${opts.id}' already exists`);
@@ -166,6 +244,20 @@ export function addKey(file: string, opts: AddKeyOptions): string {
 /** Changes an existing key's chains, rate limit and policy; the key itself stays. */
 export function setKey(file: string, id: string, opts: PolicyOptions & { readonly chains?: readonly string[]; readonly rateLimit?: string }): void {
   if (!existsSync(file)) throw new KeysError(`${file} does not exist`);
+  const fast = plainOptions(opts) ? scanFile(file) : null;
+  if (fast !== null) {
+    checkPlain(opts);
+    const found = fast.entries.get(id);
+    if (found === undefined) throw new KeysError(`no key with id '${id}'`);
+    const e: ScannedEntry = { ...found.entry, sha256: found.entry.sha256.toLowerCase() };
+    if (opts.chains !== undefined) e.chains = opts.chains.length === 0 ? undefined : [...opts.chains];
+    if (opts.rateLimit !== undefined) e.rateLimit = opts.rateLimit === 'none' ? undefined : opts.rateLimit;
+    if (opts.quota !== undefined) e.quota = opts.quota === 'none' ? undefined : opts.quota;
+    if (opts.expires !== undefined) e.expires = opts.expires === 'none' ? undefined : opts.expires;
+    const { span } = found;
+    save(file, fast.text.slice(0, span.start) + entryText(fast.listIndent, e) + fast.text.slice(span.end));
+    return;
+  }
   const doc = open(file);
   const entry = keysList(doc).items.find((e) => isMap(e) && e.get('id') === id) as YAMLMap | undefined;
   if (entry === undefined) throw new KeysError(`no key with id '${id}'`);
@@ -190,7 +282,10 @@ export function setKey(file: string, id: string, opts: PolicyOptions & { readonl
 export function checkKeysFile(file: string): { ok: true; keys: number } | { ok: false; problems: string } {
   if (!existsSync(file)) return { ok: false, problems: `${file}: no such file` };
   try {
-    return { ok: true, keys: parseKeysFile(readFileSync(file, 'utf8'), file).length };
+    // As the server reads it: the fast scan, the full parser (with every problem's position) when it gives up.
+    const store = new KeyStore(file, { info() {}, error() {} });
+    store.load();
+    return { ok: true, keys: store.size };
   } catch (err) {
     return { ok: false, problems: (err as Error).message };
   }
@@ -212,6 +307,18 @@ export interface KeySummary {
 
 export function listKeys(file: string): KeySummary[] {
   if (!existsSync(file)) return [];
+  const fast = scanFile(file);
+  if (fast !== null) {
+    return [...fast.entries.values()].map(({ entry: e }) => ({
+      id: e.id,
+      chains: e.chains ? e.chains.join(',') : '*',
+      disabled: e.disabled === true,
+      rateLimit: e.rateLimit ?? '-',
+      quota: e.quota ?? '-',
+      hash: e.sha256.toLowerCase().slice(0, 12),
+      policy: e.expires === undefined ? '-' : `expires=${e.expires}`,
+    }));
+  }
   let entries;
   try {
     entries = parseKeysFile(readFileSync(file, 'utf8'), file);
@@ -233,6 +340,17 @@ export function listKeys(file: string): KeySummary[] {
 /** Disables the key (the entry stays, for the record), or removes it with `remove`. */
 export function revokeKey(file: string, id: string, remove: boolean): void {
   if (!existsSync(file)) throw new KeysError(`${file} does not exist`);
+  const fast = scanFile(file);
+  if (fast !== null) {
+    const found = fast.entries.get(id);
+    if (found === undefined) throw new KeysError(`no key with id '${id}'`);
+    const { span, entry } = found;
+    const t = fast.text;
+    const tail = t.slice(span.end);
+    if (remove) return save(file, t.slice(0, span.start) + tail);
+    // Disabled in place: the entry rewritten as a block (a flow one too), the rest untouched.
+    return save(file, t.slice(0, span.start) + entryText(fast.listIndent, { ...entry, sha256: entry.sha256.toLowerCase(), disabled: true }) + tail);
+  }
   const doc = open(file);
   const list = keysList(doc);
   const i = list.items.findIndex((e) => isMap(e) && e.get('id') === id);

@@ -127,32 +127,62 @@ function pair(s: string): [string, string] {
  * `onEntry` is called once per complete entry, already checked for shape (id,
  * hash); what is left to check (duplicates, rates) is the caller's.
  */
+/** Where an entry is in the file (byte offsets), for the CLI's edits in place. */
+export interface EntrySpan {
+  /** Its first line's start. */
+  readonly start: number;
+  /** Just after its last line (its newline included). */
+  end: number;
+  /** Written as one flow mapping `- { ... }`. */
+  readonly flow: boolean;
+  /** Its `disabled:` line, if it has one. */
+  disabled: readonly [number, number] | null;
+  /** The indentation of its fields. */
+  readonly indent: number;
+}
+
 export class KeyScan {
   private state: 'top' | 'list' = 'top';
-  private listIndent = -1;
+  /** The list's indentation: -1 before its first entry, -2 for `keys: []`. */
+  listIndent = -1;
   private entry: Partial<ScannedEntry> | null = null;
   private entryIndent = -1;
-  /** The start of a line the last chunk cut. */
+  private span: EntrySpan | null = null;
+  /** The start of a line the last chunk cut, and its offset in the file. */
   private rest = '';
+  private restAt = 0;
+  /** The line being read: its offsets. */
+  private lineStart = 0;
+  private lineEnd = 0;
 
-  constructor(private readonly onEntry: (e: ScannedEntry) => void) {}
+  constructor(
+    private readonly onEntry: (e: ScannedEntry, span: EntrySpan | null) => void,
+    /** Record where each entry is (the CLI; not the server). */
+    private readonly spans = false,
+  ) {}
 
   /** Reads a chunk of the file (latin1: any byte over 0x7e makes the scan give up). Throws GiveUp when the full parser must read the file. */
   feed(chunk: string): void {
     let text = this.rest + chunk;
+    const base = this.restAt;
     let start = 0;
     for (;;) {
       const nl = text.indexOf('\n', start);
       if (nl === -1) break;
+      this.lineStart = base + start;
+      this.lineEnd = base + nl + 1;
       this.line(text.slice(start, text.charCodeAt(nl - 1) === 13 ? nl - 1 : nl));
       start = nl + 1;
     }
     this.rest = text.slice(start);
+    this.restAt = base + start;
     text = '';
   }
 
   /** The end of the file. */
   end(): void {
+    this.lineStart = this.restAt;
+    this.lineEnd = this.restAt + this.rest.length;
     if (this.rest !== '') this.line(this.rest.endsWith('\r') ? this.rest.slice(0, -1) : this.rest);
     this.rest = '';
     this.finishEntry();
@@ -193,6 +223,7 @@ export class KeyScan {
       this.entry = {};
       this.entryIndent = indent + 2;
       if (rest === '') throw new GiveUp();
+      if (this.spans) this.span = { start: this.lineStart, end: this.lineEnd, flow: rest[0] === '{', disabled: null, indent: indent + 2 };
       if (rest[0] === '{') {
         if (rest[rest.length - 1] !== '}') throw new GiveUp();
         for (const part of splitFlow(rest.slice(1, -1))) {
@@ -210,13 +241,19 @@ export class KeyScan {
     if (this.entry === null || indent !== this.entryIndent) throw new GiveUp();
     const [k, v] = pair(text);
     setField(this.entry, k, v);
+    if (this.span !== null) {
+      this.span.end = this.lineEnd;
+      if (k === 'disabled') this.span.disabled = [this.lineStart, this.lineEnd];
+    }
   }
 
   private finishEntry(): void {
     const e = this.entry;
     if (e === null) return;
     this.entry = null;
+    const span = this.span;
+    this.span = null;
     if (typeof e.id !== 'string' || !ID.test(e.id) || typeof e.sha256 !== 'string' || !HEX64.test(e.sha256)) throw new GiveUp();
-    this.onEntry(e as ScannedEntry);
+    this.onEntry(e as ScannedEntry, span);
   }
 }

@@ -184,4 +184,34 @@ describe('gateway keys', { timeout: 30_000 }, () => {
     writeFileSync(file, `keys:\n  - { id: a, sha256: "${sha256('a'.repeat(20))}", allow: { ips: ["::ffff:10.0.0.1"] } }\n`);
     expect((await keys('check', file)).stdout).toBe(`${file}: ok (1 keys)\n`);
   });
+
+  it('edits a large file in place as text: add appends, set and revoke rewrite only their entry, comments stay', async () => {
+    const dir = freshDir('keys-large');
+    const file = join(dir, 'keys.yaml');
+    const lines = ['# ops: do not edit by hand', 'keys:'];
+    for (let i = 0; i < 5000; i++) lines.push(`  - id: k${i}`, `    sha256: "${sha256(`large-file-key-${i}-0123456789`)}"`, ...(i === 2500 ? ['  # the middle one'] : []));
+    const before = lines.join('\n') + '\n';
+    writeFileSync(file, before);
+    const key = (await keys('add', '--id', 'new-one', '--chains', 'ethereum', '--rate-limit', '5/s', '--file', file)).stdout.trim();
+    const afterAdd = readFileSync(file, 'utf8');
+    expect(afterAdd.startsWith(before)).toBe(true);
+    expect(afterAdd.slice(before.length)).toBe(`  - id: new-one\n    sha256: "${sha256(key)}"\n    chains: [ethereum]\n    rateLimit: 5/s\n    disabled: false\n`);
+    expect((await keys('set', '--id', 'k2500', '--quota', '100/day', '--file', file)).code).toBe(0);
+    expect((await keys('revoke', '--id', 'k10', '--file', file)).code).toBe(0);
+    expect((await keys('revoke', '--id', 'k11', '--delete', '--file', file)).code).toBe(0);
+    const text = readFileSync(file, 'utf8');
+    expect(text).toContain('# ops: do not edit by hand');
+    expect(text).toContain(`  - id: k2500\n    sha256: "${sha256('large-file-key-2500-0123456789')}"\n    quota: 100/day\n    disabled: false\n  # the middle one\n  - id: k2501`);
+    const entries = parseKeysFile(text, file);
+    expect(entries).toHaveLength(5000);
+    const by = new Map(entries.map((e) => [e.id, e]));
+    expect(by.get('k10')!.disabled).toBe(true);
+    expect(by.has('k11')).toBe(false);
+    expect(by.get('k2500')!.quota).toEqual({ limit: 100, per: 'day' });
+    expect(by.get('new-one')).toMatchObject({ sha256: sha256(key), rateLimit: { limit: 5, windowMs: 1000 } });
+    // Everything else is byte for byte what it was.
+    const untouched = (t: string) => t.split('\n').filter((l) => !/k10$|k11$|k2500$|new-one/.test(l));
+    expect(untouched(text).length).toBeGreaterThan(9000);
+    expect((await keys('add', '--id', 'k5', '--file', file)).stderr).toContain("a key with id 'k5' already exists");
+  });
 });
