@@ -64,12 +64,7 @@ function keysList(doc: Document): YAMLSeq {
  * empty removes it (allows everything again); `expires: 'none'` removes the
  * expiry; `jwtKeys` replaces the JWT keys (empty: no JWT).
  */
-export interface PolicyOptions {
-  readonly origins?: readonly string[];
-  readonly ips?: readonly string[];
-  readonly userAgents?: readonly string[];
-  readonly methods?: readonly string[];
-  readonly contracts?: readonly string[];
+export interface PolicyOptions extends NonNullable<RawPolicy['allow']> {
   readonly expires?: string;
   /** N/day or N/month; 'none' removes it. */
   readonly quota?: string;

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, startGateway, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, type RunningGateway } from './harness.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { rosettaBlockHash, rosettaTxHash, startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
 import { close, isHealthCheck, listen, readAll } from '../support/http.ts';
@@ -87,12 +87,7 @@ afterAll(async () => {
 
 // ------------------------------------------------------------------ talking
 
-/** A metric's value for a chain (labels '' for one without labels). */
-async function metric(name: string, labels: string): Promise<number> {
-  const text = await (await fetch(gw.url('admin', '/metrics'))).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
+const metric = (name: string, labels: string): Promise<number> => metricValue(gw, name, labels);
 
 /** Waits until the gateway's cache knows `chain`'s head is `n`. */
 async function sees(chain: string, n: number): Promise<void> {
@@ -222,14 +217,6 @@ describe('cache: Rosetta', () => {
     expect(rosettaCalls(from, 'construction/submit')).toBe(3);
   });
 });
-
-async function until(cond: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`not within 15 s: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 // ------------------------------------------------------------------ Blockbook
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type Built, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type Built, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
@@ -64,19 +64,7 @@ afterAll(async () => {
   await Promise.all([proxy?.close(), anvil?.stop(), rosetta?.close(), redis?.stop()]);
 });
 
-async function metric(g: RunningGateway, name: string, labels: string): Promise<number> {
-  const text = await (await fetch(g.url('admin', '/metrics'))).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
-}
-
-async function until(cond: () => Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`not within 15 s: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+const metric = metricValue;
 
 /** Waits until a gateway knows anvil's finalized block and the Rosetta tip. */
 async function finalKnown(g: RunningGateway): Promise<void> {

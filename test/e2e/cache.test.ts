@@ -24,7 +24,7 @@ import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { close, listen } from '../support/http.ts';
@@ -124,10 +124,8 @@ async function viaGateway(method: string, params: unknown[], id: unknown = nextI
 }
 
 /** A metric's value for the ethereum chain (labels '' for one without labels). */
-async function metric(name: string, labels = '{chain="ethereum"}'): Promise<number> {
-  const text = await (await fetch(gw.url('admin', '/metrics'))).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
-  return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
+function metric(name: string, labels = '{chain="ethereum"}'): Promise<number> {
+  return metricValue(gw, name, labels);
 }
 
 /** The receipt of a transaction anvil has taken, once its block is mined (anvil may answer the send first). */

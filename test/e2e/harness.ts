@@ -201,3 +201,19 @@ export function rawRequest(
 
 /** The 30 methods of the interface spec (one list, shared with the generator's catalogue). */
 export const EVM_METHODS = SPEC_METHODS;
+
+/** A metric's value in a gateway's /metrics (labels like `{chain="ethereum"}`, '' for none); NaN when absent. */
+export async function metricValue(g: RunningGateway, name: string, labels: string): Promise<number> {
+  const text = await (await fetch(g.url('admin', '/metrics'))).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels} `));
+  return line === undefined ? Number.NaN : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
+/** Polls `cond` until it holds; throws after `ms` naming `what`. */
+export async function until(cond: () => Promise<boolean>, what: string, ms = 15_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > deadline) throw new Error(`not within ${ms / 1000} s: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
