@@ -5,6 +5,7 @@ import { dirname, resolve } from 'node:path';
 import { checkManifestFile, formatProblem } from './check.ts';
 import { readFileSync } from 'node:fs';
 import { addKey, checkKeysFile, KeysError, listKeys, revokeKey, setKey, type PolicyOptions } from './keys-file.ts';
+import { addKeyToStore, importKeysFile, listKeysInStore, revokeKeyInStore, setKeyInStore } from './keys-store.ts';
 import { renderManifestReference } from './schema-doc.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { GatewayModel } from './model.ts';
@@ -58,15 +59,12 @@ program
   });
 
 const keys = program.command('keys').description('manage API keys (the file stores SHA-256 hashes only)');
-const guard = (fn: () => void) => {
-  try {
-    fn();
-  } catch (err) {
+const guardAsync = (fn: () => Promise<void>): Promise<void> =>
+  fn().catch((err: unknown) => {
     if (!(err instanceof KeysError)) throw err;
     process.stderr.write(`gateway keys: ${err.message}\n`);
     process.exit(1);
-  }
-};
+  });
 /** Options for a key's policy, shared by `keys add` and `keys set`. */
 interface PolicyFlags {
   origins?: string;
@@ -115,14 +113,16 @@ withPolicy(
     .requiredOption('--id <name>', 'name for logs and metrics (never the key)')
     .option('--chains <list>', 'comma-separated chain paths (default: every chain)')
     .option('--rate-limit <rate>', "N/s, N/min or N/h (default: the manifest's rateLimit)")
-    .option('--file <path>', 'keys file', 'keys.yaml'),
-).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; jwt?: boolean }) =>
-    guard(() => {
+    .option('--file <path>', 'keys file', 'keys.yaml')
+    .option('--store <url>', 'a redis:// key store instead of the file'),
+).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; store?: string; jwt?: boolean }) =>
+    guardAsync(async () => {
       const chains = o.chains?.split(',').map((s) => s.trim()).filter(Boolean);
-      const key = addKey(o.file, { id: o.id, chains, rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) });
+      const opts = { id: o.id, chains, rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) };
+      const key = o.store ? await addKeyToStore(o.store, opts) : addKey(o.file, opts);
       // The key alone on stdout, so `KEY=$(gateway keys add ...)` works; the note goes to stderr.
       process.stdout.write(`${key}\n`);
-      process.stderr.write(`key '${o.id}' added to ${o.file}; it is shown only this once\n`);
+      process.stderr.write(`key '${o.id}' added to ${o.store ? 'the key store' : o.file}; it is shown only this once\n`);
     }),
   );
 withPolicy(
@@ -132,13 +132,28 @@ withPolicy(
     .requiredOption('--id <name>', 'key id')
     .option('--chains <list>', 'comma-separated chain paths (empty: every chain)')
     .option('--rate-limit <rate>', "N/s, N/min or N/h ('none': the manifest's)")
-    .option('--file <path>', 'keys file', 'keys.yaml'),
-).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; jwt?: boolean }) =>
-  guard(() => {
-    setKey(o.file, o.id, { chains: list(o.chains), rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) });
-    process.stderr.write(`key '${o.id}' updated in ${o.file}\n`);
+    .option('--file <path>', 'keys file', 'keys.yaml')
+    .option('--store <url>', 'a redis:// key store instead of the file'),
+).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; store?: string; jwt?: boolean }) =>
+  guardAsync(async () => {
+    const opts = { chains: list(o.chains), rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) };
+    if (o.store) await setKeyInStore(o.store, o.id, opts);
+    else setKey(o.file, o.id, opts);
+    process.stderr.write(`key '${o.id}' updated in ${o.store ? 'the key store' : o.file}\n`);
   }),
 );
+
+keys
+  .command('import')
+  .description('move a keys file into a redis:// key store (checked whole first; every replica picks it up at once)')
+  .argument('<file>', 'keys file')
+  .requiredOption('--store <url>', 'the redis:// key store')
+  .action((file: string, o: { store: string }) =>
+    guardAsync(async () => {
+      const n = await importKeysFile(o.store, file);
+      process.stderr.write(`${n} keys imported from ${file}\n`);
+    }),
+  );
 
 /** `keys check` and `check-keys`: the keys file as the server would read it. */
 const checkKeys = (file: string): void => {
@@ -166,9 +181,10 @@ keys
   .command('list')
   .description('list keys: id, state, chains, rate limit and a hash prefix (never a key)')
   .option('--file <path>', 'keys file', 'keys.yaml')
-  .action((o: { file: string }) =>
-    guard(() => {
-      for (const k of listKeys(o.file)) {
+  .option('--store <url>', 'a redis:// key store instead of the file')
+  .action((o: { file: string; store?: string }) =>
+    guardAsync(async () => {
+      for (const k of o.store ? await listKeysInStore(o.store) : listKeys(o.file)) {
         process.stdout.write(`${k.id}\t${k.disabled ? 'disabled' : 'active'}\tchains=${k.chains}\trate=${k.rateLimit}\tquota=${k.quota}\tsha256=${k.hash}\tpolicy=${k.policy}\n`);
       }
     }),
@@ -179,10 +195,12 @@ keys
   .requiredOption('--id <name>', 'key id')
   .option('--delete', 'remove the entry instead of disabling it')
   .option('--file <path>', 'keys file', 'keys.yaml')
-  .action((o: { id: string; delete?: boolean; file: string }) =>
-    guard(() => {
-      revokeKey(o.file, o.id, o.delete === true);
-      process.stderr.write(`key '${o.id}' ${o.delete ? 'deleted' : 'disabled'} in ${o.file}\n`);
+  .option('--store <url>', 'a redis:// key store instead of the file')
+  .action((o: { id: string; delete?: boolean; file: string; store?: string }) =>
+    guardAsync(async () => {
+      if (o.store) await revokeKeyInStore(o.store, o.id, o.delete === true);
+      else revokeKey(o.file, o.id, o.delete === true);
+      process.stderr.write(`key '${o.id}' ${o.delete ? 'deleted' : 'disabled'} in ${o.store ? 'the key store' : o.file}\n`);
     }),
   );
 

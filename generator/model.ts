@@ -55,6 +55,8 @@ export interface GatewayModel {
   readonly trustedProxies?: readonly string[];
   /** The aud a key's JWT must name. */
   readonly jwtAudience?: string;
+  /** With keys in Redis: how many keys the LRU keeps, and for how long. */
+  readonly keyCache?: { readonly size: number; readonly ttlMs: number };
   /** Credits per method or endpoint name (others cost 1). */
   readonly credits?: Readonly<Record<string, number>>;
 }

@@ -46,6 +46,7 @@ export interface GatewayConfig {
   trustedProxies?: string[];
   jwtAudience?: string;
   credits?: Record<string, number>;
+  keyCache?: { size?: number; ttlMs?: number };
   chains: ChainConfig[];
 }
 
@@ -91,6 +92,8 @@ export const DEFAULTS = {
   cacheMaxBytes: schemaDefault<number>('properties', 'cache', 'properties', 'maxBytes'),
   cacheHeadPollMs: schemaDefault<number>('properties', 'cache', 'properties', 'headPollMs'),
   cacheRedis: schemaDefault<boolean>('properties', 'cache', 'properties', 'redis'),
+  keyCacheSize: schemaDefault<number>('properties', 'keyCache', 'properties', 'size'),
+  keyCacheTtlMs: schemaDefault<number>('properties', 'keyCache', 'properties', 'ttlMs'),
 } as const;
 
 /** Code-unit order: the same on every machine, unlike localeCompare. */
@@ -203,6 +206,7 @@ export function buildModel(value: unknown, source: string): GatewayModel {
     rateLimit: doc.rateLimit === undefined ? null : parseRate(doc.rateLimit),
     ...(doc.credits === undefined || Object.keys(doc.credits).length === 0 ? {} : { credits: Object.fromEntries(Object.entries(doc.credits).sort(([a], [b]) => byCodeUnit(a, b))) }),
     ...(doc.trustedProxies === undefined ? {} : { trustedProxies: [...doc.trustedProxies] }),
+    ...(doc.keyCache === undefined ? {} : { keyCache: { size: doc.keyCache.size ?? DEFAULTS.keyCacheSize, ttlMs: doc.keyCache.ttlMs ?? DEFAULTS.keyCacheTtlMs } }),
     ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
     cache:

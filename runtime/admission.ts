@@ -7,13 +7,31 @@
 // null test for each.
 import type { Exchange } from './exchange.ts';
 import type { Refusal, Refused } from './envelope.ts';
-import { isKeyShaped, type KeyEntry, type KeyStore } from './keys.ts';
+import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from './keys.ts';
 import type { Metrics } from './metrics.ts';
 import { quotaWindow, rateWindow, type RateLimiter, type Taken } from './ratelimit.ts';
 import type { RateLimitSpec, RouteSpec } from './types.ts';
 import type { BlockList } from 'node:net';
 import { clientAddress, requestRefusal, type PolicyReason } from './key-policy.ts';
 import { bearerVerifies } from './jwt.ts';
+
+/**
+ * Where a request goes once its key is known: a refusal is answered in its
+ * envelope, a key store that had to be asked is waited for (only then a
+ * promise), and the interface goes on with `next` (no closure on the hot path:
+ * a method of the handler and its own argument).
+ */
+export function whenIdentified<T>(x: Exchange, who: KeyEntry | Refused | Promise<KeyEntry | Refused>, next: (x: Exchange, key: KeyEntry, arg: T) => void, arg: T): void {
+  if (who instanceof Promise) {
+    who.then(
+      (w) => (isRefused(w) ? x.refuse(w) : x.later(() => next(x, w, arg))),
+      (err: unknown) => x.internal(err),
+    );
+    return;
+  }
+  if (isRefused(who)) return x.refuse(who);
+  next(x, who, arg);
+}
 
 export function isRefused(v: KeyEntry | Refused): v is Refused {
   return (v as Refused).ok === false;
@@ -27,6 +45,7 @@ const MISSING = refused('auth-missing');
 const INVALID = refused('auth-invalid');
 const FORBIDDEN = refused('auth-forbidden');
 const CONFLICT = refused('auth-conflict');
+const STORE_DOWN = refused('key-store-unavailable', 1);
 const POLICY: Readonly<Record<Exclude<PolicyReason, 'contract'>, Refused>> = {
   origin: refused('policy-origin'),
   ip: refused('policy-ip'),
@@ -95,7 +114,7 @@ function secondsUntil(t: number, now: number): number {
 
 export class AdmissionStage {
   constructor(
-    private readonly keys: KeyStore,
+    private readonly keys: KeyLookup,
     private readonly rate: RateStep,
     private readonly settings: PolicySettings = { trustedProxies: null, jwtAudience: null },
   ) {}
@@ -105,7 +124,7 @@ export class AdmissionStage {
    * api_key query parameter; if it comes in several, all must be equal. On
    * success the exchange knows its key (for the access log).
    */
-  identify(x: Exchange, route: RouteSpec, pathKey: string | null, queryKeys: readonly string[]): KeyEntry | Refused {
+  identify(x: Exchange, route: RouteSpec, pathKey: string | null, queryKeys: readonly string[]): KeyEntry | Refused | Promise<KeyEntry | Refused> {
     const header = x.req.headers['x-api-key'];
     let key: string | null = typeof header === 'string' && header !== '' ? header : null;
     if (pathKey !== null) {
@@ -119,7 +138,13 @@ export class AdmissionStage {
     if (key === null) return MISSING;
     if (!isKeyShaped(key)) return INVALID;
     const r = this.keys.check(key, route.path);
-    if (!r.ok) return r.reason === 'invalid' ? INVALID : FORBIDDEN;
+    // A key store that must be asked (Redis, a key not cached): only then a promise.
+    if (r instanceof Promise) return r.then((v) => this.checked(x, route, v));
+    return this.checked(x, route, r);
+  }
+
+  private checked(x: Exchange, route: RouteSpec, r: KeyCheck): KeyEntry | Refused {
+    if (!r.ok) return r.reason === 'invalid' ? INVALID : r.reason === 'forbidden' ? FORBIDDEN : STORE_DOWN;
     x.key = r.entry;
     const p = r.entry.policy;
     if (p !== null) {

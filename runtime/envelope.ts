@@ -9,7 +9,7 @@ import type { PolicyReason } from './key-policy.ts';
 export type PolicyRefusal = 'policy-origin' | 'policy-ip' | 'policy-user-agent' | 'policy-expired' | 'policy-jwt' | 'policy-method';
 
 /** Why the admission stage refused a request. */
-export type Refusal = 'auth-missing' | 'auth-invalid' | 'auth-forbidden' | 'auth-conflict' | 'rate-limited' | 'quota-exceeded' | PolicyRefusal;
+export type Refusal = 'auth-missing' | 'auth-invalid' | 'auth-forbidden' | 'auth-conflict' | 'key-store-unavailable' | 'rate-limited' | 'quota-exceeded' | PolicyRefusal;
 
 /** In a quota refusal's body, where the time its window resets goes (the body is made once). */
 export const RESETS_AT = '@@resetsAt@@';

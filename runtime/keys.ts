@@ -278,7 +278,33 @@ const FORBIDDEN = { ok: false, reason: 'forbidden' } as const;
 
 export type KeyCheck =
   | { readonly ok: true; readonly entry: KeyEntry }
-  | { readonly ok: false; readonly reason: 'invalid' | 'forbidden' };
+  /** unavailable: the key store (Redis) cannot be asked, and the key was not looked up lately. */
+  | { readonly ok: false; readonly reason: 'invalid' | 'forbidden' | 'unavailable' };
+
+/** Where keys come from: the keys file (KeyStore) or Redis (keys-redis.ts). */
+export interface KeyLookup {
+  /** Keys known at once (-1: looked up on use). */
+  readonly size: number;
+  load(): void | Promise<void>;
+  watch(): void;
+  reload(reason: string): Promise<boolean>;
+  close(): void;
+  check(key: string, chain: string): KeyCheck | Promise<KeyCheck>;
+}
+
+/**
+ * A key's entry from the fields a key store keeps (strings; chains, allow and
+ * jwt as JSON), checked as a keys file entry is: throws with the problems.
+ */
+export function entryFromFields(hex: string, f: Record<string, string>): KeyEntry {
+  const e: Record<string, unknown> = { id: f.id, sha256: hex };
+  if (f.chains) e.chains = JSON.parse(f.chains);
+  if (f.disabled) e.disabled = f.disabled === 'true';
+  for (const k of ['rateLimit', 'quota', 'expires']) if (f[k]) e[k] = f[k];
+  if (f.allow) e.allow = JSON.parse(f.allow);
+  if (f.jwt) e.jwt = JSON.parse(f.jwt);
+  return parseKeysFile(JSON.stringify({ keys: [e] }), `redis key ${f.id}`)[0]!;
+}
 
 /**
  * The keys in force, compact: a key with nothing but its id and hash is one
@@ -402,7 +428,7 @@ async function loadInSteps(path: string): Promise<KeyTable> {
  * table, a step at a time, and swaps it in at once, so a request sees either
  * the old keys or the new ones, and requests go on while it builds.
  */
-export class KeyStore {
+export class KeyStore implements KeyLookup {
   private table: KeyTable = { plain: shards<string>(), rich: new Map(), size: 0 };
   /**
    * Recently verified keys, so a busy key is hashed once, not per request.

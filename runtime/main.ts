@@ -32,7 +32,7 @@ export function main(spec: GatewaySpec): void {
       process.once('SIGINT', () => stop('SIGINT'));
     },
     (err: Error & { code?: string }) => {
-      const msg = err.code === 'ENOENT' ? `keys file not found: ${resolve(process.env.GATEWAY_KEYS_FILE ?? spec.keysFile)}` : err.message;
+      const msg = err.code === 'ENOENT' ? `keys file not found: ${resolve(process.env.GATEWAY_KEYS ?? process.env.GATEWAY_KEYS_FILE ?? spec.keysFile)}` : err.message;
       process.stderr.write(`gateway: ${msg}\n`);
       process.exit(1);
     },

@@ -8,7 +8,7 @@ import type { GatewaySpec, ListenerSpec, RouteSpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger, type Logger } from './log.ts';
 import { AccessLog } from './access-log.ts';
-import { KeyStore } from './keys.ts';
+import { KeyStore, type KeyLookup } from './keys.ts';
 import { Upstream, UpstreamGroup } from './upstream.ts';
 import { Exchange, type ExchangeHost, type RouteHandler } from './exchange.ts';
 import type { Envelope } from './envelope.ts';
@@ -18,6 +18,7 @@ import { Cors } from './cors.ts';
 import { CacheStore } from './cache/store.ts';
 import { SharedTier } from './cache/shared.ts';
 import { ipList } from './key-policy.ts';
+import { isRedisStore, RedisKeyStore } from './keys-redis.ts';
 import { Usage } from './usage.ts';
 import { adminHandler, readiness } from './admin.ts';
 import { HealthChecker } from './health.ts';
@@ -53,7 +54,7 @@ export class Gateway implements ExchangeHost {
   private readonly flushLog: () => void;
   /** null when the level is above info. */
   private readonly accessLog: AccessLog | null;
-  readonly keys: KeyStore;
+  readonly keys: KeyLookup;
   readonly groups = new Map<RouteSpec, UpstreamGroup>();
   readonly routes: RouteSpec[] = [];
   private readonly dispatch: Dispatch[] = [];
@@ -80,7 +81,8 @@ export class Gateway implements ExchangeHost {
       this.accessLog?.flush();
       flush();
     };
-    this.keys = new KeyStore(process.env.GATEWAY_KEYS_FILE ?? spec.keysFile, log);
+    const keys = keysSource(spec.keysFile);
+    this.keys = isRedisStore(keys) ? new RedisKeyStore(keys, spec.keyCache ?? { size: 100_000, ttlMs: 60_000 }, log) : new KeyStore(keys, log);
     this.corsPolicy = new Cors(spec.corsOrigins);
     this.metrics = new Metrics(() => this.inflight);
     this.noRoute = this.metrics.route(null, '-');
@@ -113,7 +115,7 @@ export class Gateway implements ExchangeHost {
 
   /** Binds every listener. Resolves once all are listening. */
   async start(): Promise<Listening[]> {
-    this.keys.load();
+    await this.keys.load();
     this.keys.watch();
     await this.limiter.ready();
     for (const d of this.dispatch) {
@@ -141,7 +143,7 @@ export class Gateway implements ExchangeHost {
     for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.start?.();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
-      { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size, listeners: this.addresses(), memoryReducer },
+      { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
       'gateway started',
     );
     if (memoryReducer === 'on') {
@@ -324,4 +326,19 @@ function requiredRedisUrl(): string {
   const url = process.env.REDIS_URL;
   if (!url) throw new Error('the manifest sets cache.redis: true, but REDIS_URL is not set');
   return url;
+}
+
+/**
+ * Where keys come from: GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the
+ * manifest's `keys:`, with ${VAR} and ${VAR:-default} resolved now: a file
+ * path, or a redis:// or rediss:// URL for the key store.
+ */
+export function keysSource(manifestKeys: string): string {
+  const raw = process.env.GATEWAY_KEYS ?? process.env.GATEWAY_KEYS_FILE ?? manifestKeys;
+  return raw.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, dflt: string | undefined) => {
+    const v = process.env[name];
+    if (v !== undefined && v !== '') return v;
+    if (dflt !== undefined) return dflt;
+    throw new Error(`keys: \${${name}} is not set`);
+  });
 }

@@ -27,6 +27,7 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
     ['drainTimeoutMs', lit(model.drainTimeoutMs)],
     ['cache', lit(model.cache)],
     ...(model.credits === undefined ? [] : [['credits', lit(model.credits)] as [string, string]]),
+    ...(model.keyCache === undefined ? [] : [['keyCache', lit(model.keyCache)] as [string, string]]),
     ...(model.trustedProxies === undefined ? [] : [['trustedProxies', lit(model.trustedProxies)] as [string, string]]),
     ...(model.jwtAudience === undefined ? [] : [['jwtAudience', lit(model.jwtAudience)] as [string, string]]),
   ]);

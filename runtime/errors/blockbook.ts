@@ -11,6 +11,7 @@ export const BLOCKBOOK_ERRORS = {
   GW_AUTH_KEY_INVALID: { message: 'Invalid API key', status: 403 },
   GW_AUTH_KEY_FORBIDDEN: { message: 'API key not allowed for this chain', status: 403 },
   GW_AUTH_KEY_CONFLICT: { message: 'Conflicting API keys in request', status: 400 },
+  GW_AUTH_KEY_STORE_UNAVAILABLE: { message: 'Key store unavailable', status: 503 },
   // With "reason": origin, ip, user_agent, expired, jwt, method.
   GW_KEY_POLICY: { message: "Request not allowed by this key's policy", status: 403 },
   GW_KEY_JWT: { message: "Request not allowed by this key's policy", status: 401 },

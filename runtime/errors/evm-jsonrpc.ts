@@ -27,6 +27,7 @@ export const RPC_ERRORS = {
   GW_AUTH_KEY_INVALID: { code: -32041, message: 'Invalid API key', status: 403 },
   GW_AUTH_KEY_FORBIDDEN: { code: -32042, message: 'API key not allowed for this chain', status: 403 },
   GW_AUTH_KEY_CONFLICT: { code: -32043, message: 'Conflicting API keys in request', status: 400 },
+  GW_AUTH_KEY_STORE_UNAVAILABLE: { code: -32045, message: 'Key store unavailable', status: 503 },
   // data.reason names the check: origin, ip, user_agent, expired, jwt (the request), method, contract (one call).
   GW_KEY_POLICY: { code: -32044, message: "Request not allowed by this key's policy", status: 403 },
   GW_KEY_JWT: { code: -32044, message: "Request not allowed by this key's policy", status: 401 },

@@ -18,6 +18,7 @@ export const ROSETTA_ERRORS = {
   GW_AUTH_KEY_INVALID: { code: 6002, message: 'Invalid API key', retriable: false },
   GW_AUTH_KEY_FORBIDDEN: { code: 6003, message: 'API key not allowed for this network', retriable: false },
   GW_AUTH_KEY_CONFLICT: { code: 6004, message: 'Conflicting API keys in request', retriable: false },
+  GW_AUTH_KEY_STORE_UNAVAILABLE: { code: 6007, message: 'Key store unavailable', retriable: true },
   // details.reason names the check: origin, ip, user_agent, expired, jwt, method.
   GW_KEY_POLICY: { code: 6005, message: "Request not allowed by this key's policy", retriable: false },
   GW_ROSETTA_INVALID_JSON: { code: 6010, message: 'Request body is not valid JSON', retriable: false },

@@ -5,7 +5,7 @@ import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkBlockbook } from '../guards/blockbook.ts';
-import { isRefused } from '../admission.ts';
+import { whenIdentified } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
@@ -21,6 +21,7 @@ const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
   'auth-invalid': 'GW_AUTH_KEY_INVALID',
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
   'policy-origin': 'GW_KEY_POLICY',
   'policy-ip': 'GW_KEY_POLICY',
   'policy-user-agent': 'GW_KEY_POLICY',
@@ -95,11 +96,13 @@ class BlockbookRoute implements RouteHandler {
     const d = checkBlockbook(method, after, sq.rest, this.route.sendtx, this.route.limits.maxPageSize);
     if (d.kind === 'error') return x.send(BLOCKBOOK_ERRORS[d.name].status, blockbookErrorJson(d.name), d.name === 'GW_BB_METHOD_NOT_ALLOWED' ? ALLOW : undefined);
     x.label = d.endpoint;
-    const who = this.s.admission.identify(x, this.route, pathKey, sq.keys);
-    if (isRefused(who)) return x.refuse(who);
-    if (method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, who, d.path, sq.rest, buf));
-    else this.s.admission.admit(x, who, this.cost(x.label), this.forward, { path: d.path, query: sq.rest, body: null });
+    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, sq.keys), this.keyed, { path: d.path, query: sq.rest, body: null });
   }
+
+  private readonly keyed = (x: Exchange, key: KeyEntry, c: Call): void => {
+    if (x.req.method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, c.path, c.query, buf));
+    else this.s.admission.admit(x, key, this.cost(x.label), this.forward, c);
+  };
 
   private body(x: Exchange, key: KeyEntry, path: string, query: string, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);

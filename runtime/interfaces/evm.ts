@@ -8,7 +8,7 @@ import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type BatchMerge, type Ca
 import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../key-policy.ts';
 import { scanPlainRpc } from '../guards/evm-fast.ts';
 import { add as addUsage } from '../usage.ts';
-import { isRefused } from '../admission.ts';
+import { whenIdentified } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
@@ -24,6 +24,7 @@ const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   'auth-invalid': 'GW_AUTH_KEY_INVALID',
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
   'policy-origin': 'GW_KEY_POLICY',
   'policy-ip': 'GW_KEY_POLICY',
   'policy-user-agent': 'GW_KEY_POLICY',
@@ -84,10 +85,12 @@ class EvmRoute implements RouteHandler {
       else return x.fail('not-found');
     }
     if (x.req.method !== 'POST') return x.fail('method-not-allowed', ALLOW);
-    const who = this.s.admission.identify(x, this.route, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys);
-    if (isRefused(who)) return x.refuse(who);
-    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, who, buf));
+    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys), this.keyed, null);
   }
+
+  private readonly keyed = (x: Exchange, key: KeyEntry): void => {
+    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, buf));
+  };
 
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);

@@ -5,7 +5,7 @@ import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from '../guards/rosetta.ts';
-import { isRefused } from '../admission.ts';
+import { whenIdentified } from '../admission.ts';
 import { MAX_ANSWER_DEPTH, nestsDeeper } from '../json-scan.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
@@ -24,6 +24,7 @@ const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
   'auth-invalid': 'GW_AUTH_KEY_INVALID',
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
   'policy-origin': 'GW_KEY_POLICY',
   'policy-ip': 'GW_KEY_POLICY',
   'policy-user-agent': 'GW_KEY_POLICY',
@@ -93,10 +94,12 @@ class RosettaRoute implements RouteHandler {
     if (!ROSETTA_ENDPOINTS.has(endpoint)) return x.fail('not-found');
     x.label = endpoint;
     if (x.req.method !== 'POST') return x.fail('method-not-allowed', ALLOW);
-    const who = this.s.admission.identify(x, this.route, null, query === '' ? NO_KEYS : splitQuery(query).keys);
-    if (isRefused(who)) return x.refuse(who);
-    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, who, buf));
+    whenIdentified(x, this.s.admission.identify(x, this.route, null, query === '' ? NO_KEYS : splitQuery(query).keys), this.keyed, null);
   }
+
+  private readonly keyed = (x: Exchange, key: KeyEntry): void => {
+    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, buf));
+  };
 
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { createHash } from 'node:crypto';
 import { AdmissionStage, RateStep } from '../../../runtime/admission.ts';
 import type { Exchange } from '../../../runtime/exchange.ts';
-import { KeyStore } from '../../../runtime/keys.ts';
+import { KeyStore, type KeyEntry } from '../../../runtime/keys.ts';
 import { MemoryRateLimiter, type RateLimiter, type Taken } from '../../../runtime/ratelimit.ts';
 import type { Metrics } from '../../../runtime/metrics.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
@@ -69,11 +69,11 @@ describe('admission: the steps', () => {
     const { s, inc } = stage();
     const free = exchange({ 'x-api-key': KEY }).x;
     const freeNext = vi.fn();
-    const freeKey = s.identify(free, eth, null, []) as Exclude<ReturnType<typeof s.identify>, { ok: false }>;
+    const freeKey = s.identify(free, eth, null, []) as KeyEntry;
     for (let i = 0; i < 10; i++) s.admit(free, freeKey, 5, freeNext, i);
     expect(freeNext).toHaveBeenCalledTimes(10);
     const { x, refused } = exchange({ 'x-api-key': OTHER });
-    const key = s.identify(x, eth, null, []) as Exclude<ReturnType<typeof s.identify>, { ok: false }>;
+    const key = s.identify(x, eth, null, []) as KeyEntry;
     const next = vi.fn();
     s.admit(x, key, 1, next, 'a');
     s.admit(x, key, 1, next, 'b');
@@ -91,7 +91,7 @@ describe('admission: the steps', () => {
   it('counts a batch as its calls', () => {
     const { s } = stage();
     const { x, refused } = exchange({ 'x-api-key': OTHER });
-    const key = s.identify(x, eth, null, []) as Exclude<ReturnType<typeof s.identify>, { ok: false }>;
+    const key = s.identify(x, eth, null, []) as KeyEntry;
     const next = vi.fn();
     s.admit(x, key, 3, next, null);
     expect(next).not.toHaveBeenCalled();
@@ -103,7 +103,7 @@ describe('admission: the steps', () => {
     const store: RateLimiter = { ready: async () => {}, close: async () => {}, take: () => new Promise((r) => (answer = r)) };
     const { s } = stage(store);
     const { x, refused } = exchange({ 'x-api-key': OTHER });
-    const key = s.identify(x, eth, null, []) as Exclude<ReturnType<typeof s.identify>, { ok: false }>;
+    const key = s.identify(x, eth, null, []) as KeyEntry;
     const next = vi.fn();
     s.admit(x, key, 1, next, 'later');
     expect(next).not.toHaveBeenCalled();

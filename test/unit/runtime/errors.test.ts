@@ -55,7 +55,7 @@ describe('error catalogues', () => {
 
   it('every auth error, GW_AUTH_KEY_CONFLICT included, has a gateway code in -32040..-32069', () => {
     const auth = Object.entries(RPC_ERRORS).filter(([name]) => name.startsWith('GW_AUTH_'));
-    expect(auth.map(([name]) => name)).toEqual(['GW_AUTH_KEY_MISSING', 'GW_AUTH_KEY_INVALID', 'GW_AUTH_KEY_FORBIDDEN', 'GW_AUTH_KEY_CONFLICT']);
+    expect(auth.map(([name]) => name)).toEqual(['GW_AUTH_KEY_MISSING', 'GW_AUTH_KEY_INVALID', 'GW_AUTH_KEY_FORBIDDEN', 'GW_AUTH_KEY_CONFLICT', 'GW_AUTH_KEY_STORE_UNAVAILABLE']);
     for (const [name, e] of auth) {
       expect(e.code, name).toBeGreaterThanOrEqual(-32069);
       expect(e.code, name).toBeLessThanOrEqual(-32040);

@@ -1,0 +1,152 @@
+// Keys in Redis, for a fleet of gateways (issue 22): `keys:` (or GATEWAY_KEYS)
+// is a redis:// or rediss:// URL. A key is a hash `gw:key:<sha256 hex>` with
+// the fields of a keys file entry (chains, allow and jwt as JSON); the hash
+// `gw:keys:ids` maps each id to its key's hash. `gateway keys ... --store URL`
+// writes them and publishes the hash (or `*` for all) on `gw:keys:changed`.
+//
+// A key is looked up on first use and kept in a bounded LRU, found or not, for
+// keyCache.ttlMs; a change published by any replica drops it at once on every
+// replica. While Redis is unreachable: a key looked up less than ttlMs ago
+// keeps its answer; any other key is refused with the interface's 503
+// (GW_AUTH_KEY_STORE_UNAVAILABLE), never served unchecked. After a reconnect
+// the whole cache is dropped, since changes published meanwhile were missed:
+// a key revoked during an outage cannot come back.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { KeyCheck, KeyEntry, KeyLookup } from './keys.ts';
+import { entryFromFields } from './keys.ts';
+
+export const KEY_PREFIX = 'gw:key:';
+export const IDS = 'gw:keys:ids';
+export const CHANGED = 'gw:keys:changed';
+
+const INVALID: KeyCheck = { ok: false, reason: 'invalid' };
+const FORBIDDEN: KeyCheck = { ok: false, reason: 'forbidden' };
+const UNAVAILABLE: KeyCheck = { ok: false, reason: 'unavailable' };
+
+export interface KeyCacheSpec {
+  readonly size: number;
+  readonly ttlMs: number;
+}
+
+interface Cached {
+  readonly entry: KeyEntry | null;
+  readonly at: number;
+}
+
+export class RedisKeyStore implements KeyLookup {
+  private readonly redis: Redis;
+  private readonly sub: Redis;
+  /** By the key's SHA-256 hex; insertion order is recency. */
+  private readonly lru = new Map<string, Cached>();
+  private up = false;
+  private subscribed = false;
+
+  constructor(
+    url: string,
+    private readonly cache: KeyCacheSpec,
+    private readonly log: { info(o: object, m: string): void; error(o: object, m: string): void },
+  ) {
+    const opts = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 1000, retryStrategy: (n: number) => Math.min(n * 100, 1000), lazyConnect: true };
+    this.redis = new Redis(url, opts);
+    this.sub = new Redis(url, { ...opts, enableOfflineQueue: true });
+    this.redis.on('error', () => this.setUp(false));
+    this.redis.on('close', () => this.setUp(false));
+    this.redis.on('ready', () => this.setUp(true));
+    this.sub.on('error', () => undefined);
+    this.sub.on('close', () => (this.subscribed = false));
+    this.sub.on('ready', () => void this.subscribe());
+    this.sub.on('message', (_channel: string, hex: string) => {
+      if (hex === '*') this.lru.clear();
+      else this.lru.delete(hex);
+    });
+  }
+
+  private setUp(up: boolean): void {
+    if (up === this.up) return;
+    this.up = up;
+    if (up) {
+      // Changes published while we were away were missed: nothing cached may be trusted.
+      this.lru.clear();
+      this.log.info({ event: 'keys_store_up' }, 'key store reachable');
+    } else this.log.error({ event: 'keys_store_down' }, 'key store unreachable: keys looked up lately keep their answer, others are refused');
+  }
+
+  private async subscribe(): Promise<void> {
+    try {
+      await this.sub.subscribe(CHANGED);
+      this.subscribed = true;
+      this.lru.clear();
+    } catch {
+      this.subscribed = false;
+    }
+  }
+
+  get size(): number {
+    return -1;
+  }
+
+  /** Connects; throws if Redis cannot be reached at start (like a missing keys file). */
+  async load(): Promise<void> {
+    await Promise.all([this.redis.connect(), this.sub.connect()]);
+    await this.subscribe();
+    this.setUp(true);
+    this.log.info({ event: 'keys_store', store: 'redis' }, 'keys from Redis');
+  }
+
+  watch(): void {}
+
+  reload(): Promise<boolean> {
+    this.lru.clear();
+    return Promise.resolve(true);
+  }
+
+  close(): void {
+    this.redis.disconnect();
+    this.sub.disconnect();
+  }
+
+  check(key: string, chain: string): KeyCheck | Promise<KeyCheck> {
+    const digest = createHash('sha256').update(key).digest();
+    const hex = digest.toString('hex');
+    const c = this.lru.get(hex);
+    const now = Date.now();
+    // A fresh answer is used; not while Redis is up but the change feed is not (it could be stale): then ask again.
+    if (c !== undefined && now - c.at < this.cache.ttlMs && (this.subscribed || !this.up)) {
+      this.lru.delete(hex);
+      this.lru.set(hex, c);
+      return verdict(c.entry, digest, chain);
+    }
+    if (!this.up) return UNAVAILABLE;
+    return this.redis.hgetall(KEY_PREFIX + hex).then(
+      (fields) => {
+        let entry: KeyEntry | null = null;
+        if (fields.id !== undefined) {
+          try {
+            entry = entryFromFields(hex, fields);
+          } catch (err) {
+            this.log.error({ event: 'keys_store_bad_entry', id: fields.id, error: (err as Error).message }, 'a key in Redis is invalid; refused');
+          }
+        }
+        this.lru.set(hex, { entry, at: Date.now() });
+        if (this.lru.size > this.cache.size) this.lru.delete(this.lru.keys().next().value!);
+        return verdict(entry, digest, chain);
+      },
+      () => {
+        this.setUp(false);
+        return UNAVAILABLE;
+      },
+    );
+  }
+}
+
+function verdict(entry: KeyEntry | null, digest: Buffer, chain: string): KeyCheck {
+  if (entry === null || entry.disabled || !timingSafeEqual(entry.digest, digest)) return INVALID;
+  if (entry.chains !== null && !entry.chains.has(chain)) return FORBIDDEN;
+  return { ok: true, entry };
+}
+
+/** Is this `keys:` value a Redis key store? */
+export function isRedisStore(s: string): boolean {
+  return s.startsWith('redis://') || s.startsWith('rediss://');
+}
