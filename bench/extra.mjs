@@ -4,7 +4,8 @@
 //   to the first served request, RSS idle and with 1,000 open keep-alive
 //   connections, dispatch cost with 1 vs 200 chains, and memory while a 5 MB
 //   request body and a 20 MB answer go through; keys files of 0 to 1,000,000
-//   keys (start-up, RSS, a reload of the million under load). Loopback only;
+//   keys (start-up, RSS, a reload of the million under load), and the key store
+//   in Redis against the file (wrk, 1,000 and 100,000 keys). Loopback only;
 //   bounded loops.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -253,6 +254,9 @@ for (const n of [0, 10_000, 100_000, 1_000_000]) {
   await new Promise((r2) => p.once('exit', r2));
   note(`keys file of ${n.toLocaleString('en')} keys: first answer ${first.toFixed(0)} ms after start, RSS ${rss.toFixed(0)} MiB${reload}`);
 }
+
+// --- the key store: the file against Redis (bench/keystore.mjs) ------------
+note(await (await import('./keystore.mjs')).keystoreFigures(join(WORK, 'one.mjs'), up.url, WORK));
 
 up.s.closeAllConnections();
 up.s.close();
