@@ -7,7 +7,6 @@ import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document } 
 import { KeyStore, parseKeysFile } from '../runtime/keys.ts';
 import type { RawPolicy } from '../runtime/key-policy.ts';
 import { GiveUp, KeyScan, type EntrySpan, type ScannedEntry } from '../runtime/keys-fast.ts';
-import { parseQuota } from '../runtime/ratelimit.ts';
 import { parseRate } from '../runtime/rate.ts';
 
 const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -183,14 +182,14 @@ function entryText(indent: number, e: ScannedEntry): string {
   return lines.join('\n') + '\n';
 }
 
-/** Checks what the options would write, the way the server reads it. */
-function checkPlain(o: { readonly rateLimit?: string; readonly quota?: string; readonly expires?: string; readonly chains?: readonly string[] }): void {
-  if (o.rateLimit !== undefined && o.rateLimit !== 'none' && (!RATE.test(o.rateLimit) || parseRate(o.rateLimit) === null)) throw new KeysError(`rate limit '${o.rateLimit}' must be N/s, N/min or N/h`);
-  if (o.quota !== undefined && o.quota !== 'none' && parseQuota(o.quota) === null) throw new KeysError(`quota '${o.quota}' must be N/day or N/month`);
-  if (o.expires !== undefined && o.expires !== 'none' && (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(o.expires) || Number.isNaN(Date.parse(o.expires)))) {
-    throw new KeysError(`expires '${o.expires}' must be an RFC 3339 date-time with a zone`);
+/** Checks an entry written as text by the server's own parser (the same checks, no copy of them); KeysError with its problems. */
+function checkEntry(file: string, text: string): void {
+  try {
+    // Positions are in the entry alone (a `keys:` line, then the entry), not in the file.
+    parseKeysFile(`keys:\n${text}`, `the entry for ${file}`);
+  } catch (err) {
+    throw new KeysError(`not written, the entry would be invalid:\n${(err as Error).message}`);
   }
-  for (const c of o.chains ?? []) if (!CHAIN.test(c)) throw new KeysError(`chain '${c}' is not a chain path`);
 }
 
 /** Makes a key, stores its hash, returns the key (to print once). */
@@ -202,12 +201,13 @@ export function addKey(file: string, opts: AddKeyOptions): string {
   for (const c of opts.chains ?? []) if (!CHAIN.test(c)) throw new KeysError(`chain '${c}' is not a chain path`);
   const fast = plainOptions(opts) ? scanFile(file) : null;
   if (fast !== null) {
-    checkPlain(opts);
     if (fast.entries.has(opts.id)) throw new KeysError(`a key with id '${opts.id}' already exists`);
     const key = randomBytes(32).toString('base64url');
     const sha256 = createHash('sha256').update(key).digest('hex');
     const e: ScannedEntry = { id: opts.id, sha256, chains: opts.chains ? [...opts.chains] : undefined, rateLimit: opts.rateLimit, quota: opts.quota === 'none' ? undefined : opts.quota, expires: opts.expires === 'none' ? undefined : opts.expires };
-    save(file, fast.text + (fast.text.endsWith('\n') || fast.text === '' ? '' : '\n') + entryText(fast.listIndent, e));
+    const text = entryText(fast.listIndent, e);
+    checkEntry(file, text);
+    save(file, fast.text + (fast.text.endsWith('\n') || fast.text === '' ? '' : '\n') + text);
     return key;
   }
   const doc = open(file);
@@ -241,7 +241,6 @@ export function setKey(file: string, id: string, opts: PolicyOptions & { readonl
   if (!existsSync(file)) throw new KeysError(`${file} does not exist`);
   const fast = plainOptions(opts) ? scanFile(file) : null;
   if (fast !== null) {
-    checkPlain(opts);
     const found = fast.entries.get(id);
     if (found === undefined) throw new KeysError(`no key with id '${id}'`);
     const e: ScannedEntry = { ...found.entry, sha256: found.entry.sha256.toLowerCase() };
@@ -250,7 +249,9 @@ export function setKey(file: string, id: string, opts: PolicyOptions & { readonl
     if (opts.quota !== undefined) e.quota = opts.quota === 'none' ? undefined : opts.quota;
     if (opts.expires !== undefined) e.expires = opts.expires === 'none' ? undefined : opts.expires;
     const { span } = found;
-    save(file, fast.text.slice(0, span.start) + entryText(fast.listIndent, e) + fast.text.slice(span.end));
+    const text = entryText(fast.listIndent, e);
+    checkEntry(file, text);
+    save(file, fast.text.slice(0, span.start) + text + fast.text.slice(span.end));
     return;
   }
   const doc = open(file);

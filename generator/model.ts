@@ -41,7 +41,8 @@ export interface GatewayModel {
   readonly version: 1;
   /** The manifest path as given to the CLI, relative to the working directory. */
   readonly source: string;
-  readonly keysFile: string;
+  /** A keys file's path or a redis:// key store, with ${VAR} parts resolved at start. */
+  readonly keysFile: Template;
   readonly listeners: readonly ListenerModel[];
   /** Sorted by path. */
   readonly chains: readonly ChainModel[];

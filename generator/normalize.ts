@@ -193,7 +193,7 @@ export function buildModel(value: unknown, source: string): GatewayModel {
   const model: GatewayModel = {
     version: 1,
     source,
-    keysFile: doc.keys ?? DEFAULTS.keysFile,
+    keysFile: parseTemplate(doc.keys ?? DEFAULTS.keysFile),
     listeners,
     chains,
     corsOrigins: [...(doc.cors?.origins ?? DEFAULTS.corsOrigins)],

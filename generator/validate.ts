@@ -331,6 +331,7 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
       report('value', ['admin', 'port'], `admin.port: port ${port} is also the port of listener '${other}'`, '/metrics must stay off the public listeners; give admin its own port');
     }
   }
+  if (typeof doc.keys === 'string') checkTemplate(['keys'], doc.keys);
 
   // A misspelt method would silently refuse every call to it. Names far from
   // every known method are accepted: chains may allow their own.

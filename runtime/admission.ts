@@ -24,7 +24,7 @@ import { bearerVerifies } from './jwt.ts';
 export function whenIdentified<T>(x: Exchange, who: KeyEntry | Refused | Promise<KeyEntry | Refused>, next: (x: Exchange, key: KeyEntry, arg: T) => void, arg: T): void {
   if (who instanceof Promise) {
     who.then(
-      (w) => (isRefused(w) ? x.refuse(w) : x.later(() => next(x, w, arg))),
+      (w) => x.later(() => (isRefused(w) ? x.refuse(w) : next(x, w, arg))),
       (err: unknown) => x.internal(err),
     );
     return;
@@ -143,6 +143,11 @@ export class AdmissionStage {
     return this.checked(x, route, r);
   }
 
+  /** The client's address, for allow.ips: the peer, or behind trusted proxies the X-Forwarded-For hop that counts. */
+  private clientOf(x: Exchange): string {
+    return clientAddress(x.req.socket.remoteAddress ?? '', x.req.headers['x-forwarded-for'], this.settings.trustedProxies);
+  }
+
   private checked(x: Exchange, route: RouteSpec, r: KeyCheck): KeyEntry | Refused {
     if (!r.ok) return r.reason === 'invalid' ? INVALID : r.reason === 'forbidden' ? FORBIDDEN : STORE_DOWN;
     x.key = r.entry;
@@ -150,9 +155,7 @@ export class AdmissionStage {
     if (p !== null) {
       // The key's policy: where the request comes from, and (Rosetta, Blockbook) the endpoint.
       if (p.request) {
-        const req = x.req;
-        const address = clientAddress(req.socket.remoteAddress ?? '', req.headers['x-forwarded-for'], this.settings.trustedProxies);
-        const why = requestRefusal(p, req.headers, address, Date.now());
+        const why = requestRefusal(p, x.req.headers, () => this.clientOf(x), Date.now());
         if (why !== null) return POLICY[why as Exclude<PolicyReason, 'contract'>];
       }
       if (p.methods !== null && route.interface !== 'evm-jsonrpc' && !p.methods.has(x.label)) return POLICY.method;
@@ -170,7 +173,7 @@ export class AdmissionStage {
     if (jwt) {
       // A key with a JWT waits for its verification (asynchronous: only such keys pay for it).
       bearerVerifies(x.req.headers.authorization, jwt, this.settings.jwtAudience).then(
-        (ok) => (ok ? x.later(() => this.limit(x, key, credits, next, arg)) : x.refuse(POLICY.jwt)),
+        (ok) => x.later(() => (ok ? this.limit(x, key, credits, next, arg) : x.refuse(POLICY.jwt))),
         (err: unknown) => x.internal(err),
       );
       return;

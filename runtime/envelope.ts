@@ -24,6 +24,11 @@ export const POLICY_REASONS: Readonly<Record<PolicyRefusal, PolicyReason>> = {
   'policy-method': 'method',
 };
 
+/** A policy refusal's catalogue name in every interface: one for all the checks, another (or the same) for the JWT. */
+export function policyNames<N extends string>(policy: N, jwt: N): Readonly<Record<PolicyRefusal, N>> {
+  return { 'policy-origin': policy, 'policy-ip': policy, 'policy-user-agent': policy, 'policy-expired': policy, 'policy-jwt': jwt, 'policy-method': policy };
+}
+
 /** The `reason` a refusal names: a policy check, or 'quota'; undefined for the others. */
 export function policyReason(f: Failure): PolicyReason | 'quota' | undefined {
   return f === 'quota-exceeded' ? 'quota' : POLICY_REASONS[f as PolicyRefusal];

@@ -202,11 +202,11 @@ export function compilePolicy(raw: RawPolicy): KeyPolicy | null {
   return { origins, ips, userAgents, methods, contracts, expires, jwt, request };
 }
 
-/** The request-level checks but the JWT (origin, ip, user agent, expiry): the first that fails, or null. */
-export function requestRefusal(p: KeyPolicy, headers: { origin?: string; 'user-agent'?: string }, address: string, now: number): PolicyReason | null {
+/** The request-level checks but the JWT (origin, ip, user agent, expiry): the first that fails, or null. `address` is asked for only when the key has an ips list. */
+export function requestRefusal(p: KeyPolicy, headers: { origin?: string; 'user-agent'?: string }, address: () => string, now: number): PolicyReason | null {
   if (p.expires !== null && now >= p.expires) return 'expired';
   if (p.origins !== null && (headers.origin === undefined || !p.origins.matches(headers.origin))) return 'origin';
-  if (p.ips !== null && !p.ips.matches(address)) return 'ip';
+  if (p.ips !== null && !p.ips.matches(address())) return 'ip';
   if (p.userAgents !== null) {
     const ua = headers['user-agent'];
     if (ua === undefined || !p.userAgents.some((s) => ua.includes(s))) return 'user_agent';

@@ -163,7 +163,7 @@ export class KeyScan {
 
   /** Reads a chunk of the file (latin1: any byte over 0x7e makes the scan give up). Throws GiveUp when the full parser must read the file. */
   feed(chunk: string): void {
-    let text = this.rest + chunk;
+    const text = this.rest + chunk;
     const base = this.restAt;
     let start = 0;
     for (;;) {
@@ -176,7 +176,6 @@ export class KeyScan {
     }
     this.rest = text.slice(start);
     this.restAt = base + start;
-    text = '';
   }
 
   /** The end of the file. */
@@ -234,7 +233,7 @@ export class KeyScan {
         return;
       }
       const [k, v] = pair(rest);
-      setField(this.entry, k, uncomment(v));
+      setField(this.entry, k, v);
       return;
     }
     // A field of the current block entry, at its indentation.

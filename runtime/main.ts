@@ -1,7 +1,7 @@
 // Entry point of the emitted server: one process, or a primary and its workers.
 import { resolve } from 'node:path';
 import type { GatewaySpec } from './types.ts';
-import { Gateway } from './server.ts';
+import { Gateway, keysSource } from './server.ts';
 import { isWorker, runPrimary, workerCount } from './cluster.ts';
 
 /**
@@ -32,7 +32,7 @@ export function main(spec: GatewaySpec): void {
       process.once('SIGINT', () => stop('SIGINT'));
     },
     (err: Error & { code?: string }) => {
-      const msg = err.code === 'ENOENT' ? `keys file not found: ${resolve(process.env.GATEWAY_KEYS ?? process.env.GATEWAY_KEYS_FILE ?? spec.keysFile)}` : err.message;
+      const msg = err.code === 'ENOENT' ? `keys file not found: ${resolve(keysSource(spec.keysFile))}` : err.message;
       process.stderr.write(`gateway: ${msg}\n`);
       process.exit(1);
     },

@@ -70,7 +70,7 @@ export class RedisRateLimiter implements RateLimiter {
     try {
       const take = (this.redis as unknown as { gwTake: Take }).gwTake.bind(this.redis);
       // gw:<key id>:rl:<window ms>:<start> or gw:<key id>:q:day|month:<start>
-      const [ok, used] = await take(`gw:${keyId}:${w.name}`, n, w.endsAt, w.limit);
+      const [ok, used] = await take(`gw:${keyId}:${w.slot}:${w.start}`, n, w.endsAt, w.limit);
       // What Redis counted, so that counting here during an outage starts from it, not from zero.
       this.fallback.seed(keyId, w, used);
       return { ok: ok === 1, used, limit: w.limit, endsAt: w.endsAt };

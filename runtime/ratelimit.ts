@@ -13,8 +13,8 @@ export interface Rate {
 export interface CountWindow {
   /** Which limit: `rl:<windowMs>` (rate) or `q:day`, `q:month` (quota). */
   readonly slot: string;
-  /** The slot and which window of it: a new name starts a new count. */
-  readonly name: string;
+  /** When the window began: a new start begins a new count. */
+  readonly start: number;
   readonly limit: number;
   /** When the window ends (ms since the epoch). */
   readonly endsAt: number;
@@ -35,11 +35,15 @@ export interface RateLimiter {
   close(): Promise<void>;
 }
 
+/** Slot names by window length, made once (no string built per request). */
+const RATE_SLOTS = new Map<number, string>();
+
 /** The rate limit's window at `now`: fixed, aligned to its length. */
 export function rateWindow(rate: Rate, now: number): CountWindow {
   const start = now - (now % rate.windowMs);
-  const slot = `rl:${rate.windowMs}`;
-  return { slot, name: `${slot}:${start}`, limit: rate.limit, endsAt: start + rate.windowMs };
+  let slot = RATE_SLOTS.get(rate.windowMs);
+  if (slot === undefined) RATE_SLOTS.set(rate.windowMs, (slot = `rl:${rate.windowMs}`));
+  return { slot, start, limit: rate.limit, endsAt: start + rate.windowMs };
 }
 
 export interface Quota {
@@ -47,15 +51,20 @@ export interface Quota {
   readonly per: 'day' | 'month';
 }
 
+/** The current calendar day and month, computed when `now` leaves them (not per request). */
+const CALENDAR = { day: { start: 0, end: 0 }, month: { start: 0, end: 0 } };
+
 /** The quota's window at `now`: the UTC calendar day or month. */
 export function quotaWindow(q: Quota, now: number): CountWindow {
-  const d = new Date(now);
-  const y = d.getUTCFullYear();
-  const m = d.getUTCMonth();
-  const start = q.per === 'day' ? Date.UTC(y, m, d.getUTCDate()) : Date.UTC(y, m, 1);
-  const end = q.per === 'day' ? Date.UTC(y, m, d.getUTCDate() + 1) : Date.UTC(y, m + 1, 1);
-  const slot = `q:${q.per}`;
-  return { slot, name: `${slot}:${start}`, limit: q.limit, endsAt: end };
+  const c = CALENDAR[q.per];
+  if (now < c.start || now >= c.end) {
+    const d = new Date(now);
+    const y = d.getUTCFullYear();
+    const m = d.getUTCMonth();
+    c.start = q.per === 'day' ? Date.UTC(y, m, d.getUTCDate()) : Date.UTC(y, m, 1);
+    c.end = q.per === 'day' ? Date.UTC(y, m, d.getUTCDate() + 1) : Date.UTC(y, m + 1, 1);
+  }
+  return { slot: q.per === 'day' ? 'q:day' : 'q:month', start: c.start, limit: q.limit, endsAt: c.end };
 }
 
 /** Parses `3000000/day` or `90000000/month`. */
@@ -67,28 +76,34 @@ export function parseQuota(s: string): Quota | null {
 }
 
 export class MemoryRateLimiter implements RateLimiter {
-  /** Per key and limit kind: the current window's name and its count. */
-  private readonly windows = new Map<string, { name: string; used: number }>();
+  /** Per key, per limit (slot): the current window's start and its count. */
+  private readonly windows = new Map<string, Map<string, { start: number; used: number }>>();
 
   async ready(): Promise<void> {}
 
-  take(keyId: string, w: CountWindow, n: number): Taken {
-    const slot = `${keyId}\u0000${w.slot}`;
-    let c = this.windows.get(slot);
-    if (c === undefined || c.name !== w.name) {
-      c = { name: w.name, used: 0 };
-      this.windows.set(slot, c);
+  private counter(keyId: string, w: CountWindow): { start: number; used: number } {
+    let slots = this.windows.get(keyId);
+    if (slots === undefined) this.windows.set(keyId, (slots = new Map()));
+    let c = slots.get(w.slot);
+    if (c === undefined) slots.set(w.slot, (c = { start: w.start, used: 0 }));
+    else if (c.start !== w.start) {
+      c.start = w.start;
+      c.used = 0;
     }
+    return c;
+  }
+
+  take(keyId: string, w: CountWindow, n: number): Taken {
+    const c = this.counter(keyId, w);
     if (c.used + n > w.limit) return { ok: false, used: c.used, limit: w.limit, endsAt: w.endsAt };
     c.used += n;
     return { ok: true, used: c.used, limit: w.limit, endsAt: w.endsAt };
   }
 
-  /** Starts a window's count at `used` (what Redis said last, while it is away). */
+  /** Starts a window's count at `used` (what Redis said last, while it is away), never lower. */
   seed(keyId: string, w: CountWindow, used: number): void {
-    const slot = `${keyId}\u0000${w.slot}`;
-    const c = this.windows.get(slot);
-    if (c === undefined || c.name !== w.name || c.used < used) this.windows.set(slot, { name: w.name, used });
+    const c = this.counter(keyId, w);
+    if (c.used < used) c.used = used;
   }
 
   async close(): Promise<void> {}

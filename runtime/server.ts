@@ -4,7 +4,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Server as NetServer } from 'node:net';
-import type { GatewaySpec, ListenerSpec, RouteSpec } from './types.ts';
+import type { GatewaySpec, ListenerSpec, RouteSpec, Template } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger, type Logger } from './log.ts';
 import { AccessLog } from './access-log.ts';
@@ -330,15 +330,9 @@ function requiredRedisUrl(): string {
 
 /**
  * Where keys come from: GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the
- * manifest's `keys:`, with ${VAR} and ${VAR:-default} resolved now: a file
- * path, or a redis:// or rediss:// URL for the key store.
+ * manifest's `keys:` with its ${VAR} parts resolved now: a file path, or a
+ * redis:// or rediss:// URL for the key store.
  */
-export function keysSource(manifestKeys: string): string {
-  const raw = process.env.GATEWAY_KEYS ?? process.env.GATEWAY_KEYS_FILE ?? manifestKeys;
-  return raw.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g, (_m, name: string, dflt: string | undefined) => {
-    const v = process.env[name];
-    if (v !== undefined && v !== '') return v;
-    if (dflt !== undefined) return dflt;
-    throw new Error(`keys: \${${name}} is not set`);
-  });
+export function keysSource(manifestKeys: Template): string {
+  return process.env.GATEWAY_KEYS ?? process.env.GATEWAY_KEYS_FILE ?? resolveTemplate(manifestKeys, 'keys');
 }

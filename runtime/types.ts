@@ -96,7 +96,8 @@ export interface RateLimitSpec {
 export interface GatewaySpec {
   /** Manifest path relative to where the build ran, for the startup log. */
   readonly source: string;
-  readonly keysFile: string;
+  /** A keys file's path or a redis:// key store, with ${VAR} parts resolved at start. */
+  readonly keysFile: Template;
   readonly listeners: readonly ListenerSpec[];
   readonly corsOrigins: readonly string[];
   readonly admin: { readonly host: Template; readonly port: Template } | null;

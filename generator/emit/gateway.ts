@@ -18,7 +18,7 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
   });
   const spec = objectLit([
     ['source', lit(model.source)],
-    ['keysFile', lit(model.keysFile)],
+    ['keysFile', templateLit(model.keysFile)],
     ['listeners', `[\n  ${listeners.join(',\n  ')},\n]`],
     ['corsOrigins', lit(model.corsOrigins)],
     ['admin', model.admin === null ? 'null' : `{ host: ${templateLit(model.admin.host)}, port: ${templateLit(model.admin.port)} }`],

@@ -1,6 +1,8 @@
 // What the EVM cache and the Rosetta/Blockbook cache share: the X-Cache
 // header and log field, and the sink of a flight (which never streams).
-import type { Sink } from '../proxy.ts';
+import type { Exchange } from '../exchange.ts';
+import type { Logger } from '../log.ts';
+import type { ForwardResult, Sink } from '../proxy.ts';
 
 export const X_CACHE = {
   hit: ['x-cache', 'HIT'],
@@ -28,3 +30,13 @@ export const NO_SINK: Sink = {
   once: () => NO_SINK as never,
   destroy: () => NO_SINK as never,
 } as unknown as Sink;
+
+/** A flight that got no answer: logged once, and every client waiting on it gets the failure in its envelope. */
+export function failFlight(log: Logger, r: Exclude<ForwardResult, { kind: 'buffered' }>, waiting: readonly Exchange[]): void {
+  const fail = r.kind === 'failed' ? r.fail : 'unavailable';
+  if (r.upstream) log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail, reqId: waiting[0]!.id }, 'upstream failed');
+  for (const x of waiting) {
+    if (r.upstream) x.upstream = r.upstream;
+    x.fail(fail);
+  }
+}

@@ -22,7 +22,7 @@ import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { ChainHead, type HeadProbe } from './head.ts';
 import { SharedTier } from './shared.ts';
 import { CacheStats, type CacheStore } from './store.ts';
-import { MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { failFlight, MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
 
 /** What may be kept of an answer: bound to the head, or in block `number` (named by number, or by hash only). */
 export type Keep = { readonly kind: 'head' } | { readonly kind: 'block'; readonly number: number; readonly hash: string; readonly byNumber: boolean };
@@ -199,12 +199,7 @@ class DocFlight implements ForwardTarget {
     const c = this.cache;
     if (r.kind !== 'buffered') {
       c.crashed(this);
-      const fail = r.kind === 'failed' ? r.fail : 'unavailable';
-      if (r.upstream) c.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail, reqId: this.members[0]!.id }, 'upstream failed');
-      for (const x of this.members) {
-        if (r.upstream) x.upstream = r.upstream;
-        x.fail(fail);
-      }
+      failFlight(c.log, r, this.members);
       return;
     }
     this.members.forEach((x, i) => {

@@ -23,7 +23,7 @@ import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardResult, type ForwardTarget, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { failFlight, MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
 import { ChainHead, quantity, type HeadProbe } from './head.ts';
 import { SharedTier, type Parts } from './shared.ts';
 import { isCacheable, scopeOf, type Located, type Scope } from './policy.ts';
@@ -361,12 +361,7 @@ class Flight implements ForwardTarget {
     const c = this.cache;
     if (r.kind !== 'buffered') {
       c.crashed(this);
-      const fail = r.kind === 'failed' ? r.fail : 'unavailable';
-      if (r.upstream) c.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail, reqId: this.members[0]!.x.id }, 'upstream failed');
-      for (const m of this.members) {
-        if (r.upstream) m.x.upstream = r.upstream;
-        m.x.fail(fail);
-      }
+      failFlight(c.log, r, this.members.map((m) => m.x));
       return;
     }
     const u = r.upstream;

@@ -1,7 +1,7 @@
 // Explorer API, Blockbook-style: `GET /<chain>[/<key>]/v2/<endpoint>/...` to
 // the upstream's `/api/v2/...`. Blockbook's answers pass through unchanged,
 // its own errors included.
-import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkBlockbook } from '../guards/blockbook.ts';
@@ -22,12 +22,7 @@ const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
   'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
-  'policy-origin': 'GW_KEY_POLICY',
-  'policy-ip': 'GW_KEY_POLICY',
-  'policy-user-agent': 'GW_KEY_POLICY',
-  'policy-expired': 'GW_KEY_POLICY',
-  'policy-jwt': 'GW_KEY_JWT',
-  'policy-method': 'GW_KEY_POLICY',
+  ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
   'rate-limited': 'GW_BB_RATE_LIMITED',
   'quota-exceeded': 'GW_BB_QUOTA_EXCEEDED',
   unavailable: 'GW_BB_UPSTREAM_UNAVAILABLE',

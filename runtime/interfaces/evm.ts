@@ -1,7 +1,7 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type BatchMerge, type CallCheck, type EvmDecision } from '../guards/evm.ts';
@@ -25,12 +25,7 @@ const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
   'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
-  'policy-origin': 'GW_KEY_POLICY',
-  'policy-ip': 'GW_KEY_POLICY',
-  'policy-user-agent': 'GW_KEY_POLICY',
-  'policy-expired': 'GW_KEY_POLICY',
-  'policy-jwt': 'GW_KEY_JWT',
-  'policy-method': 'GW_KEY_POLICY',
+  ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
   'rate-limited': 'GW_RPC_RATE_LIMITED',
   'quota-exceeded': 'GW_RPC_QUOTA_EXCEEDED',
   unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
@@ -116,7 +111,7 @@ class EvmRoute implements RouteHandler {
   private checkWithPolicy(buf: Buffer, p: KeyPolicy): EvmDecision {
     const max = this.route.limits.maxBatchSize;
     const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max);
-    if (fast !== null && fast.kind === 'forward' && (p.contracts === null || !(fast.methods ?? [fast.label]).some(checksParams))) return fast;
+    if (fast !== null && fast.kind === 'forward' && (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams)))) return fast;
     return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p));
   }
 

@@ -1,7 +1,7 @@
 // Cardano Rosetta: `POST /<chain>/<endpoint>`, the network check, and the
 // answers the gateway rewrites (errors, always HTTP 500; /network/options,
 // which lists the gateway's own errors too).
-import { envelope, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from '../guards/rosetta.ts';
@@ -25,12 +25,7 @@ const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
   'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
   'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
   'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
-  'policy-origin': 'GW_KEY_POLICY',
-  'policy-ip': 'GW_KEY_POLICY',
-  'policy-user-agent': 'GW_KEY_POLICY',
-  'policy-expired': 'GW_KEY_POLICY',
-  'policy-jwt': 'GW_KEY_POLICY',
-  'policy-method': 'GW_KEY_POLICY',
+  ...policyNames('GW_KEY_POLICY', 'GW_KEY_POLICY'),
   'rate-limited': 'GW_ROSETTA_RATE_LIMITED',
   'quota-exceeded': 'GW_ROSETTA_QUOTA_EXCEEDED',
   unavailable: 'GW_ROSETTA_UPSTREAM_UNAVAILABLE',

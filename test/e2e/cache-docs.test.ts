@@ -199,11 +199,13 @@ describe('cache: Rosetta', () => {
   it('identical reads in flight share one upstream call; construction/submit is never shared', { timeout: 30_000 }, async () => {
     const balance = { account_identifier: { address: 'addr_test1vpfwv0ezc5g8a4mkku8hhy3y3vp92t7s3ul8g778g5yegsgalc6gc' } };
     const from = rosetta.requests.length;
+    const coalescedBefore = await metric('gateway_cache_coalesced_total', '{chain="cardano-held"}');
     const pending = Array.from({ length: 6 }, () => viaRosetta('account/balance', balance, 'cardano-held'));
     await until(async () => heldSeen === 1 && (await metric('gateway_inflight_requests', '')) >= 6, 'six balance calls in the gateway, one upstream');
     held.shift()!();
     const answers = await Promise.all(pending);
     expect(answers.map((a) => a.xCache).sort()).toEqual(['COALESCED', 'COALESCED', 'COALESCED', 'COALESCED', 'COALESCED', 'MISS']);
+    expect(await metric('gateway_cache_coalesced_total', '{chain="cardano-held"}'), 'the metric counts them too').toBe(coalescedBefore + 5);
     for (const a of answers) expect(a).toMatchObject({ status: 200, body: answers[0]!.body });
     expect(rosettaCalls(from, 'account/balance')).toBe(1);
 
@@ -285,15 +287,26 @@ describe('cache: Blockbook', () => {
     expect(bbCalls(from)).toBe(2);
   });
 
-  it('/metrics counts the hits, misses and coalesced calls of each chain', async () => {
+  it('/metrics counts each chain\'s own hits and misses, and a chain with cache: off has no cache series', async () => {
+    const counts = async () => ({
+      rosettaHits: await metric('gateway_cache_hits_total', '{chain="cardano-preprod"}'),
+      rosettaMisses: await metric('gateway_cache_misses_total', '{chain="cardano-preprod"}'),
+      bbHits: await metric('gateway_cache_hits_total', '{chain="bitcoin"}'),
+      bbMisses: await metric('gateway_cache_misses_total', '{chain="bitcoin"}'),
+    });
+    const before = await counts();
+    // Reads no other test makes: one miss, then two hits, on each chain.
+    const index = { block_identifier: { index: rosetta.blockIndex - DEPTH - 40 } };
+    for (let i = 0; i < 3; i++) await viaRosetta('block', index);
+    for (let i = 0; i < 3; i++) await viaBlockbook(`block/${bb.bestHeight - 40}`);
+    const after = await counts();
+    expect({
+      rosettaHits: after.rosettaHits - before.rosettaHits,
+      rosettaMisses: after.rosettaMisses - before.rosettaMisses,
+      bbHits: after.bbHits - before.bbHits,
+      bbMisses: after.bbMisses - before.bbMisses,
+    }).toEqual({ rosettaHits: 2, rosettaMisses: 1, bbHits: 2, bbMisses: 1 });
     const text = await (await fetch(gw.url('admin', '/metrics'))).text();
-    for (const chain of ['cardano-preprod', 'cardano-held', 'bitcoin']) {
-      expect(text, chain).toMatch(new RegExp(`^gateway_cache_misses_total\\{chain="${chain}"\\} [1-9]`, 'm'));
-    }
-    expect(text).toMatch(/^gateway_cache_hits_total\{chain="cardano-preprod"\} [1-9]/m);
-    expect(text).toMatch(/^gateway_cache_hits_total\{chain="bitcoin"\} [1-9]/m);
-    expect(text).toMatch(/^gateway_cache_coalesced_total\{chain="cardano-held"\} 5$/m);
-    expect(text).not.toMatch(/chain="bitcoin-nocache"\} .*\n?.*gateway_cache/);
-    expect(text).not.toContain('gateway_cache_hits_total{chain="bitcoin-nocache"}');
+    expect(text).not.toMatch(/^gateway_cache_\w+\{chain="bitcoin-nocache"\}/m);
   });
 });

@@ -1,7 +1,7 @@
 // Keys files at scale (issue 22), against the emitted server: a keys file
 // mounted from a Kubernetes Secret (updated by swapping the `..data` symlink,
 // not by writing the file) is picked up without a SIGHUP; a large file is
-// reloaded under load with no failed request and a bounded p99; and the CLI's
+// reloaded under load with no failed request, answering while it reloads; and the CLI's
 // atomic rewrite is never read half-written.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
@@ -25,15 +25,20 @@ const s = require('node:http').createServer((req, res) => { req.resume(); req.on
 s.listen(0, '127.0.0.1', () => process.stdout.write('http://127.0.0.1:' + s.address().port + '\\n'));
 `;
 
-/** The load: 8 keep-alive loops over the given keys until stdin closes; prints `running`, then its figures as JSON. */
+/**
+ * The load: 8 keep-alive loops over the given keys until stdin closes; prints
+ * `running` once under way; each `mark` line on stdin notes how many answers
+ * it had then; at the end it prints its figures as JSON.
+ */
 const LOADER = `
 const http = require('node:http');
 const [url, keysJson] = process.argv.slice(1);
 const keys = JSON.parse(keysJson);
 const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 const body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
-const lat = []; const failures = []; let stop = false; let announced = false;
-process.stdin.on('end', () => (stop = true)); process.stdin.resume();
+const lat = []; const failures = []; const marks = []; let stop = false; let announced = false;
+process.stdin.setEncoding('utf8').on('data', (c) => { for (const l of c.split('\\n')) if (l === 'mark') marks.push(lat.length); });
+process.stdin.on('end', () => (stop = true));
 const one = (key) => new Promise((done) => {
   const t0 = performance.now();
   const req = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'x-api-key': key } }, (res) => {
@@ -46,7 +51,7 @@ const one = (key) => new Promise((done) => {
 const worker = async (w) => { for (let i = 0; !stop; i++) { await one(keys[(w + i) % keys.length]); if (!announced && lat.length > 200) { announced = true; process.stdout.write('running\\n'); } } };
 Promise.all(Array.from({ length: 8 }, (_, w) => worker(w))).then(() => {
   const s = [...lat].sort((a, b) => a - b);
-  process.stdout.write(JSON.stringify({ requests: lat.length, failures, p99: s[Math.floor(s.length * 0.99)], max: s[s.length - 1] }) + '\\n');
+  process.stdout.write(JSON.stringify({ requests: lat.length, failures, marks, p99: s[Math.floor(s.length * 0.99)], max: s[s.length - 1] }) + '\\n');
   agent.destroy();
 });
 `;
@@ -140,26 +145,19 @@ describe('a large keys file', () => {
       // Wait until the load runs, then replace the file atomically: one key out (N-1), one key in (N).
       while (!out.includes('running')) await new Promise((r) => setTimeout(r, 10));
       await writeFile(`${file}.tmp`, next);
-      const marker = out.length;
+      const reloaded = gw.nextLog((e) => e.event === 'keys_reloaded' && e.keys === N, 60_000);
+      loader.stdin!.write('mark\n');
       await rename(`${file}.tmp`, file);
-      // Reloaded when the new key works (the log says nothing at this level).
-      const deadline = Date.now() + 60_000;
-      while ((await call(gw, keyOf(N))).status !== 200) {
-        if (Date.now() > deadline) throw new Error('the new keys file was not loaded within 60 s');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await reloaded;
+      loader.stdin!.write('mark\n');
       loader.stdin!.end();
       await new Promise((r) => loader.once('exit', r));
-      const stats = JSON.parse(out.slice(out.lastIndexOf('{'))) as { requests: number; failures: string[]; p99: number; max: number; since: number[] };
-      console.log(`reload of ${N} keys under load: ${stats.requests} requests, p99 ${stats.p99.toFixed(1)} ms, max ${stats.max.toFixed(1)} ms`);
-      const failures = stats.failures;
-      const during = stats.requests;
-      const p99 = stats.p99;
-      expect(marker).toBeGreaterThan(0);
-      expect(failures).toEqual([]);
-      expect(during, 'requests were answered while the file reloaded').toBeGreaterThan(100);
-      // The latency goal (p99 under 50 ms during a reload of 1M keys) is a benchmark's: npm run bench:extra.
-      expect(p99).toBeGreaterThan(0);
+      const stats = JSON.parse(out.slice(out.lastIndexOf('{'))) as { requests: number; failures: string[]; marks: number[]; p99: number; max: number };
+      const during = stats.marks[1]! - stats.marks[0]!;
+      // Figures only: the latency goal (p99 under 50 ms during a reload of 1M keys) is a benchmark's (npm run bench:extra).
+      console.log(`reload of ${N} keys under load: ${stats.requests} requests, ${during} of them while it reloaded, p99 ${stats.p99.toFixed(1)} ms, max ${stats.max.toFixed(1)} ms`);
+      expect(stats.failures).toEqual([]);
+      expect(during, 'requests were answered while the file reloaded').toBeGreaterThan(10);
       expect((await call(gw, keyOf(N))).status).toBe(200);
       expect((await call(gw, keyOf(N - 1))).status).toBe(403);
     } finally {

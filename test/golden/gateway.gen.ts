@@ -346,7 +346,7 @@ const ROUTE_11: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "gateway.yaml",
-  keysFile: "./keys.yaml",
+  keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {
       name: "explorer",

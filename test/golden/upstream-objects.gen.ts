@@ -80,7 +80,7 @@ const ROUTE_1: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "test/fixtures/valid/upstream-objects.yaml",
-  keysFile: "./keys.yaml",
+  keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {
       name: "explorer",

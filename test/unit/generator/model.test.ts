@@ -122,7 +122,7 @@ describe('buildModel', () => {
     const loaded = loadManifest(join(PROJECT_ROOT, 'test/fixtures/valid/minimal.yaml'));
     const m = buildModel(loaded.value, 'test/fixtures/valid/minimal.yaml');
     expect(m.source).toBe('test/fixtures/valid/minimal.yaml');
-    expect(m.keysFile).toBe('./keys.yaml');
+    expect(m.keysFile).toEqual({ parts: ['./keys.yaml'] });
     expect(m.admin).toBeNull();
     expect(m.chains[0]!.chainId).toBeUndefined();
     expect('chainId' in m.chains[0]!).toBe(false);
