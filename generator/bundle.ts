@@ -5,6 +5,7 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { emitHeader } from './emit/header.ts';
 import { RUNTIME_SPECIFIER } from './emit/index.ts';
+import { VALIDATORS_SPECIFIER } from './validators.ts';
 import { NO_MEMORY_REDUCER } from '../runtime/node-flags.ts';
 
 /** The project root: esbuild resolves runtime/ and node_modules from here. */
@@ -14,14 +15,29 @@ export interface BundleOptions {
   readonly out: string;
   /** Manifest path as shown in the header (relative). */
   readonly manifest: string;
+  /** The request validators module (generator/validators.ts); none: an empty table. */
+  readonly validators?: string;
 }
+
+/** What `@gateway/validators` is when a build has no validators to emit. */
+export const EMPTY_VALIDATORS = 'export default { evm: {}, rosetta: {}, blockbook: {}, titles: {} };\n';
 
 /**
  * Bundles and returns the file's bytes. Paths in esbuild's comments are
  * relative to PROJECT_ROOT, so the output holds no absolute path.
  */
-export async function bundleServerText(source: string, manifest: string): Promise<string> {
+export async function bundleServerText(source: string, manifest: string, validators: string = EMPTY_VALIDATORS): Promise<string> {
   const result = await build({
+    // The validators module is made in memory, next to the emitted source.
+    plugins: [
+      {
+        name: 'gateway-validators',
+        setup(b) {
+          b.onResolve({ filter: new RegExp(`^${VALIDATORS_SPECIFIER}$`) }, () => ({ path: 'validators.gen.js', namespace: 'gateway-validators' }));
+          b.onLoad({ filter: /.*/, namespace: 'gateway-validators' }, () => ({ contents: validators, loader: 'js', resolveDir: PROJECT_ROOT }));
+        },
+      },
+    ],
     stdin: { contents: source, resolveDir: PROJECT_ROOT, sourcefile: 'gateway.gen.ts', loader: 'ts' },
     absWorkingDir: PROJECT_ROOT,
     alias: { [RUNTIME_SPECIFIER]: './runtime/index.ts' },
@@ -49,7 +65,7 @@ export async function bundleServerText(source: string, manifest: string): Promis
 
 /** Writes the bundle atomically: a reader sees the old file or the new one. */
 export async function bundleServer(source: string, opts: BundleOptions): Promise<{ bytes: number }> {
-  const text = await bundleServerText(source, opts.manifest);
+  const text = await bundleServerText(source, opts.manifest, opts.validators);
   const out = resolve(opts.out);
   mkdirSync(dirname(out), { recursive: true });
   const tmp = `${out}.tmp-${process.pid}`;

@@ -1,7 +1,7 @@
 // The `gateway` command: check, build, keys, schema-doc.
 import { Command } from 'commander';
 import { mkdirSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { checkManifestFile, formatProblem } from './check.ts';
 import { readFileSync } from 'node:fs';
 import { addKey, checkKeysFile, KeysError, listKeys, revokeKey, setKey, type PolicyOptions } from './keys-file.ts';
@@ -48,12 +48,16 @@ program
     // Loaded only now: check must work even while emit/ or bundle.ts is broken.
     const { emitServerSource } = await import('./emit/index.ts');
     const { bundleServer } = await import('./bundle.ts');
+    const { emitValidators } = await import('./validators.ts');
     const source = emitServerSource(model);
+    const validators = emitValidators(model);
     if (opts.emitTs) {
       mkdirSync(dirname(resolve(opts.emitTs)), { recursive: true });
       writeFileSync(opts.emitTs, source);
+      // The validators module it imports, beside it.
+      writeFileSync(join(dirname(resolve(opts.emitTs)), 'validators.gen.js'), validators);
     }
-    await bundleServer(source, { out: opts.out, manifest: model.source });
+    await bundleServer(source, { out: opts.out, manifest: model.source, validators });
     const kib = (statSync(opts.out).size / 1024).toFixed(0);
     process.stdout.write(`${opts.out}: ${kib} KiB, ${model.chains.length} chains, from ${model.source}\n`);
   });

@@ -13,6 +13,8 @@ export interface ChainModel {
   /** YAML path of the entry, e.g. `chains[3]`. */
   readonly source: string;
   readonly limits: Limits;
+  /** Parameters are checked against the interface's spec (validate: params). */
+  readonly validate: boolean;
   readonly upstreams: readonly UpstreamModel[];
   readonly maxLag: number;
   readonly retries: number;

@@ -22,6 +22,7 @@ interface ChainConfig {
   listener: string;
   upstreams: (string | UpstreamConfig)[];
   limits?: Partial<Limits>;
+  validate?: 'params' | 'off';
   maxLag?: number;
   retries?: number;
   chainId?: number;
@@ -70,6 +71,9 @@ export const DEFAULT_LIMITS: Limits = {
   maxBatchSize: schemaDefault(...LIMITS_SCHEMA, 'maxBatchSize'),
   timeoutMs: schemaDefault(...LIMITS_SCHEMA, 'timeoutMs'),
   maxPageSize: schemaDefault(...LIMITS_SCHEMA, 'maxPageSize'),
+  maxParamsDepth: schemaDefault(...LIMITS_SCHEMA, 'maxParamsDepth'),
+  maxArrayItems: schemaDefault(...LIMITS_SCHEMA, 'maxArrayItems'),
+  maxHexBytes: schemaDefault(...LIMITS_SCHEMA, 'maxHexBytes'),
 };
 /** Cardano's security parameter k: a block this deep can no longer be rolled back (Rosetta's default finality). */
 const CARDANO_SECURITY_PARAMETER = 2160;
@@ -147,6 +151,7 @@ export function buildModel(value: unknown, source: string): GatewayModel {
       listener: c.listener,
       source: `chains[${i}]`,
       limits: { ...limits, ...c.limits },
+      validate: (c.validate ?? 'params') === 'params',
       upstreams: c.upstreams.map((u, j) => buildUpstream(c.path, u, j)),
       maxLag: c.maxLag ?? DEFAULTS.maxLag,
       retries: c.retries ?? DEFAULTS.retries,

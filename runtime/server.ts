@@ -103,7 +103,7 @@ export class Gateway implements ExchangeHost {
         this.routes.push(route);
         this.groups.set(route, group);
         chains.set(segment, {
-          handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen, credits, usage: this.usage }),
+          handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen, credits, usage: this.usage, validators: spec.validators }),
           envelope: moduleOf(route).envelope,
           metrics: this.metrics.route(route.path, route.interface),
         });

@@ -1,6 +1,7 @@
 // The shapes that generated code hands to the runtime. The generator's
 // normalized model (generator/model.ts) is plain JSON data; the emitter turns it
 // into these objects, with lookup tables (Map, Set) built once at module load.
+import type { ValidatorTables } from './validators.ts';
 
 export type InterfaceKind = 'blockbook' | 'evm-jsonrpc' | 'rosetta';
 export type RosettaNetwork = 'mainnet' | 'preprod' | 'preview';
@@ -20,6 +21,10 @@ export interface Limits {
   readonly maxBatchSize: number;
   readonly timeoutMs: number;
   readonly maxPageSize: number;
+  /** With validate: params, the deepest nesting, longest array and longest string (in hex bytes) of a request's parameters. */
+  readonly maxParamsDepth: number;
+  readonly maxArrayItems: number;
+  readonly maxHexBytes: number;
 }
 
 export interface UpstreamSpec {
@@ -44,6 +49,8 @@ interface RouteBase {
   /** Where it came from in the manifest, for messages: `chains[3]`. */
   readonly source: string;
   readonly limits: Limits;
+  /** Parameters are checked at the edge against the interface's spec (the manifest's validate: params). */
+  readonly validate: boolean;
   readonly upstreams: readonly UpstreamSpec[];
   readonly maxLag: number;
   readonly retries: number;
@@ -105,6 +112,8 @@ export interface GatewaySpec {
   readonly rateLimit: RateLimitSpec | null;
   readonly drainTimeoutMs: number;
   readonly cache: CacheSpec | null;
+  /** Request validators compiled from the specs for what the chains validate (generator/validators.ts). */
+  readonly validators: ValidatorTables;
   /** Proxies whose X-Forwarded-For is believed, for keys' allow.ips (addresses or CIDR blocks). */
   readonly trustedProxies?: readonly string[];
   /** The aud a key's JWT must name. */

@@ -10,7 +10,7 @@ export interface SplitQuery {
 
 const NO_KEYS: string[] = [];
 
-function decodeOrNull(s: string): string | null {
+export function decodeOrNull(s: string): string | null {
   try {
     return decodeURIComponent(s);
   } catch {

@@ -26,6 +26,7 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
     ['rateLimit', lit(model.rateLimit)],
     ['drainTimeoutMs', lit(model.drainTimeoutMs)],
     ['cache', lit(model.cache)],
+    ['validators', 'VALIDATORS'],
     ...(model.credits === undefined ? [] : [['credits', lit(model.credits)] as [string, string]]),
     ...(model.keyCache === undefined ? [] : [['keyCache', lit(model.keyCache)] as [string, string]]),
     ...(model.trustedProxies === undefined ? [] : [['trustedProxies', lit(model.trustedProxies)] as [string, string]]),

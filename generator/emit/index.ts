@@ -6,6 +6,7 @@ import type { GatewayModel } from '../model.ts';
 import { emitHeader } from './header.ts';
 import { emitRoutes } from './routes.ts';
 import { emitGateway } from './gateway.ts';
+import { VALIDATORS_SPECIFIER } from '../validators.ts';
 
 export { emitHeader };
 
@@ -30,6 +31,11 @@ export function emitServerSource(model: GatewayModel): string {
         kind: StructureKind.ImportDeclaration,
         moduleSpecifier: RUNTIME_SPECIFIER,
         namedImports: ['main', { name: 'GatewaySpec', isTypeOnly: true }, { name: 'RouteSpec', isTypeOnly: true }],
+      },
+      {
+        kind: StructureKind.ImportDeclaration,
+        moduleSpecifier: VALIDATORS_SPECIFIER,
+        defaultImport: 'VALIDATORS',
       },
       ...statements,
       ...emitGateway(model, routeIds),

@@ -52,6 +52,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
     ['listener', lit(chain.listener)],
     ['source', lit(chain.source)],
     ['limits', lit(chain.limits)],
+    ['validate', lit(chain.validate)],
     ['maxLag', lit(chain.maxLag)],
     ['retries', lit(chain.retries)],
   ];

@@ -21,6 +21,8 @@ export const BLOCKBOOK_ERRORS = {
   GW_BB_METHOD_NOT_ALLOWED: { message: 'Method not allowed', status: 405 },
   GW_BB_BAD_PAGE: { message: "Parameter 'page' must be a positive integer", status: 400 },
   GW_BB_BAD_PAGE_SIZE: { message: "Parameter 'pageSize' must be a positive integer no larger than the limit", status: 400 },
+  // The body names the parameter and the problem: {"error": "Invalid parameter '<name>': <problem>", "parameter": "<name>"} (validate: params).
+  GW_BB_INVALID_PARAM: { message: 'Invalid parameter', status: 400 },
   GW_BB_BODY_TOO_LARGE: { message: 'Request body too large', status: 413 },
   GW_BB_RATE_LIMITED: { message: 'Rate limit exceeded', status: 429 },
   // With "reason":"quota" and "resetsAt".

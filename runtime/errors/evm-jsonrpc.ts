@@ -17,6 +17,8 @@ export const RPC_ERRORS = {
   GW_RPC_TOO_DEEP: { code: -32600, message: 'Invalid Request: nested more than 128 levels deep', status: 400 },
   GW_RPC_EXPECTATION_FAILED: { code: -32600, message: 'Invalid Request: unsupported Expect header', status: 417 },
   GW_RPC_METHOD_NOT_FOUND: { code: -32601, message: 'Method not found', status: 200 },
+  // data: {"path": JSON pointer into params, "message"} (validate: params).
+  GW_RPC_INVALID_PARAMS: { code: -32602, message: 'Invalid params', status: 200 },
   GW_RPC_INTERNAL: { code: -32603, message: 'Internal error', status: 500 },
   GW_RPC_BATCH_TOO_LARGE: { code: -32005, message: 'Limit exceeded: batch too large', status: 413 },
   GW_RPC_BODY_TOO_LARGE: { code: -32005, message: 'Limit exceeded: request body too large', status: 413 },

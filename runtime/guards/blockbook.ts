@@ -1,6 +1,13 @@
 // Blockbook guard: which v2 endpoints are forwarded, with which parameters.
 import type { BlockbookErrorName } from '../errors/blockbook.ts';
-import { isSafeSegment, queryValues } from '../url.ts';
+import { decodeOrNull, isSafeSegment, queryValues } from '../url.ts';
+import { describe, quoteClient, type BlockbookValidator, type ParamKind } from '../validators.ts';
+
+/** A chain's parameter check (validate: params): each endpoint's validator from the spec. */
+export interface BlockbookParamsCheck {
+  readonly endpoints: Readonly<Record<string, BlockbookValidator>>;
+  readonly titles: Readonly<Record<string, string>>;
+}
 
 /**
  * Blockbook v2 read endpoints (shared/specs/blockbook-endpoints.md) and how
@@ -28,6 +35,8 @@ export const BLOCKBOOK_ENDPOINTS: ReadonlyMap<string, { readonly params: 0 | 1; 
 
 export type BlockbookDecision =
   | { readonly kind: 'error'; readonly name: BlockbookErrorName }
+  /** A parameter the spec does not allow: HTTP 400, the message names it. */
+  | { readonly kind: 'invalid'; readonly parameter: string; readonly message: string }
   | { readonly kind: 'forward'; readonly endpoint: string; /** Upstream path below the base, e.g. `/v2/block/1`. */ readonly path: string };
 
 function isPositiveInt(s: string): boolean {
@@ -49,6 +58,7 @@ export function checkBlockbook(
   query: string,
   sendtx: boolean,
   maxPageSize: number,
+  check: BlockbookParamsCheck | null = null,
 ): BlockbookDecision {
   const slash = rest.indexOf('/');
   const endpoint = slash === -1 ? rest : rest.slice(0, slash);
@@ -60,7 +70,8 @@ export function checkBlockbook(
       return param === '' ? { kind: 'forward', endpoint, path: '/v2/sendtx/' } : { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     }
     if (method !== 'GET') return { kind: 'error', name: 'GW_BB_METHOD_NOT_ALLOWED' };
-    return isSafeSegment(param) ? { kind: 'forward', endpoint, path: `/v2/sendtx/${param}` } : { kind: 'error', name: 'GW_BB_NOT_FOUND' };
+    if (!isSafeSegment(param)) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
+    return (check === null ? null : paramsInvalid(check, endpoint, param, query)) ?? { kind: 'forward', endpoint, path: `/v2/sendtx/${param}` };
   }
   const spec = BLOCKBOOK_ENDPOINTS.get(endpoint);
   if (spec === undefined) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
@@ -84,5 +95,60 @@ export function checkBlockbook(
       if (!isPositiveInt(v) || Number(v) > maxPageSize) return { kind: 'error', name: 'GW_BB_BAD_PAGE_SIZE' };
     }
   }
+  if (check !== null) {
+    const bad = paramsInvalid(check, endpoint, spec.params === 0 ? '' : path.slice(endpoint.length + 5), query);
+    if (bad !== null) return bad;
+  }
   return { kind: 'forward', endpoint, path };
+}
+
+/**
+ * The value a parameter's text stands for, as Blockbook reads it; text that
+ * is not one stays text, and the schema's type check names it. Integers
+ * without sign or leading zeros (stricter than Go's Atoi).
+ */
+function typed(kind: ParamKind, text: string): unknown {
+  switch (kind) {
+    case 'integer':
+    case 'integer-or-string':
+      return /^(0|[1-9][0-9]{0,15})$/.test(text) ? Number(text) : text;
+    case 'boolean': {
+      // strconv.ParseBool's spellings.
+      if (text === 'true' || text === '1' || text === 't' || text === 'T' || text === 'TRUE' || text === 'True') return true;
+      if (text === 'false' || text === '0' || text === 'f' || text === 'F' || text === 'FALSE' || text === 'False') return false;
+      return text;
+    }
+    case 'list':
+      return text.split(',');
+    default:
+      return text;
+  }
+}
+
+/** Each parameter, path and query, against the endpoint's schema; null when all pass. */
+function paramsInvalid(check: BlockbookParamsCheck, endpoint: string, pathValue: string, query: string): BlockbookDecision | null {
+  const v = check.endpoints[endpoint];
+  if (v === undefined) return null;
+  const first: Record<string, unknown> = {};
+  const again: [string, unknown][] = [];
+  if (v.path !== null) first[v.path] = typed(v.params[v.path]!, decodeOrNull(pathValue) ?? pathValue);
+  if (query !== '') {
+    for (const [name, text] of new URLSearchParams(query)) {
+      const kind = v.params[name];
+      if (kind === undefined || name === v.path) return { kind: 'invalid', parameter: name, message: `Unknown parameter ${quoteClient(name)} for ${endpoint}` };
+      if (name in first) again.push([name, typed(kind, text)]);
+      else first[name] = typed(kind, text);
+    }
+  }
+  // Blockbook reads a repeated parameter's first value; every value is checked.
+  const docs = [first, ...again.map(([name, value]) => ({ ...first, [name]: value }))];
+  for (const doc of docs) {
+    if (v.validate(doc)) continue;
+    const why = describe(v.validate.errors, `blockbook.${endpoint}`, check.titles);
+    const missing = v.validate.errors?.find((e) => e.keyword === 'required')?.params.missingProperty;
+    const name = typeof missing === 'string' ? missing : (why.path.split('/')[1] ?? '');
+    const message = typeof missing === 'string' ? 'is required' : why.message;
+    return { kind: 'invalid', parameter: name, message: `Invalid parameter '${name}': ${message}` };
+  }
+  return null;
 }

@@ -52,6 +52,14 @@ const K_PARAMS = 8;
 
 /** What the scan of one call found, reused between calls. */
 let method = '';
+/** The call being scanned, counted from 0 in a batch. */
+let call = 0;
+/**
+ * Where each scanned call's params lie in the body, [start, end) (start -1:
+ * no params), for the parameter check (evm-params.ts): filled by every scan,
+ * valid until the next one.
+ */
+export const paramSpans = { starts: [] as number[], ends: [] as number[] };
 let writes = false;
 /** Some call has an id (else all are notifications, which the node answers with no body). */
 let answered = false;
@@ -226,6 +234,7 @@ function keyOf(b: Buffer, s: number, e: number): number {
  */
 function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
   if (b[p] !== LBRACE) return -1;
+  paramSpans.starts[call] = -1;
   let seen = 0;
   p = skipWs(b, p + 1);
   for (;;) {
@@ -275,8 +284,10 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
         // params: an array or an object
         const c = b[p];
         if (c !== LBRACKET && c !== LBRACE) return -1;
+        paramSpans.starts[call] = p;
         p = valueEnd(b, p, 1);
         if (p === -1) return -1;
+        paramSpans.ends[call] = p;
       }
     }
     p = skipWs(b, p);
@@ -304,6 +315,7 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
     p = skipWs(buf, p + 1);
     for (;;) {
       if (++count > maxBatchSize) return null;
+      call = count - 1;
       p = callEnd(buf, p, table);
       if (p === -1) return null;
       methods.push(method);
@@ -315,6 +327,7 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
     if (skipWs(buf, p + 1) !== buf.length) return null;
     return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null, methods };
   }
+  call = 0;
   p = callEnd(buf, p, table);
   if (p === -1 || skipWs(buf, p) !== buf.length) return null;
   return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null };

@@ -15,6 +15,7 @@
 import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
 import { scanPlainRpc } from './evm-fast.ts';
+import { invalidParamsJson, paramsInvalid, scannedParamsValid, type EvmParamsCheck } from './evm-params.ts';
 import { WRITE_METHODS, type BatchMerge, type EvmDecision, type MergeSlot } from './evm-decision.ts';
 
 export type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
@@ -84,9 +85,14 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
   return { kind: 'reply', status: RPC_ERRORS[name].status, body: rpcErrorJson(name, idJson), label, count: 1 };
 }
 
-/** Parses and checks one request body. `buf` is already within maxBodyBytes. */
-export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision {
-  return scanPlainRpc(buf, allowed, maxBatchSize) ?? checkEvmBodyGeneral(buf, allowed, maxBatchSize);
+/**
+ * Parses and checks one request body. `buf` is already within maxBodyBytes.
+ * With `params` (validate: params), every call's params are checked too.
+ */
+export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null): EvmDecision {
+  const fast = scanPlainRpc(buf, allowed, maxBatchSize);
+  if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods)))) return fast;
+  return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params);
 }
 
 /**
@@ -97,9 +103,22 @@ export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
 export type CallCheck = (method: string, params: unknown, idJson: string) => string | null;
 
 /** The general path: any body, with JSON.parse and every rule (exported for tests). With `calls`, every call also passes the key's checks, and what goes upstream is always the canonical re-serialization of what was checked. */
-export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, calls: CallCheck | null = null): EvmDecision {
+export function checkEvmBodyGeneral(
+  buf: Buffer,
+  allowed: ReadonlySet<string>,
+  maxBatchSize: number,
+  calls: CallCheck | null = null,
+  params: EvmParamsCheck | null = null,
+): EvmDecision {
   // Invalid UTF-8 could decode differently here and at the node.
   if (!isUtf8(buf)) return reply('GW_RPC_PARSE_ERROR');
+  // Params nested past the limit are refused before a parse: the body is that
+  // deep only if some call's params are (+1 the call, +1 a batch).
+  if (params !== null && nestsDeeper(buf, params.limits.maxParamsDepth + 2)) {
+    if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return reply('GW_RPC_TOO_DEEP');
+    const why = { path: '', message: `nested deeper than ${params.limits.maxParamsDepth} levels (limits.maxParamsDepth)` };
+    return { kind: 'reply', status: 200, body: invalidParamsJson('null', why), label: 'invalid', count: 1 };
+  }
   const text = buf.toString('utf8');
   let doc: unknown;
   try {
@@ -111,6 +130,10 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
   if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return reply('GW_RPC_TOO_DEEP');
   // A key that checks parameters gets them exactly as checked: never the raw bytes.
   const rawSafe = calls === null && text.indexOf('\\') === -1;
+  // The key's checks, then the spec's, one call at a time. The raw bytes may
+  // still go: a spec's object is closed (no field in another case for Go to
+  // read), and what JSON.parse read, the node reads.
+  if (params !== null) calls = withParams(params, calls);
 
   if (!Array.isArray(doc)) {
     const state = inspect(doc);
@@ -192,6 +215,16 @@ export function checkEvmBodyGeneral(buf: Buffer, allowed: ReadonlySet<string>, m
   }
   const body = `[${forwarded.map(canonicalJson).join(',')}]`;
   return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded) };
+}
+
+/** A call check that asks the key's own check (if any), then refuses invalid params. */
+function withParams(check: EvmParamsCheck, calls: CallCheck | null): CallCheck {
+  return (method, params, idJson) => {
+    const denied = calls === null ? null : calls(method, params, idJson);
+    if (denied !== null) return denied;
+    const why = paramsInvalid(check, method, params);
+    return why === null ? null : invalidParamsJson(idJson, why);
+  };
 }
 
 function methodsOf(items: readonly Item[]): string[] {

@@ -4,6 +4,14 @@ import { isUtf8 } from 'node:buffer';
 import { rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import type { RosettaNetwork } from '../types.ts';
 import { MAX_REQUEST_DEPTH, nestsDeeper } from '../json-scan.ts';
+import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn } from '../validators.ts';
+
+/** A chain's body check (validate: params): each endpoint's validator from the spec, and the limits. */
+export interface RosettaBodyCheck {
+  readonly endpoints: ReadonlyMap<string, ValidateFn>;
+  readonly limits: ParamLimits;
+  readonly titles: Readonly<Record<string, string>>;
+}
 
 /**
  * Every path of the Rosetta API 1.5.1 (shared/specs/rosetta-api.json), and
@@ -47,8 +55,13 @@ function fail(name: RosettaErrorName, details?: Record<string, unknown>): Rosett
  * re-serialization of what was checked, so duplicate keys cannot show the node
  * another network than the one the gateway approved.
  */
-export function checkRosettaBody(buf: Buffer, endpoint: string, network: RosettaNetwork): RosettaDecision {
+export function checkRosettaBody(buf: Buffer, endpoint: string, network: RosettaNetwork, check: RosettaBodyCheck | null = null): RosettaDecision {
   if (!isUtf8(buf)) return fail('GW_ROSETTA_INVALID_JSON');
+  // Nested past the limit: refused before a parse.
+  if (check !== null && nestsDeeper(buf, check.limits.maxParamsDepth)) {
+    if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return fail('GW_ROSETTA_TOO_DEEP', { max_depth: MAX_REQUEST_DEPTH });
+    return invalid({ path: '', message: `nested deeper than ${check.limits.maxParamsDepth} levels (limits.maxParamsDepth)` });
+  }
   let doc: unknown;
   try {
     doc = JSON.parse(buf.toString('utf8'));
@@ -62,7 +75,7 @@ export function checkRosettaBody(buf: Buffer, endpoint: string, network: Rosetta
   }
   const needsNetwork = ROSETTA_ENDPOINTS.get(endpoint)?.needsNetwork ?? true;
   const ni = (doc as { network_identifier?: unknown }).network_identifier;
-  if (ni === undefined && !needsNetwork) return { kind: 'forward', body: JSON.stringify(doc) };
+  if (ni === undefined && !needsNetwork) return valid(doc, endpoint, check);
   if (ni === null || typeof ni !== 'object' || Array.isArray(ni)) {
     return fail('GW_ROSETTA_INVALID_REQUEST', { reason: 'network_identifier must be an object with blockchain and network' });
   }
@@ -82,7 +95,22 @@ export function checkRosettaBody(buf: Buffer, endpoint: string, network: Rosetta
       served_network: network,
     });
   }
+  return valid(doc, endpoint, check);
+}
+
+/** The body to forward when it passes the endpoint's schema and the limits (always, with validate: off). */
+function valid(doc: unknown, endpoint: string, check: RosettaBodyCheck | null): RosettaDecision {
+  if (check !== null) {
+    const over = limitsError(doc, check.limits);
+    if (over !== null) return invalid(over);
+    const validate = check.endpoints.get(endpoint);
+    if (validate !== undefined && !validate(doc)) return invalid(describe(validate.errors, `rosetta.${endpoint.replace(/\//g, '_')}`, check.titles));
+  }
   return { kind: 'forward', body: JSON.stringify(doc) };
+}
+
+function invalid(why: Invalid): RosettaDecision {
+  return fail('GW_ROSETTA_INVALID_BODY', { path: why.path, message: why.message });
 }
 
 /** Is an upstream error body a Rosetta Error: {code, message, retriable, ...}? */

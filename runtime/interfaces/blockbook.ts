@@ -4,7 +4,7 @@
 import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
-import { checkBlockbook } from '../guards/blockbook.ts';
+import { checkBlockbook, type BlockbookParamsCheck } from '../guards/blockbook.ts';
 import { whenIdentified } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
@@ -53,10 +53,14 @@ class BlockbookRoute implements RouteHandler {
   /** null unless the manifest has a cache block and the chain does not turn it off. */
   private readonly cache: DocCache | null;
 
+  /** null with validate: off. */
+  private readonly check: BlockbookParamsCheck | null;
+
   constructor(
     private readonly route: BlockbookRouteSpec,
     private readonly s: RouteServices,
   ) {
+    this.check = route.validate ? { endpoints: s.validators.blockbook, titles: s.validators.titles } : null;
     this.cache = s.cache !== null && route.cache === true ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, PROBE, RULES, s.log, s.circuitOpen, s.cache.shared, 'blockbook') : null;
     if (this.cache !== null) s.metrics.cache(this.cache.stats);
   }
@@ -88,8 +92,12 @@ class BlockbookRoute implements RouteHandler {
     const method = x.req.method ?? 'GET';
     if (method !== 'GET' && method !== 'POST') return x.fail('method-not-allowed', ALLOW);
     const sq = splitQuery(query);
-    const d = checkBlockbook(method, after, sq.rest, this.route.sendtx, this.route.limits.maxPageSize);
+    const d = checkBlockbook(method, after, sq.rest, this.route.sendtx, this.route.limits.maxPageSize, this.check);
     if (d.kind === 'error') return x.send(BLOCKBOOK_ERRORS[d.name].status, blockbookErrorJson(d.name), d.name === 'GW_BB_METHOD_NOT_ALLOWED' ? ALLOW : undefined);
+    if (d.kind === 'invalid') {
+      x.label = 'invalid';
+      return x.send(BLOCKBOOK_ERRORS.GW_BB_INVALID_PARAM.status, JSON.stringify({ error: d.message, parameter: d.parameter }));
+    }
     x.label = d.endpoint;
     whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, sq.keys), this.keyed, { path: d.path, query: sq.rest, body: null });
   }

@@ -4,6 +4,7 @@
 import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
+import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from '../guards/evm-params.ts';
 import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type BatchMerge, type CallCheck, type EvmDecision } from '../guards/evm.ts';
 import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../key-policy.ts';
 import { scanPlainRpc } from '../guards/evm-fast.ts';
@@ -49,11 +50,14 @@ const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 class EvmRoute implements RouteHandler {
   /** null unless the manifest has a cache block and the chain does not turn it off. */
   private readonly cache: EvmCache | null;
+  /** null with validate: off. */
+  private readonly params: EvmParamsCheck | null;
 
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly s: RouteServices,
   ) {
+    this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
     this.cache = s.cache !== null && route.cache === true ? new EvmCache(route, s.group, s.cache.store, s.cache.spec, s.log, s.circuitOpen, s.cache.shared) : null;
     if (this.cache !== null) s.metrics.cache(this.cache.stats);
   }
@@ -93,7 +97,7 @@ class EvmRoute implements RouteHandler {
     const d =
       p !== null && (p.methods !== null || p.contracts !== null)
         ? this.checkWithPolicy(buf, p)
-        : checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize);
+        : checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize, this.params);
     x.label = d.label;
     if (d.kind === 'reply') return x.send(d.status, d.body);
     const cost = this.s.credits;
@@ -111,8 +115,14 @@ class EvmRoute implements RouteHandler {
   private checkWithPolicy(buf: Buffer, p: KeyPolicy): EvmDecision {
     const max = this.route.limits.maxBatchSize;
     const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max);
-    if (fast !== null && fast.kind === 'forward' && (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams)))) return fast;
-    return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p));
+    if (
+      fast !== null &&
+      fast.kind === 'forward' &&
+      (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams))) &&
+      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods))
+    )
+      return fast;
+    return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
   }
 
   private readonly forward = (x: Exchange, d: Forwarded): void => {

@@ -9,6 +9,7 @@ import type { Metrics } from '../metrics.ts';
 import type { CacheStore } from '../cache/store.ts';
 import type { SharedTier } from '../cache/shared.ts';
 import type { Usage } from '../usage.ts';
+import type { ValidatorTables } from '../validators.ts';
 import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 
@@ -26,6 +27,8 @@ export interface RouteServices {
   readonly credits: ((name: string) => number) | null;
   /** Calls and credits per key, day, chain and method. */
   readonly usage: Usage;
+  /** The request validators the build emitted (used by chains with validate: params). */
+  readonly validators: ValidatorTables;
 }
 
 /** One probe of an upstream: the request, and where its answer says the head is. */

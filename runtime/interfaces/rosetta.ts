@@ -4,7 +4,7 @@
 import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
-import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS } from '../guards/rosetta.ts';
+import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck } from '../guards/rosetta.ts';
 import { whenIdentified } from '../admission.ts';
 import { MAX_ANSWER_DEPTH, nestsDeeper } from '../json-scan.ts';
 import type { KeyEntry } from '../keys.ts';
@@ -59,10 +59,14 @@ class RosettaRoute implements RouteHandler {
   /** null unless the manifest has a cache block and the chain does not turn it off. */
   private readonly cache: DocCache | null;
 
+  /** null with validate: off. */
+  private readonly check: RosettaBodyCheck | null;
+
   constructor(
     private readonly route: RosettaRouteSpec,
     private readonly s: RouteServices,
   ) {
+    this.check = route.validate ? { endpoints: new Map(Object.entries(s.validators.rosetta)), limits: route.limits, titles: s.validators.titles } : null;
     this.cache =
       s.cache !== null && route.cache === true
         ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, probe(route), { keep, mayLast, deliver: this.deliver }, s.log, s.circuitOpen, s.cache.shared, `rosetta ${route.network}`)
@@ -98,7 +102,7 @@ class RosettaRoute implements RouteHandler {
 
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
-    const d = checkRosettaBody(buf, x.label, this.route.network);
+    const d = checkRosettaBody(buf, x.label, this.route.network, this.check);
     if (d.kind === 'reply') return x.send(500, d.body);
     this.s.admission.admit(x, key, this.s.credits === null ? 1 : this.s.credits(x.label), this.forward, d.body);
   }

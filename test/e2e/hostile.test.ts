@@ -73,7 +73,8 @@ beforeAll(async () => {
   proxy = await startRecordingProxy(anvil.url);
   const evm = EVM_CHAINS.map(
     (c, i) =>
-      `  - { path: ${c}, interface: evm-jsonrpc, listener: rpc, chainId: ${100 + i}, methods: [eth_chainId, eth_blockNumber], retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"] }`,
+      // e-deep forwards params nested up to the parser's own limit: its params go unchecked (validate: off).
+      `  - { path: ${c}, interface: evm-jsonrpc, listener: rpc, chainId: ${100 + i}, methods: [eth_chainId, eth_blockNumber], retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"]${c === 'e-deep' ? ', validate: off' : ''} }`,
   );
   const rosetta = ROSETTA_CHAINS.map(
     (c) => `  - { path: ${c}, interface: rosetta, listener: rpc, network: preprod, retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"] }`,

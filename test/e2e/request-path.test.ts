@@ -221,22 +221,24 @@ describe('EVM JSON-RPC', () => {
     expect(proxy.requests).toHaveLength(0);
   });
 
-  it('accepts params omitted, as an object, or as "" (no params), and rejects other params', async () => {
-    for (const [id, params] of [[1, undefined], [2, ''], [3, {}]] as const) {
+  it('accepts params omitted or as "" (no params), refuses params by name (-32602), and rejects other params', async () => {
+    for (const [id, params] of [[1, undefined], [2, '']] as const) {
       const r = await rpc('/ethereum', { jsonrpc: '2.0', id, method: 'eth_chainId', ...(params === undefined ? {} : { params }) }, h());
       expect(r.status, String(id)).toBe(200);
-      // What anvil makes of object params for eth_chainId is anvil's business; the node got them.
-      if (id !== 3) expect(r.json(), String(id)).toEqual({ jsonrpc: '2.0', id, result: '0x1' });
+      expect(r.json(), String(id)).toEqual({ jsonrpc: '2.0', id, result: '0x1' });
     }
     const seen = proxy.requests.map((r) => r.json);
     expect(seen[1]).toEqual({ jsonrpc: '2.0', id: 2, method: 'eth_chainId' });
-    expect(seen[2]).toEqual({ jsonrpc: '2.0', id: 3, method: 'eth_chainId', params: {} });
+    // By name: nodes such as geth refuse it ("non-array args"); with validate: params the gateway answers for them, alike for every node.
+    const byName = await rpc('/ethereum', { jsonrpc: '2.0', id: 3, method: 'eth_chainId', params: {} }, h());
+    expect(byName.status).toBe(200);
+    expect(byName.json()).toEqual({ jsonrpc: '2.0', id: 3, error: { code: -32602, message: 'Invalid params', data: { path: '', message: 'params must be an array: parameters go by position' } } });
     for (const bad of [{ params: 'x' }, { params: 5 }, { params: null }, { jsonrpc: '1.0' }, { method: 7 }, { id: {} }]) {
       const r = await rpc('/ethereum', { ...call('eth_chainId'), ...bad }, h());
       expect(r.status, JSON.stringify(bad)).toBe(400);
       expect(r.json().error.code).toBe(-32600);
     }
-    expect(proxy.requests).toHaveLength(3);
+    expect(proxy.requests).toHaveLength(2);
   });
 
   it('forwards an allowed notification and answers a refused one with 204 and no body', async () => {

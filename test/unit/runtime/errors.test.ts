@@ -33,6 +33,7 @@ describe('error catalogues', () => {
       [-32700, 'Parse error'],
       [-32600, 'Invalid Request'],
       [-32601, 'Method not found'],
+      [-32602, 'Invalid params'],
       [-32603, 'Internal error'],
       [-32005, 'Limit exceeded'],
     ]);

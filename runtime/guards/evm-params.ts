@@ -1,0 +1,73 @@
+// JSON-RPC params checked against the OpenRPC document (validate: params).
+// Hot path for calls with params: change with care.
+//
+// The fast path (evm-fast.ts) has already proved the body plain JSON-RPC:
+// ASCII, no escapes, canonical keys. Each call's params are then read from
+// their own bytes (JSON.parse of the params alone, not the body) and checked
+// against the limits and the method's validator; the node gets the original
+// bytes, which mean exactly what was checked. A call without params, or with
+// `[]`, needs no work at all. Any failure sends the body to the general path
+// (evm.ts), which answers each invalid call with -32602 in its place.
+import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
+import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn, type ValidatorTables } from '../validators.ts';
+import { paramSpans } from './evm-fast.ts';
+
+export interface EvmParamsCheck {
+  /** Allowed method -> its validator; null for a method the OpenRPC document does not describe (limits only). */
+  readonly methods: ReadonlyMap<string, ValidateFn | null>;
+  readonly limits: ParamLimits;
+  readonly titles: Readonly<Record<string, string>>;
+}
+
+/** A chain's check, made once at start: its allowlist's validators. */
+export function evmParamsCheck(allowed: ReadonlySet<string>, limits: ParamLimits, tables: ValidatorTables): EvmParamsCheck {
+  const methods = new Map<string, ValidateFn | null>();
+  for (const m of allowed) methods.set(m, tables.evm[m] ?? null);
+  return { methods, limits, titles: tables.titles };
+}
+
+const EMPTY: readonly unknown[] = [];
+
+/**
+ * The calls the fast path just scanned, `methods` in order (a single call:
+ * `label`), all have valid params. False sends the body to the general path.
+ */
+export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: string, methods: readonly string[] | null): boolean {
+  const n = methods === null ? 1 : methods.length;
+  const { starts, ends } = paramSpans;
+  for (let i = 0; i < n; i++) {
+    const s = starts[i]!;
+    const validate = check.methods.get(methods === null ? label : methods[i]!);
+    if (validate === undefined) return false;
+    let params: unknown;
+    if (s === -1) params = EMPTY;
+    else {
+      const e = ends[i]!;
+      if (e - s === 2 && buf[s] === 0x5b) {
+        params = EMPTY; // `[]`
+      } else {
+        if (buf[s] !== 0x5b) return false; // by name: the general path explains
+        params = JSON.parse(buf.toString('latin1', s, e));
+        if (limitsError(params, check.limits) !== null) return false;
+      }
+    }
+    if (validate !== null && !validate(params)) return false;
+  }
+  return true;
+}
+
+/** Why a call's params are invalid, or null. `params` as JSON.parse read them (undefined: absent). */
+export function paramsInvalid(check: EvmParamsCheck, method: string, params: unknown): Invalid | null {
+  if (params === undefined || params === '') params = EMPTY;
+  if (!Array.isArray(params)) return { path: '', message: 'params must be an array: parameters go by position' };
+  const over = limitsError(params, check.limits);
+  if (over !== null) return over;
+  const validate = check.methods.get(method);
+  if (validate === undefined || validate === null || validate(params)) return null;
+  return describe(validate.errors, `evm.${method}`, check.titles);
+}
+
+/** The -32602 answer to a call with invalid params, with its id (as JSON). */
+export function invalidParamsJson(idJson: string, why: Invalid): string {
+  return rpcErrorJson('GW_RPC_INVALID_PARAMS', idJson, JSON.stringify({ path: why.path, message: why.message }));
+}

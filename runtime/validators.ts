@@ -1,0 +1,157 @@
+// Request validation at the edge: what the generated validators module is
+// (ajv standalone functions compiled from schema/specs, see
+// generator/validators.ts), the limits no schema bounds, and how a failure
+// is named to a client: a JSON pointer into the parameters and a message.
+
+/** One error as ajv reports it. */
+export interface SchemaError {
+  readonly instancePath: string;
+  readonly schemaPath: string;
+  readonly keyword: string;
+  readonly params: Readonly<Record<string, unknown>>;
+  readonly message?: string;
+}
+
+/** An ajv standalone validator: true, or false with `errors` set. */
+export interface ValidateFn {
+  (data: unknown): boolean;
+  errors?: readonly SchemaError[] | null;
+}
+
+/** How a Blockbook query or path string becomes the value its schema checks. */
+export type ParamKind = 'string' | 'integer' | 'boolean' | 'list' | 'integer-or-string';
+
+export interface BlockbookValidator {
+  readonly validate: ValidateFn;
+  /** The path parameter's name, null when the endpoint has none. */
+  readonly path: string | null;
+  /** Every parameter, the path's included, to how its text is read. */
+  readonly params: Readonly<Record<string, ParamKind>>;
+}
+
+/** The generated module's default export. */
+export interface ValidatorTables {
+  /** EVM method -> its params' validator (methods the OpenRPC document describes). */
+  readonly evm: Readonly<Record<string, ValidateFn>>;
+  /** Rosetta endpoint (`block/transaction`) -> its request body's validator. */
+  readonly rosetta: Readonly<Record<string, ValidateFn>>;
+  /** Blockbook v2 endpoint -> its parameters' validator. */
+  readonly blockbook: Readonly<Record<string, BlockbookValidator>>;
+  /** `<schema id>#<pointer>` -> the title the spec gives that schema, for messages. */
+  readonly titles: Readonly<Record<string, string>>;
+}
+
+export const NO_VALIDATORS: ValidatorTables = { evm: {}, rosetta: {}, blockbook: {}, titles: {} };
+
+/** What was wrong, and where: a JSON pointer into the checked value. */
+export interface Invalid {
+  readonly path: string;
+  readonly message: string;
+}
+
+export interface ParamLimits {
+  readonly maxParamsDepth: number;
+  readonly maxArrayItems: number;
+  readonly maxHexBytes: number;
+}
+
+/** A pointer segment for a key or an index. */
+function seg(k: string | number): string {
+  return typeof k === 'number' ? `/${k}` : `/${k.replace(/~/g, '~0').replace(/\//g, '~1')}`;
+}
+
+/** Client text in a message: shortened, so that an answer cannot be made to carry much of it back. */
+export function quoteClient(s: string): string {
+  return JSON.stringify(s.length > 64 ? `${s.slice(0, 61)}...` : s);
+}
+
+/**
+ * The first place where `v` breaks a limit no schema bounds: nesting deeper
+ * than maxParamsDepth (the value itself is depth 1), an array longer than
+ * maxArrayItems, a string longer than 0x plus two hex digits per maxHexBytes.
+ * Null when within them. Paths are built only on the way out of a failure.
+ */
+export function limitsError(v: unknown, lim: ParamLimits): Invalid | null {
+  const maxChars = 2 * lim.maxHexBytes + 2;
+  const path: (string | number)[] = [];
+  let message = '';
+  const walk = (x: unknown, depth: number): boolean => {
+    if (typeof x === 'string') {
+      if (x.length <= maxChars) return true;
+      message = `longer than ${lim.maxHexBytes} bytes of hex data (limits.maxHexBytes)`;
+      return false;
+    }
+    if (x === null || typeof x !== 'object') return true;
+    if (depth > lim.maxParamsDepth) {
+      message = `nested deeper than ${lim.maxParamsDepth} levels (limits.maxParamsDepth)`;
+      return false;
+    }
+    if (Array.isArray(x)) {
+      if (x.length > lim.maxArrayItems) {
+        message = `more than ${lim.maxArrayItems} items (limits.maxArrayItems)`;
+        return false;
+      }
+      for (let i = 0; i < x.length; i++) {
+        if (!walk(x[i], depth + 1)) {
+          path.push(i);
+          return false;
+        }
+      }
+      return true;
+    }
+    for (const k in x) {
+      if (k.length > maxChars) {
+        message = `has a key longer than ${lim.maxHexBytes} bytes of hex data (limits.maxHexBytes)`;
+        return false;
+      }
+      if (!walk((x as Record<string, unknown>)[k], depth + 1)) {
+        path.push(k);
+        return false;
+      }
+    }
+    return true;
+  };
+  if (walk(v, 1)) return null;
+  return { path: path.reverse().map(seg).join(''), message };
+}
+
+/**
+ * The error a client is shown: the deepest one (an object's bad field rather
+ * than the object), and of those the last (a union's own failure rather than
+ * one of its branches). Its message uses the spec's title of the failing
+ * schema where there is one ("must be hex encoded address").
+ */
+export function describe(errors: readonly SchemaError[] | null | undefined, id: string, titles: Readonly<Record<string, string>>): Invalid {
+  if (!errors || errors.length === 0) return { path: '', message: 'invalid' };
+  let e = errors[0]!;
+  for (const x of errors) if (x.instancePath.length >= e.instancePath.length) e = x;
+  const schemaPath = e.schemaPath.startsWith('#') ? `${id}${e.schemaPath}` : e.schemaPath;
+  const at = schemaPath.slice(0, schemaPath.lastIndexOf('/'));
+  const title = titles[at];
+  const path = e.instancePath;
+  switch (e.keyword) {
+    case 'pattern':
+    case 'anyOf':
+    case 'oneOf':
+    case 'type':
+    case 'enum':
+      if (title !== undefined) return { path, message: `must be ${article(title)}${e.keyword === 'pattern' ? ` (${String(e.params.pattern)})` : ''}` };
+      break;
+    case 'additionalProperties':
+      return { path, message: `has an unknown field ${quoteClient(String(e.params.additionalProperty))}` };
+    case 'required':
+      return { path, message: `is missing the field ${JSON.stringify(String(e.params.missingProperty))}` };
+    case 'minItems':
+      return { path, message: `must have at least ${String(e.params.limit)} item${e.params.limit === 1 ? '' : 's'}` };
+    case 'maxItems':
+      return { path, message: `must have at most ${String(e.params.limit)} item${e.params.limit === 1 ? '' : 's'}` };
+    case 'propertyNames':
+      return { path, message: `has a field name that is not ${title === undefined ? 'valid' : article(title)}` };
+  }
+  return { path, message: e.message ?? 'invalid' };
+}
+
+function article(title: string): string {
+  const t = title.charAt(0).toLowerCase() + title.slice(1);
+  return /^[aeiou]/.test(t) ? `an ${t}` : `a ${t}`;
+}
