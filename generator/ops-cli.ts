@@ -70,7 +70,8 @@ export function formatRouteTable(t: RouteTable): string {
 
 // ---- gateway check --probe -------------------------------------------------------------------
 
-export type ProbeState = 'up' | 'lagging' | 'wrong_chain' | 'unreachable' | 'unresolved';
+/** unreachable: no answer (refused, timeout); failing: an answer that is not a proper one; unresolved: a ${VAR} without a value or a bad URL. */
+export type ProbeState = 'up' | 'lagging' | 'wrong_chain' | 'unreachable' | 'failing' | 'unresolved';
 
 export interface ProbeRow {
   readonly chain: string;
@@ -105,7 +106,7 @@ export async function probeManifest(
 ): Promise<ProbeReport> {
   // The runtime's modules, loaded only here: routes and check stay light.
   const { Upstream } = await import('../runtime/upstream.ts');
-  const { probeUpstream } = await import('../runtime/health.ts');
+  const { probeWithReason } = await import('../runtime/health.ts');
   const { resolveTemplate } = await import('../runtime/env.ts');
   const env = opts.env ?? process.env;
   type Job = { chain: ChainModel; index: number };
@@ -130,8 +131,8 @@ export async function probeManifest(
       return;
     }
     try {
-      const r = await probeUpstream(route, u, opts.timeoutMs);
-      if (r === null) results.set(job, { state: 'unreachable', head: null, detail: 'no proper answer in time' });
+      const { result: r, failure } = await probeWithReason(route, u, opts.timeoutMs);
+      if (r === null) results.set(job, { state: failure!.kind, head: null, detail: failure!.reason });
       else if (typeof r === 'object') results.set(job, { state: 'wrong_chain', head: null, detail: `serves ${r.wrong}` });
       else results.set(job, { state: 'up', head: Number.isNaN(r) ? null : r, detail: '' });
     } finally {
@@ -172,7 +173,7 @@ export function formatProbeReport(r: ProbeReport): string {
   for (const x of r.rows) rows.push([x.chain, x.interface, x.upstream, x.role, x.state, x.head === null ? '-' : String(x.head), x.detail]);
   const lines = [columns(rows)];
   const chains = new Set(r.rows.map((x) => x.chain)).size;
-  if (r.failed.length === 0) lines.push(`${chains} chains, every one with a good upstream`);
+  if (r.failed.length === 0) lines.push(chains === 1 ? '1 chain, with a good upstream' : `${chains} chains, every one with a good upstream`);
   else for (const c of r.failed) lines.push(`chain ${c}: no good upstream`);
   return `${lines.join('\n')}\n`;
 }
@@ -205,10 +206,12 @@ export async function probeCommand(model: GatewayModel, timeout: string | undefi
     // On a terminal, one line that counts up; otherwise a line at the start and one at the end.
     progress: (done, total) => {
       if (tty) process.stderr.write(`\r\x1b[Kprobing upstreams: ${done}/${total}${done === total ? '\n' : ''}`);
-      else if (done === 0) process.stderr.write(`probing ${total} upstreams of ${model.chains.length} chains (timeout ${timeoutMs} ms)\n`);
-      else if (done === total) process.stderr.write(`probed ${total} upstreams\n`);
+      else if (done === 0) process.stderr.write(`probing ${plural(total, 'upstream')} of ${plural(model.chains.length, 'chain')} (timeout ${timeoutMs} ms)\n`);
+      else if (done === total) process.stderr.write(`probed ${plural(total, 'upstream')}\n`);
     },
   });
   process.stdout.write(formatProbeReport(report));
   return report.failed.length === 0 ? 0 : 1;
 }
+
+const plural = (n: number, word: string): string => `${n} ${word}${n === 1 ? '' : 's'}`;

@@ -151,36 +151,77 @@ export function identityOf(route: RouteSpec): IdentityCheck | null {
   return moduleOf(route).health.identity(route as never);
 }
 
-/** One probe of one upstream: its head and, with `identity`, which chain it serves. Also what `gateway check --probe` runs. */
+/** One probe of one upstream: its head and, with `identity`, which chain it serves. */
 export async function probeUpstream(route: RouteSpec, u: Upstream, timeoutMs: number, identity: IdentityCheck | null = identityOf(route)): Promise<ProbeResult> {
+  return (await probeWithReason(route, u, timeoutMs, identity)).result;
+}
+
+/**
+ * The same probe, with why it failed (`gateway check --probe` prints it):
+ * `unreachable` for no answer (connection refused, timeout), `failing` for an
+ * answer that is not a proper one. Reasons are error codes and statuses, never
+ * an error's message, which may carry the upstream's address.
+ */
+export async function probeWithReason(
+  route: RouteSpec,
+  u: Upstream,
+  timeoutMs: number,
+  identity: IdentityCheck | null = identityOf(route),
+): Promise<{ readonly result: ProbeResult; readonly failure?: { readonly kind: 'unreachable' | 'failing'; readonly reason: string } }> {
   const probe = moduleOf(route).health;
   const own = identity?.request;
   const [doc, idDoc] = await Promise.all([ask(u, probe.request(route as never, u), timeoutMs), own === undefined ? null : ask(u, own(u), timeoutMs)]);
+  const fail = (a: Answer | null, reason?: string) => ({
+    result: null,
+    failure: a !== null && !('doc' in a) ? a : { kind: 'failing' as const, reason: reason ?? 'no proper answer' },
+  });
   if (identity !== null) {
     // Identity first: a node of another network may fail the head probe (Rosetta's 4002).
-    const said = own === undefined ? doc : idDoc;
-    if (said === null) return null;
-    const ok = identity.check(said);
-    if (ok === false) return null;
-    if (ok !== true) return { wrong: ok };
+    const said = own === undefined ? doc : idDoc!;
+    if (!('doc' in said)) return fail(said);
+    const ok = identity.check(said.doc);
+    if (ok === false) return fail(null, 'the answer does not say which chain it serves');
+    if (ok !== true) return { result: { wrong: ok } };
   }
-  if (doc === null) return null;
-  const head = probe.head(doc);
-  if (head === null) return null;
-  return typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN;
+  if (!('doc' in doc)) return fail(doc);
+  const head = probe.head(doc.doc);
+  if (head === null) return fail(null, 'the answer reports no head');
+  return { result: typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN };
 }
 
-/** The answer as a JSON object (or array), or null when there is none in time, it is not a 200, or not JSON. */
-async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Record<string, any> | null> {
+type Answer = { readonly doc: Record<string, any> } | { readonly kind: 'unreachable' | 'failing'; readonly reason: string };
+
+/** The answer as a JSON object (or array); else why there is none: no answer in time, not a 200, or not JSON. */
+async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Answer> {
+  let status: number;
+  let text: string;
   try {
     const type = req.body === undefined ? null : { 'content-type': 'application/json' };
     const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
     const res = await u.pool.request({ path: req.path, method: req.method, headers, body: req.body, headersTimeout: timeout, bodyTimeout: timeout });
-    const text = await res.body.text();
-    if (res.statusCode !== 200) return null;
-    const doc = JSON.parse(text) as Record<string, any>;
-    return doc === null || typeof doc !== 'object' ? null : doc;
-  } catch {
-    return null;
+    status = res.statusCode;
+    text = await res.body.text();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    return { kind: 'unreachable', reason: typeof code === 'string' ? (REASONS[code] ?? code) : 'no answer' };
   }
+  if (status !== 200) return { kind: 'failing', reason: `HTTP ${status}` };
+  try {
+    const doc = JSON.parse(text) as Record<string, any>;
+    if (doc !== null && typeof doc === 'object') return { doc };
+  } catch {
+    // below
+  }
+  return { kind: 'failing', reason: 'the answer is not JSON' };
 }
+
+const REASONS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found (DNS)',
+  UND_ERR_CONNECT_TIMEOUT: 'connect timeout',
+  UND_ERR_HEADERS_TIMEOUT: 'timeout',
+  UND_ERR_BODY_TIMEOUT: 'timeout',
+  UND_ERR_SOCKET: 'connection closed',
+};
