@@ -115,6 +115,8 @@ export class Metrics {
     name: 'gateway_upstream_state',
     help: 'The upstream\'s state: 1 on the series of its current state (unknown, up, down, wrong_chain), 0 on the others.',
     labelNames: ['chain', 'upstream', 'state'] as const,
+    // With workers, each checks on its own: a state is on if any worker sees it (a sum would read 2, 3...).
+    aggregator: 'max',
     registers: [this.registry],
   });
   readonly upstreamUp = new Gauge({
