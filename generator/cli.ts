@@ -28,7 +28,7 @@ program
 
 program
   .command('check')
-  .description('validate a manifest; print every problem as FILE:LINE:COL message (needs no environment)')
+  .description('validate a manifest; print every problem as FILE:LINE:COL message (needs no environment, except with --probe)')
   .argument('[file]', 'manifest', 'gateway.yaml')
   .option('--probe', 'also probe every upstream once (resolving ${VAR} from the environment): reachable, right chain, head; exit 1 if a chain has no good upstream')
   .option('--timeout <ms>', "with --probe: how long each probe may take (default: the manifest's health.timeoutMs)")
