@@ -73,7 +73,7 @@ function start(bundle, env) {
 
 const evm = (n) =>
   `version: 1\nlisteners:\n  rpc: { host: 127.0.0.1, port: "0" }\nkeys: ./keys.yaml\nlimits: { maxBodyBytes: 8388608 }\nmethodSets:\n  evm: [eth_blockNumber, eth_sendRawTransaction, eth_getBlockByNumber]\nchains:\n` +
-  Array.from({ length: n }, (_, i) => `  - { path: chain-${String(i).padStart(3, '0')}, interface: evm-jsonrpc, listener: rpc, chainId: ${i + 1}, methods: evm, upstreams: ["\${UPSTREAM_URL}"] }`).join('\n') +
+  Array.from({ length: n }, (_, i) => `  - { path: chain-${String(i).padStart(3, '0')}, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${UPSTREAM_URL}"] }`).join('\n') +
   '\n';
 
 // --- build time -----------------------------------------------------------

@@ -91,7 +91,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const manifest = join(work, 'one.yaml');
   writeFileSync(
     manifest,
-    'version: 1\nlisteners:\n  rpc: { host: 127.0.0.1, port: "0" }\nkeys: ./keys.yaml\nmethodSets:\n  evm: [eth_blockNumber]\nchains:\n  - { path: chain-000, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["${UPSTREAM_URL}"] }\n',
+    'version: 1\nlisteners:\n  rpc: { host: 127.0.0.1, port: "0" }\nkeys: ./keys.yaml\nmethodSets:\n  evm: [eth_blockNumber]\nchains:\n  - { path: chain-000, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${UPSTREAM_URL}"] }\n',
   );
   execFileSync(process.execPath, [CLI, 'build', manifest, '--out', join(work, 'one.mjs')], { stdio: 'ignore' });
   const answer = '{"jsonrpc":"2.0","id":1,"result":"0x10"}';

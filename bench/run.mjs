@@ -44,7 +44,7 @@ if (chains > 1) {
   const base = readFileSync(join(ROOT, manifest), 'utf8');
   const filler = Array.from(
     { length: chains - 1 },
-    (_, i) => `  - { path: c${String(i + 1).padStart(4, '0')}, interface: evm-jsonrpc, listener: rpc, chainId: ${100000 + i}, methods: evm, upstreams: ["\${UPSTREAM_URL}"] }\n`,
+    (_, i) => `  - { path: c${String(i + 1).padStart(4, '0')}, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${UPSTREAM_URL}"] }\n`,
   ).join('');
   const many = base.replace(/^chains:\n/m, `chains:\n${filler}`);
   if (many === base) {

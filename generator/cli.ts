@@ -1,6 +1,6 @@
-// The `gateway` command: check, build, keys, schema-doc.
+// The `gateway` command: check (and check --probe), build, routes, keys, schema-doc.
 import { Command } from 'commander';
-import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { checkManifestFile, formatProblem } from './check.ts';
 import { readFileSync } from 'node:fs';
@@ -28,12 +28,29 @@ program
 
 program
   .command('check')
-  .description('validate a manifest; print every problem as FILE:LINE:COL message (needs no environment)')
+  .description('validate a manifest; print every problem as FILE:LINE:COL message (needs no environment, except with --probe)')
   .argument('[file]', 'manifest', 'gateway.yaml')
-  .action((file: string) => {
+  .option('--probe', 'also probe every upstream once (resolving ${VAR} from the environment): reachable, right chain, head; exit 1 if a chain has no good upstream')
+  .option('--timeout <ms>', "with --probe: how long each probe may take (default: the manifest's health.timeoutMs)")
+  .action(async (file: string, o: { probe?: boolean; timeout?: string }) => {
     const model = check(file);
     if (!model) process.exit(1);
-    process.stdout.write(`${file}: ok (${model.chains.length} chains)\n`);
+    if (!o.probe) return void process.stdout.write(`${file}: ok (${model.chains.length} chains)\n`);
+    const { probeCommand } = await import('./ops-cli.ts');
+    process.exitCode = await probeCommand(model, o.timeout);
+  });
+
+program
+  .command('routes')
+  .description('print the route table a manifest produces, per listener: path, interface, upstreams and roles, allowed methods, limits')
+  .argument('[file]', 'manifest', 'gateway.yaml')
+  .option('--json', 'print it as JSON')
+  .action(async (file: string, o: { json?: boolean }) => {
+    const model = check(file);
+    if (!model) process.exit(1);
+    const { routeTable, formatRouteTable } = await import('./ops-cli.ts');
+    const table = routeTable(model);
+    process.stdout.write(o.json ? `${JSON.stringify(table, null, 2)}\n` : formatRouteTable(table));
   });
 
 program
@@ -69,6 +86,19 @@ const guardAsync = (fn: () => Promise<void>): Promise<void> =>
     process.stderr.write(`gateway keys: ${err.message}\n`);
     process.exit(1);
   });
+/** `keys add --chains`: every chain must be in the manifest (given, or ./gateway.yaml when there is one). */
+async function checkChainsInManifest(chains: readonly string[], manifest: string | undefined): Promise<void> {
+  const file = manifest ?? (existsSync('gateway.yaml') ? 'gateway.yaml' : null);
+  if (file === null) return;
+  const result = checkManifestFile(file);
+  if (!result.ok) throw new KeysError(`${file} has ${result.problems.length} problem${result.problems.length === 1 ? '' : 's'} (gateway check ${file}); --chains cannot be checked against it`);
+  const { unknownChains } = await import('./ops-cli.ts');
+  // Names that are not chain paths at all are left to the keys file's own check.
+  const problems = unknownChains(result.model, chains.filter((c) => CHAIN_PATH.test(c)), file);
+  if (problems.length) throw new KeysError(problems.join('\ngateway keys: '));
+}
+const CHAIN_PATH = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+
 /** Options for a key's policy, shared by `keys add` and `keys set`. */
 interface PolicyFlags {
   origins?: string;
@@ -118,10 +148,12 @@ withPolicy(
     .option('--chains <list>', 'comma-separated chain paths (default: every chain)')
     .option('--rate-limit <rate>', "N/s, N/min or N/h (default: the manifest's rateLimit)")
     .option('--file <path>', 'keys file', 'keys.yaml')
-    .option('--store <url>', 'a redis:// key store instead of the file'),
-).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; store?: string; jwt?: boolean }) =>
+    .option('--store <url>', 'a redis:// key store instead of the file')
+    .option('--manifest <file>', "refuse --chains the manifest does not have (default: gateway.yaml, when there is one here)"),
+).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; store?: string; jwt?: boolean; manifest?: string }) =>
     guardAsync(async () => {
       const chains = o.chains?.split(',').map((s) => s.trim()).filter(Boolean);
+      if (chains?.length) await checkChainsInManifest(chains, o.manifest);
       const opts = { id: o.id, chains, rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) };
       const key = o.store ? await addKeyToStore(o.store, opts) : addKey(o.file, opts);
       // The key alone on stdout, so `KEY=$(gateway keys add ...)` works; the note goes to stderr.

@@ -25,6 +25,8 @@ export interface ChainModel {
   readonly methodsSource?: string;
   readonly network?: RosettaNetwork;
   readonly sendtx?: boolean;
+  /** The coin a blockbook chain's upstreams must report; unchecked when absent. */
+  readonly coin?: string;
   /** With a top-level cache block: answers of this chain are cached and coalesced (unless cache: off). */
   readonly cache?: boolean;
   /** With `cache` (evm-jsonrpc, rosetta): null to ask the node for its finalized block, else the depth below the head that counts as final. */

@@ -29,6 +29,7 @@ interface ChainConfig {
   methods?: string | string[];
   network?: RosettaNetwork;
   sendtx?: boolean;
+  coin?: string;
   cache?: 'on' | 'off';
   finality?: 'tag' | { depth: number };
 }
@@ -178,7 +179,7 @@ export function buildModel(value: unknown, source: string): GatewayModel {
           finality: doc.cache === undefined ? undefined : typeof c.finality === 'object' ? c.finality.depth : CARDANO_SECURITY_PARAMETER,
         });
       case 'blockbook':
-        return withoutUndefined({ ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx, cache: doc.cache === undefined ? undefined : c.cache !== 'off' });
+        return withoutUndefined({ ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx, coin: c.coin, cache: doc.cache === undefined ? undefined : c.cache !== 'off' });
       default:
         return unknownInterface(c.interface);
     }

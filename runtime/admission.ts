@@ -90,6 +90,11 @@ export class RateStep {
   rateLimited(key: KeyEntry): void {
     this.metrics.rateLimited.labels(key.id).inc();
   }
+
+  /** On the refusal path only: nothing per served request. */
+  quotaExceeded(key: KeyEntry): void {
+    this.metrics.quotaExceeded.labels(key.id).inc();
+  }
 }
 
 /** X-RateLimit-* for the tighter of the two (fewer credits left), and X-Credits-Used. */
@@ -199,15 +204,16 @@ export class AdmissionStage {
       return x.refuse(refused('rate-limited', secondsUntil(r.endsAt, now)));
     }
     const q = this.rate.quota(key, credits, now);
-    if (!(q instanceof Promise)) return this.afterQuota(x, credits, next, arg, now, r, q);
+    if (!(q instanceof Promise)) return this.afterQuota(x, key, credits, next, arg, now, r, q);
     q.then(
-      (v) => x.later(() => this.afterQuota(x, credits, next, arg, now, r, v)),
+      (v) => x.later(() => this.afterQuota(x, key, credits, next, arg, now, r, v)),
       (err: unknown) => x.internal(err),
     );
   }
 
-  private afterQuota<T>(x: Exchange, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null, q: Taken | null): void {
+  private afterQuota<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null, q: Taken | null): void {
     if (q !== null && !q.ok) {
+      this.rate.quotaExceeded(key);
       x.limitHeaders = limitHeaders(r, q, 0, now);
       return x.refuse({ ok: false, reason: 'quota-exceeded', retryAfter: secondsUntil(q.endsAt, now), resetsAt: new Date(q.endsAt).toISOString() });
     }

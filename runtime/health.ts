@@ -1,11 +1,15 @@
 // Active health checks, one per upstream per interval, by interface:
 // EVM eth_blockNumber, Blockbook /status, Rosetta /network/status. Each check
 // records the upstream's head; an upstream more than maxLag blocks behind the
-// chain's best head is taken out like one that does not answer.
+// chain's best head is taken out like one that does not answer. Each check
+// also verifies which chain the upstream serves, where the manifest says
+// (EVM chainId, Blockbook coin, Rosetta network): one on another chain is
+// wrong_chain, takes no traffic, and is checked again every round.
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
 import { moduleOf } from './interfaces/index.ts';
+import type { IdentityCheck, ProbeRequest } from './interfaces/interface.ts';
 import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
 
@@ -80,15 +84,28 @@ export class HealthChecker {
     let best = -1;
     for (let i = 0; i < results.length; i++) {
       const h = results[i];
-      if (h !== null && h !== undefined && !Number.isNaN(h) && h > best) best = h;
+      if (typeof h === 'number' && !Number.isNaN(h) && h > best) best = h;
     }
     group.all.forEach((u, i) => {
-      const head = results[i] ?? null;
+      const result = results[i] ?? null;
       const before = u.state;
-      if (head === null) {
+      if (result === null) {
         u.healthFails++;
-        if (u.healthFails >= HEALTH_FAILS_TO_DOWN) u.state = 'down';
+        // One found on another chain stays so until a check finds the right one.
+        if (u.healthFails >= HEALTH_FAILS_TO_DOWN && before !== 'wrong_chain') u.state = 'down';
+      } else if (typeof result === 'object') {
+        u.healthFails = 0;
+        u.lagging = false;
+        u.state = 'wrong_chain';
+        if (before !== 'wrong_chain') {
+          // Once per transition; never the URL, which may hold a provider's secret.
+          this.log.error(
+            { event: 'upstream_wrong_chain', chain: route.path, upstream: u.name, serves: result.wrong, from: before },
+            `upstream ${u.name} of chain ${route.path} serves another chain (${result.wrong}): taken out`,
+          );
+        }
       } else {
+        const head = result;
         u.healthFails = 0;
         const known = !Number.isNaN(head);
         if (known) u.head = head;
@@ -100,34 +117,111 @@ export class HealthChecker {
         u.state = u.lagging ? 'down' : 'up';
       }
       this.metrics.upstream(route.path, u, best);
-      if (before !== u.state && before !== 'unknown') {
+      if (before !== u.state && before !== 'unknown' && u.state !== 'wrong_chain') {
         this.log.warn({ event: 'upstream_state', chain: route.path, upstream: u.name, from: before, to: u.state, head: u.head, lagging: u.lagging }, 'upstream state changed');
       }
     });
   }
 
-  /**
-   * null if the upstream did not answer properly in time; otherwise its head,
-   * or NaN when it answered but reported no usable height (then it counts as
-   * up, and takes no part in lag checks).
-   */
-  private async probe(route: RouteSpec, u: Upstream): Promise<number | null> {
-    const timeout = this.opts.timeoutMs;
-    const probe = moduleOf(route).health;
-    try {
-      const ask = probe.request(route as never, u);
-      const type = ask.body === undefined ? null : { 'content-type': 'application/json' };
-      const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
-      const res = await u.pool.request({ path: ask.path, method: ask.method, headers, body: ask.body, headersTimeout: timeout, bodyTimeout: timeout });
-      const text = await res.body.text();
-      if (res.statusCode !== 200) return null;
-      const doc = JSON.parse(text) as Record<string, any>;
-      if (doc === null || typeof doc !== 'object') return null;
-      const head = probe.head(doc);
-      if (head === null) return null;
-      return typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN;
-    } catch {
-      return null;
+  private probe(route: RouteSpec, u: Upstream): Promise<ProbeResult> {
+    return probeUpstream(route, u, this.opts.timeoutMs, this.identities(route));
+  }
+
+  private readonly identityChecks = new Map<RouteSpec, IdentityCheck | null>();
+  private identities(route: RouteSpec): IdentityCheck | null {
+    let id = this.identityChecks.get(route);
+    if (id === undefined) {
+      id = identityOf(route);
+      this.identityChecks.set(route, id);
     }
+    return id;
   }
 }
+
+/**
+ * null if the upstream did not answer properly in time; `{ wrong }` if it
+ * serves another chain (what it serves, for the log); otherwise its head, or
+ * NaN when it answered but reported no usable height (then it counts as up,
+ * and takes no part in lag checks).
+ */
+export type ProbeResult = number | null | { readonly wrong: string };
+
+/** The identity check the manifest asks of a chain's upstreams (null: none). */
+export function identityOf(route: RouteSpec): IdentityCheck | null {
+  return moduleOf(route).health.identity(route as never);
+}
+
+/** One probe of one upstream: its head and, with `identity`, which chain it serves. */
+export async function probeUpstream(route: RouteSpec, u: Upstream, timeoutMs: number, identity: IdentityCheck | null = identityOf(route)): Promise<ProbeResult> {
+  return (await probeWithReason(route, u, timeoutMs, identity)).result;
+}
+
+/**
+ * The same probe, with why it failed (`gateway check --probe` prints it):
+ * `unreachable` for no answer (connection refused, timeout), `failing` for an
+ * answer that is not a proper one. Reasons are error codes and statuses, never
+ * an error's message, which may carry the upstream's address.
+ */
+export async function probeWithReason(
+  route: RouteSpec,
+  u: Upstream,
+  timeoutMs: number,
+  identity: IdentityCheck | null = identityOf(route),
+): Promise<{ readonly result: ProbeResult; readonly failure?: { readonly kind: 'unreachable' | 'failing'; readonly reason: string } }> {
+  const probe = moduleOf(route).health;
+  const own = identity?.request;
+  const [doc, idDoc] = await Promise.all([ask(u, probe.request(route as never, u), timeoutMs), own === undefined ? null : ask(u, own(u), timeoutMs)]);
+  const fail = (a: Answer | null, reason?: string) => ({
+    result: null,
+    failure: a !== null && !('doc' in a) ? a : { kind: 'failing' as const, reason: reason ?? 'no proper answer' },
+  });
+  if (identity !== null) {
+    // Identity first: a node of another network may fail the head probe (Rosetta's 4002).
+    const said = own === undefined ? doc : idDoc!;
+    if (!('doc' in said)) return fail(said);
+    const ok = identity.check(said.doc);
+    if (ok === false) return fail(null, 'the answer does not say which chain it serves');
+    if (ok !== true) return { result: { wrong: ok } };
+  }
+  if (!('doc' in doc)) return fail(doc);
+  const head = probe.head(doc.doc);
+  if (head === null) return fail(null, 'the answer reports no head');
+  return { result: typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN };
+}
+
+type Answer = { readonly doc: Record<string, any> } | { readonly kind: 'unreachable' | 'failing'; readonly reason: string };
+
+/** The answer as a JSON object (or array); else why there is none: no answer in time, not a 200, or not JSON. */
+async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Answer> {
+  let status: number;
+  let text: string;
+  try {
+    const type = req.body === undefined ? null : { 'content-type': 'application/json' };
+    const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
+    const res = await u.pool.request({ path: req.path, method: req.method, headers, body: req.body, headersTimeout: timeout, bodyTimeout: timeout });
+    status = res.statusCode;
+    text = await res.body.text();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    return { kind: 'unreachable', reason: typeof code === 'string' ? (REASONS[code] ?? code) : 'no answer' };
+  }
+  if (status !== 200) return { kind: 'failing', reason: `HTTP ${status}` };
+  try {
+    const doc = JSON.parse(text) as Record<string, any>;
+    if (doc !== null && typeof doc === 'object') return { doc };
+  } catch {
+    // below
+  }
+  return { kind: 'failing', reason: 'the answer is not JSON' };
+}
+
+const REASONS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found (DNS)',
+  UND_ERR_CONNECT_TIMEOUT: 'connect timeout',
+  UND_ERR_HEADERS_TIMEOUT: 'timeout',
+  UND_ERR_BODY_TIMEOUT: 'timeout',
+  UND_ERR_SOCKET: 'connection closed',
+};

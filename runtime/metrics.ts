@@ -11,7 +11,7 @@
 // directly. Hot path: change with care.
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import type { Upstream } from './upstream.ts';
+import { UPSTREAM_STATES, type Upstream } from './upstream.ts';
 import type { CacheStats } from './cache/store.ts';
 
 const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -103,6 +103,20 @@ export class Metrics {
     name: 'gateway_rate_limited_total',
     help: 'Requests refused by a rate limit, by key id.',
     labelNames: ['key_id'] as const,
+    registers: [this.registry],
+  });
+  readonly quotaExceeded = new Counter({
+    name: 'gateway_quota_exceeded_total',
+    help: 'Requests refused because the key\'s quota is spent, by key id.',
+    labelNames: ['key_id'] as const,
+    registers: [this.registry],
+  });
+  readonly upstreamState = new Gauge({
+    name: 'gateway_upstream_state',
+    help: 'The upstream\'s state: 1 on the series of its current state (unknown, up, down, wrong_chain), 0 on the others.',
+    labelNames: ['chain', 'upstream', 'state'] as const,
+    // With workers, each checks on its own: a state is on if any worker sees it (a sum would read 2, 3...).
+    aggregator: 'max',
     registers: [this.registry],
   });
   readonly upstreamUp = new Gauge({
@@ -203,11 +217,17 @@ export class Metrics {
   }
 
   upstream(chain: string, u: Upstream, best: number): void {
-    this.upstreamUp.labels(chain, u.name).set(u.state === 'down' ? 0 : 1);
+    this.upstreamUp.labels(chain, u.name).set(u.usable ? 1 : 0);
+    this.state(u);
     if (u.head !== null) {
       this.upstreamHead.labels(chain, u.name).set(u.head);
       if (best >= 0) this.upstreamLag.labels(chain, u.name).set(Math.max(0, best - u.head));
     }
+  }
+
+  /** The upstream's state series (after a health check or the circuit breaker). */
+  state(u: Upstream): void {
+    for (const s of UPSTREAM_STATES) this.upstreamState.labels(u.chain, u.name, s).set(u.state === s ? 1 : 0);
   }
 
   render(): Promise<string> {

@@ -293,6 +293,7 @@ export class Gateway implements ExchangeHost {
 
   readonly circuitOpen = (u: Upstream): void => {
     this.metrics.upstreamUp.labels(u.chain, u.name).set(0);
+    this.metrics.state(u);
     this.log.warn({ event: 'upstream_circuit_open', chain: u.chain, upstream: u.name }, 'upstream taken out after a run of failed requests');
   };
 

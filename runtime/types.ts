@@ -79,6 +79,8 @@ export interface RosettaRouteSpec extends RouteBase {
 export interface BlockbookRouteSpec extends RouteBase {
   readonly interface: 'blockbook';
   readonly sendtx: boolean;
+  /** The coin the upstreams' /api/status must report (blockbook.coin); unchecked when absent. */
+  readonly coin?: string;
   /** Blocks and confirmed transactions are cached until the next block, reads coalesced (only with a top-level cache block). */
   readonly cache?: boolean;
 }

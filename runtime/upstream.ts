@@ -7,7 +7,9 @@ import { resolveTemplate } from './env.ts';
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
 
-export type UpstreamState = 'unknown' | 'up' | 'down';
+/** wrong_chain: the health check found it serving another chain (it takes no traffic until a check finds the right one). */
+export type UpstreamState = 'unknown' | 'up' | 'down' | 'wrong_chain';
+export const UPSTREAM_STATES: readonly UpstreamState[] = ['unknown', 'up', 'down', 'wrong_chain'];
 
 /** Failed health checks in a row before an upstream is taken out. */
 export const HEALTH_FAILS_TO_DOWN = 2;
@@ -76,7 +78,8 @@ export class Upstream {
   }
 
   get usable(): boolean {
-    return this.state !== 'down';
+    const s = this.state;
+    return s === 'up' || s === 'unknown';
   }
 
   markSuccess(): void {
@@ -86,7 +89,8 @@ export class Upstream {
   /** A failed request; returns true if this took the upstream out. */
   markFailure(): boolean {
     this.requestFails++;
-    if (this.state !== 'down' && this.requestFails >= REQUEST_FAILS_TO_DOWN) {
+    // Only a usable upstream is taken out: one the health check found on another chain stays wrong_chain.
+    if (this.usable && this.requestFails >= REQUEST_FAILS_TO_DOWN) {
       this.state = 'down';
       return true;
     }

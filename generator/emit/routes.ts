@@ -60,6 +60,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
   if (chain.methods !== undefined) entries.push(['methods', setIds.get(chain.methodsSource ?? `${chain.source}.methods`)!]);
   if (chain.network !== undefined) entries.push(['network', lit(chain.network)]);
   if (chain.sendtx !== undefined) entries.push(['sendtx', lit(chain.sendtx)]);
+  if (chain.coin !== undefined) entries.push(['coin', lit(chain.coin)]);
   if (chain.cache !== undefined) entries.push(['cache', lit(chain.cache)]);
   if (chain.finality !== undefined) entries.push(['finality', lit(chain.finality)]);
   const ups = chain.upstreams.map((u) =>

@@ -187,5 +187,17 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   health: {
     request: (_route, u) => ({ path: `${u.basePath}/status`, method: 'GET' }),
     head: (doc) => doc.blockbook?.bestHeight ?? doc.backend?.blocks,
+    // The status answer already names the coin: no request of its own.
+    identity(route) {
+      const want = route.coin?.toLowerCase();
+      if (want === undefined) return null;
+      return {
+        check(doc) {
+          const coin: unknown = doc.blockbook?.coin;
+          if (typeof coin !== 'string') return false;
+          return coin.toLowerCase() === want || `coin ${coin}`;
+        },
+      };
+    },
   },
 };

@@ -215,6 +215,20 @@ function isJsonRpcAnswer(body: Buffer): boolean {
 }
 
 const HEALTH_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
+/**
+ * With a chainId in the manifest, the probe is one batch of eth_chainId and
+ * eth_blockNumber rather than a second call each round: still one request
+ * per upstream per round, and both answers come from the same node at the
+ * same moment (two calls through a provider's load balancer could each land
+ * on a different node). An upstream that refuses batches fails the probe.
+ */
+const HEALTH_BATCH = '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]},{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber","params":[]}]';
+
+/** The batch answer's item with this id (answers may come in any order). */
+function item(doc: unknown[], id: number): Record<string, any> | undefined {
+  for (const x of doc) if (x !== null && typeof x === 'object' && (x as { id?: unknown }).id === id) return x as Record<string, any>;
+  return undefined;
+}
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {
   envelope: envelope(NAMES, (n, reason) => ({
@@ -223,11 +237,25 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   })),
   handler: (route, services) => new EvmRoute(route, services),
   health: {
-    request: (_route, u) => ({ path: u.rpcPath, method: 'POST', body: HEALTH_BODY }),
+    request: (route, u) => ({ path: u.rpcPath, method: 'POST', body: route.chainId === undefined ? HEALTH_BODY : HEALTH_BATCH }),
     head(doc) {
-      if (!Array.isArray(doc) && 'error' in doc) return null; // the node refuses eth_blockNumber: not serving
-      const result: unknown = Array.isArray(doc) ? undefined : doc.result;
+      // A batch (with a chainId): the eth_blockNumber item; no such item, not serving.
+      const one = Array.isArray(doc) ? item(doc, 2) : doc;
+      if (one === undefined || 'error' in one) return null; // the node refuses eth_blockNumber: not serving
+      const result: unknown = one.result;
       return typeof result === 'string' ? Number.parseInt(result, 16) : undefined;
+    },
+    identity(route) {
+      const want = route.chainId;
+      if (want === undefined) return null;
+      return {
+        check(doc) {
+          const result: unknown = Array.isArray(doc) ? item(doc, 1)?.result : undefined;
+          if (typeof result !== 'string' || !/^0x[0-9a-fA-F]+$/.test(result)) return false;
+          const id = Number.parseInt(result, 16);
+          return id === want || `chainId ${id}`;
+        },
+      };
     },
   },
 };

@@ -31,15 +31,34 @@ export interface RouteServices {
   readonly validators: ValidatorTables;
 }
 
+export interface ProbeRequest {
+  readonly path: string;
+  readonly method: 'GET' | 'POST';
+  readonly body?: string;
+}
+
+/**
+ * Which chain an upstream serves, checked on every health round for a chain
+ * whose manifest says what it must serve.
+ */
+export interface IdentityCheck {
+  /** A request of its own, sent alongside the head probe; absent: the head probe's answer tells. */
+  readonly request?: (u: Upstream) => ProbeRequest;
+  /** true: the chain's own; a string: what the upstream serves instead (for the log, never a URL); false: the answer cannot tell (the probe fails). */
+  check(doc: Record<string, any>): boolean | string;
+}
+
 /** One probe of an upstream: the request, and where its answer says the head is. */
 export interface HealthProbe<K extends InterfaceKind> {
-  request(route: RouteOf<K>, u: Upstream): { readonly path: string; readonly method: 'GET' | 'POST'; readonly body?: string };
+  request(route: RouteOf<K>, u: Upstream): ProbeRequest;
   /**
    * The head the answer reports: a number, undefined when it reports none
    * (then the upstream is up but takes no part in lag checks), or null when
    * the answer says the upstream is not serving.
    */
   head(doc: Record<string, any>): unknown;
+  /** The chain's identity check, made once per chain; null when the manifest names nothing to check. */
+  identity(route: RouteOf<K>): IdentityCheck | null;
 }
 
 export interface InterfaceModule<K extends InterfaceKind> {

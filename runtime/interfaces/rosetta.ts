@@ -229,5 +229,25 @@ export const rosetta: InterfaceModule<'rosetta'> = {
   health: {
     request: (route, u) => ({ path: `${u.basePath}/network/status`, method: 'POST', body: statusBody(route) }),
     head: (doc) => doc.current_block_identifier?.index,
+    /**
+     * /network/list, sent alongside /network/status every round: Rosetta has
+     * no batch, and a node of another network answers /network/status for
+     * ours with an error that looks like any broken node's (4002), while a
+     * node that ignores the identifier would pass it. One small POST more
+     * per Rosetta upstream per interval, off the request path.
+     */
+    identity(route) {
+      const body = '{"metadata":{}}';
+      return {
+        request: (u) => ({ path: `${u.basePath}/network/list`, method: 'POST', body }),
+        check(doc) {
+          const ids: unknown = doc.network_identifiers;
+          if (!Array.isArray(ids)) return false;
+          const served = ids.filter((n): n is { blockchain: string; network: string } => typeof n?.blockchain === 'string' && typeof n?.network === 'string');
+          if (served.some((n) => n.blockchain === 'cardano' && n.network === route.network)) return true;
+          return `networks ${served.map((n) => `${n.blockchain}/${n.network}`).join(', ') || 'none'}`;
+        },
+      };
+    },
   },
 };

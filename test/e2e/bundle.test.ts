@@ -34,9 +34,11 @@ function fakeNode(chainIdHex: string): Promise<{ server: Server; url: string; se
     req.on('data', (c) => (body += c));
     req.on('end', () => {
       seen.push(`${req.url} ${body}`);
-      const { id } = JSON.parse(body) as { id: number };
+      const doc = JSON.parse(body) as { id: number } | { id: number }[];
+      const one = ({ id }: { id: number }) => ({ jsonrpc: '2.0', id, result: chainIdHex });
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ jsonrpc: '2.0', id, result: chainIdHex }));
+      // the health check's batch too (eth_chainId and eth_blockNumber)
+      res.end(JSON.stringify(Array.isArray(doc) ? doc.map(one) : one(doc)));
     });
   });
   return new Promise((r) => server.listen(0, '127.0.0.1', () => r({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, seen })));

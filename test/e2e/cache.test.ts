@@ -93,7 +93,7 @@ methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cdn, interface: evm-jsonrpc, listener: rpc, chainId: 5, methods: evm, upstreams: ["\${CDN_URL}"] }
+  - { path: cdn, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${CDN_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'oracle', key: KEY }]));

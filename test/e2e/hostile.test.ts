@@ -45,6 +45,7 @@ function answerWell(chain: string, req: IncomingMessage, res: ServerResponse, bo
     return json(Array.isArray(doc) ? doc.map(one) : one(doc));
   }
   if (chain.startsWith('r-')) {
+    if (req.url!.endsWith('/network/list')) return json({ network_identifiers: [{ blockchain: 'cardano', network: 'preprod' }] });
     if (req.url!.endsWith('/network/status'))
       return json({ current_block_identifier: { index: 16, hash: 'h16' }, current_block_timestamp: 1, genesis_block_identifier: { index: 0, hash: 'h0' }, peers: [] });
     return json({ ok: true });
@@ -72,9 +73,9 @@ beforeAll(async () => {
   anvil = await startAnvil({ chainId: 1 });
   proxy = await startRecordingProxy(anvil.url);
   const evm = EVM_CHAINS.map(
-    (c, i) =>
+    (c) =>
       // e-deep forwards params nested up to the parser's own limit: its params go unchecked (validate: off).
-      `  - { path: ${c}, interface: evm-jsonrpc, listener: rpc, chainId: ${100 + i}, methods: [eth_chainId, eth_blockNumber], retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"]${c === 'e-deep' ? ', validate: off' : ''} }`,
+      `  - { path: ${c}, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber], retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"]${c === 'e-deep' ? ', validate: off' : ''} }`,
   );
   const rosetta = ROSETTA_CHAINS.map(
     (c) => `  - { path: ${c}, interface: rosetta, listener: rpc, network: preprod, retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"] }`,

@@ -43,7 +43,7 @@ health: { intervalMs: 60000, timeoutMs: 1000 }
 methodSets:
   evm: [eth_blockNumber]
 chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
+  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${ETH_URL}"] }
 `,
   );
   // Some keys come from a file, imported.

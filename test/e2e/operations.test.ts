@@ -45,7 +45,7 @@ methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: heldchain, interface: evm-jsonrpc, listener: rpc, chainId: 2, methods: evm, retries: 0, upstreams: ["\${HELD_URL}"] }
+  - { path: heldchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["\${HELD_URL}"] }
   - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
   - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
 `;

@@ -42,9 +42,9 @@ methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: polygon, interface: evm-jsonrpc, listener: rpc, chainId: 137, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${ETH_URL}"] }
-  - { path: deadchain, interface: evm-jsonrpc, listener: rpc, chainId: 9, methods: evm, retries: 0, upstreams: ["http://127.0.0.1:1/rpc"] }
-  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, chainId: 10, methods: evm, retries: 0, upstreams: ["\${SLOW_URL}"] }
+  - { path: polygon, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${ETH_URL}"] }
+  - { path: deadchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["http://127.0.0.1:1/rpc"] }
+  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["\${SLOW_URL}"] }
   - { path: bitcoin, interface: blockbook, listener: explorer, sendtx: true, upstreams: ["\${BB_URL}"] }
   - { path: litecoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
   - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }

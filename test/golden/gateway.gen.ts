@@ -48,6 +48,7 @@ const ROUTE_0: RouteSpec = {
   maxLag: 5,
   retries: 1,
   sendtx: false,
+  coin: "Bitcoin",
   cache: true,
   upstreams: [
     {

@@ -167,3 +167,72 @@ describe('health checks and the circuit breaker', () => {
     checker.stop();
   });
 });
+
+describe('the wrong-chain guard', () => {
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+
+  /** A chain with chainId 1 and one real Upstream whose node says what `node.chainId` holds (null: it does not answer). */
+  function guarded(): { upstream: Upstream; checker: HealthChecker; node: { chainId: number | null }; bodies: string[]; log: { error: ReturnType<typeof vi.fn>; warn: ReturnType<typeof vi.fn> } } {
+    const route = { path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const spec = { name: 'bsc#0', url: { parts: ['http://user:secret@127.0.0.1:9/rpc'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
+    const upstream = new Upstream(spec, route);
+    const node = { chainId: 56 as number | null };
+    const bodies: string[] = [];
+    Object.defineProperty(upstream, 'pool', {
+      value: {
+        request: async (o: { body: string }) => {
+          bodies.push(o.body);
+          if (node.chainId === null) throw new Error('connect ECONNREFUSED');
+          // answers in reverse order: items are matched by id
+          const text = JSON.stringify([{ jsonrpc: '2.0', id: 2, result: '0x10' }, { jsonrpc: '2.0', id: 1, result: `0x${node.chainId.toString(16)}` }]);
+          return { statusCode: 200, body: { text: async () => text } };
+        },
+      },
+    });
+    const log = { warn: vi.fn(), error: vi.fn() };
+    const metrics = { upstream: vi.fn() } as unknown as Metrics;
+    const checker = new HealthChecker([route], new Map([[route, new UpstreamGroup([upstream])]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log as unknown as Logger, metrics);
+    return { upstream, checker, node, bodies, log };
+  }
+
+  it('asks eth_chainId and eth_blockNumber in one batch, one request per round', async () => {
+    const { checker, bodies, upstream } = guarded();
+    checker.start();
+    await vi.advanceTimersByTimeAsync(INTERVAL);
+    expect(bodies).toHaveLength(2);
+    expect(JSON.parse(bodies[0]!).map((c: { method: string }) => c.method)).toEqual(['eth_chainId', 'eth_blockNumber']);
+    expect(upstream.state).toBe('up');
+    expect(upstream.head).toBe(16);
+    checker.stop();
+  });
+
+  it('marks an upstream of another chain wrong_chain, logs it once without its URL, keeps it there while it fails, and brings it back once it serves the chain', async () => {
+    const { checker, node, upstream, log } = guarded();
+    node.chainId = 137;
+    checker.start();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(upstream.state).toBe('wrong_chain');
+    expect(upstream.usable).toBe(false);
+    await vi.advanceTimersByTimeAsync(3 * INTERVAL); // checked again every round, logged once
+    expect(upstream.state).toBe('wrong_chain');
+    expect(log.error).toHaveBeenCalledTimes(1);
+    const [fields, message] = log.error.mock.calls[0]!;
+    expect(fields).toMatchObject({ event: 'upstream_wrong_chain', chain: 'bsc', upstream: 'bsc#0', serves: 'chainId 137' });
+    expect(JSON.stringify([fields, message])).not.toMatch(/127\.0\.0\.1|secret|\/rpc/);
+    // a request that was in flight when it was taken out does not turn it into down
+    for (let i = 0; i < 3; i++) upstream.markFailure();
+    expect(upstream.state).toBe('wrong_chain');
+    node.chainId = null; // unreachable: what it serves is unknown, it stays out as it was
+    await vi.advanceTimersByTimeAsync(3 * INTERVAL);
+    expect(upstream.state).toBe('wrong_chain');
+    node.chainId = 56;
+    await vi.advanceTimersByTimeAsync(INTERVAL);
+    expect(upstream.state).toBe('up');
+    node.chainId = 1; // swapped again: a new transition, a new line
+    await vi.advanceTimersByTimeAsync(INTERVAL);
+    expect(upstream.state).toBe('wrong_chain');
+    expect(log.error).toHaveBeenCalledTimes(2);
+    checker.stop();
+  });
+});

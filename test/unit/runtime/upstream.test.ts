@@ -55,6 +55,20 @@ describe('UpstreamGroup.pick: smooth weighted round-robin', () => {
     expect(picks(g, 6).split(' ').sort().join(' ')).toBe('a a a b b c');
   });
 
+  it('never picks an upstream on the wrong chain, as a primary, a fallback, a retry or the only one', () => {
+    const { g, u } = group('a:5 b f1');
+    set('wrong_chain', u.a!, u.f1!);
+    expect(picks(g, 4)).toBe('b b b b');
+    set('down', u.b!);
+    expect([g.pick(null), g.pick(null)]).toEqual([null, null]); // nothing usable, not even the fallback
+    expect(g.pickRetry(new Set())).toBeNull();
+    expect(g.hasOther(u.b!, null)).toBe(false);
+    expect(g.healthy).toBe(false);
+    const only = group('x');
+    set('wrong_chain', only.u.x!);
+    expect(only.g.pick(null)).toBeNull();
+  });
+
   it('sends nothing to fallbacks while a primary is usable, then spreads over the fallbacks by weight', () => {
     const { g, u } = group('a b f1:1 f2:3');
     expect(picks(g, 4)).toBe('a b a b');

@@ -1,0 +1,156 @@
+// The wrong-chain guard (issue 24) against running processes: among each
+// chain's upstreams, one that serves another chain (a real anvil of another
+// chain id, a Rosetta stand-in of another network, a Blockbook stand-in of
+// another coin). None of the clients' requests reach it; /readyz and /metrics
+// say wrong_chain; the error log line names chain and upstream, not the URL;
+// it is checked again every round and comes back once it serves the chain.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildManifest, keysYaml, metricValue, newKey, rawRequest, startGateway, until, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
+import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+
+const KEY = newKey();
+const N = 20;
+
+let good: Anvil;
+let polygon: Anvil;
+let pGood: RecordingProxy;
+let pWrong: RecordingProxy;
+let bbGood: BlockbookStub;
+let bbWrong: BlockbookStub;
+let rGood: RosettaStub;
+let rWrong: RosettaStub;
+let gw: RunningGateway;
+
+beforeAll(async () => {
+  // bsc's chain id on one node, Polygon's on the other: the operator's mistake the issue names.
+  [good, polygon] = await Promise.all([startAnvil({ chainId: 56 }), startAnvil({ chainId: 137 })]);
+  [pGood, pWrong, bbGood, bbWrong, rGood, rWrong] = await Promise.all([
+    startRecordingProxy(good.url),
+    startRecordingProxy(polygon.url),
+    startBlockbookStub({ coin: 'Bitcoin' }),
+    startBlockbookStub({ coin: 'Litecoin' }),
+    startRosettaStub({ network: 'preprod' }),
+    startRosettaStub({ network: 'preview' }),
+  ]);
+  // The wrong upstreams weigh most: were they usable, they would take most requests.
+  const built = await buildManifest(
+    'wrong-chain',
+    `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+  explorer: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+health: { intervalMs: 200, timeoutMs: 1000 }
+chains:
+  - path: bsc
+    interface: evm-jsonrpc
+    listener: rpc
+    chainId: 56
+    methods: [eth_chainId, eth_blockNumber]
+    upstreams: ["\${GOOD_URL}", { url: "\${WRONG_URL}", weight: 10 }]
+  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${R_GOOD}", { url: "\${R_WRONG}", weight: 10 }] }
+  - { path: bitcoin, interface: blockbook, listener: explorer, coin: Bitcoin, upstreams: ["\${BB_GOOD}", { url: "\${BB_WRONG}", weight: 10 }] }
+`,
+  );
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ops', key: KEY }]));
+  gw = await startGateway({
+    cwd: built.dir,
+    bundle: built.bundle,
+    env: { GOOD_URL: pGood.url, WRONG_URL: pWrong.url, R_GOOD: rGood.url, R_WRONG: rWrong.url, BB_GOOD: bbGood.url, BB_WRONG: bbWrong.url },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([pGood?.close(), pWrong?.close(), bbGood?.close(), bbWrong?.close(), rGood?.close(), rWrong?.close(), good?.stop(), polygon?.stop()]);
+});
+
+type Ready = { status: string; chains: Record<string, { state: string; upstreams: { name: string; state: string }[] }> };
+const readyz = async (): Promise<Ready> => (await rawRequest(gw.url('admin', '/readyz'))).json() as Ready;
+const stateOf = async (chain: string, upstream: string): Promise<string | undefined> => (await readyz()).chains[chain]!.upstreams.find((u) => u.name === upstream)?.state;
+const WRONG = [
+  ['bsc', 'bsc#1'],
+  ['cardano-preprod', 'cardano-preprod#1'],
+  ['bitcoin', 'bitcoin#1'],
+] as const;
+
+describe('the wrong-chain guard', () => {
+  it('marks an anvil of another chain id, a Rosetta node of another network and a Blockbook of another coin wrong_chain on /readyz, the others up', async () => {
+    for (const [chain, name] of WRONG) await until(async () => (await stateOf(chain, name)) === 'wrong_chain', `${name} wrong_chain`);
+    const r = await readyz();
+    expect(r.status).toBe('ready');
+    for (const chain of ['bsc', 'cardano-preprod', 'bitcoin']) {
+      expect(r.chains[chain]!.state).toBe('up');
+      expect(r.chains[chain]!.upstreams.find((u) => u.name === `${chain}#0`)!.state).toBe('up');
+    }
+  });
+
+  it('sends none of the clients\' requests to them', async () => {
+    pGood.clear();
+    pWrong.clear();
+    bbGood.clear();
+    bbWrong.clear();
+    rGood.clear();
+    rWrong.clear();
+    for (let i = 0; i < N; i++) {
+      const evm = await rawRequest(gw.url('rpc', '/bsc'), { body: JSON.stringify({ jsonrpc: '2.0', id: i, method: 'eth_chainId', params: [] }), headers: { 'x-api-key': KEY } });
+      expect(evm.status).toBe(200);
+      expect(evm.json().result).toBe('0x38'); // 56, never Polygon's 0x89
+      const ros = await rawRequest(gw.url('rpc', '/cardano-preprod/network/status'), { body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: 'preprod' } }), headers: { 'x-api-key': KEY } });
+      expect(ros.status).toBe(200);
+      const bb = await rawRequest(gw.url('explorer', '/bitcoin/v2/block/1'), { headers: { 'x-api-key': KEY } });
+      expect(bb.status).toBe(200);
+    }
+    expect(pGood.requests).toHaveLength(N);
+    expect(rGood.requests).toHaveLength(N);
+    expect(bbGood.requests).toHaveLength(N);
+    expect(pWrong.requests).toHaveLength(0);
+    expect(rWrong.requests).toHaveLength(0);
+    expect(bbWrong.requests).toHaveLength(0);
+  });
+
+  it('shows them on /metrics: the wrong_chain state series is 1 and the upstream is not up', async () => {
+    for (const [chain, name] of WRONG) {
+      expect(await metricValue(gw, 'gateway_upstream_state', `{chain="${chain}",upstream="${name}",state="wrong_chain"}`)).toBe(1);
+      expect(await metricValue(gw, 'gateway_upstream_state', `{chain="${chain}",upstream="${name}",state="up"}`)).toBe(0);
+      expect(await metricValue(gw, 'gateway_upstream_up', `{chain="${chain}",upstream="${name}"}`)).toBe(0);
+      expect(await metricValue(gw, 'gateway_upstream_state', `{chain="${chain}",upstream="${chain}#0",state="up"}`)).toBe(1);
+    }
+  });
+
+  it('checks them again every round and logs each once, as an error naming chain and upstream but not the URL', async () => {
+    const before = pWrong.healthChecks.length;
+    await until(async () => pWrong.healthChecks.length >= before + 3, 'three more health rounds on the wrong node');
+    const lines = gw.lines.filter((l) => l.includes('"upstream_wrong_chain"'));
+    expect(lines).toHaveLength(3);
+    for (const [chain, name] of WRONG) {
+      const line = lines.find((l) => (JSON.parse(l) as { upstream: string }).upstream === name)!;
+      expect(JSON.parse(line)).toMatchObject({ level: 'error', event: 'upstream_wrong_chain', chain, upstream: name });
+    }
+    expect(JSON.parse(lines.find((l) => l.includes('"bsc#1"'))!).serves).toBe('chainId 137');
+    for (const url of [pWrong.url, rWrong.url, bbWrong.url]) {
+      const port = new URL(url).port;
+      for (const l of lines) expect(l).not.toContain(port);
+    }
+  });
+
+  it('takes an upstream back once a round finds it serving the chain', async () => {
+    const r = await polygon.rpc('anvil_setChainId', [56]);
+    expect(r.error).toBeUndefined();
+    await until(async () => (await stateOf('bsc', 'bsc#1')) === 'up', 'bsc#1 back up');
+    expect(await metricValue(gw, 'gateway_upstream_state', '{chain="bsc",upstream="bsc#1",state="wrong_chain"}')).toBe(0);
+    pWrong.clear();
+    for (let i = 0; i < N; i++) {
+      const evm = await rawRequest(gw.url('rpc', '/bsc'), { body: JSON.stringify({ jsonrpc: '2.0', id: i, method: 'eth_blockNumber', params: [] }), headers: { 'x-api-key': KEY } });
+      expect(evm.status).toBe(200);
+    }
+    expect(pWrong.requests.length).toBeGreaterThan(0);
+  });
+});

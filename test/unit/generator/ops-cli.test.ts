@@ -1,0 +1,149 @@
+// `gateway routes`, `gateway check --probe` without a network, and `gateway
+// keys add --chains` against the manifest, as ops run them: a child process,
+// exit codes, stdout and stderr. (check --probe against real nodes: test/e2e/probe.test.ts.)
+import { describe, expect, it } from 'vitest';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { PROJECT_ROOT } from '../../support/paths.ts';
+
+const exec = promisify(execFile);
+const CLI = join(PROJECT_ROOT, 'bin/gateway.mjs');
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+async function gateway(args: string[], opts: { cwd?: string; env?: Record<string, string> } = {}): Promise<Run> {
+  try {
+    const r = await exec(process.execPath, [CLI, ...args], { cwd: opts.cwd ?? PROJECT_ROOT, env: { PATH: process.env.PATH ?? '', ...opts.env } });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (e) {
+    const err = e as { code: number; stdout: string; stderr: string };
+    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
+  }
+}
+function freshDir(name: string): string {
+  const dir = join(PROJECT_ROOT, '.tmp', `${name}-${process.pid}`);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+const FIXTURE = 'test/fixtures/valid/upstream-objects.yaml';
+
+describe('gateway routes', { timeout: 30_000 }, () => {
+  it('prints each listener with its routes: path, interface, upstreams and roles, allowed methods, limits', async () => {
+    const r = await gateway(['routes', FIXTURE]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toBe(
+      [
+        'listener explorer (0.0.0.0:0): 1 route',
+        '  PATH       INTERFACE  UPSTREAMS             METHODS  VALIDATE  LIMITS',
+        '  /ethereum  blockbook  ethereum#0 (primary)  -        params    body 1048576 B, batch 100, timeout 30000 ms, page 1000',
+        'listener rpc (${RPC_HOST}:${RPC_PORT}): 1 route',
+        '  PATH       INTERFACE    UPSTREAMS                                                                    METHODS  VALIDATE  LIMITS',
+        '  /ethereum  evm-jsonrpc  ethereum#0 (primary, weight 2), ethereum#1 (fallback), ethereum#2 (primary)  3        params    body 1048576 B, batch 100, timeout 5000 ms, page 1000',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('--json prints the same table as JSON, and never an upstream URL', async () => {
+    const r = await gateway(['routes', FIXTURE, '--json']);
+    expect(r.code).toBe(0);
+    const t = JSON.parse(r.stdout);
+    expect(t.listeners.map((l: { name: string }) => l.name)).toEqual(['explorer', 'rpc']);
+    expect(t.listeners[1]).toEqual({
+      name: 'rpc',
+      host: '${RPC_HOST}',
+      port: '${RPC_PORT}',
+      routes: [
+        {
+          path: '/ethereum',
+          interface: 'evm-jsonrpc',
+          upstreams: [
+            { name: 'ethereum#0', role: 'primary', weight: 2 },
+            { name: 'ethereum#1', role: 'fallback', weight: 1 },
+            { name: 'ethereum#2', role: 'primary', weight: 1 },
+          ],
+          methods: 3,
+          validate: 'params',
+          limits: { maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 5000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 },
+        },
+      ],
+    });
+    expect(r.stdout).not.toContain('eth.example');
+    expect(r.stdout).not.toContain('9130');
+  });
+
+  it('exits 1 with the problems of a bad manifest, as check does', async () => {
+    const r = await gateway(['routes', 'no/such.yaml']);
+    expect(r).toEqual({ code: 1, stdout: '', stderr: 'no/such.yaml:1:1 manifest not found\nno/such.yaml: 1 problem\n' });
+  });
+});
+
+describe('gateway check --probe without nodes', { timeout: 30_000 }, () => {
+  it('reports an upstream whose ${VAR} is not set as unresolved, naming the variable, and exits 1', async () => {
+    const dir = freshDir('probe-env');
+    writeFileSync(
+      join(dir, 'gateway.yaml'),
+      'version: 1\nlisteners:\n  rpc: { port: 0 }\nchains:\n  - { path: eth, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: [eth_chainId], upstreams: ["${NOT_SET_URL}"] }\n',
+    );
+    const r = await gateway(['check', '--probe', 'gateway.yaml'], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain('eth    evm-jsonrpc  eth#0     primary  unresolved');
+    expect(r.stdout).toContain('environment variable NOT_SET_URL is not set and has no default');
+    expect(r.stdout).toContain('chain eth: no good upstream');
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('refuses a --timeout that is not a number of milliseconds', async () => {
+    const r = await gateway(['check', '--probe', FIXTURE, '--timeout', 'soon'], { env: { RPC_HOST: 'x', RPC_PORT: '1', ETH_A_URL: 'http://127.0.0.1:1', ETH_B_URL: 'http://127.0.0.1:1', ETH_B_KEY: 'k', ETH_B_TOKEN: 't' } });
+    expect(r).toEqual({ code: 1, stdout: '', stderr: "gateway check: --timeout 'soon' must be a whole number of milliseconds\n" });
+  });
+
+  it('without --probe, check still needs no environment and probes nothing', async () => {
+    expect(await gateway(['check', FIXTURE])).toEqual({ code: 0, stdout: `${FIXTURE}: ok (2 chains)\n`, stderr: '' });
+  });
+});
+
+describe('gateway keys add --chains against the manifest', { timeout: 30_000 }, () => {
+  it('refuses a chain the --manifest does not have, with a did-you-mean hint, and writes nothing', async () => {
+    const dir = freshDir('keys-manifest');
+    const file = join(dir, 'keys.yaml');
+    const r = await gateway(['keys', 'add', '--id', 'acme', '--chains', 'ethereum,etherem,nowhere', '--manifest', 'gateway.yaml', '--file', file]);
+    expect(r).toEqual({
+      code: 1,
+      stdout: '',
+      stderr: "gateway keys: chain 'etherem' is not in gateway.yaml (did you mean 'ethereum'?)\ngateway keys: chain 'nowhere' is not in gateway.yaml\n",
+    });
+    expect(existsSync(file)).toBe(false);
+    const ok = await gateway(['keys', 'add', '--id', 'acme', '--chains', 'ethereum,polygon', '--manifest', 'gateway.yaml', '--file', file]);
+    expect(ok.code).toBe(0);
+    expect(existsSync(file)).toBe(true);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('uses ./gateway.yaml when there is one and no --manifest, and checks nothing without a manifest', async () => {
+    const dir = freshDir('keys-default-manifest');
+    const bare = await gateway(['keys', 'add', '--id', 'a', '--chains', 'polygn', '--file', 'keys.yaml'], { cwd: dir });
+    expect(bare.code).toBe(0); // no manifest here: nothing to check against
+    copyFileSync(join(PROJECT_ROOT, 'gateway.yaml'), join(dir, 'gateway.yaml'));
+    const r = await gateway(['keys', 'add', '--id', 'b', '--chains', 'polygn', '--file', 'keys.yaml'], { cwd: dir });
+    expect(r).toEqual({ code: 1, stdout: '', stderr: "gateway keys: chain 'polygn' is not in gateway.yaml (did you mean 'polygon'?)\n" });
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('refuses to check against a manifest with problems, pointing at gateway check', async () => {
+    const dir = freshDir('keys-bad-manifest');
+    writeFileSync(join(dir, 'broken.yaml'), 'version: 2\n');
+    const r = await gateway(['keys', 'add', '--id', 'a', '--chains', 'eth', '--manifest', 'broken.yaml', '--file', 'keys.yaml'], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^gateway keys: broken\.yaml has \d+ problems? \(gateway check broken\.yaml\); --chains cannot be checked against it\n$/);
+    expect(existsSync(join(dir, 'keys.yaml'))).toBe(false);
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
