@@ -20,7 +20,7 @@ export interface BundleOptions {
 }
 
 /** What `@gateway/validators` is when a build has no validators to emit. */
-export const EMPTY_VALIDATORS = 'export default { evm: {}, rosetta: {}, blockbook: {}, titles: {} };\n';
+export const EMPTY_VALIDATORS = 'export default { evm: {}, rosetta: {}, blockbook: {} };\n';
 
 /**
  * Bundles and returns the file's bytes. Paths in esbuild's comments are

@@ -10,6 +10,8 @@ export interface SchemaError {
   readonly keyword: string;
   readonly params: Readonly<Record<string, unknown>>;
   readonly message?: string;
+  /** The schema holding the failed keyword (ajv's verbose errors). */
+  readonly parentSchema?: { readonly title?: string; readonly anyOf?: readonly { readonly title?: string }[]; readonly oneOf?: readonly { readonly title?: string }[] };
 }
 
 /** An ajv standalone validator: true, or false with `errors` set. */
@@ -37,11 +39,9 @@ export interface ValidatorTables {
   readonly rosetta: Readonly<Record<string, ValidateFn>>;
   /** Blockbook v2 endpoint -> its parameters' validator. */
   readonly blockbook: Readonly<Record<string, BlockbookValidator>>;
-  /** `<schema id>#<pointer>` -> the title the spec gives that schema, for messages. */
-  readonly titles: Readonly<Record<string, string>>;
 }
 
-export const NO_VALIDATORS: ValidatorTables = { evm: {}, rosetta: {}, blockbook: {}, titles: {} };
+export const NO_VALIDATORS: ValidatorTables = { evm: {}, rosetta: {}, blockbook: {} };
 
 /** What was wrong, and where: a JSON pointer into the checked value. */
 export interface Invalid {
@@ -121,22 +121,27 @@ export function limitsError(v: unknown, lim: ParamLimits): Invalid | null {
  * one of its branches). Its message uses the spec's title of the failing
  * schema where there is one ("must be hex encoded address").
  */
-export function describe(errors: readonly SchemaError[] | null | undefined, id: string, titles: Readonly<Record<string, string>>): Invalid {
+export function describe(errors: readonly SchemaError[] | null | undefined): Invalid {
   if (!errors || errors.length === 0) return { path: '', message: 'invalid' };
   let e = errors[0]!;
   for (const x of errors) if (x.instancePath.length >= e.instancePath.length) e = x;
-  const schemaPath = e.schemaPath.startsWith('#') ? `${id}${e.schemaPath}` : e.schemaPath;
-  const at = schemaPath.slice(0, schemaPath.lastIndexOf('/'));
-  const title = titles[at];
+  const title = e.parentSchema?.title;
   const path = e.instancePath;
   switch (e.keyword) {
     case 'pattern':
+      return { path, message: `must be ${title === undefined ? 'text matching' : lower(title)} (${String(e.params.pattern)})` };
     case 'anyOf':
-    case 'oneOf':
-    case 'type':
-    case 'enum':
-      if (title !== undefined) return { path, message: `must be ${article(title)}${e.keyword === 'pattern' ? ` (${String(e.params.pattern)})` : ''}` };
+    case 'oneOf': {
+      // "must be block number, block tag, block hash or block selector object"
+      const names = (e.parentSchema?.[e.keyword] ?? []).map((b) => b.title);
+      if (names.length > 1 && names.every((n) => n !== undefined)) return { path, message: `must be ${names.slice(0, -1).map(lower).join(', ')} or ${lower(names.at(-1)!)}` };
+      if (title !== undefined) return { path, message: `must be ${lower(title)}` };
       break;
+    }
+    case 'type':
+      return { path, message: `must be ${String(e.params.type)}${title === undefined ? '' : ` (${lower(title)})`}` };
+    case 'enum':
+      return { path, message: `must be one of ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}` };
     case 'additionalProperties':
       return { path, message: `has an unknown field ${quoteClient(String(e.params.additionalProperty))}` };
     case 'required':
@@ -146,12 +151,11 @@ export function describe(errors: readonly SchemaError[] | null | undefined, id: 
     case 'maxItems':
       return { path, message: `must have at most ${String(e.params.limit)} item${e.params.limit === 1 ? '' : 's'}` };
     case 'propertyNames':
-      return { path, message: `has a field name that is not ${title === undefined ? 'valid' : article(title)}` };
+      return { path, message: `has a field name that is not ${title === undefined ? 'valid' : lower(title)}` };
   }
   return { path, message: e.message ?? 'invalid' };
 }
 
-function article(title: string): string {
-  const t = title.charAt(0).toLowerCase() + title.slice(1);
-  return /^[aeiou]/.test(t) ? `an ${t}` : `a ${t}`;
+function lower(title: string): string {
+  return title.charAt(0).toLowerCase() + title.slice(1);
 }

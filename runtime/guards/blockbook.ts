@@ -6,7 +6,6 @@ import { describe, quoteClient, type BlockbookValidator, type ParamKind } from '
 /** A chain's parameter check (validate: params): each endpoint's validator from the spec. */
 export interface BlockbookParamsCheck {
   readonly endpoints: Readonly<Record<string, BlockbookValidator>>;
-  readonly titles: Readonly<Record<string, string>>;
 }
 
 /**
@@ -135,7 +134,7 @@ function paramsInvalid(check: BlockbookParamsCheck, endpoint: string, pathValue:
   if (query !== '') {
     for (const [name, text] of new URLSearchParams(query)) {
       const kind = v.params[name];
-      if (kind === undefined || name === v.path) return { kind: 'invalid', parameter: name, message: `Unknown parameter ${quoteClient(name)} for ${endpoint}` };
+      if (kind === undefined || name === v.path) return { kind: 'invalid', parameter: name, message: `Unknown parameter '${quoteClient(name).slice(1, -1)}' for ${endpoint}` };
       if (name in first) again.push([name, typed(kind, text)]);
       else first[name] = typed(kind, text);
     }
@@ -144,7 +143,7 @@ function paramsInvalid(check: BlockbookParamsCheck, endpoint: string, pathValue:
   const docs = [first, ...again.map(([name, value]) => ({ ...first, [name]: value }))];
   for (const doc of docs) {
     if (v.validate(doc)) continue;
-    const why = describe(v.validate.errors, `blockbook.${endpoint}`, check.titles);
+    const why = describe(v.validate.errors);
     const missing = v.validate.errors?.find((e) => e.keyword === 'required')?.params.missingProperty;
     const name = typeof missing === 'string' ? missing : (why.path.split('/')[1] ?? '');
     const message = typeof missing === 'string' ? 'is required' : why.message;

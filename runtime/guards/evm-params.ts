@@ -16,14 +16,13 @@ export interface EvmParamsCheck {
   /** Allowed method -> its validator; null for a method the OpenRPC document does not describe (limits only). */
   readonly methods: ReadonlyMap<string, ValidateFn | null>;
   readonly limits: ParamLimits;
-  readonly titles: Readonly<Record<string, string>>;
 }
 
 /** A chain's check, made once at start: its allowlist's validators. */
 export function evmParamsCheck(allowed: ReadonlySet<string>, limits: ParamLimits, tables: ValidatorTables): EvmParamsCheck {
   const methods = new Map<string, ValidateFn | null>();
   for (const m of allowed) methods.set(m, tables.evm[m] ?? null);
-  return { methods, limits, titles: tables.titles };
+  return { methods, limits };
 }
 
 const EMPTY: readonly unknown[] = [];
@@ -64,7 +63,7 @@ export function paramsInvalid(check: EvmParamsCheck, method: string, params: unk
   if (over !== null) return over;
   const validate = check.methods.get(method);
   if (validate === undefined || validate === null || validate(params)) return null;
-  return describe(validate.errors, `evm.${method}`, check.titles);
+  return describe(validate.errors);
 }
 
 /** The -32602 answer to a call with invalid params, with its id (as JSON). */

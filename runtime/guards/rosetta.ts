@@ -10,7 +10,6 @@ import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn 
 export interface RosettaBodyCheck {
   readonly endpoints: ReadonlyMap<string, ValidateFn>;
   readonly limits: ParamLimits;
-  readonly titles: Readonly<Record<string, string>>;
 }
 
 /**
@@ -104,7 +103,7 @@ function valid(doc: unknown, endpoint: string, check: RosettaBodyCheck | null): 
     const over = limitsError(doc, check.limits);
     if (over !== null) return invalid(over);
     const validate = check.endpoints.get(endpoint);
-    if (validate !== undefined && !validate(doc)) return invalid(describe(validate.errors, `rosetta.${endpoint.replace(/\//g, '_')}`, check.titles));
+    if (validate !== undefined && !validate(doc)) return invalid(describe(validate.errors));
   }
   return { kind: 'forward', body: JSON.stringify(doc) };
 }

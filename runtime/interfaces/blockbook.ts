@@ -60,7 +60,7 @@ class BlockbookRoute implements RouteHandler {
     private readonly route: BlockbookRouteSpec,
     private readonly s: RouteServices,
   ) {
-    this.check = route.validate ? { endpoints: s.validators.blockbook, titles: s.validators.titles } : null;
+    this.check = route.validate ? { endpoints: s.validators.blockbook } : null;
     this.cache = s.cache !== null && route.cache === true ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, PROBE, RULES, s.log, s.circuitOpen, s.cache.shared, 'blockbook') : null;
     if (this.cache !== null) s.metrics.cache(this.cache.stats);
   }

@@ -66,7 +66,7 @@ class RosettaRoute implements RouteHandler {
     private readonly route: RosettaRouteSpec,
     private readonly s: RouteServices,
   ) {
-    this.check = route.validate ? { endpoints: new Map(Object.entries(s.validators.rosetta)), limits: route.limits, titles: s.validators.titles } : null;
+    this.check = route.validate ? { endpoints: new Map(Object.entries(s.validators.rosetta)), limits: route.limits } : null;
     this.cache =
       s.cache !== null && route.cache === true
         ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, probe(route), { keep, mayLast, deliver: this.deliver }, s.log, s.circuitOpen, s.cache.shared, `rosetta ${route.network}`)
