@@ -10,6 +10,7 @@
 //   WORKERS=2 npm run bench                # cluster mode (one worker per core), its own row
 //   CHAINS=200 npm run bench               # the measured route is the last of 200 chains
 //   CACHE=1 SCENARIOS=small npm run bench  # with the answer cache on (the fixed-body node makes every call a hit)
+//   VALIDATE=0 npm run bench               # skip the last part: eth_getBalance and eth_call, validate: params over off (bench/validate.sh)
 import { spawn, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { cpSync, mkdirSync, writeFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -135,4 +136,17 @@ if (existsSync(results)) {
     `${name}'s RSS (all its processes), sampled once a second over each scenario:\n\n${formatRss(rss)}\n`;
   writeFileSync(join(env.OUT_DIR, 'targets.md'), text);
   console.log('\n' + text + `\n(written to ${join(env.OUT_DIR, 'targets.md')})`);
+}
+
+// Issue 23: what checking parameters costs, params over off in one gateway, one run.
+if (process.env.VALIDATE !== '0') {
+  const v = spawn('bash', [join(ROOT, 'bench/validate.sh'), process.env.VALIDATE_ROUNDS ?? '6'], { cwd: ROOT, env: { ...process.env, BENCH_DIR }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  v.stdout.on('data', (d) => {
+    out += d;
+    process.stdout.write(d);
+  });
+  const code = await new Promise((done) => v.on('exit', (c) => done(c ?? 1)));
+  if (env.OUT_DIR && existsSync(env.OUT_DIR)) writeFileSync(join(env.OUT_DIR, 'validate.txt'), out);
+  if (code !== 0) process.exit(code);
 }
