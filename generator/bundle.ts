@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { emitHeader } from './emit/header.ts';
 import { RUNTIME_SPECIFIER } from './emit/index.ts';
 import { NO_MEMORY_REDUCER } from '../runtime/node-flags.ts';
+import pkg from '../package.json' with { type: 'json' };
 
 /** The project root: esbuild resolves runtime/ and node_modules from here. */
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -31,6 +32,8 @@ export async function bundleServerText(source: string, manifest: string): Promis
     target: 'node20.18',
     write: false,
     legalComments: 'none',
+    // runtime/version.ts: the version is part of the file, like the tables.
+    define: { __GATEWAY_VERSION__: JSON.stringify(pkg.version) },
     logLevel: 'silent',
     // Bundled CommonJS dependencies call require(); give ESM one.
     banner: {

@@ -15,6 +15,7 @@ import { workerExecArgv } from './node-flags.ts';
 import { Redis } from 'ioredis';
 import { usageAnswer } from './admin.ts';
 import { Usage } from './usage.ts';
+import { VERSION } from './version.ts';
 
 export function workerCount(): number {
   const raw = process.env.GATEWAY_WORKERS;
@@ -88,7 +89,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     const port = Number(resolveTemplate(spec.admin.port, 'admin listener'));
     admin.listen(port, host, () => {
       const a = admin!.address();
-      log.info({ event: 'primary_started', workers, admin: { host, port: typeof a === 'object' && a ? a.port : port } }, 'cluster primary started');
+      log.info({ event: 'primary_started', version: VERSION, workers, admin: { host, port: typeof a === 'object' && a ? a.port : port } }, 'cluster primary started');
     });
   }
 }

@@ -27,6 +27,7 @@ import { RedisRateLimiter } from './ratelimit-redis.ts';
 import { Metrics, type RouteMetrics } from './metrics.ts';
 import { isWorker } from './cluster.ts';
 import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
+import { VERSION } from './version.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 interface Chain {
@@ -143,7 +144,7 @@ export class Gateway implements ExchangeHost {
     for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.start?.();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
-      { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
+      { event: 'started', version: VERSION, manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
       'gateway started',
     );
     if (memoryReducer === 'on') {

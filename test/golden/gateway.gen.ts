@@ -346,6 +346,7 @@ const ROUTE_11: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "gateway.yaml",
+  manifestSha256: "53ce9bd4a846d516771b9a198367f1310d0167f3e3a45bc72651d72ff3fdc212",
   keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {
