@@ -14,7 +14,8 @@ import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, ty
 import type { Upstream } from './upstream.ts';
 import type { CacheStats } from './cache/store.ts';
 
-const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+/** Upper bounds (seconds) of the latency histograms' buckets; one more bucket, +Inf, follows. */
+export const BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {
@@ -77,6 +78,28 @@ export class RouteMetrics {
     this.sum += seconds;
     this.total++;
     return t;
+  }
+}
+
+/**
+ * The attempts one upstream got, by outcome, and their latency (send to the
+ * answer's end): gateway_upstream_requests_total and
+ * gateway_upstream_request_duration_seconds. Counted where forwarding already
+ * marks an attempt good or failed; an attempt the client abandoned is not counted.
+ */
+export class UpstreamTally {
+  readonly buckets = new Float64Array(BUCKETS.length + 1);
+  sum = 0;
+  ok = 0;
+  failed = 0;
+  observe(ms: number, ok: boolean): void {
+    if (ok) this.ok++;
+    else this.failed++;
+    const seconds = ms / 1000;
+    let i = 0;
+    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
+    this.buckets[i]!++;
+    this.sum += seconds;
   }
 }
 
@@ -170,6 +193,39 @@ export class Metrics {
   }
 
   private readonly caches: CacheStats[] = [];
+  private readonly upstreamList: Upstream[] = [];
+
+  /** Counts a chain's upstreams' attempts under the gateway_upstream_request* metrics (registered with the first chain). */
+  upstreams(list: readonly Upstream[]): void {
+    if (this.upstreamList.length === 0) {
+      this.registry.registerMetric(
+        <Metric>(<unknown>new Rendered('gateway_upstream_requests_total', 'Attempts sent to an upstream, by chain, upstream and outcome (ok, failed: no answer, timeout, 5xx or no answer of the interface).', 'counter', () =>
+          this.upstreamList.flatMap((u) => [
+            { labels: { chain: u.chain, upstream: u.name, outcome: 'ok' }, value: u.tally.ok },
+            { labels: { chain: u.chain, upstream: u.name, outcome: 'failed' }, value: u.tally.failed },
+          ]),
+        )),
+      );
+      this.registry.registerMetric(
+        <Metric>(<unknown>new Rendered('gateway_upstream_request_duration_seconds', 'Time from sending an attempt to an upstream to the end of its answer.', 'histogram', () => {
+          const out: MetricValue<string>[] = [];
+          for (const u of this.upstreamList) {
+            const t = u.tally;
+            let cumulative = 0;
+            for (let i = 0; i <= BUCKETS.length; i++) {
+              cumulative += t.buckets[i]!;
+              const le = i === BUCKETS.length ? '+Inf' : String(BUCKETS[i]);
+              out.push({ metricName: 'gateway_upstream_request_duration_seconds_bucket', labels: { le, chain: u.chain, upstream: u.name }, value: cumulative } as MetricValue<string>);
+            }
+            out.push({ metricName: 'gateway_upstream_request_duration_seconds_sum', labels: { chain: u.chain, upstream: u.name }, value: t.sum } as MetricValue<string>);
+            out.push({ metricName: 'gateway_upstream_request_duration_seconds_count', labels: { chain: u.chain, upstream: u.name }, value: t.ok + t.failed } as MetricValue<string>);
+          }
+          return out;
+        })),
+      );
+    }
+    this.upstreamList.push(...list);
+  }
 
   /** Counts a chain's cache under the gateway_cache_* metrics (registered with the first chain that has one). */
   cache(stats: CacheStats): void {

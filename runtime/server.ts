@@ -101,6 +101,7 @@ export class Gateway implements ExchangeHost {
       const chains = new Map<string, Chain>();
       for (const [segment, route] of l.routes) {
         const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
+        this.metrics.upstreams(group.all);
         this.routes.push(route);
         this.groups.set(route, group);
         chains.set(segment, {
