@@ -82,6 +82,10 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
         if (usage === null) return send(501, '{"error":"usage across workers needs REDIS_URL"}');
         return usageAnswer(usage, req.url ?? '/', send);
       }
+      // The page's figures live in each worker; the primary has none to show.
+      if (path === '/' || path === '/status.json') {
+        return void res.writeHead(501, { 'content-type': 'application/json' }).end('{"error":"the status page shows one process: it is not served with GATEWAY_WORKERS > 1 (use /metrics)"}');
+      }
       if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"Not found"}');
     });

@@ -21,6 +21,7 @@ import { ipList } from './key-policy.ts';
 import { isRedisStore, RedisKeyStore } from './keys-redis.ts';
 import { Usage } from './usage.ts';
 import { adminHandler, readiness } from './admin.ts';
+import { StatusBoard } from './status.ts';
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
 import { RedisRateLimiter } from './ratelimit-redis.ts';
@@ -70,6 +71,10 @@ export class Gateway implements ExchangeHost {
   readonly usage: Usage;
   private readonly corsPolicy: Cors;
   readonly metrics: Metrics;
+  /** Each chain's counters, by route (the status page reads them). */
+  readonly routeMetrics = new Map<RouteSpec, RouteMetrics>();
+  /** The admin status page's figures; made only where the admin listener runs. */
+  status: StatusBoard | null = null;
   draining = false;
   private inflight = 0;
   private idleWaiters: (() => void)[] = [];
@@ -104,10 +109,12 @@ export class Gateway implements ExchangeHost {
         this.metrics.upstreams(group.all);
         this.routes.push(route);
         this.groups.set(route, group);
+        const counters = this.metrics.route(route.path, route.interface);
+        this.routeMetrics.set(route, counters);
         chains.set(segment, {
           handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen, credits, usage: this.usage }),
           envelope: moduleOf(route).envelope,
-          metrics: this.metrics.route(route.path, route.interface),
+          metrics: counters,
         });
       }
       this.dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
@@ -137,6 +144,8 @@ export class Gateway implements ExchangeHost {
     if (this.spec.admin && !isWorker()) {
       const host = resolveTemplate(this.spec.admin.host, 'admin listener');
       const port = parsePort(resolveTemplate(this.spec.admin.port, 'admin listener'), 'admin listener');
+      this.status = new StatusBoard(this);
+      this.status.start();
       const server = createServer(adminHandler(this));
       this.listening.push(await listen(server, host, port, null));
     }
@@ -273,6 +282,7 @@ export class Gateway implements ExchangeHost {
     this.draining = true;
     this.log.info({ event: 'draining', signal, inflight: this.inflight }, 'draining');
     this.health.stop();
+    this.status?.stop();
     for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.stop?.();
     this.keys.close();
     // Stop accepting, but leave open keep-alive connections be: a load
