@@ -160,6 +160,8 @@ describe('GET /status.json on the admin listener', { timeout: 60_000 }, () => {
     expect(r.headers['content-security-policy']).toContain("default-src 'none'");
     expect(r.text).toMatch(/^<!doctype html>/);
     expect(r.text).not.toMatch(/<script[^>]+src=|<link[^>]+stylesheet|@import|@font-face|url\(/i);
+    // What it shows goes in as text (textContent, setAttribute), never parsed as markup.
+    expect(r.text).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write/);
     // The only absolute URL is the SVG namespace.
     expect([...r.text.matchAll(/https?:\/\/[^\s'"]+/g)].map((m) => m[0])).toEqual(['http://www.w3.org/2000/svg']);
     expect((await rawRequest(s.gw.url('admin', '/'), { method: 'HEAD' })).text).toBe('');
