@@ -13,9 +13,7 @@ import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type { Upstream } from './upstream.ts';
 import type { CacheStats } from './cache/store.ts';
-
-/** Upper bounds (seconds) of the latency histograms' buckets; one more bucket, +Inf, follows. */
-export const BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+import { BUCKETS } from './tally.ts';
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {
@@ -78,28 +76,6 @@ export class RouteMetrics {
     this.sum += seconds;
     this.total++;
     return t;
-  }
-}
-
-/**
- * The attempts one upstream got, by outcome, and their latency (send to the
- * answer's end): gateway_upstream_requests_total and
- * gateway_upstream_request_duration_seconds. Counted where forwarding already
- * marks an attempt good or failed; an attempt the client abandoned is not counted.
- */
-export class UpstreamTally {
-  readonly buckets = new Float64Array(BUCKETS.length + 1);
-  sum = 0;
-  ok = 0;
-  failed = 0;
-  observe(ms: number, ok: boolean): void {
-    if (ok) this.ok++;
-    else this.failed++;
-    const seconds = ms / 1000;
-    let i = 0;
-    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
-    this.buckets[i]!++;
-    this.sum += seconds;
   }
 }
 

@@ -7,7 +7,8 @@
 // request. The top keys are the exception: usage per key is kept out of
 // Prometheus on purpose (runtime/usage.ts), so they come from the /usage counters.
 import type { Gauge } from 'prom-client';
-import { BUCKETS, type Metrics, type RouteMetrics } from './metrics.ts';
+import type { Metrics, RouteMetrics } from './metrics.ts';
+import { BUCKETS } from './tally.ts';
 import type { GatewaySpec, RouteSpec } from './types.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 import type { Usage } from './usage.ts';

@@ -3,7 +3,7 @@
 import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
-import { UpstreamTally } from './metrics.ts';
+import { UpstreamTally } from './tally.ts';
 
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';

@@ -2,7 +2,8 @@
 // /metrics renders, with windows worked out from copies taken at known times
 // (copy(now) and json(now) take the time, so nothing here waits).
 import { describe, expect, it } from 'vitest';
-import { BUCKETS, Metrics, type RouteMetrics } from '../../../runtime/metrics.ts';
+import { Metrics, type RouteMetrics } from '../../../runtime/metrics.ts';
+import { BUCKETS } from '../../../runtime/tally.ts';
 import { quantile, StatusBoard, STEP_MS } from '../../../runtime/status.ts';
 import type { GatewaySpec, RouteSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
