@@ -31,9 +31,11 @@ tr.upstream td:first-child { padding-left: 24px; font-family: ui-monospace, mono
 .state.up, .badge.ready { background: var(--up); }
 .state.unknown { background: var(--warn); }
 .badge { padding: 1px 8px; border-radius: 9px; color: #fff; background: var(--bad); font-weight: 600; }
-svg { display: block; width: 180px; height: 30px; }
+svg { display: block; width: 240px; height: 30px; border-left: 1px solid var(--line); }
 svg polyline { fill: none; stroke: var(--plot); stroke-width: 1.2; vector-effect: non-scaling-stroke; }
+svg polygon { fill: var(--plot); opacity: 0.25; }
 svg.err polyline { stroke: var(--bad); }
+svg.err polygon { fill: var(--bad); }
 svg line { stroke: var(--line); vector-effect: non-scaling-stroke; }
 .chart { display: flex; align-items: center; gap: 6px; }
 .chart span { color: var(--mute); font-size: 11px; min-width: 60px; }
@@ -60,7 +62,8 @@ function state(s) {
   e.setAttribute('data-state', s);
   return e;
 }
-function chart(t, values, now, cls, label, f) {
+// Each value covers its step (t - step, t]: drawn as a flat segment over it, filled down to zero.
+function chart(t, step, values, now, cls, label, f) {
   const svg = document.createElementNS(SVG, 'svg');
   svg.setAttribute('viewBox', '0 0 ' + W + ' ' + H);
   svg.setAttribute('preserveAspectRatio', 'none');
@@ -71,19 +74,22 @@ function chart(t, values, now, cls, label, f) {
   const base = document.createElementNS(SVG, 'line');
   for (const [k, v] of [['x1', 0], ['x2', W], ['y1', H - 0.5], ['y2', H - 0.5]]) base.setAttribute(k, v);
   svg.append(base);
+  const x = (ms) => Math.max(0, W - ((now - ms) / WINDOW) * W).toFixed(1);
   let pts = [];
   const flush = () => {
     if (pts.length) {
-      const p = document.createElementNS(SVG, 'polyline');
-      p.setAttribute('points', pts.length === 1 ? pts[0] + ' ' + pts[0] : pts.join(' '));
-      svg.append(p);
+      const area = document.createElementNS(SVG, 'polygon');
+      area.setAttribute('points', pts[0].split(',')[0] + ',' + H + ' ' + pts.join(' ') + ' ' + pts[pts.length - 1].split(',')[0] + ',' + H);
+      const line = document.createElementNS(SVG, 'polyline');
+      line.setAttribute('points', pts.join(' '));
+      svg.append(area, line);
     }
     pts = [];
   };
   values.forEach((v, i) => {
     if (v === null) return flush();
-    const x = Math.max(0, W - ((now - t[i]) / WINDOW) * W);
-    pts.push(x.toFixed(1) + ',' + (H - 1 - (v / top) * (H - 2)).toFixed(1));
+    const y = (H - 1 - (v / top) * (H - 2)).toFixed(1);
+    pts.push(x(t[i] - step) + ',' + y, x(t[i]) + ',' + y);
   });
   flush();
   const title = document.createElementNS(SVG, 'title');
@@ -120,8 +126,8 @@ function render(d) {
       { text: c.path + ' (' + c.listener + ')', field: 'chain' }, { text: c.interface, field: 'interface' }, { node: state(c.state) },
       {}, {}, {}, {}, {},
       { text: rate(c.rps), field: 'rps', n: 1 }, { text: pct(c.errorRate), field: 'errorRate', n: 1 },
-      { node: chart(d.chart.t, c.chart.rps, d.now, 'rps', 'requests per second', rate) },
-      { node: chart(d.chart.t, c.chart.errorRate, d.now, 'err', 'error rate (5xx)', pct) },
+      { node: chart(d.chart.t, d.chart.stepMs, c.chart.rps, d.now, 'rps', 'requests per second', rate) },
+      { node: chart(d.chart.t, d.chart.stepMs, c.chart.errorRate, d.now, 'err', 'error rate (5xx)', pct) },
     ]));
     for (const u of c.upstreams) {
       const tr = row('upstream', [

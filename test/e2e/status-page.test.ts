@@ -175,7 +175,7 @@ describe('the status page in Chromium', { timeout: 90_000 }, () => {
   const problems: string[] = [];
   beforeAll(async () => {
     [s, browser] = await Promise.all([setup('status-page'), chromium.launch({ executablePath: CHROMIUM })]);
-    page = await browser.newPage({ viewport: { width: 1400, height: 520 } });
+    page = await browser.newPage({ viewport: { width: 1680, height: 520 } });
     page.on('console', (m) => void (m.type() === 'error' && problems.push(m.text())));
     page.on('pageerror', (e) => void problems.push(e.message));
   }, 60_000);
@@ -252,5 +252,12 @@ describe('the status page in Chromium', { timeout: 90_000 }, () => {
     mkdirSync(join(ROOT, 'test-results'), { recursive: true });
     await page.screenshot({ path: join(ROOT, 'test-results', 'status-page.png'), fullPage: true });
     expect(problems).toEqual([]);
+  });
+
+  it('says its figures are stale once /status.json cannot be read, rather than showing old ones as current', async () => {
+    expect(await page.getAttribute('#updated', 'class')).not.toBe('stale');
+    expect(await s.gw.stop()).toBe(0);
+    await expect.poll(() => page.getAttribute('#updated', 'class'), { timeout: 10_000, interval: 100 }).toBe('stale');
+    expect(await page.textContent('#updated')).toMatch(/^stale: cannot read status\.json/);
   });
 });
