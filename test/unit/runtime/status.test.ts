@@ -150,3 +150,36 @@ describe('StatusBoard', () => {
     ]);
   });
 });
+
+describe('Usage.topToday with Redis', () => {
+  /** Stands in for ioredis: a pipeline whose exec succeeds or fails as told. */
+  function fakeRedis(ok: () => boolean) {
+    const pipeline = () => {
+      const p = { n: 0, hincrby: () => (p.n++, p), expire: () => p, exec: async () => (ok() ? Array.from({ length: p.n }, () => [null, 1]) : null) };
+      return p;
+    };
+    return { pipeline } as never;
+  }
+
+  it('counts what was sent to Redis and what waits, once each, whether a flush succeeds or fails', async () => {
+    let up = true;
+    const usage = new Usage(fakeRedis(() => up), { error: () => undefined } as unknown as Logger);
+    usage.record('a', 'dev', 'eth_call', 2, 20);
+    usage.record('b', 'dev', 'eth_call', 1, 5);
+    await usage.flush(); // sent: no longer waiting in memory
+    expect(usage.topToday(10)).toEqual([
+      { id: 'a', credits: 20, calls: 2 },
+      { id: 'b', credits: 5, calls: 1 },
+    ]);
+    up = false;
+    usage.record('b', 'dev', 'eth_call', 4, 40);
+    await usage.flush(); // failed: kept for the next flush
+    expect(usage.topToday(10)).toEqual([
+      { id: 'b', credits: 45, calls: 5 },
+      { id: 'a', credits: 20, calls: 2 },
+    ]);
+    up = true;
+    await usage.flush();
+    expect(usage.topToday(1)).toEqual([{ id: 'b', credits: 45, calls: 5 }]);
+  });
+});
