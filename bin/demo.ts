@@ -128,6 +128,7 @@ async function main(): Promise<void> {
     `# health and metrics`,
     `curl -s ${rpc}/readyz`,
     ...(ports.admin ? [`curl -s http://127.0.0.1:${ports.admin}/metrics | head`] : []),
+    ...(ports.admin ? [`# the status page: open http://127.0.0.1:${ports.admin}/ in a browser; its figures:`, `curl -s http://127.0.0.1:${ports.admin}/status.json`] : []),
   ];
   console.log(`\ngateway is up. demo key (shown once): ${key}\n`);
   console.log(lines.join('\n'));

@@ -7,6 +7,7 @@ import { emitHeader } from './emit/header.ts';
 import { RUNTIME_SPECIFIER } from './emit/index.ts';
 import { VALIDATORS_SPECIFIER } from './validators.ts';
 import { NO_MEMORY_REDUCER } from '../runtime/node-flags.ts';
+import pkg from '../package.json' with { type: 'json' };
 
 /** The project root: esbuild resolves runtime/ and node_modules from here. */
 export const PROJECT_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -47,6 +48,8 @@ export async function bundleServerText(source: string, manifest: string, validat
     target: 'node20.18',
     write: false,
     legalComments: 'none',
+    // runtime/version.ts: the version is part of the file, like the tables.
+    define: { __GATEWAY_VERSION__: JSON.stringify(pkg.version) },
     logLevel: 'silent',
     // Bundled CommonJS dependencies call require(); give ESM one.
     banner: {

@@ -36,5 +36,5 @@ export function checkManifestFile(file: string): CheckResult {
   const loaded = loadManifest(file, text);
   const problems = validateManifest(loaded);
   if (problems.length) return { ok: false, problems };
-  return { ok: true, model: buildModel(loaded.value, modelSourcePath(file)) };
+  return { ok: true, model: buildModel(loaded.value, modelSourcePath(file), text) };
 }

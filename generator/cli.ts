@@ -9,6 +9,7 @@ import { addKeyToStore, importKeysFile, listKeysInStore, revokeKeyInStore, setKe
 import { renderManifestReference } from './schema-doc.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { GatewayModel } from './model.ts';
+import pkg from '../package.json' with { type: 'json' };
 
 /** Prints every problem to stderr and returns null, or returns the model. */
 function check(file: string): GatewayModel | null {
@@ -24,6 +25,7 @@ const program = new Command();
 program
   .name('gateway')
   .description('Blockchain access gateway: check and build a manifest, manage API keys.')
+  .version(pkg.version, '-V, --version', 'print the gateway\'s version')
   .showHelpAfterError();
 
 program

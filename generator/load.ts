@@ -23,6 +23,8 @@ export interface Problem {
 export interface LoadedManifest {
   /** The file name as given (for messages). */
   readonly file: string;
+  /** The manifest's text as read. */
+  readonly text: string;
   /** The plain JS value; null when `syntax` is not empty. */
   readonly value: unknown;
   /** YAML syntax problems (duplicate keys included); when present, `value` is not to be trusted. */
@@ -117,6 +119,7 @@ export function loadManifest(file: string, text?: string): LoadedManifest {
 
   return {
     file,
+    text: source,
     value,
     syntax,
     keyAt(path) {

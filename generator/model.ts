@@ -45,6 +45,8 @@ export interface GatewayModel {
   readonly version: 1;
   /** The manifest path as given to the CLI, relative to the working directory. */
   readonly source: string;
+  /** SHA-256 (hex) of the manifest's bytes: which manifest a server file was built from (admin /status.json). */
+  readonly manifestSha256: string;
   /** A keys file's path or a redis:// key store, with ${VAR} parts resolved at start. */
   readonly keysFile: Template;
   readonly listeners: readonly ListenerModel[];

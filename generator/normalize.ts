@@ -2,6 +2,7 @@
 // Defaults are filled here once; emit/ never looks at the raw manifest.
 import type { InterfaceKind, Limits, RosettaNetwork, Template, UpstreamRole } from '../runtime/types.ts';
 import type { ChainModel, GatewayModel, ListenerModel, UpstreamModel } from './model.ts';
+import { createHash } from 'node:crypto';
 import { parseTemplate } from './template.ts';
 import { parseRate } from '../runtime/rate.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
@@ -140,8 +141,9 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
 /**
  * Builds the model from a manifest value that passed validateManifest.
  * `source` is the manifest path as given (relative); it goes into the generated header.
+ * `text` is the manifest as read: its hash identifies the build.
  */
-export function buildModel(value: unknown, source: string): GatewayModel {
+export function buildModel(value: unknown, source: string, text: string): GatewayModel {
   const doc = value as GatewayConfig;
   const limits: Limits = { ...DEFAULT_LIMITS, ...doc.limits };
   const sets = doc.methodSets ?? {};
@@ -199,6 +201,7 @@ export function buildModel(value: unknown, source: string): GatewayModel {
   const model: GatewayModel = {
     version: 1,
     source,
+    manifestSha256: createHash('sha256').update(text).digest('hex'),
     keysFile: parseTemplate(doc.keys ?? DEFAULTS.keysFile),
     listeners,
     chains,

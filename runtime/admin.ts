@@ -1,11 +1,13 @@
-// The admin listener (metrics, liveness, readiness) and the readiness report
-// that every listener's /readyz shares.
+// The admin listener (status page, metrics, liveness, readiness, usage) and
+// the readiness report that every listener's /readyz shares.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextRequestId } from './exchange.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
 import type { UpstreamGroup } from './upstream.ts';
 import { daysBetween, totals, type Usage } from './usage.ts';
+import type { StatusBoard } from './status.ts';
+import { statusPage } from './status-page.ts';
 
 /** What /readyz says: ready when every chain has a healthy upstream and the process is not draining. */
 export function readiness(routes: readonly RouteSpec[], groups: ReadonlyMap<RouteSpec, UpstreamGroup>, draining: boolean): { ready: boolean; body: string } {
@@ -28,6 +30,8 @@ export function readiness(routes: readonly RouteSpec[], groups: ReadonlyMap<Rout
 export interface AdminDeps {
   readonly metrics: Metrics;
   readonly usage: Usage;
+  /** The status page's figures (GET /status.json). */
+  readonly status: StatusBoard | null;
   readiness(): { ready: boolean; body: string };
   cors(origin: string, out: string[]): void;
   readonly draining: boolean;
@@ -55,7 +59,7 @@ export function usageAnswer(usage: Usage, url: string, send: (status: number, bo
   );
 }
 
-/** The admin listener's request handler: GET /metrics, /healthz, /readyz, /usage. */
+/** The admin listener's request handler: GET /, /status.json, /metrics, /healthz, /readyz, /usage. */
 export function adminHandler(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const { metrics } = deps;
   const send = (res: ServerResponse, status: number, body: string): void => {
@@ -74,6 +78,19 @@ export function adminHandler(deps: AdminDeps): (req: IncomingMessage, res: Serve
           res.writeHead(200, { 'content-type': metrics.contentType });
           res.end(text);
         },
+        () => send(res, 500, '{"error":"Internal server error"}'),
+      );
+      return;
+    }
+    if (path === '/' && (req.method === 'GET' || req.method === 'HEAD')) {
+      const p = statusPage();
+      res.writeHead(200, p.headers as string[]);
+      res.end(req.method === 'HEAD' ? undefined : p.body);
+      return;
+    }
+    if (path === '/status.json' && req.method === 'GET' && deps.status !== null) {
+      deps.status.json().then(
+        (body) => send(res, 200, body),
         () => send(res, 500, '{"error":"Internal server error"}'),
       );
       return;

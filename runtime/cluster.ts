@@ -15,6 +15,7 @@ import { workerExecArgv } from './node-flags.ts';
 import { Redis } from 'ioredis';
 import { usageAnswer } from './admin.ts';
 import { Usage } from './usage.ts';
+import { VERSION } from './version.ts';
 
 export function workerCount(): number {
   const raw = process.env.GATEWAY_WORKERS;
@@ -81,6 +82,10 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
         if (usage === null) return send(501, '{"error":"usage across workers needs REDIS_URL"}');
         return usageAnswer(usage, req.url ?? '/', send);
       }
+      // The page's figures live in each worker; the primary has none to show.
+      if (path === '/' || path === '/status.json') {
+        return void res.writeHead(501, { 'content-type': 'application/json' }).end('{"error":"the status page shows one process: it is not served with GATEWAY_WORKERS > 1 (use /metrics)"}');
+      }
       if (path === '/healthz') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"status":"ok"}');
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"Not found"}');
     });
@@ -88,7 +93,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     const port = Number(resolveTemplate(spec.admin.port, 'admin listener'));
     admin.listen(port, host, () => {
       const a = admin!.address();
-      log.info({ event: 'primary_started', workers, admin: { host, port: typeof a === 'object' && a ? a.port : port } }, 'cluster primary started');
+      log.info({ event: 'primary_started', version: VERSION, workers, admin: { host, port: typeof a === 'object' && a ? a.port : port } }, 'cluster primary started');
     });
   }
 }

@@ -13,8 +13,7 @@ import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { UPSTREAM_STATES, type Upstream } from './upstream.ts';
 import type { CacheStats } from './cache/store.ts';
-
-const BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+import { BUCKETS } from './tally.ts';
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {
@@ -184,6 +183,39 @@ export class Metrics {
   }
 
   private readonly caches: CacheStats[] = [];
+  private readonly upstreamList: Upstream[] = [];
+
+  /** Counts a chain's upstreams' attempts under the gateway_upstream_request* metrics (registered with the first chain). */
+  upstreams(list: readonly Upstream[]): void {
+    if (this.upstreamList.length === 0) {
+      this.registry.registerMetric(
+        <Metric>(<unknown>new Rendered('gateway_upstream_requests_total', 'Attempts sent to an upstream, by chain, upstream and outcome (ok, failed: no answer, timeout, 5xx or no answer of the interface).', 'counter', () =>
+          this.upstreamList.flatMap((u) => [
+            { labels: { chain: u.chain, upstream: u.name, outcome: 'ok' }, value: u.tally.ok },
+            { labels: { chain: u.chain, upstream: u.name, outcome: 'failed' }, value: u.tally.failed },
+          ]),
+        )),
+      );
+      this.registry.registerMetric(
+        <Metric>(<unknown>new Rendered('gateway_upstream_request_duration_seconds', 'Time from sending an attempt to an upstream to the end of its answer.', 'histogram', () => {
+          const out: MetricValue<string>[] = [];
+          for (const u of this.upstreamList) {
+            const t = u.tally;
+            let cumulative = 0;
+            for (let i = 0; i <= BUCKETS.length; i++) {
+              cumulative += t.buckets[i]!;
+              const le = i === BUCKETS.length ? '+Inf' : String(BUCKETS[i]);
+              out.push({ metricName: 'gateway_upstream_request_duration_seconds_bucket', labels: { le, chain: u.chain, upstream: u.name }, value: cumulative } as MetricValue<string>);
+            }
+            out.push({ metricName: 'gateway_upstream_request_duration_seconds_sum', labels: { chain: u.chain, upstream: u.name }, value: t.sum } as MetricValue<string>);
+            out.push({ metricName: 'gateway_upstream_request_duration_seconds_count', labels: { chain: u.chain, upstream: u.name }, value: t.ok + t.failed } as MetricValue<string>);
+          }
+          return out;
+        })),
+      );
+    }
+    this.upstreamList.push(...list);
+  }
 
   /** Counts a chain's cache under the gateway_cache_* metrics (registered with the first chain that has one). */
   cache(stats: CacheStats): void {

@@ -211,7 +211,13 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   private fail(u: Upstream): void {
+    u.tally.observe(performance.now() - this.sentAt, false);
     if (u.markFailure()) this.onCircuitOpen(u);
+  }
+
+  private succeeded(u: Upstream): void {
+    u.tally.observe(performance.now() - this.sentAt, true);
+    u.markSuccess();
   }
 
   private next(): void {
@@ -333,7 +339,7 @@ export class Forward implements Dispatcher.DispatchHandler {
         return this.retryElsewhere(u, { kind: 'failed', fail: 'unavailable', upstream: u });
       case Mode.Buffer: {
         if (this.bad) this.fail(u);
-        else u.markSuccess();
+        else this.succeeded(u);
         const chunks = this.chunks!;
         const body = chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
         this.chunks = null;
@@ -353,7 +359,7 @@ export class Forward implements Dispatcher.DispatchHandler {
           if (!this.req.emptyOk && this.status !== 304) return this.badAnswer(u);
           this.target.streamHead(this.status, this.headers, u);
         }
-        u.markSuccess();
+        this.succeeded(u);
         res.end();
         return this.end({ kind: 'streamed', upstream: u, status: this.status });
       }

@@ -21,12 +21,14 @@ import { ipList } from './key-policy.ts';
 import { isRedisStore, RedisKeyStore } from './keys-redis.ts';
 import { Usage } from './usage.ts';
 import { adminHandler, readiness } from './admin.ts';
+import { StatusBoard } from './status.ts';
 import { HealthChecker } from './health.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
 import { RedisRateLimiter } from './ratelimit-redis.ts';
 import { Metrics, type RouteMetrics } from './metrics.ts';
 import { isWorker } from './cluster.ts';
 import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
+import { VERSION } from './version.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 interface Chain {
@@ -69,6 +71,10 @@ export class Gateway implements ExchangeHost {
   readonly usage: Usage;
   private readonly corsPolicy: Cors;
   readonly metrics: Metrics;
+  /** Each chain's counters, by route (the status page reads them). */
+  readonly routeMetrics = new Map<RouteSpec, RouteMetrics>();
+  /** The admin status page's figures; made only where the admin listener runs. */
+  status: StatusBoard | null = null;
   draining = false;
   private inflight = 0;
   private idleWaiters: (() => void)[] = [];
@@ -100,12 +106,15 @@ export class Gateway implements ExchangeHost {
       const chains = new Map<string, Chain>();
       for (const [segment, route] of l.routes) {
         const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
+        this.metrics.upstreams(group.all);
         this.routes.push(route);
         this.groups.set(route, group);
+        const counters = this.metrics.route(route.path, route.interface);
+        this.routeMetrics.set(route, counters);
         chains.set(segment, {
           handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen, credits, usage: this.usage, validators: spec.validators }),
           envelope: moduleOf(route).envelope,
-          metrics: this.metrics.route(route.path, route.interface),
+          metrics: counters,
         });
       }
       this.dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
@@ -135,6 +144,8 @@ export class Gateway implements ExchangeHost {
     if (this.spec.admin && !isWorker()) {
       const host = resolveTemplate(this.spec.admin.host, 'admin listener');
       const port = parsePort(resolveTemplate(this.spec.admin.port, 'admin listener'), 'admin listener');
+      this.status = new StatusBoard(this);
+      this.status.start();
       const server = createServer(adminHandler(this));
       this.listening.push(await listen(server, host, port, null));
     }
@@ -143,7 +154,7 @@ export class Gateway implements ExchangeHost {
     for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.start?.();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
-      { event: 'started', manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
+      { event: 'started', version: VERSION, manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
       'gateway started',
     );
     if (memoryReducer === 'on') {
@@ -271,6 +282,7 @@ export class Gateway implements ExchangeHost {
     this.draining = true;
     this.log.info({ event: 'draining', signal, inflight: this.inflight }, 'draining');
     this.health.stop();
+    this.status?.stop();
     for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.stop?.();
     this.keys.close();
     // Stop accepting, but leave open keep-alive connections be: a load

@@ -105,6 +105,8 @@ export interface RateLimitSpec {
 export interface GatewaySpec {
   /** Manifest path relative to where the build ran, for the startup log. */
   readonly source: string;
+  /** SHA-256 (hex) of the manifest's bytes (admin /status.json). */
+  readonly manifestSha256: string;
   /** A keys file's path or a redis:// key store, with ${VAR} parts resolved at start. */
   readonly keysFile: Template;
   readonly listeners: readonly ListenerSpec[];

@@ -3,6 +3,7 @@
 import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
+import { UpstreamTally } from './tally.ts';
 
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
@@ -40,6 +41,8 @@ export class Upstream {
   requestFails = 0;
   /** Smooth weighted round-robin state. */
   current = 0;
+  /** Attempts and their latency, for /metrics and the status page. */
+  readonly tally = new UpstreamTally();
 
   constructor(spec: UpstreamSpec, route: RouteSpec) {
     const where = `chain ${route.path} (${spec.name})`;

@@ -37,6 +37,8 @@ export class Usage {
   private counts = new Map<string, Bucket>();
   private day = '';
   private dayEnds = 0;
+  /** With Redis: today's credits and calls per key that this process has sent (for the status page's top keys). */
+  private sentToday = new Map<string, [number, number]>();
   private timer: NodeJS.Timeout | null = null;
   private flushing = false;
 
@@ -62,6 +64,7 @@ export class Usage {
     if (now >= this.dayEnds) {
       this.day = new Date(now).toISOString().slice(0, 10);
       this.dayEnds = now - (now % DAY_MS) + DAY_MS;
+      this.sentToday = new Map();
       if (this.redis === null) this.prune(now);
     }
     return this.day;
@@ -104,6 +107,8 @@ export class Usage {
       for (const h of touched) p.expire(h, REDIS_TTL_SECONDS);
       const results = await p.exec();
       if (results === null || results.some(([err]) => err !== null)) throw new Error('usage flush failed');
+      const day = this.today();
+      for (const [k, bucket] of batch) if (k.startsWith(day)) for (const [calls, credits] of bucket.values()) addTo(this.sentToday, k.split(SEP)[1]!, calls, credits);
     } catch {
       // Put back what was not sent (a partial pipeline may count some twice at worst: never lose, rarely double).
       for (const [k, bucket] of batch) {
@@ -158,6 +163,27 @@ export class Usage {
     return [...rows.values()].sort((a, b) => (a.day < b.day ? -1 : a.day > b.day ? 1 : a.chain < b.chain ? -1 : a.chain > b.chain ? 1 : a.method < b.method ? -1 : a.method > b.method ? 1 : 0));
   }
 
+  /**
+   * The `n` keys with the most credits today (UTC) counted by this process,
+   * most first (ties by id): the same counters as /usage. With Redis, what
+   * other replicas counted is not included (it would take a scan of every
+   * key's hash).
+   */
+  topToday(n: number): { id: string; credits: number; calls: number }[] {
+    const day = this.today();
+    const per = new Map<string, [number, number]>();
+    for (const [id, [calls, credits]] of this.sentToday) addTo(per, id, calls, credits);
+    for (const [k, bucket] of this.counts) {
+      if (!k.startsWith(day)) continue;
+      const id = k.split(SEP)[1]!;
+      for (const [calls, credits] of bucket.values()) addTo(per, id, calls, credits);
+    }
+    return [...per]
+      .map(([id, [calls, credits]]) => ({ id, credits, calls }))
+      .sort((a, b) => b.credits - a.credits || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      .slice(0, n);
+  }
+
   private prune(now: number): void {
     const oldest = new Date(now - KEEP_DAYS_IN_MEMORY * DAY_MS).toISOString().slice(0, 10);
     for (const k of this.counts.keys()) if (k.slice(0, 10) < oldest) this.counts.delete(k);
@@ -168,6 +194,15 @@ export class Usage {
 export function add(b: Bucket, method: string, calls: number, credits: number): void {
   const c = b.get(method);
   if (c === undefined) b.set(method, [calls, credits]);
+  else {
+    c[0] += calls;
+    c[1] += credits;
+  }
+}
+
+function addTo(m: Map<string, [number, number]>, id: string, calls: number, credits: number): void {
+  const c = m.get(id);
+  if (c === undefined) m.set(id, [calls, credits]);
   else {
     c[0] += calls;
     c[1] += credits;

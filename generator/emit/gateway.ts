@@ -18,6 +18,7 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
   });
   const spec = objectLit([
     ['source', lit(model.source)],
+    ['manifestSha256', lit(model.manifestSha256)],
     ['keysFile', templateLit(model.keysFile)],
     ['listeners', `[\n  ${listeners.join(',\n  ')},\n]`],
     ['corsOrigins', lit(model.corsOrigins)],

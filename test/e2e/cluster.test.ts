@@ -53,6 +53,11 @@ chains:
     const adminPort = (primary.admin as { port: number }).port;
     const metrics = await rawRequest(`http://127.0.0.1:${adminPort}/metrics`);
     expect(metrics.text).toContain('gateway_requests_total{chain="ethereum",interface="evm-jsonrpc",method="eth_chainId",status="200"} 40');
+    expect(metrics.text).toContain('gateway_upstream_requests_total{chain="ethereum",upstream="ethereum#0",outcome="ok"} 40');
+    // The status page's figures live in each worker: the primary says so rather than show one worker's.
+    const status = await rawRequest(`http://127.0.0.1:${adminPort}/status.json`);
+    expect(status.status).toBe(501);
+    expect(status.json().error).toContain('GATEWAY_WORKERS');
     // SIGHUP reaches both workers.
     const reloads = gw.nextLog((e) => e.event === 'keys_reloaded' && gw.lines.filter((l) => l.includes('"keys_reloaded"')).length >= 2);
     gw.proc.kill('SIGHUP');

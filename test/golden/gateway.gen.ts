@@ -360,6 +360,7 @@ const ROUTE_11: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "gateway.yaml",
+  manifestSha256: "e7b2c111a1397221954585c5dae47d6322944ff5021428cb08fca05a2fee2f8f",
   keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {

@@ -83,6 +83,7 @@ const ROUTE_1: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "test/fixtures/valid/upstream-objects.yaml",
+  manifestSha256: "62c50935bffa2e2aa39838db4729775b3bd7417c5d03af91ccdfc081c6ea0bb5",
   keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {

@@ -90,3 +90,12 @@ describe('gateway schema-doc', { timeout: 30_000 }, () => {
     expect(r).toEqual({ code: 0, stdout: `${renderManifestReference(schema)}\n`, stderr: '' });
   });
 });
+
+describe('gateway --version', { timeout: 30_000 }, () => {
+  it("prints package.json's version and exits 0 (also as -V)", async () => {
+    const { version } = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string };
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    expect(await gateway('--version')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    expect(await gateway('-V')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+  });
+});

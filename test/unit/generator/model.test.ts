@@ -3,6 +3,7 @@
 // byte-identical run to run.
 import { describe, expect, it } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
 import { loadManifest } from '../../../generator/load.ts';
@@ -18,7 +19,7 @@ const GOLDEN = join(PROJECT_ROOT, 'test/golden/gateway.model.json');
 function model(file: string, text?: string): GatewayModel {
   const loaded = loadManifest(join(PROJECT_ROOT, file), text);
   expect(validateManifest(loaded)).toEqual([]);
-  return buildModel(loaded.value, file);
+  return buildModel(loaded.value, file, loaded.text);
 }
 const shipped = () => model('gateway.yaml');
 const json = (m: GatewayModel) => `${JSON.stringify(m, null, 2)}\n`;
@@ -92,10 +93,18 @@ describe('buildModel', () => {
       if (Array.isArray(c.methods)) c.methods.reverse();
       for (const u of c.upstreams) if (u.headers) u.headers = Object.fromEntries(Object.entries(u.headers).reverse());
     }
-    const strip = (m: GatewayModel) => JSON.stringify(m, (k, v) => (k === 'source' || k === 'methodsSource' ? undefined : v));
+    // The text differs, so its hash does; everything the text means must not.
+    const strip = (m: GatewayModel) => JSON.stringify(m, (k, v) => (k === 'source' || k === 'methodsSource' || k === 'manifestSha256' ? undefined : v));
     const a = model('test/fixtures/valid/upstream-objects.yaml');
     const b = model('test/fixtures/valid/upstream-objects.yaml', stringify(doc));
     expect(strip(b)).toBe(strip(a));
+    expect(b.manifestSha256).not.toBe(a.manifestSha256);
+  });
+
+  it('records the SHA-256 of the manifest text, which identifies the build', () => {
+    const text = readFileSync(join(PROJECT_ROOT, 'gateway.yaml'), 'utf8');
+    expect(shipped().manifestSha256).toBe(createHash('sha256').update(text).digest('hex'));
+    expect(model('gateway.yaml', `${text}# one more line\n`).manifestSha256).not.toBe(shipped().manifestSha256);
   });
 
   it('turns shorthands into one form: upstream objects, lower-case sorted headers, sorted deduplicated methods, rates', () => {
@@ -121,7 +130,7 @@ describe('buildModel', () => {
 
   it('records the manifest path as given, never an absolute one', () => {
     const loaded = loadManifest(join(PROJECT_ROOT, 'test/fixtures/valid/minimal.yaml'));
-    const m = buildModel(loaded.value, 'test/fixtures/valid/minimal.yaml');
+    const m = buildModel(loaded.value, 'test/fixtures/valid/minimal.yaml', loaded.text);
     expect(m.source).toBe('test/fixtures/valid/minimal.yaml');
     expect(m.keysFile).toEqual({ parts: ['./keys.yaml'] });
     expect(m.admin).toBeNull();

@@ -167,3 +167,31 @@ describe('Forward: circuit breaker', () => {
     expect(calls(node('500'))).toEqual([3]);
   });
 });
+
+describe('Forward: per-upstream tally (gateway_upstream_request* metrics, status page)', () => {
+  const tally = (u: Upstream) => [u.tally.ok, u.tally.failed, u.tally.buckets.reduce((a, b) => a + b, 0)];
+
+  it('counts each attempt once, on the upstream that got it, as ok or failed, with its latency in the histogram', async () => {
+    const g = chain([node('500'), REFUSED, node('hold'), node('ok')], 300);
+    expect((await forward(g, { idempotent: true, retries: 3 })).result).toBe('streamed 200 from c#3');
+    expect(g.all.map(tally)).toEqual([
+      [0, 1, 1],
+      [0, 1, 1],
+      [0, 1, 1],
+      [1, 0, 1],
+    ]);
+    // The held attempt lasted at least its 300 ms timeout: it is in no bucket up to 0.25 s.
+    const held = g.all[2]!.tally;
+    expect(held.sum).toBeGreaterThanOrEqual(0.29);
+    expect(held.buckets.slice(0, 8).every((n) => n === 0)).toBe(true);
+  });
+
+  it('a 5xx that is the outcome (no retry left) counts as failed', async () => {
+    const g = chain([node('500'), node('ok')]);
+    await forward(g, { idempotent: true, retries: 0 });
+    expect(g.all.map(tally)).toEqual([
+      [0, 1, 1],
+      [0, 0, 0],
+    ]);
+  });
+});

@@ -1,0 +1,219 @@
+// The data behind the admin status page (GET /status.json). Every figure is
+// read from the counters /metrics renders (RouteMetrics, UpstreamTally and the
+// upstream gauges), never counted a second time: a timer copies them every
+// STEP_MS into a small ring, and the one-minute and fifteen-minute figures are
+// differences between the live counters and those copies, the way Prometheus'
+// rate() and histogram_quantile() read the same series. Nothing here runs per
+// request. The top keys are the exception: usage per key is kept out of
+// Prometheus on purpose (runtime/usage.ts), so they come from the /usage counters.
+import type { Gauge } from 'prom-client';
+import type { Metrics, RouteMetrics } from './metrics.ts';
+import { BUCKETS } from './tally.ts';
+import type { GatewaySpec, RouteSpec } from './types.ts';
+import type { Upstream, UpstreamGroup } from './upstream.ts';
+import type { Usage } from './usage.ts';
+import { VERSION } from './version.ts';
+
+/** How often the counters are copied. */
+export const STEP_MS = 5000;
+/** Copies kept for the charts: fifteen minutes. */
+const CHART_STEPS = 180;
+/** The window of the latency and failure figures. */
+const WINDOW_MS = 60_000;
+/** Copies of the upstreams' histograms kept: enough to reach a minute back. */
+const WINDOW_STEPS = Math.ceil(WINDOW_MS / STEP_MS) + 2;
+/** Per upstream in a copy: the histogram's buckets, then ok and failed. */
+const UP_WIDTH = BUCKETS.length + 3;
+const TOP_KEYS = 10;
+
+interface Copy {
+  /** Epoch ms. */
+  readonly t: number;
+  /** Per chain: requests answered, then those answered with a 5xx. */
+  readonly chains: Float64Array;
+  /** Per upstream: UP_WIDTH numbers; dropped once older than the window needs. */
+  ups: Float64Array | null;
+}
+
+export interface StatusSource {
+  readonly spec: GatewaySpec;
+  readonly routes: readonly RouteSpec[];
+  readonly groups: ReadonlyMap<RouteSpec, UpstreamGroup>;
+  readonly routeMetrics: ReadonlyMap<RouteSpec, RouteMetrics>;
+  readonly metrics: Metrics;
+  readonly usage: Usage;
+  readonly draining: boolean;
+}
+
+/**
+ * The q-quantile (0..1) of a histogram given as per-bucket counts (not
+ * cumulative), in seconds, interpolated linearly inside the bucket it falls in,
+ * as Prometheus' histogram_quantile() does; the highest finite bound when it
+ * falls in +Inf. null when the histogram is empty.
+ */
+export function quantile(counts: ArrayLike<number>, q: number): number | null {
+  let total = 0;
+  for (let i = 0; i < counts.length; i++) total += counts[i]!;
+  if (total <= 0) return null;
+  const rank = q * total;
+  let below = 0;
+  for (let i = 0; i < BUCKETS.length; i++) {
+    const n = counts[i]!;
+    if (below + n >= rank && n > 0) {
+      const lower = i === 0 ? 0 : BUCKETS[i - 1]!;
+      return lower + (BUCKETS[i]! - lower) * ((rank - below) / n);
+    }
+    below += n;
+  }
+  return BUCKETS[BUCKETS.length - 1]!;
+}
+
+export class StatusBoard {
+  private readonly copies: Copy[] = [];
+  private readonly upstreams: Upstream[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private readonly started = Date.now();
+
+  constructor(private readonly src: StatusSource) {
+    for (const r of src.routes) this.upstreams.push(...src.groups.get(r)!.all);
+  }
+
+  /** The first copy now (the counters are zero at start), then one every STEP_MS. */
+  start(): void {
+    this.copy();
+    this.timer = setInterval(() => this.copy(), STEP_MS);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** The live counters, in a copy's layout. */
+  private read(t: number): Copy {
+    const { routes, routeMetrics } = this.src;
+    const chains = new Float64Array(routes.length * 2);
+    routes.forEach((r, i) => {
+      let all = 0;
+      let errors = 0;
+      for (const tally of routeMetrics.get(r)!.labels.values()) {
+        for (let j = 0; j < tally.statuses.length; j++) {
+          all += tally.counts[j]!;
+          if (tally.statuses[j]! >= 500) errors += tally.counts[j]!;
+        }
+      }
+      chains[i * 2] = all;
+      chains[i * 2 + 1] = errors;
+    });
+    const ups = new Float64Array(this.upstreams.length * UP_WIDTH);
+    this.upstreams.forEach((u, i) => {
+      const o = i * UP_WIDTH;
+      ups.set(u.tally.buckets, o);
+      ups[o + BUCKETS.length + 1] = u.tally.ok;
+      ups[o + BUCKETS.length + 2] = u.tally.failed;
+    });
+    return { t, chains, ups };
+  }
+
+  /** Exposed for tests: takes a copy now. */
+  copy(now = Date.now()): void {
+    const c = this.read(now);
+    this.copies.push(c);
+    if (this.copies.length > CHART_STEPS + 1) this.copies.shift();
+    const n = this.copies.length;
+    if (n > WINDOW_STEPS) this.copies[n - WINDOW_STEPS - 1]!.ups = null;
+  }
+
+  /** What /status.json serves. */
+  async json(now = Date.now()): Promise<string> {
+    const { spec, routes, groups, metrics, usage } = this.src;
+    if (this.copies.length === 0) this.copy(now);
+    const live = this.read(now);
+    // The newest copy at least a minute old, else the oldest that has the upstreams' figures.
+    let base: Copy | null = null;
+    for (const c of this.copies) if (c.ups !== null && (base === null || now - c.t >= WINDOW_MS)) base = c;
+    if (base === null) throw new Error('status: no copy of the counters');
+    const windowSeconds = Math.max(0, (now - base.t) / 1000);
+    const [heads, lags] = await Promise.all([gaugeValues(metrics.upstreamHead), gaugeValues(metrics.upstreamLag)]);
+    const chartT = this.copies.slice(1).map((c) => c.t);
+    let ready = !this.src.draining;
+    let k = 0;
+    const chains = routes.map((r, i) => {
+      const group = groups.get(r)!;
+      if (!group.healthy) ready = false;
+      const requests = live.chains[i * 2]! - base.chains[i * 2]!;
+      const errors = live.chains[i * 2 + 1]! - base.chains[i * 2 + 1]!;
+      const rps: number[] = [];
+      const errorRate: (number | null)[] = [];
+      for (let j = 1; j < this.copies.length; j++) {
+        const a = this.copies[j - 1]!;
+        const b = this.copies[j]!;
+        const dn = b.chains[i * 2]! - a.chains[i * 2]!;
+        const de = b.chains[i * 2 + 1]! - a.chains[i * 2 + 1]!;
+        rps.push(round(dn / ((b.t - a.t) / 1000)));
+        errorRate.push(dn > 0 ? round(de / dn) : null);
+      }
+      const upstreams = group.all.map((u) => {
+        const o = k++ * UP_WIDTH;
+        const counts = new Float64Array(BUCKETS.length + 1);
+        for (let j = 0; j <= BUCKETS.length; j++) counts[j] = live.ups![o + j]! - base.ups![o + j]!;
+        const ok = live.ups![o + BUCKETS.length + 1]! - base.ups![o + BUCKETS.length + 1]!;
+        const failed = live.ups![o + BUCKETS.length + 2]! - base.ups![o + BUCKETS.length + 2]!;
+        const p50 = quantile(counts, 0.5);
+        const p99 = quantile(counts, 0.99);
+        const id = r.path + '\u0000' + u.name;
+        return {
+          name: u.name,
+          role: u.role,
+          state: u.state,
+          head: heads.get(id) ?? null,
+          lag: lags.get(id) ?? null,
+          attempts: ok + failed,
+          failed,
+          failedShare: ok + failed > 0 ? round(failed / (ok + failed)) : null,
+          p50Ms: p50 === null ? null : round(p50 * 1000),
+          p99Ms: p99 === null ? null : round(p99 * 1000),
+          attemptsTotal: u.tally.ok + u.tally.failed,
+          failedTotal: u.tally.failed,
+        };
+      });
+      return {
+        path: r.path,
+        listener: r.listener,
+        interface: r.interface,
+        state: group.healthy ? 'up' : 'down',
+        requests,
+        rps: windowSeconds > 0 ? round(requests / windowSeconds) : 0,
+        errorRate: requests > 0 ? round(errors / requests) : null,
+        requestsTotal: live.chains[i * 2]!,
+        errorsTotal: live.chains[i * 2 + 1]!,
+        upstreams,
+        chart: { rps, errorRate },
+      };
+    });
+    const today = new Date(now).toISOString().slice(0, 10);
+    return JSON.stringify({
+      status: this.src.draining ? 'draining' : ready ? 'ready' : 'not_ready',
+      now,
+      uptimeSeconds: Math.round((now - this.started) / 1000),
+      build: { version: VERSION, manifest: spec.source, manifestSha256: spec.manifestSha256 },
+      windowSeconds: round(windowSeconds),
+      chart: { stepMs: STEP_MS, t: chartT },
+      chains,
+      topKeys: { day: today, keys: usage.topToday(TOP_KEYS) },
+    });
+  }
+}
+
+/** A gauge's values by `chain\0upstream`, as /metrics renders them. */
+async function gaugeValues(g: Gauge<'chain' | 'upstream'>): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const v of (await g.get()).values) out.set(`${v.labels.chain}\u0000${v.labels.upstream}`, v.value);
+  return out;
+}
+
+/** Four significant decimals are plenty for a page; keeps the JSON small. */
+function round(n: number): number {
+  return Math.round(n * 10_000) / 10_000;
+}
