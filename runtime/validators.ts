@@ -69,50 +69,55 @@ export function quoteClient(s: string): string {
  * The first place where `v` breaks a limit no schema bounds: nesting deeper
  * than maxParamsDepth (the value itself is depth 1), an array longer than
  * maxArrayItems, a string longer than 0x plus two hex digits per maxHexBytes.
- * Null when within them. Paths are built only on the way out of a failure.
+ * Null when within them. Nothing is allocated unless a limit is broken: the
+ * walk that finds the place runs only then.
  */
 export function limitsError(v: unknown, lim: ParamLimits): Invalid | null {
-  const maxChars = 2 * lim.maxHexBytes + 2;
+  if (within(v, 1, lim.maxParamsDepth, lim.maxArrayItems, 2 * lim.maxHexBytes + 2)) return null;
   const path: (string | number)[] = [];
-  let message = '';
-  const walk = (x: unknown, depth: number): boolean => {
-    if (typeof x === 'string') {
-      if (x.length <= maxChars) return true;
-      message = `longer than ${lim.maxHexBytes} bytes of hex data (limits.maxHexBytes)`;
-      return false;
-    }
-    if (x === null || typeof x !== 'object') return true;
-    if (depth > lim.maxParamsDepth) {
-      message = `nested deeper than ${lim.maxParamsDepth} levels (limits.maxParamsDepth)`;
-      return false;
-    }
-    if (Array.isArray(x)) {
-      if (x.length > lim.maxArrayItems) {
-        message = `more than ${lim.maxArrayItems} items (limits.maxArrayItems)`;
-        return false;
-      }
-      for (let i = 0; i < x.length; i++) {
-        if (!walk(x[i], depth + 1)) {
-          path.push(i);
-          return false;
-        }
-      }
-      return true;
-    }
-    for (const k in x) {
-      if (k.length > maxChars) {
-        message = `has a key longer than ${lim.maxHexBytes} bytes of hex data (limits.maxHexBytes)`;
-        return false;
-      }
-      if (!walk((x as Record<string, unknown>)[k], depth + 1)) {
-        path.push(k);
-        return false;
-      }
-    }
+  const message = where(v, 1, lim, path);
+  return { path: path.map(seg).join(''), message };
+}
+
+function within(x: unknown, depth: number, maxDepth: number, maxItems: number, maxChars: number): boolean {
+  if (typeof x === 'string') return x.length <= maxChars;
+  if (x === null || typeof x !== 'object') return true;
+  if (depth > maxDepth) return false;
+  if (Array.isArray(x)) {
+    if (x.length > maxItems) return false;
+    for (let i = 0; i < x.length; i++) if (!within(x[i], depth + 1, maxDepth, maxItems, maxChars)) return false;
     return true;
-  };
-  if (walk(v, 1)) return null;
-  return { path: path.reverse().map(seg).join(''), message };
+  }
+  for (const k in x) {
+    if (k.length > maxChars || !within((x as Record<string, unknown>)[k], depth + 1, maxDepth, maxItems, maxChars)) return false;
+  }
+  return true;
+}
+
+/** The broken limit's message, with its place pushed onto `path` (only called once `within` said no). */
+function where(x: unknown, depth: number, lim: ParamLimits, path: (string | number)[]): string {
+  const maxChars = 2 * lim.maxHexBytes + 2;
+  if (typeof x === 'string') return `longer than ${lim.maxHexBytes} bytes of hex data (limits.maxHexBytes)`;
+  if (depth > lim.maxParamsDepth) return `nested deeper than ${lim.maxParamsDepth} levels (limits.maxParamsDepth)`;
+  if (Array.isArray(x)) {
+    if (x.length > lim.maxArrayItems) return `more than ${lim.maxArrayItems} items (limits.maxArrayItems)`;
+    for (let i = 0; i < x.length; i++) {
+      if (!within(x[i], depth + 1, lim.maxParamsDepth, lim.maxArrayItems, maxChars)) {
+        path.push(i);
+        return where(x[i], depth + 1, lim, path);
+      }
+    }
+  } else {
+    for (const k in x as Record<string, unknown>) {
+      if (k.length > maxChars) return `has a key longer than ${lim.maxHexBytes} bytes of hex data (limits.maxHexBytes)`;
+      const y = (x as Record<string, unknown>)[k];
+      if (!within(y, depth + 1, lim.maxParamsDepth, lim.maxArrayItems, maxChars)) {
+        path.push(k);
+        return where(y, depth + 1, lim, path);
+      }
+    }
+  }
+  return 'exceeds a limit';
 }
 
 /**

@@ -46,13 +46,54 @@ export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: st
         params = EMPTY; // `[]`
       } else {
         if (buf[s] !== 0x5b) return false; // by name: the general path explains
-        params = JSON.parse(buf.toString('latin1', s, e));
+        params = flatArray(buf, s) ?? JSON.parse((buf as LatinSlice).latin1Slice(s, e));
         if (limitsError(params, check.limits) !== null) return false;
       }
     }
     if (validate !== null && !validate(params)) return false;
   }
   return true;
+}
+
+/** Buffer's own latin1 reader, without toString's argument handling (the bytes are ASCII). */
+type LatinSlice = Buffer & { latin1Slice(start: number, end: number): string };
+
+function isWs(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/**
+ * Params that are a flat array of strings and literals (`["0x...","latest"]`,
+ * most calls), read straight from bytes the fast path has proved plain JSON
+ * with no escapes (a string's bytes are its text); null for anything else
+ * (an object, a nested array, a number), which JSON.parse reads.
+ */
+function flatArray(b: Buffer, s: number): unknown[] | null {
+  const out: unknown[] = [];
+  let p = s + 1;
+  for (;;) {
+    while (isWs(b[p]!)) p++;
+    const c = b[p]!;
+    if (c === 0x5d && out.length === 0) return out;
+    if (c === 0x22) {
+      const q = b.indexOf(0x22, p + 1);
+      out.push((b as LatinSlice).latin1Slice(p + 1, q));
+      p = q + 1;
+    } else if (c === 0x74) {
+      out.push(true);
+      p += 4;
+    } else if (c === 0x66) {
+      out.push(false);
+      p += 5;
+    } else if (c === 0x6e) {
+      out.push(null);
+      p += 4;
+    } else return null;
+    while (isWs(b[p]!)) p++;
+    if (b[p] === 0x5d) return out;
+    if (b[p] !== 0x2c) return null;
+    p++;
+  }
 }
 
 /** Why a call's params are invalid, or null. `params` as JSON.parse read them (undefined: absent). */
