@@ -117,6 +117,7 @@ async function main(): Promise<void> {
     `curl -s '${rpc}/polygon?api_key=${key}' -H 'Content-Type: application/json' -d ${body}`,
     `# a method outside the allowlist: -32601`,
     `curl -s ${rpc}/ethereum -H 'X-API-Key: ${key}' -d '{"jsonrpc":"2.0","id":1,"method":"eth_accounts","params":[]}'`,
+    `curl -s ${rpc}/ethereum -H 'X-API-Key: ${key}' -d '{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0x12","latest"]}'   # invalid params: -32602 at the edge`,
     `# Explorer (Blockbook), key in the header, the path, the query`,
     `curl -s '${explorer}/bitcoin/v2/block/1?pageSize=10' -H 'X-API-Key: ${key}'`,
     `curl -s '${explorer}/bitcoin/${key}/v2/block/1?pageSize=10'`,

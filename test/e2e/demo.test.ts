@@ -65,6 +65,8 @@ describe('npm run demo', () => {
         expect(r.json().code).toBe(4002);
       } else if (line.includes('eth_accounts')) {
         expect(r.json().error.code).toBe(-32601);
+      } else if (c.comment.includes('-32602')) {
+        expect(r.json().error).toMatchObject({ code: -32602, data: { path: '/0' } });
       } else {
         expect(r.status, line).toBe(200);
       }

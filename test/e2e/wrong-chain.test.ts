@@ -125,6 +125,15 @@ describe('the wrong-chain guard', () => {
     }
   });
 
+  it('shows them on the status page\'s data (/status.json), from the same state the health checks keep', async () => {
+    const status = (await rawRequest(gw.url('admin', '/status.json'))).json() as { chains: { path: string; upstreams: { name: string; state: string }[] }[] };
+    for (const [chain, name] of WRONG) {
+      const row = status.chains.find((c) => c.path === chain)!;
+      expect(row.upstreams.find((u) => u.name === name)!.state).toBe('wrong_chain');
+      expect(row.upstreams.find((u) => u.name === `${chain}#0`)!.state).toBe('up');
+    }
+  });
+
   it('checks them again every round and logs each once, as an error naming chain and upstream but not the URL', async () => {
     const before = pWrong.healthChecks.length;
     await until(async () => pWrong.healthChecks.length >= before + 3, 'three more health rounds on the wrong node');
