@@ -42,12 +42,6 @@ YAML
     ;;
   *) echo "ab.sh: unknown scenario '$S' (small, big, batch, rosetta, blockbook)" >&2; exit 2 ;;
 esac
-cat >"$W/up.mjs" <<'JS'
-import { createServer } from 'node:http';
-import { readFileSync } from 'node:fs';
-const body = readFileSync(process.argv[2]);
-createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }); res.end(body); }); }).listen(18600, '127.0.0.1');
-JS
 cat >"$W/get.lua" <<LUA
 wrk.method = "GET"
 wrk.headers["X-API-Key"] = "$KEY"
@@ -56,7 +50,7 @@ function done(summary, latency, requests)
 end
 LUA
 
-taskset -c 1 node "$W/up.mjs" "$answer" & pids+=($!)
+taskset -c 1 node "$HERE/fixed-upstream.mjs" "$answer" 18600 & pids+=($!)
 start() { # checkout port
   local file="$1/dist/bench-gateway.mjs" keys="$1/.tmp/bench/keys.yaml"
   case $S in rosetta | blockbook) file="$W/$([ "$1" = "$OLD" ] && echo old || echo new).mjs" keys="$W/keys.yaml" ;; esac

@@ -37,13 +37,7 @@ printf 'keys:\n  - id: bench\n    sha256: "%s"\n' "$(printf '%s' "$KEY" | sha256
 echo '{"jsonrpc":"2.0","id":1,"result":"0x1bc16d674ec80000"}' >"$W/answer.json"
 echo '{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["0xd8dA6BF26964aF9D7eEd9e03E53415D37aA96045","latest"]}' >"$W/eth_getBalance.json"
 echo '{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"0xa0b86991c6218b36c1d19d4a2e9eb0ce3606eb48","data":"0x70a08231000000000000000000000000d8da6bf26964af9d7eed9e03e53415d37aa96045"},"latest"]}' >"$W/eth_call.json"
-cat >"$W/up.mjs" <<'JS'
-import { createServer } from 'node:http';
-import { readFileSync } from 'node:fs';
-const body = readFileSync(process.argv[2]);
-createServer((req, res) => { req.resume(); req.on('end', () => { res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length }); res.end(body); }); }).listen(18620, '127.0.0.1');
-JS
-taskset -c 1 node "$W/up.mjs" "$W/answer.json" & pids+=($!)
+taskset -c 1 node "$HERE/fixed-upstream.mjs" "$W/answer.json" 18620 & pids+=($!)
 (cd "$W" && GATEWAY_KEYS_FILE="$W/keys.yaml" UPSTREAM_URL=http://127.0.0.1:18620/ PORT=18621 exec taskset -c 0 node --no-memory-reducer gateway.mjs >/dev/null 2>&1) & pids+=($!)
 for p in 18620 18621; do for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done; done
 
