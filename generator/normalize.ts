@@ -45,7 +45,7 @@ export interface GatewayConfig {
   health?: { intervalMs?: number; timeoutMs?: number };
   rateLimit?: string;
   drainTimeoutMs?: number;
-  cache?: { maxBytes?: number; headPollMs?: number; redis?: boolean };
+  cache?: { maxBytes?: number; headPollMs?: number; batch?: number; redis?: boolean };
   trustedProxies?: string[];
   jwtAudience?: string;
   credits?: Record<string, number>;
@@ -97,6 +97,7 @@ export const DEFAULTS = {
   sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
   cacheMaxBytes: schemaDefault<number>('properties', 'cache', 'properties', 'maxBytes'),
   cacheHeadPollMs: schemaDefault<number>('properties', 'cache', 'properties', 'headPollMs'),
+  cacheBatch: schemaDefault<number>('properties', 'cache', 'properties', 'batch'),
   cacheRedis: schemaDefault<boolean>('properties', 'cache', 'properties', 'redis'),
   keyCacheSize: schemaDefault<number>('properties', 'keyCache', 'properties', 'size'),
   keyCacheTtlMs: schemaDefault<number>('properties', 'keyCache', 'properties', 'ttlMs'),
@@ -224,6 +225,7 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
         : {
             maxBytes: doc.cache.maxBytes ?? DEFAULTS.cacheMaxBytes,
             headPollMs: doc.cache.headPollMs ?? DEFAULTS.cacheHeadPollMs,
+            batch: doc.cache.batch ?? DEFAULTS.cacheBatch,
             redis: doc.cache.redis ?? DEFAULTS.cacheRedis,
           },
   };

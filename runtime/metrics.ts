@@ -232,6 +232,8 @@ export class Metrics {
       per('gateway_cache_head_block', 'The chain\'s head as the cache knows it (the highest block a usable upstream reports; -1 unknown).', 'gauge', 'head');
       per('gateway_cache_finalized_block', 'The block at or below which answers are kept forever (-1 while unknown: nothing is final).', 'gauge', 'finalized');
       per('gateway_cache_shared_hits_total', 'Calls answered from the shared tier (Redis): another replica fetched the answer. Counted in hits too.', 'counter', 'sharedHits');
+      per('gateway_cache_batched_total', 'Misses sent to the node inside a batch with others (cache.batch), by chain. Counted in misses too.', 'counter', 'batched');
+      per('gateway_cache_batches_total', 'Batches of misses sent to the node (cache.batch), by chain.', 'counter', 'batches');
       per('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
     }
     this.caches.push(stats);

@@ -133,6 +133,8 @@ export interface CacheSpec {
   readonly maxBytes: number;
   /** How often each upstream's head and finalized block are polled. */
   readonly headPollMs: number;
+  /** EVM misses of one event-loop turn sent upstream as one batch of at most this many calls (1: each alone). */
+  readonly batch: number;
   /** Final answers are also kept in Redis (REDIS_URL), shared by every replica. */
   readonly redis: boolean;
 }

@@ -19,7 +19,7 @@
 import type { Logger } from '../log.ts';
 import { HEALTH_AGENT } from '../upstream.ts';
 import type { Exchange } from '../exchange.ts';
-import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Forward, type ForwardResult, type ForwardTarget, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
@@ -34,6 +34,7 @@ const POLL_TAG = Buffer.from(
 );
 const POLL_LATEST = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}');
 const NULL = Buffer.from('null');
+const EMPTY = Buffer.alloc(0);
 
 export class EvmCache {
   readonly stats: CacheStats;
@@ -63,6 +64,7 @@ export class EvmCache {
     // In Redis, the chain id joins the key: replicas that share one Redis share only answers of the same chain.
     this.sharedPrefix = `evm ${route.chainId ?? '-'} `;
     this.head = new ChainHead(group, evmProbe(route.finality ?? null), spec.headPollMs, this.stats, () => this.newEpoch());
+    this.batchMax = spec.batch;
   }
 
   start(): void {
@@ -122,13 +124,13 @@ export class EvmCache {
     }
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
-    const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, x, idJson);
+    const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, x, idJson, spans.idStart, spans.idEnd);
     this.flights.set(key, f);
     // An answer that may be final may be in Redis already: asked first, then the node.
     const shared = this.shared;
     if (shared !== null && shared.isUp && (scope.kind === 'forever' || scope.kind === 'hash' || (scope.kind === 'block' && this.head.isFinal(scope.number)))) {
-      void shared.get(this.sharedKey(key)).then((parts) => f.afterShared(parts, body));
-    } else f.start(body);
+      void shared.get(this.sharedKey(key)).then((parts) => f.afterShared(parts, b));
+    } else f.start(b);
     return true;
   }
 
@@ -236,7 +238,114 @@ export class EvmCache {
   crashed(f: Flight): void {
     this.flights.delete(f.key);
   }
+
+  // ------------------------------------------------------------ misses sent together
+
+  /** At most this many misses go upstream in one batch; 1: each alone (also once an upstream refused a batch). */
+  batchMax: number;
+  /** Misses of this turn of the event loop, sent when it ends. */
+  private queued: Flight[] = [];
+  private flushing = false;
+
+  /** Holds a miss until the end of this turn of the event loop, to go with the others. */
+  enqueue(f: Flight): void {
+    this.queued.push(f);
+    if (this.flushing) return;
+    this.flushing = true;
+    setImmediate(this.flush);
+  }
+
+  private readonly flush = (): void => {
+    this.flushing = false;
+    const all = this.queued;
+    this.queued = [];
+    for (let i = 0; i < all.length; i += this.batchMax) {
+      const part = all.slice(i, i + this.batchMax);
+      if (part.length === 1) part[0]!.send();
+      else new MissBatch(this, part).start();
+    }
+  };
+
+  /** An upstream answered a batch with something else: from now on each miss goes alone. */
+  batchRefused(u: Upstream, status: number): void {
+    if (this.batchMax === 1) return;
+    this.batchMax = 1;
+    this.log.warn({ event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name, status }, 'upstream did not answer a batch: cache misses now go one by one');
+  }
 }
+
+/** Several misses in one upstream request: each flight gets its own item of the answer, as if it had gone alone. */
+class MissBatch implements ForwardTarget {
+  readonly res = NO_SINK;
+
+  constructor(
+    private readonly cache: EvmCache,
+    private readonly flights: readonly Flight[],
+  ) {}
+
+  start(): void {
+    const c = this.cache;
+    const parts: Buffer[] = [OPEN];
+    this.flights.forEach((f, i) => {
+      if (i > 0) parts.push(COMMA);
+      parts.push(f.body.subarray(0, f.idStart), Buffer.from(String(i)), f.body.subarray(f.idEnd));
+    });
+    parts.push(CLOSE);
+    c.stats.batches++;
+    c.stats.batched += this.flights.length;
+    new Forward(
+      c.group,
+      {
+        method: 'POST',
+        path: rpcPath,
+        headers: ['content-type', 'application/json', 'x-request-id', this.flights[0]!.firstId],
+        body: Buffer.concat(parts),
+        idempotent: true,
+        retries: c.route.retries,
+        maxBuffer: MAX_HELD,
+        timeoutMs: c.route.limits.timeoutMs,
+        emptyOk: false,
+        classify,
+      },
+      this,
+      c.circuitOpen,
+    ).start();
+  }
+
+  streamHead(): void {
+    throw new Error('a flight never streams');
+  }
+
+  forwarded(r: ForwardResult): void {
+    const flights = this.flights;
+    if (r.kind !== 'buffered') {
+      for (const f of flights) f.forwarded(r);
+      return;
+    }
+    const items = r.status === 200 ? splitBatchAnswer(r.body, MAX_ANSWER_DEPTH) : null;
+    // Not a batch answer (a node that takes no batches answers one error, or a 4xx): each goes alone, and so do later misses.
+    if (items === null) {
+      this.cache.batchRefused(r.upstream, r.status);
+      for (const f of flights) f.send();
+      return;
+    }
+    const got = new Array<Buffer | undefined>(flights.length);
+    for (const it of items) {
+      const i = it.id === null ? -1 : Number(it.id);
+      if (Number.isInteger(i) && i >= 0 && i < got.length && got[i] === undefined) got[i] = r.body.subarray(it.start, it.end);
+    }
+    flights.forEach((f, i) => {
+      const item = got[i];
+      // An item the node left out: that call goes alone.
+      if (item === undefined) f.send();
+      else f.forwarded({ kind: 'buffered', upstream: r.upstream, status: 200, headers: r.headers, body: item });
+    });
+  }
+}
+
+const OPEN = Buffer.from('[');
+const COMMA = Buffer.from(',');
+const CLOSE = Buffer.from(']');
 
 /** Canonical-hash lookups in flight at most. */
 const MAX_CHECKS = 64;
@@ -286,8 +395,18 @@ class Flight implements ForwardTarget {
     readonly seq: number,
     first: Exchange,
     idJson: string,
+    /** Where the client's id is in the call's bytes (a batch puts its own there). */
+    readonly idStart: number,
+    readonly idEnd: number,
   ) {
     this.members.push({ x: first, idJson });
+  }
+
+  /** The call's bytes, once started. */
+  body: Buffer = EMPTY;
+
+  get firstId(): string {
+    return this.members[0]!.x.id;
   }
 
   join(x: Exchange, idJson: string): void {
@@ -295,7 +414,7 @@ class Flight implements ForwardTarget {
   }
 
   /** Redis answered: from there, or on to the node. */
-  afterShared(parts: Parts | null, body: Buffer | string): void {
+  afterShared(parts: Parts | null, body: Buffer): void {
     try {
       if (parts === null) this.start(body);
       else this.fromShared(parts[0], parts[1]);
@@ -320,9 +439,17 @@ class Flight implements ForwardTarget {
     }
   }
 
-  start(body: Buffer | string): void {
+  start(body: Buffer): void {
+    this.body = body;
+    if (this.cache.batchMax > 1) this.cache.enqueue(this);
+    else this.send();
+  }
+
+  /** Upstream on its own. */
+  send(): void {
     const c = this.cache;
     const first = this.members[0]!.x;
+    const body = this.body;
     const f = new Forward(
       c.group,
       {

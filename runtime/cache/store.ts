@@ -17,6 +17,9 @@ export class CacheStats {
   headChanges = 0;
   /** Hits served from the shared tier (Redis), another replica's answer. */
   sharedHits = 0;
+  /** Misses that went upstream inside a batch (cache.batch), and the batches. */
+  batched = 0;
+  batches = 0;
   constructor(readonly chain: string) {}
 }
 

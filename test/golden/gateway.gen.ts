@@ -395,7 +395,7 @@ export const GATEWAY: GatewaySpec = {
   health: { "intervalMs": 5000, "timeoutMs": 2000 },
   rateLimit: null,
   drainTimeoutMs: 10000,
-  cache: { "maxBytes": 67108864, "headPollMs": 1000, "redis": false },
+  cache: { "maxBytes": 67108864, "headPollMs": 1000, "batch": 1, "redis": false },
   validators: VALIDATORS,
 };
 

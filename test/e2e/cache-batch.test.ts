@@ -1,0 +1,277 @@
+// Misses sent together (cache.batch): the calls that miss in one turn of the
+// event loop go to the node as one JSON-RPC batch, and each client still gets
+// exactly what it would have got had its call gone alone.
+//
+// The calls are written to the gateway pipelined, in one TCP write, so that
+// they all arrive in one turn of its event loop. Against a real anvil (whose
+// state nothing changes during a case, so anvil's own answer is the truth),
+// and against two stand-in nodes: one that takes no batches, one that leaves
+// an item out, answers out of order and answers one call with an error.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.ts';
+import { close, createSafeServer, listen, parseJson, record } from '../support/http.ts';
+import type { Server } from 'node:http';
+
+const KEY = newKey();
+const BATCH = 8;
+
+let anvil: Anvil;
+let proxy: RecordingProxy;
+let gw: RunningGateway;
+let accounts: string[] = [];
+
+/** What a stand-in node received: each HTTP request's parsed body. */
+interface StandIn {
+  server: Server;
+  url: string;
+  bodies: unknown[];
+}
+let noBatch: StandIn;
+let partial: StandIn;
+
+interface Call {
+  method: string;
+  params: unknown[];
+}
+
+/** A stand-in's answer to one call: eth_getBalance answers the address's last four hex digits; 0x...ee is refused. */
+function standInAnswer(item: { id?: unknown; method?: string; params?: unknown[] }): Record<string, unknown> {
+  const addr = String(item.params?.[0] ?? '');
+  if (addr.endsWith('ee')) return { jsonrpc: '2.0', id: item.id, error: { code: -32000, message: 'header not found' } };
+  return { jsonrpc: '2.0', id: item.id, result: '0x' + addr.slice(-4) };
+}
+
+/** The gateway's own checks and head polls: block 16, chain id 1. */
+function healthAnswer(d: Record<string, unknown>): Record<string, unknown> {
+  const result = d.method === 'eth_getBlockByNumber' ? { number: '0x10', hash: '0x' + '11'.repeat(32) } : d.method === 'eth_chainId' ? '0x1' : '0x10';
+  return { jsonrpc: '2.0', id: d.id, result };
+}
+
+async function startStandIn(batch: (items: { id?: unknown; method?: string; params?: unknown[] }[]) => unknown): Promise<StandIn> {
+  const bodies: unknown[] = [];
+  const server = createSafeServer(async (req, res) => {
+    const r = await record(req);
+    const doc = parseJson(r.body) as Record<string, unknown> | Record<string, unknown>[];
+    // The gateway's head polls carry its health User-Agent: answered, not recorded.
+    const health = String(r.headers['user-agent'] ?? '').startsWith('chain-gateway-health');
+    if (!health) bodies.push(doc);
+    let answer: unknown;
+    if (health) answer = Array.isArray(doc) ? doc.map(healthAnswer) : healthAnswer(doc);
+    else answer = Array.isArray(doc) ? batch(doc as { id?: unknown; method?: string; params?: unknown[] }[]) : standInAnswer(doc);
+    const text = JSON.stringify(answer);
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+  });
+  return { server, url: await listen(server), bodies };
+}
+
+beforeAll(async () => {
+  anvil = await startAnvil({ chainId: 1 });
+  proxy = await startRecordingProxy(anvil.url);
+  accounts = (await anvil.rpc('eth_accounts')).result as string[];
+  await anvil.mine(3);
+  // Takes no batches: one error object for any array, as such nodes do.
+  noBatch = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch requests are not supported' } }));
+  // Answers a batch in reverse order and leaves its last item out.
+  partial = await startStandIn((items) => items.slice(0, -1).map(standInAnswer).reverse());
+  const built = await buildManifest(
+    'cache-batch',
+    `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+cache: { maxBytes: 8388608, headPollMs: 200, batch: ${BATCH} }
+health: { intervalMs: 60000, timeoutMs: 1000 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}]
+chains:
+  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
+  - { path: nobatch, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${NOBATCH_URL}"] }
+  - { path: partial, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${PARTIAL_URL}"] }
+`,
+  );
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url } });
+  // Entries are kept only once the gateway knows the head.
+  await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) >= 3, 'the gateway knows anvil\'s head');
+  await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="partial"}')) === 16, 'the gateway knows the stand-in\'s head');
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server)]);
+});
+
+interface Answer {
+  status: number;
+  xCache: string;
+  /** The body as sent. */
+  text: string;
+}
+
+/**
+ * Sends every body to `path` pipelined on one connection, in one write, and
+ * reads the answers in order (HTTP/1.1 answers pipelined requests in order).
+ */
+function pipelined(path: string, bodies: readonly string[]): Promise<Answer[]> {
+  const port = gw.ports.rpc!;
+  const wire = bodies
+    .map((b) => `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nX-API-Key: ${KEY}\r\nContent-Length: ${Buffer.byteLength(b)}\r\n\r\n${b}`)
+    .join('');
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0);
+    const answers: Answer[] = [];
+    socket.on('connect', () => socket.write(wire));
+    socket.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end === -1) break;
+        const head = buf.toString('latin1', 0, end).split('\r\n');
+        const headers = new Map(head.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+        const length = Number(headers.get('content-length'));
+        if (!Number.isInteger(length)) return reject(new Error(`an answer without Content-Length: ${head.join(' | ')}`));
+        if (buf.length < end + 4 + length) break;
+        answers.push({ status: Number(head[0]!.split(' ')[1]), xCache: headers.get('x-cache') ?? '', text: buf.toString('utf8', end + 4, end + 4 + length) });
+        buf = buf.subarray(end + 4 + length);
+        if (answers.length === bodies.length) {
+          socket.end();
+          return resolve(answers);
+        }
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => answers.length < bodies.length && reject(new Error(`connection closed after ${answers.length} of ${bodies.length} answers`)));
+  });
+}
+
+/** The JSON-RPC calls in recorded request bodies, batches flattened. */
+function callsIn(bodies: readonly unknown[]): Record<string, unknown>[] {
+  return bodies.flatMap((b) => (Array.isArray(b) ? b : [b])) as Record<string, unknown>[];
+}
+
+function clientRequests(since: number): RecordedRequest[] {
+  return proxy.requests.slice(since);
+}
+
+describe('cache.batch: misses of one turn go to the node together', () => {
+  it('sends distinct misses as batches of at most cache.batch calls; each client gets anvil\'s own answer with its own id', { timeout: 60_000 }, async () => {
+    const calls: Call[] = [
+      ...accounts.slice(0, 6).map((a) => ({ method: 'eth_getBalance', params: [a, 'latest'] })),
+      ...accounts.slice(0, 4).map((a) => ({ method: 'eth_getTransactionCount', params: [a, 'latest'] })),
+      { method: 'eth_getBlockByNumber', params: ['0x1', false] },
+      { method: 'eth_getCode', params: [accounts[0], 'latest'] },
+    ];
+    // Ids of every kind, one of them shared by two clients, one past 2^53.
+    const ids = ['1', '"a"', '7', '7', '123456789012345678901234567890', '"x\\"y"', '0', '-3', '"b"', '"é"', '11', '12'];
+    const bodies = calls.map((c, i) => `{"jsonrpc":"2.0","id":${ids[i]},"method":"${c.method}","params":${JSON.stringify(c.params)}}`);
+    const truth = await Promise.all(calls.map((c) => anvil.rpc(c.method, c.params)));
+    const since = proxy.requests.length;
+    const batchesBefore = await metricValue(gw, 'gateway_cache_batches_total', '{chain="ethereum"}');
+    const batchedBefore = await metricValue(gw, 'gateway_cache_batched_total', '{chain="ethereum"}');
+
+    const answers = await pipelined('/ethereum', bodies);
+
+    answers.forEach((a, i) => {
+      expect(a.status).toBe(200);
+      expect(a.xCache).toBe('MISS');
+      // The client's id exactly as written, and anvil's result.
+      expect(a.text).toContain(`"id":${ids[i]},`);
+      expect(JSON.parse(a.text)).toEqual({ jsonrpc: '2.0', id: JSON.parse(ids[i]!), result: truth[i]!.result });
+    });
+    const sent = clientRequests(since);
+    const calledUpstream = callsIn(sent.map((r) => r.json));
+    // Every call reached anvil once, as the client wrote it but for its id.
+    expect(calledUpstream).toHaveLength(calls.length);
+    expect(calledUpstream.map((c) => `${String(c.method)} ${JSON.stringify(c.params)}`).sort()).toEqual(calls.map((c) => `${c.method} ${JSON.stringify(c.params)}`).sort());
+    const batches = sent.filter((r) => Array.isArray(r.json));
+    expect(batches.length).toBeGreaterThan(0);
+    for (const b of batches) {
+      const items = b.json as Record<string, unknown>[];
+      expect(items.length).toBeGreaterThan(1);
+      expect(items.length).toBeLessThanOrEqual(BATCH);
+      // The batch's own ids: each call's place in it.
+      expect(items.map((c) => c.id)).toEqual(items.map((_, i) => i));
+    }
+    const inBatches = batches.reduce((n, b) => n + (b.json as unknown[]).length, 0);
+    expect(await metricValue(gw, 'gateway_cache_batches_total', '{chain="ethereum"}')).toBe(batchesBefore + batches.length);
+    expect(await metricValue(gw, 'gateway_cache_batched_total', '{chain="ethereum"}')).toBe(batchedBefore + inBatches);
+    // Twelve calls at once, at most eight per batch: fewer requests than calls.
+    expect(sent.length).toBeLessThan(calls.length);
+    console.log(`cache.batch: ${calls.length} misses reached anvil in ${sent.length} requests (${batches.map((b) => (b.json as unknown[]).length).join(' + ')} in batches)`);
+
+    // Kept as if each had gone alone: the same calls again are hits, and nothing reaches anvil.
+    const again = proxy.requests.length;
+    const hits = await pipelined('/ethereum', bodies);
+    hits.forEach((a, i) => {
+      expect(a.xCache).toBe('HIT');
+      expect(JSON.parse(a.text)).toEqual(JSON.parse(answers[i]!.text));
+    });
+    expect(proxy.requests.length).toBe(again);
+  });
+
+  it('identical calls in one turn go once: the others join it (COALESCED)', { timeout: 30_000 }, async () => {
+    const a = accounts[7]!;
+    const bodies = [1, 2, 3].map((id) => `{"jsonrpc":"2.0","id":${id},"method":"eth_getBalance","params":["${a}","0x2"]}`);
+    bodies.push(`{"jsonrpc":"2.0","id":4,"method":"eth_getTransactionCount","params":["${a}","0x2"]}`);
+    const since = proxy.requests.length;
+    const answers = await pipelined('/ethereum', bodies);
+    expect(answers.map((x) => x.xCache)).toEqual(['MISS', 'COALESCED', 'COALESCED', 'MISS']);
+    const balance = (await anvil.rpc('eth_getBalance', [a, '0x2'])).result;
+    answers.slice(0, 3).forEach((x, i) => expect(JSON.parse(x.text)).toEqual({ jsonrpc: '2.0', id: i + 1, result: balance }));
+    expect(callsIn(clientRequests(since).map((r) => r.json))).toHaveLength(2);
+  });
+
+  it('an item the node leaves out goes again alone; answers are matched by id, not by place; an error item reaches its client and is not kept', { timeout: 30_000 }, async () => {
+    const addrs = ['0x' + '01'.repeat(20), '0x' + '02'.repeat(20), '0x' + 'ee'.repeat(20), '0x' + '04'.repeat(20)];
+    const bodies = addrs.map((a, i) => `{"jsonrpc":"2.0","id":"c${i}","method":"eth_getBalance","params":["${a}","latest"]}`);
+    const before = partial.bodies.length;
+    const answers = await pipelined('/partial', bodies);
+    answers.forEach((x, i) => {
+      expect(x.status).toBe(200);
+      expect(x.xCache).toBe('MISS');
+      expect(JSON.parse(x.text)).toEqual(standInAnswer({ id: `c${i}`, params: [addrs[i]] }));
+    });
+    const got = partial.bodies.slice(before);
+    const batches = got.filter(Array.isArray) as unknown[][];
+    expect(batches.length).toBeGreaterThan(0);
+    // The last call of each batch was left out and went again on its own.
+    const singles = got.filter((b) => !Array.isArray(b)) as { params: string[] }[];
+    expect(singles.map((s) => s.params[0]).sort()).toEqual(batches.map((b) => (b.at(-1) as { params: string[] }).params[0]).sort());
+    expect(callsIn(got)).toHaveLength(addrs.length + singles.length);
+
+    // The error was not kept; the results were.
+    const again = await pipelined('/partial', bodies);
+    expect(again.map((x) => x.xCache)).toEqual(['HIT', 'HIT', 'MISS', 'HIT']);
+    expect(JSON.parse(again[2]!.text)).toEqual(standInAnswer({ id: 'c2', params: [addrs[2]] }));
+  });
+
+  it('a node that takes no batches: the calls go alone, and the chain stops batching', { timeout: 30_000 }, async () => {
+    const bodies = [1, 2, 3, 4, 5].map((n) => `{"jsonrpc":"2.0","id":${n},"method":"eth_getBalance","params":["0x${String(n).padStart(2, '0').repeat(20)}","latest"]}`);
+    const refused = gw.nextLog((e) => e.event === 'upstream_refused_batch');
+    const answers = await pipelined('/nobatch', bodies);
+    answers.forEach((x, i) => {
+      expect(x.status).toBe(200);
+      expect(JSON.parse(x.text)).toEqual(standInAnswer({ id: i + 1, params: [`0x${String(i + 1).padStart(2, '0').repeat(20)}`] }));
+    });
+    expect(await refused).toMatchObject({ chain: 'nobatch', level: 'warn' });
+    const first = noBatch.bodies.length;
+    expect(noBatch.bodies.filter(Array.isArray).length).toBeGreaterThan(0);
+    expect(callsIn(noBatch.bodies.filter((b) => !Array.isArray(b)))).toHaveLength(5);
+
+    // From now on each miss goes alone at once.
+    const more = [6, 7, 8].map((n) => `{"jsonrpc":"2.0","id":${n},"method":"eth_getBalance","params":["0x${String(n).padStart(2, '0').repeat(20)}","latest"]}`);
+    const later = await pipelined('/nobatch', more);
+    for (const x of later) expect(x.xCache).toBe('MISS');
+    const after = noBatch.bodies.slice(first);
+    expect(after).toHaveLength(3);
+    expect(after.some(Array.isArray)).toBe(false);
+  });
+});
