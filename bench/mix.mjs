@@ -26,7 +26,7 @@
 //
 // Other knobs: CONNS=50 THREADS=1 PIN=1 PROXY_CPU=0 LOAD_CPU=1 SEED=1 BODIES=100000
 // ZIPF_S=1.0 TX_PER_BLOCK=4 BASE_PORT=18760 QUIET_MAX=10 QUIET_WAIT=60 QUIET_BUDGET=300
-// INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>; GW_NODE_ARGS="--trace-gc" adds node flags to the gateway's
+// BATCH=N (the gateway's cache.batch; default: the manifest's) INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>; GW_NODE_ARGS="--trace-gc" adds node flags to the gateway's
 // process (its log is logs/gateway.log). Results: results.tsv, methods.tsv,
 // report.md, meta.txt, logs/.
 import { spawn, execFileSync, spawnSync } from 'node:child_process';
@@ -62,6 +62,8 @@ const PIN = (process.env.PIN ?? '1') !== '0';
 const PROXY_CPU = int('PROXY_CPU', 0);
 const LOAD_CPU = int('LOAD_CPU', 1);
 const CACHE = (process.env.CACHE ?? '1') !== '0';
+/** cache.batch for the gateway (unset: the manifest's own). */
+const BATCH = process.env.BATCH === undefined ? null : int('BATCH', 1);
 const SEED = process.env.SEED ?? '1';
 const BODIES = int('BODIES', 100_000);
 const ZIPF_S = Number(process.env.ZIPF_S ?? '1.0');
@@ -442,6 +444,10 @@ function buildGateway() {
   if (!CACHE) {
     manifest = join(WORK, 'gateway.mix.nocache.yaml');
     writeFileSync(manifest, text.replace(block, ''));
+  } else if (BATCH !== null) {
+    if (!/batch: [0-9]+/.test(text)) die(`${manifest}'s cache block has no "batch: N" for BATCH to replace`);
+    manifest = join(WORK, `gateway.mix.batch${BATCH}.yaml`);
+    writeFileSync(manifest, text.replace(/batch: [0-9]+/, `batch: ${BATCH}`));
   }
   const t0 = Date.now();
   try {
@@ -790,7 +796,7 @@ async function main() {
     `node ${process.version}, ${spawnSync('nginx', ['-v'], { encoding: 'utf8' }).stderr.trim()}, ${spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout.split('\n')[0].split(' ').slice(0, 2).join(' ')}, ` +
       `${cpus().length} CPUs,${(/model name\s*:(.*)/.exec(readFileSync('/proc/cpuinfo', 'utf8')) ?? [, ''])[1]}`,
     `${execFileSync(ANVIL_BIN, ['--version']).toString().split('\n')[0]} (--block-time 2, chain id 1), TX_PER_BLOCK=${TX_PER_BLOCK}`,
-    `RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${CONNS} THREADS=${THREADS} PIN=${PIN ? 1 : 0} PROXY_CPU=${PROXY_CPU} LOAD_CPU=${LOAD_CPU} CACHE=${CACHE ? 1 : 0} ` +
+    `RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${CONNS} THREADS=${THREADS} PIN=${PIN ? 1 : 0} PROXY_CPU=${PROXY_CPU} LOAD_CPU=${LOAD_CPU} CACHE=${CACHE ? 1 : 0} BATCH=${BATCH ?? "manifest"} ` +
       `SEED=${SEED} BODIES=${BODIES} ZIPF_S=${ZIPF_S} TARGETS='${TARGETS.join(' ')}'`,
     `the mix's sha256 ${bodiesSha} (the bodies with every tx and block hash masked: those depend on block timestamps; the rest follows SEED)`,
     `git ${spawnSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim()}${spawnSync('git', ['-C', ROOT, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).stdout.trim() ? ' (modified)' : ''}`,
