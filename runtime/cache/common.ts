@@ -31,6 +31,14 @@ export const NO_SINK: Sink = {
   destroy: () => NO_SINK as never,
 } as unknown as Sink;
 
+/** The clients of one flight, as X-Cache and the log say: the first went upstream (MISS), the rest joined it. */
+export function tagFlight(members: readonly Exchange[]): void {
+  members.forEach((x, i) => {
+    x.cacheTag = i === 0 ? X_CACHE.miss : X_CACHE.coalesced;
+    x.cacheLog = i === 0 ? X_CACHE_LOG.miss : X_CACHE_LOG.coalesced;
+  });
+}
+
 /** A flight that got no answer: logged once, and every client waiting on it gets the failure in its envelope. */
 export function failFlight(log: Logger, r: Exclude<ForwardResult, { kind: 'buffered' }>, waiting: readonly Exchange[]): void {
   const fail = r.kind === 'failed' ? r.fail : 'unavailable';

@@ -22,7 +22,7 @@ import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { ChainHead, type HeadProbe } from './head.ts';
 import { SharedTier } from './shared.ts';
 import { CacheStats, type CacheStore } from './store.ts';
-import { failFlight, MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { failFlight, MAX_HELD, NO_SINK, tagFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 
 /** What may be kept of an answer: bound to the head, or in block `number` (named by number, or by hash only). */
 export type Keep = { readonly kind: 'head' } | { readonly kind: 'block'; readonly number: number; readonly hash: string; readonly byNumber: boolean };
@@ -199,13 +199,13 @@ class DocFlight implements ForwardTarget {
     const c = this.cache;
     if (r.kind !== 'buffered') {
       c.crashed(this);
+      tagFlight(this.members);
       failFlight(c.log, r, this.members);
       return;
     }
-    this.members.forEach((x, i) => {
+    tagFlight(this.members);
+    this.members.forEach((x) => {
       x.upstream = r.upstream;
-      x.cacheTag = i === 0 ? X_CACHE.miss : X_CACHE.coalesced;
-      x.cacheLog = i === 0 ? X_CACHE_LOG.miss : X_CACHE_LOG.coalesced;
       try {
         c.rules.deliver(x, r.status, r.headers, r.body, r.upstream);
       } catch (err) {

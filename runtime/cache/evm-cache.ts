@@ -23,7 +23,7 @@ import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts
 import { Forward, type ForwardResult, type ForwardTarget, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { failFlight, MAX_HELD, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { failFlight, MAX_HELD, NO_SINK, tagFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 import { ChainHead, quantity, type HeadProbe } from './head.ts';
 import { SharedTier, type Parts } from './shared.ts';
 import { isCacheable, scopeOf, type Located, type Scope } from './policy.ts';
@@ -319,7 +319,25 @@ class MissBatch implements ForwardTarget {
   forwarded(r: ForwardResult): void {
     const flights = this.flights;
     if (r.kind !== 'buffered') {
-      for (const f of flights) f.forwarded(r);
+      // One failure, logged once, for every client waiting on the batch.
+      for (const f of flights) {
+        this.cache.crashed(f);
+        tagFlight(f.waiting());
+      }
+      failFlight(this.cache.log, r, flights.flatMap((f) => f.waiting()));
+      return;
+    }
+    if (r.status >= 500) {
+      // The node failed (after the retries): every call in the batch fails as a lone call's bad answer would, logged once.
+      this.cache.log.warn({ event: 'upstream_bad_response', chain: this.cache.route.path, upstream: r.upstream.name, status: r.status, reqId: flights[0]!.firstId }, 'upstream failed a batch of cache misses');
+      for (const f of flights) {
+        this.cache.crashed(f);
+        tagFlight(f.waiting());
+        for (const x of f.waiting()) {
+          x.upstream = r.upstream;
+          x.fail('bad-response');
+        }
+      }
       return;
     }
     const items = r.status === 200 ? splitBatchAnswer(r.body, MAX_ANSWER_DEPTH) : null;
@@ -405,6 +423,11 @@ class Flight implements ForwardTarget {
   /** The call's bytes, once started. */
   body: Buffer = EMPTY;
 
+  /** The clients waiting for the answer. */
+  waiting(): Exchange[] {
+    return this.members.map((m) => m.x);
+  }
+
   get firstId(): string {
     return this.members[0]!.x.id;
   }
@@ -488,7 +511,9 @@ class Flight implements ForwardTarget {
     const c = this.cache;
     if (r.kind !== 'buffered') {
       c.crashed(this);
-      failFlight(c.log, r, this.members.map((m) => m.x));
+      const waiting = this.waiting();
+      tagFlight(waiting);
+      failFlight(c.log, r, waiting);
       return;
     }
     const u = r.upstream;
@@ -497,6 +522,7 @@ class Flight implements ForwardTarget {
     if (spans === null || spans.idStart === -1) {
       c.crashed(this);
       c.log.warn({ event: 'upstream_bad_response', upstream: u.name, status: r.status, reqId: this.members[0]!.x.id }, 'upstream answer is not JSON-RPC');
+      tagFlight(this.waiting());
       for (const m of this.members) {
         m.x.upstream = u;
         m.x.fail('bad-response');
@@ -514,10 +540,9 @@ class Flight implements ForwardTarget {
       number = quantity(JSON.parse(result.toString('latin1')));
       served = number < 0 ? -1 : c.blockNumber(number);
     }
-    this.members.forEach((m, i) => {
+    tagFlight(this.waiting());
+    this.members.forEach((m) => {
       m.x.upstream = u;
-      m.x.cacheTag = i === 0 ? X_CACHE.miss : X_CACHE.coalesced;
-      m.x.cacheLog = i === 0 ? X_CACHE_LOG.miss : X_CACHE_LOG.coalesced;
       if (served !== -1) m.x.send(200, numberAnswer(m.idJson, served));
       else m.x.send(r.status, Buffer.concat([prefix, Buffer.from(m.idJson), suffix]));
     });

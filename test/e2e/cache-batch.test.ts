@@ -33,6 +33,7 @@ interface StandIn {
 }
 let noBatch: StandIn;
 let partial: StandIn;
+let failing: StandIn;
 
 interface Call {
   method: string;
@@ -52,7 +53,7 @@ function healthAnswer(d: Record<string, unknown>): Record<string, unknown> {
   return { jsonrpc: '2.0', id: d.id, result };
 }
 
-async function startStandIn(batch: (items: { id?: unknown; method?: string; params?: unknown[] }[]) => unknown): Promise<StandIn> {
+async function startStandIn(batch: (items: { id?: unknown; method?: string; params?: unknown[] }[]) => unknown, batchStatus = 200): Promise<StandIn> {
   const bodies: unknown[] = [];
   const server = createSafeServer(async (req, res) => {
     const r = await record(req);
@@ -64,7 +65,7 @@ async function startStandIn(batch: (items: { id?: unknown; method?: string; para
     if (health) answer = Array.isArray(doc) ? doc.map(healthAnswer) : healthAnswer(doc);
     else answer = Array.isArray(doc) ? batch(doc as { id?: unknown; method?: string; params?: unknown[] }[]) : standInAnswer(doc);
     const text = JSON.stringify(answer);
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+    res.writeHead(Array.isArray(doc) && !health ? batchStatus : 200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
   });
   return { server, url: await listen(server), bodies };
 }
@@ -78,6 +79,8 @@ beforeAll(async () => {
   noBatch = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch requests are not supported' } }));
   // Answers a batch in reverse order and leaves its last item out.
   partial = await startStandIn((items) => items.slice(0, -1).map(standInAnswer).reverse());
+  // Fails every batch with a 503 (a node overloaded), answers single calls.
+  failing = await startStandIn(() => ({ error: 'overloaded' }), 503);
   const built = await buildManifest(
     'cache-batch',
     `
@@ -94,10 +97,11 @@ chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
   - { path: nobatch, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${NOBATCH_URL}"] }
   - { path: partial, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${PARTIAL_URL}"] }
+  - { path: failing, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${FAILING_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url, FAILING_URL: failing.url } });
   // Entries are kept only once the gateway knows the head.
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) >= 3, 'the gateway knows anvil\'s head');
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="partial"}')) === 16, 'the gateway knows the stand-in\'s head');
@@ -105,7 +109,7 @@ chains:
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server)]);
+  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server), failing && close(failing.server)]);
 });
 
 interface Answer {
@@ -273,5 +277,26 @@ describe('cache.batch: misses of one turn go to the node together', () => {
     const after = noBatch.bodies.slice(first);
     expect(after).toHaveLength(3);
     expect(after.some(Array.isArray)).toBe(false);
+  });
+
+  it('a batch that fails fails every call in it, in the JSON-RPC envelope, logged once; the chain goes on batching', { timeout: 30_000 }, async () => {
+    const bodies = [1, 2, 3].map((n) => `{"jsonrpc":"2.0","id":${n},"method":"eth_getBalance","params":["0x${String(n).padStart(2, '0').repeat(20)}","latest"]}`);
+    const before = failing.bodies.length;
+    const answers = await pipelined('/failing', bodies);
+    const got = failing.bodies.slice(before);
+    // Sent as one batch, retried once (a 5xx to a read), never split into single calls.
+    expect(got.length).toBeGreaterThan(0);
+    expect(got.every(Array.isArray)).toBe(true);
+    expect(new Set(answers.map((a) => a.status)).size).toBe(1);
+    expect(answers[0]!.status).toBe(502);
+    for (const a of answers) {
+      const doc = JSON.parse(a.text) as { jsonrpc: string; error?: { code: number } };
+      expect(doc.jsonrpc).toBe('2.0');
+      expect(doc.error?.code).toBe(-32053);
+      expect(a.xCache).toBe('MISS');
+    }
+    const failures = gw.lines.filter((l) => /"upstream_(failed|bad_response)"/.test(l) && l.includes('"failing'));
+    expect(failures).toHaveLength(1);
+    expect(gw.lines.some((l) => l.includes('"upstream_refused_batch"') && l.includes('"failing"'))).toBe(false);
   });
 });
