@@ -27,7 +27,10 @@ export class HealthChecker {
     private readonly opts: { readonly intervalMs: number; readonly timeoutMs: number },
     private readonly log: Logger,
     private readonly metrics: Metrics,
-  ) {}
+  ) {
+    // Where the manifest says which chain an upstream must serve, none takes traffic before a check says it does.
+    for (const route of routes) if (this.identities(route) !== null) for (const u of groups.get(route)!.all) u.verify = true;
+  }
 
   /**
    * Checks every chain at once (so that readiness is known at start), then
@@ -39,9 +42,11 @@ export class HealthChecker {
    * one among others (200 chains at idle, CPU per second: ~45 ms one at a
    * time, ~21 ms in groups of 20, ~15-19 ms all at once; a perf profile of
    * the lone probes is mostly V8's inline-cache builtins, code that is not hot).
+   * Resolves when the first round is over (each probe is bounded by timeoutMs):
+   * the server listens only then.
    */
-  start(): void {
-    void this.round();
+  start(): Promise<void> {
+    const firstRound = this.round();
     const every = this.opts.intervalMs;
     const n = this.routes.length;
     const slots = Math.min(n, SLOTS);
@@ -55,6 +60,7 @@ export class HealthChecker {
       first.unref();
       this.timers.push(first);
     });
+    return firstRound;
   }
 
   stop(): void {

@@ -127,6 +127,8 @@ export class Gateway implements ExchangeHost {
     await this.keys.load();
     this.keys.watch();
     await this.limiter.ready();
+    // The first health round before the first request: an upstream on another chain never gets one.
+    await this.health.start();
     for (const d of this.dispatch) {
       const l = d.spec;
       const host = resolveTemplate(l.host, `listener ${l.name}`);
@@ -149,7 +151,6 @@ export class Gateway implements ExchangeHost {
       const server = createServer(adminHandler(this));
       this.listening.push(await listen(server, host, port, null));
     }
-    this.health.start();
     this.usage.start();
     for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.start?.();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';

@@ -80,9 +80,15 @@ export class Upstream {
     });
   }
 
+  /**
+   * The chain names what its upstreams must serve (chainId, network, coin): one
+   * not yet checked is not trusted with traffic (set by the health checker).
+   */
+  verify = false;
+
   get usable(): boolean {
     const s = this.state;
-    return s === 'up' || s === 'unknown';
+    return s === 'up' || (s === 'unknown' && !this.verify);
   }
 
   markSuccess(): void {

@@ -12,6 +12,8 @@ import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { close, listen } from '../support/http.ts';
+import { createServer } from 'node:http';
 
 const KEY = newKey();
 const N = 20;
@@ -161,5 +163,52 @@ describe('the wrong-chain guard', () => {
       expect(evm.status).toBe(200);
     }
     expect(pWrong.requests.length).toBeGreaterThan(0);
+  });
+});
+
+describe('the wrong-chain guard from the first request on', () => {
+  it('listens only once the first round has checked every upstream: a request sent the moment it listens never reaches one of another chain', { timeout: 30_000 }, async () => {
+    // A node of Polygon (137) that takes 300 ms to answer the gateway's checks and records every other request.
+    const seen: string[] = [];
+    const slow = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        const health = String(req.headers['user-agent'] ?? '').startsWith('chain-gateway-health');
+        if (!health) seen.push(text);
+        const doc = JSON.parse(text) as { id?: unknown; method?: string } | { id?: unknown; method?: string }[];
+        const answer = (d: { id?: unknown; method?: string }) => ({ jsonrpc: '2.0', id: d.id, result: d.method === 'eth_chainId' ? '0x89' : '0x10' });
+        const body = JSON.stringify(Array.isArray(doc) ? doc.map(answer) : answer(doc));
+        setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end(body), health ? 300 : 0);
+      });
+    });
+    const slowUrl = await listen(slow);
+    const built = await buildManifest(
+      'wrong-chain-first',
+      `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+health: { intervalMs: 60000, timeoutMs: 2000 }
+chains:
+  - { path: bsc, interface: evm-jsonrpc, listener: rpc, chainId: 56, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${WRONG_URL}"] }
+`,
+    );
+    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'first', key: KEY }]));
+    const t0 = Date.now();
+    const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { WRONG_URL: slowUrl } });
+    try {
+      // startGateway resolves on the 'started' line, written once the listeners are bound.
+      expect(Date.now() - t0).toBeGreaterThanOrEqual(300);
+      const r = await rawRequest(g.url('rpc', '/bsc'), { body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }), headers: { 'x-api-key': KEY } });
+      expect(r.status).toBe(503);
+      expect(r.json().error.code).toBe(-32052);
+      expect(seen).toEqual([]);
+    } finally {
+      await g.stop();
+      await close(slow);
+    }
   });
 });
