@@ -266,6 +266,27 @@ export class EvmCache {
     }
   };
 
+  /** Sends a call or a batch of them to the chain's upstreams; `to` gets the answer held whole. */
+  upstream(body: Buffer, requestId: string, to: ForwardTarget): void {
+    new Forward(
+      this.group,
+      {
+        method: 'POST',
+        path: rpcPath,
+        headers: ['content-type', 'application/json', 'x-request-id', requestId],
+        body,
+        idempotent: true,
+        retries: this.route.retries,
+        maxBuffer: MAX_HELD,
+        timeoutMs: this.route.limits.timeoutMs,
+        emptyOk: false,
+        classify,
+      },
+      to,
+      this.circuitOpen,
+    ).start();
+  }
+
   /** An upstream answered a batch with something else: from now on each miss goes alone. */
   batchRefused(u: Upstream, status: number): void {
     if (this.batchMax === 1) return;
@@ -293,23 +314,7 @@ class MissBatch implements ForwardTarget {
     parts.push(CLOSE);
     c.stats.batches++;
     c.stats.batched += this.flights.length;
-    new Forward(
-      c.group,
-      {
-        method: 'POST',
-        path: rpcPath,
-        headers: ['content-type', 'application/json', 'x-request-id', this.flights[0]!.firstId],
-        body: Buffer.concat(parts),
-        idempotent: true,
-        retries: c.route.retries,
-        maxBuffer: MAX_HELD,
-        timeoutMs: c.route.limits.timeoutMs,
-        emptyOk: false,
-        classify,
-      },
-      this,
-      c.circuitOpen,
-    ).start();
+    c.upstream(Buffer.concat(parts), this.flights[0]!.firstId, this);
   }
 
   streamHead(): void {
@@ -470,27 +475,7 @@ class Flight implements ForwardTarget {
 
   /** Upstream on its own. */
   send(): void {
-    const c = this.cache;
-    const first = this.members[0]!.x;
-    const body = this.body;
-    const f = new Forward(
-      c.group,
-      {
-        method: 'POST',
-        path: rpcPath,
-        headers: ['content-type', 'application/json', 'x-request-id', first.id],
-        body,
-        idempotent: true,
-        retries: c.route.retries,
-        maxBuffer: MAX_HELD,
-        timeoutMs: c.route.limits.timeoutMs,
-        emptyOk: false,
-        classify,
-      },
-      this,
-      c.circuitOpen,
-    );
-    f.start();
+    this.cache.upstream(this.body, this.members[0]!.x.id, this);
   }
 
   streamHead(): void {
