@@ -1,7 +1,7 @@
 // deploy/grafana/gateway-dashboard.json stays true to the code: every metric
 // its PromQL names (panels' `expr`, found at any depth, and the chain
 // variable's label_values query) has samples in /metrics of a running gateway
-// after some traffic: served calls, a refused key, a rate limit and a quota hit.
+// after some traffic: served calls (the cache on, so its series exist), a refused key, a rate limit and a quota hit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -103,6 +103,7 @@ listeners:
 admin: { host: 127.0.0.1, port: "0" }
 keys: ./keys.yaml
 health: { intervalMs: 500, timeoutMs: 1000 }
+cache: { headPollMs: 200 }
 chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${ETH_URL}"] }
 `,
