@@ -176,14 +176,25 @@ export async function probeWithReason(
 ): Promise<{ readonly result: ProbeResult; readonly failure?: { readonly kind: 'unreachable' | 'failing'; readonly reason: string } }> {
   const probe = moduleOf(route).health;
   const own = identity?.request;
-  const [doc, idDoc] = await Promise.all([ask(u, probe.request(route as never, u), timeoutMs), own === undefined ? null : ask(u, own(u), timeoutMs)]);
+  const apart = identity !== null && own === undefined ? (probe.apart?.(route as never, u) ?? null) : null;
+  let doc: Answer;
+  let idDoc: Answer | null;
+  if (apart !== null && ASKED_APART.has(u)) [doc, idDoc] = await Promise.all([ask(u, apart.head, timeoutMs), ask(u, apart.identity, timeoutMs)]);
+  else {
+    [doc, idDoc] = await Promise.all([ask(u, probe.request(route as never, u), timeoutMs), own === undefined ? null : ask(u, own(u), timeoutMs)]);
+    // One object for a batch: a node that takes no batches. Asked apart, now and from then on.
+    if (apart !== null && 'doc' in doc && !Array.isArray(doc.doc)) {
+      ASKED_APART.add(u);
+      [doc, idDoc] = await Promise.all([ask(u, apart.head, timeoutMs), ask(u, apart.identity, timeoutMs)]);
+    }
+  }
   const fail = (a: Answer | null, reason?: string) => ({
     result: null,
     failure: a !== null && !('doc' in a) ? a : { kind: 'failing' as const, reason: reason ?? 'no proper answer' },
   });
   if (identity !== null) {
     // Identity first: a node of another network may fail the head probe (Rosetta's 4002).
-    const said = own === undefined ? doc : idDoc!;
+    const said = idDoc ?? doc;
     if (!('doc' in said)) return fail(said);
     const ok = identity.check(said.doc);
     if (ok === false) return fail(null, 'the answer does not say which chain it serves');
@@ -194,6 +205,9 @@ export async function probeWithReason(
   if (head === null) return fail(null, 'the answer reports no head');
   return { result: typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN };
 }
+
+/** Upstreams that take no batches: their head and identity are asked in two requests. */
+const ASKED_APART = new WeakSet<Upstream>();
 
 type Answer = { readonly doc: Record<string, any> } | { readonly kind: 'unreachable' | 'failing'; readonly reason: string };
 

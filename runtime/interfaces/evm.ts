@@ -220,8 +220,10 @@ const HEALTH_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params"
  * eth_blockNumber rather than a second call each round: still one request
  * per upstream per round, and both answers come from the same node at the
  * same moment (two calls through a provider's load balancer could each land
- * on a different node). An upstream that refuses batches fails the probe.
+ * on a different node). An upstream that answers the batch with one object (it
+ * takes no batches) is asked the two apart, from then on (health.ts).
  */
+const CHAIN_ID_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
 const HEALTH_BATCH = '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]},{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber","params":[]}]';
 
 /** The batch answer's item with this id (answers may come in any order). */
@@ -250,12 +252,17 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       if (want === undefined) return null;
       return {
         check(doc) {
-          const result: unknown = Array.isArray(doc) ? item(doc, 1)?.result : undefined;
+          // The batch's eth_chainId item, or eth_chainId's own answer (asked apart).
+          const result: unknown = Array.isArray(doc) ? item(doc, 1)?.result : doc.id === 1 ? doc.result : undefined;
           if (typeof result !== 'string' || !/^0x[0-9a-fA-F]+$/.test(result)) return false;
           const id = Number.parseInt(result, 16);
           return id === want || `chainId ${id}`;
         },
       };
     },
+    apart: (route, u) =>
+      route.chainId === undefined
+        ? null
+        : { head: { path: u.rpcPath, method: 'POST', body: HEALTH_BODY }, identity: { path: u.rpcPath, method: 'POST', body: CHAIN_ID_BODY } },
   },
 };

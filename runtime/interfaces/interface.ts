@@ -59,6 +59,12 @@ export interface HealthProbe<K extends InterfaceKind> {
   head(doc: Record<string, any>): unknown;
   /** The chain's identity check, made once per chain; null when the manifest names nothing to check. */
   identity(route: RouteOf<K>): IdentityCheck | null;
+  /**
+   * Where the probe asks head and identity in one request (a batch): the two
+   * asked apart, for an upstream that answered that request with a single
+   * object (a node that takes no batches). Absent: nothing else to try.
+   */
+  apart?(route: RouteOf<K>, u: Upstream): { readonly head: ProbeRequest; readonly identity: ProbeRequest } | null;
 }
 
 export interface InterfaceModule<K extends InterfaceKind> {

@@ -212,3 +212,65 @@ chains:
     }
   });
 });
+
+describe('the wrong-chain guard with nodes that take no batches', () => {
+  it('asks eth_chainId and eth_blockNumber apart: the node of the chain is up, the one of another chain wrong_chain', { timeout: 30_000 }, async () => {
+    /** A node that answers any batch with one error object, as nodes without batch support do; records what it got. */
+    const node = async (chainId: string) => {
+      const got: unknown[] = [];
+      const server = createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          const doc = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id?: unknown; method?: string };
+          got.push(doc);
+          const answer = Array.isArray(doc)
+            ? { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch requests are not supported' } }
+            : { jsonrpc: '2.0', id: doc.id, result: doc.method === 'eth_chainId' ? chainId : '0x10' };
+          res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+        });
+      });
+      return { server, got, url: await listen(server) };
+    };
+    const [right, wrong] = await Promise.all([node('0x38'), node('0x89')]);
+    const built = await buildManifest(
+      'wrong-chain-nobatch',
+      `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+health: { intervalMs: 200, timeoutMs: 1000 }
+chains:
+  - { path: bsc, interface: evm-jsonrpc, listener: rpc, chainId: 56, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${RIGHT_URL}", "\${WRONG_URL}"] }
+`,
+    );
+    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'nobatch', key: KEY }]));
+    const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { RIGHT_URL: right.url, WRONG_URL: wrong.url } });
+    try {
+      const states = async () => {
+        const r = (await rawRequest(g.url('admin', '/readyz'))).json() as Ready;
+        return r.chains.bsc!.upstreams.map((u) => u.state);
+      };
+      // Known from the first round on (the gateway listens only after it).
+      expect(await states()).toEqual(['up', 'wrong_chain']);
+      // Later rounds ask apart at once: no more batches after the first.
+      const batchesBefore = right.got.filter(Array.isArray).length;
+      const asked = right.got.length;
+      await until(async () => right.got.length >= asked + 4, 'two more rounds');
+      expect(right.got.filter(Array.isArray).length).toBe(batchesBefore);
+      expect(batchesBefore).toBe(1);
+      expect(await states()).toEqual(['up', 'wrong_chain']);
+      const wrongBefore = wrong.got.filter((d) => !Array.isArray(d) && (d as { id?: unknown }).id === 7).length;
+      for (let i = 0; i < 5; i++) {
+        const r = await rawRequest(g.url('rpc', '/bsc'), { body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'eth_chainId', params: [] }), headers: { 'x-api-key': KEY } });
+        expect(r.json().result).toBe('0x38');
+      }
+      expect(wrong.got.filter((d) => !Array.isArray(d) && (d as { id?: unknown }).id === 7).length).toBe(wrongBefore);
+    } finally {
+      await g.stop();
+      await Promise.all([close(right.server), close(wrong.server)]);
+    }
+  });
+});
