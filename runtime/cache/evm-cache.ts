@@ -33,6 +33,7 @@ const POLL_TAG = Buffer.from(
   '[{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["finalized",false]}]',
 );
 const POLL_LATEST = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}');
+const POLL_FINALIZED = Buffer.from('{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["finalized",false]}');
 const NULL = Buffer.from('null');
 const EMPTY = Buffer.alloc(0);
 
@@ -392,6 +393,15 @@ function evmProbe(depth: number | null): HeadProbe {
   const body = depth === null ? POLL_TAG : POLL_LATEST;
   return {
     request: (u) => ({ path: u.rpcPath, method: 'POST', body }),
+    // With the tag, the poll is a batch: for a node that takes none, the two calls apart.
+    ...(depth === null
+      ? {
+          apart: (u: Upstream) => [
+            { path: u.rpcPath, method: 'POST' as const, body: POLL_LATEST },
+            { path: u.rpcPath, method: 'POST' as const, body: POLL_FINALIZED },
+          ],
+        }
+      : {}),
     read(doc) {
       const answers = (Array.isArray(doc) ? doc : [doc]) as { id?: unknown; result?: { number?: unknown; hash?: unknown } | null }[];
       const latest = answers.find((a) => a?.id === 1)?.result;

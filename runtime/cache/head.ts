@@ -21,7 +21,16 @@ export interface HeadProbe {
   request(u: Upstream): { readonly path: string; readonly method: 'GET' | 'POST'; readonly body?: Buffer | string };
   /** The report in an answer, or null when it has none (the upstream then counts as not at the head). */
   read(doc: unknown): HeadReport | null;
+  /**
+   * Where `request` is a batch: the same calls one by one, for an upstream that
+   * answered the batch with a single object (it takes no batches); their
+   * answers, in an array, are what `read` gets.
+   */
+  apart?(u: Upstream): readonly { readonly path: string; readonly method: 'GET' | 'POST'; readonly body?: Buffer | string }[];
 }
+
+/** Upstreams that take no batches: polled call by call. */
+const POLLED_APART = new WeakSet<Upstream>();
 
 /** Canonical hashes of final blocks kept at most (the oldest learned go first). */
 const MAX_CANONICAL = 8192;
@@ -79,22 +88,37 @@ export class ChainHead {
   private async ask(u: Upstream): Promise<void> {
     if (!u.usable) return void this.heads.delete(u);
     try {
-      const r = this.probe.request(u);
-      const res = await u.pool.request({
-        path: r.path,
-        method: r.method,
-        headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
-        body: r.body,
-        headersTimeout: this.pollMs * 2,
-        bodyTimeout: this.pollMs * 2,
-      });
-      const doc = (await res.body.json()) as unknown;
-      const report = res.statusCode === 200 ? this.probe.read(doc) : null;
+      const apart = this.probe.apart?.(u);
+      let doc: unknown;
+      if (apart !== undefined && POLLED_APART.has(u)) doc = await Promise.all(apart.map((r) => this.send(u, r)));
+      else {
+        doc = await this.send(u, this.probe.request(u));
+        // One object for a batch: a node that takes no batches. Asked call by call, now and from then on.
+        if (apart !== undefined && doc !== null && !Array.isArray(doc)) {
+          POLLED_APART.add(u);
+          doc = await Promise.all(apart.map((r) => this.send(u, r)));
+        }
+      }
+      const report = doc === null ? null : this.probe.read(doc);
       if (report === null || report.number < 0 || report.hash === '') this.heads.delete(u);
       else this.heads.set(u, report);
     } catch {
       this.heads.delete(u);
     }
+  }
+
+  /** One poll request; its answer as JSON, or null unless HTTP 200. */
+  private async send(u: Upstream, r: ReturnType<HeadProbe['request']>): Promise<unknown> {
+    const res = await u.pool.request({
+      path: r.path,
+      method: r.method,
+      headers: { 'content-type': 'application/json', 'user-agent': HEALTH_AGENT, ...u.headers },
+      body: r.body,
+      headersTimeout: this.pollMs * 2,
+      bodyTimeout: this.pollMs * 2,
+    });
+    const doc = (await res.body.json()) as unknown;
+    return res.statusCode === 200 ? doc : null;
   }
 
   /** The chain's head and finalized block from what each usable upstream reported. */

@@ -49,11 +49,13 @@ function standInAnswer(item: { id?: unknown; method?: string; params?: unknown[]
 
 /** The gateway's own checks and head polls: block 16, chain id 1. */
 function healthAnswer(d: Record<string, unknown>): Record<string, unknown> {
-  const result = d.method === 'eth_getBlockByNumber' ? { number: '0x10', hash: '0x' + '11'.repeat(32) } : d.method === 'eth_chainId' ? '0x1' : '0x10';
+  const finalized = Array.isArray(d.params) && d.params[0] === 'finalized';
+  const block = finalized ? { number: '0x8', hash: '0x' + '22'.repeat(32) } : { number: '0x10', hash: '0x' + '11'.repeat(32) };
+  const result = d.method === 'eth_getBlockByNumber' ? block : d.method === 'eth_chainId' ? '0x1' : '0x10';
   return { jsonrpc: '2.0', id: d.id, result };
 }
 
-async function startStandIn(batch: (items: { id?: unknown; method?: string; params?: unknown[] }[]) => unknown, batchStatus = 200): Promise<StandIn> {
+async function startStandIn(batch: (items: { id?: unknown; method?: string; params?: unknown[] }[]) => unknown, batchStatus = 200, ownBatchesToo = false): Promise<StandIn> {
   const bodies: unknown[] = [];
   const server = createSafeServer(async (req, res) => {
     const r = await record(req);
@@ -62,7 +64,7 @@ async function startStandIn(batch: (items: { id?: unknown; method?: string; para
     const health = String(r.headers['user-agent'] ?? '').startsWith('chain-gateway-health');
     if (!health) bodies.push(doc);
     let answer: unknown;
-    if (health) answer = Array.isArray(doc) ? doc.map(healthAnswer) : healthAnswer(doc);
+    if (health) answer = Array.isArray(doc) ? (ownBatchesToo ? batch(doc) : doc.map(healthAnswer)) : healthAnswer(doc);
     else answer = Array.isArray(doc) ? batch(doc as { id?: unknown; method?: string; params?: unknown[] }[]) : standInAnswer(doc);
     const text = JSON.stringify(answer);
     res.writeHead(Array.isArray(doc) && !health ? batchStatus : 200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
@@ -76,7 +78,8 @@ beforeAll(async () => {
   accounts = (await anvil.rpc('eth_accounts')).result as string[];
   await anvil.mine(3);
   // Takes no batches: one error object for any array, as such nodes do.
-  noBatch = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch requests are not supported' } }));
+  // The gateway's own batches too: its head poll asks latest and finalized apart.
+  noBatch = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch requests are not supported' } }), 200, true);
   // Answers a batch in reverse order and leaves its last item out.
   partial = await startStandIn((items) => items.slice(0, -1).map(standInAnswer).reverse());
   // Fails every batch with a 503 (a node overloaded), answers single calls.
@@ -255,6 +258,13 @@ describe('cache.batch: misses of one turn go to the node together', () => {
     const again = await pipelined('/partial', bodies);
     expect(again.map((x) => x.xCache)).toEqual(['HIT', 'HIT', 'MISS', 'HIT']);
     expect(JSON.parse(again[2]!.text)).toEqual(standInAnswer({ id: 'c2', params: [addrs[2]] }));
+  });
+
+  it('a node that takes no batches: the head poll asks latest and finalized apart, and the cache knows both', { timeout: 30_000 }, async () => {
+    await until(
+      async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="nobatch"}')) === 16 && (await metricValue(gw, 'gateway_cache_finalized_block', '{chain="nobatch"}')) === 8,
+      'the head (16) and finalized block (8) of a node that takes no batches',
+    );
   });
 
   it('a node that takes no batches: the calls go alone, and the chain stops batching', { timeout: 30_000 }, async () => {
