@@ -326,24 +326,13 @@ class MissBatch implements ForwardTarget {
     const flights = this.flights;
     if (r.kind !== 'buffered') {
       // One failure, logged once, for every client waiting on the batch.
-      for (const f of flights) {
-        this.cache.crashed(f);
-        tagFlight(f.waiting());
-      }
-      failFlight(this.cache.log, r, flights.flatMap((f) => f.waiting()));
+      failFlight(this.cache.log, r, flights.flatMap((f) => f.end()));
       return;
     }
     if (r.status >= 500) {
       // The node failed (after the retries): every call in the batch fails as a lone call's bad answer would, logged once.
       this.cache.log.warn({ event: 'upstream_bad_response', chain: this.cache.route.path, upstream: r.upstream.name, status: r.status, reqId: flights[0]!.firstId }, 'upstream failed a batch of cache misses');
-      for (const f of flights) {
-        this.cache.crashed(f);
-        tagFlight(f.waiting());
-        for (const x of f.waiting()) {
-          x.upstream = r.upstream;
-          x.fail('bad-response');
-        }
-      }
+      for (const f of flights) f.badResponse(r.upstream);
       return;
     }
     const items = r.status === 200 ? splitBatchAnswer(r.body, MAX_ANSWER_DEPTH) : null;
@@ -416,7 +405,11 @@ function evmProbe(depth: number | null): HeadProbe {
 /** One call in flight upstream and the clients waiting for its answer, the first of them included. */
 class Flight implements ForwardTarget {
   readonly res = NO_SINK;
-  private readonly members: { readonly x: Exchange; readonly idJson: string }[] = [];
+  /** The clients waiting for the answer, and each one's id as it wrote it. */
+  readonly waiting: Exchange[] = [];
+  private readonly ids: string[] = [];
+  /** The call's bytes, once started. */
+  body: Buffer = EMPTY;
 
   constructor(
     private readonly cache: EvmCache,
@@ -432,23 +425,16 @@ class Flight implements ForwardTarget {
     readonly idStart: number,
     readonly idEnd: number,
   ) {
-    this.members.push({ x: first, idJson });
-  }
-
-  /** The call's bytes, once started. */
-  body: Buffer = EMPTY;
-
-  /** The clients waiting for the answer. */
-  waiting(): Exchange[] {
-    return this.members.map((m) => m.x);
+    this.join(first, idJson);
   }
 
   get firstId(): string {
-    return this.members[0]!.x.id;
+    return this.waiting[0]!.id;
   }
 
   join(x: Exchange, idJson: string): void {
-    this.members.push({ x, idJson });
+    this.waiting.push(x);
+    this.ids.push(idJson);
   }
 
   /** Redis answered: from there, or on to the node. */
@@ -457,8 +443,7 @@ class Flight implements ForwardTarget {
       if (parts === null) this.start(body);
       else this.fromShared(parts[0], parts[1]);
     } catch (err) {
-      this.cache.crashed(this);
-      for (const m of this.members) m.x.internal(err);
+      this.crashed(err);
     }
   }
 
@@ -466,15 +451,15 @@ class Flight implements ForwardTarget {
   private fromShared(prefix: Buffer, suffix: Buffer): void {
     const c = this.cache;
     c.sharedLanded(this, prefix, suffix);
-    c.stats.hits += this.members.length;
+    c.stats.hits += this.waiting.length;
     c.stats.sharedHits++;
-    for (const m of this.members) {
-      m.x.later(() => {
-        m.x.cacheTag = X_CACHE.hit;
-        m.x.cacheLog = X_CACHE_LOG.hit;
-        m.x.send(200, Buffer.concat([prefix, Buffer.from(m.idJson), suffix]));
+    this.waiting.forEach((x, i) => {
+      x.later(() => {
+        x.cacheTag = X_CACHE.hit;
+        x.cacheLog = X_CACHE_LOG.hit;
+        x.send(200, Buffer.concat([prefix, Buffer.from(this.ids[i]!), suffix]));
       });
-    }
+    });
   }
 
   start(body: Buffer): void {
@@ -485,7 +470,7 @@ class Flight implements ForwardTarget {
 
   /** Upstream on its own. */
   send(): void {
-    this.cache.upstream(this.body, this.members[0]!.x.id, this);
+    this.cache.upstream(this.body, this.firstId, this);
   }
 
   streamHead(): void {
@@ -493,36 +478,42 @@ class Flight implements ForwardTarget {
   }
 
   forwarded(r: ForwardResult): void {
-    const c = this.cache;
     try {
       this.land(r);
     } catch (err) {
-      c.crashed(this);
-      for (const m of this.members) m.x.internal(err);
+      this.crashed(err);
     }
+  }
+
+  /** The flight is over without an answer to keep: its clients, told MISS (the first) or COALESCED. */
+  end(): readonly Exchange[] {
+    this.cache.crashed(this);
+    tagFlight(this.waiting);
+    return this.waiting;
+  }
+
+  /** The node's answer was not one: every client gets the interface's bad-response failure (logged by the caller). */
+  badResponse(u: Upstream): void {
+    for (const x of this.end()) {
+      x.upstream = u;
+      x.fail('bad-response');
+    }
+  }
+
+  private crashed(err: unknown): void {
+    this.cache.crashed(this);
+    for (const x of this.waiting) x.internal(err);
   }
 
   private land(r: ForwardResult): void {
     const c = this.cache;
-    if (r.kind !== 'buffered') {
-      c.crashed(this);
-      const waiting = this.waiting();
-      tagFlight(waiting);
-      failFlight(c.log, r, waiting);
-      return;
-    }
+    if (r.kind !== 'buffered') return failFlight(c.log, r, this.end());
     const u = r.upstream;
     const body = r.body;
     const spans = answerSpans(body, MAX_ANSWER_DEPTH);
     if (spans === null || spans.idStart === -1) {
-      c.crashed(this);
-      c.log.warn({ event: 'upstream_bad_response', upstream: u.name, status: r.status, reqId: this.members[0]!.x.id }, 'upstream answer is not JSON-RPC');
-      tagFlight(this.waiting());
-      for (const m of this.members) {
-        m.x.upstream = u;
-        m.x.fail('bad-response');
-      }
-      return;
+      c.log.warn({ event: 'upstream_bad_response', upstream: u.name, status: r.status, reqId: this.firstId }, 'upstream answer is not JSON-RPC');
+      return this.badResponse(u);
     }
     const prefix = body.subarray(0, spans.idStart);
     const suffix = body.subarray(spans.idEnd);
@@ -535,14 +526,15 @@ class Flight implements ForwardTarget {
       number = quantity(JSON.parse(result.toString('latin1')));
       served = number < 0 ? -1 : c.blockNumber(number);
     }
-    tagFlight(this.waiting());
-    this.members.forEach((m) => {
-      m.x.upstream = u;
-      if (served !== -1) m.x.send(200, numberAnswer(m.idJson, served));
-      else m.x.send(r.status, Buffer.concat([prefix, Buffer.from(m.idJson), suffix]));
+    tagFlight(this.waiting);
+    this.waiting.forEach((x, i) => {
+      x.upstream = u;
+      const idJson = this.ids[i]!;
+      if (served !== -1) x.send(200, numberAnswer(idJson, served));
+      else x.send(r.status, Buffer.concat([prefix, Buffer.from(idJson), suffix]));
     });
     c.stats.misses++;
-    c.stats.coalesced += this.members.length - 1;
+    c.stats.coalesced += this.waiting.length - 1;
     if (ok && served === -1) c.landed(this, u, prefix, suffix, result, number);
     else c.crashed(this);
   }
