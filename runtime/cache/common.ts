@@ -1,8 +1,25 @@
 // What the EVM cache and the Rosetta/Blockbook cache share: the X-Cache
 // header and log field, and the sink of a flight (which never streams).
-import type { Exchange } from '../exchange.ts';
+import type { Failure } from '../envelope.ts';
 import type { Logger } from '../log.ts';
 import type { ForwardResult, Sink } from '../proxy.ts';
+import type { Upstream } from '../upstream.ts';
+
+/**
+ * Who waits for a flight's answer: a client's exchange (a single call), or one
+ * call of a client's batch (evm-cache.ts, BatchCall). An Exchange is one as it is.
+ */
+export interface FlightMember {
+  /** The request id, for the log and the upstream's X-Request-Id. */
+  readonly id: string;
+  upstream: Upstream | null;
+  cacheTag: readonly string[] | null;
+  cacheLog: string;
+  send(status: number, body: string | Buffer): void;
+  fail(f: Failure): void;
+  internal(err: unknown): void;
+  later(step: () => void): void;
+}
 
 export const X_CACHE = {
   hit: ['x-cache', 'HIT'],
@@ -32,7 +49,7 @@ export const NO_SINK: Sink = {
 } as unknown as Sink;
 
 /** The clients of one flight, as X-Cache and the log say: the first went upstream (MISS), the rest joined it. */
-export function tagFlight(members: readonly Exchange[]): void {
+export function tagFlight(members: readonly FlightMember[]): void {
   members.forEach((x, i) => {
     x.cacheTag = i === 0 ? X_CACHE.miss : X_CACHE.coalesced;
     x.cacheLog = i === 0 ? X_CACHE_LOG.miss : X_CACHE_LOG.coalesced;
@@ -40,7 +57,7 @@ export function tagFlight(members: readonly Exchange[]): void {
 }
 
 /** A flight that got no answer: logged once, and every client waiting on it gets the failure in its envelope. */
-export function failFlight(log: Logger, r: Exclude<ForwardResult, { kind: 'buffered' }>, waiting: readonly Exchange[]): void {
+export function failFlight(log: Logger, r: Exclude<ForwardResult, { kind: 'buffered' }>, waiting: readonly FlightMember[]): void {
   const fail = r.kind === 'failed' ? r.fail : 'unavailable';
   if (r.upstream) log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail, reqId: waiting[0]!.id }, 'upstream failed');
   for (const x of waiting) {

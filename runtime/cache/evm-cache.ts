@@ -23,7 +23,9 @@ import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts
 import { Forward, type ForwardResult, type ForwardTarget, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { failFlight, MAX_HELD, NO_SINK, tagFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { failFlight, MAX_HELD, NO_SINK, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
+import type { Failure } from '../envelope.ts';
+import { mergeBatch, type BatchMerge, type MergeSlot } from '../guards/evm.ts';
 import { ChainHead, quantity, type HeadProbe } from './head.ts';
 import { SharedTier, type Parts } from './shared.ts';
 import { isCacheable, scopeOf, type Located, type Scope } from './policy.ts';
@@ -91,10 +93,67 @@ export class EvmCache {
   serve(x: Exchange, method: string, body: Buffer | string): boolean {
     // Other methods (writes, status, the mempool) cost nothing more than this lookup.
     if (!isCacheable(method)) return false;
+    return this.take(x, method, typeof body === 'string' ? Buffer.from(body) : body);
+  }
+
+  /**
+   * A client's batch (the calls the guard forwards, `methods` theirs in order):
+   * each call the cache takes by a single call's rules is answered from memory,
+   * joins an identical call in flight or goes as a flight of its own, and the
+   * other calls go upstream together, as one smaller batch. The client gets one
+   * batch answer, in its own order, once every part is in. Null when no call
+   * takes part: the batch is forwarded as it is.
+   */
+  serveBatch(x: Exchange, body: Buffer | string, methods: readonly string[], merge: BatchMerge | null): CachedBatch | null {
+    let any = false;
+    for (const m of methods) if (isCacheable(m)) any = true;
+    if (!any) return null;
+    const b = typeof body === 'string' ? Buffer.from(body) : body;
+    const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
+    if (items === null || items.length !== methods.length) return null;
+    // The client's positions: the guard's own (refused calls answered in place), or one per call.
+    const slots: MergeSlot[] = merge !== null ? merge.slots.slice() : items.map((it) => (it.id === null ? null : { forwardedId: it.id }));
+    // The k-th call with an id answers in the k-th slot that waits for a forwarded answer.
+    const at = new Array<number>(items.length).fill(-1);
+    let slot = 0;
+    for (let i = 0; i < items.length; i++) {
+      if (items[i]!.id === null) continue;
+      while (slot < slots.length && !isForwarded(slots[slot]!)) slot++;
+      if (slot === slots.length) return null;
+      at[i] = slot++;
+    }
+    const batch = new CachedBatch(x, slots);
+    // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others).
+    const gathered: Flight[] = [];
+    this.gathering = gathered;
+    const rest: Buffer[] = [];
+    let restAnswered = false;
+    try {
+      for (let i = 0; i < items.length; i++) {
+        const it = items[i]!;
+        const call = b.subarray(it.start, it.end);
+        // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
+        if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(this, at[i]!, methods[i]!, call)) continue;
+        rest.push(call);
+        if (at[i] !== -1) restAnswered = true;
+      }
+    } finally {
+      // Sent even if taking a call apart threw: other clients may have joined them.
+      this.gathering = null;
+      if (gathered.length === 1 || (gathered.length > 1 && this.batchMax > 1)) for (const f of gathered) f.start(f.body);
+      else if (gathered.length > 1) new MissBatch(this, gathered).start();
+    }
+    if (batch.parts === 0) return null;
+    batch.rest = rest.length === 0 ? null : Buffer.concat([OPEN, ...rest.flatMap((c, k) => (k === 0 ? [c] : [COMMA, c])), CLOSE]);
+    batch.restAnswered = restAnswered;
+    return batch;
+  }
+
+  /** One call: from memory (a hit), joined to a flight, or sent as a new one. False when the cache does not take it. */
+  take(m: FlightMember, method: string, b: Buffer): boolean {
     // The key is the call as sent with its id cut out: a hit needs no parse.
     // (The guard has checked the body: one object, this one method; a body
     // that names id twice is forwarded as usual.)
-    const b = typeof body === 'string' ? Buffer.from(body) : body;
     const spans = answerSpans(b, MAX_ANSWER_DEPTH);
     if (spans === null || spans.idStart === -1) return false;
     const key = this.prefix + b.toString('latin1', 0, spans.idStart) + '\u0000' + b.toString('latin1', spans.idEnd);
@@ -104,17 +163,17 @@ export class EvmCache {
     if (e !== undefined) {
       if (e.epoch === -1 || e.epoch === this.head.epoch) {
         this.stats.hits++;
-        x.cacheTag = X_CACHE.hit;
-        x.cacheLog = X_CACHE_LOG.hit;
+        m.cacheTag = X_CACHE.hit;
+        m.cacheLog = X_CACHE_LOG.hit;
         const n = e.number >= 0 ? this.blockNumber(e.number) : -1;
-        x.send(200, n === -1 ? Buffer.concat([e.prefix, Buffer.from(idJson), e.suffix]) : numberAnswer(idJson, n));
+        m.send(200, n === -1 ? Buffer.concat([e.prefix, Buffer.from(idJson), e.suffix]) : numberAnswer(idJson, n));
         return true;
       }
       this.store.delete(key);
     }
     const flight = this.flights.get(key);
     if (flight !== undefined) {
-      flight.join(x, idJson);
+      flight.join(m, idJson);
       return true;
     }
     let doc: { params?: unknown };
@@ -125,7 +184,7 @@ export class EvmCache {
     }
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
-    const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, x, idJson, spans.idStart, spans.idEnd);
+    const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, m, idJson, spans.idStart, spans.idEnd);
     this.flights.set(key, f);
     // An answer that may be final may be in Redis already: asked first, then the node.
     const shared = this.shared;
@@ -244,6 +303,8 @@ export class EvmCache {
 
   /** At most this many misses go upstream in one batch; 1: each alone (also once an upstream refused a batch). */
   batchMax: number;
+  /** While a client's batch is taken apart: its new flights, sent together after. */
+  gathering: Flight[] | null = null;
   /** Misses of this turn of the event loop, sent when it ends. */
   private queued: Flight[] = [];
   private flushing = false;
@@ -294,6 +355,136 @@ export class EvmCache {
     this.batchMax = 1;
     this.log.warn({ event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name, status }, 'upstream did not answer a batch: cache misses now go one by one');
   }
+}
+
+/**
+ * A client's batch with calls the cache takes: their answers (from memory or
+ * from their flights) and the rest's answer (the calls the cache does not take,
+ * sent upstream together by the route) are put back in the client's order,
+ * and sent once all are in. The first failure fails the whole batch in the
+ * interface's envelope, as a failed batch does when forwarded whole.
+ */
+export class CachedBatch {
+  /** The calls the cache does not take, as one batch for the route to send; null when there are none. */
+  rest: Buffer | null = null;
+  /** Whether the rest has a call with an id (else the node answers it with no body). */
+  restAnswered = false;
+  /** Calls the cache took. */
+  parts = 0;
+  /** Parts and the rest still to come, plus one until the route has sent the rest. */
+  private pending = 1;
+  private restBody: Buffer | null = null;
+  /** What X-Cache says of the whole batch: 0 every call from memory, 1 some joined a call in flight, 2 some went upstream for it. */
+  private went = 0;
+
+  constructor(
+    readonly x: Exchange,
+    /** The client's calls in order: ready answers (refusals, then the parts' own), or forwarded ids. */
+    private readonly slots: MergeSlot[],
+  ) {}
+
+  take(cache: EvmCache, slot: number, method: string, call: Buffer): boolean {
+    this.pending++;
+    if (cache.take(new BatchCall(this, slot), method, call)) {
+      this.parts++;
+      return true;
+    }
+    this.pending--;
+    return false;
+  }
+
+  /** The route sent the rest (or there was none): the batch is answered once the parts are in. */
+  sent(): void {
+    if (this.rest !== null) this.pending++;
+    this.settle();
+  }
+
+  /** A part's answer (a JSON-RPC answer object), and what X-Cache said of it. */
+  answered(slot: number, body: string | Buffer, tag: readonly string[] | null): void {
+    this.slots[slot] = { error: typeof body === 'string' ? body : body.toString('utf8') };
+    const went = tag === X_CACHE.miss ? 2 : tag === X_CACHE.coalesced ? 1 : 0;
+    if (went > this.went) this.went = went;
+    this.settle();
+  }
+
+  /** The node's answer to the rest (any 2xx; the route fails the rest's other answers). */
+  restAnswer(body: Buffer): void {
+    this.restBody = body;
+    this.went = 2;
+    this.settle();
+  }
+
+  private settle(): void {
+    if (--this.pending !== 0) return;
+    const x = this.x;
+    // Already answered (the rest failed) or the client went away: nothing more to send.
+    if (x.res.headersSent || x.res.destroyed) return;
+    const tag = this.went === 2 ? 'miss' : this.went === 1 ? 'coalesced' : 'hit';
+    x.cacheTag = X_CACHE[tag];
+    x.cacheLog = X_CACHE_LOG[tag];
+    const merged = mergeBatch({ slots: this.slots }, this.restBody ?? EMPTY_BATCH);
+    if (merged === null) {
+      x.host.log.warn({ event: 'upstream_bad_response', upstream: x.upstream?.name, reqId: x.id }, 'upstream answer is not JSON-RPC');
+      return x.fail('bad-response');
+    }
+    x.send(200, merged);
+  }
+
+  /** A part failed: the whole batch does, once (X-Cache as that part's: it went upstream or joined a call that did). */
+  fail(f: Failure, tag: readonly string[] | null): void {
+    const x = this.x;
+    if (x.res.headersSent || x.res.destroyed) return;
+    const t = tag === X_CACHE.coalesced && this.went < 2 ? 'coalesced' : 'miss';
+    x.cacheTag = X_CACHE[t];
+    x.cacheLog = X_CACHE_LOG[t];
+    x.fail(f);
+  }
+}
+
+/** One call of a client's batch, waiting as a flight's member: its answer goes to its slot. */
+class BatchCall implements FlightMember {
+  cacheTag: readonly string[] | null = null;
+  cacheLog = '';
+
+  constructor(
+    private readonly batch: CachedBatch,
+    private readonly slot: number,
+  ) {}
+
+  get id(): string {
+    return this.batch.x.id;
+  }
+
+  get upstream(): Upstream | null {
+    return this.batch.x.upstream;
+  }
+
+  set upstream(u: Upstream | null) {
+    if (u !== null) this.batch.x.upstream = u;
+  }
+
+  send(_status: number, body: string | Buffer): void {
+    this.batch.answered(this.slot, body, this.cacheTag);
+  }
+
+  fail(f: Failure): void {
+    this.batch.fail(f, this.cacheTag);
+  }
+
+  internal(err: unknown): void {
+    this.batch.x.internal(err);
+  }
+
+  later(step: () => void): void {
+    this.batch.x.later(step);
+  }
+}
+
+/** What mergeBatch is given when nothing else went upstream: every slot is ready. */
+const EMPTY_BATCH = Buffer.from('[]');
+
+function isForwarded(slot: MergeSlot): boolean {
+  return slot !== null && 'forwardedId' in slot;
 }
 
 /** Several misses in one upstream request: each flight gets its own item of the answer, as if it had gone alone. */
@@ -406,7 +597,7 @@ function evmProbe(depth: number | null): HeadProbe {
 class Flight implements ForwardTarget {
   readonly res = NO_SINK;
   /** The clients waiting for the answer, and each one's id as it wrote it. */
-  readonly waiting: Exchange[] = [];
+  readonly waiting: FlightMember[] = [];
   private readonly ids: string[] = [];
   /** The call's bytes, once started. */
   body: Buffer = EMPTY;
@@ -419,7 +610,7 @@ class Flight implements ForwardTarget {
     /** The head epoch and the poll count when the call was sent. */
     readonly epoch: number,
     readonly seq: number,
-    first: Exchange,
+    first: FlightMember,
     idJson: string,
     /** Where the client's id is in the call's bytes (a batch puts its own there). */
     readonly idStart: number,
@@ -432,7 +623,7 @@ class Flight implements ForwardTarget {
     return this.waiting[0]!.id;
   }
 
-  join(x: Exchange, idJson: string): void {
+  join(x: FlightMember, idJson: string): void {
     this.waiting.push(x);
     this.ids.push(idJson);
   }
@@ -464,7 +655,9 @@ class Flight implements ForwardTarget {
 
   start(body: Buffer): void {
     this.body = body;
-    if (this.cache.batchMax > 1) this.cache.enqueue(this);
+    const gathering = this.cache.gathering;
+    if (gathering !== null) gathering.push(this);
+    else if (this.cache.batchMax > 1) this.cache.enqueue(this);
     else this.send();
   }
 
@@ -486,7 +679,7 @@ class Flight implements ForwardTarget {
   }
 
   /** The flight is over without an answer to keep: its clients, told MISS (the first) or COALESCED. */
-  end(): readonly Exchange[] {
+  end(): readonly FlightMember[] {
     this.cache.crashed(this);
     tagFlight(this.waiting);
     return this.waiting;

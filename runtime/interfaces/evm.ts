@@ -16,7 +16,7 @@ import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
-import { EvmCache } from '../cache/evm-cache.ts';
+import { CachedBatch, EvmCache } from '../cache/evm-cache.ts';
 import { X_CACHE, X_CACHE_LOG } from '../cache/common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
@@ -132,8 +132,20 @@ class EvmRoute implements RouteHandler {
     if (d.methods === null) addUsage(bucket, d.label, 1, cost === null ? 1 : cost(d.label));
     else for (const m of d.methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
     const merge = d.merge;
-    // A single call with an id may be answered from memory or join one in flight.
-    if (this.cache !== null && merge === null && d.count === 1 && d.answered && d.idempotent && this.cache.serve(x, d.label, d.body)) return;
+    if (this.cache !== null) {
+      // A single call with an id may be answered from memory or join one in flight.
+      if (d.methods === null) {
+        if (merge === null && d.answered && d.idempotent && this.cache.serve(x, d.label, d.body)) return;
+      } else {
+        // A batch: its calls the cache takes, each so; the others upstream together.
+        const batch = this.cache.serveBatch(x, d.body, d.methods, merge);
+        if (batch !== null) {
+          x.plan = batch;
+          if (batch.rest !== null) x.forwardTo(this.s.group, forwardRequest(this.route, 'POST', rpcPath, JSON_HEADERS.concat(x.id), batch.rest, d.idempotent, classifyMerged, MAX_MERGE_BYTES, !batch.restAnswered));
+          return batch.sent();
+        }
+      }
+    }
     x.plan = merge;
     x.forwardTo(
       this.s.group,
@@ -154,6 +166,12 @@ class EvmRoute implements RouteHandler {
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
   rewrite(x: Exchange, r: BufferedResult): void {
+    if (x.plan instanceof CachedBatch) {
+      // The calls of a batch the cache did not take: their answers join the others'.
+      if (r.status >= 200 && r.status < 300) return x.plan.restAnswer(r.body);
+      this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
+      return x.fail('bad-response');
+    }
     const merge = x.plan as BatchMerge | null;
     if (merge !== null && r.status >= 200 && r.status < 300) {
       const merged = mergeBatch(merge, r.body);
