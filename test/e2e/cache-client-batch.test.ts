@@ -14,6 +14,9 @@ import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { close, createSafeServer, listen, parseJson, record } from '../support/http.ts';
 import type { Server } from 'node:http';
+import { createPublicClient, createWalletClient, defineChain, http } from 'viem';
+import { mnemonicToAccount } from 'viem/accounts';
+import { FetchRequest, JsonRpcProvider, Network } from 'ethers';
 
 const KEY = newKey();
 
@@ -281,5 +284,81 @@ describe('a client batch on a cached chain: each call takes part', () => {
     expect(a.xCache).toBeNull();
     expect(proxy.requests.length - since).toBe(2);
     expect(proxy.requests[since + 1]!.body.toString()).toBe(body);
+  });
+});
+
+describe('real clients that batch (viem batch: true, ethers v6 by default)', () => {
+  const chain = defineChain({ id: 1, name: 'anvil-1', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } });
+  /** anvil's head, seen by the gateway: its cache has dropped what the last block changed. */
+  async function gatewayAtAnvilHead(): Promise<void> {
+    const head = Number.parseInt((await anvil.rpc('eth_blockNumber')).result as string, 16);
+    await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) === head, 'the gateway has seen anvil\'s head');
+  }
+
+  it('viem: a batched read is answered from memory the second time, and a transfer in between shows in the next batch', { timeout: 60_000 }, async () => {
+    const bodies: string[] = [];
+    const transport = http(gw.url('rpc', '/ethereum'), {
+      batch: true,
+      fetchOptions: { headers: { 'X-API-Key': KEY } },
+      onFetchRequest: async (r) => void bodies.push(await r.clone().text()),
+    });
+    const pub = createPublicClient({ chain, transport });
+    // anvil's default mnemonic; account 9 is the test's own sender.
+    const account = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: 9 });
+    const wallet = createWalletClient({ chain, transport, account });
+    const to = accounts[5] as `0x${string}`;
+    const read = () => Promise.all([pub.getBalance({ address: account.address }), pub.getBalance({ address: to }), pub.getTransactionCount({ address: account.address }), pub.getChainId()]);
+    const truth = async () => [
+      BigInt((await anvil.rpc('eth_getBalance', [account.address, 'latest'])).result as string),
+      BigInt((await anvil.rpc('eth_getBalance', [to, 'latest'])).result as string),
+      Number.parseInt((await anvil.rpc('eth_getTransactionCount', [account.address, 'latest'])).result as string, 16),
+      1,
+    ];
+    await gatewayAtAnvilHead();
+    const since = proxy.requests.length;
+    expect(await read()).toEqual(await truth());
+    const sent = proxy.requests.length - since;
+    // The same reads again: one batch from the client, nothing to the node.
+    const again = proxy.requests.length;
+    expect(await read()).toEqual(await truth());
+    expect(proxy.requests.length - again).toBe(0);
+    expect(sent).toBeGreaterThan(0);
+    // viem sent them as one batch each time.
+    expect(bodies.filter((b) => Array.isArray(JSON.parse(b)) && JSON.parse(b).length === 4)).toHaveLength(2);
+
+    const hash = await wallet.sendTransaction({ to, value: 12345n });
+    const receipt = await pub.waitForTransactionReceipt({ hash, pollingInterval: 20 });
+    expect(receipt.status).toBe('success');
+    await gatewayAtAnvilHead();
+    const after = await read();
+    expect(after).toEqual(await truth());
+    expect(after[2]).toBeGreaterThan(0);
+  });
+
+  it('ethers v6: calls it batches by default get anvil\'s answers, and repeat from memory', { timeout: 60_000 }, async () => {
+    const req = new FetchRequest(gw.url('rpc', '/ethereum'));
+    req.setHeader('X-API-Key', KEY);
+    const bodies: string[] = [];
+    req.preflightFunc = async (r) => {
+      bodies.push(Buffer.from(r.body ?? new Uint8Array()).toString('utf8'));
+      return r;
+    };
+    const provider = new JsonRpcProvider(req, Network.from(1), { staticNetwork: true, cacheTimeout: -1 });
+    await gatewayAtAnvilHead();
+    const read = () => Promise.all([provider.getBalance(accounts[6]!), provider.getTransactionCount(accounts[6]!), provider.getBlockNumber(), provider.getCode(accounts[7]!)]);
+    const first = await read();
+    const since = proxy.requests.length;
+    const second = await read();
+    expect(proxy.requests.length - since).toBe(0);
+    expect(second).toEqual(first);
+    // ethers sent each round as one batch of the four calls.
+    expect(bodies.filter((b) => Array.isArray(JSON.parse(b)) && JSON.parse(b).length === 4)).toHaveLength(2);
+    expect(first).toEqual([
+      BigInt((await anvil.rpc('eth_getBalance', [accounts[6], 'latest'])).result as string),
+      Number.parseInt((await anvil.rpc('eth_getTransactionCount', [accounts[6], 'latest'])).result as string, 16),
+      Number.parseInt((await anvil.rpc('eth_blockNumber')).result as string, 16),
+      (await anvil.rpc('eth_getCode', [accounts[7], 'latest'])).result,
+    ]);
+    provider.destroy();
   });
 });
