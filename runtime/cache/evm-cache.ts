@@ -527,9 +527,10 @@ class MissBatch implements ForwardTarget {
       return;
     }
     const items = r.status === 200 ? splitBatchAnswer(r.body, MAX_ANSWER_DEPTH) : null;
-    // Not a batch answer (a node that takes no batches answers one error, or a 4xx): each goes alone, and so do later misses.
+    // Not a batch answer (a node that takes no batches answers one error, or a 4xx): each goes alone, and so do later
+    // misses. A 429 is the node's rate limit, not a refusal of batches: each goes alone this time only.
     if (items === null) {
-      this.cache.batchRefused(r.upstream, r.status);
+      if (r.status !== 429) this.cache.batchRefused(r.upstream, r.status);
       for (const f of flights) f.send();
       return;
     }

@@ -34,6 +34,9 @@ interface StandIn {
 let noBatch: StandIn;
 let partial: StandIn;
 let failing: StandIn;
+let limited: StandIn;
+/** Batches the rate-limited stand-in still answers with a 429. */
+let limitedBatches = 0;
 
 interface Call {
   method: string;
@@ -55,7 +58,7 @@ function healthAnswer(d: Record<string, unknown>): Record<string, unknown> {
   return { jsonrpc: '2.0', id: d.id, result };
 }
 
-async function startStandIn(batch: (items: { id?: unknown; method?: string; params?: unknown[] }[]) => unknown, batchStatus = 200, ownBatchesToo = false): Promise<StandIn> {
+async function startStandIn(batch: (items: { id?: unknown; method?: string; params?: unknown[] }[]) => unknown, batchStatus: number | (() => number) = 200, ownBatchesToo = false): Promise<StandIn> {
   const bodies: unknown[] = [];
   const server = createSafeServer(async (req, res) => {
     const r = await record(req);
@@ -64,10 +67,14 @@ async function startStandIn(batch: (items: { id?: unknown; method?: string; para
     const health = String(r.headers['user-agent'] ?? '').startsWith('chain-gateway-health');
     if (!health) bodies.push(doc);
     let answer: unknown;
+    let status = 200;
     if (health) answer = Array.isArray(doc) ? (ownBatchesToo ? batch(doc) : doc.map(healthAnswer)) : healthAnswer(doc);
-    else answer = Array.isArray(doc) ? batch(doc as { id?: unknown; method?: string; params?: unknown[] }[]) : standInAnswer(doc);
+    else if (Array.isArray(doc)) {
+      status = typeof batchStatus === 'number' ? batchStatus : batchStatus();
+      answer = status === 200 ? batch(doc as { id?: unknown; method?: string; params?: unknown[] }[]) : { jsonrpc: '2.0', id: null, error: { code: -32005, message: 'rate limited' } };
+    } else answer = standInAnswer(doc);
     const text = JSON.stringify(answer);
-    res.writeHead(Array.isArray(doc) && !health ? batchStatus : 200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
   });
   return { server, url: await listen(server), bodies };
 }
@@ -84,6 +91,8 @@ beforeAll(async () => {
   partial = await startStandIn((items) => items.slice(0, -1).map(standInAnswer).reverse());
   // Fails every batch with a 503 (a node overloaded), answers single calls.
   failing = await startStandIn(() => ({ error: 'overloaded' }), 503);
+  // Rate-limits batches with a 429 (a JSON-RPC error) while limitedBatches > 0, then takes them.
+  limited = await startStandIn((items) => items.map(standInAnswer), () => (limitedBatches-- > 0 ? 429 : 200));
   const built = await buildManifest(
     'cache-batch',
     `
@@ -101,10 +110,11 @@ chains:
   - { path: nobatch, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${NOBATCH_URL}"] }
   - { path: partial, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${PARTIAL_URL}"] }
   - { path: failing, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${FAILING_URL}"] }
+  - { path: limited, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LIMITED_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url, FAILING_URL: failing.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url, FAILING_URL: failing.url, LIMITED_URL: limited.url } });
   // Entries are kept only once the gateway knows the head.
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) >= 3, 'the gateway knows anvil\'s head');
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="partial"}')) === 16, 'the gateway knows the stand-in\'s head');
@@ -112,7 +122,7 @@ chains:
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server), failing && close(failing.server)]);
+  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server), failing && close(failing.server), limited && close(limited.server)]);
 });
 
 interface Answer {
@@ -308,5 +318,28 @@ describe('cache.batch: misses of one turn go to the node together', () => {
     const failures = gw.lines.filter((l) => /"upstream_(failed|bad_response)"/.test(l) && l.includes('"failing'));
     expect(failures).toHaveLength(1);
     expect(gw.lines.some((l) => l.includes('"upstream_refused_batch"') && l.includes('"failing"'))).toBe(false);
+  });
+
+  it('a batch the node rate-limits (429): its calls go alone this time, and the chain goes on batching', { timeout: 30_000 }, async () => {
+    await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="limited"}')) === 16, "the gateway knows the limited stand-in's head");
+    const call = (n: number) => `{"jsonrpc":"2.0","id":${n},"method":"eth_getBalance","params":["0x${String(n).padStart(2, '0').repeat(20)}","latest"]}`;
+    limitedBatches = 1;
+    const before = limited.bodies.length;
+    const answers = await pipelined('/limited', [1, 2, 3].map(call));
+    answers.forEach((x, i) => {
+      expect(x.status).toBe(200);
+      expect(JSON.parse(x.text)).toEqual(standInAnswer({ id: i + 1, params: [`0x${String(i + 1).padStart(2, '0').repeat(20)}`] }));
+    });
+    const first = limited.bodies.slice(before);
+    // The batch (limited), then each call alone.
+    expect(first.filter(Array.isArray)).toHaveLength(1);
+    expect(first.filter((b) => !Array.isArray(b))).toHaveLength(3);
+    // Not taken for a node that refuses batches: the next misses go together again.
+    const mid = limited.bodies.length;
+    const next = await pipelined('/limited', [4, 5, 6].map(call));
+    for (const x of next) expect(x.status).toBe(200);
+    expect(limited.bodies.slice(mid)).toHaveLength(1);
+    expect(Array.isArray(limited.bodies[mid])).toBe(true);
+    expect(gw.lines.some((l) => l.includes('"upstream_refused_batch"') && l.includes('"limited"'))).toBe(false);
   });
 });
