@@ -14,6 +14,8 @@
 local bodies_file = assert(os.getenv("MIX_BODIES"), "MIX_BODIES not set")
 local state_file = assert(os.getenv("MIX_STATE"), "MIX_STATE not set")
 local headers = { ["Content-Type"] = "application/json", ["X-API-Key"] = os.getenv("MIX_API_KEY") or "" }
+-- MIX_CLIENT_BATCH=N (default 1): each request is a JSON-RPC batch of the next N calls, as a client that batches sends them.
+local per = tonumber(os.getenv("MIX_CLIENT_BATCH") or "1") or 1
 
 local threads = {}
 function setup(thread)
@@ -46,7 +48,8 @@ function init(args)
   for line in io.lines(bodies_file) do
     local kind = line:sub(1, 1)
     if kind == "S" then
-      reqs[#reqs + 1] = wrk.format("POST", wrk.path, headers, line:sub(3))
+      -- One call alone: the request made once; in a batch: the call's text.
+      reqs[#reqs + 1] = per == 1 and wrk.format("POST", wrk.path, headers, line:sub(3)) or { "S", line:sub(3) }
     else
       local id, k, extra = line:match("^. (%S+) (%d+) ?(%S*)$")
       reqs[#reqs + 1] = { kind, id, tonumber(k), extra }
@@ -60,7 +63,9 @@ end
 local function body_of(r)
   local kind, id, k = r[1], r[2], r[3]
   local method, params
-  if kind == "B" then
+  if kind == "S" then
+    return id
+  elseif kind == "B" then
     local num = head - k
     if num < 0 then num = 0 end
     method, params = "eth_getBlockByNumber", string.format('["0x%x",%s]', num, r[4])
@@ -73,15 +78,24 @@ local function body_of(r)
 end
 
 function request()
-  i = i + 1
-  if i > n then i = 1 end
-  local r = reqs[i]
-  if type(r) == "string" then return r end
   local now = os.time()
   if now ~= read_at then
     read_at = now
     read_state()
   end
+  if per > 1 then
+    local calls = {}
+    for c = 1, per do
+      i = i + 1
+      if i > n then i = 1 end
+      calls[c] = body_of(reqs[i])
+    end
+    return wrk.format("POST", wrk.path, headers, "[" .. table.concat(calls, ",") .. "]")
+  end
+  i = i + 1
+  if i > n then i = 1 end
+  local r = reqs[i]
+  if type(r) == "string" then return r end
   return wrk.format("POST", wrk.path, headers, body_of(r))
 end
 

@@ -26,7 +26,8 @@
 //
 // Other knobs: CONNS=50 THREADS=1 PIN=1 PROXY_CPU=0 LOAD_CPU=1 SEED=1 BODIES=100000
 // ZIPF_S=1.0 TX_PER_BLOCK=4 BASE_PORT=18760 QUIET_MAX=10 QUIET_WAIT=60 QUIET_BUDGET=300
-// BATCH=N (the gateway's cache.batch; default: the manifest's) INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>; GW_NODE_ARGS="--trace-gc" adds node flags to the gateway's
+// BATCH=N (the gateway's cache.batch; default: the manifest's) CLIENT_BATCH=N (each request a JSON-RPC batch of the mix's
+// next N calls, as clients that batch send them; ok req/s then counts batches, upstream figures are per call) INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>; GW_NODE_ARGS="--trace-gc" adds node flags to the gateway's
 // process (its log is logs/gateway.log). Results: results.tsv, methods.tsv,
 // report.md, meta.txt, logs/.
 import { spawn, execFileSync, spawnSync } from 'node:child_process';
@@ -64,6 +65,10 @@ const LOAD_CPU = int('LOAD_CPU', 1);
 const CACHE = (process.env.CACHE ?? '1') !== '0';
 /** cache.batch for the gateway (unset: the manifest's own). */
 const BATCH = process.env.BATCH === undefined ? null : int('BATCH', 1);
+/** Calls per client request: N > 1 sends each request as a JSON-RPC batch of the mix's next N calls. */
+const CLIENT_BATCH = int('CLIENT_BATCH', 1);
+/** What the upstream figures are per: client requests, or with CLIENT_BATCH the calls in them. */
+const CALLS = CLIENT_BATCH > 1 ? `client calls (each request a batch of ${CLIENT_BATCH})` : 'client requests';
 const SEED = process.env.SEED ?? '1';
 const BODIES = int('BODIES', 100_000);
 const ZIPF_S = Number(process.env.ZIPF_S ?? '1.0');
@@ -531,7 +536,7 @@ async function smoke(t, lines, state) {
 // ---- measuring ------------------------------------------------------------------------------------
 function runWrk(url, seconds, outFile) {
   const argv = [...(PIN ? ['taskset', '-c', String(LOAD_CPU)] : []), 'wrk', `-t${THREADS}`, `-c${CONNS}`, `-d${seconds}s`, '--timeout', '5s', '-s', join(ROOT, 'bench', 'mix.lua'), url];
-  const env = { ...process.env, MIX_BODIES: join(RUN, 'bodies.txt'), MIX_STATE: join(RUN, 'state.txt'), MIX_API_KEY: API_KEY };
+  const env = { ...process.env, MIX_BODIES: join(RUN, 'bodies.txt'), MIX_STATE: join(RUN, 'state.txt'), MIX_API_KEY: API_KEY, MIX_CLIENT_BATCH: String(CLIENT_BATCH) };
   const child = spawn(argv[0], argv.slice(1), { detached: true, env, stdio: ['ignore', 'pipe', 'pipe'] });
   procs.set('wrk', { child, alive: true, exited: new Promise((d) => child.once('exit', d)) });
   let out = '';
@@ -652,7 +657,7 @@ async function measure(t, round) {
     sockerr: res.err_connect + res.err_read + res.err_write + res.err_timeout,
     up_calls: up.calls,
     up_http: up.http,
-    up_per_1000: res.requests > 0 ? ((1000 * up.calls) / res.requests).toFixed(1) : '',
+    up_per_1000: res.requests > 0 ? ((1000 * up.calls) / (res.requests * CLIENT_BATCH)).toFixed(1) : '',
     target_cpu: t === 'direct' ? 0 : (cpu[t] ?? 0),
     anvil_cpu: cpu.anvil ?? 0,
     counter_cpu: cpu.counter ?? 0,
@@ -704,7 +709,7 @@ function report(smokes, meta) {
       p50: median(rs.map((r) => r.p50_us)) / 1000,
       p99: median(rs.map((r) => r.p99_us)) / 1000,
       errors: sum('errors'),
-      per1000: sum('requests') > 0 ? (1000 * sum('up_calls')) / sum('requests') : NaN,
+      per1000: sum('requests') > 0 ? (1000 * sum('up_calls')) / (sum('requests') * CLIENT_BATCH) : NaN,
     };
     summary[t] = s;
     lines.push(
@@ -721,12 +726,12 @@ function report(smokes, meta) {
   const rr = rpsRatios.length ? median(rpsRatios) : null;
   const pr = p99Ratios.length ? median(p99Ratios) : null;
   check.push(`| gateway ok req/s ÷ nginx+njs, per round | ≥ 2 | ${rr === null ? '–' : `${fmt(rr, 2)} (${fmt(Math.min(...rpsRatios), 2)}–${fmt(Math.max(...rpsRatios), 2)})`} | ${verdict(rr === null ? null : rr >= 2)} |`);
-  check.push(`| gateway upstream calls per 1,000 client requests | ≤ 300 | ${g ? fmt(g.per1000, 1) : '–'} | ${verdict(g ? g.per1000 <= 300 : null)} |`);
+  check.push(`| gateway upstream calls per 1,000 ${CALLS} | ≤ 300 | ${g ? fmt(g.per1000, 1) : '–'} | ${verdict(g ? g.per1000 <= 300 : null)} |`);
   check.push(`| gateway p99 ÷ nginx+njs p99, per round | ≤ 1 | ${pr === null ? '–' : `${fmt(pr, 2)} (${fmt(Math.min(...p99Ratios), 2)}–${fmt(Math.max(...p99Ratios), 2)})`} | ${verdict(pr === null ? null : pr <= 1)} |`);
   check.push(`| gateway error answers (not a target; they never count as throughput) | 0 | ${g ? g.errors : '–'} | ${verdict(g ? g.errors === 0 : null)} |`);
   const methods = Object.keys(methodTotals);
   const allMethods = [...new Set(methods.flatMap((t) => Object.keys(methodTotals[t])))].sort();
-  const perMethod = [`| upstream calls per 1,000 client requests, by method | ${methods.join(' | ')} |`, `|---|${methods.map(() => '---:').join('|')}|`];
+  const perMethod = [`| upstream calls per 1,000 ${CALLS}, by method | ${methods.join(' | ')} |`, `|---|${methods.map(() => '---:').join('|')}|`];
   for (const m of allMethods) {
     perMethod.push(`| ${m} | ${methods.map((t) => {
       const req = rows.filter((r) => r.target === t).reduce((a, r) => a + r.requests, 0);
@@ -736,7 +741,7 @@ function report(smokes, meta) {
   const text =
     `# bench:mix ${new Date().toISOString()}\n\n${meta}\n\n` +
     `Per target: ok req/s is answers without an error per second (median of ${RUNS} rounds of ${DURATION} s); p50 and p99 are medians over rounds ` +
-    `(wrk, all answers); upstream calls per 1,000 client requests pool every round (the counting proxy, a batch's items one by one, the gateway's ` +
+    `(wrk, all answers); upstream calls per 1,000 ${CALLS} pool every round (the counting proxy, a batch's items one by one, the gateway's ` +
     `health checks and head polls included).\n\n${lines.join('\n')}\n\n` +
     `Targets of the issue (gateway cache ${CACHE ? 'ON' : 'OFF'}):\n\n${check.join('\n')}\n\n${perMethod.join('\n')}\n`;
   writeFileSync(join(OUT_DIR, 'report.md'), text);
@@ -796,7 +801,7 @@ async function main() {
     `node ${process.version}, ${spawnSync('nginx', ['-v'], { encoding: 'utf8' }).stderr.trim()}, ${spawnSync('wrk', ['-v'], { encoding: 'utf8' }).stdout.split('\n')[0].split(' ').slice(0, 2).join(' ')}, ` +
       `${cpus().length} CPUs,${(/model name\s*:(.*)/.exec(readFileSync('/proc/cpuinfo', 'utf8')) ?? [, ''])[1]}`,
     `${execFileSync(ANVIL_BIN, ['--version']).toString().split('\n')[0]} (--block-time 2, chain id 1), TX_PER_BLOCK=${TX_PER_BLOCK}`,
-    `RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${CONNS} THREADS=${THREADS} PIN=${PIN ? 1 : 0} PROXY_CPU=${PROXY_CPU} LOAD_CPU=${LOAD_CPU} CACHE=${CACHE ? 1 : 0} BATCH=${BATCH ?? "manifest"} ` +
+    `RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${CONNS} THREADS=${THREADS} PIN=${PIN ? 1 : 0} PROXY_CPU=${PROXY_CPU} LOAD_CPU=${LOAD_CPU} CACHE=${CACHE ? 1 : 0} BATCH=${BATCH ?? "manifest"} CLIENT_BATCH=${CLIENT_BATCH} ` +
       `SEED=${SEED} BODIES=${BODIES} ZIPF_S=${ZIPF_S} TARGETS='${TARGETS.join(' ')}'`,
     `the mix's sha256 ${bodiesSha} (the bodies with every tx and block hash masked: those depend on block timestamps; the rest follows SEED)`,
     `git ${spawnSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim()}${spawnSync('git', ['-C', ROOT, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).stdout.trim() ? ' (modified)' : ''}`,
