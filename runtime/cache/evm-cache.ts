@@ -401,7 +401,7 @@ export class CachedBatch {
 
   /** A part's answer (a JSON-RPC answer object), and what X-Cache said of it. */
   answered(slot: number, body: string | Buffer, tag: readonly string[] | null): void {
-    this.slots[slot] = { error: typeof body === 'string' ? body : body.toString('utf8') };
+    this.slots[slot] = { ready: body };
     const went = tag === X_CACHE.miss ? 2 : tag === X_CACHE.coalesced ? 1 : 0;
     if (went > this.went) this.went = went;
     this.settle();

@@ -34,5 +34,5 @@ export interface BatchMerge {
   /** One entry per request item, in order. */
   readonly slots: readonly MergeSlot[];
 }
-/** Either a ready error object (JSON text) or the id (as JSON) of a forwarded call. */
-export type MergeSlot = { readonly error: string } | { readonly forwardedId: string } | null;
+/** Either a ready answer object (the gateway's own error, or an answer from the cache: JSON text) or the id (as JSON) of a forwarded call. */
+export type MergeSlot = { readonly ready: string | Buffer } | { readonly forwardedId: string } | null;

@@ -178,20 +178,20 @@ export function checkEvmBodyGeneral(
     const state = inspect(v);
     if (state === -1) {
       slots ??= slotsSoFar(forwarded, n);
-      slots[i] = { error: rpcErrorJson('GW_RPC_INVALID_REQUEST', idJsonOf(v)) };
+      slots[i] = { ready: rpcErrorJson('GW_RPC_INVALID_REQUEST', idJsonOf(v)) };
       continue;
     }
     const it = v as Item;
     if (!allowed.has(it.method as string)) {
       slots ??= slotsSoFar(forwarded, n);
       // A refused notification gets no answer, as JSON-RPC requires.
-      slots[i] = it.id === undefined ? null : { error: rpcErrorJson('GW_RPC_METHOD_NOT_FOUND', JSON.stringify(it.id)) };
+      slots[i] = it.id === undefined ? null : { ready: rpcErrorJson('GW_RPC_METHOD_NOT_FOUND', JSON.stringify(it.id)) };
       continue;
     }
     const denied = calls === null ? null : calls(it.method as string, it.params, it.id === undefined ? 'null' : JSON.stringify(it.id));
     if (denied !== null) {
       slots ??= slotsSoFar(forwarded, n);
-      slots[i] = it.id === undefined ? null : { error: denied };
+      slots[i] = it.id === undefined ? null : { ready: denied };
       continue;
     }
     if (state === 1) allCanonical = false;
@@ -209,7 +209,7 @@ export function checkEvmBodyGeneral(
     return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded) };
   }
   if (forwarded.length === 0) {
-    const errors = slots.filter((s): s is { error: string } => s !== null && 'error' in s).map((s) => s.error);
+    const errors = slots.filter((s): s is { ready: string } => s !== null && 'ready' in s).map((s) => s.ready);
     if (errors.length === 0) return { kind: 'reply', status: 204, body: '', label: 'batch', count: n };
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
@@ -254,10 +254,10 @@ export function mergeBatch(merge: BatchMerge, upstreamBody: Buffer | string): Bu
   const expected = new Map<string, number>();
   for (const slot of merge.slots) if (slot !== null && 'forwardedId' in slot) expected.set(slot.forwardedId, (expected.get(slot.forwardedId) ?? 0) + 1);
   const parts: Buffer[] = [];
-  const own = (s: string) => parts.push(Buffer.from(s));
+  const own = (s: string | Buffer) => parts.push(typeof s === 'string' ? Buffer.from(s) : s);
   // Only notifications went to the node: it answers with no body.
   if (expected.size === 0 && isBlank(body)) {
-    for (const slot of merge.slots) if (slot !== null && 'error' in slot) own(slot.error);
+    for (const slot of merge.slots) if (slot !== null && 'ready' in slot) own(slot.ready);
     return joinArray(parts);
   }
   const items = splitBatchAnswer(body, MAX_ANSWER_DEPTH);
@@ -273,7 +273,7 @@ export function mergeBatch(merge: BatchMerge, upstreamBody: Buffer | string): Bu
   for (const left of expected.values()) if (left !== 0) return null;
   for (const slot of merge.slots) {
     if (slot === null) continue;
-    if ('error' in slot) own(slot.error);
+    if ('ready' in slot) own(slot.ready);
     else {
       const it = byId.get(slot.forwardedId)!.shift()!;
       parts.push(body.subarray(it.start, it.end));
@@ -322,7 +322,7 @@ function wholeBatchError(merge: BatchMerge, body: Buffer): Buffer | null {
   const parts: Buffer[] = [];
   for (const slot of merge.slots) {
     if (slot === null) continue;
-    parts.push(Buffer.from('error' in slot ? slot.error : `{"jsonrpc":"2.0","id":${slot.forwardedId},"error":${errJson}}`));
+    parts.push('ready' in slot ? (typeof slot.ready === 'string' ? Buffer.from(slot.ready) : slot.ready) : Buffer.from(`{"jsonrpc":"2.0","id":${slot.forwardedId},"error":${errJson}}`));
   }
   return joinArray(parts);
 }
