@@ -7,6 +7,7 @@
 // reached the node), a stand-in node that holds eth_getBalance until the test
 // lets it answer (coalescing), and one that fails every batch (failures).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
@@ -360,5 +361,71 @@ describe('real clients that batch (viem batch: true, ethers v6 by default)', () 
       (await anvil.rpc('eth_getCode', [accounts[7], 'latest'])).result,
     ]);
     provider.destroy();
+  });
+});
+
+describe('a cached chain answers every batch as a chain without the cache does', () => {
+  // Nothing changes anvil's state here (no transaction, no mining), so the two
+  // chains, in front of the same anvil, must give the same answers to the same
+  // batch: the cache's hits, joins and split-off rest included. The batches mix
+  // calls the cache takes (repeated, at tags, numbers, hashes), calls it does
+  // not (pending, other methods, a write anvil refuses), refused methods,
+  // invalid parameters, invalid items, notifications, and ids of every kind,
+  // some of them shared.
+  const raw = '0x02f86a0180843b9aca00850ba43b740082520894' + '00'.repeat(20) + '8080c001a0' + '11'.repeat(32) + 'a0' + '22'.repeat(32);
+  let blockHash = '';
+  const callArb = (): fc.Arbitrary<unknown> => {
+    const addr = fc.constantFrom(...accounts.slice(0, 3), '0x' + 'ab'.repeat(20));
+    const tag = fc.constantFrom('latest', 'earliest', 'pending', 'safe', 'finalized', '0x0', '0x1', '0x2', '0x3', '0x64');
+    const method: fc.Arbitrary<[string, unknown[]]> = fc.oneof(
+      fc.constant(['eth_chainId', []] as [string, unknown[]]),
+      fc.constant(['eth_blockNumber', []] as [string, unknown[]]),
+      fc.constant(['net_version', []] as [string, unknown[]]),
+      fc.constant(['eth_gasPrice', []] as [string, unknown[]]),
+      fc.tuple(addr, tag).map(([a, t]) => ['eth_getBalance', [a, t]] as [string, unknown[]]),
+      fc.tuple(addr, tag).map(([a, t]) => ['eth_getTransactionCount', [a, t]] as [string, unknown[]]),
+      // (Not the pending block: anvil makes it anew, with the clock's timestamp, at every call.)
+      fc.tuple(tag.filter((t) => t !== 'pending'), fc.boolean()).map(([t, f]) => ['eth_getBlockByNumber', [t, f]] as [string, unknown[]]),
+      fc.boolean().map((f) => ['eth_getBlockByHash', [blockHash, f]] as [string, unknown[]]),
+      fc.constant(['eth_getTransactionReceipt', ['0x' + '01'.repeat(32)]] as [string, unknown[]]),
+      fc.constant(['eth_estimateGas', [{ from: accounts[0], to: accounts[1] }]] as [string, unknown[]]),
+      fc.constant(['eth_sendRawTransaction', [raw]] as [string, unknown[]]),
+      fc.constant(['eth_accounts', []] as [string, unknown[]]),
+      fc.constant(['eth_getBalance', ['0x12', 'latest']] as [string, unknown[]]),
+    );
+    const id = fc.oneof(fc.integer({ min: -3, max: 5 }), fc.constantFrom('a', 'b', '', 'é'), fc.constant(null));
+    return fc.oneof(
+      { arbitrary: fc.tuple(method, id).map(([[m, p], i]) => ({ jsonrpc: '2.0', id: i, method: m, params: p })), weight: 12 },
+      { arbitrary: method.map(([m, p]) => ({ jsonrpc: '2.0', method: m, params: p })), weight: 2 },
+      { arbitrary: fc.constantFrom(1, 'x', null, [], { jsonrpc: '1.0', id: 1, method: 'eth_chainId' }, { id: 2, method: 'eth_chainId', params: [] }), weight: 1 },
+    );
+  };
+
+  it('random batches: the same status and the same answers, item for item', { timeout: 120_000 }, async () => {
+    blockHash = ((await anvil.rpc('eth_getBlockByNumber', ['0x1', false])).result as { hash: string }).hash;
+    const post = async (path: string, body: unknown) => {
+      const res = await fetch(gw.url('rpc', path), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: JSON.stringify(body) });
+      const text = await res.text();
+      return { status: res.status, xCache: res.headers.get('x-cache'), answer: text === '' ? null : (JSON.parse(text) as unknown) };
+    };
+    const seen = { HIT: 0, MISS: 0, COALESCED: 0, BYPASS: 0 } as Record<string, number>;
+    await fc.assert(
+      fc.asyncProperty(fc.array(callArb(), { minLength: 1, maxLength: 12 }), async (batchBody) => {
+        // Twice through the cached chain (the second meets what the first kept), once through the other.
+        const cached1 = await post('/ethereum', batchBody);
+        const cached2 = await post('/ethereum', batchBody);
+        const plain = await post('/nocache', batchBody);
+        seen[cached1.xCache ?? '']!++;
+        seen[cached2.xCache ?? '']!++;
+        for (const c of [cached1, cached2]) {
+          expect({ status: c.status, answer: c.answer }, JSON.stringify(batchBody)).toEqual({ status: plain.status, answer: plain.answer });
+        }
+      }),
+      { numRuns: 150 },
+    );
+    console.log(`cached batches against uncached ones: X-Cache ${JSON.stringify(seen)}`);
+    expect(seen.HIT).toBeGreaterThan(0);
+    expect(seen.MISS).toBeGreaterThan(0);
+    expect(seen.BYPASS).toBeGreaterThan(0);
   });
 });
