@@ -17,12 +17,12 @@
 //    a transaction not yet in a block is never kept;
 //  - eth_blockNumber never goes backwards for a client.
 import type { Logger } from '../log.ts';
-import { HEALTH_AGENT } from '../upstream.ts';
+import { HEALTH_AGENT, UpstreamGroup } from '../upstream.ts';
 import type { Exchange } from '../exchange.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Forward, type ForwardResult, type ForwardTarget, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Upstream } from '../upstream.ts';
 import { failFlight, MAX_HELD, NO_SINK, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import type { Failure } from '../envelope.ts';
 import { mergeBatch, type BatchMerge, type MergeSlot } from '../guards/evm.ts';
@@ -68,6 +68,7 @@ export class EvmCache {
     this.sharedPrefix = `evm ${route.chainId ?? '-'} `;
     this.head = new ChainHead(group, evmProbe(route.finality ?? null), spec.headPollMs, this.stats, () => this.newEpoch());
     this.batchMax = spec.batch;
+    this.batchGroup = group;
   }
 
   start(): void {
@@ -140,8 +141,8 @@ export class EvmCache {
     } finally {
       // Sent even if taking a call apart threw: other clients may have joined them.
       this.gathering = null;
-      if (gathered.length === 1 || (gathered.length > 1 && this.batchMax > 1)) for (const f of gathered) f.start(f.body);
-      else if (gathered.length > 1) new MissBatch(this, gathered).start();
+      if (this.batching) for (const f of gathered) f.start(f.body);
+      else this.together(gathered);
     }
     if (batch.parts === 0) return null;
     batch.rest = rest.length === 0 ? null : Buffer.concat([OPEN, ...rest.flatMap((c, k) => (k === 0 ? [c] : [COMMA, c])), CLOSE]);
@@ -301,13 +302,20 @@ export class EvmCache {
 
   // ------------------------------------------------------------ misses sent together
 
-  /** At most this many misses go upstream in one batch; 1: each alone (also once an upstream refused a batch). */
-  batchMax: number;
+  /** At most this many misses of one turn go upstream in one batch (cache.batch); 1: each alone. */
+  readonly batchMax: number;
+  /** The upstreams batches of misses go to: those that have not refused one; null once none is left. */
+  private batchGroup: UpstreamGroup | null;
   /** While a client's batch is taken apart: its new flights, sent together after. */
   gathering: Flight[] | null = null;
   /** Misses of this turn of the event loop, sent when it ends. */
   private queued: Flight[] = [];
   private flushing = false;
+
+  /** Whether the misses of a turn wait for each other (cache.batch, and an upstream left that takes batches). */
+  get batching(): boolean {
+    return this.batchMax > 1 && this.batchGroup !== null;
+  }
 
   /** Holds a miss until the end of this turn of the event loop, to go with the others. */
   enqueue(f: Flight): void {
@@ -321,17 +329,20 @@ export class EvmCache {
     this.flushing = false;
     const all = this.queued;
     this.queued = [];
-    for (let i = 0; i < all.length; i += this.batchMax) {
-      const part = all.slice(i, i + this.batchMax);
-      if (part.length === 1) part[0]!.send();
-      else new MissBatch(this, part).start();
-    }
+    for (let i = 0; i < all.length; i += this.batchMax) this.together(all.slice(i, i + this.batchMax));
   };
 
+  /** Misses sent as one batch, to an upstream that takes batches; each alone when there is none (or one miss). */
+  together(flights: Flight[]): void {
+    const g = this.batchGroup;
+    if (flights.length > 1 && g !== null && g.all.some((u) => u.usable)) new MissBatch(this, flights, g).start();
+    else for (const f of flights) f.send();
+  }
+
   /** Sends a call or a batch of them to the chain's upstreams; `to` gets the answer held whole. */
-  upstream(body: Buffer, requestId: string, to: ForwardTarget): void {
+  upstream(body: Buffer, requestId: string, to: ForwardTarget, group: UpstreamGroup = this.group): void {
     new Forward(
-      this.group,
+      group,
       {
         method: 'POST',
         path: rpcPath,
@@ -349,11 +360,16 @@ export class EvmCache {
     ).start();
   }
 
-  /** An upstream answered a batch with something else: from now on each miss goes alone. */
+  /** An upstream answered a batch with something else: it gets no more batches (the chain's others still do). */
   batchRefused(u: Upstream, status: number): void {
-    if (this.batchMax === 1) return;
-    this.batchMax = 1;
-    this.log.warn({ event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name, status }, 'upstream did not answer a batch: cache misses now go one by one');
+    const g = this.batchGroup;
+    if (g === null || !g.all.includes(u)) return;
+    const left = g.all.filter((v) => v !== u);
+    this.batchGroup = left.length === 0 ? null : new UpstreamGroup(left);
+    this.log.warn(
+      { event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name, status },
+      left.length === 0 ? 'upstream did not answer a batch: cache misses now go one by one' : "upstream did not answer a batch: batches of cache misses now go to the chain's other upstreams",
+    );
   }
 }
 
@@ -494,6 +510,8 @@ class MissBatch implements ForwardTarget {
   constructor(
     private readonly cache: EvmCache,
     private readonly flights: readonly Flight[],
+    /** The chain's upstreams that take batches. */
+    private readonly group: UpstreamGroup,
   ) {}
 
   start(): void {
@@ -506,7 +524,7 @@ class MissBatch implements ForwardTarget {
     parts.push(CLOSE);
     c.stats.batches++;
     c.stats.batched += this.flights.length;
-    c.upstream(Buffer.concat(parts), this.flights[0]!.firstId, this);
+    c.upstream(Buffer.concat(parts), this.flights[0]!.firstId, this, this.group);
   }
 
   streamHead(): void {
@@ -658,7 +676,7 @@ class Flight implements ForwardTarget {
     this.body = body;
     const gathering = this.cache.gathering;
     if (gathering !== null) gathering.push(this);
-    else if (this.cache.batchMax > 1) this.cache.enqueue(this);
+    else if (this.cache.batching) this.cache.enqueue(this);
     else this.send();
   }
 

@@ -35,6 +35,9 @@ let noBatch: StandIn;
 let partial: StandIn;
 let failing: StandIn;
 let limited: StandIn;
+/** A chain with two nodes: one takes no batches, one does. */
+let mixedNo: StandIn;
+let mixedYes: StandIn;
 /** Batches the rate-limited stand-in still answers with a 429. */
 let limitedBatches = 0;
 
@@ -93,6 +96,8 @@ beforeAll(async () => {
   failing = await startStandIn(() => ({ error: 'overloaded' }), 503);
   // Rate-limits batches with a 429 (a JSON-RPC error) while limitedBatches > 0, then takes them.
   limited = await startStandIn((items) => items.map(standInAnswer), () => (limitedBatches-- > 0 ? 429 : 200));
+  mixedNo = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch requests are not supported' } }), 200, true);
+  mixedYes = await startStandIn((items) => items.map(standInAnswer));
   const built = await buildManifest(
     'cache-batch',
     `
@@ -111,10 +116,11 @@ chains:
   - { path: partial, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${PARTIAL_URL}"] }
   - { path: failing, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${FAILING_URL}"] }
   - { path: limited, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LIMITED_URL}"] }
+  - { path: mixed, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${MIXED_NO_URL}", "\${MIXED_YES_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url, FAILING_URL: failing.url, LIMITED_URL: limited.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url, FAILING_URL: failing.url, LIMITED_URL: limited.url, MIXED_NO_URL: mixedNo.url, MIXED_YES_URL: mixedYes.url } });
   // Entries are kept only once the gateway knows the head.
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) >= 3, 'the gateway knows anvil\'s head');
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="partial"}')) === 16, 'the gateway knows the stand-in\'s head');
@@ -122,7 +128,7 @@ chains:
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server), failing && close(failing.server), limited && close(limited.server)]);
+  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server), failing && close(failing.server), limited && close(limited.server), mixedNo && close(mixedNo.server), mixedYes && close(mixedYes.server)]);
 });
 
 interface Answer {
@@ -341,5 +347,33 @@ describe('cache.batch: misses of one turn go to the node together', () => {
     expect(limited.bodies.slice(mid)).toHaveLength(1);
     expect(Array.isArray(limited.bodies[mid])).toBe(true);
     expect(gw.lines.some((l) => l.includes('"upstream_refused_batch"') && l.includes('"limited"'))).toBe(false);
+  });
+
+  it('two nodes, one of which takes no batches: once it refused one, batches go only to the other, singles to both', { timeout: 30_000 }, async () => {
+    await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="mixed"}')) === 16, "the gateway knows the mixed chain's head");
+    let n = 100;
+    const round = () => [0, 1, 2].map(() => n++).map((k) => `{"jsonrpc":"2.0","id":${k},"method":"eth_getBalance","params":["0x${String(k).padStart(4, '0').repeat(10)}","latest"]}`);
+    const check = (answers: Answer[], bodies: string[]) =>
+      answers.forEach((x, i) => {
+        expect(x.status).toBe(200);
+        const call = JSON.parse(bodies[i]!) as { id: number; params: string[] };
+        expect(JSON.parse(x.text)).toEqual(standInAnswer({ id: call.id, params: call.params }));
+      });
+    // Round-robin sends the first batches to either node: until the one that takes none has refused one.
+    const refused = gw.nextLog((e) => e.event === 'upstream_refused_batch' && e.chain === 'mixed');
+    for (let i = 0; i < 6 && mixedNo.bodies.filter(Array.isArray).length === 0; i++) {
+      const bodies = round();
+      check(await pipelined('/mixed', bodies), bodies);
+    }
+    expect(await refused).toMatchObject({ chain: 'mixed', level: 'warn' });
+    const noBefore = mixedNo.bodies.length;
+    const yesBefore = mixedYes.bodies.length;
+    for (let i = 0; i < 4; i++) {
+      const bodies = round();
+      check(await pipelined('/mixed', bodies), bodies);
+    }
+    // Every later batch went to the node that takes them; the other one got no batch again.
+    expect(mixedNo.bodies.slice(noBefore).filter(Array.isArray)).toHaveLength(0);
+    expect(mixedYes.bodies.slice(yesBefore).filter(Array.isArray)).toHaveLength(4);
   });
 });
