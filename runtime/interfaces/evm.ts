@@ -132,20 +132,7 @@ class EvmRoute implements RouteHandler {
     if (d.methods === null) addUsage(bucket, d.label, 1, cost === null ? 1 : cost(d.label));
     else for (const m of d.methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
     const merge = d.merge;
-    if (this.cache !== null) {
-      // A single call with an id may be answered from memory or join one in flight.
-      if (d.methods === null) {
-        if (merge === null && d.answered && d.idempotent && this.cache.serve(x, d.label, d.body)) return;
-      } else {
-        // A batch: its calls the cache takes, each so; the others upstream together.
-        const batch = this.cache.serveBatch(x, d.body, d.methods, merge);
-        if (batch !== null) {
-          x.plan = batch;
-          if (batch.rest !== null) x.forwardTo(this.s.group, forwardRequest(this.route, 'POST', rpcPath, JSON_HEADERS.concat(x.id), batch.rest, d.idempotent, classifyMerged, MAX_MERGE_BYTES, !batch.restAnswered));
-          return batch.sent();
-        }
-      }
-    }
+    if (this.cache !== null && this.fromCache(this.cache, x, d)) return;
     x.plan = merge;
     x.forwardTo(
       this.s.group,
@@ -163,6 +150,20 @@ class EvmRoute implements RouteHandler {
       ),
     );
   };
+
+  /** On a chain with a cache: true when the cache answers (or will answer) the call or batch. Kept apart: a chain without it runs none of this. */
+  private fromCache(cache: EvmCache, x: Exchange, d: Forwarded): boolean {
+    const merge = d.merge;
+    // A single call with an id may be answered from memory or join one in flight.
+    if (d.methods === null) return merge === null && d.answered && d.idempotent && cache.serve(x, d.label, d.body);
+    // A batch: its calls the cache takes, each so; the others upstream together.
+    const batch = cache.serveBatch(x, d.body, d.methods, merge);
+    if (batch === null) return false;
+    x.plan = batch;
+    if (batch.rest !== null) x.forwardTo(this.s.group, forwardRequest(this.route, 'POST', rpcPath, JSON_HEADERS.concat(x.id), batch.rest, d.idempotent, classifyMerged, MAX_MERGE_BYTES, !batch.restAnswered));
+    batch.sent();
+    return true;
+  }
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
   rewrite(x: Exchange, r: BufferedResult): void {
