@@ -59,6 +59,12 @@ if (chains > 1) {
 // every call with one fixed body, so every repeated call is a hit: a figure
 // for information, not a measure of forwarding.
 if (cacheOn) {
+  // A batch's misses go to the node as one batch with the calls renumbered 0..n-1 (each client keeps its own
+  // ids); the fixed-body node answers with the fixture's ids 1..10, as no real node would.
+  if ((process.env.SCENARIOS ?? 'small big batch').split(/\s+/).includes('batch')) {
+    console.error('bench: CACHE=1 runs the small and big calls only (SCENARIOS="small big"): the harness\'s fixed-body node answers a batch with fixed ids, and the cache sends a batch\'s misses renumbered');
+    process.exit(1);
+  }
   const base = readFileSync(join(ROOT, manifest), 'utf8');
   const cached = base.replace(/^chains:\n/m, 'cache: { maxBytes: 67108864 }\nchains:\n');
   manifest = join(work, `gateway.bench-cache-${chains}.yaml`);
