@@ -1,13 +1,15 @@
 #!/bin/bash
 # Two builds of the gateway against each other, on one host in one run, for
 # changes smaller than the harness's spread:
-#   bench/ab.sh OLD_CHECKOUT NEW_CHECKOUT [small|big|batch|rosetta|blockbook] [ROUNDS]
+#   bench/ab.sh OLD_CHECKOUT NEW_CHECKOUT [small|big|batch|hit|rosetta|blockbook] [ROUNDS]
 # small/big/batch: each checkout's dist/bench-gateway.mjs and .tmp/bench/keys.yaml
 # (run `npm run bench` there once) in front of a node:http upstream answering
 # the harness's fixture. rosetta/blockbook: one manifest with a Rosetta and a
 # Blockbook chain, built by each checkout's own generator, in front of an
 # upstream answering one fixed JSON body (POST /cardano-preprod/network/status,
-# GET /bitcoin/v2/block/1?pageSize=10). Both gateways run at once, pinned to
+# GET /bitcoin/v2/block/1?pageSize=10). hit: each checkout's bench manifest
+# with a cache block, built by its own generator, loaded with eth_chainId (kept
+# forever: every call after the first is a hit). Both gateways run at once, pinned to
 # core 0 and loaded in turn; the upstream and wrk run on core 1. After 8 s of
 # warm-up each, rounds of 5 s alternate which goes first. Prints req/s, p99
 # (us) and new/old per round. Needs ../shared/bench, wrk and taskset.
@@ -40,7 +42,20 @@ YAML
     printf 'keys:\n  - id: bench\n    sha256: "%s"\n' "$(printf '%s' "$KEY" | sha256sum | cut -d' ' -f1)" >"$W/keys.yaml"
     (cd "$W" && node "$OLD/bin/gateway.mjs" build gateway.yaml --out old.mjs && node "$NEW/bin/gateway.mjs" build gateway.yaml --out new.mjs) >/dev/null
     ;;
-  *) echo "ab.sh: unknown scenario '$S' (small, big, batch, rosetta, blockbook)" >&2; exit 2 ;;
+  hit)
+    # The cache's hit path: each checkout's bench manifest with a cache block, and a call kept forever
+    # (eth_chainId) that the fixed-body node answers once; every later call is a hit.
+    answer="$W/hit.resp.json"
+    echo '{"jsonrpc":"2.0","id":1,"result":"0x1"}' >"$answer"
+    echo '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' >"$W/hit.req.json"
+    printf 'keys:\n  - id: bench\n    sha256: "%s"\n' "$(printf '%s' "$KEY" | sha256sum | cut -d' ' -f1)" >"$W/keys.yaml"
+    for side in old new; do
+      dir=$([ $side = old ] && echo "$OLD" || echo "$NEW")
+      sed 's/^chains:$/cache: { maxBytes: 67108864 }\nchains:/' "$dir/bench/gateway.bench.yaml" >"$W/hit-$side.yaml"
+      (cd "$W" && node "$dir/bin/gateway.mjs" build "hit-$side.yaml" --out "$side.mjs") >/dev/null
+    done
+    ;;
+  *) echo "ab.sh: unknown scenario '$S' (small, big, batch, hit, rosetta, blockbook)" >&2; exit 2 ;;
 esac
 cat >"$W/get.lua" <<LUA
 wrk.method = "GET"
@@ -53,7 +68,7 @@ LUA
 taskset -c 1 node "$HERE/fixed-upstream.mjs" "$answer" 18600 & pids+=($!)
 start() { # checkout port
   local file="$1/dist/bench-gateway.mjs" keys="$1/.tmp/bench/keys.yaml"
-  case $S in rosetta | blockbook) file="$W/$([ "$1" = "$OLD" ] && echo old || echo new).mjs" keys="$W/keys.yaml" ;; esac
+  case $S in rosetta | blockbook | hit) file="$W/$([ "$1" = "$OLD" ] && echo old || echo new).mjs" keys="$W/keys.yaml" ;; esac
   (cd "$1" && GATEWAY_KEYS_FILE="$keys" UPSTREAM_URL=http://127.0.0.1:18600/ PORT=$2 HOST=127.0.0.1 exec taskset -c 0 node --no-memory-reducer "$file" >/dev/null 2>&1) & pids+=($!)
 }
 start "$OLD" 18601
