@@ -91,10 +91,10 @@ export class EvmCache {
    * flight, or sends it as a new flight. False when the call is not one the
    * cache takes: the caller forwards it as usual.
    */
-  serve(x: Exchange, method: string, body: Buffer | string): boolean {
+  serve(x: Exchange, method: string, body: Buffer | string, idStart: number, idEnd: number): boolean {
     // Other methods (writes, status, the mempool) cost nothing more than this lookup.
     if (!isCacheable(method)) return false;
-    return this.take(x, method, typeof body === 'string' ? Buffer.from(body) : body);
+    return this.take(x, method, typeof body === 'string' ? Buffer.from(body) : body, idStart, idEnd);
   }
 
   /**
@@ -150,16 +150,25 @@ export class EvmCache {
     return batch;
   }
 
-  /** One call: from memory (a hit), joined to a flight, or sent as a new one. False when the cache does not take it. */
-  take(m: FlightMember, method: string, b: Buffer): boolean {
+  /**
+   * One call: from memory (a hit), joined to a flight, or sent as a new one.
+   * False when the cache does not take it. `idStart`/`idEnd`: where the id is,
+   * as the guard's fast path found it (a plain call: each key once, only the
+   * four JSON-RPC keys); -1 to find it here.
+   */
+  take(m: FlightMember, method: string, b: Buffer, idStart = -1, idEnd = -1): boolean {
     // The key is the call as sent with its id cut out: a hit needs no parse.
     // (The guard has checked the body: one object, this one method; a body
     // that names id twice is forwarded as usual.)
-    const spans = answerSpans(b, MAX_ANSWER_DEPTH);
-    if (spans === null || spans.idStart === -1) return false;
-    const key = this.prefix + b.toString('latin1', 0, spans.idStart) + '\u0000' + b.toString('latin1', spans.idEnd);
+    if (idStart < 0) {
+      const spans = answerSpans(b, MAX_ANSWER_DEPTH);
+      if (spans === null || spans.idStart === -1) return false;
+      idStart = spans.idStart;
+      idEnd = spans.idEnd;
+    }
+    const key = this.prefix + b.toString('latin1', 0, idStart) + '\u0000' + b.toString('latin1', idEnd);
     // The client's id as it sent it (a long number keeps all its digits).
-    const idJson = b.toString('utf8', spans.idStart, spans.idEnd);
+    const idJson = b.toString('utf8', idStart, idEnd);
     const e = this.store.get(key);
     if (e !== undefined) {
       if (e.epoch === -1 || e.epoch === this.head.epoch) {
@@ -185,7 +194,7 @@ export class EvmCache {
     }
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
-    const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, m, idJson, spans.idStart, spans.idEnd);
+    const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, m, idJson, idStart, idEnd);
     this.flights.set(key, f);
     // An answer that may be final may be in Redis already: asked first, then the node.
     const shared = this.shared;

@@ -28,6 +28,9 @@ export type EvmDecision =
       readonly merge: BatchMerge | null;
       /** A batch's forwarded calls' methods, in order (credits, usage); null for a single call (its method is the label). */
       readonly methods: readonly string[] | null;
+      /** A single call's id in `body`, [idStart, idEnd), as the fast path found it; -1 when not known (the cache finds it). */
+      readonly idStart: number;
+      readonly idEnd: number;
     };
 
 export interface BatchMerge {

@@ -61,6 +61,9 @@ let call = 0;
  */
 export const paramSpans = { starts: [] as number[], ends: [] as number[] };
 let writes = false;
+/** The first call's id span, [idStart, idEnd); -1 when it has none. */
+let idStart = -1;
+let idEnd = -1;
 /** Some call has an id (else all are notifications, which the node answers with no body). */
 let answered = false;
 
@@ -266,6 +269,7 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
       }
       case K_ID: {
         const c = b[p];
+        const s0 = p;
         if (c === QUOTE) {
           const ie = stringEnd(b, p + 1);
           if (ie === -1) return -1;
@@ -277,6 +281,10 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
           const ne = numberEnd(b, p, false);
           if (ne === -1 || ne - p > MAX_ID_DIGITS) return -1;
           p = ne;
+        }
+        if (call === 0) {
+          idStart = s0;
+          idEnd = p;
         }
         break;
       }
@@ -308,6 +316,8 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
   const table = tableOf(allowed);
   writes = false;
   answered = false;
+  idStart = -1;
+  idEnd = -1;
   let p = skipWs(buf, 0);
   if (buf[p] === LBRACKET) {
     let count = 0;
@@ -325,10 +335,10 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
       p = skipWs(buf, p + 1);
     }
     if (skipWs(buf, p + 1) !== buf.length) return null;
-    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null, methods };
+    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null, methods, idStart: -1, idEnd: -1 };
   }
   call = 0;
   p = callEnd(buf, p, table);
   if (p === -1 || skipWs(buf, p) !== buf.length) return null;
-  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null };
+  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null, idStart, idEnd };
 }

@@ -159,6 +159,8 @@ export function checkEvmBodyGeneral(
       answered: it.id !== undefined,
       merge: null,
       methods: null,
+      idStart: -1,
+      idEnd: -1,
     };
   }
 
@@ -204,9 +206,9 @@ export function checkEvmBodyGeneral(
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
     if (allCanonical && rawSafe && countMethodKeys(text) === n) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded) };
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1 };
     }
-    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded) };
+    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1 };
   }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { ready: string } => s !== null && 'ready' in s).map((s) => s.ready);
@@ -214,7 +216,7 @@ export function checkEvmBodyGeneral(
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
   const body = `[${forwarded.map(canonicalJson).join(',')}]`;
-  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded) };
+  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded), idStart: -1, idEnd: -1 };
 }
 
 /** A call check that asks the key's own check (if any), then refuses invalid params. */

@@ -155,7 +155,7 @@ class EvmRoute implements RouteHandler {
   private fromCache(cache: EvmCache, x: Exchange, d: Forwarded): boolean {
     const merge = d.merge;
     // A single call with an id may be answered from memory or join one in flight.
-    if (d.methods === null) return merge === null && d.answered && d.idempotent && cache.serve(x, d.label, d.body);
+    if (d.methods === null) return merge === null && d.answered && d.idempotent && cache.serve(x, d.label, d.body, d.idStart, d.idEnd);
     // A batch: its calls the cache takes, each so; the others upstream together.
     const batch = cache.serveBatch(x, d.body, d.methods, merge);
     if (batch === null) return false;

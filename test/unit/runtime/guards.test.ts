@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type EvmDecision } from '../../../runtime/guards/evm.ts';
 import { scanPlainRpc } from '../../../runtime/guards/evm-fast.ts';
+import { answerSpans, MAX_ANSWER_DEPTH } from '../../../runtime/json-scan.ts';
 import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/rosetta.ts';
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
 import { splitQuery, isSafeSegment } from '../../../runtime/url.ts';
@@ -58,6 +59,11 @@ describe('EVM guard', () => {
         // The fast path reads the structure itself: such bodies always go as they are.
         const fast = checkEvmBody(Buffer.from(raw), allowed, 10);
         expect(fast.kind === 'forward' && Buffer.isBuffer(fast.body)).toBe(true);
+        // and finds a single call's id where the cache's answer scanner does.
+        if (fast.kind === 'forward' && !asBatch) {
+          const spans = answerSpans(Buffer.from(raw), MAX_ANSWER_DEPTH)!;
+          expect([fast.idStart, fast.idEnd]).toEqual([spans.idStart, spans.idEnd]);
+        }
       }),
       { numRuns: 500 },
     );
@@ -140,7 +146,9 @@ describe('EVM guard fast path', () => {
       ['[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}]', null, 2],
     ] as const) {
       const b = Buffer.from(text);
-      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null });
+      // A single call's id where the answer scanner (the cache's own way) finds it.
+      const id = method === null ? { idStart: -1, idEnd: -1 } : answerSpans(b, MAX_ANSWER_DEPTH)!;
+      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null, idStart: id.idStart, idEnd: id.idEnd });
     }
     // Only notifications: the node answers with no body, and that is a good answer.
     expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
@@ -268,7 +276,13 @@ describe('EVM guard fast path', () => {
         const general = checkEvmBodyGeneral(buf, many, 3);
         if (general.kind !== 'forward') throw new Error(`general path refused a body the fast path took: ${buf.toString('latin1')}`);
         // The same decision, except that the general path may send a re-serialization of the same document.
-        expect({ ...general, body: buf }).toEqual(fast);
+        if (fast.kind !== 'forward') throw new Error('the fast path only forwards');
+        expect({ ...general, body: buf, idStart: fast.idStart, idEnd: fast.idEnd }).toEqual(fast);
+        // A single call's id where the cache's answer scanner finds it (the cache trusts the fast path's span).
+        {
+          const spans = fast.label === 'batch' ? null : answerSpans(buf, MAX_ANSWER_DEPTH);
+          expect([fast.idStart, fast.idEnd]).toEqual(spans === null ? [-1, -1] : [spans.idStart, spans.idEnd]);
+        }
         expect(JSON.parse(bodyText(general))).toEqual(JSON.parse(buf.toString('utf8')));
       }),
       { numRuns: 10000 },
