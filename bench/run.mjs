@@ -9,7 +9,7 @@
 //   SCENARIOS=small RUNS=3 npm run bench   # any bench.sh knob passes through
 //   WORKERS=2 npm run bench                # cluster mode (one worker per core), its own row
 //   CHAINS=200 npm run bench               # the measured route is the last of 200 chains
-//   CACHE=1 SCENARIOS=small npm run bench  # with the answer cache on (the fixed-body node makes every call a hit)
+//   CACHE=1 SCENARIOS=small npm run bench  # with the answer cache on (identical calls in flight coalesce; see below)
 //   VALIDATE=0 npm run bench               # skip the last part: eth_getBalance and eth_call, validate: params over off (bench/validate.sh)
 import { spawn, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -55,9 +55,12 @@ if (chains > 1) {
   manifest = join(work, `gateway.bench-${chains}.yaml`);
   writeFileSync(manifest, many);
 }
-// CACHE=1: the same manifest with a cache block. The harness's node answers
-// every call with one fixed body, so every repeated call is a hit: a figure
-// for information, not a measure of forwarding.
+// CACHE=1: the same manifest with a cache block, for information. The
+// harness's node answers every call with one fixed body, the cache's head poll
+// included, so the gateway never knows a head and keeps nothing bound to it:
+// the small call (eth_blockNumber) is never a hit, and the figure shows
+// identical calls in flight sharing one upstream call (coalescing). For the
+// hit path, bench/ab.sh OLD NEW hit.
 if (cacheOn) {
   // A batch's misses go to the node as one batch with the calls renumbered 0..n-1 (each client keeps its own
   // ids); the fixed-body node answers with the fixture's ids 1..10, as no real node would.
