@@ -179,12 +179,12 @@ export async function probeWithReason(
   const apart = identity !== null && own === undefined ? (probe.apart?.(route as never, u) ?? null) : null;
   let doc: Answer;
   let idDoc: Answer | null;
-  if (apart !== null && ASKED_APART.has(u)) [doc, idDoc] = await Promise.all([ask(u, apart.head, timeoutMs), ask(u, apart.identity, timeoutMs)]);
+  if (apart !== null && !u.takesBatches) [doc, idDoc] = await Promise.all([ask(u, apart.head, timeoutMs), ask(u, apart.identity, timeoutMs)]);
   else {
     [doc, idDoc] = await Promise.all([ask(u, probe.request(route as never, u), timeoutMs), own === undefined ? null : ask(u, own(u), timeoutMs)]);
     // One object for a batch: a node that takes no batches. Asked apart, now and from then on.
     if (apart !== null && 'doc' in doc && !Array.isArray(doc.doc)) {
-      ASKED_APART.add(u);
+      u.takesBatches = false;
       [doc, idDoc] = await Promise.all([ask(u, apart.head, timeoutMs), ask(u, apart.identity, timeoutMs)]);
     }
   }
@@ -205,9 +205,6 @@ export async function probeWithReason(
   if (head === null) return fail(null, 'the answer reports no head');
   return { result: typeof head === 'number' && Number.isSafeInteger(head) && head >= 0 ? head : Number.NaN };
 }
-
-/** Upstreams that take no batches: their head and identity are asked in two requests. */
-const ASKED_APART = new WeakSet<Upstream>();
 
 type Answer = { readonly doc: Record<string, any> } | { readonly kind: 'unreachable' | 'failing'; readonly reason: string };
 

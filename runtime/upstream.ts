@@ -86,6 +86,14 @@ export class Upstream {
    */
   verify = false;
 
+  /**
+   * False once the node answered a JSON-RPC batch with something other than a
+   * batch answer (it takes no batches). Learned by whichever asks first (the
+   * health check, the cache's head poll, a batch of cache misses): from then on
+   * each of them asks this node call by call.
+   */
+  takesBatches = true;
+
   get usable(): boolean {
     const s = this.state;
     return s === 'up' || (s === 'unknown' && !this.verify);

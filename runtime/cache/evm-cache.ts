@@ -141,7 +141,7 @@ export class EvmCache {
     } finally {
       // Sent even if taking a call apart threw: other clients may have joined them.
       this.gathering = null;
-      if (this.batching) for (const f of gathered) f.start(f.body);
+      if (this.batching) for (const f of gathered) this.enqueue(f);
       else this.together(gathered);
     }
     if (batch.parts === 0) return null;
@@ -313,7 +313,7 @@ export class EvmCache {
 
   /** At most this many misses of one turn go upstream in one batch (cache.batch); 1: each alone. */
   readonly batchMax: number;
-  /** The upstreams batches of misses go to: those that have not refused one; null once none is left. */
+  /** The upstreams batches of misses go to, those that take batches (Upstream.takesBatches); null once none is left. */
   private batchGroup: UpstreamGroup | null;
   /** While a client's batch is taken apart: its new flights, sent together after. */
   gathering: Flight[] | null = null;
@@ -343,9 +343,23 @@ export class EvmCache {
 
   /** Misses sent as one batch, to an upstream that takes batches; each alone when there is none (or one miss). */
   together(flights: Flight[]): void {
-    const g = this.batchGroup;
+    const g = this.batchTakers();
     if (flights.length > 1 && g !== null && g.all.some((u) => u.usable)) new MissBatch(this, flights, g).start();
     else for (const f of flights) f.send();
+  }
+
+  /**
+   * batchGroup, without the upstreams found since to take no batches (by a
+   * batch of misses, the health check or the head poll), each logged once.
+   */
+  private batchTakers(): UpstreamGroup | null {
+    const g = this.batchGroup;
+    if (g === null || g.all.every((u) => u.takesBatches)) return g;
+    const left = g.all.filter((u) => u.takesBatches);
+    this.batchGroup = left.length === 0 ? null : new UpstreamGroup(left);
+    const msg = left.length === 0 ? 'upstream takes no batches: cache misses now go one by one' : "upstream takes no batches: batches of cache misses now go to the chain's other upstreams";
+    for (const u of g.all) if (!u.takesBatches) this.log.warn({ event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name }, msg);
+    return this.batchGroup;
   }
 
   /** Sends a call or a batch of them to the chain's upstreams; `to` gets the answer held whole. */
@@ -369,16 +383,10 @@ export class EvmCache {
     ).start();
   }
 
-  /** An upstream answered a batch with something else: it gets no more batches (the chain's others still do). */
-  batchRefused(u: Upstream, status: number): void {
-    const g = this.batchGroup;
-    if (g === null || !g.all.includes(u)) return;
-    const left = g.all.filter((v) => v !== u);
-    this.batchGroup = left.length === 0 ? null : new UpstreamGroup(left);
-    this.log.warn(
-      { event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name, status },
-      left.length === 0 ? 'upstream did not answer a batch: cache misses now go one by one' : "upstream did not answer a batch: batches of cache misses now go to the chain's other upstreams",
-    );
+  /** An upstream answered a batch of misses with something else: it gets no more batches (the chain's others still do). */
+  batchRefused(u: Upstream): void {
+    u.takesBatches = false;
+    this.batchTakers();
   }
 }
 
@@ -557,7 +565,7 @@ class MissBatch implements ForwardTarget {
     // Not a batch answer (a node that takes no batches answers one error, or a 4xx): each goes alone, and so do later
     // misses. A 429 is the node's rate limit, not a refusal of batches: each goes alone this time only.
     if (items === null) {
-      if (r.status !== 429) this.cache.batchRefused(r.upstream, r.status);
+      if (r.status !== 429) this.cache.batchRefused(r.upstream);
       for (const f of flights) f.send();
       return;
     }

@@ -29,9 +29,6 @@ export interface HeadProbe {
   apart?(u: Upstream): readonly { readonly path: string; readonly method: 'GET' | 'POST'; readonly body?: Buffer | string }[];
 }
 
-/** Upstreams that take no batches: polled call by call. */
-const POLLED_APART = new WeakSet<Upstream>();
-
 /** Canonical hashes of final blocks kept at most (the oldest learned go first). */
 const MAX_CANONICAL = 8192;
 
@@ -90,12 +87,12 @@ export class ChainHead {
     try {
       const apart = this.probe.apart?.(u);
       let doc: unknown;
-      if (apart !== undefined && POLLED_APART.has(u)) doc = await Promise.all(apart.map((r) => this.send(u, r)));
+      if (apart !== undefined && !u.takesBatches) doc = await Promise.all(apart.map((r) => this.send(u, r)));
       else {
         doc = await this.send(u, this.probe.request(u));
         // One object for a batch: a node that takes no batches. Asked call by call, now and from then on.
         if (apart !== undefined && doc !== null && !Array.isArray(doc)) {
-          POLLED_APART.add(u);
+          u.takesBatches = false;
           doc = await Promise.all(apart.map((r) => this.send(u, r)));
         }
       }

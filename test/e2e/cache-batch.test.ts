@@ -8,10 +8,9 @@
 // and against two stand-in nodes: one that takes no batches, one that leaves
 // an item out, answers out of order and answers one call with an error.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect } from 'node:net';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type PipelinedAnswer, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.ts';
 import { close, createSafeServer, listen, parseJson, record } from '../support/http.ts';
@@ -35,7 +34,7 @@ let noBatch: StandIn;
 let partial: StandIn;
 let failing: StandIn;
 let limited: StandIn;
-/** A chain with two nodes: one takes no batches, one does. */
+/** A chain with two nodes: one refuses batches of misses (takes the head poll's two calls), one takes them. */
 let mixedNo: StandIn;
 let mixedYes: StandIn;
 /** Batches the rate-limited stand-in still answers with a 429. */
@@ -96,7 +95,8 @@ beforeAll(async () => {
   failing = await startStandIn(() => ({ error: 'overloaded' }), 503);
   // Rate-limits batches with a 429 (a JSON-RPC error) while limitedBatches > 0, then takes them.
   limited = await startStandIn((items) => items.map(standInAnswer), () => (limitedBatches-- > 0 ? 429 : 200));
-  mixedNo = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch requests are not supported' } }), 200, true);
+  // Takes the head poll's batch of two, refuses larger ones (as a provider with a small batch limit does).
+  mixedNo = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch too large' } }));
   mixedYes = await startStandIn((items) => items.map(standInAnswer));
   const built = await buildManifest(
     'cache-batch',
@@ -131,48 +131,9 @@ afterAll(async () => {
   await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server), failing && close(failing.server), limited && close(limited.server), mixedNo && close(mixedNo.server), mixedYes && close(mixedYes.server)]);
 });
 
-interface Answer {
-  status: number;
-  xCache: string;
-  /** The body as sent. */
-  text: string;
-}
-
-/**
- * Sends every body to `path` pipelined on one connection, in one write, and
- * reads the answers in order (HTTP/1.1 answers pipelined requests in order).
- */
-function pipelined(path: string, bodies: readonly string[]): Promise<Answer[]> {
-  const port = gw.ports.rpc!;
-  const wire = bodies
-    .map((b) => `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nX-API-Key: ${KEY}\r\nContent-Length: ${Buffer.byteLength(b)}\r\n\r\n${b}`)
-    .join('');
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    let buf = Buffer.alloc(0);
-    const answers: Answer[] = [];
-    socket.on('connect', () => socket.write(wire));
-    socket.on('data', (chunk: Buffer) => {
-      buf = Buffer.concat([buf, chunk]);
-      for (;;) {
-        const end = buf.indexOf('\r\n\r\n');
-        if (end === -1) break;
-        const head = buf.toString('latin1', 0, end).split('\r\n');
-        const headers = new Map(head.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
-        const length = Number(headers.get('content-length'));
-        if (!Number.isInteger(length)) return reject(new Error(`an answer without Content-Length: ${head.join(' | ')}`));
-        if (buf.length < end + 4 + length) break;
-        answers.push({ status: Number(head[0]!.split(' ')[1]), xCache: headers.get('x-cache') ?? '', text: buf.toString('utf8', end + 4, end + 4 + length) });
-        buf = buf.subarray(end + 4 + length);
-        if (answers.length === bodies.length) {
-          socket.end();
-          return resolve(answers);
-        }
-      }
-    });
-    socket.on('error', reject);
-    socket.on('close', () => answers.length < bodies.length && reject(new Error(`connection closed after ${answers.length} of ${bodies.length} answers`)));
-  });
+/** Pipelined to the gateway's rpc listener with the test's key (harness.ts). */
+function pipelined(path: string, bodies: readonly string[]): Promise<PipelinedAnswer[]> {
+  return pipelinedRequests(gw.ports.rpc!, path, KEY, bodies);
 }
 
 /** The JSON-RPC calls in recorded request bodies, batches flattened. */
@@ -283,26 +244,25 @@ describe('cache.batch: misses of one turn go to the node together', () => {
     );
   });
 
-  it('a node that takes no batches: the calls go alone, and the chain stops batching', { timeout: 30_000 }, async () => {
-    const bodies = [1, 2, 3, 4, 5].map((n) => `{"jsonrpc":"2.0","id":${n},"method":"eth_getBalance","params":["0x${String(n).padStart(2, '0').repeat(20)}","latest"]}`);
-    const refused = gw.nextLog((e) => e.event === 'upstream_refused_batch');
-    const answers = await pipelined('/nobatch', bodies);
+  it('a node that takes no batches, as its head poll showed: no batch of misses is ever sent to it, the calls go alone, logged once', { timeout: 30_000 }, async () => {
+    const call = (n: number) => `{"jsonrpc":"2.0","id":${n},"method":"eth_getBalance","params":["0x${String(n).padStart(2, '0').repeat(20)}","latest"]}`;
+    const refused = gw.nextLog((e) => e.event === 'upstream_refused_batch' && e.chain === 'nobatch');
+    const before = noBatch.bodies.length;
+    const answers = await pipelined('/nobatch', [1, 2, 3, 4, 5].map(call));
     answers.forEach((x, i) => {
       expect(x.status).toBe(200);
+      expect(x.xCache).toBe('MISS');
       expect(JSON.parse(x.text)).toEqual(standInAnswer({ id: i + 1, params: [`0x${String(i + 1).padStart(2, '0').repeat(20)}`] }));
     });
     expect(await refused).toMatchObject({ chain: 'nobatch', level: 'warn' });
-    const first = noBatch.bodies.length;
-    expect(noBatch.bodies.filter(Array.isArray).length).toBeGreaterThan(0);
-    expect(callsIn(noBatch.bodies.filter((b) => !Array.isArray(b)))).toHaveLength(5);
-
-    // From now on each miss goes alone at once.
-    const more = [6, 7, 8].map((n) => `{"jsonrpc":"2.0","id":${n},"method":"eth_getBalance","params":["0x${String(n).padStart(2, '0').repeat(20)}","latest"]}`);
-    const later = await pipelined('/nobatch', more);
-    for (const x of later) expect(x.xCache).toBe('MISS');
-    const after = noBatch.bodies.slice(first);
-    expect(after).toHaveLength(3);
-    expect(after.some(Array.isArray)).toBe(false);
+    // The head poll had learned it (its own batch got one object): the five calls went alone, none in a batch.
+    const got = noBatch.bodies.slice(before);
+    expect(got).toHaveLength(5);
+    expect(got.some(Array.isArray)).toBe(false);
+    const later = await pipelined('/nobatch', [6, 7, 8].map(call));
+    for (const x of later) expect(x.status).toBe(200);
+    expect(noBatch.bodies.slice(before + 5).some(Array.isArray)).toBe(false);
+    expect(gw.lines.filter((l) => l.includes('"upstream_refused_batch"') && l.includes('"nobatch"'))).toHaveLength(1);
   });
 
   it('a batch that fails fails every call in it, in the JSON-RPC envelope, logged once; the chain goes on batching', { timeout: 30_000 }, async () => {
@@ -349,11 +309,11 @@ describe('cache.batch: misses of one turn go to the node together', () => {
     expect(gw.lines.some((l) => l.includes('"upstream_refused_batch"') && l.includes('"limited"'))).toBe(false);
   });
 
-  it('two nodes, one of which takes no batches: once it refused one, batches go only to the other, singles to both', { timeout: 30_000 }, async () => {
+  it('two nodes, one of which refuses batches of misses: once it refused one, batches go only to the other, singles to both', { timeout: 30_000 }, async () => {
     await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="mixed"}')) === 16, "the gateway knows the mixed chain's head");
     let n = 100;
     const round = () => [0, 1, 2].map(() => n++).map((k) => `{"jsonrpc":"2.0","id":${k},"method":"eth_getBalance","params":["0x${String(k).padStart(4, '0').repeat(10)}","latest"]}`);
-    const check = (answers: Answer[], bodies: string[]) =>
+    const check = (answers: PipelinedAnswer[], bodies: string[]) =>
       answers.forEach((x, i) => {
         expect(x.status).toBe(200);
         const call = JSON.parse(bodies[i]!) as { id: number; params: string[] };

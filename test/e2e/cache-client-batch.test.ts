@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { close, createSafeServer, listen, parseJson, record } from '../support/http.ts';
@@ -219,30 +219,30 @@ describe('a client batch on a cached chain: each call takes part', () => {
     expect((proxy.requests[since]!.json as Call[]).map((c) => c.method)).toEqual(['eth_estimateGas', 'eth_chainId']);
   });
 
-  it('a call of a batch joins the same call in flight (COALESCED): the node is asked once', { timeout: 60_000 }, async () => {
+  it('a batch whose calls join a call in flight or hit says COALESCED: the node is asked once', { timeout: 60_000 }, async () => {
     const addr = '0x' + '00'.repeat(18) + 'c0de';
-    const single = fetch(gw.url('rpc', '/held'), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
-      body: JSON.stringify(call('solo', 'eth_getBalance', [addr, 'latest'])),
-    }).then(async (r) => ({ xCache: r.headers.get('x-cache'), body: await r.json() }));
-    await until(async () => held.length === 1, 'the single call is held upstream');
+    // eth_chainId kept (the holder answers it at once), so the batch's second call is a hit.
+    expect((await batch('/held', call(1, 'eth_chainId', []))).xCache).toBe('MISS');
     const calledBefore = holderCalls.length;
-    const inBatch = batch('/held', [call(7, 'eth_getBalance', [addr, 'latest']), call(8, 'eth_chainId', [])]);
-    // The batch's eth_chainId is a miss of its own (answered at once); its eth_getBalance waits with the single call.
-    await until(async () => holderCalls.length === calledBefore + 1, 'the batch\'s other call reached the node');
-    expect(held).toHaveLength(1);
+    // The lone call and the batch in one write: the gateway reads both in one turn, so the batch's
+    // eth_getBalance finds the lone call's flight, which the holder keeps until the test lets it answer.
+    const both = pipelinedRequests(gw.ports.rpc!, '/held', KEY, [
+      JSON.stringify(call('solo', 'eth_getBalance', [addr, 'latest'])),
+      JSON.stringify([call(7, 'eth_getBalance', [addr, 'latest']), call(8, 'eth_chainId', [])]),
+    ]);
+    await until(async () => held.length === 1, 'the lone call is held upstream');
     held.shift()!();
-    const [s, b] = await Promise.all([single, inBatch]);
-    expect(s).toEqual({ xCache: 'MISS', body: { jsonrpc: '2.0', id: 'solo', result: '0xc0de' } });
-    expect(b.xCache).toBe('MISS');
-    expect(b.body).toEqual([
+    const [s, b] = await both;
+    expect(s!.xCache).toBe('MISS');
+    expect(JSON.parse(s!.text)).toEqual({ jsonrpc: '2.0', id: 'solo', result: '0xc0de' });
+    expect(b!.xCache).toBe('COALESCED');
+    expect(JSON.parse(b!.text)).toEqual([
       { jsonrpc: '2.0', id: 7, result: '0xc0de' },
       { jsonrpc: '2.0', id: 8, result: '0x5208' },
     ]);
-    const balanceCalls = (holderCalls as unknown[]).flatMap((d) => (Array.isArray(d) ? d : [d])).filter((c) => (c as Call).method === 'eth_getBalance' && JSON.stringify((c as Call).params).includes('c0de'));
-    expect(balanceCalls).toHaveLength(1);
-    // Both now from memory; the batch whose every call joined or hit says so.
+    // One call reached the node: the lone one.
+    expect(holderCalls.slice(calledBefore)).toEqual([call('solo', 'eth_getBalance', [addr, 'latest'])]);
+    // Now from memory.
     const again = await batch('/held', [call(9, 'eth_getBalance', [addr, 'latest'])]);
     expect(again.xCache).toBe('HIT');
   });
@@ -277,7 +277,7 @@ describe('a client batch on a cached chain: each call takes part', () => {
     expect(after.hits - before.hits).toBe(3);
   });
 
-  it('costs a chain without the cache nothing: its batch goes to the node whole, with no X-Cache', async () => {
+  it('a chain with cache: off sends a batch to the node whole, byte for byte, every time, with no X-Cache', async () => {
     const since = proxy.requests.length;
     const body = '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]},{"jsonrpc":"2.0","id":2,"method":"eth_chainId","params":[]}]';
     await batch('/nocache', body);

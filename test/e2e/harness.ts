@@ -1,6 +1,7 @@
 // Builds a manifest into a server file with the real CLI and runs it as a
 // child process, the way ops do. Readiness is the server's own `started` log
 // line, which carries the ports it bound (manifests here use port 0).
+import { connect } from 'node:net';
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { createHash, randomBytes } from 'node:crypto';
@@ -196,6 +197,50 @@ export function rawRequest(
     );
     req.on('error', reject);
     req.end(opts.body);
+  });
+}
+
+export interface PipelinedAnswer {
+  status: number;
+  xCache: string;
+  /** The body as sent. */
+  text: string;
+}
+
+/**
+ * POSTs every body to `path` pipelined on one connection, in one write (so a
+ * gateway reads them in one turn of its event loop), with `key` as X-API-Key,
+ * and reads the answers in order (HTTP/1.1 answers pipelined requests in order).
+ */
+export function pipelinedRequests(port: number, path: string, key: string, bodies: readonly string[]): Promise<PipelinedAnswer[]> {
+  const wire = bodies
+    .map((b) => `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nX-API-Key: ${key}\r\nContent-Length: ${Buffer.byteLength(b)}\r\n\r\n${b}`)
+    .join('');
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0);
+    const answers: PipelinedAnswer[] = [];
+    socket.on('connect', () => socket.write(wire));
+    socket.on('data', (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end === -1) break;
+        const head = buf.toString('latin1', 0, end).split('\r\n');
+        const headers = new Map(head.slice(1).map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+        const length = Number(headers.get('content-length'));
+        if (!Number.isInteger(length)) return reject(new Error(`an answer without Content-Length: ${head.join(' | ')}`));
+        if (buf.length < end + 4 + length) break;
+        answers.push({ status: Number(head[0]!.split(' ')[1]), xCache: headers.get('x-cache') ?? '', text: buf.toString('utf8', end + 4, end + 4 + length) });
+        buf = buf.subarray(end + 4 + length);
+        if (answers.length === bodies.length) {
+          socket.end();
+          return resolve(answers);
+        }
+      }
+    });
+    socket.on('error', reject);
+    socket.on('close', () => answers.length < bodies.length && reject(new Error(`connection closed after ${answers.length} of ${bodies.length} answers`)));
   });
 }
 
