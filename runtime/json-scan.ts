@@ -41,6 +41,45 @@ export function nestsDeeper(b: Buffer, limit: number): boolean {
   return false;
 }
 
+/**
+ * Does the JSON text name a key twice in one object, at any depth? `doc` is
+ * what JSON.parse made of `b[start, end)`: JSON.parse keeps the last of two
+ * keys, Go's encoding/json does too, serde refuses the text, and a parser that
+ * keeps the first reads another call out of the same bytes. So text with a
+ * duplicate key is never forwarded as it came, nor cached by what JSON.parse
+ * read. It compares the members the text has (colons outside strings: in JSON
+ * a colon outside a string separates a key from its value) with those of the
+ * parsed document, without recursion. The text must be valid JSON (it parsed).
+ */
+export function hasDuplicateKeys(b: Buffer, doc: unknown, start = 0, end = b.length): boolean {
+  let inText = 0;
+  for (let i = start; i < end; i++) {
+    const c = b[i]!;
+    if (c === QUOTE) {
+      for (i++; i < end; i++) {
+        const s = b[i]!;
+        if (s === BACKSLASH) i++;
+        else if (s === QUOTE) break;
+      }
+    } else if (c === COLON) inText++;
+  }
+  let parsed = 0;
+  const stack: unknown[] = [doc];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (v === null || typeof v !== 'object') continue;
+    if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+      continue;
+    }
+    for (const k of Object.keys(v)) {
+      parsed++;
+      stack.push((v as Record<string, unknown>)[k]);
+    }
+  }
+  return parsed !== inText;
+}
+
 function skipWs(b: Buffer, p: number): number {
   const n = b.length;
   while (p < n) {

@@ -19,7 +19,7 @@
 import type { Logger } from '../log.ts';
 import { HEALTH_AGENT, UpstreamGroup } from '../upstream.ts';
 import type { Exchange } from '../exchange.ts';
-import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Forward, type ForwardResult, type ForwardTarget, type Verdict } from '../proxy.ts';
 import type { CacheSpec, EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
@@ -192,6 +192,9 @@ export class EvmCache {
     } catch {
       return false;
     }
+    // Params that name a key twice (the guard's fast path forwards them as sent when it checks no params) may mean
+    // another block to the node than to JSON.parse: such a call is forwarded, never kept or coalesced.
+    if (hasDuplicateKeys(b, doc)) return false;
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
     const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, m, idJson, idStart, idEnd);

@@ -11,6 +11,7 @@
 import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn, type ValidatorTables } from '../validators.ts';
 import { paramSpans } from './evm-fast.ts';
+import { hasDuplicateKeys } from '../json-scan.ts';
 
 export interface EvmParamsCheck {
   /** Allowed method -> its validator; null for a method the OpenRPC document does not describe (limits only). */
@@ -46,8 +47,11 @@ export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: st
         params = EMPTY; // `[]`
       } else {
         if (buf[s] !== 0x5b) return false; // by name: the general path explains
-        params = flatArray(buf, s) ?? JSON.parse((buf as LatinSlice).latin1Slice(s, e));
+        const flat = flatArray(buf, s);
+        params = flat ?? JSON.parse((buf as LatinSlice).latin1Slice(s, e));
         if (limitsError(params, check.limits) !== null) return false;
+        // An object that names a key twice: the general path sends the node what was checked, re-serialized.
+        if (flat === null && hasDuplicateKeys(buf, params, s, e)) return false;
       }
     }
     if (validate !== null && !validate(params)) return false;

@@ -24,7 +24,7 @@ import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { close, listen } from '../support/http.ts';
@@ -94,6 +94,7 @@ methodSets:
 chains:
   - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
   - { path: cdn, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${CDN_URL}"] }
+  - { path: unchecked, interface: evm-jsonrpc, listener: rpc, methods: evm, validate: off, upstreams: ["\${ETH_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'oracle', key: KEY }]));
@@ -592,6 +593,36 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     const esc = await send('"\\u00e9t\\u00e9"');
     expect(esc.xCache).toBe('HIT');
     expect(JSON.parse(esc.text)).toEqual({ jsonrpc: '2.0', id: 'été', result: '0x1' });
+  });
+
+  it('a call that names a key twice is kept only as what was checked: re-serialized where params are checked, never kept where they are not', async () => {
+    // EIP-1898 with blockNumber twice: JSON.parse (and geth) read block 1, a parser that keeps the first key reads latest.
+    const body = `{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["${accounts[0]}",{"blockNumber":"latest","blockNumber":"0x1"}]}`;
+    const send = async (chain: string) => {
+      const res = await fetch(gw.url('rpc', `/${chain}`), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body });
+      return { xCache: res.headers.get('x-cache'), json: (await res.json()) as GwAnswer['body'] };
+    };
+    const atBlock1 = (await anvil.rpc('eth_getBalance', [accounts[0], '0x1'])).result;
+    // Once the gateway knows anvil's finalized block, what it keeps of block 1 is kept for good (no head move drops it).
+    const fin = hexToNum(((await anvil.rpc('eth_getBlockByNumber', ['finalized', false])).result as { number: string }).number);
+    await until(async () => (await metric('gateway_cache_finalized_block')) === fin, "the gateway's finalized block");
+    // Checked chain: the node gets the call that was checked, once-keyed, and that is what is kept.
+    let before = proxy.requests.length;
+    const first = await send('ethereum');
+    expect(first).toMatchObject({ xCache: 'MISS', json: { id: 1, result: atBlock1 } });
+    const balances = (from: number) => proxy.requests.slice(from).map((r) => r.body.toString('utf8')).filter((t) => t.includes('eth_getBalance'));
+    const sent = balances(before);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.match(/"blockNumber"/g)).toHaveLength(1);
+    expect(JSON.parse(sent[0]!).params[1]).toEqual({ blockNumber: '0x1' });
+    expect(await send('ethereum')).toMatchObject({ xCache: 'HIT', json: { id: 1, result: atBlock1 } });
+    expect(balances(before)).toHaveLength(1);
+    // validate: off: the bytes go as sent, and the cache neither keeps nor coalesces them.
+    before = proxy.requests.length;
+    const a = await send('unchecked');
+    const b = await send('unchecked');
+    expect([a.xCache, b.xCache]).toEqual(['BYPASS', 'BYPASS']);
+    expect(balances(before)).toEqual([body, body]);
   });
 
   it('never coalesces or keeps writes (X-Cache: BYPASS); a batch\'s calls take part one by one (cache-client-batch.test.ts)', async () => {

@@ -133,6 +133,34 @@ describe('EVM params against the OpenRPC examples, on real anvil', () => {
     expect(proxy.requests).toHaveLength(0);
   });
 
+  it('a key named twice: the value checked is the value the node gets, once (a parser that keeps the first key reads nothing unchecked)', async () => {
+    const addr = '0x' + 'ab'.repeat(20);
+    // In the transaction object, and at the top; the first value malformed, the last (what JSON.parse reads) valid.
+    const nested = `{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"${addr}","data":"0xZZ","data":"0x"},"latest"]}`;
+    const top = `{"jsonrpc":"2.0","id":2,"method":"eth_call","params":[{"to":"0x12"},"latest"],"params":[{"to":"${addr}","data":"0x"},"latest"]}`;
+    const batch = `[${nested},${top}]`;
+    proxy.clear();
+    for (const body of [nested, top, batch]) {
+      const r = await rpc('ethereum', body);
+      expect(r.status, body).toBe(200);
+      const items = (Array.isArray(r.json()) ? r.json() : [r.json()]) as { result?: string; error?: unknown }[];
+      for (const it of items) expect(it, body).toMatchObject({ result: '0x' });
+    }
+    const sent = proxy.requests.map((r) => r.body!.toString('utf8'));
+    expect(sent).toHaveLength(3);
+    for (const t of sent) {
+      expect(t).not.toMatch(/0xZZ|"0x12"/);
+      const calls = t.startsWith('[') ? (JSON.parse(t) as unknown[]) : [JSON.parse(t)];
+      expect(t.match(/"params"/g)).toHaveLength(calls.length);
+      expect(t.match(/"data"/g)).toHaveLength(calls.length);
+    }
+    // The other way round (the last value malformed): refused at the edge, nothing forwarded.
+    proxy.clear();
+    const bad = await rpc('ethereum', `{"jsonrpc":"2.0","id":3,"method":"eth_call","params":[{"to":"${addr}","data":"0x","data":"0xZZ"},"latest"]}`);
+    expect(bad.json()).toMatchObject({ id: 3, error: { code: -32602, data: { path: '/0/data' } } });
+    expect(proxy.requests).toHaveLength(0);
+  });
+
   it('a batch gets the error per item, and its valid items still go to the node, in one request', async () => {
     proxy.clear();
     const addr = '0x' + 'cd'.repeat(20);

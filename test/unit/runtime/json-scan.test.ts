@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer, valueEnd } from '../../../runtime/json-scan.ts';
+import { hasDuplicateKeys, MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer, valueEnd } from '../../../runtime/json-scan.ts';
 import { checkEvmBodyGeneral, mergeBatch, type BatchMerge } from '../../../runtime/guards/evm.ts';
 
 const b = (s: string) => Buffer.from(s);
@@ -43,6 +43,42 @@ describe('valueEnd', () => {
     expect(valueEnd(text, 0, 200_000)).toBe(text.length);
     expect(valueEnd(text, 0, 99_999)).toBe(-1);
     expect(valueEnd(b(deep(3)), 0, 3)).toBe(7);
+  });
+});
+
+describe('hasDuplicateKeys', () => {
+  const dup = (t: string, start?: number, end?: number) => hasDuplicateKeys(b(t), JSON.parse(t.slice(start, end)), start, end);
+
+  it('finds a key named twice in one object, at any depth, however the strings around it look', () => {
+    for (const t of [
+      '{"a":1,"a":2}',
+      '{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[1],"params":[2]}',
+      '{"id":1,"id":1}', // the same value twice is still two keys
+      '[{"x":{"y":[{"z":1,"z":1}]}}]',
+      '{"p":["a:b","c\\":d"],"q":{"k":"v","k":"w"}}', // colons and escaped quotes inside strings
+      '{"__proto__":1,"__proto__":2}',
+      '{"a\u0062":1,"ab":2}', // one key, spelled two ways
+    ]) expect(dup(t), t).toBe(true);
+    for (const t of ['{}', '[]', '1', '"a:b"', '{"a":{"a":{"a":1}}}', '[{"a":1},{"a":1}]', '{"k":"\\":"}', '{"__proto__":{"x":1}}', '{"a:b":"c:d"}']) {
+      expect(dup(t), t).toBe(false);
+    }
+  });
+
+  it('reads only the span it is given', () => {
+    const t = '{"params":[{"to":"0x1","to":"0x2"}],"id":1}';
+    const s = t.indexOf('[');
+    const e = t.indexOf(']') + 1;
+    expect(dup(t, s, e)).toBe(true);
+    const outer = '{"a":1,"params":[{"to":1}],"a":2}';
+    expect(dup(outer, outer.indexOf('['), outer.indexOf(']') + 1)).toBe(false);
+    expect(hasDuplicateKeys(b(outer), JSON.parse(outer))).toBe(true);
+  });
+
+  it('never finds one in what JSON.stringify writes', () => {
+    fc.assert(fc.property(fc.jsonValue(), (v) => {
+      const t = JSON.stringify(v);
+      expect(hasDuplicateKeys(b(t), JSON.parse(t))).toBe(false);
+    }));
   });
 });
 
