@@ -31,11 +31,10 @@ import { SharedTier, type Parts } from './shared.ts';
 import { isCacheable, scopeOf, type Located, type Scope } from './policy.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
 
-const POLL_TAG = Buffer.from(
-  '[{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]},{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["finalized",false]}]',
-);
 const POLL_LATEST = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}');
 const POLL_FINALIZED = Buffer.from('{"jsonrpc":"2.0","id":2,"method":"eth_getBlockByNumber","params":["finalized",false]}');
+const POLL_SAFE = Buffer.from('{"jsonrpc":"2.0","id":3,"method":"eth_getBlockByNumber","params":["safe",false]}');
+const POLL_TAG = Buffer.concat([Buffer.from('['), POLL_LATEST, Buffer.from(','), POLL_FINALIZED, Buffer.from(','), POLL_SAFE, Buffer.from(']')]);
 const NULL = Buffer.from('null');
 const EMPTY = Buffer.alloc(0);
 
@@ -607,7 +606,12 @@ function locate(result: Buffer, located: Located): { number: number; hash: strin
   return number >= 0 && typeof hash === 'string' ? { number, hash } : null;
 }
 
-/** How an EVM chain's head is asked for: the latest block, and the finalized one (or `depth` blocks below the latest). */
+/**
+ * How an EVM chain's head is asked for: the latest block, and the finalized and
+ * safe ones (or, with `depth`, the finalized block is that many below the
+ * latest, and there is no safe one). A node without the safe tag answers it
+ * with an error: its safe block stays unknown.
+ */
 function evmProbe(depth: number | null): HeadProbe {
   const body = depth === null ? POLL_TAG : POLL_LATEST;
   return {
@@ -618,6 +622,7 @@ function evmProbe(depth: number | null): HeadProbe {
           apart: (u: Upstream) => [
             { path: u.rpcPath, method: 'POST' as const, body: POLL_LATEST },
             { path: u.rpcPath, method: 'POST' as const, body: POLL_FINALIZED },
+            { path: u.rpcPath, method: 'POST' as const, body: POLL_SAFE },
           ],
         }
       : {}),
@@ -626,8 +631,9 @@ function evmProbe(depth: number | null): HeadProbe {
       const latest = answers.find((a) => a?.id === 1)?.result;
       const number = quantity(latest?.number);
       if (number < 0 || typeof latest?.hash !== 'string') return null;
-      const finalized = depth === null ? quantity(answers.find((a) => a?.id === 2)?.result?.number) : number - depth;
-      return { number, hash: latest.hash, finalized };
+      if (depth !== null) return { number, hash: latest.hash, finalized: number - depth };
+      const tag = (id: number) => quantity(answers.find((a) => a?.id === id)?.result?.number);
+      return { number, hash: latest.hash, finalized: tag(2), safe: tag(3) };
     },
   };
 }

@@ -1,8 +1,10 @@
 // A chain's head as its cache knows it: every usable upstream is polled for
-// its head (number and hash) and its finalized block; the chain's head is the
-// highest any of them reports, and its finalized block the lowest. Any change
-// of the head's number or hash starts a new epoch: answers bound to the head
-// carry the epoch they were kept under and die with it.
+// its head (number and hash) and its finalized (and safe) block; the chain's
+// head is the highest any of them reports, its finalized and safe blocks the
+// lowest. Any change of the head's number or hash, or of the finalized or safe
+// block, starts a new epoch: answers bound to the head (those at `latest`,
+// `safe` and `finalized` among them) carry the epoch they were kept under and
+// die with it, so an answer for a tag never outlives the block it resolved to.
 //
 // Each interface says how to ask (HeadProbe); the rules are the same for all.
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
@@ -14,6 +16,8 @@ export interface HeadReport {
   readonly number: number;
   readonly hash: string;
   readonly finalized: number;
+  /** Its `safe` block, where the interface has one (-1 or absent: unknown). */
+  readonly safe?: number;
 }
 
 /** How to ask one upstream of an interface where its head is. */
@@ -36,10 +40,12 @@ export class ChainHead {
   /** The chain's best head: the highest number any usable upstream reports, with its hash ('' when they disagree). */
   number = -1;
   hash = '';
-  /** Bumped whenever the head's number or hash changes: entries bound to the head carry it. */
+  /** Bumped whenever the head's number or hash, or the finalized or safe block, changes: entries bound to the head carry it. */
   epoch = 0;
   /** Lowest finalized block of the usable upstreams; -1 while unknown (then nothing is final). */
   finalized = -1;
+  /** Lowest safe block of the usable upstreams; -1 while one of them reports none. */
+  safe = -1;
   /** Polls settled so far. */
   seq = 0;
   private readonly heads = new Map<Upstream, HeadReport>();
@@ -123,6 +129,7 @@ export class ChainHead {
     let number = -1;
     let hash = '';
     let finalized = Number.MAX_SAFE_INTEGER;
+    let safe = Number.MAX_SAFE_INTEGER;
     let known = 0;
     for (const [u, h] of this.heads) {
       if (!u.usable) continue;
@@ -132,14 +139,23 @@ export class ChainHead {
         hash = h.hash;
       } else if (h.number === number && h.hash !== hash) hash = ''; // they disagree: no upstream is "at the head"
       finalized = Math.min(finalized, h.finalized);
+      safe = Math.min(safe, h.safe ?? -1);
     }
-    this.finalized = known === 0 || finalized < 0 ? -1 : finalized;
-    this.stats.finalized = this.finalized;
+    finalized = known === 0 || finalized < 0 ? -1 : finalized;
+    safe = known === 0 || safe < 0 ? -1 : safe;
+    // The tags can move while the head stays (a checkpoint finalized in a slot without a block): their answers go too.
+    const tagsMoved = finalized !== this.finalized || safe !== this.safe;
+    this.finalized = finalized;
+    this.safe = safe;
+    this.stats.finalized = finalized;
     if (number !== this.number || hash !== this.hash) {
       this.number = number;
       this.hash = hash;
       this.stats.head = number;
       this.stats.headChanges++;
+      this.epoch++;
+      this.onEpoch();
+    } else if (tagsMoved) {
       this.epoch++;
       this.onEpoch();
     }
