@@ -155,7 +155,9 @@ const hasResult = (body: unknown): boolean =>
  * Every answer the gateway gave with status 200 for a served chain came from
  * an upstream (no cache in this manifest), so the upstreams saw at least that
  * many requests; and a good share of runs must be forwarded at all, or the
- * checks on what arrived prove nothing.
+ * checks on what arrived prove nothing. The floors sit some four standard
+ * deviations under what the generators give (paths and Rosetta bodies: 16-51
+ * of 2,000 across seeds; JSON-RPC bodies 150-190), so that any FC_SEED passes.
  */
 function checkForwarded(label: string, before: number, ok: number, floor: number): void {
   const forwarded = rig.arrivals() - before;
@@ -226,7 +228,7 @@ describe('property: hostile requests', () => {
       );
     }
     expect(heads).toBeGreaterThan(0);
-    checkForwarded('paths', before, ok, RUNS / 100);
+    checkForwarded('paths', before, ok, RUNS / 200);
     checkUpstreams();
     await stillAlive();
   });
@@ -265,7 +267,7 @@ describe('property: hostile requests', () => {
       }),
       { numRuns: RUNS },
     );
-    checkForwarded('Rosetta bodies', before, ok, RUNS / 100);
+    checkForwarded('Rosetta bodies', before, ok, RUNS / 200);
     checkUpstreams();
     await stillAlive();
   });
