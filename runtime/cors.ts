@@ -38,6 +38,7 @@ export class Cors {
       );
       if (!this.all) headers.push('vary', 'origin');
     }
+    if (x.cacheTag !== null) headers.push(...x.cacheTag);
     x.res.writeHead(204, headers);
     x.res.end();
   }

@@ -17,6 +17,7 @@ import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts'
 import { Cors } from './cors.ts';
 import { CacheStore } from './cache/store.ts';
 import { SharedTier } from './cache/shared.ts';
+import { X_CACHE, X_CACHE_LOG } from './cache/common.ts';
 import { ipList } from './key-policy.ts';
 import { isRedisStore, RedisKeyStore } from './keys-redis.ts';
 import { Usage } from './usage.ts';
@@ -35,6 +36,8 @@ interface Chain {
   readonly handler: RouteHandler;
   readonly envelope: Envelope;
   readonly metrics: RouteMetrics;
+  /** Whether it has a cache: then every answer, a preflight's too, carries X-Cache. */
+  readonly cached: boolean;
 }
 
 /** A listener's dispatch table: first path segment to chain, and the envelope for everything else. */
@@ -115,6 +118,7 @@ export class Gateway implements ExchangeHost {
           handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen, credits, usage: this.usage, validators: spec.validators }),
           envelope: moduleOf(route).envelope,
           metrics: counters,
+          cached: cache !== null && route.cache === true,
         });
       }
       this.dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
@@ -197,7 +201,13 @@ export class Gateway implements ExchangeHost {
         return x.fail(expect ? 'expectation-failed' : 'malformed-http');
       }
       if (chain === undefined) return this.ownRoute(path, x);
-      if (req.method === 'OPTIONS') return this.corsPolicy.preflight(x);
+      if (req.method === 'OPTIONS') {
+        if (chain.cached) {
+          x.cacheTag = X_CACHE.bypass;
+          x.cacheLog = X_CACHE_LOG.bypass;
+        }
+        return this.corsPolicy.preflight(x);
+      }
       x.handler = chain.handler;
       chain.handler.handle(x, slash === -1 ? '' : path.slice(slash), q === -1 ? '' : url.slice(q + 1));
     } catch (err) {

@@ -685,4 +685,15 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     expect(res.headers.get('x-served-by')).toBe('cdn-edge-1');
     expect(((await res.json()) as { result: string }).result).toBe('0x5208');
   });
+
+  it('every answer carries X-Cache, a CORS preflight\'s and the gateway\'s own refusals too', async () => {
+    const pre = await fetch(gw.url('rpc', '/ethereum'), { method: 'OPTIONS', headers: { origin: 'https://wallet.example', 'access-control-request-method': 'POST' } });
+    expect(pre.status).toBe(204);
+    expect(pre.headers.get('x-cache')).toBe('BYPASS');
+    const noKey = await fetch(gw.url('rpc', '/ethereum'), { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
+    expect(noKey.status).toBe(401);
+    expect(noKey.headers.get('x-cache')).toBe('BYPASS');
+    const refused = await fetch(gw.url('rpc', '/ethereum'), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_accounts"}' });
+    expect(refused.headers.get('x-cache')).toBe('BYPASS');
+  });
 });
