@@ -193,6 +193,11 @@ export class Gateway implements ExchangeHost {
       if (chain !== undefined) {
         x.metrics = chain.metrics;
         x.envelope = chain.envelope;
+        // Every answer of a cached chain says X-Cache; BYPASS until the cache takes part.
+        if (chain.cached) {
+          x.cacheTag = X_CACHE.bypass;
+          x.cacheLog = X_CACHE_LOG.bypass;
+        }
       }
       // HTTP/1.1 requires Host (RFC 9112 3.2); Node's own check is off, see start().
       if (expect || (req.headers.host === undefined && req.httpVersionMinor === 1)) {
@@ -201,13 +206,7 @@ export class Gateway implements ExchangeHost {
         return x.fail(expect ? 'expectation-failed' : 'malformed-http');
       }
       if (chain === undefined) return this.ownRoute(path, x);
-      if (req.method === 'OPTIONS') {
-        if (chain.cached) {
-          x.cacheTag = X_CACHE.bypass;
-          x.cacheLog = X_CACHE_LOG.bypass;
-        }
-        return this.corsPolicy.preflight(x);
-      }
+      if (req.method === 'OPTIONS') return this.corsPolicy.preflight(x);
       x.handler = chain.handler;
       chain.handler.handle(x, slash === -1 ? '' : path.slice(slash), q === -1 ? '' : url.slice(q + 1));
     } catch (err) {

@@ -13,7 +13,6 @@ import { splitQuery } from '../url.ts';
 import { forwardRequest } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 import { DocCache, type DocRules, type Keep } from '../cache/doc-cache.ts';
-import { X_CACHE, X_CACHE_LOG } from '../cache/common.ts';
 import type { HeadProbe } from '../cache/head.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
@@ -74,10 +73,6 @@ class BlockbookRoute implements RouteHandler {
   }
 
   handle(x: Exchange, rest: string, query: string): void {
-    if (this.cache !== null) {
-      x.cacheTag = X_CACHE.bypass;
-      x.cacheLog = X_CACHE_LOG.bypass;
-    }
     // `/<chain>/v2/...` or `/<chain>/<key>/v2/...`: a segment is a key only there.
     let pathKey: string | null = null;
     let after: string;

@@ -17,7 +17,6 @@ import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { CachedBatch, EvmCache } from '../cache/evm-cache.ts';
-import { X_CACHE, X_CACHE_LOG } from '../cache/common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
@@ -71,10 +70,6 @@ class EvmRoute implements RouteHandler {
   }
 
   handle(x: Exchange, rest: string, query: string): void {
-    if (this.cache !== null) {
-      x.cacheTag = X_CACHE.bypass;
-      x.cacheLog = X_CACHE_LOG.bypass;
-    }
     // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`: nothing else.
     let pathKey: string | null = null;
     if (rest.length > 1) {

@@ -16,7 +16,6 @@ import { forwardRequest, isHtml, NO_KEYS } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import { DocCache, type Keep } from '../cache/doc-cache.ts';
-import { X_CACHE, X_CACHE_LOG } from '../cache/common.ts';
 import type { HeadProbe } from '../cache/head.ts';
 
 const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
@@ -83,10 +82,6 @@ class RosettaRoute implements RouteHandler {
   }
 
   handle(x: Exchange, rest: string, query: string): void {
-    if (this.cache !== null) {
-      x.cacheTag = X_CACHE.bypass;
-      x.cacheLog = X_CACHE_LOG.bypass;
-    }
     // Rosetta takes the key in the header or the query only: a key-shaped
     // segment here is just an unknown endpoint.
     const endpoint = rest.length > 1 ? rest.slice(1) : '';

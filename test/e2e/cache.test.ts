@@ -24,7 +24,7 @@ import fc from 'fast-check';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, rawRequest, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { close, listen } from '../support/http.ts';
@@ -695,5 +695,9 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     expect(noKey.headers.get('x-cache')).toBe('BYPASS');
     const refused = await fetch(gw.url('rpc', '/ethereum'), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_accounts"}' });
     expect(refused.headers.get('x-cache')).toBe('BYPASS');
+    // Refused before the chain's own flow: an expectation the gateway does not take.
+    const expects = await rawRequest(gw.url('rpc', '/'), { method: 'POST', path: '/ethereum', headers: { 'x-api-key': KEY, expect: 'something-else' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
+    expect(expects.status).toBe(417);
+    expect(expects.headers['x-cache']).toBe('BYPASS');
   });
 });
