@@ -121,6 +121,9 @@ export class HealthChecker {
         // An upstream it brings back after the breaker opened is on trial: its
         // next failed request takes it out again, its next success clears the run.
         u.state = u.lagging ? 'down' : 'up';
+        // Back from down: the node may have been restarted, upgraded or reconfigured. If it refused batches, it is
+        // asked with one again (the next check, head poll or batch of misses learns the answer afresh).
+        if (before === 'down' && u.state === 'up' && !u.takesBatches) u.takesBatches = true;
       }
       this.metrics.upstream(route.path, u, best);
       if (before !== u.state && before !== 'unknown' && u.state !== 'wrong_chain') {

@@ -90,7 +90,8 @@ export class Upstream {
    * False once the node answered a JSON-RPC batch with something other than a
    * batch answer (it takes no batches). Learned by whichever asks first (the
    * health check, the cache's head poll, a batch of cache misses): from then on
-   * each of them asks this node call by call.
+   * each of them asks this node call by call, until the health checker sees it
+   * come back from down (then it is asked with a batch again).
    */
   takesBatches = true;
 

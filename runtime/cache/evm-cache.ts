@@ -325,7 +325,7 @@ export class EvmCache {
 
   /** Whether the misses of a turn wait for each other (cache.batch, and an upstream left that takes batches). */
   get batching(): boolean {
-    return this.batchMax > 1 && this.batchGroup !== null;
+    return this.batchMax > 1 && this.batchTakers() !== null;
   }
 
   /** Holds a miss until the end of this turn of the event loop, to go with the others. */
@@ -351,16 +351,26 @@ export class EvmCache {
   }
 
   /**
-   * batchGroup, without the upstreams found since to take no batches (by a
-   * batch of misses, the health check or the head poll), each logged once.
+   * The chain's upstreams that take batches (Upstream.takesBatches, learned by a batch of misses, the health check or
+   * the head poll; an upstream back from down is asked again), null when none does. Each change is logged once.
    */
   private batchTakers(): UpstreamGroup | null {
+    const all = this.group.all;
     const g = this.batchGroup;
-    if (g === null || g.all.every((u) => u.takesBatches)) return g;
-    const left = g.all.filter((u) => u.takesBatches);
-    this.batchGroup = left.length === 0 ? null : new UpstreamGroup(left);
-    const msg = left.length === 0 ? 'upstream takes no batches: cache misses now go one by one' : "upstream takes no batches: batches of cache misses now go to the chain's other upstreams";
-    for (const u of g.all) if (!u.takesBatches) this.log.warn({ event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name }, msg);
+    let takers = 0;
+    for (const u of all) if (u.takesBatches) takers++;
+    // The same upstreams as last time: the group holds only those that took batches when it was made.
+    if (g === null ? takers === 0 : takers === g.all.length && g.all.every((u) => u.takesBatches)) return g;
+    const had = new Set(g?.all);
+    this.batchGroup = takers === 0 ? null : takers === all.length ? this.group : new UpstreamGroup(all.filter((u) => u.takesBatches));
+    for (const u of all) {
+      if (!u.takesBatches && had.has(u)) {
+        const msg = takers === 0 ? 'upstream takes no batches: cache misses now go one by one' : "upstream takes no batches: batches of cache misses now go to the chain's other upstreams";
+        this.log.warn({ event: 'upstream_refused_batch', chain: this.route.path, upstream: u.name }, msg);
+      } else if (u.takesBatches && !had.has(u)) {
+        this.log.info({ event: 'upstream_batches_again', chain: this.route.path, upstream: u.name }, 'upstream back from down: batches of cache misses go to it again');
+      }
+    }
     return this.batchGroup;
   }
 
