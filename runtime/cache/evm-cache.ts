@@ -105,9 +105,7 @@ export class EvmCache {
    * takes part: the batch is forwarded as it is.
    */
   serveBatch(x: Exchange, body: Buffer | string, methods: readonly string[], merge: BatchMerge | null): CachedBatch | null {
-    let any = false;
-    for (const m of methods) if (isCacheable(m)) any = true;
-    if (!any) return null;
+    if (!methods.some(isCacheable)) return null;
     const b = typeof body === 'string' ? Buffer.from(body) : body;
     const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
     if (items === null || items.length !== methods.length) return null;
@@ -191,9 +189,10 @@ export class EvmCache {
     } catch {
       return false;
     }
-    // Params that name a key twice (the guard's fast path forwards them as sent when it checks no params) may mean
-    // another block to the node than to JSON.parse: such a call is forwarded, never kept or coalesced.
-    if (hasDuplicateKeys(b, doc)) return false;
+    // Params that name a key twice may mean another block to the node than to JSON.parse: such a call is forwarded,
+    // never kept or coalesced. Only a chain with validate: off sends them as they came (the guard's fast path reads
+    // no params there); where params are checked, what reaches this point names every key once.
+    if (!this.route.validate && hasDuplicateKeys(b, doc)) return false;
     const scope = scopeOf(method, doc.params);
     if (scope === null) return false;
     const f = new Flight(this, key, method, scope, this.head.epoch, this.head.seq, m, idJson, idStart, idEnd);
