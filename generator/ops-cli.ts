@@ -109,7 +109,7 @@ export async function probeManifest(
 ): Promise<ProbeReport> {
   // The runtime's modules, loaded only here: routes and check stay light.
   const { Upstream } = await import('../runtime/upstream.ts');
-  const { probeWithReason } = await import('../runtime/health.ts');
+  const { probeWithReason } = await import('../runtime/poller.ts');
   const { resolveTemplate } = await import('../runtime/env.ts');
   const env = opts.env ?? process.env;
   type Job = { chain: ChainModel; index: number };

@@ -11,6 +11,7 @@ import type { Logger } from './log.ts';
 import type { RouteMetrics } from './metrics.ts';
 import { endToEndHeaders, Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
+import type { RequestTracker } from './tracker.ts';
 
 export type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
 
@@ -25,15 +26,14 @@ export interface RouteHandler {
   stop?(): void;
 }
 
-/** What an exchange needs of the server that made it. */
-export interface ExchangeHost {
+/** What every exchange of a server shares: made once, it knows nothing of the server itself. */
+export interface ExchangeContext {
   readonly log: Logger;
-  readonly draining: boolean;
-  /** Adds the CORS headers for `origin` to a response's header list. */
-  cors(origin: string, out: string[]): void;
-  /** The response is over, finished or not. */
-  done(x: Exchange): void;
-  circuitOpen(u: Upstream): void;
+  /** Adds the CORS headers for `origin` to a response's header list (the manifest's policy). */
+  readonly cors: (origin: string, out: string[]) => void;
+  /** Requests under way: told when each is over, and whether the server drains. */
+  readonly tracker: RequestTracker;
+  readonly circuitOpen: (u: Upstream) => void;
 }
 
 export class Exchange implements ForwardTarget {
@@ -64,10 +64,10 @@ export class Exchange implements ForwardTarget {
   /** The forwarding under way, if any: cancelled when the client goes away. */
   forward: Forward | null = null;
   /** Runs once the response is over, finished or not. */
-  readonly closed = (): void => this.host.done(this);
+  readonly closed = (): void => this.host.tracker.done(this);
 
   constructor(
-    readonly host: ExchangeHost,
+    readonly host: ExchangeContext,
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
     none: RouteMetrics,
@@ -100,7 +100,7 @@ export class Exchange implements ForwardTarget {
     if (this.limitHeaders !== null) headers.push(...this.limitHeaders);
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, headers);
-    if (this.host.draining) headers.push('connection', 'close');
+    if (this.host.tracker.draining) headers.push('connection', 'close');
     res.writeHead(status, headers);
     res.end(status === 204 ? undefined : body);
   }
@@ -168,7 +168,7 @@ export class Exchange implements ForwardTarget {
     if (this.limitHeaders !== null) out.push(...this.limitHeaders);
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, out);
-    if (this.host.draining) out.push('connection', 'close');
+    if (this.host.tracker.draining) out.push('connection', 'close');
     this.res.writeHead(status, out);
   }
 

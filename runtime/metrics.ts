@@ -220,7 +220,7 @@ export class Metrics {
   /** Counts a chain's cache under the gateway_cache_* metrics (registered with the first chain that has one). */
   cache(stats: CacheStats): void {
     if (this.caches.length === 0) {
-      const per = (name: string, help: string, type: 'counter' | 'gauge', field: Exclude<keyof CacheStats, 'chain'>) =>
+      const per = (name: string, help: string, type: 'counter' | 'gauge', field: Exclude<keyof CacheStats, 'chain' | 'resets'>) =>
         this.registry.registerMetric(
           <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c) => ({ labels: { chain: c.chain }, value: c[field] } as MetricValue<string>)))),
         );
@@ -235,6 +235,14 @@ export class Metrics {
       per('gateway_cache_batched_total', 'Misses sent to the node inside a batch with others (cache.batch), by chain. Counted in misses too.', 'counter', 'batched');
       per('gateway_cache_batches_total', 'Batches of misses sent to the node (cache.batch), by chain.', 'counter', 'batches');
       per('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
+      this.registry.registerMetric(
+        <Metric>(<unknown>new Rendered(
+          'gateway_cache_resets_total',
+          "Times a chain's forever entries and eth_blockNumber's floor were dropped, by chain and reason: identity (an upstream's chain id, network, coin or genesis hash changed) or finalized_backwards (the chain went back below its finalized block).",
+          'counter',
+          () => this.caches.flatMap((c) => (['identity', 'finalized_backwards'] as const).map((reason) => ({ labels: { chain: c.chain, reason }, value: c.resets[reason] }) as MetricValue<string>)),
+        )),
+      );
     }
     this.caches.push(stats);
   }

@@ -2,50 +2,32 @@
 // own routes and the lifecycle. Generated code calls `main(spec)` with its
 // precomputed tables; each interface's flow lives in interfaces/.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
 import { Server as NetServer } from 'node:net';
 import type { GatewaySpec, ListenerSpec, RouteSpec, Template } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger, type Logger } from './log.ts';
 import { AccessLog } from './access-log.ts';
 import { KeyStore, type KeyLookup } from './keys.ts';
-import { Upstream, UpstreamGroup } from './upstream.ts';
-import { Exchange, type ExchangeHost, type RouteHandler } from './exchange.ts';
-import type { Envelope } from './envelope.ts';
+import type { UpstreamGroup, Upstream } from './upstream.ts';
+import { Exchange, type ExchangeContext } from './exchange.ts';
 import { AdmissionStage, RateStep } from './admission.ts';
-import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts';
 import { Cors } from './cors.ts';
-import { CacheStore } from './cache/store.ts';
-import { SharedTier } from './cache/shared.ts';
-import { X_CACHE, X_CACHE_LOG } from './cache/common.ts';
+import { CacheStore, SharedTier, X_CACHE, X_CACHE_LOG } from './cache/index.ts';
 import { ipList } from './key-policy.ts';
 import { isRedisStore, RedisKeyStore } from './keys-redis.ts';
 import { Usage } from './usage.ts';
 import { adminHandler, readiness } from './admin.ts';
 import { StatusBoard } from './status.ts';
-import { HealthChecker } from './health.ts';
+import { Poller } from './poller.ts';
 import { MemoryRateLimiter, type RateLimiter } from './ratelimit.ts';
 import { RedisRateLimiter } from './ratelimit-redis.ts';
 import { Metrics, type RouteMetrics } from './metrics.ts';
 import { isWorker } from './cluster.ts';
 import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
 import { VERSION } from './version.ts';
-
-/** A chain as one listener serves it: its flow, its envelope and its counters. */
-interface Chain {
-  readonly handler: RouteHandler;
-  readonly envelope: Envelope;
-  readonly metrics: RouteMetrics;
-  /** Whether it has a cache: then every answer, a preflight's too, carries X-Cache. */
-  readonly cached: boolean;
-}
-
-/** A listener's dispatch table: first path segment to chain, and the envelope for everything else. */
-interface Dispatch {
-  readonly spec: ListenerSpec;
-  readonly chains: ReadonlyMap<string, Chain>;
-  readonly envelope: Envelope;
-}
+import { buildChains, type Dispatch } from './chains.ts';
+import { answerClientError } from './client-error.ts';
+import { RequestTracker } from './tracker.ts';
 
 export interface Listening {
   readonly spec: ListenerSpec | null;
@@ -54,19 +36,17 @@ export interface Listening {
   readonly port: number;
 }
 
-export class Gateway implements ExchangeHost {
+export class Gateway {
   readonly log: Logger;
   private readonly flushLog: () => void;
-  /** null when the level is above info. */
-  private readonly accessLog: AccessLog | null;
   readonly keys: KeyLookup;
   readonly groups = new Map<RouteSpec, UpstreamGroup>();
   readonly routes: RouteSpec[] = [];
-  private readonly dispatch: Dispatch[] = [];
+  private readonly dispatch: readonly Dispatch[];
   /** Metrics and log fields of requests that match no chain. */
   private readonly noRoute: RouteMetrics;
   private readonly listening: Listening[] = [];
-  private readonly health: HealthChecker;
+  private readonly poller: Poller;
   private readonly limiter: RateLimiter;
   /** The cache's Redis tier, with cache.redis. */
   private readonly shared: SharedTier | null;
@@ -78,22 +58,26 @@ export class Gateway implements ExchangeHost {
   readonly routeMetrics = new Map<RouteSpec, RouteMetrics>();
   /** The admin status page's figures; made only where the admin listener runs. */
   status: StatusBoard | null = null;
-  draining = false;
-  private inflight = 0;
-  private idleWaiters: (() => void)[] = [];
+  /** Requests under way, and the end of each: metrics and the access log. */
+  private readonly tracker: RequestTracker;
+  /** What every exchange shares. */
+  private readonly context: ExchangeContext;
 
   constructor(readonly spec: GatewaySpec) {
     const { log, flush, write } = createLogger();
     this.log = log;
-    this.accessLog = log.isLevelEnabled('info') ? new AccessLog(write) : null;
+    const accessLog = log.isLevelEnabled('info') ? new AccessLog(write) : null;
     this.flushLog = () => {
-      this.accessLog?.flush();
+      accessLog?.flush();
       flush();
     };
+    this.tracker = new RequestTracker(accessLog);
     const keys = keysSource(spec.keysFile);
     this.keys = isRedisStore(keys) ? new RedisKeyStore(keys, spec.keyCache ?? { size: 100_000, ttlMs: 60_000 }, log) : new KeyStore(keys, log);
-    this.corsPolicy = new Cors(spec.corsOrigins);
-    this.metrics = new Metrics(() => this.inflight);
+    const cors = new Cors(spec.corsOrigins);
+    this.corsPolicy = cors;
+    this.context = { log, cors: (origin, out) => cors.add(origin, out), tracker: this.tracker, circuitOpen: this.circuitOpen };
+    this.metrics = new Metrics(() => this.tracker.inflight);
     this.noRoute = this.metrics.route(null, '-');
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
     this.usage = new Usage(this.limiter instanceof RedisRateLimiter ? this.limiter.client : null, log);
@@ -104,26 +88,19 @@ export class Gateway implements ExchangeHost {
       jwtAudience: spec.jwtAudience ?? null,
     });
     this.shared = spec.cache?.redis ? new SharedTier(requiredRedisUrl(), log) : null;
-    const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared } : null;
-    for (const l of spec.listeners) {
-      const chains = new Map<string, Chain>();
-      for (const [segment, route] of l.routes) {
-        const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
-        this.metrics.upstreams(group.all);
-        this.routes.push(route);
-        this.groups.set(route, group);
-        const counters = this.metrics.route(route.path, route.interface);
-        this.routeMetrics.set(route, counters);
-        chains.set(segment, {
-          handler: routeHandler(route, { admission, group, log, metrics: this.metrics, cache, circuitOpen: this.circuitOpen, credits, usage: this.usage, validators: spec.validators }),
-          envelope: moduleOf(route).envelope,
-          metrics: counters,
-          cached: cache !== null && route.cache === true,
-        });
-      }
-      this.dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
+    const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared, log, circuitOpen: this.circuitOpen } : null;
+    const chains = buildChains(spec, { admission, log, metrics: this.metrics, credits, usage: this.usage, validators: spec.validators }, this.metrics, cache);
+    for (const c of chains.all) {
+      this.routes.push(c.route);
+      this.groups.set(c.route, c.group);
+      this.routeMetrics.set(c.route, c.metrics);
     }
-    this.health = new HealthChecker(this.routes, this.groups, spec.health, log, this.metrics);
+    this.dispatch = chains.dispatch;
+    this.poller = new Poller(chains.polled, spec.health, log, this.metrics);
+  }
+
+  get draining(): boolean {
+    return this.tracker.draining;
   }
 
   /** Binds every listener. Resolves once all are listening. */
@@ -131,8 +108,8 @@ export class Gateway implements ExchangeHost {
     await this.keys.load();
     this.keys.watch();
     await this.limiter.ready();
-    // The first health round before the first request: an upstream on another chain never gets one.
-    await this.health.start();
+    // The first poll of every upstream before the first request: an upstream on another chain never gets one.
+    await this.poller.start();
     for (const d of this.dispatch) {
       const l = d.spec;
       const host = resolveTemplate(l.host, `listener ${l.name}`);
@@ -143,7 +120,7 @@ export class Gateway implements ExchangeHost {
         this.handle(d, req, res),
       );
       server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => this.handle(d, req, res, true));
-      server.on('clientError', (err, socket) => this.clientError(d, err as Error & { code?: string; rawPacket?: Buffer }, socket));
+      server.on('clientError', (err, socket) => answerClientError(d, err as Error & { code?: string; rawPacket?: Buffer }, socket));
       this.listening.push(await listen(server, host, port, l));
     }
     // In multi-process mode the primary serves the admin listener for all workers.
@@ -152,11 +129,12 @@ export class Gateway implements ExchangeHost {
       const port = parsePort(resolveTemplate(this.spec.admin.port, 'admin listener'), 'admin listener');
       this.status = new StatusBoard(this);
       this.status.start();
-      const server = createServer(adminHandler(this));
+      const tracker = this.tracker;
+      const deps = { metrics: this.metrics, usage: this.usage, status: this.status, readiness: () => this.readiness(), cors: this.context.cors, get draining() { return tracker.draining; } };
+      const server = createServer(adminHandler(deps));
       this.listening.push(await listen(server, host, port, null));
     }
     this.usage.start();
-    for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.start?.();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
       { event: 'started', version: VERSION, manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
@@ -179,10 +157,10 @@ export class Gateway implements ExchangeHost {
 
   /** Hot path: one pass over the URL, one Map lookup for the chain. */
   private handle(d: Dispatch, req: IncomingMessage, res: ServerResponse, expect = false): void {
-    const x = new Exchange(this, req, res, this.noRoute, d.envelope);
-    this.inflight++;
+    const x = new Exchange(this.context, req, res, this.noRoute, d.envelope);
+    this.tracker.begin();
     res.on('close', x.closed);
-    if (this.draining) res.shouldKeepAlive = false;
+    if (this.tracker.draining) res.shouldKeepAlive = false;
     try {
       const url = req.url ?? '/';
       const q = url.indexOf('?');
@@ -214,35 +192,6 @@ export class Gateway implements ExchangeHost {
     }
   }
 
-  cors(origin: string, out: string[]): void {
-    this.corsPolicy.add(origin, out);
-  }
-
-  /** The response is over (finished, or the client went away): metrics and the access log. */
-  done(x: Exchange): void {
-    this.inflight--;
-    const res = x.res;
-    const finished = res.writableFinished;
-    if (!finished && x.forward !== null) x.forward.cancel();
-    const ms = performance.now() - x.start;
-    const status = finished ? res.statusCode : 0;
-    const label = x.metrics.observe(x.label, status, ms);
-    // The fields that come from the manifest and the keys file are JSON text
-    // made once; the line itself is made later, off the request path.
-    if (this.accessLog !== null) {
-      this.accessLog.add(
-        x.idJson,
-        x.key === null ? NO_KEY_FIELD : x.key.logField,
-        label.logFields,
-        status,
-        x.cacheLog + (x.upstream === null ? NO_UPSTREAM_FIELDS : x.upstream.logFields),
-        ms,
-        x.req.socket.bytesWritten - x.written,
-      );
-    }
-    if (this.inflight === 0 && this.idleWaiters.length) for (const w of this.idleWaiters.splice(0)) w();
-  }
-
   /** /healthz and /readyz on every listener, without a key; anything else matches nothing. */
   private ownRoute(path: string, x: Exchange): void {
     if (path === '/healthz' || path === '/readyz') {
@@ -260,47 +209,22 @@ export class Gateway implements ExchangeHost {
     return readiness(this.routes, this.groups, this.draining);
   }
 
-  /**
-   * A request Node's HTTP parser refused (bad bytes in the URL, oversized
-   * headers...) still gets an answer in its interface's envelope, chosen by
-   * the first path segment of the raw request line when it can be read.
-   */
-  private clientError(d: Dispatch, err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex): void {
-    if (!socket.writable || err.code === 'ECONNRESET') {
-      socket.destroy();
-      return;
-    }
-    const line = err.rawPacket?.toString('latin1', 0, Math.min(err.rawPacket.length, 2048)).split('\r\n', 1)[0] ?? '';
-    const target = line.split(' ')[1] ?? '';
-    const first = target.startsWith('/') ? target.slice(1).split(/[/?]/, 1)[0]! : '';
-    const answer = (d.chains.get(first)?.envelope ?? d.envelope)['malformed-http'];
-    const tooLarge = err.code === 'HPE_HEADER_OVERFLOW';
-    // Rosetta answers every error with 500.
-    const status = answer.status === 500 ? 500 : tooLarge ? 431 : 400;
-    const reason = status === 500 ? 'Internal Server Error' : tooLarge ? 'Request Header Fields Too Large' : 'Bad Request';
-    const head = line.startsWith('HEAD ');
-    socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(answer.body)}\r\nconnection: close\r\n\r\n${head ? '' : answer.body}`,
-    );
-  }
-
   // -------------------------------------------------------------- lifecycle
 
   /** Readiness goes 503 at once; new connections are refused; in-flight work finishes. */
   async shutdown(signal: string): Promise<void> {
-    if (this.draining) return;
-    this.draining = true;
-    this.log.info({ event: 'draining', signal, inflight: this.inflight }, 'draining');
-    this.health.stop();
+    if (this.tracker.draining) return;
+    this.tracker.draining = true;
+    this.log.info({ event: 'draining', signal, inflight: this.tracker.inflight }, 'draining');
+    this.poller.stop();
     this.status?.stop();
-    for (const d of this.dispatch) for (const c of d.chains.values()) c.handler.stop?.();
     this.keys.close();
     // Stop accepting, but leave open keep-alive connections be: a load
     // balancer probing /readyz on one gets the 503, and any request on them is
     // answered with Connection: close. (http.Server.close would drop idle
     // connections at once.) Once in-flight work is done, everything closes.
     const closed = this.listening.map((l) => new Promise<void>((done) => NetServer.prototype.close.call(l.server, () => done())));
-    const idle = this.inflight === 0 ? Promise.resolve() : new Promise<void>((r) => this.idleWaiters.push(r));
+    const idle = this.tracker.idle();
     const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), this.spec.drainTimeoutMs).unref());
     const outcome = await Promise.race([idle.then(() => 'idle' as const), timer]);
     for (const l of this.listening) l.server.closeAllConnections();
@@ -323,9 +247,6 @@ export class Gateway implements ExchangeHost {
     return this.keys.reload(reason);
   }
 }
-
-const NO_KEY_FIELD = ',"keyId":null';
-const NO_UPSTREAM_FIELDS = ',"upstream":null,"ms":';
 
 function parsePort(s: string, where: string): number {
   const n = Number(s);

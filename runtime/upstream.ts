@@ -1,16 +1,15 @@
-// Upstreams: one undici Pool each, state kept by health checks and by the
-// answers of real requests, and weighted selection per chain.
+// Upstreams: one undici Pool each, what each serves in its view (kept by the
+// poller and by the answers of real requests), and weighted selection per chain.
 import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
-import { UpstreamTally } from './tally.ts';
+import { UpstreamView, type UpstreamState } from './chain-view.ts';
+import type { UpstreamTally } from './tally.ts';
 
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
 
-/** wrong_chain: the health check found it serving another chain (it takes no traffic until a check finds the right one). */
-export type UpstreamState = 'unknown' | 'up' | 'down' | 'wrong_chain';
-export const UPSTREAM_STATES: readonly UpstreamState[] = ['unknown', 'up', 'down', 'wrong_chain'];
+export { UPSTREAM_STATES, type UpstreamState } from './chain-view.ts';
 
 /** Failed health checks in a row before an upstream is taken out. */
 export const HEALTH_FAILS_TO_DOWN = 2;
@@ -33,16 +32,11 @@ export class Upstream {
   readonly headers: Readonly<Record<string, string>>;
   /** The same as a flat [name, value, ...] list, for the request path. */
   readonly headerList: readonly string[];
-  state: UpstreamState = 'unknown';
-  head: number | null = null;
-  /** Lagging behind the chain's best head by more than maxLag. */
-  lagging = false;
-  healthFails = 0;
+  /** What it serves, its head and state: kept by the poller (poller.ts), read by everything else. */
+  readonly view = new UpstreamView();
   requestFails = 0;
   /** Smooth weighted round-robin state. */
   current = 0;
-  /** Attempts and their latency, for /metrics and the status page. */
-  readonly tally = new UpstreamTally();
 
   constructor(spec: UpstreamSpec, route: RouteSpec) {
     const where = `chain ${route.path} (${spec.name})`;
@@ -80,24 +74,32 @@ export class Upstream {
     });
   }
 
-  /**
-   * The chain names what its upstreams must serve (chainId, network, coin): one
-   * not yet checked is not trusted with traffic (set by the health checker).
-   */
-  verify = false;
-
-  /**
-   * False once the node answered a JSON-RPC batch with something other than a
-   * batch answer (it takes no batches). Learned by whichever asks first (the
-   * health check, the cache's head poll, a batch of cache misses): from then on
-   * each of them asks this node call by call, until the health checker sees it
-   * come back from down (then it is asked with a batch again).
-   */
-  takesBatches = true;
+  get state(): UpstreamState {
+    return this.view.state;
+  }
+  set state(s: UpstreamState) {
+    this.view.state = s;
+  }
+  get head(): number | null {
+    return this.view.head;
+  }
+  get lagging(): boolean {
+    return this.view.lagging;
+  }
+  get takesBatches(): boolean {
+    return this.view.takesBatches;
+  }
+  set takesBatches(b: boolean) {
+    this.view.takesBatches = b;
+  }
+  get tally(): UpstreamTally {
+    return this.view.tally;
+  }
 
   get usable(): boolean {
-    const s = this.state;
-    return s === 'up' || (s === 'unknown' && !this.verify);
+    const v = this.view;
+    const s = v.state;
+    return s === 'up' || (s === 'unknown' && !v.verify);
   }
 
   markSuccess(): void {

@@ -14,7 +14,8 @@ import type { Logger } from '../log.ts';
 /** How long Redis keeps an entry: final answers do not change, but Redis memory is not ours alone. */
 const TTL_SECONDS = 24 * 3600;
 const COMMAND_TIMEOUT_MS = 100;
-const KEY_PREFIX = 'gw:cache:1:';
+/** 2: keys are namespaced by the chain's identity and genesis hash. */
+const KEY_PREFIX = 'gw:cache:2:';
 
 /** An entry as two parts: EVM, the answer's bytes before and after its id; Rosetta/Blockbook, its headers (JSON) and its bytes. */
 export type Parts = readonly [Buffer, Buffer];

@@ -1,7 +1,13 @@
 // The cache's memory: one LRU over every chain's entries, bounded in bytes.
-// An entry is the node's answer as it came, cut around its `id`, so a hit is
-// served as prefix + the client's id + suffix, with no parse and no copy of
-// the answer.
+// An entry is the node's answer as it came, cut around its `id` (EVM), so a
+// hit is served as prefix + the client's id + suffix, with no parse and no
+// copy of the answer.
+//
+// An entry owns its bytes: they are copied out of the buffer they came in,
+// into memory of their own. Node's small Buffers are slices of shared 8 KiB
+// slabs (the answer a socket read, Buffer.concat's pool), and a kept slice
+// keeps its whole slab alive: kept as they came, small entries held up to 18x
+// what the store counted. Copied, `maxBytes` bounds what the store keeps alive.
 
 /** Counters of one chain, for /metrics. */
 export class CacheStats {
@@ -15,6 +21,8 @@ export class CacheStats {
   finalized = -1;
   /** Head changes seen (number or hash): each ends an epoch. */
   headChanges = 0;
+  /** Resets (forever entries dropped), by reason. */
+  readonly resets = { identity: 0, finalized_backwards: 0 };
   /** Hits served from the shared tier (Redis), another replica's answer. */
   sharedHits = 0;
   /** Misses that went upstream inside a batch (cache.batch), and the batches. */
@@ -29,6 +37,8 @@ export interface Entry {
   readonly suffix: Buffer;
   /** The chain's head epoch it is bound to, or -1 for an entry that holds forever. */
   readonly epoch: number;
+  /** A forever entry's namespace: the chain's identity and genesis it was kept under ('' for others). */
+  readonly ns: string;
   /** eth_blockNumber's number, so a client never sees it go backwards. */
   readonly number: number;
   readonly size: number;
@@ -64,12 +74,21 @@ export class CacheStore {
     return this.entries.get(key);
   }
 
-  set(key: string, prefix: Buffer, suffix: Buffer, epoch: number, number: number, owner: CacheStats, headers?: Readonly<Record<string, string>>): Entry | null {
+  /**
+   * Keeps an answer (its bytes copied into memory of their own); null when it
+   * is too large to keep (one entry may take at most a quarter of the budget,
+   * so one big block cannot flush everything).
+   */
+  set(key: string, prefix: Buffer, suffix: Buffer, epoch: number, ns: string, number: number, owner: CacheStats, headers?: Readonly<Record<string, string>>): Entry | null {
     const size = prefix.length + suffix.length + key.length * 2 + OVERHEAD;
-    // One entry may take at most a quarter of the budget, so one big block cannot flush everything.
     if (size > this.maxBytes / 4) return null;
     this.delete(key);
-    const e: Entry = headers === undefined ? { owner, prefix, suffix, epoch, number, size } : { owner, prefix, suffix, epoch, number, size, headers };
+    const own = Buffer.allocUnsafeSlow(prefix.length + suffix.length);
+    prefix.copy(own, 0);
+    suffix.copy(own, prefix.length);
+    const p = own.subarray(0, prefix.length);
+    const s = own.subarray(prefix.length);
+    const e: Entry = headers === undefined ? { owner, prefix: p, suffix: s, epoch, ns, number, size } : { owner, prefix: p, suffix: s, epoch, ns, number, size, headers };
     this.entries.set(key, e);
     this.bytes += size;
     owner.bytes += size;
@@ -80,6 +99,18 @@ export class CacheStore {
       o.owner.evictions++;
     }
     return e;
+  }
+
+  /** Drops every forever entry of one chain (its identity changed, or it went back below its finalized block). */
+  dropForever(owner: CacheStats): number {
+    let n = 0;
+    for (const [key, e] of this.entries) {
+      if (e.owner === owner && e.epoch === -1) {
+        this.remove(key, e);
+        n++;
+      }
+    }
+    return n;
   }
 
   delete(key: string): void {

@@ -12,8 +12,6 @@ import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
-import { DocCache, type DocRules, type Keep } from '../cache/doc-cache.ts';
-import type { HeadProbe } from '../cache/head.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
   'auth-missing': 'GW_AUTH_KEY_MISSING',
@@ -49,27 +47,14 @@ interface Call {
 }
 
 class BlockbookRoute implements RouteHandler {
-  /** null unless the manifest has a cache block and the chain does not turn it off. */
-  private readonly cache: DocCache | null;
-
   /** null with validate: off. */
   private readonly check: BlockbookParamsCheck | null;
 
   constructor(
     private readonly route: BlockbookRouteSpec,
-    private readonly s: RouteServices,
+    private readonly s: RouteServices<'blockbook'>,
   ) {
     this.check = route.validate ? { endpoints: s.validators.blockbook } : null;
-    this.cache = s.cache !== null && route.cache === true ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, PROBE, RULES, s.log, s.circuitOpen, s.cache.shared, 'blockbook') : null;
-    if (this.cache !== null) s.metrics.cache(this.cache.stats);
-  }
-
-  start(): void {
-    this.cache?.start();
-  }
-
-  stop(): void {
-    this.cache?.stop();
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -120,14 +105,7 @@ class BlockbookRoute implements RouteHandler {
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
     const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.body === null, classify);
-    // A read (never sendtx, never a conditional one) may be answered from memory or join one in flight.
-    const h = x.req.headers;
-    if (this.cache !== null && c.body === null && x.label !== 'sendtx' && h['if-none-match'] === undefined && h['if-modified-since'] === undefined) {
-      // Identical: the same upstream URL and the same headers that shape the answer.
-      const key = `${tail}\n${h['accept-encoding'] ?? ''}\n${h.accept ?? ''}\n${h['accept-language'] ?? ''}`;
-      return this.cache.serve(x, key, request, x.label);
-    }
-    x.forwardTo(this.s.group, request);
+    this.s.forward(x, request, tail);
   };
 
   /** A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged. */
@@ -135,41 +113,6 @@ class BlockbookRoute implements RouteHandler {
     x.passOn(r.status, r.headers, r.body);
   }
 }
-
-/**
- * What the cache keeps: blocks (by height or hash, raw or not), a height's
- * block hash, and transactions in a block, each until the next block: every
- * block and transaction answer carries a confirmation count that grows with
- * the head. A transaction still in the mempool is never kept.
- */
-const HEAD_BOUND = new Set(['block', 'block-index', 'rawblock']);
-const RULES: DocRules = {
-  // Nothing of Blockbook's is final (every answer counts confirmations): nothing goes to the shared tier.
-  mayLast: () => false,
-  keep(endpoint, body, headers): Keep | null {
-    if (HEAD_BOUND.has(endpoint as string)) return KEEP_HEAD;
-    if (endpoint !== 'tx' || headers['content-encoding'] !== undefined) return null;
-    try {
-      const tx = JSON.parse(body.toString('utf8')) as { confirmations?: unknown };
-      return typeof tx?.confirmations === 'number' && tx.confirmations >= 1 ? KEEP_HEAD : null;
-    } catch {
-      return null;
-    }
-  },
-  deliver: (x, status, headers, body) => x.passOn(status, headers, body),
-};
-const KEEP_HEAD: Keep = { kind: 'head' };
-
-/** Blockbook's head: its best height and, from its backend, that block's hash. Nothing is final (see RULES). */
-const PROBE: HeadProbe = {
-  request: (u) => ({ path: `${u.basePath}/status`, method: 'GET' }),
-  read(doc) {
-    const d = doc as { blockbook?: { bestHeight?: unknown }; backend?: { bestBlockHash?: unknown } } | null;
-    const number = d?.blockbook?.bestHeight;
-    const hash = d?.backend?.bestBlockHash;
-    return typeof number === 'number' && Number.isSafeInteger(number) && typeof hash === 'string' ? { number, hash, finalized: -1 } : null;
-  },
-};
 
 /** Blockbook answers pass through unchanged, its own 4xx/500 errors included; 502-504 mean the upstream is in trouble. */
 function classify(status: number): Verdict {
@@ -179,20 +122,24 @@ function classify(status: number): Verdict {
 export const blockbook: InterfaceModule<'blockbook'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
   handler: (route, services) => new BlockbookRoute(route, services),
-  health: {
-    request: (_route, u) => ({ path: `${u.basePath}/status`, method: 'GET' }),
-    head: (doc) => doc.blockbook?.bestHeight ?? doc.backend?.blocks,
-    // The status answer already names the coin: no request of its own.
-    identity(route) {
+  /** /status names the coin, the best height and, from its backend, that block's hash. Nothing of Blockbook's is final. */
+  probe: {
+    names: (route) => route.coin !== undefined,
+    requests: (_route, u) => [{ path: `${u.basePath}/status`, method: 'GET' }],
+    read(route, [doc]) {
+      if (doc === null || doc === undefined) return 'no proper answer';
+      const coin: unknown = doc.blockbook?.coin;
       const want = route.coin?.toLowerCase();
-      if (want === undefined) return null;
-      return {
-        check(doc) {
-          const coin: unknown = doc.blockbook?.coin;
-          if (typeof coin !== 'string') return false;
-          return coin.toLowerCase() === want || `coin ${coin}`;
-        },
-      };
+      if (want !== undefined && typeof coin !== 'string') return 'the answer does not say which chain it serves';
+      const own = want === undefined || (coin as string).toLowerCase() === want;
+      const identity = typeof coin === 'string' ? `coin ${coin}` : '';
+      const none = { identity, own, genesis: '', number: Number.NaN, hash: '', finalized: -1, safe: -1, canonical: [] };
+      if (!own) return none;
+      const height: unknown = doc.blockbook?.bestHeight ?? doc.backend?.blocks;
+      if (height === null) return 'the answer reports no head';
+      const hash: unknown = doc.backend?.bestBlockHash;
+      const number = typeof height === 'number' && Number.isSafeInteger(height) && height >= 0 ? height : Number.NaN;
+      return { ...none, number, hash: typeof hash === 'string' ? hash : '' };
     },
   },
 };

@@ -11,12 +11,11 @@ import { scanPlainRpc } from '../guards/evm-fast.ts';
 import { add as addUsage } from '../usage.ts';
 import { whenIdentified } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
-import type { Verdict } from '../proxy.ts';
+import type { ForwardRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
-import { CachedBatch, EvmCache } from '../cache/evm-cache.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
@@ -47,26 +46,14 @@ const CLOSE = ['connection', 'close'];
 const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 
 class EvmRoute implements RouteHandler {
-  /** null unless the manifest has a cache block and the chain does not turn it off. */
-  private readonly cache: EvmCache | null;
   /** null with validate: off. */
   private readonly params: EvmParamsCheck | null;
 
   constructor(
     private readonly route: EvmRouteSpec,
-    private readonly s: RouteServices,
+    private readonly s: RouteServices<'evm-jsonrpc'>,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
-    this.cache = s.cache !== null && route.cache === true ? new EvmCache(route, s.group, s.cache.store, s.cache.spec, s.log, s.circuitOpen, s.cache.shared) : null;
-    if (this.cache !== null) s.metrics.cache(this.cache.stats);
-  }
-
-  start(): void {
-    this.cache?.start();
-  }
-
-  stop(): void {
-    this.cache?.stop();
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -126,48 +113,29 @@ class EvmRoute implements RouteHandler {
     const bucket = this.s.usage.bucket(x.key!.id, this.route.path);
     if (d.methods === null) addUsage(bucket, d.label, 1, cost === null ? 1 : cost(d.label));
     else for (const m of d.methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
+    x.plan = d.merge;
+    this.s.forward(x, d, this.request);
+  };
+
+  /** The upstream request of a call or batch (made only when something goes upstream). */
+  private readonly request = (x: Exchange, d: Forwarded): ForwardRequest => {
     const merge = d.merge;
-    if (this.cache !== null && this.fromCache(this.cache, x, d)) return;
-    x.plan = merge;
-    x.forwardTo(
-      this.s.group,
-      forwardRequest(
-        this.route,
-        'POST',
-        rpcPath,
-        // undici adds content-length from the body.
-        JSON_HEADERS.concat(x.id),
-        d.body,
-        d.idempotent,
-        merge === null ? classify : classifyMerged,
-        merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
-        !d.answered,
-      ),
+    return forwardRequest(
+      this.route,
+      'POST',
+      rpcPath,
+      // undici adds content-length from the body.
+      JSON_HEADERS.concat(x.id),
+      d.body,
+      d.idempotent,
+      merge === null ? classify : classifyMerged,
+      merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
+      !d.answered,
     );
   };
 
-  /** On a chain with a cache: true when the cache answers (or will answer) the call or batch. Kept apart: a chain without it runs none of this. */
-  private fromCache(cache: EvmCache, x: Exchange, d: Forwarded): boolean {
-    const merge = d.merge;
-    // A single call with an id may be answered from memory or join one in flight.
-    if (d.methods === null) return merge === null && d.answered && d.idempotent && cache.serve(x, d.label, d.body, d.idStart, d.idEnd);
-    // A batch: its calls the cache takes, each so; the others upstream together.
-    const batch = cache.serveBatch(x, d.body, d.methods, merge);
-    if (batch === null) return false;
-    x.plan = batch;
-    if (batch.rest !== null) x.forwardTo(this.s.group, forwardRequest(this.route, 'POST', rpcPath, JSON_HEADERS.concat(x.id), batch.rest, d.idempotent, classifyMerged, MAX_MERGE_BYTES, !batch.restAnswered));
-    batch.sent();
-    return true;
-  }
-
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
   rewrite(x: Exchange, r: BufferedResult): void {
-    if (x.plan instanceof CachedBatch) {
-      // The calls of a batch the cache did not take: their answers join the others'.
-      if (r.status >= 200 && r.status < 300) return x.plan.restAnswer(r.body);
-      this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
-      return x.fail('bad-response');
-    }
     const merge = x.plan as BatchMerge | null;
     if (merge !== null && r.status >= 200 && r.status < 300) {
       const merged = mergeBatch(merge, r.body);
@@ -228,22 +196,58 @@ function isJsonRpcAnswer(body: Buffer): boolean {
   }
 }
 
-const HEALTH_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 /**
- * With a chainId in the manifest, the probe is one batch of eth_chainId and
- * eth_blockNumber rather than a second call each round: still one request
- * per upstream per round, and both answers come from the same node at the
- * same moment (two calls through a provider's load balancer could each land
- * on a different node). An upstream that answers the batch with one object (it
- * takes no batches) is asked the two apart, from then on (health.ts).
+ * One poll of an EVM upstream, as one batch (one request per upstream per
+ * round, every answer from the same node at the same moment: two calls
+ * through a provider's load balancer could each land on another node):
+ *  - eth_chainId where the manifest names one, or where the chain needs
+ *    heads (then its identity names what is kept forever);
+ *  - for health alone, eth_blockNumber; where the chain needs heads, the
+ *    latest block (number and hash), the finalized and safe ones (unless
+ *    `finality` gives a depth), the genesis block's hash, and the final
+ *    blocks whose canonical hash is asked for.
+ * A node that takes no batches gets the same calls one by one.
  */
-const CHAIN_ID_BODY = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
-const HEALTH_BATCH = '[{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]},{"jsonrpc":"2.0","id":2,"method":"eth_blockNumber","params":[]}]';
+const ID_CHAIN = 1;
+const ID_HEAD = 2;
+const ID_FINALIZED = 3;
+const ID_SAFE = 4;
+const ID_GENESIS = 5;
+const ID_LOOKUP = 16;
 
-/** The batch answer's item with this id (answers may come in any order). */
-function item(doc: unknown[], id: number): Record<string, any> | undefined {
-  for (const x of doc) if (x !== null && typeof x === 'object' && (x as { id?: unknown }).id === id) return x as Record<string, any>;
+function call(id: number, method: string, params: string): string {
+  return `{"jsonrpc":"2.0","id":${id},"method":"${method}","params":[${params}]}`;
+}
+
+function pollCalls(route: EvmRouteSpec, heads: boolean, lookups: readonly number[]): string[] {
+  const calls: string[] = [];
+  if (route.chainId !== undefined || heads) calls.push(call(ID_CHAIN, 'eth_chainId', ''));
+  if (!heads) calls.push(call(ID_HEAD, 'eth_blockNumber', ''));
+  else {
+    calls.push(call(ID_HEAD, 'eth_getBlockByNumber', '"latest",false'));
+    if ((route.finality ?? null) === null) calls.push(call(ID_FINALIZED, 'eth_getBlockByNumber', '"finalized",false'), call(ID_SAFE, 'eth_getBlockByNumber', '"safe",false'));
+    calls.push(call(ID_GENESIS, 'eth_getBlockByNumber', '"0x0",false'));
+    lookups.forEach((n, i) => calls.push(call(ID_LOOKUP + i, 'eth_getBlockByNumber', `"0x${n.toString(16)}",false`)));
+  }
+  return calls;
+}
+
+/** The answer item with this id (answers may come in any order). */
+function item(items: readonly unknown[], id: number): Record<string, any> | undefined {
+  for (const x of items) if (x !== null && typeof x === 'object' && (x as { id?: unknown }).id === id) return x as Record<string, any>;
   return undefined;
+}
+
+function blockAt(items: readonly unknown[], id: number): { number: number; hash: string } | null {
+  const b = item(items, id)?.result as { number?: unknown; hash?: unknown } | null | undefined;
+  const n = quantity(b?.number);
+  return n >= 0 && typeof b?.hash === 'string' ? { number: n, hash: b.hash } : null;
+}
+
+/** A JSON-RPC QUANTITY as a number (-1 when it is not one that fits). */
+function quantity(v: unknown): number {
+  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v)) return -1;
+  return Number.parseInt(v, 16);
 }
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {
@@ -252,31 +256,57 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     body: rpcErrorJson(n, 'null', reason === undefined ? undefined : reason === 'quota' ? `{"reason":"quota","resetsAt":"${RESETS_AT}"}` : `{"reason":"${reason}"}`),
   })),
   handler: (route, services) => new EvmRoute(route, services),
-  health: {
-    request: (route, u) => ({ path: u.rpcPath, method: 'POST', body: route.chainId === undefined ? HEALTH_BODY : HEALTH_BATCH }),
-    head(doc) {
-      // A batch (with a chainId): the eth_blockNumber item; no such item, not serving.
-      const one = Array.isArray(doc) ? item(doc, 2) : doc;
-      if (one === undefined || 'error' in one) return null; // the node refuses eth_blockNumber: not serving
-      const result: unknown = one.result;
-      return typeof result === 'string' ? Number.parseInt(result, 16) : undefined;
+  probe: {
+    names: (route) => route.chainId !== undefined,
+    requests(route, u, heads, lookups) {
+      const calls = pollCalls(route, heads, lookups);
+      if (calls.length === 1) return [{ path: u.rpcPath, method: 'POST', body: calls[0]! }];
+      if (!u.takesBatches) return calls.map((body) => ({ path: u.rpcPath, method: 'POST' as const, body }));
+      return [{ path: u.rpcPath, method: 'POST', body: `[${calls.join(',')}]`, batch: true }];
     },
-    identity(route) {
-      const want = route.chainId;
-      if (want === undefined) return null;
-      return {
-        check(doc) {
-          // The batch's eth_chainId item, or eth_chainId's own answer (asked apart).
-          const result: unknown = Array.isArray(doc) ? item(doc, 1)?.result : doc.id === 1 ? doc.result : undefined;
-          if (typeof result !== 'string' || !/^0x[0-9a-fA-F]+$/.test(result)) return false;
+    read(route, answers, heads) {
+      const items = answers.flatMap((a) => (a === null ? [] : Array.isArray(a) ? a : [a]));
+      let identity = '';
+      let own = true;
+      if (route.chainId !== undefined || heads) {
+        const result: unknown = item(items, ID_CHAIN)?.result;
+        if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) {
           const id = Number.parseInt(result, 16);
-          return id === want || `chainId ${id}`;
-        },
+          identity = `chainId ${id}`;
+          own = route.chainId === undefined || id === route.chainId;
+        } else if (route.chainId !== undefined) return 'the answer does not say which chain it serves';
+      }
+      const none = { identity, own, genesis: '', number: Number.NaN, hash: '', finalized: -1, safe: -1, canonical: [] };
+      if (!own) return none;
+      // A lone eth_blockNumber: its answer, whatever id it carries.
+      const head = route.chainId === undefined && !heads ? (items[0] as Record<string, any> | undefined) : item(items, ID_HEAD);
+      if (head === undefined || head === null || 'error' in head) return 'the answer reports no head'; // the node refuses the call: not serving
+      if (!heads) {
+        const n = quantity(head.result);
+        return { ...none, number: n < 0 ? Number.NaN : n };
+      }
+      const latest = blockAt(items, ID_HEAD);
+      // It answered, but with no block: up, with no head to judge lag or keep answers by.
+      if (latest === null) return none;
+      const depth = route.finality ?? null;
+      const canonical: (readonly [number, string])[] = [];
+      for (const a of items) {
+        const id = (a as { id?: unknown } | null)?.id;
+        if (typeof id !== 'number' || id < ID_LOOKUP) continue;
+        const b = blockAt(items, id);
+        if (b !== null) canonical.push([b.number, b.hash]);
+      }
+      return {
+        identity,
+        own,
+        genesis: blockAt(items, ID_GENESIS)?.hash ?? '',
+        number: latest.number,
+        hash: latest.hash,
+        // A node without the safe tag answers it with an error: its safe block stays unknown.
+        finalized: depth !== null ? latest.number - depth : (blockAt(items, ID_FINALIZED)?.number ?? -1),
+        safe: depth !== null ? -1 : (blockAt(items, ID_SAFE)?.number ?? -1),
+        canonical,
       };
     },
-    apart: (route, u) =>
-      route.chainId === undefined
-        ? null
-        : { head: { path: u.rpcPath, method: 'POST', body: HEALTH_BODY }, identity: { path: u.rpcPath, method: 'POST', body: CHAIN_ID_BODY } },
   },
 };

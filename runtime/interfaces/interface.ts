@@ -3,26 +3,43 @@
 // index.ts, which the compiler keeps complete.
 import type { AdmissionStage } from '../admission.ts';
 import type { Envelope } from '../envelope.ts';
-import type { RouteHandler } from '../exchange.ts';
+import type { Exchange, RouteHandler } from '../exchange.ts';
+import type { ForwardRequest } from '../proxy.ts';
+import type { EvmDecision } from '../guards/evm-decision.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
-import type { CacheStore } from '../cache/store.ts';
-import type { SharedTier } from '../cache/shared.ts';
 import type { Usage } from '../usage.ts';
 import type { ValidatorTables } from '../validators.ts';
-import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
+import type { InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { PollReport } from '../chain-view.ts';
+
+/** The guard's decision on an EVM call or batch that goes on. */
+export type EvmForward = Extract<EvmDecision, { kind: 'forward' }>;
+
+/**
+ * Where a chain's handler sends what it has checked and admitted: upstream
+ * through Forward, or through a layer that wraps that forwarding (chains.ts
+ * decides which): the handler does not know.
+ * EVM: the guard's decision, and how the route makes the upstream request of
+ * it (made only when something goes upstream). Rosetta and Blockbook: the
+ * request, and what names the read besides its body (the endpoint, or the
+ * path and query below the base).
+ */
+export interface Forwarders {
+  readonly 'evm-jsonrpc': (x: Exchange, d: EvmForward, build: (x: Exchange, d: EvmForward) => ForwardRequest) => void;
+  readonly rosetta: (x: Exchange, request: ForwardRequest, call: string) => void;
+  readonly blockbook: (x: Exchange, request: ForwardRequest, call: string) => void;
+}
 
 /** What the server gives each chain's handler. */
-export interface RouteServices {
+export interface RouteServices<K extends InterfaceKind = InterfaceKind> {
   readonly admission: AdmissionStage;
   /** The chain's upstreams. */
   readonly group: UpstreamGroup;
   readonly log: Logger;
   readonly metrics: Metrics;
-  /** The process's answer cache, when the manifest has a cache block. */
-  readonly cache: { readonly store: CacheStore; readonly spec: CacheSpec; readonly shared: SharedTier | null } | null;
-  readonly circuitOpen: (u: Upstream) => void;
+  readonly forward: Forwarders[K];
   /** What a method or endpoint costs, when the manifest has `credits`; null: every call costs 1. */
   readonly credits: ((name: string) => number) | null;
   /** Calls and credits per key, day, chain and method. */
@@ -35,41 +52,35 @@ export interface ProbeRequest {
   readonly path: string;
   readonly method: 'GET' | 'POST';
   readonly body?: string;
+  /** A JSON-RPC batch: a node that answers it with one object takes no batches (then `requests` is asked again). */
+  readonly batch?: boolean;
 }
 
 /**
- * Which chain an upstream serves, checked on every health round for a chain
- * whose manifest says what it must serve.
+ * How a chain's upstreams are polled (poller.ts): one poll tells what an
+ * upstream serves, its head and, where the chain needs heads, the head's
+ * hash, the finalized and safe blocks and the genesis hash.
  */
-export interface IdentityCheck {
-  /** A request of its own, sent alongside the head probe; absent: the head probe's answer tells. */
-  readonly request?: (u: Upstream) => ProbeRequest;
-  /** true: the chain's own; a string: what the upstream serves instead (for the log, never a URL); false: the answer cannot tell (the probe fails). */
-  check(doc: Record<string, any>): boolean | string;
-}
-
-/** One probe of an upstream: the request, and where its answer says the head is. */
-export interface HealthProbe<K extends InterfaceKind> {
-  request(route: RouteOf<K>, u: Upstream): ProbeRequest;
+export interface ChainProbe<K extends InterfaceKind> {
+  /** Whether the manifest names what the chain's upstreams must serve (then none takes traffic before a poll says it does). */
+  names(route: RouteOf<K>): boolean;
   /**
-   * The head the answer reports: a number, undefined when it reports none
-   * (then the upstream is up but takes no part in lag checks), or null when
-   * the answer says the upstream is not serving.
+   * The requests of one poll of `u`, sent together. `heads`: the chain needs
+   * hashes and finality; `lookups`: final blocks whose canonical
+   * hash to ask for (EVM).
    */
-  head(doc: Record<string, any>): unknown;
-  /** The chain's identity check, made once per chain; null when the manifest names nothing to check. */
-  identity(route: RouteOf<K>): IdentityCheck | null;
+  requests(route: RouteOf<K>, u: Upstream, heads: boolean, lookups: readonly number[]): readonly ProbeRequest[];
   /**
-   * Where the probe asks head and identity in one request (a batch): the two
-   * asked apart, for an upstream that answered that request with a single
-   * object (a node that takes no batches). Absent: nothing else to try.
+   * The report in the answers (in the order of the requests; null for one
+   * that brought no proper answer), or why they are not one. Identity first:
+   * a node of another network may fail the head request (Rosetta's 4002).
    */
-  apart?(route: RouteOf<K>, u: Upstream): { readonly head: ProbeRequest; readonly identity: ProbeRequest } | null;
+  read(route: RouteOf<K>, answers: readonly (Record<string, any> | null)[], heads: boolean): PollReport | string;
 }
 
 export interface InterfaceModule<K extends InterfaceKind> {
   readonly envelope: Envelope;
   /** The flow of one chain, made once at start. */
-  handler(route: RouteOf<K>, services: RouteServices): RouteHandler;
-  readonly health: HealthProbe<K>;
+  handler(route: RouteOf<K>, services: RouteServices<K>): RouteHandler;
+  readonly probe: ChainProbe<K>;
 }

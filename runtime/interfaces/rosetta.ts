@@ -14,9 +14,6 @@ import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
 import { forwardRequest, isHtml, NO_KEYS } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
-import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import { DocCache, type Keep } from '../cache/doc-cache.ts';
-import type { HeadProbe } from '../cache/head.ts';
 
 const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
   'auth-missing': 'GW_AUTH_KEY_MISSING',
@@ -48,37 +45,15 @@ const PATHS: ReadonlyMap<string, (u: Upstream) => string> = new Map(
   [...ROSETTA_ENDPOINTS.keys()].map((endpoint) => [endpoint, (u: Upstream) => `${u.basePath}/${endpoint}`]),
 );
 
-/** A read the cache takes: its endpoint and body (as forwarded). */
-interface Call {
-  readonly endpoint: string;
-  readonly body: string;
-}
-
 class RosettaRoute implements RouteHandler {
-  /** null unless the manifest has a cache block and the chain does not turn it off. */
-  private readonly cache: DocCache | null;
-
   /** null with validate: off. */
   private readonly check: RosettaBodyCheck | null;
 
   constructor(
     private readonly route: RosettaRouteSpec,
-    private readonly s: RouteServices,
+    private readonly s: RouteServices<'rosetta'>,
   ) {
     this.check = route.validate ? { endpoints: new Map(Object.entries(s.validators.rosetta)), limits: route.limits } : null;
-    this.cache =
-      s.cache !== null && route.cache === true
-        ? new DocCache(route, s.group, s.cache.store, s.cache.spec.headPollMs, probe(route), { keep, mayLast, deliver: this.deliver }, s.log, s.circuitOpen, s.cache.shared, `rosetta ${route.network}`)
-        : null;
-    if (this.cache !== null) s.metrics.cache(this.cache.stats);
-  }
-
-  start(): void {
-    this.cache?.start();
-  }
-
-  stop(): void {
-    this.cache?.stop();
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -110,15 +85,7 @@ class RosettaRoute implements RouteHandler {
     if (accept) headers.push('accept', accept);
     const idempotent = ROSETTA_ENDPOINTS.get(endpoint)!.idempotent;
     const request = forwardRequest(this.route, 'POST', PATHS.get(endpoint)!, headers, body, idempotent, endpoint === OPTIONS ? classifyOptions : classify);
-    // A read (never construction/submit) may be answered from memory or join an identical one in flight.
-    if (this.cache !== null && idempotent) return this.cache.serve(x, `${endpoint}\n${accept ?? ''}\n${body}`, request, { endpoint, body } satisfies Call);
-    x.forwardTo(this.s.group, request);
-  };
-
-  /** A coalesced answer, or one from memory: a 200 passes on as it came; the rest as rewrite says. */
-  private readonly deliver = (x: Exchange, status: number, headers: IncomingHttpHeaders, body: Buffer, u: Upstream | null): void => {
-    if (status === 200 && x.label !== OPTIONS) return x.passOn(status, headers, body);
-    this.rewrite(x, { kind: 'buffered', status, headers, body, upstream: u! });
+    this.s.forward(x, request, endpoint);
   };
 
   rewrite(x: Exchange, r: BufferedResult): void {
@@ -146,62 +113,11 @@ class RosettaRoute implements RouteHandler {
   }
 }
 
-/**
- * What the cache keeps of a Rosetta answer: a block (/block) and a
- * transaction in a block (/block/transaction), forever once the block is
- * final and, named by hash only, once its hash is known canonical; until the
- * head moves before that. /block with no identifier is the tip: until the
- * head moves. Nothing else is kept (balances, coins, the mempool and the
- * network's status follow the head or the mempool; only coalesced).
- */
-function keep(call: unknown, body: Buffer): Keep | null {
-  const { endpoint, body: sent } = call as Call;
-  if (endpoint !== 'block' && endpoint !== 'block/transaction') return null;
-  let req: { block_identifier?: { index?: unknown; hash?: unknown }; transaction_identifier?: { hash?: unknown } };
-  let ans: { block?: { block_identifier?: unknown } | null; transaction?: { transaction_identifier?: { hash?: unknown } } | null };
-  try {
-    req = JSON.parse(sent) as typeof req;
-    ans = JSON.parse(body.toString('utf8')) as typeof ans;
-  } catch {
-    return null;
-  }
-  if (endpoint === 'block') {
-    const id = ans?.block?.block_identifier;
-    if (!isBlockId(id)) return null; // no block in the answer: nothing to keep
-    const want = req.block_identifier ?? {};
-    if ((want.index !== undefined && want.index !== id.index) || (want.hash !== undefined && want.hash !== id.hash)) return null;
-    if (want.index === undefined && want.hash === undefined) return KEEP_HEAD;
-    return { kind: 'block', number: id.index, hash: id.hash, byNumber: want.index !== undefined };
-  }
-  const want = req.block_identifier;
-  const tx = req.transaction_identifier?.hash;
-  if (!isBlockId(want) || typeof tx !== 'string' || ans?.transaction?.transaction_identifier?.hash !== tx) return null;
-  return { kind: 'block', number: want.index, hash: want.hash, byNumber: false };
-}
-const KEEP_HEAD: Keep = { kind: 'head' };
-
-/** A block or a transaction in one may be final: worth asking the shared tier. */
-function mayLast(call: unknown): boolean {
-  const { endpoint } = call as Call;
-  return endpoint === 'block' || endpoint === 'block/transaction';
-}
+const LIST_BODY = '{"metadata":{}}';
 
 function isBlockId(v: unknown): v is { index: number; hash: string } {
   const b = v as { index?: unknown; hash?: unknown } | null | undefined;
   return typeof b?.index === 'number' && Number.isSafeInteger(b.index) && b.index >= 0 && typeof b.hash === 'string' && b.hash !== '';
-}
-
-/** The head as /network/status reports it; blocks `finality` below it are final. */
-function probe(route: RosettaRouteSpec): HeadProbe {
-  const body = statusBody(route);
-  const depth = route.finality ?? Number.MAX_SAFE_INTEGER;
-  return {
-    request: (u) => ({ path: `${u.basePath}/network/status`, method: 'POST', body }),
-    read(doc) {
-      const id = (doc as { current_block_identifier?: unknown } | null)?.current_block_identifier;
-      return isBlockId(id) ? { number: id.index, hash: id.hash, finalized: id.index - depth } : null;
-    },
-  };
 }
 
 function statusBody(route: RosettaRouteSpec): string {
@@ -221,28 +137,34 @@ function classifyOptions(status: number, h: Record<string, string | string[] | u
 export const rosetta: InterfaceModule<'rosetta'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : reason === 'quota' ? { reason, resetsAt: RESETS_AT } : { reason }) })),
   handler: (route, services) => new RosettaRoute(route, services),
-  health: {
-    request: (route, u) => ({ path: `${u.basePath}/network/status`, method: 'POST', body: statusBody(route) }),
-    head: (doc) => doc.current_block_identifier?.index,
-    /**
-     * /network/list, sent alongside /network/status every round: Rosetta has
-     * no batch, and a node of another network answers /network/status for
-     * ours with an error that looks like any broken node's (4002), while a
-     * node that ignores the identifier would pass it. One small POST more
-     * per Rosetta upstream per interval, off the request path.
-     */
-    identity(route) {
-      const body = '{"metadata":{}}';
-      return {
-        request: (u) => ({ path: `${u.basePath}/network/list`, method: 'POST', body }),
-        check(doc) {
-          const ids: unknown = doc.network_identifiers;
-          if (!Array.isArray(ids)) return false;
-          const served = ids.filter((n): n is { blockchain: string; network: string } => typeof n?.blockchain === 'string' && typeof n?.network === 'string');
-          if (served.some((n) => n.blockchain === 'cardano' && n.network === route.network)) return true;
-          return `networks ${served.map((n) => `${n.blockchain}/${n.network}`).join(', ') || 'none'}`;
-        },
-      };
+  /**
+   * /network/list and /network/status, sent together every poll: Rosetta has
+   * no batch, and a node of another network answers /network/status for ours
+   * with an error that looks like any broken node's (4002), while a node that
+   * ignores the identifier would pass it. The status names the head and the
+   * genesis block; blocks `finality` below the head are final.
+   */
+  probe: {
+    names: () => true,
+    requests: (route, u) => [
+      { path: `${u.basePath}/network/list`, method: 'POST', body: LIST_BODY },
+      { path: `${u.basePath}/network/status`, method: 'POST', body: statusBody(route) },
+    ],
+    read(route, [list, status]) {
+      const ids: unknown = list?.network_identifiers;
+      if (!Array.isArray(ids)) return 'the answer does not say which chain it serves';
+      const served = ids.filter((n): n is { blockchain: string; network: string } => typeof n?.blockchain === 'string' && typeof n?.network === 'string');
+      const own = served.some((n) => n.blockchain === 'cardano' && n.network === route.network);
+      const identity = own ? `cardano/${route.network}` : `networks ${served.map((n) => `${n.blockchain}/${n.network}`).join(', ') || 'none'}`;
+      const none = { identity, own, genesis: '', number: Number.NaN, hash: '', finalized: -1, safe: -1, canonical: [] };
+      if (!own) return none;
+      if (status === null || status === undefined) return 'no proper answer';
+      const head: unknown = status.current_block_identifier;
+      const genesis: unknown = status.genesis_block_identifier;
+      const g = isBlockId(genesis) ? genesis.hash : '';
+      if (!isBlockId(head)) return { ...none, genesis: g };
+      const depth = route.finality;
+      return { ...none, genesis: g, number: head.index, hash: head.hash, finalized: depth === undefined ? -1 : Math.max(-1, head.index - depth) };
     },
   },
 };

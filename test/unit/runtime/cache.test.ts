@@ -56,7 +56,7 @@ describe('cache store', () => {
     const store = new CacheStore(4096);
     const a = new CacheStats('a');
     const c = new CacheStats('c');
-    for (let i = 0; i < 10; i++) store.set(`k${i}`, b(300), b(100), -1, -1, i % 2 === 0 ? a : c);
+    for (let i = 0; i < 10; i++) store.set(`k${i}`, b(300), b(100), -1, '', -1, i % 2 === 0 ? a : c);
     expect(store.size).toBeLessThanOrEqual(4096);
     expect(a.bytes + c.bytes).toBe(store.size);
     expect(a.evictions + c.evictions).toBeGreaterThan(0);
@@ -67,10 +67,10 @@ describe('cache store', () => {
   it('moves a hit to the end of the line', () => {
     const store = new CacheStore(4000);
     const s = new CacheStats('x');
-    store.set('old', b(800), b(0), -1, -1, s);
-    store.set('mid', b(800), b(0), -1, -1, s);
+    store.set('old', b(800), b(0), -1, '', -1, s);
+    store.set('mid', b(800), b(0), -1, '', -1, s);
     store.get('old');
-    for (const k of ['new', 'newer', 'newest']) store.set(k, b(800), b(0), -1, -1, s);
+    for (const k of ['new', 'newer', 'newest']) store.set(k, b(800), b(0), -1, '', -1, s);
     expect(s.evictions).toBe(1);
     expect(store.get('mid')).toBeUndefined();
     expect(store.get('old')).toBeDefined();
@@ -79,9 +79,9 @@ describe('cache store', () => {
   it('refuses an entry larger than a quarter of the budget', () => {
     const store = new CacheStore(4000);
     const s = new CacheStats('x');
-    expect(store.set('big', b(1000), b(0), -1, -1, s)).toBeNull();
+    expect(store.set('big', b(1000), b(0), -1, '', -1, s)).toBeNull();
     expect(store.size).toBe(0);
-    expect(store.set('small', b(500), b(0), -1, -1, s)).not.toBeNull();
+    expect(store.set('small', b(500), b(0), -1, '', -1, s)).not.toBeNull();
   });
 });
 

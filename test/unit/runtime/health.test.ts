@@ -3,7 +3,8 @@
 // time. Fake timers and fake pools: what is asserted is the order and count of
 // probes, not how long anything takes.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { HealthChecker } from '../../../runtime/health.ts';
+import { Poller } from '../../../runtime/poller.ts';
+import { ChainView, UpstreamView } from '../../../runtime/chain-view.ts';
 import type { Logger } from '../../../runtime/log.ts';
 import type { Metrics } from '../../../runtime/metrics.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
@@ -19,7 +20,17 @@ interface FakeChain {
   stall: boolean;
 }
 
-function setup(n: number): { chains: FakeChain[]; checker: HealthChecker; counts: () => number[]; states: () => string[] } {
+/** The poller of these chains, each polled at the health interval (no cache). */
+function poller(routes: RouteSpec[], groups: Map<RouteSpec, UpstreamGroup>, opts: { intervalMs: number; timeoutMs: number }, log: Logger, metrics: Metrics): Poller {
+  return new Poller(
+    routes.map((route) => ({ route, group: groups.get(route)!, view: new ChainView(groups.get(route)!.all), headPollMs: null })),
+    opts,
+    log,
+    metrics,
+  );
+}
+
+function setup(n: number): { chains: FakeChain[]; checker: Poller; counts: () => number[]; states: () => string[] } {
   const chains: FakeChain[] = [];
   const upstreams: Array<{ state: string }> = [];
   const groups = new Map<RouteSpec, UpstreamGroup>();
@@ -34,14 +45,31 @@ function setup(n: number): { chains: FakeChain[]; checker: HealthChecker; counts
         return answer;
       },
     };
-    const upstream = { name: `chain-${i}#0`, rpcPath: '/', headers: {}, pool, state: 'unknown', head: null, healthFails: 0, requestFails: 0, lagging: false };
+    const view = new UpstreamView();
+    const upstream = {
+      name: `chain-${i}#0`,
+      rpcPath: '/',
+      headers: {},
+      pool,
+      view,
+      requestFails: 0,
+      get state() {
+        return view.state;
+      },
+      get takesBatches() {
+        return view.takesBatches;
+      },
+      get usable() {
+        return view.state === 'up' || (view.state === 'unknown' && !view.verify);
+      },
+    };
     groups.set(route, { all: [upstream] } as unknown as UpstreamGroup);
     upstreams.push(upstream);
     chains.push(chain);
   }
-  const log = { warn: vi.fn() } as unknown as Logger;
+  const log = { warn: vi.fn(), error: vi.fn() } as unknown as Logger;
   const metrics = { upstream: vi.fn() } as unknown as Metrics;
-  const checker = new HealthChecker(
+  const checker = poller(
     chains.map((c) => c.route),
     groups,
     { intervalMs: INTERVAL, timeoutMs: 500 },
@@ -51,7 +79,7 @@ function setup(n: number): { chains: FakeChain[]; checker: HealthChecker; counts
   return { chains, checker, counts: () => chains.map((c) => c.probes), states: () => upstreams.map((u) => u.state) };
 }
 
-describe('HealthChecker schedule', () => {
+describe('Poller schedule (chains without a cache: the health interval)', () => {
   beforeEach(() => void vi.useFakeTimers());
   afterEach(() => void vi.useRealTimers());
 
@@ -122,15 +150,15 @@ describe('health checks and the circuit breaker', () => {
   afterEach(() => void vi.useRealTimers());
 
   /** A real Upstream whose node answers eth_blockNumber (so it passes every check) and nothing is sent anywhere. */
-  function checkedUpstream(): { upstream: Upstream; checker: HealthChecker } {
+  function checkedUpstream(): { upstream: Upstream; checker: Poller } {
     const route = { path: 'failchain', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
     const spec = { name: 'failchain#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
     const upstream = new Upstream(spec, route);
     const answer = { statusCode: 200, body: { text: async () => '{"jsonrpc":"2.0","id":1,"result":"0x10"}' } };
     Object.defineProperty(upstream, 'pool', { value: { request: async () => answer } });
-    const log = { warn: vi.fn() } as unknown as Logger;
+    const log = { warn: vi.fn(), error: vi.fn() } as unknown as Logger;
     const metrics = { upstream: vi.fn() } as unknown as Metrics;
-    const checker = new HealthChecker([route], new Map([[route, new UpstreamGroup([upstream])]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log, metrics);
+    const checker = poller([route], new Map([[route, new UpstreamGroup([upstream])]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log, metrics);
     return { upstream, checker };
   }
 
@@ -143,7 +171,7 @@ describe('health checks and the circuit breaker', () => {
     for (let i = 0; i < 3; i++) {
       opened.push(upstream.markFailure());
       await vi.advanceTimersByTimeAsync(INTERVAL); // a passing check between each failure
-      expect(upstream.healthFails).toBe(0);
+      expect(upstream.view.healthFails).toBe(0);
     }
     expect(opened).toEqual([false, false, true]);
     checker.stop();
@@ -173,7 +201,7 @@ describe('the wrong-chain guard', () => {
   afterEach(() => void vi.useRealTimers());
 
   /** A chain with chainId 1 and one real Upstream whose node says what `node.chainId` holds (null: it does not answer). */
-  function guarded(): { upstream: Upstream; checker: HealthChecker; node: { chainId: number | null }; bodies: string[]; log: { error: ReturnType<typeof vi.fn>; warn: ReturnType<typeof vi.fn> } } {
+  function guarded(): { upstream: Upstream; checker: Poller; node: { chainId: number | null }; bodies: string[]; log: { error: ReturnType<typeof vi.fn>; warn: ReturnType<typeof vi.fn> } } {
     const route = { path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
     const spec = { name: 'bsc#0', url: { parts: ['http://user:secret@127.0.0.1:9/rpc'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
     const upstream = new Upstream(spec, route);
@@ -192,7 +220,7 @@ describe('the wrong-chain guard', () => {
     });
     const log = { warn: vi.fn(), error: vi.fn() };
     const metrics = { upstream: vi.fn() } as unknown as Metrics;
-    const checker = new HealthChecker([route], new Map([[route, new UpstreamGroup([upstream])]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log as unknown as Logger, metrics);
+    const checker = poller([route], new Map([[route, new UpstreamGroup([upstream])]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log as unknown as Logger, metrics);
     return { upstream, checker, node, bodies, log };
   }
 

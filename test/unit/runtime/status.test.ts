@@ -114,9 +114,9 @@ describe('StatusBoard', () => {
     const { b, group, metrics } = board();
     const [a, c] = group.all;
     a!.state = 'up';
-    a!.head = 120;
+    a!.view.head = 120;
     c!.state = 'wrong_chain' as never; // any state the runtime reports is shown as it is
-    c!.head = 100;
+    c!.view.head = 100;
     metrics.upstream('dev', a!, 120);
     metrics.upstream('dev', c!, 120);
     b.copy(1);

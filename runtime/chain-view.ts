@@ -1,0 +1,288 @@
+// What the gateway knows of the chain each upstream serves (UpstreamView),
+// and of each chain as its usable upstreams tell it (ChainView). One view,
+// kept current by one poller (poller.ts); health, routing, the cache,
+// /status.json and /metrics all read it, and nothing else asks upstreams.
+//
+// The rules that make the cache's answers right live here, where the facts are:
+//  - the chain's head is the highest head a usable upstream reports, its
+//    finalized and safe blocks the lowest; any change of these ends the epoch
+//    (up, down, or the same height with another hash), as soon as any one
+//    upstream's report shows it: a slow upstream holds up no one;
+//  - an upstream's identity (what it serves, and its genesis hash) is checked
+//    in the same poll as its head: a head from an upstream of another chain is
+//    never adopted. When an upstream's identity changes, or when an
+//    upstream's finalized block goes backwards (a revert, a reset, a resynced
+//    node), the chain resets: its forever entries go and the eth_blockNumber
+//    floor with them;
+//  - eth_blockNumber's floor holds against upstreams that lag, never against
+//    the chain itself: when an upstream's own head goes down, the floor
+//    follows the chain's head down.
+import { UpstreamTally } from './tally.ts';
+
+/** wrong_chain: a poll found it serving another chain (it takes no traffic until a poll finds the right one). */
+export type UpstreamState = 'unknown' | 'up' | 'down' | 'wrong_chain';
+export const UPSTREAM_STATES: readonly UpstreamState[] = ['unknown', 'up', 'down', 'wrong_chain'];
+
+/** What one poll of one upstream found. */
+export interface PollReport {
+  /** What the upstream serves ('' when the interface cannot tell), as the log and the cache's namespace name it. */
+  readonly identity: string;
+  /** Whether that is the chain the manifest names (true where it names none). */
+  readonly own: boolean;
+  /** The genesis block's hash, where the poll asks for it ('' unknown). */
+  readonly genesis: string;
+  /** The head's number (NaN: it answered, but with no usable height) and hash ('' unknown). */
+  readonly number: number;
+  readonly hash: string;
+  /** Finalized and safe blocks (-1 unknown). */
+  readonly finalized: number;
+  readonly safe: number;
+  /** Hashes of final blocks the poll was asked to look up, by number. */
+  readonly canonical: readonly (readonly [number, string])[];
+}
+
+export type ResetReason = 'identity' | 'finalized_backwards';
+
+/** Everything the gateway knows of what one upstream serves. */
+export class UpstreamView {
+  state: UpstreamState = 'unknown';
+  /** The manifest names what this upstream must serve: until a poll says it does, it takes no traffic. */
+  verify = false;
+  /** What it serves, and its genesis hash, as its last good poll said ('' never told). */
+  identity = '';
+  genesis = '';
+  /** Head as the last good poll said (null: never told). */
+  head: number | null = null;
+  hash = '';
+  finalized = -1;
+  safe = -1;
+  /** More than maxLag blocks behind the chain's best head. */
+  lagging = false;
+  /** False once it answered a JSON-RPC batch with one object; asked call by call until it comes back from down. */
+  takesBatches = true;
+  healthFails = 0;
+  /** The last poll came back, on the chain's own identity: its head counts for lag. */
+  fresh = false;
+  /** Attempts and their latency, for /metrics and the status page. */
+  readonly tally = new UpstreamTally();
+  /** Polls begun and polls that came back with the chain's own identity (the cache keeps what came between two such). */
+  begun = 0;
+  verified = 0;
+  /** Work waiting for the next poll that begins after it was queued: [poll number it waits for, what to run if that poll verifies]. */
+  private readonly afterPoll: { readonly poll: number; readonly run: () => void }[] = [];
+
+  /** Runs `run` once a poll that begins from now on finds this upstream on its chain (dropped if it does not). */
+  whenVerified(run: () => void): void {
+    if (this.afterPoll.length >= MAX_WAITING) return;
+    this.afterPoll.push({ poll: this.begun + 1, run });
+  }
+
+  /** A poll is over: what waited for it runs if it verified the identity, and is dropped if not. */
+  settled(poll: number, ok: boolean): void {
+    let n = 0;
+    while (n < this.afterPoll.length && this.afterPoll[n]!.poll <= poll) n++;
+    if (n === 0) return;
+    const due = this.afterPoll.splice(0, n);
+    if (ok) for (const w of due) w.run();
+  }
+}
+
+/** Answers waiting for their upstream's next identity check, per upstream, at most. */
+const MAX_WAITING = 10_000;
+/** Canonical hashes of final blocks kept at most (the oldest learned go first). */
+const MAX_CANONICAL = 8192;
+/** Final blocks whose canonical hash the next poll asks for, at most. */
+const MAX_LOOKUPS = 16;
+
+/** What follows a chain's view: the cache ends its epoch's entries, and resets. */
+export interface ChainListener {
+  epoch(): void;
+  reset(reason: ResetReason): void;
+  /** The canonical hash of final block `n` became known. */
+  canonical(n: number, hash: string): void;
+}
+
+interface Member {
+  readonly view: UpstreamView;
+  readonly usable: boolean;
+}
+
+/** A chain as its usable upstreams tell it. */
+export class ChainView {
+  /** The highest head a usable upstream reports, with its hash ('' when two at that height disagree). */
+  number = -1;
+  hash = '';
+  /** Lowest finalized and safe block of the usable upstreams (-1 while one of them does not know). */
+  finalized = -1;
+  safe = -1;
+  /** Ends with every change of the head, the finalized or safe block, and every reset. */
+  epoch = 0;
+  /** Reports settled so far. */
+  seq = 0;
+  /** Bumped by every change of an upstream's identity and every poll that finds another chain: an answer is kept only if it is the same after as before. */
+  trust = 0;
+  /** What forever entries are kept under: the identity and genesis the usable upstreams agree on ('' while they do not: nothing is kept forever). */
+  namespace = '';
+  headChanges = 0;
+  resets = 0;
+  /** The highest eth_blockNumber a client was given. */
+  private served = -1;
+  /** Per upstream at the chain's head: the report that first saw it there. */
+  private readonly atHeadSince = new Map<UpstreamView, number>();
+  private readonly canonical = new Map<number, string>();
+  private readonly lookups = new Set<number>();
+  private readonly listeners: ChainListener[] = [];
+
+  constructor(private readonly members: readonly Member[]) {}
+
+  listen(l: ChainListener): void {
+    this.listeners.push(l);
+  }
+
+  /**
+   * A poll's report on one upstream (null: the poll failed, or found another
+   * chain). Called for each upstream as its answer comes: the chain's view
+   * moves at once, without waiting for the others.
+   */
+  report(v: UpstreamView, r: PollReport | null): void {
+    let reset: ResetReason | null = null;
+    let down = false;
+    v.fresh = r !== null && r.own && !Number.isNaN(r.number);
+    if (r !== null && !r.own) this.trust++;
+    if (r !== null) {
+      if ((v.identity !== '' && r.identity !== v.identity) || (v.genesis !== '' && r.genesis !== '' && r.genesis !== v.genesis)) {
+        reset = 'identity';
+        this.trust++;
+        v.head = null;
+        v.finalized = -1;
+      }
+      v.identity = r.identity;
+      if (r.genesis !== '') v.genesis = r.genesis;
+      if (r.own) {
+        // The chain itself went back below a block it called final: nothing kept as final can be trusted.
+        if (reset === null && r.finalized >= 0 && r.finalized < v.finalized) reset = 'finalized_backwards';
+        if (v.head !== null && !Number.isNaN(r.number) && r.number < v.head) down = true;
+        if (!Number.isNaN(r.number)) {
+          v.head = r.number;
+          v.hash = r.hash;
+        }
+        v.finalized = r.finalized;
+        v.safe = r.safe;
+        for (const [n, hash] of r.canonical) this.learnCanonical(n, hash);
+      }
+    }
+    if (reset !== null) this.reset(reset);
+    this.settle();
+    if (down || reset !== null) this.served = this.number;
+  }
+
+  /** The best head among the usable upstreams (-1: none), for lag. */
+  best(): number {
+    let best = -1;
+    for (const m of this.members) {
+      const v = m.view;
+      if (v.fresh && v.head !== null && v.head > best) best = v.head;
+    }
+    return best;
+  }
+
+  /** The chain's head and finality from what each usable upstream last reported; ends the epoch on any change. */
+  settle(): void {
+    let number = -1;
+    let hash = '';
+    let finalized = Number.MAX_SAFE_INTEGER;
+    let safe = Number.MAX_SAFE_INTEGER;
+    let known = 0;
+    let ns: string | null = null;
+    for (const m of this.members) {
+      const v = m.view;
+      if (!m.usable || v.head === null || v.hash === '') continue;
+      known++;
+      if (v.head > number) {
+        number = v.head;
+        hash = v.hash;
+      } else if (v.head === number && v.hash !== hash) hash = ''; // they disagree: no upstream is "at the head"
+      finalized = Math.min(finalized, v.finalized);
+      safe = Math.min(safe, v.safe);
+      const mine = v.identity === '' || v.genesis === '' ? '' : `${v.identity} ${v.genesis}`;
+      ns = ns === null || ns === mine ? mine : '';
+    }
+    finalized = known === 0 || finalized < 0 ? -1 : finalized;
+    safe = known === 0 || safe < 0 ? -1 : safe;
+    this.namespace = ns ?? '';
+    const moved = number !== this.number || hash !== this.hash;
+    if (moved) this.headChanges++;
+    if (moved || finalized !== this.finalized || safe !== this.safe) {
+      this.number = number;
+      this.hash = hash;
+      this.finalized = finalized;
+      this.safe = safe;
+      this.endEpoch();
+    }
+    this.seq++;
+    for (const m of this.members) {
+      const v = m.view;
+      const at = m.usable && v.head === number && hash !== '' && v.hash === hash;
+      if (!at) this.atHeadSince.delete(v);
+      else if (!this.atHeadSince.has(v)) this.atHeadSince.set(v, this.seq);
+    }
+  }
+
+  private endEpoch(): void {
+    this.epoch++;
+    for (const l of this.listeners) l.epoch();
+  }
+
+  private reset(reason: ResetReason): void {
+    this.resets++;
+    this.canonical.clear();
+    this.lookups.clear();
+    this.served = -1;
+    for (const l of this.listeners) l.reset(reason);
+    this.endEpoch();
+  }
+
+  /** Was this upstream at the chain's best head (same number, same hash) already at report `seq`, and still is? */
+  atHead(v: UpstreamView, seq: number): boolean {
+    const since = this.atHeadSince.get(v);
+    return since !== undefined && since <= seq;
+  }
+
+  isFinal(n: number): boolean {
+    return this.finalized >= 0 && n <= this.finalized;
+  }
+
+  /** The canonical hash of final block `n`, if known (undefined: not known yet; asked for by the next poll). */
+  canonicalHash(n: number): string | undefined {
+    return this.canonical.get(n);
+  }
+
+  learnCanonical(n: number, hash: string): void {
+    this.lookups.delete(n);
+    if (!this.isFinal(n) || this.canonical.has(n)) return;
+    this.canonical.set(n, hash);
+    if (this.canonical.size > MAX_CANONICAL) this.canonical.delete(this.canonical.keys().next().value!);
+    for (const l of this.listeners) l.canonical(n, hash);
+  }
+
+  /** Asks the next poll of an upstream at the head for final block `n`'s hash. */
+  lookUp(n: number): void {
+    if (this.lookups.size < MAX_LOOKUPS && this.isFinal(n) && !this.canonical.has(n)) this.lookups.add(n);
+  }
+
+  /** The lookups the next poll carries (only an upstream at the head answers them). */
+  pendingLookups(v: UpstreamView): readonly number[] {
+    return this.lookups.size === 0 || !this.atHead(v, this.seq) ? NONE : [...this.lookups];
+  }
+
+  /** What eth_blockNumber answers for a node's `n`: -1 to pass it on as it is, else the higher number a client already saw. */
+  blockNumber(n: number): number {
+    if (n >= this.served) {
+      this.served = n;
+      return -1;
+    }
+    return this.served;
+  }
+}
+
+const NONE: readonly number[] = [];

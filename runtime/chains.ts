@@ -1,0 +1,77 @@
+// Each chain of the manifest as the server runs it: its upstreams and their
+// view, its forwarding (with the cache around it where the manifest has
+// one), its flow, envelope and counters; and each listener's dispatch table.
+import type { Envelope } from './envelope.ts';
+import type { Exchange, RouteHandler } from './exchange.ts';
+import type { ForwardRequest } from './proxy.ts';
+import type { GatewaySpec, ListenerSpec, RouteSpec } from './types.ts';
+import { ChainView } from './chain-view.ts';
+import { cachedForwarder, type CacheServices } from './cache/index.ts';
+import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts';
+import type { EvmForward, Forwarders, RouteServices } from './interfaces/interface.ts';
+import type { Metrics, RouteMetrics } from './metrics.ts';
+import type { PolledChain } from './poller.ts';
+import { Upstream, UpstreamGroup } from './upstream.ts';
+
+/** A chain as one listener serves it: its flow, its envelope and its counters. */
+export interface Chain {
+  readonly route: RouteSpec;
+  readonly group: UpstreamGroup;
+  readonly view: ChainView;
+  readonly handler: RouteHandler;
+  readonly envelope: Envelope;
+  readonly metrics: RouteMetrics;
+  /** Whether it has a cache: then every answer, a preflight's too, carries X-Cache. */
+  readonly cached: boolean;
+}
+
+/** A listener's dispatch table: first path segment to chain, and the envelope for everything else. */
+export interface Dispatch {
+  readonly spec: ListenerSpec;
+  readonly chains: ReadonlyMap<string, Chain>;
+  readonly envelope: Envelope;
+}
+
+/** What every chain's flow is given, but its own upstreams and forwarding. */
+export type SharedServices = Omit<RouteServices, 'group' | 'forward'>;
+
+export interface Chains {
+  readonly all: readonly Chain[];
+  readonly dispatch: readonly Dispatch[];
+  /** What the poller polls, and how often. */
+  readonly polled: readonly PolledChain[];
+}
+
+export function buildChains(spec: GatewaySpec, services: SharedServices, metrics: Metrics, cache: CacheServices | null): Chains {
+  const all: Chain[] = [];
+  const dispatch: Dispatch[] = [];
+  const polled: PolledChain[] = [];
+  for (const l of spec.listeners) {
+    const chains = new Map<string, Chain>();
+    for (const [segment, route] of l.routes) {
+      const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
+      metrics.upstreams(group.all);
+      const view = new ChainView(group.all);
+      const cached = cache !== null && route.cache === true;
+      let forward = plainForwarder(route, group);
+      if (cached) {
+        const c = cachedForwarder(route, group, view, cache);
+        forward = c.forward;
+        metrics.cache(c.stats);
+      }
+      const handler = routeHandler(route, { ...services, group, forward } as RouteServices);
+      const chain: Chain = { route, group, view, handler, envelope: moduleOf(route).envelope, metrics: metrics.route(route.path, route.interface), cached };
+      all.push(chain);
+      chains.set(segment, chain);
+      polled.push({ route, group, view, headPollMs: cached ? cache.spec.headPollMs : null });
+    }
+    dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
+  }
+  return { all, dispatch, polled };
+}
+
+/** Forwarding with nothing around it: upstream through Forward (retries, breaker and streaming are its). */
+function plainForwarder(route: RouteSpec, group: UpstreamGroup): Forwarders[RouteSpec['interface']] {
+  if (route.interface === 'evm-jsonrpc') return (x: Exchange, d: EvmForward, build: (x: Exchange, d: EvmForward) => ForwardRequest) => x.forwardTo(group, build(x, d));
+  return (x: Exchange, request: ForwardRequest) => x.forwardTo(group, request);
+}

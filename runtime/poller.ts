@@ -1,0 +1,231 @@
+// The one place that asks upstreams about themselves. Each upstream is polled
+// on its own, every headPollMs on a chain whose cache needs heads and every
+// health interval otherwise; one poll asks, in one batch where the interface
+// has batches, for what the upstream serves (its identity and genesis), its
+// head, and its finalized and safe blocks. Each report goes into the
+// upstream's view and the chain's (chain-view.ts) as soon as it comes: a slow
+// upstream holds up no one. The report also decides the upstream's state:
+// down after HEALTH_FAILS_TO_DOWN failed polls or when more than maxLag
+// blocks behind, wrong_chain while it serves another chain.
+import type { Logger } from './log.ts';
+import type { Metrics } from './metrics.ts';
+import type { RouteSpec } from './types.ts';
+import { moduleOf } from './interfaces/index.ts';
+import type { ProbeRequest } from './interfaces/interface.ts';
+import type { ChainView, PollReport } from './chain-view.ts';
+import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
+
+/** Groups of chains polled together, spread over each interval. */
+const SLOTS = 10;
+const NONE: readonly number[] = [];
+
+export interface PollerOptions {
+  /** The health interval, for chains without a cache. */
+  readonly intervalMs: number;
+  readonly timeoutMs: number;
+}
+
+export interface PolledChain {
+  readonly route: RouteSpec;
+  readonly group: UpstreamGroup;
+  readonly view: ChainView;
+  /** The cache's head poll interval, when the chain's cache needs heads (then the poll asks for hashes, finality and genesis too); null otherwise. */
+  readonly headPollMs: number | null;
+}
+
+export class Poller {
+  private readonly timers: NodeJS.Timeout[] = [];
+  /** Upstreams whose poll is under way: a slow one is never overlapped by its next. */
+  private readonly polling = new Set<Upstream>();
+
+  constructor(
+    private readonly chains: readonly PolledChain[],
+    private readonly opts: PollerOptions,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+  ) {
+    // Where the manifest says which chain an upstream must serve, none takes traffic before a poll says it does.
+    for (const c of chains) if (moduleOf(c.route).probe.names(c.route as never)) for (const u of c.group.all) u.view.verify = true;
+  }
+
+  /**
+   * Polls every upstream at once (so that readiness is known at start), then
+   * each chain once per its interval, the chains spread in up to SLOTS groups
+   * over it: 200 chains every 5 s are 20 chains every 500 ms, not a burst
+   * that a rate-limited provider behind all of them may refuse. Resolves when
+   * the first round is over (each poll is bounded by timeoutMs): the server
+   * listens only then.
+   */
+  start(): Promise<void> {
+    const first = Promise.all(this.chains.map((c) => this.round(c)));
+    const n = this.chains.length;
+    const slots = Math.min(n, SLOTS);
+    this.chains.forEach((c, i) => {
+      const every = c.headPollMs ?? this.opts.intervalMs;
+      const t = setTimeout(() => {
+        void this.round(c);
+        const each = setInterval(() => void this.round(c), every);
+        each.unref();
+        this.timers.push(each);
+      }, every + Math.floor((every * Math.floor((i * slots) / n)) / slots));
+      t.unref();
+      this.timers.push(t);
+    });
+    return first.then(() => undefined);
+  }
+
+  stop(): void {
+    for (const t of this.timers) clearTimeout(t); // clears intervals as well
+    this.timers.length = 0;
+  }
+
+  /** Polls each upstream of a chain whose previous poll is over. */
+  round(c: PolledChain): Promise<unknown> {
+    return Promise.all(c.group.all.map((u) => (this.polling.has(u) ? undefined : this.poll(c, u))));
+  }
+
+  private async poll(c: PolledChain, u: Upstream): Promise<void> {
+    this.polling.add(u);
+    const v = u.view;
+    const n = ++v.begun;
+    try {
+      const heads = c.headPollMs !== null;
+      const outcome = await pollOnce(c.route, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
+      this.apply(c, u, 'report' in outcome ? outcome.report : null, n);
+    } catch (err) {
+      this.log.error({ event: 'internal_error', chain: c.route.path, upstream: u.name, error: (err as Error)?.message }, 'internal error in a poll');
+    } finally {
+      this.polling.delete(u);
+    }
+  }
+
+  /** One poll's outcome: the upstream's state, its view and the chain's. */
+  private apply(c: PolledChain, u: Upstream, r: PollReport | null, n: number): void {
+    const v = u.view;
+    const before = v.state;
+    const path = c.route.path;
+    let best = c.view.best();
+    if (r === null) {
+      v.healthFails++;
+      // One found on another chain stays so until a poll finds the right one.
+      if (v.healthFails >= HEALTH_FAILS_TO_DOWN && before !== 'wrong_chain') v.state = 'down';
+    } else if (!r.own) {
+      v.healthFails = 0;
+      v.lagging = false;
+      v.state = 'wrong_chain';
+      if (before !== 'wrong_chain') {
+        // Once per transition; never the URL, which may hold a provider's secret.
+        this.log.error(
+          { event: 'upstream_wrong_chain', chain: path, upstream: u.name, serves: r.identity, from: before },
+          `upstream ${u.name} of chain ${path} serves another chain (${r.identity}): taken out`,
+        );
+      }
+    } else {
+      v.healthFails = 0;
+      const known = !Number.isNaN(r.number);
+      if (known && r.number > best) best = r.number;
+      v.lagging = known && best - r.number > c.route.maxLag;
+      // A passing poll does not clear the circuit breaker's run of failed
+      // requests: the head answering says nothing of whether calls do. An
+      // upstream it brings back after the breaker opened is on trial: its next
+      // failed request takes it out again, its next success clears the run.
+      v.state = v.lagging ? 'down' : 'up';
+      // Back from down: the node may have been restarted or reconfigured. If it refused batches, it is asked with one again.
+      if (before === 'down' && v.state === 'up' && !v.takesBatches) v.takesBatches = true;
+    }
+    c.view.report(v, r);
+    if (r !== null && r.own) v.verified = n;
+    v.settled(n, r !== null && r.own);
+    this.metrics.upstream(path, u, best);
+    if (before !== v.state && before !== 'unknown' && v.state !== 'wrong_chain') {
+      this.log.warn({ event: 'upstream_state', chain: path, upstream: u.name, from: before, to: v.state, head: v.head, lagging: v.lagging }, 'upstream state changed');
+    }
+  }
+}
+
+export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string };
+
+/**
+ * One poll of one upstream, as the poller and `gateway check --probe` make
+ * it: its report, or why there is none. Reasons are error codes and
+ * statuses, never an error's message, which may carry the upstream's address.
+ */
+export async function pollOnce(
+  route: RouteSpec,
+  u: Upstream,
+  timeoutMs: number,
+  heads: boolean,
+  lookups: readonly number[] = NONE,
+): Promise<{ readonly report: PollReport } | { readonly failure: PollFailure }> {
+  const probe = moduleOf(route).probe;
+  let requests = probe.requests(route as never, u, heads, lookups);
+  let answers = await Promise.all(requests.map((r) => ask(u, r, timeoutMs)));
+  // One object for a batch: a node that takes no batches. Asked call by call, now and from then on.
+  if (requests.some((r, i) => r.batch === true && isDoc(answers[i]!) && !Array.isArray(answers[i]!.doc))) {
+    u.view.takesBatches = false;
+    requests = probe.requests(route as never, u, heads, lookups);
+    answers = await Promise.all(requests.map((r) => ask(u, r, timeoutMs)));
+  }
+  const read = probe.read(route as never, answers.map((a) => (isDoc(a) ? a.doc : null)), heads);
+  if (typeof read !== 'string') return { report: read };
+  // The answer that was not one says why; else the reading does.
+  for (const a of answers) if (!isDoc(a)) return { failure: a };
+  return { failure: { kind: 'failing', reason: read } };
+}
+
+/**
+ * The probe as `gateway check --probe` prints it: null and why for no proper
+ * answer; `{ wrong }` for an upstream of another chain; otherwise its head
+ * (NaN when it reports no usable height).
+ */
+export async function probeWithReason(
+  route: RouteSpec,
+  u: Upstream,
+  timeoutMs: number,
+): Promise<{ readonly result: number | null | { readonly wrong: string }; readonly failure?: PollFailure }> {
+  const out = await pollOnce(route, u, timeoutMs, false);
+  if ('failure' in out) return { result: null, failure: out.failure };
+  const r = out.report;
+  return { result: r.own ? r.number : { wrong: r.identity } };
+}
+
+type Answer = { readonly doc: Record<string, any> } | PollFailure;
+
+function isDoc(a: Answer): a is { readonly doc: Record<string, any> } {
+  return 'doc' in a;
+}
+
+/** The answer as a JSON object (or array); else why there is none: no answer in time, not a 200, or not JSON. */
+async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Answer> {
+  let status: number;
+  let text: string;
+  try {
+    const type = req.body === undefined ? null : { 'content-type': 'application/json' };
+    const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
+    const res = await u.pool.request({ path: req.path, method: req.method, headers, body: req.body, headersTimeout: timeout, bodyTimeout: timeout });
+    status = res.statusCode;
+    text = await res.body.text();
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    return { kind: 'unreachable', reason: typeof code === 'string' ? (REASONS[code] ?? code) : 'no answer' };
+  }
+  if (status !== 200) return { kind: 'failing', reason: `HTTP ${status}` };
+  try {
+    const doc = JSON.parse(text) as Record<string, any>;
+    if (doc !== null && typeof doc === 'object') return { doc };
+  } catch {
+    // below
+  }
+  return { kind: 'failing', reason: 'the answer is not JSON' };
+}
+
+const REASONS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found (DNS)',
+  UND_ERR_CONNECT_TIMEOUT: 'connect timeout',
+  UND_ERR_HEADERS_TIMEOUT: 'timeout',
+  UND_ERR_BODY_TIMEOUT: 'timeout',
+  UND_ERR_SOCKET: 'connection closed',
+};
