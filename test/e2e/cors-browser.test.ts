@@ -170,6 +170,16 @@ describe('CORS in chromium: a dapp on another origin calls the gateway (issue 32
     expect(JSON.parse(refused.body!).error.data.reason).toBe('jwt');
   });
 
+  it('Blockbook with a key, a JWT and a cache-buster (`_=`, as jQuery adds): the stand-in gets the parameter, the script reads the answer', async () => {
+    bb.clear();
+    const url = gw.url('explorer', `/bitcoin/v2/block-index/1?_=${Date.now()}`);
+    const a = await callFrom(dappPage, url, { headers: { 'x-api-key': JWT, authorization: `Bearer ${await token()}` } });
+    expectReadable(a, '500');
+    expect(a.status).toBe(200);
+    expect(JSON.parse(a.body!)).toEqual({ blockHash: bb.blockHash(1) });
+    expect(bb.requests.map((r) => r.params.map(([k]) => k))).toEqual([['_']]);
+  });
+
   it('an origin cors.origins does not list: no grant, the fetch fails in the browser, nothing reaches the chain', async () => {
     const before = (await rawRequest(gw.url('rpc', '/ethereum'), { method: 'OPTIONS', headers: { origin: 'http://127.0.0.1:1', 'access-control-request-method': 'POST' } })).headers;
     expect(before['access-control-allow-origin']).toBeUndefined();
