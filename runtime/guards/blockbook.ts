@@ -1,7 +1,7 @@
 // Blockbook guard: which v2 endpoints are forwarded, with which parameters.
 import type { BlockbookErrorName } from '../errors/blockbook.ts';
 import { decodeOrNull, isSafeSegment, queryValues } from '../url.ts';
-import { describe, quoteClient, type BlockbookValidator, type ParamKind } from '../validators.ts';
+import { describe, type BlockbookValidator, type ParamKind } from '../validators.ts';
 
 /** A chain's parameter check (validate: params): each endpoint's validator from the spec. */
 export interface BlockbookParamsCheck {
@@ -34,7 +34,7 @@ export const BLOCKBOOK_ENDPOINTS: ReadonlyMap<string, { readonly params: 0 | 1; 
 
 export type BlockbookDecision =
   | { readonly kind: 'error'; readonly name: BlockbookErrorName }
-  /** A parameter the spec does not allow: HTTP 400, the message names it. */
+  /** A parameter the endpoint takes, with a value the spec does not allow: HTTP 400, the message names it. */
   | { readonly kind: 'invalid'; readonly parameter: string; readonly message: string }
   | { readonly kind: 'forward'; readonly endpoint: string; /** Upstream path below the base, e.g. `/v2/block/1`. */ readonly path: string };
 
@@ -124,7 +124,7 @@ function typed(kind: ParamKind, text: string): unknown {
   }
 }
 
-/** Each parameter, path and query, against the endpoint's schema; null when all pass. */
+/** Each parameter the endpoint takes, path and query, against the endpoint's schema; null when all pass. */
 function paramsInvalid(check: BlockbookParamsCheck, endpoint: string, pathValue: string, query: string): BlockbookDecision | null {
   const v = check.endpoints[endpoint];
   if (v === undefined) return null;
@@ -133,8 +133,13 @@ function paramsInvalid(check: BlockbookParamsCheck, endpoint: string, pathValue:
   if (v.path !== null) first[v.path] = typed(v.params[v.path]!, decodeOrNull(pathValue) ?? pathValue);
   if (query !== '') {
     for (const [name, text] of new URLSearchParams(query)) {
-      const kind = v.params[name];
-      if (kind === undefined || name === v.path) return { kind: 'invalid', parameter: name, message: `Unknown parameter '${quoteClient(name).slice(1, -1)}' for ${endpoint}` };
+      // Own names only: `constructor` or `__proto__` is a parameter like any other.
+      const kind = Object.hasOwn(v.params, name) ? v.params[name] : undefined;
+      // A parameter the endpoint does not take (a cache-buster `_`, a tracking
+      // tag, one of a newer Blockbook) is ignored by Blockbook, so it is not
+      // checked here and goes on as sent (issue 32). The path parameter's
+      // name in the query is one Blockbook does not read either.
+      if (kind === undefined || name === v.path) continue;
       if (name in first) again.push([name, typed(kind, text)]);
       else first[name] = typed(kind, text);
     }

@@ -10,6 +10,7 @@ import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
+import type { RequestHeader } from '../request-headers.ts';
 import { forwardRequest } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
@@ -35,7 +36,7 @@ const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
 };
 
 /** Request headers passed on to Blockbook; everything else (cookies, the key) stays here. */
-const PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-none-match', 'if-modified-since', 'content-type'];
+const PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-none-match', 'if-modified-since', 'content-type'] as const satisfies readonly RequestHeader[];
 const ALLOW = ['allow', 'GET, OPTIONS'];
 const CLOSE = ['connection', 'close'];
 

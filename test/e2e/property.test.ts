@@ -50,7 +50,7 @@ const shape: fc.Arbitrary<Shape> = fc.record({
   chain: fc.oneof({ arbitrary: fc.constantFrom('ethereum', 'bitcoin', 'cardano-preprod'), weight: 2 }, { arbitrary: chainSegment, weight: 1 }),
   segs: fc.oneof(fc.array(segment, { maxLength: 5 }), servedSegs),
   placement: keyPlacement,
-  // Served paths take few query parameters (unknown ones are refused): many runs have none.
+  // Many runs have no query parameters, so that a good share of served paths has nothing to refuse.
   query: fc.oneof({ arbitrary: fc.constant([] as string[]), weight: 3 }, { arbitrary: fc.array(queryPart, { maxLength: 4 }), weight: 2 }),
 });
 

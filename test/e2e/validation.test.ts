@@ -309,7 +309,7 @@ describe('Rosetta bodies against the Rosetta API', () => {
 describe('Blockbook parameters against the Blockbook API', () => {
   const get = (chain: string, rest: string) => rawRequest(gw.url('explorer', `/${chain}/v2/${rest}`), { headers: { 'x-api-key': KEY } });
 
-  it('an invalid parameter gets HTTP 400 {"error"} naming it, and never reaches the server', async () => {
+  it('an invalid value of a parameter the endpoint takes gets HTTP 400 {"error"} naming it, and never reaches the server', async () => {
     bb.clear();
     const cases: [string, string][] = [
       ['block/not-a-block', 'blockId'],
@@ -320,8 +320,11 @@ describe('Blockbook parameters against the Blockbook API', () => {
       ['address/bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq?from=-3', 'from'],
       ['utxo/bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq?confirmed=maybe', 'confirmed'],
       ['estimatefee/0', 'blocks'],
-      ['block/1?colour=red', 'colour'],
       ['block-filters/', 'scriptType'],
+      // Next to parameters the endpoint does not take, a known one is still checked.
+      ['address/bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq?_=1732000000000&details=everything&colour=red', 'details'],
+      ['utxo/bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq?utm_source=x&confirmed=maybe', 'confirmed'],
+      ['block-index/x?_=1', 'height'],
     ];
     for (const [rest, parameter] of cases) {
       const r = await get('bitcoin', rest);
@@ -342,5 +345,28 @@ describe('Blockbook parameters against the Blockbook API', () => {
     bb.clear();
     await get('bitcoin-unchecked', 'block/1?colour=red');
     expect(bb.requests).toHaveLength(1);
+  });
+
+  // Issue 32: Blockbook ignores a parameter it does not read, and clients add
+  // them (cache-busters, tracking tags, parameters of newer Blockbooks).
+  it('a parameter the endpoint does not take reaches Blockbook as sent, in order, with the rest; api_key never does', async () => {
+    bb.clear();
+    const address = 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq';
+    const sent = [
+      `block/${bb.blockHash(1)}?_=1732000000000`,
+      `block/${bb.blockHash(1)}?page=1&utm_source=wallet&pageSize=10&_=1732000000001`,
+      `address/${address}?details=txids&secondary=usd&contractFilter=0xabc`,
+      // Names that are not the endpoint's own: on an object's prototype, the path parameter's, repeated, escaped, empty.
+      `block-index/1?constructor=1&__proto__=2&toString=3&height=7&x=1&x=2&a%20b=c%2Bd&=e&f`,
+    ];
+    for (const rest of sent) {
+      const r = await get('bitcoin', rest);
+      expect(r.status, rest).toBe(200);
+    }
+    // With the key in the query too: the key goes, everything else stays where it was.
+    const keyed = await rawRequest(gw.url('explorer', `/bitcoin/v2/block-index/2?_=5&api_key=${KEY}&newerParam=true`));
+    expect(keyed.status).toBe(200);
+    expect(bb.requests.map((r) => r.url)).toEqual([...sent.map((rest) => `/api/v2/${rest}`), '/api/v2/block-index/2?_=5&newerParam=true']);
+    for (const r of bb.requests) expect(r.url + JSON.stringify(r.headers)).not.toContain(KEY);
   });
 });
