@@ -55,7 +55,7 @@ function send(url, body, agent) {
 
 function start(bundle, env) {
   const t0 = process.hrtime.bigint();
-  // The documented command (README, "Running the file").
+  // The documented command (docs/operations.md, "Running the file").
   const p = spawn(process.execPath, ['--no-memory-reducer', bundle], { cwd: WORK, env: { PATH: process.env.PATH, GATEWAY_KEYS_FILE: join(WORK, 'keys.yaml'), ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((ok) => {
     let buf = '';

@@ -57,7 +57,7 @@ export async function bundleServerText(source: string, manifest: string, validat
         // V8's memory reducer off when the file is run itself (runtime/node-flags.ts).
         `#!/usr/bin/env -S node ${NO_MEMORY_REDUCER}`,
         emitHeader(manifest),
-        `// Run it as \`node ${NO_MEMORY_REDUCER} <this file>\`, or run the file itself (README: Running the file).`,
+        `// Run it as \`node ${NO_MEMORY_REDUCER} <this file>\`, or run the file itself (docs/operations.md: Running the file).`,
         "import { createRequire as __gwCreateRequire } from 'node:module';",
         'const require = __gwCreateRequire(import.meta.url);',
       ].join('\n'),

@@ -257,7 +257,7 @@ program
 
 program
   .command('schema-doc')
-  .description('print the manifest reference (markdown) rendered from the schema, for README.md')
+  .description('print the manifest reference (markdown) rendered from the schema, for docs/manifest.md')
   .action(() => {
     process.stdout.write(`${renderManifestReference(schema)}\n`);
   });

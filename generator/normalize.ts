@@ -55,7 +55,7 @@ export interface GatewayConfig {
 
 /**
  * A default, read from the schema: the schema is the single source of truth,
- * and the README's manifest reference is rendered from it.
+ * and the manifest reference (docs/manifest.md) is rendered from it.
  */
 function schemaDefault<T>(...path: string[]): T {
   let node: unknown = schema;

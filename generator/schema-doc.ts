@@ -1,6 +1,6 @@
-// The README's manifest reference, rendered from the schema (the single
-// source of truth). A test keeps README.md equal to this; `gateway schema-doc`
-// prints it for pasting.
+// The manifest reference (docs/manifest.md), rendered from the schema (the
+// single source of truth). A test keeps docs/manifest.md equal to this;
+// `gateway schema-doc` prints it for pasting.
 interface S {
   description?: string;
   type?: string | string[];

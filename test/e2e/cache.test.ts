@@ -5,7 +5,7 @@
 // with anvil's own answer to the same call at that moment (the test is the only
 // thing that changes anvil's state, and it waits for each answer).
 //
-// The one allowance the README documents: an entry bound to the head may be
+// The one allowance docs/cache.md documents: an entry bound to the head may be
 // served until the gateway has seen the head move (at most headPollMs plus one
 // poll's round trip). The test does not guess that window from the clock: it
 // reads the gateway's own gateway_cache_head_changes_total before each read
@@ -272,7 +272,7 @@ const op: fc.Arbitrary<Op> = fc.oneof(
   { arbitrary: fc.constant({ kind: 'settle' as const }), weight: 8 },
 );
 
-/** Scope the README gives a call: may it ever differ from the node once stored? */
+/** Scope docs/cache.md gives a call: may it ever differ from the node once stored? */
 async function isFinal(method: string, params: unknown[]): Promise<boolean> {
   if (method === 'eth_chainId' || method === 'net_version' || method === 'web3_sha3') return true;
   const byNumber: Record<string, number> = { eth_getBalance: 1, eth_getTransactionCount: 1, eth_call: 1, eth_getCode: 1, eth_getStorageAt: 2, eth_getBlockByNumber: 0, eth_getBlockTransactionCountByNumber: 0, eth_getTransactionByBlockNumberAndIndex: 0, eth_getUncleCountByBlockNumber: 0 };

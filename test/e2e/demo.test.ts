@@ -1,10 +1,14 @@
 // `npm run demo`, the README's first command: builds gateway.yaml, starts anvil
 // behind every EVM chain and the stand-ins behind the others, and prints one
 // ready-to-paste curl line per interface and key placement. Every printed
-// line is sent here as written; Ctrl-C (SIGINT) stops everything it started.
+// line is sent here as written, and the README's tour shows exactly what it
+// prints; Ctrl-C (SIGINT) stops everything it started.
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { rawRequest, ROOT } from './harness.ts';
+import { fencedBlocks } from '../support/doc-links.ts';
 
 interface Curl {
   url: string;
@@ -34,6 +38,7 @@ describe('npm run demo', () => {
   it('brings the whole gateway up, every printed curl line works, and Ctrl-C stops it all', { timeout: 120_000 }, async () => {
     const demo = spawn('npm', ['run', 'demo'], { cwd: ROOT, env: { ...process.env, RPC_PORT: '0', EXPLORER_PORT: '0', ADMIN_PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let out = '';
+    let stdout = '';
     demo.stderr!.setEncoding('utf8').on('data', (c: string) => (out += c));
     const exited = new Promise<number | null>((r) => demo.once('exit', (code) => r(code)));
     onTestFinished(() => {
@@ -46,7 +51,8 @@ describe('npm run demo', () => {
     await new Promise<void>((ok, fail) => {
       demo.stdout!.setEncoding('utf8').on('data', (c: string) => {
         out += c;
-        if (out.includes('Ctrl-C stops')) ok();
+        stdout += c;
+        if (/Ctrl-C stops[^\n]*\n/.test(stdout)) ok();
       });
       void exited.then((code) => fail(new Error(`demo exited (${code}):\n${out}`)));
     });
@@ -72,6 +78,14 @@ describe('npm run demo', () => {
       }
     }
     expect(placements).toBeGreaterThanOrEqual(9);
+    // The README shows what the demo prints, with the default ports and <key> for the key of the run.
+    const port = (path: string) => new URL(parseCurl(lines.find((l) => l.includes(path))!).url).port;
+    let printed = stdout.slice(stdout.indexOf('gateway is up.'), stdout.indexOf('\n', stdout.indexOf('Ctrl-C stops')) + 1).replaceAll(key, '<key>');
+    for (const [path, standard] of [['/ethereum', '8545'], ['/bitcoin', '8080'], ['/metrics', '9100']] as const) {
+      printed = printed.replaceAll(`127.0.0.1:${port(path)}/`, `127.0.0.1:${standard}/`);
+    }
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    expect(fencedBlocks(readme, 'text').find((b) => b.startsWith('gateway is up.')), 'README.md has the demo output').toBe(printed);
     const urls = lines.map((l) => parseCurl(l).url);
     // Ctrl-C in a terminal signals the whole foreground process group.
     process.kill(-demo.pid!, 'SIGINT');

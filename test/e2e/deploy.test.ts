@@ -1,6 +1,6 @@
-// The README's deployment section, as far as this machine can run it: the
-// systemd unit's ExecStart, ExecReload and KillSignal against the emitted
-// file, and the Dockerfile's build stage using the project's own build.
+// The deployment section of docs/operations.md, as far as this machine can
+// run it: the systemd unit's ExecStart, ExecReload and KillSignal against the
+// emitted file, and the Dockerfile's build stage using the project's own build.
 // (Building the image needs a container engine, which this machine lacks.)
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 // The schema is the single source of truth: closed, every field described,
-// and the README's manifest reference is rendered from it.
+// and the manifest reference (docs/manifest.md) is rendered from it.
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -48,12 +48,12 @@ describe('schema/gateway.schema.json', () => {
   });
 });
 
-describe('README manifest reference', () => {
+describe('docs/manifest.md', () => {
   it('is the reference rendered from the schema (npx gateway schema-doc)', () => {
-    // README.md is part of the project: missing markers are a failure, not a reason to skip.
-    const text = readFileSync(join(PROJECT_ROOT, 'README.md'), 'utf8');
-    expect(text.split(START), `README.md has exactly one ${START}`).toHaveLength(2);
-    expect(text.split(END), `README.md has exactly one ${END}`).toHaveLength(2);
+    // docs/manifest.md is part of the project: missing markers are a failure, not a reason to skip.
+    const text = readFileSync(join(PROJECT_ROOT, 'docs/manifest.md'), 'utf8');
+    expect(text.split(START), `docs/manifest.md has exactly one ${START}`).toHaveLength(2);
+    expect(text.split(END), `docs/manifest.md has exactly one ${END}`).toHaveLength(2);
     expect(text.indexOf(START)).toBeLessThan(text.indexOf(END));
     const between = text.slice(text.indexOf(START) + START.length, text.indexOf(END)).trim();
     expect(between).toBe(renderManifestReference(schema));

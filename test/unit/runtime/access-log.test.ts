@@ -16,7 +16,7 @@ interface Rec {
   time: number;
 }
 
-/** The line as JSON.stringify writes it, field by field (the format the README documents). */
+/** The line as JSON.stringify writes it, field by field (the format docs/observability.md documents). */
 function expected(r: Rec): string {
   const line = {
     level: 'info',

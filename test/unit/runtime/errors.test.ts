@@ -1,4 +1,4 @@
-// The error catalogues: stable, unique, documented (README tables), and the
+// The error catalogues: stable, unique, documented (the tables of docs/errors.md), and the
 // gateway's Rosetta codes clear of the Cardano Rosetta catalogue.
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
@@ -7,7 +7,7 @@ import { BLOCKBOOK_ERRORS } from '../../../runtime/errors/blockbook.ts';
 import { ROSETTA_ERRORS, GATEWAY_ROSETTA_ALLOW_ERRORS } from '../../../runtime/errors/rosetta.ts';
 import { specPath } from '../../support/paths.ts';
 
-const README = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+const DOC = readFileSync(new URL('../../../docs/errors.md', import.meta.url), 'utf8');
 const CARDANO = JSON.parse(readFileSync(specPath('cardano-rosetta-errors.json'), 'utf8')) as {
   code: number;
   message: string;
@@ -15,10 +15,10 @@ const CARDANO = JSON.parse(readFileSync(specPath('cardano-rosetta-errors.json'),
 }[];
 
 function tableRows(heading: string): string[][] {
-  const start = README.indexOf(heading);
+  const start = DOC.indexOf(heading);
   expect(start, heading).toBeGreaterThan(-1);
   const rows: string[][] = [];
-  for (const line of README.slice(start).split('\n').slice(1)) {
+  for (const line of DOC.slice(start).split('\n').slice(1)) {
     if (line.startsWith('#')) break;
     if (!line.startsWith('| `')) continue;
     rows.push(line.split('|').slice(1, -1).map((c) => c.trim()));
@@ -76,14 +76,14 @@ describe('error catalogues', () => {
     }
   });
 
-  it('the README tables list exactly the catalogues', () => {
-    expect(tableRows('### JSON-RPC (`evm-jsonrpc`)')).toEqual(
+  it('the tables of docs/errors.md list exactly the catalogues', () => {
+    expect(tableRows('## JSON-RPC (`evm-jsonrpc`)')).toEqual(
       Object.entries(RPC_ERRORS).map(([k, v]) => [`\`${k}\``, String(v.status), String(v.code), v.message]),
     );
-    expect(tableRows('### Explorer (`blockbook`)')).toEqual(
+    expect(tableRows('## Explorer (`blockbook`)')).toEqual(
       Object.entries(BLOCKBOOK_ERRORS).map(([k, v]) => [`\`${k}\``, String(v.status), `\`{"error":"${v.message}"}\``]),
     );
-    expect(tableRows('### Rosetta (`rosetta`)')).toEqual(
+    expect(tableRows('## Rosetta (`rosetta`)')).toEqual(
       Object.entries(ROSETTA_ERRORS).map(([k, v]) => [`\`${k}\``, String(v.code), v.message, String(v.retriable)]),
     );
   });
