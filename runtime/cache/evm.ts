@@ -19,10 +19,12 @@ import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
-import { MissQueue, serveBatch, type BuildRequest, type EvmCall, type EvmFlight } from './evm-batch.ts';
+import { serveBatch } from './evm-batch.ts';
+import { MissQueue } from './evm-misses.ts';
+import type { BuildRequest, EvmCall, EvmFlight } from './evm-types.ts';
 import { isCacheable, scopeOf, type Located } from './policy.ts';
 
-export type { BuildRequest, EvmCall } from './evm-batch.ts';
+export type { BuildRequest, EvmCall } from './evm-types.ts';
 
 const NULL = Buffer.from('null');
 

@@ -59,3 +59,37 @@ describe('imports', () => {
     expect(cycles(g)).toEqual([['a', 'b', 'c', 'a']]);
   });
 });
+
+// The shape issue 31 asked of the runtime: one view of each upstream kept by
+// one poller, a cache core the routes do not know, and files small enough to read.
+describe('runtime layout', () => {
+  const runtime = tsFiles(join(ROOT, 'runtime'));
+  const text = (f: string) => readFileSync(f, 'utf8');
+  const rel = (f: string) => relative(ROOT, f);
+
+  it('one place in runtime/ asks upstreams about themselves: poller.ts (requests go through Forward)', () => {
+    // pool.request is undici's promise API, the one a poll uses; Forward uses pool.dispatch.
+    const asking = runtime.filter((f) => /\.pool\s*\.\s*request\s*\(/.test(text(f))).map(rel);
+    expect(asking).toEqual(['runtime/poller.ts']);
+    const dispatching = runtime.filter((f) => /\.pool\s*\.\s*dispatch\s*\(/.test(text(f))).map(rel);
+    expect(dispatching).toEqual(['runtime/proxy.ts']);
+  });
+
+  it('no route handler mentions the cache', () => {
+    const handlers = runtime.filter((f) => rel(f).startsWith('runtime/interfaces/'));
+    expect(handlers.length).toBeGreaterThanOrEqual(4);
+    expect(handlers.filter((f) => /cache/i.test(text(f))).map(rel)).toEqual([]);
+  });
+
+  it('no file under runtime/cache/ is over 300 lines, nor runtime/server.ts', () => {
+    const lines = (f: string) => text(f).split('\n').length - 1;
+    const cache = runtime.filter((f) => rel(f).startsWith('runtime/cache/'));
+    expect(cache.length).toBeGreaterThan(5);
+    expect(cache.filter((f) => lines(f) > 300).map((f) => `${rel(f)}: ${lines(f)}`)).toEqual([]);
+    expect(lines(join(ROOT, 'runtime/server.ts'))).toBeLessThanOrEqual(300);
+  });
+
+  it('the exchange does not call back into the server', () => {
+    expect(text(join(ROOT, 'runtime/exchange.ts'))).not.toMatch(/from '\.\/server\.ts'|ExchangeHost/);
+  });
+});
