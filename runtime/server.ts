@@ -142,7 +142,7 @@ export class Gateway {
     );
     if (memoryReducer === 'on') {
       this.log.warn(
-        { event: 'memory_reducer_on', hint: `start it as \`node ${NO_MEMORY_REDUCER} <file>\` (or run the file itself): after idle spells V8's memory reducer leaves the heap growing slowly, which cost 17-36% of throughput under load here (README: Running the file)` },
+        { event: 'memory_reducer_on', hint: `start it as \`node ${NO_MEMORY_REDUCER} <file>\` (or run the file itself): after idle spells V8's memory reducer leaves the heap growing slowly, which cost 17-36% of throughput under load here (docs/operations.md: Running the file)` },
         "V8's memory reducer is on",
       );
     }

@@ -1,5 +1,5 @@
 // What the cache may keep of an EVM JSON-RPC answer, and until when, per
-// method (README: "What is cached"). Anything not listed here is never cached
+// method (docs/cache.md: "What is kept, and until when"). Anything not listed here is never cached
 // nor coalesced: writes, answers that depend on the caller or the mempool, and
 // node status.
 
