@@ -18,20 +18,23 @@ export function decodeOrNull(s: string): string | null {
   }
 }
 
+const MAYBE_KEY = /api/i;
+
 /**
  * Pulls `api_key` out of a raw query string. A name written with
- * percent-escapes (`api%5Fkey`) is an api_key too, so it can't sneak past.
+ * percent-escapes (`api%5Fkey`) or in other case (`API_KEY`) is an api_key
+ * too, so a key can't sneak past the check, nor on to an upstream.
  */
 export function splitQuery(query: string): SplitQuery {
   if (query === '') return { keys: NO_KEYS, rest: '' };
-  if (query.indexOf('api') === -1 && query.indexOf('%') === -1) return { keys: NO_KEYS, rest: query };
+  if (query.indexOf('%') === -1 && !MAYBE_KEY.test(query)) return { keys: NO_KEYS, rest: query };
   const keys: string[] = [];
   const kept: string[] = [];
   for (const part of query.split('&')) {
     const eq = part.indexOf('=');
     const rawName = eq === -1 ? part : part.slice(0, eq);
     const name = rawName.indexOf('%') === -1 ? rawName : decodeOrNull(rawName);
-    if (name === 'api_key') {
+    if (name !== null && name.length === 7 && name.toLowerCase() === 'api_key') {
       const rawValue = eq === -1 ? '' : part.slice(eq + 1);
       // An undecodable value can never be a valid key; keep it as the
       // (invalid) key rather than dropping it silently.

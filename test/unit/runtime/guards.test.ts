@@ -333,6 +333,9 @@ describe('Blockbook guard and URL helpers', () => {
   it('strips api_key in any spelling and keeps the rest in order', () => {
     expect(splitQuery('a=1&api_key=K1&b=2&api%5Fkey=K2&c')).toEqual({ keys: ['K1', 'K2'], rest: 'a=1&b=2&c' });
     expect(splitQuery('pageSize=5')).toEqual({ keys: [], rest: 'pageSize=5' });
+    // In any case: a key written as API_KEY never goes on to an upstream with the query Blockbook forwards.
+    expect(splitQuery('API_KEY=K3&_=1&Api_Key=K4')).toEqual({ keys: ['K3', 'K4'], rest: '_=1' });
+    expect(splitQuery('apikey=x&api_keys=y')).toEqual({ keys: [], rest: 'apikey=x&api_keys=y' });
   });
 
   it('refuses dot segments and encoded separators', () => {
