@@ -91,6 +91,8 @@ export class UpstreamView {
 const MAX_WAITING = 10_000;
 /** Canonical hashes of final blocks kept at most (the oldest learned go first). */
 const MAX_CANONICAL = 8192;
+/** Hashes whose block number is kept for routing, at most (the oldest learned go first). */
+const MAX_NUMBERS = 16_384;
 /** Final blocks whose canonical hash the next poll asks for, at most. */
 const MAX_LOOKUPS = 16;
 
@@ -125,6 +127,12 @@ export class ChainView {
   namespace = '';
   headChanges = 0;
   resets = 0;
+  /**
+   * The served tip: the highest block that every usable upstream has (`all`,
+   * proxyd's common block) or that most of them have (`majority`); -1 while
+   * none is known. It never goes backwards, but with the chain itself.
+   */
+  tip = -1;
   /** The highest eth_blockNumber a client was given. */
   private served = -1;
   /** Per upstream at the chain's head: the report that first saw it there. */
@@ -133,7 +141,13 @@ export class ChainView {
   private readonly lookups = new Set<number>();
   private readonly listeners: ChainListener[] = [];
 
-  constructor(private readonly members: readonly Member[]) {}
+  /** Block numbers of hashes the gateway has seen (a block's own, a transaction's block), for routing by hash. */
+  private readonly numbers = new Map<string, number>();
+
+  constructor(
+    private readonly members: readonly Member[],
+    private readonly tipMode: 'all' | 'majority' = 'all',
+  ) {}
 
   listen(l: ChainListener): void {
     this.listeners.push(l);
@@ -172,8 +186,32 @@ export class ChainView {
       }
     }
     if (reset !== null) this.reset(reset);
+    if (r !== null && r.own && r.hash !== '' && !Number.isNaN(r.number)) this.learnNumber(r.hash, r.number);
     this.settle();
     if (down || reset !== null) this.served = this.number;
+    this.settleTip(down || reset !== null);
+  }
+
+  /** The served tip from the usable upstreams' heads; it moves back only when the chain itself did (`back`). */
+  private settleTip(back: boolean): void {
+    const heads: number[] = [];
+    for (const m of this.members) if (m.usable && m.view.head !== null) heads.push(m.view.head);
+    if (heads.length === 0) return;
+    heads.sort((a, b) => b - a);
+    const t = this.tipMode === 'all' ? heads[heads.length - 1]! : heads[Math.floor(heads.length / 2)]!;
+    if (back || t > this.tip) this.tip = t;
+  }
+
+  /** The block number of a block hash the gateway has seen, or -1. */
+  numberOf(hash: string): number {
+    return this.numbers.get(hash.toLowerCase()) ?? -1;
+  }
+
+  learnNumber(hash: string, n: number): void {
+    const h = hash.toLowerCase();
+    if (this.numbers.has(h)) return;
+    this.numbers.set(h, n);
+    if (this.numbers.size > MAX_NUMBERS) this.numbers.delete(this.numbers.keys().next().value!);
   }
 
   /** The best head among the usable upstreams (-1: none), for lag. */

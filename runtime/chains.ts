@@ -12,6 +12,7 @@ import type { EvmForward, Forwarders, RouteServices } from './interfaces/interfa
 import type { Metrics, RouteMetrics } from './metrics.ts';
 import type { PolledChain } from './poller.ts';
 import { Upstream, UpstreamGroup } from './upstream.ts';
+import { plainDispatch, type Dispatch } from './dispatch.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 export interface Chain {
@@ -26,7 +27,7 @@ export interface Chain {
 }
 
 /** A listener's dispatch table: first path segment to chain, and the envelope for everything else. */
-export interface Dispatch {
+export interface DispatchTable {
   readonly spec: ListenerSpec;
   readonly chains: ReadonlyMap<string, Chain>;
   readonly envelope: Envelope;
@@ -37,14 +38,14 @@ export type SharedServices = Omit<RouteServices, 'group' | 'forward'>;
 
 export interface Chains {
   readonly all: readonly Chain[];
-  readonly dispatch: readonly Dispatch[];
+  readonly dispatch: readonly DispatchTable[];
   /** What the poller polls, and how often. */
   readonly polled: readonly PolledChain[];
 }
 
-export function buildChains(spec: GatewaySpec, services: SharedServices, metrics: Metrics, cache: CacheServices | null): Chains {
+export function buildChains(spec: GatewaySpec, services: SharedServices, metrics: Metrics, cache: CacheServices | null, circuitOpen: (u: Upstream) => void): Chains {
   const all: Chain[] = [];
-  const dispatch: Dispatch[] = [];
+  const dispatch: DispatchTable[] = [];
   const polled: PolledChain[] = [];
   for (const l of spec.listeners) {
     const chains = new Map<string, Chain>();
@@ -52,10 +53,11 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
       metrics.upstreams(group.all);
       const view = new ChainView(group.all);
+      const dispatch = plainDispatch(group, circuitOpen);
       const cached = cache !== null && route.cache === true;
-      let forward = plainForwarder(route, group);
+      let forward = plainForwarder(route, dispatch);
       if (cached) {
-        const c = cachedForwarder(route, group, view, cache);
+        const c = cachedForwarder(route, group, view, dispatch, cache);
         forward = c.forward;
         metrics.cache(c.stats);
       }
@@ -70,8 +72,8 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
   return { all, dispatch, polled };
 }
 
-/** Forwarding with nothing around it: upstream through Forward (retries, breaker and streaming are its). */
-function plainForwarder(route: RouteSpec, group: UpstreamGroup): Forwarders[RouteSpec['interface']] {
-  if (route.interface === 'evm-jsonrpc') return (x: Exchange, d: EvmForward, build: (x: Exchange, d: EvmForward) => ForwardRequest) => x.forwardTo(group, build(x, d));
-  return (x: Exchange, request: ForwardRequest) => x.forwardTo(group, request);
+/** Forwarding with nothing around it: upstream through the chain's dispatch. */
+function plainForwarder(route: RouteSpec, dispatch: Dispatch): Forwarders[RouteSpec['interface']] {
+  if (route.interface === 'evm-jsonrpc') return (x: Exchange, d: EvmForward, build: (x: Exchange, d: EvmForward) => ForwardRequest) => x.forwardWith(dispatch, build(x, d));
+  return (x: Exchange, request: ForwardRequest) => x.forwardWith(dispatch, request);
 }

@@ -2,9 +2,9 @@
 // headers...) still gets an answer in its interface's envelope, chosen by the
 // first path segment of the raw request line when it can be read.
 import type { Duplex } from 'node:stream';
-import type { Dispatch } from './chains.ts';
+import type { DispatchTable } from './chains.ts';
 
-export function answerClientError(d: Dispatch, err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex): void {
+export function answerClientError(d: DispatchTable, err: Error & { code?: string; rawPacket?: Buffer }, socket: Duplex): void {
   if (!socket.writable || err.code === 'ECONNRESET') {
     socket.destroy();
     return;

@@ -9,8 +9,9 @@ import { RESETS_AT, type Envelope, type Failure, type Refused } from './envelope
 import type { KeyEntry } from './keys.ts';
 import type { Logger } from './log.ts';
 import type { RouteMetrics } from './metrics.ts';
-import { endToEndHeaders, Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
-import type { Upstream, UpstreamGroup } from './upstream.ts';
+import { endToEndHeaders, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
+import type { Cancelable, Dispatch } from './dispatch.ts';
+import type { Upstream } from './upstream.ts';
 import type { RequestTracker } from './tracker.ts';
 
 export type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -33,7 +34,6 @@ export interface ExchangeContext {
   readonly cors: (origin: string, out: string[]) => void;
   /** Requests under way: told when each is over, and whether the server drains. */
   readonly tracker: RequestTracker;
-  readonly circuitOpen: (u: Upstream) => void;
 }
 
 export class Exchange implements ForwardTarget {
@@ -62,7 +62,7 @@ export class Exchange implements ForwardTarget {
   /** Bytes the socket had written before this request, for the access log. */
   readonly written: number;
   /** The forwarding under way, if any: cancelled when the client goes away. */
-  forward: Forward | null = null;
+  forward: Cancelable | null = null;
   /** Runs once the response is over, finished or not. */
   readonly closed = (): void => this.host.tracker.done(this);
 
@@ -147,11 +147,9 @@ export class Exchange implements ForwardTarget {
     }
   }
 
-  /** Forwards to the chain's upstreams (retries, breaker and streaming are Forward's). */
-  forwardTo(group: UpstreamGroup, request: ForwardRequest): void {
-    const f = new Forward(group, request, this, this.host.circuitOpen);
-    this.forward = f;
-    f.start();
+  /** Forwards to the chain's upstreams, through its dispatch (retries, breaker and streaming are Forward's). */
+  forwardWith(dispatch: Dispatch, request: ForwardRequest): void {
+    this.forward = dispatch(this, request);
   }
 
   // ---------------------------------------------------- ForwardTarget

@@ -41,6 +41,10 @@ export interface ForwardRequest {
   /** A 2xx with no body is a good answer (JSON-RPC notifications); otherwise only a 304 may be empty. */
   readonly emptyOk: boolean;
   readonly classify: (status: number, headers: IncomingHttpHeaders) => Verdict;
+  /** Only upstreams this accepts may take the request (a pool's routing: far enough ahead, an archive node); absent: any. */
+  readonly accept?: (u: Upstream) => boolean;
+  /** Upstreams the request must not go to (already asked, by a hedge or a retry of the pool). */
+  readonly skip?: ReadonlySet<Upstream>;
 }
 
 /** What Forward writes a streamed answer into: a client's response. */
@@ -221,11 +225,13 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   private next(): void {
-    const { group, req, tried } = this;
-    const u = tried === null ? group.pick(null) : group.pickRetry(tried);
+    const { group, req } = this;
+    if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
+    const tried = this.tried;
+    const u = tried === null ? group.pick(null, req.accept) : group.pickRetry(tried, req.accept);
     if (u === null) return this.end(this.last ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
     this.u = u;
-    this.canRetry = this.attempt < req.retries && group.hasOther(u, tried);
+    this.canRetry = this.attempt < req.retries && group.hasOther(u, tried, req.accept);
     this.attempt++;
     this.mode = Mode.Stream;
     this.bad = false;

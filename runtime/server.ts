@@ -25,7 +25,7 @@ import { Metrics, type RouteMetrics } from './metrics.ts';
 import { isWorker } from './cluster.ts';
 import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
 import { VERSION } from './version.ts';
-import { buildChains, type Dispatch } from './chains.ts';
+import { buildChains, type DispatchTable } from './chains.ts';
 import { answerClientError } from './client-error.ts';
 import { RequestTracker } from './tracker.ts';
 
@@ -42,7 +42,7 @@ export class Gateway {
   readonly keys: KeyLookup;
   readonly groups = new Map<RouteSpec, UpstreamGroup>();
   readonly routes: RouteSpec[] = [];
-  private readonly dispatch: readonly Dispatch[];
+  private readonly dispatch: readonly DispatchTable[];
   /** Metrics and log fields of requests that match no chain. */
   private readonly noRoute: RouteMetrics;
   private readonly listening: Listening[] = [];
@@ -76,7 +76,7 @@ export class Gateway {
     this.keys = isRedisStore(keys) ? new RedisKeyStore(keys, spec.keyCache ?? { size: 100_000, ttlMs: 60_000 }, log) : new KeyStore(keys, log);
     const cors = new Cors(spec.corsOrigins);
     this.corsPolicy = cors;
-    this.context = { log, cors: (origin, out) => cors.add(origin, out), tracker: this.tracker, circuitOpen: this.circuitOpen };
+    this.context = { log, cors: (origin, out) => cors.add(origin, out), tracker: this.tracker };
     this.metrics = new Metrics(() => this.tracker.inflight);
     this.noRoute = this.metrics.route(null, '-');
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
@@ -88,8 +88,8 @@ export class Gateway {
       jwtAudience: spec.jwtAudience ?? null,
     });
     this.shared = spec.cache?.redis ? new SharedTier(requiredRedisUrl(), log) : null;
-    const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared, log, circuitOpen: this.circuitOpen } : null;
-    const chains = buildChains(spec, { admission, log, metrics: this.metrics, credits, usage: this.usage, validators: spec.validators }, this.metrics, cache);
+    const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared, log } : null;
+    const chains = buildChains(spec, { admission, log, metrics: this.metrics, credits, usage: this.usage, validators: spec.validators }, this.metrics, cache, this.circuitOpen);
     for (const c of chains.all) {
       this.routes.push(c.route);
       this.groups.set(c.route, c.group);
@@ -156,7 +156,7 @@ export class Gateway {
   // ---------------------------------------------------------------- dispatch
 
   /** Hot path: one pass over the URL, one Map lookup for the chain. */
-  private handle(d: Dispatch, req: IncomingMessage, res: ServerResponse, expect = false): void {
+  private handle(d: DispatchTable, req: IncomingMessage, res: ServerResponse, expect = false): void {
     const x = new Exchange(this.context, req, res, this.noRoute, d.envelope);
     this.tracker.begin();
     res.on('close', x.closed);

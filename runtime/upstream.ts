@@ -133,25 +133,26 @@ export class UpstreamGroup {
   /**
    * Picks an upstream: by weight among usable primaries, else among usable
    * fallbacks. `tried` holds upstreams this request already used: a request is
-   * never sent twice to the same node.
+   * never sent twice to the same node. `accept`, where given, narrows the
+   * choice (an upstream far enough ahead, an archive node).
    */
-  pick(tried: ReadonlySet<Upstream> | null): Upstream | null {
+  pick(tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean): Upstream | null {
     const p = this.primaries;
-    if (p.length === 1 && this.fallbacks.length === 0) {
+    if (p.length === 1 && this.fallbacks.length === 0 && accept === undefined) {
       const only = p[0]!;
       return only.usable && !tried?.has(only) ? only : null;
     }
-    return choose(p, tried) ?? choose(this.fallbacks, tried);
+    return choose(p, tried, accept) ?? choose(this.fallbacks, tried, accept);
   }
 
   /** For retries: any usable upstream not yet tried, fallbacks included. */
-  pickRetry(tried: ReadonlySet<Upstream>): Upstream | null {
-    return choose(this.primaries, tried) ?? choose(this.fallbacks, tried);
+  pickRetry(tried: ReadonlySet<Upstream>, accept?: (u: Upstream) => boolean): Upstream | null {
+    return choose(this.primaries, tried, accept) ?? choose(this.fallbacks, tried, accept);
   }
 
   /** Is there a usable upstream, other than `u`, that this request has not tried? */
-  hasOther(u: Upstream, tried: ReadonlySet<Upstream> | null): boolean {
-    for (const o of this.all) if (o !== u && o.usable && !tried?.has(o)) return true;
+  hasOther(u: Upstream, tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean): boolean {
+    for (const o of this.all) if (o !== u && o.usable && !tried?.has(o) && (accept === undefined || accept(o))) return true;
     return false;
   }
 
@@ -165,11 +166,11 @@ export class UpstreamGroup {
 }
 
 /** Smooth weighted round-robin (as nginx does) over the usable members. */
-function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null): Upstream | null {
+function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean): Upstream | null {
   let best: Upstream | null = null;
   let total = 0;
   for (const u of list) {
-    if (!u.usable || tried?.has(u)) continue;
+    if (!u.usable || tried?.has(u) || (accept !== undefined && !accept(u))) continue;
     u.current += u.weight;
     total += u.weight;
     if (best === null || u.current > best.current) best = u;

@@ -18,7 +18,8 @@
 //    when the chain resets.
 import type { Logger } from '../log.ts';
 import type { ChainListener, ChainView, ResetReason } from '../chain-view.ts';
-import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { Dispatch } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { MAX_HELD, NO_SINK, tagFlight, type FlightMember } from './common.ts';
 import { SharedTier, type Parts } from './shared.ts';
@@ -44,7 +45,8 @@ export class CacheCore implements ChainListener {
     readonly view: ChainView,
     readonly shared: SharedTier | null,
     readonly log: Logger,
-    readonly circuitOpen: (u: Upstream) => void,
+    /** The chain's one way upstream: misses go the way uncached calls go. */
+    readonly dispatch: Dispatch,
   ) {
     this.stats = new CacheStats(path);
     view.listen(this);
@@ -117,7 +119,7 @@ export class CacheCore implements ChainListener {
 
   /** Sends a flight's call upstream: the client's own request, held whole, through the same forwarding as any call. */
   send(target: ForwardTarget, request: ForwardRequest, group: UpstreamGroup = this.group): void {
-    new Forward(group, held(request), target, this.circuitOpen).start();
+    this.dispatch(target, held(request), group);
   }
 
   // ------------------------------------------------ keeping

@@ -46,7 +46,7 @@ export class DocLayer implements FlightLanding<DocFlight> {
   readonly forward = (x: Exchange, request: ForwardRequest, call: string): void => {
     const core = this.core;
     const k = this.rules.key(x, request, call);
-    if (k === null) return x.forwardTo(core.group, request);
+    if (k === null) return x.forwardWith(core.dispatch, request);
     const key = `${core.path} ${k}`;
     const e = core.hit(key);
     if (e !== undefined) {

@@ -51,7 +51,7 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
         if (this.take(x, d.label, body, d.idStart, d.idEnd, null, x, d, build)) return;
       }
     } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, build)) return;
-    x.forwardTo(this.core.group, build(x, d));
+    x.forwardWith(this.core.dispatch, build(x, d));
   };
 
   /**

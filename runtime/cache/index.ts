@@ -4,7 +4,8 @@ import type { ChainView } from '../chain-view.ts';
 import type { Forwarders } from '../interfaces/interface.ts';
 import type { Logger } from '../log.ts';
 import type { CacheSpec, RouteSpec } from '../types.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { UpstreamGroup } from '../upstream.ts';
+import type { Dispatch } from '../dispatch.ts';
 import { CacheCore } from './core.ts';
 import { DocLayer } from './doc.ts';
 import { BLOCKBOOK_RULES, ROSETTA_RULES } from './doc-rules.ts';
@@ -21,12 +22,11 @@ export interface CacheServices {
   readonly spec: CacheSpec;
   readonly shared: SharedTier | null;
   readonly log: Logger;
-  readonly circuitOpen: (u: Upstream) => void;
 }
 
 /** A chain's forwarding with its cache around it, and the cache's counters. */
-export function cachedForwarder<R extends RouteSpec>(route: R, group: UpstreamGroup, view: ChainView, s: CacheServices): { forward: Forwarders[R['interface']]; stats: CacheStats } {
-  const core = new CacheCore(route.path, group, s.store, view, s.shared, s.log, s.circuitOpen);
+export function cachedForwarder<R extends RouteSpec>(route: R, group: UpstreamGroup, view: ChainView, dispatch: Dispatch, s: CacheServices): { forward: Forwarders[R['interface']]; stats: CacheStats } {
+  const core = new CacheCore(route.path, group, s.store, view, s.shared, s.log, dispatch);
   const forward =
     route.interface === 'evm-jsonrpc'
       ? new EvmLayer(route, core, s.spec.batch).forward

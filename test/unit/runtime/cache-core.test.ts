@@ -34,7 +34,7 @@ function setup(n = 2, maxBytes = 1 << 20) {
   const log = { warn: vi.fn(), info: vi.fn(), error: vi.fn() };
   const puts: string[] = [];
   const shared = { isUp: true, put: (key: string) => puts.push(key), get: async () => null } as unknown as SharedTier;
-  const core = new CacheCore('eth', group, new CacheStore(maxBytes), view, shared, log as unknown as Logger, () => undefined);
+  const core = new CacheCore('eth', group, new CacheStore(maxBytes), view, shared, log as unknown as Logger, () => ({ cancel: () => undefined }));
   return { ups, group, view, core, log, puts };
 }
 

@@ -1,0 +1,29 @@
+// The answers a node gives when it no longer has (or does not have yet) the
+// state or the block a call asks for. Such an answer is the node's, not the
+// chain's: another upstream (an archive node, one further ahead) may answer
+// it, so it is never passed to a client while one could (docs/upstreams.md:
+// "Pool settings"). Matched on the JSON-RPC error's message, case-insensitive.
+//
+// Each entry names the client that says it and where the text comes from.
+export interface StateGone {
+  readonly pattern: RegExp;
+  readonly client: string;
+  readonly source: string;
+}
+
+export const STATE_GONE: readonly StateGone[] = [
+  { pattern: /missing trie node/i, client: 'geth (and its forks: bor, bsc, op-geth)', source: 'trie.MissingNodeError: "missing trie node %x (path %x) %v"' },
+  { pattern: /historical state .*not available/i, client: 'geth, path-based state scheme', source: 'triedb/pathdb: "historical state %x is not available"' },
+  { pattern: /state [^ ]* ?is not available/i, client: 'geth', source: 'core/state: "state %#x is not available" (wrapped after a missing trie node)' },
+  { pattern: /header not found/i, client: 'geth', source: 'internal/ethapi: a block number the node has no header for (pruned, or not yet there)' },
+  { pattern: /old data not available due to pruning/i, client: 'erigon', source: 'core/state.PrunedError: "old data not available due to pruning"' },
+  { pattern: /no state available for block/i, client: 'nethermind', source: 'JsonRpc: "No state available for block <hash>" (-32002, ResourceUnavailable)' },
+  { pattern: /state at block #?\d+ is pruned/i, client: 'reth', source: 'ProviderError::StateAtBlockPruned: "state at block #{0} is pruned"' },
+  { pattern: /BlockOutOfRangeError/, client: 'anvil', source: 'anvil 1.7 with --prune-history (measured here): "BlockOutOfRangeError: block height is N but requested was M" (-32602)' },
+];
+
+/** Whether a JSON-RPC error message says the node lacks the state or block asked for. */
+export function isStateGone(message: string): boolean {
+  for (const e of STATE_GONE) if (e.pattern.test(message)) return true;
+  return false;
+}
