@@ -75,6 +75,7 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, bou
   let ended = false;
   let dropped = 0;
 
+  const destroySoon = socket.destroySoon;
   const end = (outcome: LingerOutcome, destroy: boolean): void => {
     if (ended) return;
     ended = true;
@@ -85,7 +86,9 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, bou
     req.off('data', onData);
     req.off('end', onEnd);
     socket.off('close', onClose);
-    if (destroy) socket.destroy();
+    // The body is in: close as Node would have, once the end of stream is written. A bound: at once.
+    if (outcome === 'complete') destroySoon.call(socket);
+    else if (destroy) socket.destroy();
   };
   const onData = (c: Buffer): void => {
     dropped += c.length;
