@@ -9,6 +9,7 @@ import { RESETS_AT, type Envelope, type Failure, type Refused } from './envelope
 import type { KeyEntry } from './keys.ts';
 import type { Logger } from './log.ts';
 import type { RouteMetrics } from './metrics.ts';
+import { lingerAfterAnswer } from './linger.ts';
 import { endToEndHeaders, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
 import type { Cancelable, Dispatch } from './dispatch.ts';
 import type { Upstream } from './upstream.ts';
@@ -214,13 +215,14 @@ const ZEROS = '000000000000';
 
 /**
  * Reads a request body up to `limit` bytes; calls back with null when it is
- * larger (then stops reading: the connection closes after the 413).
+ * larger (then stops keeping it: the connection closes after the 413, once
+ * the client has sent the rest or a bound is hit, see linger.ts).
  */
 export function readBody(x: Exchange, limit: number, cb: (buf: Buffer | null) => void): void {
   const req = x.req;
   const declared = req.headers['content-length'];
   if (declared !== undefined && Number(declared) > limit) {
-    req.resume();
+    lingerAfterAnswer(req, x.res);
     return cb(null);
   }
   const chunks: Buffer[] = [];
@@ -232,6 +234,7 @@ export function readBody(x: Exchange, limit: number, cb: (buf: Buffer | null) =>
     if (size > limit) {
       over = true;
       chunks.length = 0;
+      lingerAfterAnswer(req, x.res);
       x.later(() => cb(null));
       return;
     }

@@ -14,6 +14,7 @@ import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, ty
 import { UPSTREAM_STATES, type Upstream } from './upstream.ts';
 import type { CacheStats } from './cache/store.ts';
 import { BUCKETS } from './tally.ts';
+import { LINGER_OUTCOMES, lingerStats } from './linger.ts';
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {
@@ -162,6 +163,14 @@ export class Metrics {
           ),
         ),
       )),
+    );
+    this.registry.registerMetric(
+      <Metric>(<unknown>new Rendered('gateway_lingering_closes_total', 'Connections closed after an early answer (a body over maxBodyBytes) once the client stopped sending, by how: complete, closed (by the client), idle, time, bytes (a bound hit), busy (too many lingering: closed at once).', 'counter', () =>
+        LINGER_OUTCOMES.map((outcome) => ({ labels: { outcome }, value: lingerStats.outcomes[outcome] })),
+      )),
+    );
+    this.registry.registerMetric(
+      <Metric>(<unknown>new Rendered('gateway_lingering_discarded_bytes_total', 'Bytes of over-limit request bodies read and dropped while lingering.', 'counter', () => [{ labels: {}, value: lingerStats.discardedBytes }])),
     );
     this.registry.registerMetric(
       <Metric>(<unknown>new Rendered('gateway_request_duration_seconds', 'Time from request to the end of the answer.', 'histogram', () => {

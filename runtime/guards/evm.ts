@@ -99,13 +99,13 @@ export function checkEvmBodyGeneral(
 ): EvmDecision {
   // Invalid UTF-8 could decode differently here and at the node.
   if (!isUtf8(buf)) return reply('GW_RPC_PARSE_ERROR');
-  // Params nested past the limit are refused before a parse: the body is that
-  // deep only if some call's params are (+1 the call, +1 a batch).
-  if (params !== null && nestsDeeper(buf, params.limits.maxParamsDepth + 2)) {
-    if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return reply('GW_RPC_TOO_DEEP');
-    const why = { path: '', message: `nested deeper than ${params.limits.maxParamsDepth} levels (limits.maxParamsDepth)` };
-    return { kind: 'reply', status: 200, body: invalidParamsJson('null', why), label: 'invalid', count: 1 };
-  }
+  // Depth is bounded before the parse: JSON.parse does not recurse, but a
+  // megabyte of brackets costs it a few hundred milliseconds, and
+  // re-serializing what was checked does recurse. Within the bound, params
+  // deeper than maxParamsDepth are one call's fault, not the body's: that
+  // call gets -32602 with its id and the path where the limit is crossed
+  // (limitsError, whose walk stops at the limit), the others still go.
+  if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return reply('GW_RPC_TOO_DEEP');
   const text = buf.toString('utf8');
   let doc: unknown;
   try {
@@ -113,8 +113,6 @@ export function checkEvmBodyGeneral(
   } catch {
     return reply('GW_RPC_PARSE_ERROR');
   }
-  // JSON.parse does not recurse; re-serializing what was checked does.
-  if (nestsDeeper(buf, MAX_REQUEST_DEPTH)) return reply('GW_RPC_TOO_DEEP');
   // A key that checks parameters gets them exactly as checked: never the raw bytes.
   const rawSafe = calls === null && text.indexOf('\\') === -1;
   // The key's checks, then the spec's, one call at a time. The raw bytes may

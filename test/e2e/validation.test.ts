@@ -187,7 +187,7 @@ describe('EVM params against the OpenRPC examples, on real anvil', () => {
     let deep: unknown = addr;
     for (let i = 0; i < 8; i++) deep = [deep];
     const over: [unknown[], string, RegExp][] = [
-      [[addr, ['0x' + '00'.repeat(32)], deep], '', /maxParamsDepth/],
+      [[addr, ['0x' + '00'.repeat(32)], deep], '/2/0/0/0/0/0', /maxParamsDepth/],
       [[addr, Array.from({ length: 6 }, () => '0x00'), 'latest'], '/1', /maxArrayItems/],
       [[{ to: addr, data: '0x' + 'ff'.repeat(33) }, 'latest'], '/0/data', /maxHexBytes/],
     ];
@@ -201,11 +201,44 @@ describe('EVM params against the OpenRPC examples, on real anvil', () => {
     const at = await rpc('small', call('eth_call', [{ to: addr, data: '0x' + 'ff'.repeat(32) }, 'latest']));
     expect(at.json()).toEqual(await direct(call('eth_call', [{ to: addr, data: '0x' + 'ff'.repeat(32) }, 'latest'])));
     expect(proxy.methodsSeen()).toEqual(['eth_call']);
-    // A body far deeper than maxParamsDepth is refused before it is parsed: one error, id unknown.
+    // Far deeper than maxParamsDepth (but within the 128-level hard limit): still the call's own error, with its id.
     const nested = `{"jsonrpc":"2.0","id":1,"method":"eth_call","params":${'['.repeat(40)}${']'.repeat(40)}}`;
     const r = await rpc('small', nested);
-    expect(r.json()).toMatchObject({ id: null, error: { code: -32602, data: { message: expect.stringMatching(/maxParamsDepth/) } } });
+    expect(r.json()).toMatchObject({ id: 1, error: { code: -32602, data: { path: '/0'.repeat(6), message: expect.stringMatching(/maxParamsDepth/) } } });
     expect(proxy.methodsSeen()).toEqual(['eth_call']);
+  });
+
+  it('a call nested past maxParamsDepth costs only itself: in a batch it gets -32602 with its id and data.path, the valid calls still reach the node (issue 32)', async () => {
+    const nest = (n: number) => '['.repeat(n) + ']'.repeat(n);
+    const deepCall = (idJson: string) => `{"jsonrpc":"2.0","id":${idJson},"method":"eth_getBalance","params":${nest(40)}}`;
+    // maxParamsDepth is 32 on this chain: the 33rd level, index 0 at each step, is where the limit is crossed.
+    const tooDeep = { code: -32602, message: 'Invalid params', data: { path: '/0'.repeat(32), message: 'nested deeper than 32 levels (limits.maxParamsDepth)' } };
+    const addr = '0x' + 'cd'.repeat(20);
+    proxy.clear();
+    const r = await rpc('ethereum', `[${call('eth_getBalance', [addr, 'latest'], 1)},${deepCall('"deep"')},${call('eth_chainId', [], 3)}]`);
+    expect(r.status).toBe(200);
+    const items = r.json() as { id: unknown; result?: string; error?: unknown }[];
+    expect(items.map((i) => i.id)).toEqual([1, 'deep', 3]);
+    expect(items[0]).toEqual({ jsonrpc: '2.0', id: 1, result: '0x0' });
+    expect(items[1]).toEqual({ jsonrpc: '2.0', id: 'deep', error: tooDeep });
+    expect(items[2]).toEqual({ jsonrpc: '2.0', id: 3, result: '0x1' });
+    // The node got the two valid calls, in one request, and nothing of the deep one.
+    expect(proxy.requests).toHaveLength(1);
+    expect((proxy.requests[0]!.json as { id: unknown }[]).map((c) => c.id)).toEqual([1, 3]);
+    expect(proxy.requests[0]!.body!.toString('utf8')).not.toContain('[[[');
+
+    // A lone call refused for depth echoes its id.
+    proxy.clear();
+    const lone = await rpc('ethereum', deepCall('"lone-40"'));
+    expect(lone.status).toBe(200);
+    expect(lone.json()).toEqual({ jsonrpc: '2.0', id: 'lone-40', error: tooDeep });
+    expect(proxy.requests).toHaveLength(0);
+
+    // Past the 128-level hard limit the body is refused whole, before it is parsed (HTTP 400, id unknown).
+    const whole = await rpc('ethereum', `[${call('eth_chainId', [], 1)},{"jsonrpc":"2.0","id":2,"method":"eth_chainId","params":${nest(127)}}]`);
+    expect(whole.status).toBe(400);
+    expect(whole.json()).toMatchObject({ id: null, error: { code: -32600 } });
+    expect(proxy.requests).toHaveLength(0);
   });
 
   it('validate: off forwards params the spec refuses, and the node answers them', async () => {

@@ -3,6 +3,8 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type EvmDecision } from '../../../runtime/guards/evm.ts';
 import { scanPlainRpc } from '../../../runtime/guards/evm-fast.ts';
+import { evmParamsCheck } from '../../../runtime/guards/evm-params.ts';
+import { NO_VALIDATORS } from '../../../runtime/validators.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH } from '../../../runtime/json-scan.ts';
 import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/rosetta.ts';
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
@@ -148,6 +150,61 @@ describe('EVM guard', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe('EVM guard: params nested past limits.maxParamsDepth (issue 32)', () => {
+  const LIMITS = { maxParamsDepth: 32, maxArrayItems: 10_000, maxHexBytes: 262_144 };
+  const check = evmParamsCheck(allowed, LIMITS, NO_VALIDATORS);
+  const nest = (n: number) => '['.repeat(n) + ']'.repeat(n);
+  /** Where a params value nested `n` > 32 deep crosses the limit: the 33rd level, index 0 at each step. */
+  const PATH = '/0'.repeat(32);
+  const valid = (id: number) => `{"jsonrpc":"2.0","id":${id},"method":"eth_chainId","params":[]}`;
+  const deepCall = (idJson: string, n = 40) => `{"jsonrpc":"2.0","id":${idJson},"method":"eth_chainId","params":${nest(n)}}`;
+
+  it('a batch with one call 40 levels deep: that call gets -32602 with its own id and data.path, the valid ones still go', () => {
+    const b = body(`[${valid(1)},${deepCall('"deep"')},${valid(3)}]`);
+    for (const d of [checkEvmBody(b, allowed, 10, check), checkEvmBodyGeneral(b, allowed, 10, null, check)]) {
+      expect(d.kind).toBe('forward');
+      if (d.kind !== 'forward' || d.merge === null) throw new Error('expected a merge plan');
+      const sent = JSON.parse(String(d.body)) as { id: number }[];
+      expect(sent.map((x) => x.id)).toEqual([1, 3]);
+      expect(d.count).toBe(2);
+      const merged = JSON.parse(mergeBatch(d.merge, JSON.stringify([{ jsonrpc: '2.0', id: 3, result: '0x1' }, { jsonrpc: '2.0', id: 1, result: '0x1' }]))!.toString());
+      expect(merged.map((x: { id: unknown }) => x.id)).toEqual([1, 'deep', 3]);
+      expect(merged[1].error).toEqual({ code: -32602, message: 'Invalid params', data: { path: PATH, message: 'nested deeper than 32 levels (limits.maxParamsDepth)' } });
+    }
+  });
+
+  it('a lone call 40 levels deep: -32602 with its own id (a string) and data.path', () => {
+    for (const d of [checkEvmBody(body(deepCall('"abc"')), allowed, 10, check), checkEvmBody(body(deepCall('7')), allowed, 10, check)]) {
+      expect(d).toMatchObject({ kind: 'reply', status: 200 });
+      if (d.kind !== 'reply') continue;
+      const j = JSON.parse(d.body);
+      expect(j.error).toMatchObject({ code: -32602, data: { path: PATH } });
+    }
+    const d = checkEvmBody(body(deepCall('"abc"')), allowed, 10, check);
+    expect(d.kind === 'reply' && JSON.parse(d.body).id).toBe('abc');
+    // At the limit: forwarded as sent (32 levels of params, 33 with the call).
+    const at = body(deepCall('1', 32));
+    expect(checkEvmBody(at, allowed, 10, check)).toMatchObject({ kind: 'forward', body: at });
+  });
+
+  it('past the 128-level hard limit the body is still refused whole (-32600), before it is parsed', () => {
+    // 129 levels: the call's own, then its params (in a batch: the batch's too).
+    for (const text of [deepCall('1', 128), `[${valid(1)},${deepCall('2', 127)}]`, nest(100_000)]) {
+      const d = checkEvmBody(body(text), allowed, 10, check);
+      expect(d).toMatchObject({ kind: 'reply', status: 400 });
+      if (d.kind === 'reply') expect(JSON.parse(d.body)).toMatchObject({ id: null, error: { code: -32600 } });
+    }
+    // At 128: parsed, and the deep call gets its own error.
+    const d = checkEvmBody(body(`[${valid(1)},${deepCall('2', 126)}]`), allowed, 10, check);
+    expect(d.kind === 'forward' && d.merge?.slots[1]).toMatchObject({ ready: expect.stringContaining('"id":2,"error":{"code":-32602') });
+  });
+
+  it('with validate: off nothing but the hard limit applies', () => {
+    const b = body(deepCall('1', 100));
+    expect(checkEvmBody(b, allowed, 10)).toMatchObject({ kind: 'forward' });
   });
 });
 
