@@ -58,7 +58,7 @@ export interface PodPlan {
 export interface PodReport {
   /** The gateway's `started` line: listener names and the ports they bound. */
   readonly listeners: readonly { listener: string; host: string; port: number }[];
-  /** Status of each probe once started (0: connection refused). */
+  /** Status of each probe once started (0: no HTTP answer). */
   readonly probes: Record<string, number>;
   readonly readyBody: unknown;
   readonly metrics: { status: number; contentType: string; body: string };
@@ -68,7 +68,7 @@ export interface PodReport {
   /** The EVM chains' eth_chainId answers after the update. */
   readonly chainIds: Record<string, unknown>;
   readonly reloaded: Record<string, unknown>;
-  /** The readiness probe once the gateway logged `draining` (0: refused). */
+  /** The readiness probe once the gateway logged `draining` (0: no HTTP answer). */
   readonly readinessDraining: number;
   readonly exitCode: number | null;
   readonly stopMs: number;
@@ -76,13 +76,17 @@ export interface PodReport {
   readonly redisKeys: string[];
 }
 
-/** What the kubelet's httpGet probe does: GET on the pod's address; 0 when the connection is refused. */
+/**
+ * What the kubelet's httpGet probe does: GET on the pod's address. 0 when no
+ * HTTP answer came (refused, or reset: a connection the kernel had queued when
+ * the gateway stopped listening), which the kubelet counts as a failure too.
+ */
 async function probe(podIp: string, port: number, path: string): Promise<{ status: number; res: RawResponse | null }> {
   try {
     const res = await rawRequest(`http://${podIp}:${port}${path}`);
     return { status: res.status, res };
   } catch (err) {
-    if ((err as { code?: string }).code === 'ECONNREFUSED') return { status: 0, res: null };
+    if (['ECONNREFUSED', 'ECONNRESET'].includes((err as { code?: string }).code ?? '')) return { status: 0, res: null };
     throw err;
   }
 }
@@ -94,7 +98,8 @@ function writeSecretVersion(dir: string, version: string, files: Readonly<Record
 }
 
 async function startRedis(plan: PodPlan): Promise<() => Promise<void>> {
-  const proc = spawn(plan.redis.command, plan.redis.args as string[], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // setpriv (util-linux, as unshare is): the kernel kills it if this process dies first.
+  const proc = spawn('setpriv', ['--pdeathsig', 'KILL', '--', plan.redis.command, ...plan.redis.args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   let out = '';
   await new Promise<void>((ok, fail) => {

