@@ -360,7 +360,7 @@ const ROUTE_11: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "gateway.yaml",
-  manifestSha256: "e7b2c111a1397221954585c5dae47d6322944ff5021428cb08fca05a2fee2f8f",
+  manifestSha256: "9f7f48949d7105a673d0d5903b6d15e07617875637a669b4eb576520f0ba91a0",
   keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {
@@ -391,7 +391,7 @@ export const GATEWAY: GatewaySpec = {
     },
   ],
   corsOrigins: ["*"],
-  admin: { host: { parts: ["127.0.0.1"] }, port: { parts: [{ "env": "ADMIN_PORT", "default": "9100" }] } },
+  admin: { host: { parts: [{ "env": "ADMIN_HOST", "default": "127.0.0.1" }] }, port: { parts: [{ "env": "ADMIN_PORT", "default": "9100" }] } },
   health: { "intervalMs": 5000, "timeoutMs": 2000 },
   rateLimit: null,
   drainTimeoutMs: 10000,

@@ -72,7 +72,7 @@ describe('buildModel', () => {
     });
     expect(m.listeners[0]!.host).toEqual({ parts: ['0.0.0.0'] });
     expect(m.listeners[1]!.port).toEqual({ parts: [{ env: 'RPC_PORT', default: '8545' }] });
-    expect(m.admin).toEqual({ host: { parts: ['127.0.0.1'] }, port: { parts: [{ env: 'ADMIN_PORT', default: '9100' }] } });
+    expect(m.admin).toEqual({ host: { parts: [{ env: 'ADMIN_HOST', default: '127.0.0.1' }] }, port: { parts: [{ env: 'ADMIN_PORT', default: '9100' }] } });
     expect(m.rateLimit).toBeNull();
     expect(Object.isFrozen(m) && Object.isFrozen(eth) && Object.isFrozen(eth.methods) && Object.isFrozen(eth.upstreams[0]!.url.parts)).toBe(true);
     expect(JSON.stringify(m)).not.toContain(PROJECT_ROOT);
