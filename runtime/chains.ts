@@ -4,7 +4,8 @@
 import type { Envelope } from './envelope.ts';
 import type { Exchange, RouteHandler } from './exchange.ts';
 import type { ForwardRequest } from './proxy.ts';
-import type { GatewaySpec, ListenerSpec, RouteSpec } from './types.ts';
+import type { EvmRouteSpec, GatewaySpec, ListenerSpec, RouteSpec } from './types.ts';
+import { Pool, type PoolSettings } from './pool/pool.ts';
 import { ChainView } from './chain-view.ts';
 import { cachedForwarder, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts';
@@ -52,8 +53,14 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
     for (const [segment, route] of l.routes) {
       const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
       metrics.upstreams(group.all);
-      const view = new ChainView(group.all);
-      const dispatch = plainDispatch(group, circuitOpen);
+      const pooled = route.interface === 'evm-jsonrpc' && group.all.length > 1;
+      const view = new ChainView(group.all, route.interface === 'evm-jsonrpc' ? (route.servedTip ?? 'all') : 'all');
+      let dispatch = plainDispatch(group, circuitOpen);
+      if (pooled) {
+        const pool = new Pool(route, group, view, poolSettings(route, group), circuitOpen, services.log);
+        dispatch = pool.dispatch;
+        metrics.pool(pool.stats);
+      }
       const cached = cache !== null && route.cache === true;
       let forward = plainForwarder(route, dispatch);
       if (cached) {
@@ -65,11 +72,25 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const chain: Chain = { route, group, view, handler, envelope: moduleOf(route).envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
-      polled.push({ route, group, view, headPollMs: cached ? cache.spec.headPollMs : null });
+      // A cached chain needs its head's hash and finality; so does a pool, for its served tip and what is final.
+      polled.push({ route, group, view, headPollMs: cached ? cache.spec.headPollMs : pooled ? POOL_POLL_MS : null });
     }
     dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
   }
   return { all, dispatch, polled };
+}
+
+/** How often a pool without a cache polls its upstreams (the served tip is at most this old). */
+const POOL_POLL_MS = 1000;
+
+function poolSettings(route: EvmRouteSpec, group: UpstreamGroup): PoolSettings {
+  return {
+    rewriteTags: route.rewriteTags ?? false,
+    pruneDepth: route.pruneDepth ?? 128,
+    hedge: route.hedge ?? null,
+    broadcast: route.broadcast ?? (group.all.length > 1 ? 'all' : 'one'),
+    quorum: route.quorum ?? null,
+  };
 }
 
 /** Forwarding with nothing around it: upstream through the chain's dispatch. */

@@ -12,6 +12,7 @@
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { UPSTREAM_STATES, type Upstream } from './upstream.ts';
+import type { PoolStats } from './pool/stats.ts';
 import type { CacheStats } from './cache/store.ts';
 import { BUCKETS } from './tally.ts';
 import { LINGER_OUTCOMES, lingerStats } from './linger.ts';
@@ -254,6 +255,28 @@ export class Metrics {
       );
     }
     this.caches.push(stats);
+  }
+
+  private readonly pools: PoolStats[] = [];
+
+  /** Counts a pool's retries, hedges, broadcasts and quorums under gateway_pool_* (registered with the first pool). */
+  pool(stats: PoolStats): void {
+    if (this.pools.length === 0) {
+      const by = <K extends 'retries' | 'hedges' | 'quorum'>(name: string, help: string, field: K, label: string) =>
+        this.registry.registerMetric(
+          <Metric>(<unknown>new Rendered(name, help, 'counter', () =>
+            this.pools.flatMap((p) => Object.entries(p[field]).map(([k, value]) => ({ labels: { chain: p.chain, [label]: k }, value }) as MetricValue<string>)),
+          )),
+        );
+      by('gateway_pool_retries_total', 'Calls asked again of another upstream of a pool, by chain and reason: empty (a null or empty answer about data not final), state (a node that no longer has the state asked for).', 'retries', 'reason');
+      by('gateway_pool_hedges_total', 'Hedged reads, by chain and outcome: sent (a second upstream asked after hedge.afterMs), won (its answer came first), capped (not sent: hedges are at most 10% of a minute\'s calls).', 'hedges', 'outcome');
+      by('gateway_pool_quorum_total', 'Quorum reads, by chain and outcome: agree, disagree (-32603 "upstreams disagree"), short (too few upstreams answered).', 'quorum', 'outcome');
+      const one = (name: string, help: string, field: 'broadcasts' | 'tipAnswers') =>
+        this.registry.registerMetric(<Metric>(<unknown>new Rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>))));
+      one('gateway_pool_broadcasts_total', 'Transactions sent to every usable upstream of a pool (broadcast: all).', 'broadcasts');
+      one('gateway_pool_tip_answers_total', 'eth_blockNumber answered from the served tip, without asking a node.', 'tipAnswers');
+    }
+    this.pools.push(stats);
   }
 
   get contentType(): string {

@@ -201,6 +201,11 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.next();
   }
 
+  /** The upstream the current attempt went to (null before the first). */
+  get upstream(): Upstream | null {
+    return this.u;
+  }
+
   /** The client went away before the answer was complete. */
   cancel(): void {
     if (this.ended || this.cancelled) return;

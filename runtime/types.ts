@@ -39,6 +39,8 @@ export interface UpstreamSpec {
   readonly idleTimeoutMs: number;
   /** Header name (lower case) to value template, sent with every request to it. */
   readonly headers: Readonly<Record<string, Template>>;
+  /** An archive node: a pool sends calls for old state here (absent: false). */
+  readonly archive?: boolean;
 }
 
 /** What every chain has, whatever its interface. */
@@ -58,6 +60,13 @@ interface RouteBase {
 
 export interface EvmRouteSpec extends RouteBase {
   readonly interface: 'evm-jsonrpc';
+  /** A pool's settings (issue 33; absent: the defaults, pool/pool.ts). */
+  readonly servedTip?: 'all' | 'majority';
+  readonly rewriteTags?: boolean;
+  readonly pruneDepth?: number;
+  readonly hedge?: { readonly afterMs: number | 'p95' } | null;
+  readonly broadcast?: 'all' | 'one';
+  readonly quorum?: { readonly methods: readonly string[]; readonly of: number } | null;
   readonly chainId?: number;
   /** The allowlist, one Set lookup per call. */
   readonly methods: ReadonlySet<string>;

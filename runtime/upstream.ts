@@ -23,6 +23,8 @@ export class Upstream {
   readonly chain: string;
   readonly role: UpstreamRole;
   readonly weight: number;
+  /** An archive node: a pool sends calls for old state here. */
+  readonly archive: boolean;
   readonly pool: Pool;
   /** Path part of the configured URL without a trailing slash ('' for none). */
   readonly basePath: string;
@@ -59,6 +61,7 @@ export class Upstream {
     this.chain = route.path;
     this.role = spec.role;
     this.weight = spec.weight;
+    this.archive = spec.archive ?? false;
     this.headers = headers;
     this.headerList = Object.entries(headers).flat();
     this.basePath = url.pathname === '/' ? '' : url.pathname.replace(/\/+$/, '');

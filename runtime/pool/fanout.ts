@@ -1,0 +1,150 @@
+// Calls a pool sends to several upstreams at once: a transaction broadcast to
+// every usable upstream (the client gets the first success), and a read asked
+// of a quorum of upstreams at the served tip (served only when they agree).
+import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
+import type { Cancelable } from '../dispatch.ts';
+import type { Logger } from '../log.ts';
+import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { NO_SINK } from '../cache/common.ts';
+import type { PoolStats } from './stats.ts';
+
+type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
+
+const MAX_HELD = 4 * 1024 * 1024;
+
+/** Sends `request` to each of `upstreams` once (no retry: a write may have run), and calls `each` with every outcome. */
+class Fan implements Cancelable {
+  private readonly forwards: Forward[] = [];
+
+  constructor(
+    upstreams: readonly Upstream[],
+    group: UpstreamGroup,
+    request: ForwardRequest,
+    circuitOpen: (u: Upstream) => void,
+    each: (r: ForwardResult) => void,
+  ) {
+    const classify = request.classify;
+    for (const u of upstreams) {
+      const target: ForwardTarget = {
+        res: NO_SINK,
+        streamHead: () => {
+          throw new Error('held whole');
+        },
+        forwarded: each,
+      };
+      const held: ForwardRequest = {
+        ...request,
+        retries: 0,
+        maxBuffer: Math.max(request.maxBuffer, MAX_HELD),
+        accept: (o) => o === u,
+        classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)),
+      };
+      this.forwards.push(new Forward(group, held, target, circuitOpen));
+    }
+  }
+
+  start(): void {
+    for (const f of this.forwards) f.start();
+  }
+
+  cancel(): void {
+    for (const f of this.forwards) f.cancel();
+  }
+}
+
+/**
+ * eth_sendRawTransaction to every usable upstream: the client gets the first
+ * success. Once one has succeeded, what the others answer ("already known",
+ * "nonce too low": the same transaction arriving twice) is not passed on:
+ * it counts as the success it is. Without a success the client gets the first
+ * node's answer. The others are never cancelled (every node should have the
+ * transaction), and none is sent twice: no retry after a 5xx.
+ */
+export function broadcast(request: ForwardRequest, group: UpstreamGroup, upstreams: readonly Upstream[], stats: PoolStats, circuitOpen: (u: Upstream) => void, deliver: (r: ForwardResult) => void): Cancelable {
+  stats.broadcasts++;
+  let answered = false;
+  let left = upstreams.length;
+  let first: ForwardResult | null = null;
+  const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
+    left--;
+    if (answered) return;
+    if (r.kind === 'buffered' && r.status === 200 && isResult(r.body)) {
+      answered = true;
+      return deliver(r);
+    }
+    // A JSON-RPC answer beats a failure as what the client sees if none succeeds.
+    if (first === null || (first.kind !== 'buffered' && r.kind === 'buffered')) first = r;
+    if (left === 0) {
+      answered = true;
+      deliver(first);
+    }
+  });
+  fan.start();
+  // The client going away does not call a broadcast back.
+  return { cancel: () => undefined };
+}
+
+/**
+ * A read asked of `upstreams` (a quorum of them at the served tip): equal
+ * results are served; different ones get -32603 with data.reason
+ * "upstreams disagree", and the log and a metric name both upstreams.
+ */
+export function quorum(
+  request: ForwardRequest,
+  group: UpstreamGroup,
+  upstreams: readonly Upstream[],
+  stats: PoolStats,
+  log: Logger,
+  chain: string,
+  idJson: string,
+  circuitOpen: (u: Upstream) => void,
+  deliver: (r: ForwardResult) => void,
+): Cancelable {
+  const got: Buffered[] = [];
+  let left = upstreams.length;
+  let over = false;
+  const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
+    left--;
+    if (over) return;
+    if (r.kind === 'buffered' && r.status === 200) got.push(r);
+    if (left > 0) return;
+    over = true;
+    if (got.length < upstreams.length) {
+      stats.quorum.short++;
+      const failed = r.kind === 'buffered' ? null : r;
+      return failed !== null && got.length === 0 ? deliver(failed) : deliver(disagreement(got[0] ?? r, idJson, 'too few upstreams answered'));
+    }
+    const results = got.map((g) => resultOf(g.body));
+    if (results.every((x) => x !== null && x === results[0])) {
+      stats.quorum.agree++;
+      return deliver(got[0]!);
+    }
+    stats.quorum.disagree++;
+    log.warn({ event: 'upstreams_disagree', chain, upstreams: got.map((g) => g.upstream.name) }, 'upstreams of a quorum gave different answers');
+    deliver(disagreement(got[0]!, idJson, 'upstreams disagree'));
+  });
+  fan.start();
+  return fan;
+}
+
+/** The answer's result (or error) as canonical JSON text, to compare; null when it is not a JSON-RPC answer. */
+function resultOf(body: Buffer): string | null {
+  try {
+    const doc = JSON.parse(body.toString('utf8')) as { result?: unknown; error?: unknown };
+    return JSON.stringify('error' in doc ? { error: doc.error } : { result: doc.result ?? null });
+  } catch {
+    return null;
+  }
+}
+
+function isResult(body: Buffer): boolean {
+  const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+  return spans !== null && !spans.hasError && spans.resultStart !== -1;
+}
+
+/** The gateway's own -32603 answer, as a node's answer would come (so the route passes it on). */
+function disagreement(like: ForwardResult, idJson: string, reason: string): Buffered {
+  const body = Buffer.from(`{"jsonrpc":"2.0","id":${idJson},"error":{"code":-32603,"message":"Internal error","data":{"reason":${JSON.stringify(reason)}}}}`);
+  return { kind: 'buffered', upstream: like.upstream!, status: 200, headers: { 'content-type': 'application/json' }, body };
+}

@@ -1,0 +1,205 @@
+// One call through a pool: its first attempt, at most one hedge beside it, and
+// the tries again that its answer calls for (a null about data not final, a
+// node that lacks the state). Each attempt is a Forward of its own (a leg),
+// held whole so that its answer can be judged before the client sees it; the
+// first good answer wins and the other legs are cancelled.
+import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
+import type { Cancelable } from '../dispatch.ts';
+import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { NO_SINK } from '../cache/common.ts';
+import { COUNTS, MAY_BE_EMPTY, STATE_METHODS, type PoolCall } from './call.ts';
+import { isStateGone } from './state-errors.ts';
+import type { PoolStats } from './stats.ts';
+
+type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
+
+/** What a flow needs of its pool. */
+export interface FlowHost {
+  readonly stats: PoolStats;
+  readonly circuitOpen: (u: Upstream) => void;
+  /** Is block `n` at or below the chain's finalized block? */
+  isFinal(n: number): boolean;
+  /** Archive upstreams that may take a call for state at `n`; null when there are none usable. */
+  archiveFor(n: number, group: UpstreamGroup, tried: ReadonlySet<Upstream>): ((u: Upstream) => boolean) | null;
+  /** A hedge may go now (within 10% of the chain's calls over the last minute). */
+  takeHedge(): boolean;
+}
+
+export interface FlowPlan {
+  readonly accept: ((u: Upstream) => boolean) | undefined;
+  /** The block number the call is about, where known (-1: not known). */
+  readonly block: number;
+  /** ms after which a second upstream is asked too; -1: no hedge. */
+  readonly hedgeAfterMs: number;
+}
+
+/** Largest answer a pool holds to judge it. */
+const MAX_JUDGED = 32 * 1024 * 1024;
+/** Tries again at most, per call. */
+const MAX_RETRIES = 2;
+
+export class Flow implements Cancelable {
+  private readonly legs: Leg[] = [];
+  private readonly tried = new Set<Upstream>();
+  private over = false;
+  private retries = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly started = performance.now();
+  /** The request as each leg sends it: held whole. */
+  private readonly held: ForwardRequest;
+
+  constructor(
+    private readonly host: FlowHost,
+    private readonly target: ForwardTarget,
+    private readonly request: ForwardRequest,
+    private readonly group: UpstreamGroup,
+    private readonly call: PoolCall | null,
+    private readonly plan: FlowPlan,
+  ) {
+    const classify = request.classify;
+    this.held = {
+      ...request,
+      maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
+      classify: (status, headers) => {
+        const v = classify(status, headers);
+        return v === 'stream' ? 'buffer' : v;
+      },
+    };
+  }
+
+  start(): void {
+    this.launch(this.plan.accept, false);
+    if (this.plan.hedgeAfterMs >= 0) {
+      this.timer = setTimeout(this.hedge, this.plan.hedgeAfterMs);
+      this.timer.unref();
+    }
+  }
+
+  cancel(): void {
+    this.over = true;
+    this.end();
+  }
+
+  private launch(accept: ((u: Upstream) => boolean) | undefined, hedge: boolean): void {
+    const left = this.request.timeoutMs - (performance.now() - this.started);
+    const leg = new Leg(this, hedge);
+    this.legs.push(leg);
+    leg.start(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this.host.circuitOpen);
+    const u = leg.forward?.upstream;
+    if (u) this.tried.add(u);
+  }
+
+  private readonly hedge = (): void => {
+    this.timer = null;
+    if (this.over || this.legs.length !== 1 || this.legs[0]!.done) return;
+    if (!this.host.takeHedge()) return void this.host.stats.hedges.capped++;
+    this.host.stats.hedges.sent++;
+    this.launch(this.plan.accept, true);
+  };
+
+  /** A leg's outcome: the answer the client gets, or a try again elsewhere. */
+  done(leg: Leg, r: ForwardResult): void {
+    if (this.over) return;
+    if (r.upstream !== null) this.tried.add(r.upstream);
+    const running = this.legs.some((l) => !l.done);
+    if (r.kind !== 'buffered') {
+      // A failed leg waits for the other, if one is still out.
+      if (running) return;
+      return this.finish(r, leg);
+    }
+    const why = this.retries < MAX_RETRIES ? this.judge(r) : 'ok';
+    if (why !== 'ok') {
+      const accept = this.againFor(why, r.upstream);
+      if (accept !== null && this.group.hasOther(r.upstream, this.tried, accept)) {
+        this.retries++;
+        this.host.stats.retries[why]++;
+        // The other leg, if any, asks a node this answer did not come from: let it run.
+        if (!running) this.launch(accept, false);
+        return;
+      }
+    }
+    this.finish(r, leg);
+  }
+
+  /** ok, or why the answer may be this node's and not the chain's. */
+  private judge(r: Buffered): 'ok' | 'empty' | 'state' {
+    const call = this.call;
+    if (call === null || r.status !== 200) return 'ok';
+    const spans = answerSpans(r.body, MAX_ANSWER_DEPTH);
+    if (spans === null) return 'ok';
+    if (spans.hasError) return STATE_METHODS.has(call.method) || call.at >= 0 || typeof call.block === 'object' ? (stateGone(r.body) ? 'state' : 'ok') : 'ok';
+    if (spans.resultStart === -1) return 'ok';
+    const n = this.plan.block;
+    // A null about finalized data is final.
+    if (n >= 0 && this.host.isFinal(n)) return 'ok';
+    const result = r.body.toString('latin1', spans.resultStart, spans.resultEnd);
+    if (MAY_BE_EMPTY.has(call.method)) return result === 'null' ? 'empty' : 'ok';
+    if (COUNTS.has(call.method)) return result === 'null' || result === '"0x0"' ? 'empty' : 'ok';
+    return 'ok';
+  }
+
+  /** Which upstreams may be asked again: one whose head is at least as high (empty), an archive node or one ahead (state). */
+  private againFor(why: 'empty' | 'state', u: Upstream): ((o: Upstream) => boolean) | null {
+    const head = u.view.head ?? -1;
+    if (why === 'empty') return (o) => (o.view.head ?? -1) >= head;
+    const n = this.plan.block >= 0 ? this.plan.block : head;
+    return this.host.archiveFor(n, this.group, this.tried) ?? ((o) => (o.view.head ?? -1) >= n);
+  }
+
+  private finish(r: ForwardResult, leg: Leg): void {
+    this.over = true;
+    if (leg.hedge && r.kind === 'buffered') this.host.stats.hedges.won++;
+    this.end();
+    const t = this.target;
+    // As the route asked: an answer it would stream is passed on as it came; the rest goes to its rewrite.
+    if (r.kind === 'buffered' && this.request.classify(r.status, r.headers) === 'stream') {
+      t.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) }, r.upstream);
+      t.res.end(r.body);
+      return t.forwarded({ kind: 'streamed', upstream: r.upstream, status: r.status });
+    }
+    t.forwarded(r);
+  }
+
+  private end(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    for (const l of this.legs) if (!l.done) l.forward?.cancel();
+  }
+}
+
+/** The error of a JSON-RPC answer says the node lacks the state or block asked for. */
+function stateGone(body: Buffer): boolean {
+  try {
+    const doc = JSON.parse(body.toString('utf8')) as { error?: { message?: unknown } };
+    return typeof doc?.error?.message === 'string' && isStateGone(doc.error.message);
+  } catch {
+    return false;
+  }
+}
+
+/** One attempt of a flow, to one upstream (a Forward with no retries of its own beyond the route's). */
+class Leg implements ForwardTarget {
+  readonly res = NO_SINK;
+  forward: Forward | null = null;
+  done = false;
+
+  constructor(
+    private readonly flow: Flow,
+    readonly hedge: boolean,
+  ) {}
+
+  start(group: UpstreamGroup, request: ForwardRequest, circuitOpen: (u: Upstream) => void): void {
+    this.forward = new Forward(group, request, this, circuitOpen);
+    this.forward.start();
+  }
+
+  streamHead(): void {
+    throw new Error('a pool holds its answers whole');
+  }
+
+  forwarded(r: ForwardResult): void {
+    this.done = true;
+    this.flow.done(this, r);
+  }
+}

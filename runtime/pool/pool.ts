@@ -1,0 +1,168 @@
+// A pool: an EVM chain's several upstreams seen as one chain that only moves
+// forward, whichever node answers (docs/upstreams.md: "Pool settings"). It
+// wraps the chain's dispatch (dispatch.ts): every upstream request of the
+// chain, a route's or a cache miss's, is routed here.
+//  - eth_blockNumber answers the served tip (chain-view.ts), never backwards;
+//  - a call at `latest` goes to an upstream at or above the served tip, a call
+//    that names block N (by number, or by a hash the gateway has seen) only to
+//    an upstream whose head is at least N; state older than pruneDepth blocks
+//    goes to archive upstreams; with rewriteTags, the tags become the numbers
+//    the gateway serves;
+//  - a null about data not final is asked of one other upstream at least as
+//    far ahead, a node's "state is gone" of an archive node (flow.ts);
+//  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts).
+import type { ChainView } from '../chain-view.ts';
+import type { Cancelable, Dispatch } from '../dispatch.ts';
+import type { Logger } from '../log.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { EvmRouteSpec } from '../types.ts';
+import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { readCall, rewriteTags, STATE_METHODS, type PoolCall } from './call.ts';
+import { broadcast, quorum } from './fanout.ts';
+import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
+import { HedgeBudget, PoolStats } from './stats.ts';
+
+/** The settings of a pool, with their defaults (the manifest's, where it has them). */
+export interface PoolSettings {
+  readonly rewriteTags: boolean;
+  readonly pruneDepth: number;
+  readonly hedge: { readonly afterMs: number | 'p95' } | null;
+  readonly broadcast: 'all' | 'one';
+  readonly quorum: { readonly methods: readonly string[]; readonly of: number } | null;
+}
+
+const WINDOW = 512;
+
+export class Pool implements FlowHost {
+  readonly stats: PoolStats;
+  private readonly budget = new HedgeBudget();
+  private readonly quorumMethods: ReadonlySet<string>;
+  /** The last calls' times, for a hedge at p95. */
+  private readonly times = new Float64Array(WINDOW);
+  private timesSeen = 0;
+  private p95Cached = -1;
+
+  constructor(
+    private readonly route: EvmRouteSpec,
+    private readonly group: UpstreamGroup,
+    private readonly view: ChainView,
+    private readonly settings: PoolSettings,
+    readonly circuitOpen: (u: Upstream) => void,
+    private readonly log: Logger,
+  ) {
+    this.stats = new PoolStats(route.path);
+    this.quorumMethods = new Set(settings.quorum?.methods ?? []);
+  }
+
+  readonly dispatch: Dispatch = (target, request, group = this.group) => {
+    const call = readCall(request.body);
+    this.budget.call();
+    if (call !== null) {
+      if (call.method === 'eth_blockNumber' && this.view.tip >= 0) return this.tipAnswer(target, call);
+      const usable = group.all.filter((u) => u.usable);
+      if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all' && usable.length > 1) {
+        return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));
+      }
+      const q = this.settings.quorum;
+      if (q !== null && this.quorumMethods.has(call.method)) {
+        const tip = this.view.tip;
+        const at = usable.filter((u) => (u.view.head ?? -1) >= tip).slice(0, q.of);
+        return quorum(this.rewritten(request, call), group, at, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
+      }
+    }
+    const plan = this.plan(call, group);
+    const flow = new Flow(this, timed(target, this), call === null ? request : this.rewritten(request, call), group, call, plan);
+    flow.start();
+    return flow;
+  };
+
+  /** With rewriteTags: the call with its tags as the block numbers the gateway serves. */
+  private rewritten(request: ForwardRequest, call: PoolCall): ForwardRequest {
+    if (!this.settings.rewriteTags) return request;
+    const v = this.view;
+    const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
+    return body === null ? request : { ...request, body };
+  }
+
+  /** Where a call may go, and how long before a hedge. */
+  private plan(call: PoolCall | null, group: UpstreamGroup): FlowPlan {
+    const v = this.view;
+    let n = -1;
+    if (call !== null) {
+      const b = call.block;
+      if (typeof b === 'number') n = b;
+      else if (b === 'latest') n = v.tip;
+      else if (b === 'safe') n = v.safe;
+      else if (b === 'finalized') n = v.finalized;
+      else if (b !== null && b !== 'pending') n = v.numberOf(b.hash);
+    } else n = v.tip; // a batch: at least the served tip
+    let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
+    // Old state: archive nodes only, where one is usable.
+    if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.settings.pruneDepth) {
+      accept = this.archiveFor(n, group, NO_TRIED) ?? accept;
+    }
+    // Nobody fits (a block not there yet): any usable upstream answers as the node would.
+    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = undefined;
+    const hedge = this.settings.hedge;
+    const read = call !== null && call.method !== 'eth_sendRawTransaction' && call.method !== 'eth_sendTransaction';
+    const after = hedge === null || !read ? -1 : hedge.afterMs === 'p95' ? this.p95() : hedge.afterMs;
+    return { accept, block: call !== null && typeof call.block === 'number' ? call.block : n, hedgeAfterMs: after };
+  }
+
+  archiveFor(n: number, group: UpstreamGroup, tried: ReadonlySet<Upstream>): ((u: Upstream) => boolean) | null {
+    const ok = (u: Upstream) => u.archive && (u.view.head ?? -1) >= n;
+    return group.all.some((u) => u.usable && !tried.has(u) && ok(u)) ? ok : null;
+  }
+
+  isFinal(n: number): boolean {
+    return this.view.isFinal(n);
+  }
+
+  takeHedge(): boolean {
+    return this.budget.take();
+  }
+
+  /** eth_blockNumber from the served tip: one chain that never goes backwards, whichever node would have answered. */
+  private tipAnswer(target: ForwardTarget, call: PoolCall): Cancelable {
+    this.stats.tipAnswers++;
+    const tip = this.view.tip;
+    const at = this.group.all.find((u) => u.usable && (u.view.head ?? -1) >= tip) ?? this.group.all[0]!;
+    const body = Buffer.from(`{"jsonrpc":"2.0","id":${call.idJson},"result":"0x${tip.toString(16)}"}`);
+    const r: ForwardResult = { kind: 'buffered', upstream: at, status: 200, headers: { 'content-type': 'application/json' }, body };
+    queueMicrotask(() => target.forwarded(r));
+    return NOTHING;
+  }
+
+  /** A call's time, for p95 hedging. */
+  record(ms: number): void {
+    this.times[this.timesSeen++ % WINDOW] = ms;
+    if (this.timesSeen % 64 === 0) this.p95Cached = -1;
+  }
+
+  /** The p95 of the last calls' times (no hedge before 64 calls are known). */
+  private p95(): number {
+    if (this.timesSeen < 64) return -1;
+    if (this.p95Cached < 0) {
+      const n = Math.min(this.timesSeen, WINDOW);
+      const sorted = Array.from(this.times.subarray(0, n)).sort((a, b) => a - b);
+      this.p95Cached = Math.max(1, Math.round(sorted[Math.floor(n * 0.95)]!));
+    }
+    return this.p95Cached;
+  }
+}
+
+const NO_TRIED: ReadonlySet<Upstream> = new Set();
+const NOTHING: Cancelable = { cancel: () => undefined };
+
+/** The target, with the call's time recorded for p95 when it is over. */
+function timed(target: ForwardTarget, pool: Pool): ForwardTarget {
+  const start = performance.now();
+  return {
+    res: target.res,
+    streamHead: (status, headers, u) => target.streamHead(status, headers, u),
+    forwarded: (r) => {
+      pool.record(performance.now() - start);
+      target.forwarded(r);
+    },
+  };
+}

@@ -1,0 +1,59 @@
+// A pool's counters (/metrics, the status page) and the hedging budget.
+
+export class PoolStats {
+  /** Calls asked again of another upstream: a null or empty answer about data not final, or a state error. */
+  readonly retries = { empty: 0, state: 0 };
+  /** Hedges sent, won (the hedge answered first) and not sent because the budget was spent. */
+  readonly hedges = { sent: 0, won: 0, capped: 0 };
+  /** eth_sendRawTransaction sent to every usable upstream. */
+  broadcasts = 0;
+  /** Quorum calls, by outcome. */
+  readonly quorum = { agree: 0, disagree: 0, short: 0 };
+  /** eth_blockNumber answered from the served tip, without asking a node. */
+  tipAnswers = 0;
+  constructor(readonly chain: string) {}
+}
+
+/** Hedges may be at most this share of a chain's calls over the last minute. */
+const HEDGE_SHARE = 0.1;
+const BUCKET_MS = 10_000;
+const BUCKETS = 6;
+
+/** Calls and hedges over a sliding minute, in six ten-second buckets. */
+export class HedgeBudget {
+  private readonly calls = new Float64Array(BUCKETS);
+  private readonly hedges = new Float64Array(BUCKETS);
+  private bucket = -1;
+
+  private roll(now: number): number {
+    const b = Math.floor(now / BUCKET_MS);
+    if (b !== this.bucket) {
+      const gap = this.bucket < 0 ? BUCKETS : Math.min(BUCKETS, b - this.bucket);
+      for (let i = 1; i <= gap; i++) {
+        const k = (this.bucket + i) % BUCKETS;
+        this.calls[k] = 0;
+        this.hedges[k] = 0;
+      }
+      this.bucket = b;
+    }
+    return b % BUCKETS;
+  }
+
+  call(now = Date.now()): void {
+    this.calls[this.roll(now)]!++;
+  }
+
+  /** Takes one hedge if that keeps hedges within 10% of the minute's calls. */
+  take(now = Date.now()): boolean {
+    const k = this.roll(now);
+    let calls = 0;
+    let hedges = 0;
+    for (let i = 0; i < BUCKETS; i++) {
+      calls += this.calls[i]!;
+      hedges += this.hedges[i]!;
+    }
+    if (hedges + 1 > HEDGE_SHARE * calls) return false;
+    this.hedges[k]!++;
+    return true;
+  }
+}
