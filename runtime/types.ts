@@ -6,6 +6,24 @@ import type { ValidatorTables } from './validators.ts';
 export type InterfaceKind = 'blockbook' | 'evm-jsonrpc' | 'rosetta';
 export type RosettaNetwork = 'mainnet' | 'preprod' | 'preview';
 export type UpstreamRole = 'primary' | 'fallback';
+/** all: the highest block every usable upstream has (proxyd's common block); majority: the highest more than half have. */
+export type ServedTip = 'all' | 'majority';
+/** all: a transaction goes to every usable upstream; one: to a single upstream. */
+export type BroadcastMode = 'all' | 'one';
+
+/** Hedged reads: after `afterMs` without an answer, the read also goes to a second upstream. */
+export interface HedgeSpec {
+  /** Milliseconds, or 'p95': the chain's own 95th-percentile answer time. */
+  readonly afterMs: number | 'p95';
+}
+
+/** Calls of `methods` are asked of `of` upstreams at the served tip; only equal answers are served. */
+export interface QuorumSpec {
+  /** Sorted, deduplicated; every one a read the chain allows. */
+  readonly methods: readonly string[];
+  /** At least 2, at most the chain's number of upstreams. */
+  readonly of: number;
+}
 
 /**
  * A manifest string that may hold `${VAR}` or `${VAR:-default}`. It is kept as
@@ -33,6 +51,8 @@ export interface UpstreamSpec {
   readonly url: Template;
   readonly weight: number;
   readonly role: UpstreamRole;
+  /** Keeps all historical state: calls for state older than the route's pruneDepth go here (evm-jsonrpc; always false elsewhere). */
+  readonly archive: boolean;
   /** Keep-alive pool size. */
   readonly connections: number;
   /** How long an unused connection stays open (undici's keepAliveTimeout). */
@@ -54,6 +74,10 @@ interface RouteBase {
   readonly upstreams: readonly UpstreamSpec[];
   readonly maxLag: number;
   readonly retries: number;
+  /** How the served tip is computed (manifest default: all). */
+  readonly servedTip: ServedTip;
+  /** null: reads are not hedged. */
+  readonly hedge: HedgeSpec | null;
 }
 
 export interface EvmRouteSpec extends RouteBase {
@@ -65,6 +89,14 @@ export interface EvmRouteSpec extends RouteBase {
   readonly cache?: boolean;
   /** With `cache`: null asks the node for its finalized block; N counts N blocks below the head as final. */
   readonly finality?: number | null;
+  /** latest, safe and finalized in params are replaced by the block numbers served. */
+  readonly rewriteTags: boolean;
+  /** Blocks behind the head after which state is old and goes to archive upstreams. */
+  readonly pruneDepth: number;
+  /** Where eth_sendRawTransaction goes (filled in: all with more than one upstream, else one). */
+  readonly broadcast: BroadcastMode;
+  /** null: no method is compared across upstreams. */
+  readonly quorum: QuorumSpec | null;
 }
 
 export interface RosettaRouteSpec extends RouteBase {

@@ -66,6 +66,7 @@ describe('buildModel', () => {
       url: { parts: [{ env: 'ETHEREUM_RPC_URL', default: 'http://127.0.0.1:8546' }] },
       weight: 1,
       role: 'primary',
+      archive: false,
       connections: 256,
       idleTimeoutMs: 55000,
       headers: {},
