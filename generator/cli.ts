@@ -44,7 +44,7 @@ program
 
 program
   .command('routes')
-  .description('print the route table a manifest produces, per listener: path, interface, upstreams and roles, allowed methods, limits')
+  .description('print the route table a manifest produces, per listener: path, interface, upstreams and roles, allowed methods, pool settings that differ from their defaults, limits')
   .argument('[file]', 'manifest', 'gateway.yaml')
   .option('--json', 'print it as JSON')
   .action(async (file: string, o: { json?: boolean }) => {

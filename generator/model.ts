@@ -1,7 +1,7 @@
 // The normalized gateway model: every default filled, every shorthand in its
 // canonical form, every name resolved. Plain JSON data, deep-frozen, so a JSON
 // snapshot of it is a test. emit/ reads only this.
-import type { CacheSpec, InterfaceKind, RosettaNetwork, Limits, Template, UpstreamSpec } from '../runtime/types.ts';
+import type { BroadcastMode, CacheSpec, HedgeSpec, InterfaceKind, QuorumSpec, RosettaNetwork, Limits, ServedTip, Template, UpstreamSpec } from '../runtime/types.ts';
 
 /** Generated code hands these to the runtime as they are. */
 export type UpstreamModel = UpstreamSpec;
@@ -18,6 +18,17 @@ export interface ChainModel {
   readonly upstreams: readonly UpstreamModel[];
   readonly maxLag: number;
   readonly retries: number;
+  // The pool settings (issue 33), every one filled with its default so the runtime needs none.
+  readonly servedTip: ServedTip;
+  /** null: no hedging. */
+  readonly hedge: HedgeSpec | null;
+  /** evm-jsonrpc only, like the three after it. */
+  readonly rewriteTags?: boolean;
+  readonly pruneDepth?: number;
+  /** The manifest's, else all with more than one upstream and one with a single upstream. */
+  readonly broadcast?: BroadcastMode;
+  /** null: no quorum; methods sorted and deduplicated. */
+  readonly quorum?: QuorumSpec | null;
   readonly chainId?: number;
   /** Sorted, deduplicated allowlist (evm-jsonrpc only). */
   readonly methods?: readonly string[];

@@ -1,6 +1,6 @@
 // Manifest value (already validated) -> the normalized, frozen GatewayModel.
 // Defaults are filled here once; emit/ never looks at the raw manifest.
-import type { InterfaceKind, Limits, RosettaNetwork, Template, UpstreamRole } from '../runtime/types.ts';
+import type { BroadcastMode, InterfaceKind, Limits, RosettaNetwork, ServedTip, Template, UpstreamRole } from '../runtime/types.ts';
 import type { ChainModel, GatewayModel, ListenerModel, UpstreamModel } from './model.ts';
 import { createHash } from 'node:crypto';
 import { parseTemplate } from './template.ts';
@@ -13,6 +13,7 @@ interface UpstreamConfig {
   url: string;
   weight?: number;
   role?: UpstreamRole;
+  archive?: boolean;
   connections?: number;
   idleTimeoutMs?: number;
   headers?: Record<string, string>;
@@ -33,6 +34,12 @@ interface ChainConfig {
   coin?: string;
   cache?: 'on' | 'off';
   finality?: 'tag' | { depth: number };
+  servedTip?: ServedTip;
+  rewriteTags?: boolean;
+  pruneDepth?: number;
+  hedge?: { afterMs: number | 'p95' };
+  broadcast?: BroadcastMode;
+  quorum?: { methods: string[]; of: number };
 }
 export interface GatewayConfig {
   version: 1;
@@ -90,11 +97,15 @@ export const DEFAULTS = {
   drainTimeoutMs: schemaDefault<number>('properties', 'drainTimeoutMs'),
   weight: schemaDefault<number>(...UPSTREAM_SCHEMA, 'weight'),
   role: schemaDefault<UpstreamRole>(...UPSTREAM_SCHEMA, 'role'),
+  archive: schemaDefault<boolean>(...UPSTREAM_SCHEMA, 'archive'),
   connections: schemaDefault<number>(...UPSTREAM_SCHEMA, 'connections'),
   idleTimeoutMs: schemaDefault<number>(...UPSTREAM_SCHEMA, 'idleTimeoutMs'),
   maxLag: schemaDefault<number>(...CHAIN_SCHEMA, 'maxLag'),
   retries: schemaDefault<number>(...CHAIN_SCHEMA, 'retries'),
   sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
+  servedTip: schemaDefault<ServedTip>(...CHAIN_SCHEMA, 'servedTip'),
+  rewriteTags: schemaDefault<boolean>(...CHAIN_SCHEMA, 'rewriteTags'),
+  pruneDepth: schemaDefault<number>(...CHAIN_SCHEMA, 'pruneDepth'),
   cacheMaxBytes: schemaDefault<number>('properties', 'cache', 'properties', 'maxBytes'),
   cacheHeadPollMs: schemaDefault<number>('properties', 'cache', 'properties', 'headPollMs'),
   cacheBatch: schemaDefault<number>('properties', 'cache', 'properties', 'batch'),
@@ -133,6 +144,7 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
     url: parseTemplate(o.url),
     weight: o.weight ?? DEFAULTS.weight,
     role: o.role ?? DEFAULTS.role,
+    archive: o.archive ?? DEFAULTS.archive,
     connections: o.connections ?? DEFAULTS.connections,
     idleTimeoutMs: o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
     headers,
@@ -159,6 +171,8 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
       upstreams: c.upstreams.map((u, j) => buildUpstream(c.path, u, j)),
       maxLag: c.maxLag ?? DEFAULTS.maxLag,
       retries: c.retries ?? DEFAULTS.retries,
+      servedTip: c.servedTip ?? DEFAULTS.servedTip,
+      hedge: c.hedge === undefined ? null : { afterMs: c.hedge.afterMs },
     };
     switch (c.interface) {
       case 'evm-jsonrpc': {
@@ -169,6 +183,11 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
           chainId: c.chainId,
           methods: [...new Set(list)].sort(byCodeUnit),
           methodsSource: named ? `methodSets.${c.methods as string}` : `chains[${i}].methods`,
+          rewriteTags: c.rewriteTags ?? DEFAULTS.rewriteTags,
+          pruneDepth: c.pruneDepth ?? DEFAULTS.pruneDepth,
+          // No schema default: it depends on the pool. One upstream has nothing to broadcast to.
+          broadcast: c.broadcast ?? (c.upstreams.length > 1 ? 'all' : 'one'),
+          quorum: c.quorum === undefined ? null : { methods: [...new Set(c.quorum.methods)].sort(byCodeUnit), of: c.quorum.of },
           // Only with a top-level cache block, so a manifest without one builds the model it always did.
           cache: doc.cache === undefined ? undefined : c.cache !== 'off',
           finality: doc.cache === undefined ? undefined : c.finality === undefined || c.finality === 'tag' ? null : c.finality.depth,

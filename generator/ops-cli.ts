@@ -3,20 +3,32 @@
 // with the runtime's own health probe), and the chain check of `keys add`.
 // Plain functions that return text and codes, so tests call them directly.
 import type { ChainModel, GatewayModel } from './model.ts';
-import type { Limits, RouteSpec, Template } from '../runtime/types.ts';
+import type { BroadcastMode, HedgeSpec, Limits, QuorumSpec, RouteSpec, ServedTip, Template } from '../runtime/types.ts';
 import { didYouMean } from './validate.ts';
+import { DEFAULTS } from './normalize.ts';
 
 // ---- gateway routes --------------------------------------------------------------------------
 
 export interface RouteRow {
   readonly path: string;
   readonly interface: ChainModel['interface'];
-  readonly upstreams: readonly { readonly name: string; readonly role: string; readonly weight: number }[];
+  readonly upstreams: readonly { readonly name: string; readonly role: string; readonly weight: number; readonly archive: boolean }[];
   /** Allowed JSON-RPC methods (evm-jsonrpc); null for interfaces without an allowlist. */
   readonly methods: number | null;
   /** Parameters checked against the interface's spec (validate: params), or not (off). */
   readonly validate: 'params' | 'off';
   readonly limits: Limits;
+  /** The pool settings as the runtime gets them, defaults filled; the EVM-only ones on evm-jsonrpc routes only. */
+  readonly pool: PoolSettings;
+}
+
+export interface PoolSettings {
+  readonly servedTip: ServedTip;
+  readonly hedge: HedgeSpec | null;
+  readonly rewriteTags?: boolean;
+  readonly pruneDepth?: number;
+  readonly broadcast?: BroadcastMode;
+  readonly quorum?: QuorumSpec | null;
 }
 
 export interface RouteTable {
@@ -39,13 +51,32 @@ export function routeTable(model: GatewayModel): RouteTable {
         .map((c) => ({
           path: `/${c.path}`,
           interface: c.interface,
-          upstreams: c.upstreams.map((u) => ({ name: u.name, role: u.role, weight: u.weight })),
+          upstreams: c.upstreams.map((u) => ({ name: u.name, role: u.role, weight: u.weight, archive: u.archive })),
           methods: c.methods === undefined ? null : c.methods.length,
           validate: c.validate ? 'params' : 'off',
           limits: c.limits,
+          pool: poolSettings(c),
         })),
     })),
   };
+}
+
+function poolSettings(c: ChainModel): PoolSettings {
+  const evm = c.interface === 'evm-jsonrpc' ? { rewriteTags: c.rewriteTags, pruneDepth: c.pruneDepth, broadcast: c.broadcast, quorum: c.quorum } : {};
+  return { servedTip: c.servedTip, hedge: c.hedge, ...evm };
+}
+
+/** The pool settings that differ from their defaults, or '-' (archive upstreams are marked in UPSTREAMS). */
+export function poolText(r: RouteRow): string {
+  const p = r.pool;
+  const out: string[] = [];
+  if (p.servedTip !== DEFAULTS.servedTip) out.push(`servedTip ${p.servedTip}`);
+  if (p.rewriteTags === true) out.push('rewriteTags');
+  if (p.pruneDepth !== undefined && p.pruneDepth !== DEFAULTS.pruneDepth) out.push(`pruneDepth ${p.pruneDepth}`);
+  if (p.hedge !== null) out.push(`hedge ${p.hedge.afterMs === 'p95' ? 'p95' : `${p.hedge.afterMs} ms`}`);
+  if (p.broadcast !== undefined && p.broadcast !== (r.upstreams.length > 1 ? 'all' : 'one')) out.push(`broadcast ${p.broadcast}`);
+  if (p.quorum) out.push(`quorum of ${p.quorum.of} (${p.quorum.methods.join(' ')})`);
+  return out.length === 0 ? '-' : out.join(', ');
 }
 
 /** Columns padded to their widest cell; the last column is not padded. */
@@ -59,12 +90,12 @@ export function formatRouteTable(t: RouteTable): string {
   for (const l of t.listeners) {
     out.push(`listener ${l.name} (${l.host}:${l.port}): ${l.routes.length} route${l.routes.length === 1 ? '' : 's'}`);
     if (l.routes.length === 0) continue;
-    const rows = [['PATH', 'INTERFACE', 'UPSTREAMS', 'METHODS', 'VALIDATE', 'LIMITS']];
+    const rows = [['PATH', 'INTERFACE', 'UPSTREAMS', 'METHODS', 'VALIDATE', 'POOL', 'LIMITS']];
     for (const r of l.routes) {
-      const ups = r.upstreams.map((u) => `${u.name} (${u.role}${u.weight === 1 ? '' : `, weight ${u.weight}`})`).join(', ');
+      const ups = r.upstreams.map((u) => `${u.name} (${u.role}${u.weight === 1 ? '' : `, weight ${u.weight}`}${u.archive ? ', archive' : ''})`).join(', ');
       const m = r.limits;
       const limits = `body ${m.maxBodyBytes} B, batch ${m.maxBatchSize}, timeout ${m.timeoutMs} ms, page ${m.maxPageSize}`;
-      rows.push([r.path, r.interface, ups, r.methods === null ? '-' : String(r.methods), r.validate, limits]);
+      rows.push([r.path, r.interface, ups, r.methods === null ? '-' : String(r.methods), r.validate, poolText(r), limits]);
     }
     out.push(columns(rows).replace(/^/gm, '  '));
   }

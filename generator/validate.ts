@@ -8,7 +8,7 @@ import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { LoadedManifest, Problem, YamlPath } from './load.ts';
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
 import type { Template } from '../runtime/types.ts';
-import { KNOWN_METHODS } from './known-methods.ts';
+import { KNOWN_METHODS, NOT_COMPARABLE } from './known-methods.ts';
 import { ipList } from '../runtime/key-policy.ts';
 import { ROSETTA_ENDPOINTS } from '../runtime/guards/rosetta.ts';
 import { BLOCKBOOK_ENDPOINTS } from '../runtime/guards/blockbook.ts';
@@ -58,7 +58,13 @@ const FIELD_OWNERS: ReadonlyMap<string, readonly string[]> = (() => {
 })();
 
 /** Names for enum-valued fields, so "unknown Rosetta network 'testnet'" reads as ops think of it. */
-const ENUM_NOUNS: Readonly<Record<string, string>> = { interface: 'interface', network: 'Rosetta network', role: 'upstream role' };
+const ENUM_NOUNS: Readonly<Record<string, string>> = {
+  interface: 'interface',
+  network: 'Rosetta network',
+  role: 'upstream role',
+  servedTip: 'servedTip',
+  broadcast: 'broadcast',
+};
 
 /** "did you mean 'x'?" when a candidate is close enough to be a typo, else undefined. */
 export function didYouMean(word: string, candidates: Iterable<string>): string | undefined {
@@ -104,6 +110,13 @@ function jsonType(v: unknown): string {
   if (Array.isArray(v)) return 'array';
   if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
   return typeof v;
+}
+
+/** The schema node at an ajv schemaPath such as `#/properties/chains/items`. */
+function schemaAt(schemaPath: string): SchemaNode | undefined {
+  let node: unknown = schema;
+  for (const seg of schemaPath.replace(/^#\/?/, '').split('/').filter(Boolean)) node = (node as Record<string, unknown> | undefined)?.[seg];
+  return node as SchemaNode | undefined;
 }
 
 const shown = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v) ?? String(v));
@@ -230,9 +243,12 @@ function schemaProblems(errors: ErrorObject[], value: unknown, report: Report, w
         } else report('value', path, `${where(path)}: must be one of ${allowed.join(', ')}, not ${shown(v)}`);
         break;
       }
-      case 'const':
-        report('value', path, `${where(path)}: must be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}, not ${shown(v)}`);
+      case 'const': {
+        // One branch of a union (hedge.afterMs: a number or "p95"): the field's description says what else fits.
+        const union = /\/anyOf\/\d+\/const$/.test(e.schemaPath) ? schemaAt(e.schemaPath.replace(/\/anyOf\/\d+\/const$/, ''))?.description : undefined;
+        report('value', path, `${where(path)}: must be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}, not ${shown(v)}`, union);
         break;
+      }
       case 'type':
         // The field's description says what belongs there; the root's would only repeat the README.
         report('value', path, `${where(path)}: must be ${[(e.params as { type: string | string[] }).type].flat().join(' or ')}, not ${jsonType(v)}`, path.length ? desc : undefined);
@@ -381,10 +397,56 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
         else ids.set(c.chainId, i);
       }
     }
+    poolProblems(c, base);
     if (Array.isArray(c.upstreams)) {
       c.upstreams.forEach((u, j) => checkUpstream([...base, 'upstreams', j], u));
     }
   });
+
+  // The pool settings (issue 33) against the chain's upstreams and allowlist.
+  // Fields on the wrong interface are reported by the schema's if/then.
+  function poolProblems(c: Obj, base: YamlPath): void {
+    const count = Array.isArray(c.upstreams) ? c.upstreams.length : 0;
+    if (count === 1 && c.hedge !== undefined) {
+      report('key', [...base, 'hedge'], `${where(base)}: hedge needs a second upstream to send a read to, and the chain has one`, 'add an upstream or drop hedge');
+    }
+    if (c.interface === 'blockbook' || c.interface === 'rosetta') {
+      if (Array.isArray(c.upstreams)) {
+        c.upstreams.forEach((u, j) => {
+          if (!isObj(u) || u.archive !== true) return;
+          const path: YamlPath = [...base, 'upstreams', j];
+          report('key', [...path, 'archive'], `${where(path)}: 'archive' applies to upstreams of evm-jsonrpc chains only, not ${c.interface}`, 'drop it: archive routing is for EVM state older than pruneDepth');
+        });
+      }
+      return;
+    }
+    if (c.interface !== 'evm-jsonrpc') return;
+    if (count === 1 && c.broadcast === 'all') {
+      report('value', [...base, 'broadcast'], `${where(base)}: broadcast 'all' needs more than one upstream, and the chain has one`, 'add an upstream or drop broadcast');
+    }
+    if (!isObj(c.quorum)) return;
+    const q = c.quorum;
+    if (typeof q.of === 'number' && Number.isInteger(q.of) && count >= 1 && q.of > count) {
+      report('value', [...base, 'quorum', 'of'], `${where([...base, 'quorum', 'of'])}: asks ${q.of} upstreams, and the chain has ${count}`, 'add upstreams or lower quorum.of');
+    }
+    if (!Array.isArray(q.methods)) return;
+    // The allowlist, when it resolves; an unknown methodSet is reported above.
+    const named = typeof c.methods === 'string' ? methodSets[c.methods] : c.methods;
+    const allowed = Array.isArray(named) ? named.filter((m): m is string => typeof m === 'string') : null;
+    const source = typeof c.methods === 'string' ? `methodSets.${c.methods}` : 'methods';
+    q.methods.forEach((name, k) => {
+      if (typeof name !== 'string') return;
+      const path: YamlPath = [...base, 'quorum', 'methods', k];
+      const why = NOT_COMPARABLE.get(name);
+      if (why === 'write') {
+        report('value', path, `${where(path)}: '${name}' is a write; quorum compares reads only`, 'drop it from quorum.methods; broadcast decides where a transaction goes');
+      } else if (why === 'node') {
+        report('value', path, `${where(path)}: '${name}' answers about one node, so two upstreams never agree on it`, 'drop it from quorum.methods');
+      } else if (allowed !== null && !allowed.includes(name)) {
+        report('value', path, `${where(path)}: '${name}' is not a method the chain allows`, didYouMean(name, allowed) ?? `add it to ${source} or drop it from quorum.methods`);
+      }
+    });
+  }
 
   function checkUpstream(path: YamlPath, u: unknown): void {
     const urlPath: YamlPath = isObj(u) ? [...path, 'url'] : path;

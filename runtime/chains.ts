@@ -54,10 +54,10 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
       metrics.upstreams(group.all);
       const pooled = route.interface === 'evm-jsonrpc' && group.all.length > 1;
-      const view = new ChainView(group.all, route.interface === 'evm-jsonrpc' ? (route.servedTip ?? 'all') : 'all');
+      const view = new ChainView(group.all, route.servedTip);
       let dispatch = plainDispatch(group, circuitOpen);
       if (pooled) {
-        const pool = new Pool(route, group, view, poolSettings(route, group), circuitOpen, services.log);
+        const pool = new Pool(route, group, view, poolSettings(route), circuitOpen, services.log);
         dispatch = pool.dispatch;
         metrics.pool(pool.stats);
       }
@@ -83,14 +83,8 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
 /** How often a pool without a cache polls its upstreams (the served tip is at most this old). */
 const POOL_POLL_MS = 1000;
 
-function poolSettings(route: EvmRouteSpec, group: UpstreamGroup): PoolSettings {
-  return {
-    rewriteTags: route.rewriteTags ?? false,
-    pruneDepth: route.pruneDepth ?? 128,
-    hedge: route.hedge ?? null,
-    broadcast: route.broadcast ?? (group.all.length > 1 ? 'all' : 'one'),
-    quorum: route.quorum ?? null,
-  };
+function poolSettings(route: EvmRouteSpec): PoolSettings {
+  return { rewriteTags: route.rewriteTags, pruneDepth: route.pruneDepth, hedge: route.hedge, broadcast: route.broadcast, quorum: route.quorum };
 }
 
 /** Forwarding with nothing around it: upstream through the chain's dispatch. */

@@ -6,6 +6,24 @@ import type { ValidatorTables } from './validators.ts';
 export type InterfaceKind = 'blockbook' | 'evm-jsonrpc' | 'rosetta';
 export type RosettaNetwork = 'mainnet' | 'preprod' | 'preview';
 export type UpstreamRole = 'primary' | 'fallback';
+/** all: the highest block every usable upstream has (proxyd's common block); majority: the highest more than half have. */
+export type ServedTip = 'all' | 'majority';
+/** all: a transaction goes to every usable upstream; one: to a single upstream. */
+export type BroadcastMode = 'all' | 'one';
+
+/** Hedged reads: after `afterMs` without an answer, the read also goes to a second upstream. */
+export interface HedgeSpec {
+  /** Milliseconds, or 'p95': the chain's own 95th-percentile answer time. */
+  readonly afterMs: number | 'p95';
+}
+
+/** Calls of `methods` are asked of `of` upstreams at the served tip; only equal answers are served. */
+export interface QuorumSpec {
+  /** Sorted, deduplicated; every one a read the chain allows. */
+  readonly methods: readonly string[];
+  /** At least 2, at most the chain's number of upstreams. */
+  readonly of: number;
+}
 
 /**
  * A manifest string that may hold `${VAR}` or `${VAR:-default}`. It is kept as
@@ -33,14 +51,14 @@ export interface UpstreamSpec {
   readonly url: Template;
   readonly weight: number;
   readonly role: UpstreamRole;
+  /** Keeps all historical state: calls for state older than the route's pruneDepth go here (evm-jsonrpc; always false elsewhere). */
+  readonly archive: boolean;
   /** Keep-alive pool size. */
   readonly connections: number;
   /** How long an unused connection stays open (undici's keepAliveTimeout). */
   readonly idleTimeoutMs: number;
   /** Header name (lower case) to value template, sent with every request to it. */
   readonly headers: Readonly<Record<string, Template>>;
-  /** An archive node: a pool sends calls for old state here (absent: false). */
-  readonly archive?: boolean;
 }
 
 /** What every chain has, whatever its interface. */
@@ -56,17 +74,15 @@ interface RouteBase {
   readonly upstreams: readonly UpstreamSpec[];
   readonly maxLag: number;
   readonly retries: number;
+  /** How the served tip is computed (manifest default: all). */
+  readonly servedTip: ServedTip;
+  /** null: reads are not hedged. */
+  readonly hedge: HedgeSpec | null;
 }
 
 export interface EvmRouteSpec extends RouteBase {
   readonly interface: 'evm-jsonrpc';
-  /** A pool's settings (issue 33; absent: the defaults, pool/pool.ts). */
-  readonly servedTip?: 'all' | 'majority';
-  readonly rewriteTags?: boolean;
-  readonly pruneDepth?: number;
-  readonly hedge?: { readonly afterMs: number | 'p95' } | null;
-  readonly broadcast?: 'all' | 'one';
-  readonly quorum?: { readonly methods: readonly string[]; readonly of: number } | null;
+
   readonly chainId?: number;
   /** The allowlist, one Set lookup per call. */
   readonly methods: ReadonlySet<string>;
@@ -74,6 +90,14 @@ export interface EvmRouteSpec extends RouteBase {
   readonly cache?: boolean;
   /** With `cache`: null asks the node for its finalized block; N counts N blocks below the head as final. */
   readonly finality?: number | null;
+  /** latest, safe and finalized in params are replaced by the block numbers served. */
+  readonly rewriteTags: boolean;
+  /** Blocks behind the head after which state is old and goes to archive upstreams. */
+  readonly pruneDepth: number;
+  /** Where eth_sendRawTransaction goes (filled in: all with more than one upstream, else one). */
+  readonly broadcast: BroadcastMode;
+  /** null: no method is compared across upstreams. */
+  readonly quorum: QuorumSpec | null;
 }
 
 export interface RosettaRouteSpec extends RouteBase {

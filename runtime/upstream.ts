@@ -61,7 +61,7 @@ export class Upstream {
     this.chain = route.path;
     this.role = spec.role;
     this.weight = spec.weight;
-    this.archive = spec.archive ?? false;
+    this.archive = spec.archive;
     this.headers = headers;
     this.headerList = Object.entries(headers).flat();
     this.basePath = url.pathname === '/' ? '' : url.pathname.replace(/\/+$/, '');

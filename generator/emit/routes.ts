@@ -55,6 +55,9 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
     ['validate', lit(chain.validate)],
     ['maxLag', lit(chain.maxLag)],
     ['retries', lit(chain.retries)],
+    // Pool settings: always written, defaults included, so the runtime reads them without a fallback.
+    ['servedTip', lit(chain.servedTip)],
+    ['hedge', lit(chain.hedge)],
   ];
   if (chain.chainId !== undefined) entries.push(['chainId', lit(chain.chainId)]);
   if (chain.methods !== undefined) entries.push(['methods', setIds.get(chain.methodsSource ?? `${chain.source}.methods`)!]);
@@ -63,6 +66,10 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
   if (chain.coin !== undefined) entries.push(['coin', lit(chain.coin)]);
   if (chain.cache !== undefined) entries.push(['cache', lit(chain.cache)]);
   if (chain.finality !== undefined) entries.push(['finality', lit(chain.finality)]);
+  if (chain.rewriteTags !== undefined) entries.push(['rewriteTags', lit(chain.rewriteTags)]);
+  if (chain.pruneDepth !== undefined) entries.push(['pruneDepth', lit(chain.pruneDepth)]);
+  if (chain.broadcast !== undefined) entries.push(['broadcast', lit(chain.broadcast)]);
+  if (chain.quorum !== undefined) entries.push(['quorum', lit(chain.quorum)]);
   const ups = chain.upstreams.map((u) =>
     objectLit(
       [
@@ -70,6 +77,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
         ['url', templateLit(u.url)],
         ['weight', lit(u.weight)],
         ['role', lit(u.role)],
+        ['archive', lit(u.archive)],
         ['connections', lit(u.connections)],
         ['idleTimeoutMs', lit(u.idleTimeoutMs)],
         ['headers', objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ')],

@@ -17,6 +17,8 @@ const CASES = [
   ['gateway.yaml', 'test/golden/gateway.gen.ts'],
   // Weights, fallbacks, provider headers, per-chain limits, an inline method list, sendtx, rateLimit.
   ['test/fixtures/valid/upstream-objects.yaml', 'test/golden/upstream-objects.gen.ts'],
+  // Pool settings (issue 33) on every interface, archive upstreams, and chains that set none.
+  ['test/fixtures/valid/pool.yaml', 'test/golden/pool.gen.ts'],
 ] as const;
 
 describe('emitted TypeScript', () => {

@@ -51,6 +51,26 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/bad-template.yaml:11:41 chains[0] (eth) upstreams[1]: unclosed '\${' in 'http://\${HOST' ${TEMPLATE_HINT}`,
   ],
 
+  // Pool settings (issue 33) against the chain's upstreams, allowlist and interface.
+  'pool-settings': [
+    `${F}/pool-settings.yaml:11:16 chains[0] (ethereum): unknown servedTip 'most' (hint: use all or majority)`,
+    `${F}/pool-settings.yaml:12:16 chains[0] (ethereum): unknown broadcast 'some' (hint: did you mean 'one'? use all or one)`,
+    `${F}/pool-settings.yaml:13:23 chains[0] (ethereum) hedge.afterMs: must be "p95", not 'p99' (hint: How long to wait before hedging: milliseconds, or p95 for the chain's own 95th-percentile answer time.)`,
+    `${F}/pool-settings.yaml:15:27 chains[0] (ethereum) quorum.methods[1]: 'eth_sendRawTransaction' is a write; quorum compares reads only (hint: drop it from quorum.methods; broadcast decides where a transaction goes)`,
+    `${F}/pool-settings.yaml:15:51 chains[0] (ethereum) quorum.methods[2]: 'eth_newFilter' answers about one node, so two upstreams never agree on it (hint: drop it from quorum.methods)`,
+    `${F}/pool-settings.yaml:15:66 chains[0] (ethereum) quorum.methods[3]: 'eth_getBalanse' is not a method the chain allows (hint: did you mean 'eth_getBalance'?)`,
+    `${F}/pool-settings.yaml:15:82 chains[0] (ethereum) quorum.methods[4]: 'eth_getProof' is not a method the chain allows (hint: add it to methodSets.evm or drop it from quorum.methods)`,
+    `${F}/pool-settings.yaml:16:11 chains[0] (ethereum) quorum.of: asks 3 upstreams, and the chain has 2 (hint: add upstreams or lower quorum.of)`,
+    `${F}/pool-settings.yaml:22:5 chains[1] (polygon): hedge needs a second upstream to send a read to, and the chain has one (hint: add an upstream or drop hedge)`,
+    `${F}/pool-settings.yaml:23:16 chains[1] (polygon): broadcast 'all' needs more than one upstream, and the chain has one (hint: add an upstream or drop broadcast)`,
+    `${F}/pool-settings.yaml:24:40 chains[1] (polygon) quorum.of: asks 2 upstreams, and the chain has 1 (hint: add upstreams or lower quorum.of)`,
+    `${F}/pool-settings.yaml:31:5 chains[2] (bitcoin): 'rewriteTags' applies to evm-jsonrpc chains only, not blockbook`,
+    `${F}/pool-settings.yaml:32:66 chains[2] (bitcoin) upstreams[1]: 'archive' applies to upstreams of evm-jsonrpc chains only, not blockbook (hint: drop it: archive routing is for EVM state older than pruneDepth)`,
+    `${F}/pool-settings.yaml:37:5 chains[3] (cardano): 'pruneDepth' applies to evm-jsonrpc chains only, not rosetta`,
+    `${F}/pool-settings.yaml:38:5 chains[3] (cardano): 'quorum' applies to evm-jsonrpc chains only, not rosetta`,
+    `${F}/pool-settings.yaml:39:41 chains[3] (cardano) upstreams[0]: 'archive' applies to upstreams of evm-jsonrpc chains only, not rosetta (hint: drop it: archive routing is for EVM state older than pruneDepth)`,
+  ],
+
   // Schema problems.
   'misspelt-field': [
     `${F}/misspelt-field.yaml:3:37 listeners.rpc: unknown field 'hots' (hint: did you mean 'host'?)`,

@@ -66,6 +66,7 @@ describe('buildModel', () => {
       url: { parts: [{ env: 'ETHEREUM_RPC_URL', default: 'http://127.0.0.1:8546' }] },
       weight: 1,
       role: 'primary',
+      archive: false,
       connections: 256,
       idleTimeoutMs: 55000,
       headers: {},
@@ -126,6 +127,27 @@ describe('buildModel', () => {
     expect(rpc!.upstreams[1]!.headers.authorization).toEqual({ parts: ['Bearer ', { env: 'ETH_B_TOKEN' }] });
     expect(m.listeners.map((l) => l.name)).toEqual(['explorer', 'rpc']);
     expect(m.admin).toEqual({ host: { parts: [DEFAULTS.adminHost] }, port: { parts: ['0'] } });
+  });
+
+  it('fills the pool settings (issue 33): the manifest\'s where set, else the defaults, broadcast by the number of upstreams', () => {
+    const m = model('test/fixtures/valid/pool.yaml');
+    const chain = (path: string) => m.chains.find((c) => c.path === path)!;
+    const pool = (path: string) => {
+      const c = chain(path);
+      return { servedTip: c.servedTip, rewriteTags: c.rewriteTags, pruneDepth: c.pruneDepth, hedge: c.hedge, broadcast: c.broadcast, quorum: c.quorum };
+    };
+    expect(pool('ethereum')).toEqual({ servedTip: 'majority', rewriteTags: true, pruneDepth: 64, hedge: { afterMs: 250 }, broadcast: 'one', quorum: { methods: ['eth_call', 'eth_getBalance'], of: 2 } });
+    // Nothing set: the defaults, broadcast all with two upstreams and one with one.
+    expect(pool('gnosis')).toEqual({ servedTip: 'all', rewriteTags: false, pruneDepth: 128, hedge: null, broadcast: 'all', quorum: null });
+    expect(pool('polygon')).toEqual({ servedTip: 'all', rewriteTags: false, pruneDepth: 32, hedge: null, broadcast: 'one', quorum: null });
+    expect([DEFAULTS.servedTip, DEFAULTS.rewriteTags, DEFAULTS.pruneDepth, DEFAULTS.archive]).toEqual(['all', false, 128, false]);
+    // Blockbook and Rosetta take servedTip and hedge only; the EVM-only fields are absent, not defaulted.
+    expect(pool('bitcoin')).toEqual({ servedTip: 'majority', rewriteTags: undefined, pruneDepth: undefined, hedge: { afterMs: 'p95' }, broadcast: undefined, quorum: undefined });
+    expect(pool('cardano')).toEqual({ servedTip: 'all', rewriteTags: undefined, pruneDepth: undefined, hedge: { afterMs: 100 }, broadcast: undefined, quorum: undefined });
+    for (const key of ['rewriteTags', 'pruneDepth', 'broadcast', 'quorum']) expect(key in chain('bitcoin') || key in chain('cardano'), key).toBe(false);
+    expect(chain('ethereum').upstreams.map((u) => [u.name, u.archive])).toEqual([['ethereum#0', false], ['ethereum#1', false], ['ethereum#2', true]]);
+    expect(chain('bitcoin').upstreams.map((u) => u.archive)).toEqual([false, false]);
+    expect(Object.isFrozen(chain('ethereum').quorum!.methods) && Object.isFrozen(chain('bitcoin').hedge)).toBe(true);
   });
 
   it('records the manifest path as given, never an absolute one', () => {

@@ -41,11 +41,11 @@ describe('gateway routes', { timeout: 30_000 }, () => {
     expect(r.stdout).toBe(
       [
         'listener explorer (0.0.0.0:0): 1 route',
-        '  PATH       INTERFACE  UPSTREAMS             METHODS  VALIDATE  LIMITS',
-        '  /ethereum  blockbook  ethereum#0 (primary)  -        params    body 1048576 B, batch 100, timeout 30000 ms, page 1000',
+        '  PATH       INTERFACE  UPSTREAMS             METHODS  VALIDATE  POOL  LIMITS',
+        '  /ethereum  blockbook  ethereum#0 (primary)  -        params    -     body 1048576 B, batch 100, timeout 30000 ms, page 1000',
         'listener rpc (${RPC_HOST}:${RPC_PORT}): 1 route',
-        '  PATH       INTERFACE    UPSTREAMS                                                                    METHODS  VALIDATE  LIMITS',
-        '  /ethereum  evm-jsonrpc  ethereum#0 (primary, weight 2), ethereum#1 (fallback), ethereum#2 (primary)  3        params    body 1048576 B, batch 100, timeout 5000 ms, page 1000',
+        '  PATH       INTERFACE    UPSTREAMS                                                                    METHODS  VALIDATE  POOL  LIMITS',
+        '  /ethereum  evm-jsonrpc  ethereum#0 (primary, weight 2), ethereum#1 (fallback), ethereum#2 (primary)  3        params    -     body 1048576 B, batch 100, timeout 5000 ms, page 1000',
         '',
       ].join('\n'),
     );
@@ -65,18 +65,43 @@ describe('gateway routes', { timeout: 30_000 }, () => {
           path: '/ethereum',
           interface: 'evm-jsonrpc',
           upstreams: [
-            { name: 'ethereum#0', role: 'primary', weight: 2 },
-            { name: 'ethereum#1', role: 'fallback', weight: 1 },
-            { name: 'ethereum#2', role: 'primary', weight: 1 },
+            { name: 'ethereum#0', role: 'primary', weight: 2, archive: false },
+            { name: 'ethereum#1', role: 'fallback', weight: 1, archive: false },
+            { name: 'ethereum#2', role: 'primary', weight: 1, archive: false },
           ],
           methods: 3,
           validate: 'params',
           limits: { maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 5000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 },
+          // Nothing set: the defaults the runtime gets.
+          pool: { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 128, broadcast: 'all', quorum: null },
         },
       ],
     });
     expect(r.stdout).not.toContain('eth.example');
     expect(r.stdout).not.toContain('9130');
+  });
+
+  it('shows the pool settings that differ from their defaults, per route, and archive upstreams; --json all of them', async () => {
+    const r = await gateway(['routes', 'test/fixtures/valid/pool.yaml']);
+    expect(r.code).toBe(0);
+    const pool = r.stdout.split('\n').map((l) => l.split(/ {2,}/).filter(Boolean)).filter((cells) => cells[0]?.startsWith('/')).map((cells) => [cells[0], cells[2], cells[5]]);
+    expect(pool).toEqual([
+      ['/bitcoin', 'bitcoin#0 (primary), bitcoin#1 (primary)', 'servedTip majority, hedge p95'],
+      ['/cardano', 'cardano#0 (primary), cardano#1 (primary)', 'hedge 100 ms'],
+      ['/ethereum', 'ethereum#0 (primary), ethereum#1 (primary), ethereum#2 (primary, archive)', 'servedTip majority, rewriteTags, pruneDepth 64, hedge 250 ms, broadcast one, quorum of 2 (eth_call eth_getBalance)'],
+      // Two upstreams and nothing set: broadcast all is its default, so nothing to show.
+      ['/gnosis', 'gnosis#0 (primary), gnosis#1 (primary)', '-'],
+      ['/polygon', 'polygon#0 (primary)', 'pruneDepth 32'],
+    ]);
+    const json = await gateway(['routes', 'test/fixtures/valid/pool.yaml', '--json']);
+    const routes = JSON.parse(json.stdout).listeners.flatMap((l: { routes: { path: string; pool: unknown }[] }) => l.routes.map((x) => [x.path, x.pool]));
+    expect(Object.fromEntries(routes)).toEqual({
+      '/bitcoin': { servedTip: 'majority', hedge: { afterMs: 'p95' } },
+      '/cardano': { servedTip: 'all', hedge: { afterMs: 100 } },
+      '/ethereum': { servedTip: 'majority', hedge: { afterMs: 250 }, rewriteTags: true, pruneDepth: 64, broadcast: 'one', quorum: { methods: ['eth_call', 'eth_getBalance'], of: 2 } },
+      '/gnosis': { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 128, broadcast: 'all', quorum: null },
+      '/polygon': { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 32, broadcast: 'one', quorum: null },
+    });
   });
 
   it('exits 1 with the problems of a bad manifest, as check does', async () => {

@@ -9,6 +9,8 @@ import { validateManifest } from '../../../generator/validate.ts';
 import { formatProblem } from '../../../generator/check.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 import { EXPECTED, F, V } from './expected-problems.ts';
+import { KNOWN_METHODS, NOT_COMPARABLE } from '../../../generator/known-methods.ts';
+import { WRITE_METHODS } from '../../../runtime/guards/evm-decision.ts';
 
 /** Problems as `gateway check` prints them, with the path relative to the project. */
 function check(file: string): string[] {
@@ -58,6 +60,38 @@ describe('gateway check: every problem, at its key or value', () => {
       "chains[0] (a) methods[0]: unknown method 'eth_feeHistroy' (did you mean 'eth_feeHistory'?)",
       "chains[0] (a) methods[1]: unknown method 'eth_getLog' (did you mean 'eth_getLogs'?)",
     ]);
+  });
+
+  describe('pool settings (issue 33) at their limits', () => {
+    const chain = (fields: string, upstreams = '["http://a", "http://b"]') =>
+      `version: 1\nlisteners: { rpc: { port: 1 } }\nmethodSets: { evm: [eth_call, eth_getBalance] }\nchains:\n  - { path: a, interface: evm-jsonrpc, listener: rpc, upstreams: ${upstreams}, ${fields} }\n`;
+    const problems = (text: string) => validateManifest(loadManifest('p.yaml', text)).map((p) => `${p.message}${p.hint ? ` (${p.hint})` : ''}`);
+
+    it('accepts quorum.of equal to the number of upstreams, hedge and broadcast all with two, broadcast one and pruneDepth without an archive upstream', () => {
+      expect(problems(chain('methods: evm, quorum: { methods: [eth_call, eth_getBalance], of: 2 }, hedge: { afterMs: 1 }, broadcast: all, pruneDepth: 1'))).toEqual([]);
+      expect(problems(chain('methods: evm, broadcast: one, pruneDepth: 1000000, servedTip: majority, rewriteTags: false', '["http://a"]'))).toEqual([]);
+    });
+
+    it('refuses one more than the number of upstreams, and a quorum method outside an inline allowlist (the hint names where to add it)', () => {
+      expect(problems(chain('methods: [eth_call], quorum: { methods: [eth_chainId], of: 3 }'))).toEqual([
+        "chains[0] (a) quorum.methods[0]: 'eth_chainId' is not a method the chain allows (add it to methods or drop it from quorum.methods)",
+        'chains[0] (a) quorum.of: asks 3 upstreams, and the chain has 2 (add upstreams or lower quorum.of)',
+      ]);
+    });
+
+    it('checks quorum methods against no allowlist when the methodSet is unknown (that is the one problem)', () => {
+      expect(problems(chain('methods: evn, quorum: { methods: [eth_chainId], of: 2 }'))).toEqual(["chains[0] (a): unknown methodSet 'evn' (did you mean 'evm'?)"]);
+    });
+
+    it('refuses every write the runtime knows in quorum, even when the chain allows it; every listed method is a known one', () => {
+      for (const w of WRITE_METHODS) {
+        expect(NOT_COMPARABLE.get(w)).toBe('write');
+        expect(problems(chain(`methods: [eth_call, ${w}], quorum: { methods: [${w}], of: 2 }`))).toEqual([
+          `chains[0] (a) quorum.methods[0]: '${w}' is a write; quorum compares reads only (drop it from quorum.methods; broadcast decides where a transaction goes)`,
+        ]);
+      }
+      for (const m of NOT_COMPARABLE.keys()) expect(KNOWN_METHODS.has(m), m).toBe(true);
+    });
   });
 
   it('handles documents that are not a mapping, empty files and alias bombs without crashing', () => {

@@ -52,7 +52,7 @@ afterEach(async () => {
 function chain(list: Node[], timeoutMs = 2000): UpstreamGroup {
   const route = { path: 'c', limits: { timeoutMs } } as RouteSpec;
   const g = new UpstreamGroup(
-    list.map((n, i) => new Upstream({ name: `c#${i}`, url: { parts: [n.url] }, weight: 1, role: 'primary', connections: 4, idleTimeoutMs: 1000, headers: {} }, route)),
+    list.map((n, i) => new Upstream({ name: `c#${i}`, url: { parts: [n.url] }, weight: 1, role: 'primary', archive: false, connections: 4, idleTimeoutMs: 1000, headers: {} }, route)),
   );
   groups.push(g);
   return g;

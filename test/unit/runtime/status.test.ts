@@ -37,7 +37,7 @@ describe('quantile (as Prometheus histogram_quantile reads buckets)', () => {
 
 function board() {
   const route = { path: 'dev', listener: 'rpc', interface: 'evm-jsonrpc', limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
-  const spec = (name: string, role: 'primary' | 'fallback') => ({ name, url: { parts: ['http://127.0.0.1:1'] }, weight: 1, role, connections: 1, idleTimeoutMs: 1000, headers: {} });
+  const spec = (name: string, role: 'primary' | 'fallback') => ({ name, url: { parts: ['http://127.0.0.1:1'] }, weight: 1, role, archive: false, connections: 1, idleTimeoutMs: 1000, headers: {} });
   const group = new UpstreamGroup([new Upstream(spec('dev#0', 'primary'), route), new Upstream(spec('dev#1', 'fallback'), route)]);
   const metrics = new Metrics(() => 0);
   metrics.upstreams(group.all);

@@ -18,7 +18,7 @@ function group(layout: string): { g: UpstreamGroup; u: Record<string, Upstream> 
     const [name, weight] = part.split(':') as [string, string | undefined];
     const role: UpstreamRole = name.startsWith('f') ? 'fallback' : 'primary';
     // Never dialled: selection only reads role, weight and state.
-    const up = new Upstream({ name, url: { parts: [`http://127.0.0.1:${1 + i}`] }, weight: Number(weight ?? 1), role, connections: 1, idleTimeoutMs: 1000, headers: {} }, ROUTE);
+    const up = new Upstream({ name, url: { parts: [`http://127.0.0.1:${1 + i}`] }, weight: Number(weight ?? 1), role, archive: false, connections: 1, idleTimeoutMs: 1000, headers: {} }, ROUTE);
     u[name] = up;
     return up;
   });
