@@ -22,6 +22,7 @@
 // No test framework in here: the demo may use it too.
 import { Pool } from 'undici';
 import { close, createSafeServer, file, listen, parseJson, record, sendJson, type Recorded } from './http.ts';
+import { OPEN_GATE, type AnvilGate } from './anvil-gate.ts';
 
 export type PoolRole = 'healthy' | 'laggard' | 'pruned';
 
@@ -31,6 +32,8 @@ export interface PoolStandinOptions {
   readonly lag?: number;
   /** The pruned node's state window: state more than this many blocks below the head is gone (default 16). */
   readonly keep?: number;
+  /** Every call to anvil goes through it, so that a change of anvil's chain is atomic for this node (anvil-gate.ts). */
+  readonly gate?: Pick<AnvilGate, 'read'>;
 }
 
 /** What a stand-in answered differently from anvil, by kind: proof that it did its part. */
@@ -104,22 +107,18 @@ export async function startPoolStandin(anvilUrl: string, opts: PoolStandinOption
   const healthChecks: PoolStandin['healthChecks'] = [];
   const altered: Alterations = { nulls: 0, headerNotFound: 0, missingTrieNode: 0, rewritten: 0 };
 
+  const gate = opts.gate ?? OPEN_GATE;
+  /** One POST to anvil, answer read whole, inside the gate. */
+  const post = (body: string | Buffer): Promise<{ status: number; body: Buffer }> =>
+    gate.read(async () => {
+      const r = await pool.request({ path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      return { status: r.statusCode, body: Buffer.from(await r.body.arrayBuffer()) };
+    });
   let nextId = 1;
   /** One call to anvil; its whole answer object. */
-  const ask = async (method: string, params: unknown[]): Promise<Answer> => {
-    const r = await pool.request({
-      path: '/',
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }),
-    });
-    return (await r.body.json()) as Answer;
-  };
+  const ask = async (method: string, params: unknown[]): Promise<Answer> => JSON.parse((await post(JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }))).body.toString('utf8')) as Answer;
   /** An item forwarded as it is, with the client's own id. */
-  const forward = async (call: Call): Promise<Answer> => {
-    const r = await pool.request({ path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(call) });
-    return (await r.body.json()) as Answer;
-  };
+  const forward = async (call: Call): Promise<Answer> => JSON.parse((await post(JSON.stringify(call))).body.toString('utf8')) as Answer;
 
   /** What one HTTP request needs from anvil, asked once and shared by the items of a batch. */
   class Context {
@@ -258,9 +257,8 @@ export async function startPoolStandin(anvilUrl: string, opts: PoolStandinOption
     file({ ...r, json }, requests, healthChecks);
     // healthy, or a body that is not JSON-RPC: anvil's own answer, as it is
     if (stand.role === 'healthy' || json === undefined || json === null || typeof json !== 'object' || (Array.isArray(json) && json.length === 0)) {
-      const up = await pool.request({ path: '/', method: 'POST', headers: { 'content-type': 'application/json' }, body: r.body });
-      const body = Buffer.from(await up.body.arrayBuffer());
-      res.writeHead(up.statusCode, { 'content-type': 'application/json', 'content-length': body.length }).end(body);
+      const up = await post(r.body);
+      res.writeHead(up.status, { 'content-type': 'application/json', 'content-length': up.body.length }).end(up.body);
       return;
     }
     const ctx = new Context();

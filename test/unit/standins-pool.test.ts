@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mnemonicToAccount } from 'viem/accounts';
 import { startAnvil, type Anvil, type JsonRpcResponse } from '../support/anvil.ts';
 import { HEADER_NOT_FOUND, startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
+import { AnvilGate } from '../support/anvil-gate.ts';
 
 const MNEMONIC = 'test test test test test test test test test test test junk';
 const hex = (n: number): string => `0x${n.toString(16)}`;
@@ -158,5 +159,57 @@ describe('pool stand-ins (issue 33)', () => {
     pruned.keep = 40;
     expect((await rpc(pruned, 'eth_getBalance', ['0x0000000000000000000000000000000000000001', hex(n - 30)])).result).toBe('0x0');
     pruned.keep = 16;
+  });
+});
+
+describe('AnvilGate: a change of the chain is atomic for every reader', () => {
+  it('a change waits for the reads in flight, and reads that come during it wait for it', async () => {
+    const gate = new AnvilGate();
+    const log: string[] = [];
+    let endA!: () => void;
+    const a = gate.read(async () => {
+      log.push('A start');
+      await new Promise<void>((r) => (endA = r));
+      log.push('A end');
+    });
+    await Promise.resolve();
+    const w = gate.exclusive(async () => {
+      log.push('W start');
+      await new Promise((r) => setTimeout(r, 20));
+      log.push('W end');
+    });
+    const b = gate.read(async () => void log.push('B'));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(log).toEqual(['A start']);
+    endA();
+    await Promise.all([a, w, b]);
+    expect(log).toEqual(['A start', 'A end', 'W start', 'W end', 'B']);
+  });
+
+  it("with it, no read through a stand-in sees an anvil_reorg half done (anvil's own reorg unwinds, then mines)", async () => {
+    const gate = new AnvilGate();
+    const gated = await startPoolStandin(anvil.url, { role: 'healthy', gate });
+    try {
+      const top = await head();
+      const seen: string[] = [];
+      let reading = true;
+      const reader = async (): Promise<void> => {
+        while (reading) {
+          const [n, b] = await Promise.all([rpc(gated, 'eth_blockNumber'), rpc(gated, 'eth_getBlockByNumber', [hex(top), false])]);
+          if (n.result !== hex(top)) seen.push(`eth_blockNumber ${String(n.result)}`);
+          if (b.result === null) seen.push(`block ${top} null`);
+        }
+      };
+      const readers = [reader(), reader(), reader(), reader()];
+      for (let i = 0; i < 30; i++) {
+        const r = await gate.exclusive(() => anvil.rpc('anvil_reorg', [3, []]));
+        expect(r.error).toBeUndefined();
+      }
+      reading = false;
+      await Promise.all(readers);
+      expect(seen).toEqual([]);
+    } finally {
+      await gated.close();
+    }
   });
 });
