@@ -150,6 +150,8 @@ export async function runOracle(opts: OracleOptions): Promise<OracleReport> {
   const [minMs, maxMs] = opts.mineEveryMs ?? [200, 300];
   const reorgShare = opts.reorgShare ?? 1 / 6;
   const chainId = Number((await truth('eth_chainId')).result);
+  const start = quantity((await truth('eth_blockNumber')).result);
+  if (start < DEEP + 3) throw new Error(`oracle: anvil needs ${DEEP + 3} blocks of history first (it has ${start}): reorgs of 3 and reads ${DEEP} blocks deep`);
   const findings: Finding[] = [];
   let judged = 0;
   let blocks = 0;
@@ -308,12 +310,11 @@ export async function runOracle(opts: OracleOptions): Promise<OracleReport> {
 
   let running = true;
   const miner = (async () => {
-    const last = quantity((await truth('eth_blockNumber')).result);
     while (running) {
       await sleep(minMs + Math.floor(rng() * (maxMs - minMs + 1)));
       if (!running) break;
       const depth = rng() < 0.5 ? 2 : 3;
-      if (rng() < reorgShare && last > depth) await gate.exclusive(() => reorg(depth));
+      if (rng() < reorgShare) await gate.exclusive(() => reorg(depth));
       else {
         await gate.exclusive(() => anvil.mine(1));
         blocks++;
