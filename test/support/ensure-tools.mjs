@@ -1,13 +1,15 @@
-// `npm test` needs redis-server (the shared rate-limit tests) and Chromium
-// (the status page's browser test, driven by playwright-core). On a fresh
+// `npm test` needs redis-server (the shared rate-limit tests), Chromium
+// (the status page's browser test, driven by playwright-core) and nginx (issue
+// 33's consistency oracle compares the gateway with nginx round-robin). On a fresh
 // Debian machine, as root, install what is missing from Debian's archive;
 // otherwise say how.
 import { execSync } from 'node:child_process';
 
-/** Debian package -> the command it provides. */
+/** Debian package -> the command it provides (nginx is in /usr/sbin, not on every user's PATH). */
 const TOOLS = [
   ['redis-server', 'redis-server'],
   ['chromium', 'chromium'],
+  ['nginx', 'nginx', '/usr/sbin/nginx'],
 ];
 
 const have = (cmd) => {
@@ -18,7 +20,7 @@ const have = (cmd) => {
     return false;
   }
 };
-const missing = TOOLS.filter(([, cmd]) => !have(cmd)).map(([pkg]) => pkg);
+const missing = TOOLS.filter(([, ...cmds]) => !cmds.some(have)).map(([pkg]) => pkg);
 if (missing.length > 0) {
   const list = missing.join(' ');
   if (process.getuid?.() === 0) {
