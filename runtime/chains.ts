@@ -73,14 +73,14 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       all.push(chain);
       chains.set(segment, chain);
       // A cached chain needs its head's hash and finality; so does a pool, for its served tip and what is final.
-      polled.push({ route, group, view, headPollMs: cached ? cache.spec.headPollMs : pooled ? POOL_POLL_MS : null });
+      polled.push({ route, group, view, headPollMs: cached ? cache.spec.headPollMs : pooled ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null });
     }
     dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
   }
   return { all, dispatch, polled };
 }
 
-/** How often a pool without a cache polls its upstreams (the served tip is at most this old). */
+/** How often at least a pool without a cache polls its upstreams (the served tip is at most this old). */
 const POOL_POLL_MS = 1000;
 
 function poolSettings(route: EvmRouteSpec): PoolSettings {

@@ -110,8 +110,10 @@ export class Flow implements Cancelable {
     }
     const why = this.retries < MAX_RETRIES ? this.judge(r) : 'ok';
     if (why !== 'ok') {
-      const accept = this.againFor(why, r.upstream);
-      if (accept !== null && this.group.hasOther(r.upstream, this.tried, accept)) {
+      let accept: ((u: Upstream) => boolean) | undefined = this.againFor(why, r.upstream);
+      // None known to be far enough ahead (the polls lag the chain): any other may have it by now.
+      if (!this.group.hasOther(r.upstream, this.tried, accept)) accept = undefined;
+      if (this.group.hasOther(r.upstream, this.tried, accept)) {
         this.retries++;
         this.host.stats.retries[why]++;
         // The other leg, if any, asks a node this answer did not come from: let it run.
@@ -140,7 +142,7 @@ export class Flow implements Cancelable {
   }
 
   /** Which upstreams may be asked again: one whose head is at least as high (empty), an archive node or one ahead (state). */
-  private againFor(why: 'empty' | 'state', u: Upstream): ((o: Upstream) => boolean) | null {
+  private againFor(why: 'empty' | 'state', u: Upstream): (o: Upstream) => boolean {
     const head = u.view.head ?? -1;
     if (why === 'empty') return (o) => (o.view.head ?? -1) >= head;
     const n = this.plan.block >= 0 ? this.plan.block : head;

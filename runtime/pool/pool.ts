@@ -101,8 +101,8 @@ export class Pool implements FlowHost {
     if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.settings.pruneDepth) {
       accept = this.archiveFor(n, group, NO_TRIED) ?? accept;
     }
-    // Nobody fits (a block not there yet): any usable upstream answers as the node would.
-    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = undefined;
+    // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead.
+    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group);
     const hedge = this.settings.hedge;
     const read = call !== null && call.method !== 'eth_sendRawTransaction' && call.method !== 'eth_sendTransaction';
     const after = hedge === null || !read ? -1 : hedge.afterMs === 'p95' ? this.p95() : hedge.afterMs;
@@ -152,6 +152,13 @@ export class Pool implements FlowHost {
 }
 
 const NO_TRIED: ReadonlySet<Upstream> = new Set();
+
+/** The usable upstreams with the highest head the polls saw (undefined: no head known, any). */
+function furthest(group: UpstreamGroup): ((u: Upstream) => boolean) | undefined {
+  let best = -1;
+  for (const u of group.all) if (u.usable && (u.view.head ?? -1) > best) best = u.view.head ?? -1;
+  return best < 0 ? undefined : (u) => (u.view.head ?? -1) >= best;
+}
 const NOTHING: Cancelable = { cancel: () => undefined };
 
 /** The target, with the call's time recorded for p95 when it is over. */
