@@ -234,8 +234,9 @@ export class ChainView {
     let ns: string | null = null;
     for (const m of this.members) {
       const v = m.view;
-      if (!m.usable || v.head === null || v.hash === '') continue;
+      if (!m.usable || v.head === null) continue;
       known++;
+      // A head without its hash (a poll for health alone) counts for the number; no upstream is "at" it.
       if (v.head > number) {
         number = v.head;
         hash = v.hash;

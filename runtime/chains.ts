@@ -72,8 +72,8 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const chain: Chain = { route, group, view, handler, envelope: moduleOf(route).envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
-      // A cached chain needs its head's hash and finality; so does a pool, for its served tip and what is final.
-      polled.push({ route, group, view, headPollMs: cached ? cache.spec.headPollMs : pooled ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null });
+      // A cached chain needs its head's hash and finality, polled every headPollMs; a pool's served tip needs heads often.
+      polled.push({ route, group, view, everyMs: cached ? cache.spec.headPollMs : pooled ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null, heads: cached });
     }
     dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
   }

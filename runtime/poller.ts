@@ -29,8 +29,10 @@ export interface PolledChain {
   readonly route: RouteSpec;
   readonly group: UpstreamGroup;
   readonly view: ChainView;
-  /** The cache's head poll interval, when the chain's cache needs heads (then the poll asks for hashes, finality and genesis too); null otherwise. */
-  readonly headPollMs: number | null;
+  /** How often its upstreams are polled; null: the health interval. */
+  readonly everyMs: number | null;
+  /** Whether the chain's cache needs heads: then the poll asks for the head's hash, finality and genesis too. */
+  readonly heads: boolean;
 }
 
 export class Poller {
@@ -61,7 +63,7 @@ export class Poller {
     const n = this.chains.length;
     const slots = Math.min(n, SLOTS);
     this.chains.forEach((c, i) => {
-      const every = c.headPollMs ?? this.opts.intervalMs;
+      const every = c.everyMs ?? this.opts.intervalMs;
       const t = setTimeout(() => {
         void this.round(c);
         const each = setInterval(() => void this.round(c), every);
@@ -89,7 +91,7 @@ export class Poller {
     const v = u.view;
     const n = ++v.begun;
     try {
-      const heads = c.headPollMs !== null;
+      const heads = c.heads;
       const outcome = await pollOnce(c.route, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
       this.apply(c, u, 'report' in outcome ? outcome.report : null, n);
     } catch (err) {

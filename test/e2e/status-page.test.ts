@@ -33,7 +33,8 @@ chains:
       - { url: "\${B_URL}", role: fallback }
 `;
 
-const call = (method = 'eth_blockNumber') => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: [] });
+// eth_chainId: on a chain of two upstreams (a pool) eth_blockNumber is answered from the served tip, with no upstream attempt.
+const call = (method = 'eth_chainId') => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: [] });
 
 interface Setup {
   a: Anvil;

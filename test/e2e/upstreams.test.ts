@@ -180,7 +180,7 @@ chains:
   - { path: headerchain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${s6.url}"] }
   - { path: holdchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, limits: { timeoutMs: 600000 }, upstreams: [{ url: "${s7.url}", connections: 2 }] }
   - { path: idlechain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "${s8.url}", idleTimeoutMs: 1000 }] }
-  - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
+  - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, broadcast: one, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ops', key: KEY }]));
@@ -394,7 +394,7 @@ describe('bad upstreams', () => {
     await again;
   });
 
-  it('never sends eth_sendRawTransaction to a second node once the first may have received it', async () => {
+  it('never sends eth_sendRawTransaction to a second node once the first may have received it (broadcast: one)', async () => {
     await until((ups) => ups.every((u) => u.state === 'up'), 'hangchain');
     pb.clear();
     hangupHits = 0;

@@ -23,7 +23,7 @@ interface FakeChain {
 /** The poller of these chains, each polled at the health interval (no cache). */
 function poller(routes: RouteSpec[], groups: Map<RouteSpec, UpstreamGroup>, opts: { intervalMs: number; timeoutMs: number }, log: Logger, metrics: Metrics): Poller {
   return new Poller(
-    routes.map((route) => ({ route, group: groups.get(route)!, view: new ChainView(groups.get(route)!.all), headPollMs: null })),
+    routes.map((route) => ({ route, group: groups.get(route)!, view: new ChainView(groups.get(route)!.all), everyMs: null, heads: false })),
     opts,
     log,
     metrics,
