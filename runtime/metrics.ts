@@ -259,6 +259,11 @@ export class Metrics {
 
   private readonly pools: PoolStats[] = [];
 
+  /** A pool's counters, by chain (the status page shows them); undefined for a chain of one upstream. */
+  poolOf(chain: string): PoolStats | undefined {
+    return this.pools.find((p) => p.chain === chain);
+  }
+
   /** Counts a pool's retries, hedges, broadcasts and quorums under gateway_pool_* (registered with the first pool). */
   pool(stats: PoolStats): void {
     if (this.pools.length === 0) {
@@ -275,6 +280,11 @@ export class Metrics {
         this.registry.registerMetric(<Metric>(<unknown>new Rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>))));
       one('gateway_pool_broadcasts_total', 'Transactions sent to every usable upstream of a pool (broadcast: all).', 'broadcasts');
       one('gateway_pool_tip_answers_total', 'eth_blockNumber answered from the served tip, without asking a node.', 'tipAnswers');
+      this.registry.registerMetric(
+        <Metric>(<unknown>new Rendered('gateway_pool_served_tip', "A pool's served tip: the highest block its usable upstreams all have (servedTip: all) or most of them have (majority); -1 while unknown.", 'gauge', () =>
+          this.pools.map((p) => ({ labels: { chain: p.chain }, value: p.tip() }) as MetricValue<string>),
+        )),
+      );
     }
     this.pools.push(stats);
   }

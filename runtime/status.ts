@@ -7,6 +7,7 @@
 // request. The top keys are the exception: usage per key is kept out of
 // Prometheus on purpose (runtime/usage.ts), so they come from the /usage counters.
 import type { Gauge } from 'prom-client';
+import type { PoolStats } from './pool/stats.ts';
 import type { Metrics, RouteMetrics } from './metrics.ts';
 import { BUCKETS } from './tally.ts';
 import type { GatewaySpec, RouteSpec } from './types.ts';
@@ -189,6 +190,7 @@ export class StatusBoard {
         requestsTotal: live.chains[i * 2]!,
         errorsTotal: live.chains[i * 2 + 1]!,
         upstreams,
+        pool: poolFigures(metrics.poolOf(r.path)),
         chart: { rps, errorRate },
       };
     });
@@ -216,4 +218,10 @@ async function gaugeValues(g: Gauge<'chain' | 'upstream'>): Promise<Map<string, 
 /** Four significant decimals are plenty for a page; keeps the JSON small. */
 function round(n: number): number {
   return Math.round(n * 10_000) / 10_000;
+}
+
+/** A pool's served tip and what it did for its calls (null for a chain of one upstream). */
+function poolFigures(p: PoolStats | undefined): object | null {
+  if (p === undefined) return null;
+  return { tip: p.tip(), hedges: { ...p.hedges }, retries: { ...p.retries }, broadcasts: p.broadcasts, quorum: { ...p.quorum }, tipAnswers: p.tipAnswers };
 }

@@ -50,7 +50,7 @@ export class Pool implements FlowHost {
     readonly circuitOpen: (u: Upstream) => void,
     private readonly log: Logger,
   ) {
-    this.stats = new PoolStats(route.path);
+    this.stats = new PoolStats(route.path, () => view.tip);
     this.quorumMethods = new Set(settings.quorum?.methods ?? []);
   }
 

@@ -11,7 +11,11 @@ export class PoolStats {
   readonly quorum = { agree: 0, disagree: 0, short: 0 };
   /** eth_blockNumber answered from the served tip, without asking a node. */
   tipAnswers = 0;
-  constructor(readonly chain: string) {}
+  constructor(
+    readonly chain: string,
+    /** The chain's served tip now (-1: none yet). */
+    readonly tip: () => number,
+  ) {}
 }
 
 /** Hedges may be at most this share of a chain's calls over the last minute. */

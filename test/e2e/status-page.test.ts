@@ -222,6 +222,11 @@ describe('the status page in Chromium', { timeout: 90_000 }, () => {
     expect(await page.textContent('#manifest')).toBe('gateway.yaml');
     expect(await page.textContent('#sha')).toBe(d.build.manifestSha256);
     expect(await page.textContent('#status')).toBe('ready');
+    // A chain of two upstreams is a pool: its served tip and its hedges, as /status.json has them.
+    expect(d.chains[0].pool).toMatchObject({ hedges: { sent: 0, won: 0, capped: 0 } });
+    expect(d.chains[0].pool.tip).toBeGreaterThanOrEqual(0);
+    await expect.poll(() => page.locator('tbody[data-chain="dev"] tr.chain [data-field="hedges"]').textContent(), { timeout: 10_000, interval: 100 }).toBe('hedges 0, won 0');
+    expect(await page.locator('tbody[data-chain="dev"] tr.chain [data-field="tip"]').textContent()).toMatch(/^tip \d+$/);
   });
 
   it('follows traffic: attempts, latency and the top keys come from /status.json', async () => {
