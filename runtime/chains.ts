@@ -6,6 +6,7 @@ import type { Exchange, RouteHandler } from './exchange.ts';
 import type { ForwardRequest } from './proxy.ts';
 import type { EvmRouteSpec, GatewaySpec, ListenerSpec, RouteSpec } from './types.ts';
 import { Pool, type PoolSettings } from './pool/pool.ts';
+import { docPool } from './pool/doc-pool.ts';
 import { ChainView } from './chain-view.ts';
 import { cachedForwarder, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts';
@@ -53,11 +54,11 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
     for (const [segment, route] of l.routes) {
       const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
       metrics.upstreams(group.all);
-      const pooled = route.interface === 'evm-jsonrpc' && group.all.length > 1;
+      const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);
       let dispatch = plainDispatch(group, circuitOpen);
       if (pooled) {
-        const pool = new Pool(route, group, view, poolSettings(route), circuitOpen, services.log);
+        const pool = route.interface === 'evm-jsonrpc' ? new Pool(route, group, view, poolSettings(route), circuitOpen, services.log) : docPool(route, group, view, circuitOpen);
         dispatch = pool.dispatch;
         metrics.pool(pool.stats);
       }

@@ -20,7 +20,7 @@ import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { readCall, rewriteTags, STATE_METHODS, type PoolCall } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
-import { HedgeBudget, PoolStats } from './stats.ts';
+import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
 
 /** The settings of a pool, with their defaults (the manifest's, where it has them). */
 export interface PoolSettings {
@@ -31,16 +31,12 @@ export interface PoolSettings {
   readonly quorum: { readonly methods: readonly string[]; readonly of: number } | null;
 }
 
-const WINDOW = 512;
-
 export class Pool implements FlowHost {
   readonly stats: PoolStats;
   private readonly budget = new HedgeBudget();
   private readonly quorumMethods: ReadonlySet<string>;
   /** The last calls' times, for a hedge at p95. */
-  private readonly times = new Float64Array(WINDOW);
-  private timesSeen = 0;
-  private p95Cached = -1;
+  private readonly times = new LatencyWindow();
 
   constructor(
     private readonly route: EvmRouteSpec,
@@ -135,19 +131,11 @@ export class Pool implements FlowHost {
 
   /** A call's time, for p95 hedging. */
   record(ms: number): void {
-    this.times[this.timesSeen++ % WINDOW] = ms;
-    if (this.timesSeen % 64 === 0) this.p95Cached = -1;
+    this.times.record(ms);
   }
 
-  /** The p95 of the last calls' times (no hedge before 64 calls are known). */
   private p95(): number {
-    if (this.timesSeen < 64) return -1;
-    if (this.p95Cached < 0) {
-      const n = Math.min(this.timesSeen, WINDOW);
-      const sorted = Array.from(this.times.subarray(0, n)).sort((a, b) => a - b);
-      this.p95Cached = Math.max(1, Math.round(sorted[Math.floor(n * 0.95)]!));
-    }
-    return this.p95Cached;
+    return this.times.p95();
   }
 }
 
@@ -160,16 +148,3 @@ function furthest(group: UpstreamGroup): ((u: Upstream) => boolean) | undefined 
   return best < 0 ? undefined : (u) => (u.view.head ?? -1) >= best;
 }
 const NOTHING: Cancelable = { cancel: () => undefined };
-
-/** The target, with the call's time recorded for p95 when it is over. */
-function timed(target: ForwardTarget, pool: Pool): ForwardTarget {
-  const start = performance.now();
-  return {
-    res: target.res,
-    streamHead: (status, headers, u) => target.streamHead(status, headers, u),
-    forwarded: (r) => {
-      pool.record(performance.now() - start);
-      target.forwarded(r);
-    },
-  };
-}

@@ -1,4 +1,6 @@
-// A pool's counters (/metrics, the status page) and the hedging budget.
+// A pool's counters (/metrics, the status page), the hedging budget and the
+// latency window a hedge at p95 reads.
+import type { ForwardTarget } from '../proxy.ts';
 
 export class PoolStats {
   /** Calls asked again of another upstream: a null or empty answer about data not final, or a state error. */
@@ -60,4 +62,42 @@ export class HedgeBudget {
     this.hedges[k]!++;
     return true;
   }
+}
+
+const WINDOW = 512;
+
+/** The last calls' times, for a hedge at p95 (no p95 before 64 calls are known). */
+export class LatencyWindow {
+  private readonly times = new Float64Array(WINDOW);
+  private seen = 0;
+  private cached = -1;
+
+  record(ms: number): void {
+    this.times[this.seen++ % WINDOW] = ms;
+    if (this.seen % 64 === 0) this.cached = -1;
+  }
+
+  /** The p95 in ms, at least 1; -1 while fewer than 64 calls are known. */
+  p95(): number {
+    if (this.seen < 64) return -1;
+    if (this.cached < 0) {
+      const n = Math.min(this.seen, WINDOW);
+      const sorted = Array.from(this.times.subarray(0, n)).sort((a, b) => a - b);
+      this.cached = Math.max(1, Math.round(sorted[Math.floor(n * 0.95)]!));
+    }
+    return this.cached;
+  }
+}
+
+/** The target, with the call's time given to `record` when it is over. */
+export function timed(target: ForwardTarget, record: { record(ms: number): void }): ForwardTarget {
+  const start = performance.now();
+  return {
+    res: target.res,
+    streamHead: (status, headers, u) => target.streamHead(status, headers, u),
+    forwarded: (r) => {
+      record.record(performance.now() - start);
+      target.forwarded(r);
+    },
+  };
 }
