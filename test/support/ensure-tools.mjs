@@ -1,6 +1,8 @@
 // `npm test` needs redis-server (the shared rate-limit tests), Chromium
-// (the status page's browser test, driven by playwright-core) and nginx (issue
-// 33's consistency oracle compares the gateway with nginx round-robin). On a fresh
+// (the status page's browser test, driven by playwright-core), nginx (issue
+// 33's consistency oracle compares the gateway with nginx round-robin), and
+// unshare, setpriv and ip (util-linux, iproute2: the Kubernetes test runs a pod
+// in a network namespace of its own). On a fresh
 // Debian machine, as root, install what is missing from Debian's archive;
 // otherwise say how.
 import { execSync } from 'node:child_process';
@@ -10,6 +12,8 @@ const TOOLS = [
   ['redis-server', 'redis-server'],
   ['chromium', 'chromium'],
   ['nginx', 'nginx', '/usr/sbin/nginx'],
+  ['util-linux', 'unshare'],
+  ['iproute2', 'ip', '/usr/sbin/ip', '/sbin/ip'],
 ];
 
 const have = (cmd) => {
