@@ -67,6 +67,11 @@ export function jsonType(v: unknown): string {
 
 export const shown = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : (JSON.stringify(v) ?? String(v)));
 
+/** One problem, one line: `FILE:LINE:COL message (hint: ...)`. */
+export function formatProblem(p: Problem): string {
+  return `${p.file}:${p.line}:${p.col} ${p.message}${p.hint === undefined ? '' : ` (hint: ${p.hint})`}`;
+}
+
 /** Duplicates dropped, in file order. */
 export function sortProblems(problems: readonly Problem[]): Problem[] {
   const seen = new Set<string>();
@@ -108,6 +113,8 @@ export interface SchemaWording {
   readonly enumNouns?: Readonly<Record<string, string>>;
   /** What a `required` missing under an if/then adds ("(required for rosetta chains)"). */
   readonly requiredFor?: (path: YamlPath) => string;
+  /** A field's description as the hint on every problem about it that has no better one (a limit, a missing field), not only on a type or pattern. */
+  readonly describeAll?: boolean;
 }
 
 export function schemaProblems(errors: readonly ErrorObject[], value: unknown, report: Report, where: (p: YamlPath) => string, wording: SchemaWording = {}): void {
@@ -169,7 +176,8 @@ export function schemaProblems(errors: readonly ErrorObject[], value: unknown, r
       case 'required': {
         const name = (e.params as { missingProperty: string }).missingProperty;
         const forWhat = e.schemaPath.includes('/then/') ? (wording.requiredFor?.(path) ?? '') : '';
-        report('mapping', path, `${where(path)}: missing required field '${name}'${forWhat}`);
+        const field = parent?.properties?.[name] as SchemaNode | undefined;
+        report('mapping', path, `${where(path)}: missing required field '${name}'${forWhat}`, wording.describeAll ? field?.description : undefined);
         break;
       }
       case 'enum': {
@@ -209,7 +217,7 @@ export function schemaProblems(errors: readonly ErrorObject[], value: unknown, r
       }
       default:
         // minimum, maximum, minLength...: ajv's own words ("must be >= 1") are clear.
-        report('value', path, `${where(path)}: ${e.message ?? 'is invalid'}, not ${shown(v)}`);
+        report('value', path, `${where(path)}: ${e.message ?? 'is invalid'}, not ${shown(v)}`, wording.describeAll ? desc : undefined);
     }
   }
 }

@@ -160,6 +160,6 @@ describe('keys file: the fast scan agrees with the full parser', () => {
     const file = join(dir, 'bad.yaml');
     writeFileSync(file, `keys:\n  - id: a\n    sha256: "${h}"\n  - id: a\n    sha256: "${sha('z')}"\n  - id: b\n    sha256: "${h}"\n`);
     const s = new KeyStore(file, quiet);
-    expect(() => s.load()).toThrow(/bad\.yaml:4:9 keys\[1\]\.id: duplicate id 'a'[\s\S]*bad\.yaml:7:13 keys\[2\]\.sha256: the same key hash appears twice/);
+    expect(() => s.load()).toThrow(/bad\.yaml:4:9 keys\[1\] \(a\) id: duplicate id 'a'[\s\S]*bad\.yaml:7:13 keys\[2\] \(b\) sha256: the same key hash appears twice/);
   });
 });
