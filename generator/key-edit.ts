@@ -49,14 +49,19 @@ export function flagValue(f: KeyField, text: string): unknown {
   return text;
 }
 
-/** A problem's place in words of the CLI: `--rate-limit`, `--chains[1]`, `--id`; else the field's path. */
-function flagWhere(path: YamlPath): string {
+/**
+ * A problem's place in words of the CLI: the flag when the field was given
+ * (`--rate-limit`, `--chains[1]`, `--id`), else the field as the key has it
+ * (`quota (as it is)`).
+ */
+function placeOf(path: YamlPath, given: ReadonlySet<string>): string {
   const at = path.slice(2); // keys[0]
-  if (at[0] === 'id') return '--id';
+  if (at[0] === 'id' && given.has('id')) return '--id';
   for (const { field, flag } of KEY_FLAGS) {
-    if (field.path.every((p, i) => at[i] === p)) return `--${flag}${pathText(at.slice(field.path.length))}`;
+    if (field.path.every((p, i) => at[i] === p)) return given.has(field.name) ? `--${flag}${pathText(at.slice(field.path.length))}` : `${pathText(at)} (as it is)`;
   }
-  return pathText(at) || '(entry)';
+  // A field given by flags of its own (jwt), or not given.
+  return given.has(String(at[0])) ? pathText(at) : `${pathText(at) || 'the key'} (as it is)`;
 }
 
 // ------------------------------------------------------------------ edits
@@ -81,9 +86,14 @@ export function applyEdit(r: KeyRecord, edit: KeyEdit): KeyRecord {
   return out as unknown as KeyRecord;
 }
 
-/** Throws KeysError with every problem of the record, as the server would find them, named by flag. */
-export function checkRecord(r: KeyRecord): void {
-  const problems = recordProblems(r, flagWhere);
+/**
+ * Throws KeysError with every problem of the record the edit made, as the
+ * server would find them: a field the edit gave, named by its flag (`given`
+ * adds `id` for `keys add`).
+ */
+export function checkRecord(r: KeyRecord, edit: KeyEdit, given: readonly string[] = []): void {
+  const names = new Set([...Object.keys(edit), ...given]);
+  const problems = recordProblems(r, (path) => placeOf(path, names));
   if (problems.length) throw new KeysError(problems.join('\ngateway keys: '));
 }
 

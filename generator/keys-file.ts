@@ -161,7 +161,7 @@ export function addKey(file: string, id: string, edit: KeyEdit = {}): string {
   // 32 random bytes: 43 base64url characters, inside the 16..128 [A-Za-z0-9_-] a key may be.
   const key = randomBytes(32).toString('base64url');
   const record = applyEdit({ id, sha256: createHash('sha256').update(key).digest('hex'), disabled: false }, edit);
-  checkRecord(record);
+  checkRecord(record, edit, ['id']);
   const fast = isLineRecord(record) ? scanFile(file) : null;
   if (fast !== null) {
     if (fast.entries.has(id)) throw new KeysError(`a key with id '${id}' already exists`);
@@ -192,7 +192,7 @@ export function setKey(file: string, id: string, edit: KeyEdit): void {
     const found = fast.entries.get(id);
     if (found === undefined) throw new KeysError(`no key with id '${id}'`);
     const record = applyEdit({ ...found.entry, sha256: found.entry.sha256.toLowerCase() }, edit);
-    checkRecord(record);
+    checkRecord(record, edit);
     if (isLineRecord(record)) {
       const text = entryText(fast.listIndent, record);
       checkEntry(file, text);
@@ -203,7 +203,7 @@ export function setKey(file: string, id: string, edit: KeyEdit): void {
   const doc = open(file);
   const entry = keysList(doc).items.find((e) => isMap(e) && e.get('id') === id) as YAMLMap | undefined;
   if (entry === undefined) throw new KeysError(`no key with id '${id}'`);
-  checkRecord(applyEdit(entry.toJSON() as KeyRecord, edit));
+  checkRecord(applyEdit(entry.toJSON() as KeyRecord, edit), edit);
   applyToNode(doc, entry, edit);
   saveChecked(file, doc);
 }

@@ -34,7 +34,7 @@ export async function addKeyToStore(url: string, id: string, edit: KeyEdit = {})
   const key = randomBytes(32).toString('base64url');
   const hex = createHash('sha256').update(key).digest('hex');
   const record = applyEdit({ id, sha256: hex, disabled: false }, edit);
-  checkRecord(record);
+  checkRecord(record, edit, ['id']);
   const r = await connect(url);
   try {
     if ((await r.hexists(IDS, id)) === 1) throw new KeysError(`a key with id '${id}' already exists`);
@@ -57,7 +57,7 @@ export async function setKeyInStore(url: string, id: string, edit: KeyEdit): Pro
   try {
     const { hex, record } = await find(r, id);
     const next = applyEdit(record, edit);
-    checkRecord(next);
+    checkRecord(next, edit);
     await write(r, hex, id, next);
   } finally {
     r.disconnect();
