@@ -19,6 +19,8 @@ export interface KeyFlag {
   readonly field: KeyField;
   /** `rate-limit` for rateLimit, `origins` for allow.origins. */
   readonly flag: string;
+  /** What the flag takes, as help shows it: `<list>`, `<n>`, `<value>`. */
+  readonly arg: string;
 }
 
 const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -32,6 +34,7 @@ const kebab = (s: string): string => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCas
 export const KEY_FLAGS: readonly KeyFlag[] = KEY_FIELDS.filter((f) => !f.required && (f.kind === 'string' || f.kind === 'integer' || (f.kind === 'list' && f.items === 'string'))).map((field) => ({
   field,
   flag: kebab(field.path[field.path.length - 1]!),
+  arg: field.kind === 'list' ? '<list>' : field.kind === 'integer' ? '<n>' : '<value>',
 }));
 
 /** A flag's text -> the edit's value: `none` (a scalar) or an empty list removes the field. */

@@ -48,10 +48,9 @@ function editOf(o: Flags): KeyEdit {
 
 /** The field flags, and jwt's, on a command (`set`: wording for changing a key). */
 function withFieldFlags(c: Command): Command {
-  for (const { field, flag } of KEY_FLAGS) {
-    const arg = field.kind === 'list' ? 'list' : field.kind === 'integer' ? 'n' : 'value';
+  for (const { field, flag, arg } of KEY_FLAGS) {
     const how = field.kind === 'list' ? 'comma-separated; empty removes it' : "'none' removes it";
-    c.option(`--${flag} <${arg}>`, `${field.description} (${how})`);
+    c.option(`--${flag} ${arg}`, `${field.description} (${how})`);
   }
   return c
     .option('--jwt-key <kid:alg:pemfile>', 'require a bearer JWT signed by this public key (repeat for several)', (v: string, prev: string[] = []) => [...prev, v])

@@ -16,6 +16,7 @@ import { IndentationText, NewLineKind, Project, QuoteKind, StructureKind, Variab
 import schema from '../schema/keys.schema.json' with { type: 'json' };
 import { lit } from './emit/literal.ts';
 import { renderSchemaReference } from './schema-doc.ts';
+import { KEY_FLAGS } from './key-edit.ts';
 
 // The package's CommonJS export, as ESM sees it.
 const standaloneCode = ((standaloneCodeModule as unknown as { default?: unknown }).default ?? standaloneCodeModule) as (ajv: Ajv, refs: unknown) => string;
@@ -232,6 +233,15 @@ export function renderKeysReference(): string {
     '(`--rate-limit`, `--max-batch-size`, `--origins`, ...; `none`, or an empty list, removes one).',
     '',
     renderSchemaReference(SCHEMA as never),
+    '',
+    '## Flags of `gateway keys add` and `gateway keys set`',
+    '',
+    'One per field that takes a value (a list: comma-separated), named after the field. `--jwt-key KID:ALG:PEMFILE`',
+    '(repeated) sets `jwt`, `--no-jwt` removes it; `gateway keys revoke` sets `disabled`.',
+    '',
+    '| flag | field | removed with |',
+    '|---|---|---|',
+    ...KEY_FLAGS.map(({ field, flag, arg }) => `| \`--${flag} ${arg}\` | \`${field.name}\` | ${field.kind === 'list' ? "an empty list (`''`)" : '`none`'} |`),
     '',
   ].join('\n');
 }

@@ -94,6 +94,9 @@ describe('generated from the schema', () => {
     expect(doc).toContain(renderSchemaReference(schema));
     expect(doc).toContain(`| \`keys[].maxBatchSize\` | integer |  | ${RECORD.properties.maxBatchSize.description} |`);
     expect(doc).toContain('| `keys[].disabled` | boolean | `false` |');
+    // And a row per flag of keys add|set, from the same table.
+    for (const { field, flag } of KEY_FLAGS) expect(doc).toMatch(new RegExp(`^\\| \`--${flag} <[a-z]+>\` \\| \`${field.name.replace('.', '\\.')}\` \\|`, 'm'));
+    expect(doc).toContain("| `--max-batch-size <n>` | `maxBatchSize` | `none` |");
     expect(doc).toContain('| `keys[].id` | string |  | A name for logs, metrics and usage; never the key itself. Unique in the file. (required) |');
   });
 });
