@@ -2,11 +2,11 @@
 // a child process per command, exit codes and the split between stdout (the
 // key, alone) and stderr (notes, problems). What the commands do is tested
 // in-process in test/unit/generator/keys-cli.test.ts; this checks the wiring.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './harness.ts';
@@ -27,6 +27,7 @@ async function gateway(...args: string[]): Promise<{ code: number; stdout: strin
 describe('gateway keys, the binary', { timeout: 60_000 }, () => {
   it('add prints the key alone on stdout; list shows the fields; check and check-keys exit 1 with every problem on stderr', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keys-cli-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'keys.yaml');
     const add = await gateway('keys', 'add', '--id', 'acme', '--max-batch-size', '10', '--file', file);
     expect(add.code).toBe(0);

@@ -3,7 +3,7 @@
 // keep the file's comments and other entries. The commands run in-process
 // (generator/keys-cli.ts, as bin/gateway.mjs wires them), so these take
 // milliseconds; test/e2e/keys-cli.test.ts runs the real binary.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { Command, CommanderError } from 'commander';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -37,10 +37,12 @@ async function gateway(...args: string[]): Promise<Run> {
 const keys = (...args: string[]): Promise<Run> => gateway('keys', ...args);
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
 
+/** A new folder for one test, removed when it ends. */
 function freshDir(name: string): string {
   const dir = join(PROJECT_ROOT, '.tmp', `${name}-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 

@@ -2,10 +2,10 @@
 // bad file is refused with every problem at FILE:LINE:COL, each with a hint,
 // by the server's loader and the CLI alike, and nothing is written; a key
 // store's hash is the same record, its fields encoded by kind.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { generateKeyPairSync } from 'node:crypto';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readKeyRecords, recordOfStore, recordProblems, storeFields, type KeyRecord } from '../../../runtime/key-record.ts';
@@ -75,6 +75,7 @@ describe('a bad keys file', () => {
 
   it('stops the server at start with the same problems, and gateway keys writes nothing to it', () => {
     const dir = mkdtempSync(join(tmpdir(), 'key-record-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'keys.yaml');
     writeFileSync(file, BAD);
     expect(() => new KeyStore(file, { info() {}, error() {} }).load()).toThrow(expected(file).join('\n'));
