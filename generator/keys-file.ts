@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document, type Node } from 'yaml';
 import { KeyStore } from '../runtime/keys.ts';
-import { KEY_FIELDS, KeysFileError, readKeyRecords, type KeyRecord } from '../runtime/key-record.ts';
+import { KEY_FIELDS, KeysFileError, readKeyRecords, TOP_FIELDS, valueOf, type KeyRecord } from '../runtime/key-record.ts';
 import { GiveUp, KeyScan, type EntrySpan, type ScannedEntry } from '../runtime/keys-fast.ts';
 import { applyEdit, checkRecord, entryText, isLineRecord, keySummary, KeysError, quoted, type KeyEdit, type KeySummary } from './key-edit.ts';
 
@@ -174,9 +174,11 @@ export function addKey(file: string, id: string, edit: KeyEdit = {}): string {
   const list = keysList(doc);
   if (list.items.some((e) => isMap(e) && e.get('id') === id)) throw new KeysError(`a key with id '${id}' already exists`);
   const entry = new YAMLMap();
-  // Schema order, disabled last: as the text writer puts them.
-  const { disabled, ...rest } = record;
-  for (const [k, v] of Object.entries({ ...rest, disabled })) if (v !== undefined) entry.set(k, nodeOf(doc, v));
+  // In schema order, as the text writer puts them.
+  for (const f of TOP_FIELDS) {
+    const v = valueOf(record, f);
+    if (v !== undefined) entry.set(f.name, nodeOf(doc, v));
+  }
   // `keys: []` in a new file is a flow list; entries read better in block style.
   if (list.items.length === 0) list.flow = false;
   list.add(entry);
