@@ -9,10 +9,7 @@ import type { GatewayModel } from './model.ts';
 
 export type CheckResult = { readonly ok: true; readonly model: GatewayModel } | { readonly ok: false; readonly problems: readonly Problem[] };
 
-/** One problem, one line: `FILE:LINE:COL message (hint: ...)`. */
-export function formatProblem(p: Problem): string {
-  return `${p.file}:${p.line}:${p.col} ${p.message}${p.hint === undefined ? '' : ` (hint: ${p.hint})`}`;
-}
+export { formatProblem } from '../runtime/schema-problems.ts';
 
 /**
  * The manifest path as the model (and the generated header) records it:

@@ -1,11 +1,9 @@
 // The `gateway` command: check (and check --probe), build, routes, keys, schema-doc.
 import { Command } from 'commander';
-import { existsSync, mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { checkManifestFile, formatProblem } from './check.ts';
-import { readFileSync } from 'node:fs';
-import { addKey, checkKeysFile, KeysError, listKeys, revokeKey, setKey, type PolicyOptions } from './keys-file.ts';
-import { addKeyToStore, importKeysFile, listKeysInStore, revokeKeyInStore, setKeyInStore } from './keys-store.ts';
+import { addKeysCommands } from './keys-cli.ts';
 import { renderManifestReference } from './schema-doc.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { GatewayModel } from './model.ts';
@@ -81,166 +79,11 @@ program
     process.stdout.write(`${opts.out}: ${kib} KiB, ${model.chains.length} chains, from ${model.source}\n`);
   });
 
-const keys = program.command('keys').description('manage API keys (the file stores SHA-256 hashes only)');
-const guardAsync = (fn: () => Promise<void>): Promise<void> =>
-  fn().catch((err: unknown) => {
-    if (!(err instanceof KeysError)) throw err;
-    process.stderr.write(`gateway keys: ${err.message}\n`);
-    process.exit(1);
-  });
-/** `keys add --chains`: every chain must be in the manifest (given, or ./gateway.yaml when there is one). */
-async function checkChainsInManifest(chains: readonly string[], manifest: string | undefined): Promise<void> {
-  const file = manifest ?? (existsSync('gateway.yaml') ? 'gateway.yaml' : null);
-  if (file === null) return;
-  const result = checkManifestFile(file);
-  if (!result.ok) throw new KeysError(`${file} has ${result.problems.length} problem${result.problems.length === 1 ? '' : 's'} (gateway check ${file}); --chains cannot be checked against it`);
-  const { unknownChains } = await import('./ops-cli.ts');
-  // Names that are not chain paths at all are left to the keys file's own check.
-  const problems = unknownChains(result.model, chains.filter((c) => CHAIN_PATH.test(c)), file);
-  if (problems.length) throw new KeysError(problems.join('\ngateway keys: '));
-}
-const CHAIN_PATH = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
-
-/** Options for a key's policy, shared by `keys add` and `keys set`. */
-interface PolicyFlags {
-  origins?: string;
-  ips?: string;
-  userAgents?: string;
-  methods?: string;
-  contracts?: string;
-  expires?: string;
-  quota?: string;
-  jwtKey?: string[];
-  noJwt?: boolean;
-}
-const list = (v: string | undefined): string[] | undefined => (v === undefined ? undefined : v.split(',').map((x) => x.trim()).filter(Boolean));
-function policyOptions(o: PolicyFlags): PolicyOptions {
-  let jwtKeys: PolicyOptions['jwtKeys'];
-  if (o.noJwt) jwtKeys = [];
-  else if (o.jwtKey !== undefined) {
-    jwtKeys = o.jwtKey.map((spec) => {
-      const [kid, alg, file] = spec.split(':');
-      if (!kid || !alg || !file) throw new KeysError(`--jwt-key '${spec}' must be KID:ALG:PEMFILE (ALG: RS256 or ES256)`);
-      try {
-        return { kid, alg, pem: readFileSync(file, 'utf8') };
-      } catch {
-        throw new KeysError(`--jwt-key: cannot read ${file}`);
-      }
-    });
-  }
-  return { origins: list(o.origins), ips: list(o.ips), userAgents: list(o.userAgents), methods: list(o.methods), contracts: list(o.contracts), expires: o.expires, quota: o.quota, jwtKeys };
-}
-const withPolicy = (c: Command): Command =>
-  c
-    .option('--origins <list>', 'allowed Origin values, comma-separated (https://app.example.com, https://*.example.com); empty: any')
-    .option('--ips <list>', 'allowed client addresses and CIDR blocks, comma-separated; empty: any')
-    .option('--user-agents <list>', 'allowed User-Agent substrings, comma-separated; empty: any')
-    .option('--methods <list>', 'allowed JSON-RPC methods or Rosetta/Blockbook endpoints, comma-separated; empty: all the chain allows')
-    .option('--contracts <list>', 'allowed contract and account addresses, comma-separated; empty: any')
-    .option('--expires <time>', "RFC 3339 date-time after which the key is refused ('none' removes it)")
-    .option('--quota <quota>', "credits per UTC day or month: N/day or N/month ('none' removes it)")
-    .option('--jwt-key <kid:alg:pemfile>', 'require a bearer JWT signed by this public key (repeat for several)', (v: string, prev: string[] = []) => [...prev, v])
-    .option('--no-jwt', 'remove the JWT requirement');
-
-withPolicy(
-  keys
-    .command('add')
-    .description('make a strong random key, print it once (stdout), store only its hash')
-    .requiredOption('--id <name>', 'name for logs and metrics (never the key)')
-    .option('--chains <list>', 'comma-separated chain paths (default: every chain)')
-    .option('--rate-limit <rate>', "N/s, N/min or N/h (default: the manifest's rateLimit)")
-    .option('--file <path>', 'keys file', 'keys.yaml')
-    .option('--store <url>', 'a redis:// key store instead of the file')
-    .option('--manifest <file>', "refuse --chains the manifest does not have (default: gateway.yaml, when there is one here)"),
-).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; store?: string; jwt?: boolean; manifest?: string }) =>
-    guardAsync(async () => {
-      const chains = o.chains?.split(',').map((s) => s.trim()).filter(Boolean);
-      if (chains?.length) await checkChainsInManifest(chains, o.manifest);
-      const opts = { id: o.id, chains, rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) };
-      const key = o.store ? await addKeyToStore(o.store, opts) : addKey(o.file, opts);
-      // The key alone on stdout, so `KEY=$(gateway keys add ...)` works; the note goes to stderr.
-      process.stdout.write(`${key}\n`);
-      process.stderr.write(`key '${o.id}' added to ${o.store ? 'the key store' : o.file}; it is shown only this once\n`);
-    }),
-  );
-withPolicy(
-  keys
-    .command('set')
-    .description("change a key's chains, rate limit and policy; the key itself stays the same")
-    .requiredOption('--id <name>', 'key id')
-    .option('--chains <list>', 'comma-separated chain paths (empty: every chain)')
-    .option('--rate-limit <rate>', "N/s, N/min or N/h ('none': the manifest's)")
-    .option('--file <path>', 'keys file', 'keys.yaml')
-    .option('--store <url>', 'a redis:// key store instead of the file'),
-).action((o: PolicyFlags & { id: string; chains?: string; rateLimit?: string; file: string; store?: string; jwt?: boolean }) =>
-  guardAsync(async () => {
-    const opts = { chains: list(o.chains), rateLimit: o.rateLimit, ...policyOptions({ ...o, noJwt: o.jwt === false }) };
-    if (o.store) await setKeyInStore(o.store, o.id, opts);
-    else setKey(o.file, o.id, opts);
-    process.stderr.write(`key '${o.id}' updated in ${o.store ? 'the key store' : o.file}\n`);
-  }),
-);
-
-keys
-  .command('import')
-  .description('move a keys file into a redis:// key store (checked whole first; every replica picks it up at once)')
-  .argument('<file>', 'keys file')
-  .requiredOption('--store <url>', 'the redis:// key store')
-  .action((file: string, o: { store: string }) =>
-    guardAsync(async () => {
-      const n = await importKeysFile(o.store, file);
-      process.stderr.write(`${n} keys imported from ${file}\n`);
-    }),
-  );
-
-/** `keys check` and `check-keys`: the keys file as the server would read it. */
-const checkKeys = (file: string): void => {
-  const r = checkKeysFile(file);
-  if (!r.ok) {
-    process.stderr.write(`${r.problems}\n`);
-    const n = r.problems.split('\n').length;
-    process.stderr.write(`${file}: ${n} problem${n === 1 ? '' : 's'}\n`);
-    process.exit(1);
-  }
-  process.stdout.write(`${file}: ok (${r.keys} keys)\n`);
-};
-keys
-  .command('check')
-  .description('validate a keys file; print every problem as FILE:LINE:COL message')
-  .argument('[file]', 'keys file', 'keys.yaml')
-  .action(checkKeys);
-program
-  .command('check-keys')
-  .description('validate a keys file (same as keys check)')
-  .argument('[file]', 'keys file', 'keys.yaml')
-  .action(checkKeys);
-
-keys
-  .command('list')
-  .description('list keys: id, state, chains, rate limit and a hash prefix (never a key)')
-  .option('--file <path>', 'keys file', 'keys.yaml')
-  .option('--store <url>', 'a redis:// key store instead of the file')
-  .action((o: { file: string; store?: string }) =>
-    guardAsync(async () => {
-      for (const k of o.store ? await listKeysInStore(o.store) : listKeys(o.file)) {
-        process.stdout.write(`${k.id}\t${k.disabled ? 'disabled' : 'active'}\tchains=${k.chains}\trate=${k.rateLimit}\tquota=${k.quota}\tsha256=${k.hash}\tpolicy=${k.policy}\n`);
-      }
-    }),
-  );
-keys
-  .command('revoke')
-  .description('disable a key (or --delete it); a running server picks this up without a restart')
-  .requiredOption('--id <name>', 'key id')
-  .option('--delete', 'remove the entry instead of disabling it')
-  .option('--file <path>', 'keys file', 'keys.yaml')
-  .option('--store <url>', 'a redis:// key store instead of the file')
-  .action((o: { id: string; delete?: boolean; file: string; store?: string }) =>
-    guardAsync(async () => {
-      if (o.store) await revokeKeyInStore(o.store, o.id, o.delete === true);
-      else revokeKey(o.file, o.id, o.delete === true);
-      process.stderr.write(`key '${o.id}' ${o.delete ? 'deleted' : 'disabled'} in ${o.store ? 'the key store' : o.file}\n`);
-    }),
-  );
+addKeysCommands(program, {
+  out: (t) => process.stdout.write(t),
+  err: (t) => process.stderr.write(t),
+  exit: (code) => process.exit(code),
+});
 
 program
   .command('usage')

@@ -1,35 +1,37 @@
-// `gateway keys add|list|revoke`: the keys file holds only SHA-256 hashes.
-// Edits keep comments and other entries (yaml Document API) and replace the
-// file atomically with mode 0600.
+// `gateway keys add|set|list|revoke|check` on a keys file: the file holds only
+// SHA-256 hashes. Edits keep comments and other entries (yaml Document API)
+// and replace the file atomically with mode 0600. Every field is the schema's
+// (key-edit.ts applies and checks an edit; nothing here names a field but
+// id, sha256 and disabled).
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
-import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document } from 'yaml';
-import { KeyStore, parseKeysFile } from '../runtime/keys.ts';
-import type { RawPolicy } from '../runtime/key-policy.ts';
+import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document, type Node } from 'yaml';
+import { KeyStore } from '../runtime/keys.ts';
+import { KEY_FIELDS, KeysFileError, readKeyRecords, TOP_FIELDS, valueOf, type KeyRecord } from '../runtime/key-record.ts';
 import { GiveUp, KeyScan, type EntrySpan, type ScannedEntry } from '../runtime/keys-fast.ts';
-import { parseRate } from '../runtime/rate.ts';
+import { applyEdit, checkRecord, entryText, isLineRecord, keySummary, KeysError, quoted, type KeyEdit, type KeySummary } from './key-edit.ts';
 
-const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-/** The manifest's rateLimit syntax (schema), narrower than what the runtime reads. */
-const RATE = /^[1-9][0-9]*\/(s|min|h)$/;
-/** A chain path, as in the manifest schema. */
-const CHAIN = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?$/;
+export { KeysError, type KeyEdit, type KeySummary };
 
 const NEW_FILE = `# API keys for the gateway: SHA-256 hashes only, never the keys themselves.
 # Managed with \`gateway keys add|set|list|revoke|check\`; a running server reloads this file.
 keys: []
 `;
 
-export class KeysError extends Error {}
+/** The records of a file, checked as the server would; KeysError with every problem at FILE:LINE:COL. */
+function records(text: string, file: string): KeyRecord[] {
+  try {
+    return readKeyRecords(text, file);
+  } catch (err) {
+    if (err instanceof KeysFileError) throw new KeysError(err.message);
+    throw err;
+  }
+}
 
 function open(file: string): Document {
   if (!existsSync(file)) return parseDocument(NEW_FILE);
   const text = readFileSync(file, 'utf8');
-  try {
-    parseKeysFile(text, file); // refuse to edit a file the server would refuse
-  } catch (err) {
-    throw new KeysError((err as Error).message);
-  }
+  records(text, file); // refuse to edit a file the server would refuse
   return parseDocument(text);
 }
 
@@ -58,70 +60,48 @@ function keysList(doc: Document): YAMLSeq {
   return list;
 }
 
-/**
- * A key's policy fields as `keys add` and `keys set` take them. A list given
- * empty removes it (allows everything again); `expires: 'none'` removes the
- * expiry; `jwtKeys` replaces the JWT keys (empty: no JWT).
- */
-export interface PolicyOptions extends NonNullable<RawPolicy['allow']> {
-  readonly expires?: string;
-  /** N/day or N/month; 'none' removes it. */
-  readonly quota?: string;
-  readonly jwtKeys?: readonly { readonly kid: string; readonly alg: string; readonly pem: string }[];
+/** A value as a node: lists of strings in flow style, strings quoted where the text writer quotes them, mappings in block style. */
+function nodeOf(doc: Document, v: unknown): Node {
+  if (typeof v === 'string') {
+    const s = new Scalar(v);
+    if (quoted(v)) s.type = Scalar.QUOTE_DOUBLE;
+    return s;
+  }
+  if (Array.isArray(v)) {
+    const seq = new YAMLSeq();
+    for (const x of v) seq.add(nodeOf(doc, x));
+    seq.flow = v.every((x) => typeof x === 'string');
+    return seq;
+  }
+  if (v !== null && typeof v === 'object') {
+    const map = new YAMLMap();
+    for (const [k, x] of Object.entries(v)) map.set(k, nodeOf(doc, x));
+    return map;
+  }
+  return doc.createNode(v) as Node;
 }
 
-export interface AddKeyOptions extends PolicyOptions {
-  readonly id: string;
-  readonly chains?: readonly string[];
-  readonly rateLimit?: string;
-}
-
-const LISTS = ['origins', 'ips', 'userAgents', 'methods', 'contracts'] as const;
-
-/** Writes the policy options into an entry of the document. */
-function applyPolicy(doc: Document, entry: YAMLMap, o: PolicyOptions): void {
-  for (const name of LISTS) {
-    const v = o[name];
+/** Writes the edited fields into an entry of the document, in place; a mapping left empty goes. */
+function applyToNode(doc: Document, entry: YAMLMap, edit: KeyEdit): void {
+  for (const f of KEY_FIELDS) {
+    const v = edit[f.name];
     if (v === undefined) continue;
-    const found: unknown = entry.get('allow', true);
-    let a: YAMLMap;
-    if (isMap(found)) a = found as YAMLMap;
-    else {
-      a = new YAMLMap();
-      entry.set('allow', a);
+    if (v === null) entry.deleteIn(f.path);
+    else entry.setIn(f.path, nodeOf(doc, v));
+    if (f.path.length > 1) {
+      const parent: unknown = entry.getIn(f.path.slice(0, -1), true);
+      if (isMap(parent) && parent.items.length === 0) entry.deleteIn(f.path.slice(0, -1));
     }
-    if (v.length === 0) a.delete(name);
-    else {
-      const seq = doc.createNode([...v]) as YAMLSeq;
-      seq.flow = true;
-      a.set(name, seq);
-    }
-    if (a.items.length === 0) entry.delete('allow');
-  }
-  if (o.expires !== undefined) {
-    if (o.expires === 'none') entry.delete('expires');
-    else {
-      const at = new Scalar(o.expires);
-      at.type = Scalar.QUOTE_DOUBLE;
-      entry.set('expires', at);
-    }
-  }
-  if (o.quota !== undefined) {
-    if (o.quota === 'none') entry.delete('quota');
-    else entry.set('quota', o.quota);
-  }
-  if (o.jwtKeys !== undefined) {
-    if (o.jwtKeys.length === 0) entry.delete('jwt');
-    else entry.set('jwt', doc.createNode({ keys: o.jwtKeys.map((k) => ({ kid: k.kid, alg: k.alg, pem: k.pem })) }));
   }
 }
 
 /** Refuses to write a file the server would refuse: every problem, at FILE:LINE:COL of the new text. */
 function saveChecked(file: string, doc: Document): void {
   try {
-    parseKeysFile(doc.toString(), file);
+    readKeyRecords(doc.toString(), file);
   } catch (err) {
-    throw new KeysError(`not written, the result would be invalid:\n${(err as Error).message}`);
+    if (!(err instanceof KeysFileError)) throw err;
+    throw new KeysError(`not written, the result would be invalid:\n${err.message}`);
   }
   save(file, doc);
 }
@@ -165,70 +145,40 @@ function scanFile(file: string): Scanned | null {
   return scan.listIndent < 0 ? null : { text, listIndent: scan.listIndent, entries, hashes };
 }
 
-/** Options the fast path can write (the scan reads them back): no allow lists, no JWT. */
-function plainOptions(o: PolicyOptions): boolean {
-  return o.origins === undefined && o.ips === undefined && o.userAgents === undefined && o.methods === undefined && o.contracts === undefined && o.jwtKeys === undefined;
-}
-
-/** An entry as block text at the list's indentation. */
-function entryText(indent: number, e: ScannedEntry): string {
-  const pad = ' '.repeat(indent);
-  const lines = [`${pad}- id: ${e.id}`, `${pad}  sha256: "${e.sha256}"`];
-  if (e.chains !== undefined && e.chains.length > 0) lines.push(`${pad}  chains: [${e.chains.join(', ')}]`);
-  if (e.rateLimit !== undefined) lines.push(`${pad}  rateLimit: ${e.rateLimit}`);
-  if (e.quota !== undefined) lines.push(`${pad}  quota: ${e.quota}`);
-  if (e.expires !== undefined) lines.push(`${pad}  expires: "${e.expires}"`);
-  lines.push(`${pad}  disabled: ${e.disabled === true}`);
-  return lines.join('\n') + '\n';
-}
-
-/** Checks an entry written as text by the server's own parser (the same checks, no copy of them); KeysError with its problems. */
+/** Checks an entry written as text by the server's own parser; KeysError with its problems. */
 function checkEntry(file: string, text: string): void {
   try {
     // Positions are in the entry alone (a `keys:` line, then the entry), not in the file.
-    parseKeysFile(`keys:\n${text}`, `the entry for ${file}`);
+    readKeyRecords(`keys:\n${text}`, `the entry for ${file}`);
   } catch (err) {
-    throw new KeysError(`not written, the entry would be invalid:\n${(err as Error).message}`);
+    if (!(err instanceof KeysFileError)) throw err;
+    throw new KeysError(`not written, the entry would be invalid:\n${err.message}`);
   }
 }
 
-/** Makes a key, stores its hash, returns the key (to print once). */
-export function addKey(file: string, opts: AddKeyOptions): string {
-  if (!ID.test(opts.id)) throw new KeysError(`id '${opts.id}' must match ${ID.source}`);
-  if (opts.rateLimit !== undefined && (!RATE.test(opts.rateLimit) || parseRate(opts.rateLimit) === null)) {
-    throw new KeysError(`rate limit '${opts.rateLimit}' must be N/s, N/min or N/h`);
-  }
-  for (const c of opts.chains ?? []) if (!CHAIN.test(c)) throw new KeysError(`chain '${c}' is not a chain path`);
-  const fast = plainOptions(opts) ? scanFile(file) : null;
+/** Makes a key, stores its hash with the edit's fields, returns the key (to print once). */
+export function addKey(file: string, id: string, edit: KeyEdit = {}): string {
+  // 32 random bytes: 43 base64url characters, inside the 16..128 [A-Za-z0-9_-] a key may be.
+  const key = randomBytes(32).toString('base64url');
+  const record = applyEdit({ id, sha256: createHash('sha256').update(key).digest('hex'), disabled: false }, edit);
+  checkRecord(record, edit, ['id']);
+  const fast = isLineRecord(record) ? scanFile(file) : null;
   if (fast !== null) {
-    if (fast.entries.has(opts.id)) throw new KeysError(`a key with id '${opts.id}' already exists`);
-    const key = randomBytes(32).toString('base64url');
-    const sha256 = createHash('sha256').update(key).digest('hex');
-    const e: ScannedEntry = { id: opts.id, sha256, chains: opts.chains ? [...opts.chains] : undefined, rateLimit: opts.rateLimit, quota: opts.quota === 'none' ? undefined : opts.quota, expires: opts.expires === 'none' ? undefined : opts.expires };
-    const text = entryText(fast.listIndent, e);
+    if (fast.entries.has(id)) throw new KeysError(`a key with id '${id}' already exists`);
+    const text = entryText(fast.listIndent, record);
     checkEntry(file, text);
     save(file, fast.text + (fast.text.endsWith('\n') || fast.text === '' ? '' : '\n') + text);
     return key;
   }
   const doc = open(file);
   const list = keysList(doc);
-  if (list.items.some((e) => isMap(e) && e.get('id') === opts.id)) throw new KeysError(`a key with id '${opts.id}' already exists`);
-
-  // 32 random bytes: 43 base64url characters, inside the 16..128 [A-Za-z0-9_-] a key may be.
-  const key = randomBytes(32).toString('base64url');
+  if (list.items.some((e) => isMap(e) && e.get('id') === id)) throw new KeysError(`a key with id '${id}' already exists`);
   const entry = new YAMLMap();
-  entry.set('id', opts.id);
-  const hash = new Scalar(createHash('sha256').update(key).digest('hex'));
-  hash.type = Scalar.QUOTE_DOUBLE;
-  entry.set('sha256', hash);
-  if (opts.chains?.length) {
-    const chains = doc.createNode([...opts.chains]) as YAMLSeq;
-    chains.flow = true;
-    entry.set('chains', chains);
+  // In schema order, as the text writer puts them.
+  for (const f of TOP_FIELDS) {
+    const v = valueOf(record, f);
+    if (v !== undefined) entry.set(f.name, nodeOf(doc, v));
   }
-  if (opts.rateLimit) entry.set('rateLimit', opts.rateLimit);
-  applyPolicy(doc, entry, opts);
-  entry.set('disabled', false);
   // `keys: []` in a new file is a flow list; entries read better in block style.
   if (list.items.length === 0) list.flow = false;
   list.add(entry);
@@ -236,41 +186,27 @@ export function addKey(file: string, opts: AddKeyOptions): string {
   return key;
 }
 
-/** Changes an existing key's chains, rate limit and policy; the key itself stays. */
-export function setKey(file: string, id: string, opts: PolicyOptions & { readonly chains?: readonly string[]; readonly rateLimit?: string }): void {
+/** Changes an existing key's fields by the edit; the key itself stays. */
+export function setKey(file: string, id: string, edit: KeyEdit): void {
   if (!existsSync(file)) throw new KeysError(`${file} does not exist`);
-  const fast = plainOptions(opts) ? scanFile(file) : null;
+  const fast = scanFile(file);
   if (fast !== null) {
     const found = fast.entries.get(id);
     if (found === undefined) throw new KeysError(`no key with id '${id}'`);
-    const e: ScannedEntry = { ...found.entry, sha256: found.entry.sha256.toLowerCase() };
-    if (opts.chains !== undefined) e.chains = opts.chains.length === 0 ? undefined : [...opts.chains];
-    if (opts.rateLimit !== undefined) e.rateLimit = opts.rateLimit === 'none' ? undefined : opts.rateLimit;
-    if (opts.quota !== undefined) e.quota = opts.quota === 'none' ? undefined : opts.quota;
-    if (opts.expires !== undefined) e.expires = opts.expires === 'none' ? undefined : opts.expires;
-    const { span } = found;
-    const text = entryText(fast.listIndent, e);
-    checkEntry(file, text);
-    save(file, fast.text.slice(0, span.start) + text + fast.text.slice(span.end));
-    return;
+    const record = applyEdit({ ...found.entry, sha256: found.entry.sha256.toLowerCase() }, edit);
+    checkRecord(record, edit);
+    if (isLineRecord(record)) {
+      const text = entryText(fast.listIndent, record);
+      checkEntry(file, text);
+      save(file, fast.text.slice(0, found.span.start) + text + fast.text.slice(found.span.end));
+      return;
+    }
   }
   const doc = open(file);
   const entry = keysList(doc).items.find((e) => isMap(e) && e.get('id') === id) as YAMLMap | undefined;
   if (entry === undefined) throw new KeysError(`no key with id '${id}'`);
-  if (opts.chains !== undefined) {
-    if (opts.chains.length === 0) entry.delete('chains');
-    else {
-      const chains = doc.createNode([...opts.chains]) as YAMLSeq;
-      chains.flow = true;
-      entry.set('chains', chains);
-    }
-  }
-  if (opts.rateLimit !== undefined) {
-    if (opts.rateLimit === 'none') entry.delete('rateLimit');
-    else if (!RATE.test(opts.rateLimit) || parseRate(opts.rateLimit) === null) throw new KeysError(`rate limit '${opts.rateLimit}' must be N/s, N/min or N/h`);
-    else entry.set('rateLimit', opts.rateLimit);
-  }
-  applyPolicy(doc, entry, opts);
+  checkRecord(applyEdit(entry.toJSON() as KeyRecord, edit), edit);
+  applyToNode(doc, entry, edit);
   saveChecked(file, doc);
 }
 
@@ -287,50 +223,16 @@ export function checkKeysFile(file: string): { ok: true; keys: number } | { ok: 
   }
 }
 
-export interface KeySummary {
-  readonly id: string;
-  /** Comma-separated chain paths, or `*` for every chain. */
-  readonly chains: string;
-  readonly disabled: boolean;
-  readonly rateLimit: string;
-  /** N/day, N/month or '-'. */
-  readonly quota: string;
-  /** The first 12 hex digits of the hash: enough to tell entries apart, never the key. */
-  readonly hash: string;
-  /** The policy in one line: `origins=a,b ips=... expires=... jwt=k1,k2`, or '-'. */
-  readonly policy: string;
+/** The file's records, as the server reads them (the fast scan first). */
+export function readRecords(file: string): KeyRecord[] {
+  const fast = scanFile(file);
+  if (fast !== null) return [...fast.entries.values()].map(({ entry }) => entry);
+  return records(readFileSync(file, 'utf8'), file);
 }
 
 export function listKeys(file: string): KeySummary[] {
   if (!existsSync(file)) return [];
-  const fast = scanFile(file);
-  if (fast !== null) {
-    return [...fast.entries.values()].map(({ entry: e }) => ({
-      id: e.id,
-      chains: e.chains ? e.chains.join(',') : '*',
-      disabled: e.disabled === true,
-      rateLimit: e.rateLimit ?? '-',
-      quota: e.quota ?? '-',
-      hash: e.sha256.toLowerCase().slice(0, 12),
-      policy: e.expires === undefined ? '-' : `expires=${e.expires}`,
-    }));
-  }
-  let entries;
-  try {
-    entries = parseKeysFile(readFileSync(file, 'utf8'), file);
-  } catch (err) {
-    throw new KeysError((err as Error).message);
-  }
-  const unit = (ms: number) => (ms === 1000 ? 's' : ms === 60_000 ? 'min' : ms === 3_600_000 ? 'h' : `${ms}ms`);
-  return entries.map((k) => ({
-    id: k.id,
-    chains: k.chains ? [...k.chains].join(',') : '*',
-    disabled: k.disabled,
-    rateLimit: k.rateLimit ? `${k.rateLimit.limit}/${unit(k.rateLimit.windowMs)}` : '-',
-    quota: k.quota ? `${k.quota.limit}/${k.quota.per}` : '-',
-    hash: k.sha256.slice(0, 12),
-    policy: policyText(k.policySource),
-  }));
+  return readRecords(file).map(keySummary);
 }
 
 /** Disables the key (the entry stays, for the record), or removes it with `remove`. */
@@ -354,16 +256,4 @@ export function revokeKey(file: string, id: string, remove: boolean): void {
   if (remove) list.items.splice(i, 1);
   else (list.items[i] as YAMLMap).set('disabled', true);
   save(file, doc);
-}
-
-function policyText(p: RawPolicy | null): string {
-  if (p === null) return '-';
-  const parts: string[] = [];
-  for (const name of LISTS) {
-    const v = p.allow?.[name];
-    if (v !== undefined && v.length > 0) parts.push(`${name}=${v.join(',')}`);
-  }
-  if (p.expires !== undefined) parts.push(`expires=${p.expires}`);
-  if (p.jwt !== undefined) parts.push(`jwt=${p.jwt.keys.map((k) => `${k.kid}:${k.alg}`).join(',')}`);
-  return parts.length === 0 ? '-' : parts.join(' ');
 }

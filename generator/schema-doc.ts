@@ -1,6 +1,7 @@
 // The manifest reference (docs/manifest.md), rendered from the schema (the
 // single source of truth). A test keeps docs/manifest.md equal to this;
-// `gateway schema-doc` prints it for pasting.
+// `gateway schema-doc` prints it for pasting. The keys file's reference
+// (docs/keys-reference.md) is rendered the same way, from its own schema.
 interface S {
   description?: string;
   type?: string | string[];
@@ -37,7 +38,7 @@ function requirement(parent: S, name: string): string {
 const cell = (s: string) => s.replace(/\|/g, '\\|');
 
 /** A markdown table: YAML path, type, default, description; in schema order. */
-export function renderManifestReference(schema: S): string {
+export function renderSchemaReference(schema: S): string {
   const rows: string[] = ['| YAML path | type | default | description |', '|---|---|---|---|'];
   const walk = (s: S, path: string, parent: S | null, name: string, row = true) => {
     if (parent && row) {
@@ -54,3 +55,5 @@ export function renderManifestReference(schema: S): string {
   walk(schema, '', null, '');
   return rows.join('\n');
 }
+
+export const renderManifestReference = renderSchemaReference;

@@ -2,10 +2,10 @@
 // (cross-references, uniqueness, URLs, ports). Every problem is collected, with
 // the line and column of the offending key or value, and sorted; nothing stops
 // at the first one.
-import { Ajv, type ErrorObject } from 'ajv';
-import { closest, distance } from 'fastest-levenshtein';
+import { Ajv } from 'ajv';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
-import type { LoadedManifest, Problem, YamlPath } from './load.ts';
+import type { LoadedManifest, YamlPath } from './load.ts';
+import { didYouMean, getAt, isObj, orList, pathText, problemsIn, schemaProblems, sortProblems, type Problem, type Report } from '../runtime/schema-problems.ts';
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
 import type { Template } from '../runtime/types.ts';
 import { KNOWN_METHODS, NOT_COMPARABLE } from './known-methods.ts';
@@ -14,6 +14,7 @@ import { ROSETTA_ENDPOINTS } from '../runtime/guards/rosetta.ts';
 import { BLOCKBOOK_ENDPOINTS } from '../runtime/guards/blockbook.ts';
 
 export type { Problem } from './load.ts';
+export { didYouMean };
 
 // Compiled once per process. verbose: messages need the failing schema (descriptions, branches).
 const ajv = new Ajv({ allErrors: true, verbose: true, strict: true, strictRequired: false, allowUnionTypes: true });
@@ -23,7 +24,6 @@ const validateSchema = ajv.compile(schema);
 export const RESERVED_PATHS = ['healthz', 'readyz', 'metrics'] as const;
 
 type Obj = Record<string, unknown>;
-const isObj = (v: unknown): v is Obj => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 interface SchemaNode {
   description?: string;
@@ -66,78 +66,11 @@ const ENUM_NOUNS: Readonly<Record<string, string>> = {
   broadcast: 'broadcast',
 };
 
-/** "did you mean 'x'?" when a candidate is close enough to be a typo, else undefined. */
-export function didYouMean(word: string, candidates: Iterable<string>): string | undefined {
-  const list = [...candidates];
-  if (list.length === 0) return undefined;
-  const best = closest(word, list);
-  return distance(word, best) <= Math.max(2, Math.floor(word.length / 4)) ? `did you mean '${best}'?` : undefined;
-}
-
-const orList = (xs: readonly string[]): string => (xs.length < 2 ? xs.join('') : `${xs.slice(0, -1).join(', ')} or ${xs[xs.length - 1]}`);
-
-function pathText(path: YamlPath): string {
-  let s = '';
-  for (const p of path) s += typeof p === 'number' ? `[${p}]` : s === '' ? p : `.${p}`;
-  return s;
-}
-
-function getAt(root: unknown, path: YamlPath): unknown {
-  let v = root;
-  for (const p of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<string | number, unknown>)[p];
-  }
-  return v;
-}
-
-/** ajv's JSON pointer -> YAML path; a segment is a number only where the value there is a list. */
-function toPath(root: unknown, pointer: string): (string | number)[] {
-  if (pointer === '') return [];
-  const out: (string | number)[] = [];
-  let v = root;
-  for (const raw of pointer.slice(1).split('/')) {
-    const seg = raw.replace(/~1/g, '/').replace(/~0/g, '~');
-    const key = Array.isArray(v) ? Number(seg) : seg;
-    out.push(key);
-    v = v !== null && typeof v === 'object' ? (v as Record<string | number, unknown>)[key] : undefined;
-  }
-  return out;
-}
-
-function jsonType(v: unknown): string {
-  if (v === null) return 'null';
-  if (Array.isArray(v)) return 'array';
-  if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'number';
-  return typeof v;
-}
-
-/** The schema node at an ajv schemaPath such as `#/properties/chains/items`. */
-function schemaAt(schemaPath: string): SchemaNode | undefined {
-  let node: unknown = schema;
-  for (const seg of schemaPath.replace(/^#\/?/, '').split('/').filter(Boolean)) node = (node as Record<string, unknown> | undefined)?.[seg];
-  return node as SchemaNode | undefined;
-}
-
-const shown = (v: unknown): string => (typeof v === 'string' ? `'${v}'` : JSON.stringify(v) ?? String(v));
-
 export function validateManifest(m: LoadedManifest): Problem[] {
   // Without a trustworthy value, schema errors would only be echoes of the syntax error.
   if (m.syntax.length) return sortProblems([...m.syntax]);
-  const problems: Problem[] = [];
+  const { report, problems } = problemsIn(m);
   const value = m.value;
-  const report: Report = (kind, path, message, hint) => {
-    let p;
-    if (kind === 'key') p = m.keyAt(path);
-    else if (kind === 'value') p = m.valueAt(path);
-    else {
-      // A mapping that lacks a field: point at its first key, where the entry starts.
-      const v = getAt(value, path);
-      const first = isObj(v) ? Object.keys(v)[0] : undefined;
-      p = first === undefined ? m.valueAt(path) : m.keyAt([...path, first]);
-    }
-    problems.push(hint === undefined ? { file: m.file, ...p, message } : { file: m.file, ...p, message, hint });
-  };
   const where = (path: YamlPath): string => {
     if (path[0] === 'chains' && typeof path[1] === 'number') {
       const c = getAt(value, ['chains', path[1]]);
@@ -148,134 +81,24 @@ export function validateManifest(m: LoadedManifest): Problem[] {
     return pathText(path) || '(top level)';
   };
 
-  if (!validateSchema(value)) schemaProblems(validateSchema.errors ?? [], value, report, where);
+  if (!validateSchema(value)) {
+    schemaProblems(validateSchema.errors ?? [], value, report, where, {
+      forbidden: (field, base) => `${where(base)}: '${field}' applies to ${orList(FIELD_OWNERS.get(field) ?? [])} chains only, not ${String(getAt(value, [...base, 'interface']))}`,
+      enumNouns: ENUM_NOUNS,
+      requiredFor: (path) => {
+        const iface = getAt(value, [...path, 'interface']);
+        return typeof iface === 'string' ? ` (required for ${iface} chains)` : '';
+      },
+      describeAt: (schemaPath) => {
+        let node: unknown = schema;
+        for (const seg of schemaPath.replace(/^#\/?/, '').split('/').filter(Boolean)) node = (node as Record<string, unknown> | undefined)?.[seg];
+        const d = (node as { description?: unknown } | undefined)?.description;
+        return typeof d === 'string' ? d : undefined;
+      },
+    });
+  }
   if (isObj(value)) semanticProblems(value, report, where);
   return sortProblems(problems);
-}
-
-function sortProblems(problems: Problem[]): Problem[] {
-  const seen = new Set<string>();
-  return problems
-    .filter((p) => {
-      const k = `${p.line}:${p.col}:${p.message}`;
-      if (seen.has(k)) return false;
-      seen.add(k);
-      return true;
-    })
-    .sort((a, b) => a.line - b.line || a.col - b.col || (a.message < b.message ? -1 : a.message > b.message ? 1 : 0));
-}
-
-/** 'key': the key at path; 'value': the value at path; 'mapping': the first key of the mapping at path. */
-type Report = (kind: 'key' | 'value' | 'mapping', path: YamlPath, message: string, hint?: string) => void;
-
-function schemaProblems(errors: ErrorObject[], value: unknown, report: Report, where: (p: YamlPath) => string): void {
-  const drop = new Set<ErrorObject>();
-  const under = (o: ErrorObject, pointer: string) => o.instancePath === pointer || o.instancePath.startsWith(`${pointer}/`);
-
-  // anyOf: keep only the errors of the branch whose type fits the value, so an
-  // upstream object with a typo reports the typo, not "must be string".
-  for (const e of errors) {
-    if (e.keyword !== 'anyOf') continue;
-    const t = jsonType(getAt(value, toPath(value, e.instancePath)));
-    const fit = (e.schema as SchemaNode[]).findIndex((b) => [b.type ?? []].flat().some((x) => x === t || (x === 'number' && t === 'integer')));
-    for (const o of errors) {
-      // Same anyOf in the schema, same list item in the manifest.
-      if (!o.schemaPath.startsWith(`${e.schemaPath}/`) || !under(o, e.instancePath)) continue;
-      if (fit === -1 || !o.schemaPath.startsWith(`${e.schemaPath}/${fit}/`)) drop.add(o);
-    }
-    if (fit !== -1) drop.add(e);
-  }
-  // A field on the wrong interface gets one message; what is wrong inside it does not matter.
-  const forbidden = errors.filter((e) => e.keyword === 'false schema' && !drop.has(e));
-  for (const f of forbidden) for (const o of errors) if (o !== f && under(o, f.instancePath)) drop.add(o);
-
-  // A misspelt required field is one problem, not two: keep "unknown field 'chainid'
-  // (did you mean 'chainId'?)" and drop "missing required field 'chainId'".
-  for (const e of errors) {
-    if (e.keyword !== 'additionalProperties') continue;
-    const name = (e.params as { additionalProperty: string }).additionalProperty;
-    for (const o of errors) {
-      if (o.keyword !== 'required' || o.instancePath !== e.instancePath) continue;
-      const missing = (o.params as { missingProperty: string }).missingProperty;
-      if (didYouMean(name, [missing]) !== undefined) drop.add(o);
-    }
-  }
-
-  for (const e of errors) {
-    if (drop.has(e)) continue;
-    const path = toPath(value, e.instancePath);
-    const v = getAt(value, path);
-    const parent = e.parentSchema as SchemaNode | undefined;
-    const desc = parent?.description;
-    switch (e.keyword) {
-      case 'if': // "must match then schema": its then-errors say what is wrong
-      case 'propertyNames': // reported through its inner 'pattern' error, at the key
-        break;
-      case 'false schema': {
-        const field = path[path.length - 1] as string;
-        const base = path.slice(0, -1);
-        const iface = getAt(value, [...base, 'interface']);
-        const owners = FIELD_OWNERS.get(field) ?? [];
-        report('key', path, `${where(base)}: '${field}' applies to ${orList(owners)} chains only, not ${String(iface)}`);
-        break;
-      }
-      case 'additionalProperties': {
-        const name = (e.params as { additionalProperty: string }).additionalProperty;
-        const allowed = Object.keys(parent?.properties ?? {});
-        const hint = didYouMean(name, allowed) ?? (allowed.length ? `allowed here: ${allowed.join(', ')}` : undefined);
-        report('key', [...path, name], `${where(path)}: unknown field '${name}'`, hint);
-        break;
-      }
-      case 'required': {
-        const name = (e.params as { missingProperty: string }).missingProperty;
-        const iface = getAt(value, [...path, 'interface']);
-        const forWhat = e.schemaPath.includes('/then/') && typeof iface === 'string' ? ` (required for ${iface} chains)` : '';
-        report('mapping', path, `${where(path)}: missing required field '${name}'${forWhat}`);
-        break;
-      }
-      case 'enum': {
-        const allowed = (e.params as { allowedValues: unknown[] }).allowedValues.map(String);
-        const field = String(path[path.length - 1]);
-        const noun = ENUM_NOUNS[field];
-        if (typeof v === 'string' && noun) {
-          const dym = didYouMean(v, allowed);
-          report('value', path, `${where(path.slice(0, -1))}: unknown ${noun} '${v}'`, `${dym ? `${dym} ` : ''}use ${orList(allowed)}`);
-        } else report('value', path, `${where(path)}: must be one of ${allowed.join(', ')}, not ${shown(v)}`);
-        break;
-      }
-      case 'const': {
-        // One branch of a union (hedge.afterMs: a number or "p95"): the field's description says what else fits.
-        const union = /\/anyOf\/\d+\/const$/.test(e.schemaPath) ? schemaAt(e.schemaPath.replace(/\/anyOf\/\d+\/const$/, ''))?.description : undefined;
-        report('value', path, `${where(path)}: must be ${JSON.stringify((e.params as { allowedValue: unknown }).allowedValue)}, not ${shown(v)}`, union);
-        break;
-      }
-      case 'type':
-        // The field's description says what belongs there; the root's would only repeat the README.
-        report('value', path, `${where(path)}: must be ${[(e.params as { type: string | string[] }).type].flat().join(' or ')}, not ${jsonType(v)}`, path.length ? desc : undefined);
-        break;
-      case 'pattern': {
-        const pattern = (e.params as { pattern: string }).pattern;
-        if (e.propertyName !== undefined) {
-          report('key', [...path, e.propertyName], `${where(path)}: '${e.propertyName}' is not a valid name here (must match ${pattern})`);
-        } else report('value', path, `${where(path)}: ${shown(v)} does not match ${pattern}`, desc);
-        break;
-      }
-      case 'minItems':
-        report('value', path, `${where(path)}: must list at least ${(e.params as { limit: number }).limit}`, desc);
-        break;
-      case 'minProperties':
-        report('value', path, `${where(path)}: must have at least ${(e.params as { limit: number }).limit} entry`, desc);
-        break;
-      case 'anyOf': {
-        const kinds = (e.schema as SchemaNode[]).map((b) => [b.type ?? 'any'].flat().join(' or '));
-        report('value', path, `${where(path)}: must be ${orList(kinds)}, not ${jsonType(v)}`, desc);
-        break;
-      }
-      default:
-        // minimum, maximum, minLength...: ajv's own words ("must be >= 1") are clear.
-        report('value', path, `${where(path)}: ${e.message ?? 'is invalid'}, not ${shown(v)}`);
-    }
-  }
 }
 
 function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => string): void {

@@ -4,30 +4,26 @@
 // is read here line by line from the file's bytes, without a YAML document or
 // positions, into a compact table: an entry with nothing but its id and hash
 // is one Map slot from the hash (32 bytes, as a latin1 string) to the id.
-// Anything else (allow lists, jwt, anchors, escapes, another top-level key,
-// any problem at all) makes the scan give up, and the full parser
-// (keys.ts, parseKeysFile) reads the file and reports its problems with their
-// positions.
+// Which fields a line may hold, and their kinds, are the schema's (the table
+// key-record.ts takes from keys-schema.gen.ts). Anything else (allow lists,
+// jwt, anchors, escapes, another top-level key, any problem at all) makes
+// the scan give up, and the full parser (key-record.ts, readKeyRecords)
+// reads the file and reports its problems with their positions.
 //
 // The scan takes the file in chunks, so a reload of a million keys can let
 // requests through between chunks, and never holds the whole file.
 
-/** One entry's fields as the scan read them (strings as written, unquoted). */
-export interface ScannedEntry {
-  id: string;
-  sha256: string;
-  chains?: string[];
-  disabled?: boolean;
-  rateLimit?: string;
-  quota?: string;
-  expires?: string;
-}
+import { FIELDS, LINE_FIELDS, type KeyRecord } from './key-record.ts';
 
-const HEX64 = /^[0-9a-fA-F]{64}$/;
-const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-const FIELDS = new Set(['id', 'sha256', 'chains', 'disabled', 'rateLimit', 'quota', 'expires']);
+/** One entry as the scan read it: its one-line fields (LINE_FIELDS), typed as YAML reads them. */
+export type ScannedEntry = KeyRecord;
+
+const ID = FIELDS.get('id')!.pattern!;
+const HEX64 = FIELDS.get('sha256')!.pattern!;
 /** A plain scalar we take as it is: no YAML meaning hides in it. */
 const PLAIN = /^[A-Za-z0-9_./:+-][A-Za-z0-9_./:+ -]*$/;
+/** A plain scalar YAML reads as something other than a string (YAML 1.2 core: null, a boolean, a number). */
+export const NOT_STRING = /^(?:~|null|Null|NULL|true|True|TRUE|false|False|FALSE|[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$/;
 
 export class GiveUp extends Error {}
 
@@ -44,7 +40,14 @@ export function own(s: string): string {
   return Buffer.from(s, 'latin1').toString('latin1');
 }
 
-/** Reads a scalar as written after `key: ` (quoted without escapes, or plain), or gives up. */
+/** Whether a plain scalar with these first and last characters could be NOT_STRING (a cheap test before the regex). */
+function maybeNotString(first: number, last: number): boolean {
+  // First: not a-z, or f, n, t (false, null, true). Last: a digit, a-f, A-F, . l L n N ~ (numbers, hex, .inf, .nan, null, true, false).
+  if (first >= 97 && first !== 102 && first !== 110 && first !== 116) return false;
+  return (last >= 48 && last <= 57) || (last >= 97 && last <= 102) || (last >= 65 && last <= 70) || last === 46 || last === 108 || last === 76 || last === 110 || last === 78 || last === 126;
+}
+
+/** Reads a string as written after `key: ` (quoted without escapes, or plain), or gives up. */
 function scalar(v: string): string {
   if (v.length >= 2 && (v[0] === '"' || v[0] === "'")) {
     const q = v[0];
@@ -54,6 +57,9 @@ function scalar(v: string): string {
     return inner;
   }
   if (!PLAIN.test(v) || v.endsWith(':') || v.includes(': ')) throw new GiveUp();
+  // `id: 123` is a number to YAML: the full parser says it is not a string. Most values start
+  // with a letter (ids) or end with one that no number, boolean or null ends with (100/s).
+  if (maybeNotString(v.charCodeAt(0), v.charCodeAt(v.length - 1)) && NOT_STRING.test(v)) throw new GiveUp();
   return v;
 }
 
@@ -97,22 +103,34 @@ function splitFlow(s: string): string[] {
   return out;
 }
 
-function setField(e: Partial<ScannedEntry>, key: string, raw: string): void {
-  if (!FIELDS.has(key) || (e as Record<string, unknown>)[key] !== undefined) throw new GiveUp();
+/**
+ * One field of an entry, by its kind in the table; anything else (a field
+ * twice, one the scan does not read, another shape) gives up. True when the
+ * field says more than the key's identity (not id or sha256, not its default).
+ */
+function setField(e: Partial<ScannedEntry>, key: string, raw: string): boolean {
+  const f = LINE_FIELDS.get(key);
+  if (f === undefined || (e as Record<string, unknown>)[key] !== undefined) throw new GiveUp();
   const v = raw.trim();
-  switch (key) {
-    case 'chains': {
+  let value: unknown;
+  switch (f.kind) {
+    case 'list':
       if (v[0] !== '[' || v[v.length - 1] !== ']') throw new GiveUp();
-      e.chains = splitFlow(v.slice(1, -1)).map(scalar);
-      return;
-    }
-    case 'disabled':
+      value = splitFlow(v.slice(1, -1)).map(scalar);
+      break;
+    case 'boolean':
       if (v !== 'true' && v !== 'false') throw new GiveUp();
-      e.disabled = v === 'true';
-      return;
+      value = v === 'true';
+      break;
+    case 'integer':
+      if (!/^[0-9]{1,15}$/.test(v)) throw new GiveUp();
+      value = Number(v);
+      break;
     default:
-      (e as Record<string, string>)[key] = scalar(v);
+      value = scalar(v);
   }
+  (e as Record<string, unknown>)[key] = value;
+  return key !== 'id' && key !== 'sha256' && value !== f.default;
 }
 
 /** `key: value` on one line, or gives up. */
@@ -146,6 +164,8 @@ export class KeyScan {
   /** The list's indentation: -1 before its first entry, -2 for `keys: []`. */
   listIndent = -1;
   private entry: Partial<ScannedEntry> | null = null;
+  /** The entry being read has a field beyond its identity. */
+  private extra = false;
   private entryIndent = -1;
   private span: EntrySpan | null = null;
   /** The start of a line the last chunk cut, and its offset in the file. */
@@ -156,7 +176,8 @@ export class KeyScan {
   private lineEnd = 0;
 
   constructor(
-    private readonly onEntry: (e: ScannedEntry, span: EntrySpan | null) => void,
+    /** `identityOnly`: the entry has nothing but its id and hash (fields at their defaults aside). */
+    private readonly onEntry: (e: ScannedEntry, span: EntrySpan | null, identityOnly: boolean) => void,
     /** Record where each entry is (the CLI; not the server). */
     private readonly spans = false,
   ) {}
@@ -227,19 +248,19 @@ export class KeyScan {
         if (rest[rest.length - 1] !== '}') throw new GiveUp();
         for (const part of splitFlow(rest.slice(1, -1))) {
           const [k, v] = pair(part);
-          setField(this.entry, k, v);
+          if (setField(this.entry, k, v)) this.extra = true;
         }
         this.finishEntry();
         return;
       }
       const [k, v] = pair(rest);
-      setField(this.entry, k, v);
+      if (setField(this.entry, k, v)) this.extra = true;
       return;
     }
     // A field of the current block entry, at its indentation.
     if (this.entry === null || indent !== this.entryIndent) throw new GiveUp();
     const [k, v] = pair(text);
-    setField(this.entry, k, v);
+    if (setField(this.entry, k, v)) this.extra = true;
     if (this.span !== null) {
       this.span.end = this.lineEnd;
       if (k === 'disabled') this.span.disabled = [this.lineStart, this.lineEnd];
@@ -253,6 +274,8 @@ export class KeyScan {
     const span = this.span;
     this.span = null;
     if (typeof e.id !== 'string' || !ID.test(e.id) || typeof e.sha256 !== 'string' || !HEX64.test(e.sha256)) throw new GiveUp();
-    this.onEntry(e as ScannedEntry, span);
+    const extra = this.extra;
+    this.extra = false;
+    this.onEntry(e as ScannedEntry, span, !extra);
   }
 }

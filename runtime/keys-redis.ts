@@ -1,6 +1,7 @@
 // Keys in Redis, for a fleet of gateways (issue 22): `keys:` (or GATEWAY_KEYS)
 // is a redis:// or rediss:// URL. A key is a hash `gw:key:<sha256 hex>` with
-// the fields of a keys file entry (chains, allow and jwt as JSON); the hash
+// the fields of a keys file entry (lists and mappings as JSON, numbers and
+// booleans as text: key-record.ts, storeFields), checked as one; the hash
 // `gw:keys:ids` maps each id to its key's hash. `gateway keys ... --store URL`
 // writes them and publishes the hash (or `*` for all) on `gw:keys:changed`.
 //

@@ -1,12 +1,12 @@
-import { createHash, createPublicKey, timingSafeEqual } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { open, readFile } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
-import { LineCounter, parseDocument } from 'yaml';
-import { compilePolicy, ipList, parseOrigin, type KeyPolicy, type RawPolicy } from './key-policy.ts';
+import { compilePolicy, type KeyPolicy } from './key-policy.ts';
 import { parseRate } from './rate.ts';
 import { parseQuota, type Quota } from './ratelimit.ts';
 import { binaryOfHex, GiveUp, KeyScan, own, type ScannedEntry } from './keys-fast.ts';
+import { LINE_FIELDS, readKeyRecords, recordOfStore, recordProblems, valueFits, type KeyRecord } from './key-record.ts';
 
 export interface KeyEntry {
   readonly id: string;
@@ -23,8 +23,8 @@ export interface KeyEntry {
   readonly quota: Quota | null;
   /** allow lists, expiry and JWT; null when the key has none (then nothing is checked). */
   readonly policy: KeyPolicy | null;
-  /** The policy as the file states it (for `keys list`); null when it has none. */
-  readonly policySource: RawPolicy | null;
+  /** The key's own JSON-RPC batch limit (the chain's still applies); null: the chain's alone. */
+  readonly maxBatchSize: number | null;
 }
 
 /** A key is 16 to 128 characters of [A-Za-z0-9_-]. Checked without a regex: hot path. */
@@ -47,230 +47,26 @@ export function isKeyShaped(s: string): boolean {
   return true;
 }
 
-const HEX64 = /^[0-9a-f]{64}$/;
-const ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-const METHOD = /^[A-Za-z0-9_/-]{1,64}$/;
-const FIELDS = ['id', 'sha256', 'chains', 'disabled', 'rateLimit', 'quota', 'expires', 'allow', 'jwt'];
-const ALLOW_FIELDS = ['origins', 'ips', 'userAgents', 'methods', 'contracts'];
-const JWT_ALGS = ['RS256', 'ES256'];
-/** RFC 3339 date-time with a zone (Z or an offset). */
-const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/;
-
-type Path = readonly (string | number)[];
-
-/** "keys[3].allow.origins[1]" */
-function pathText(path: Path): string {
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : i === 0 ? p : `.${p}`)).join('');
-}
-
 /**
  * Parses and checks a keys file; throws with every problem listed, each as
  * FILE:LINE:COL path: message (with a hint where one helps), in file order.
  */
 export function parseKeysFile(text: string, file: string): KeyEntry[] {
-  const lines = new LineCounter();
-  const ydoc = parseDocument(text, { lineCounter: lines, uniqueKeys: true });
-  const problems: { offset: number; text: string }[] = [];
-  const posOf = (path: Path): number => {
-    for (let n = path.length; n >= 0; n--) {
-      const node = ydoc.getIn(path.slice(0, n), true) as { range?: [number, number, number] } | undefined;
-      if (node !== undefined && node !== null && typeof node === 'object' && node.range) return node.range[0];
-      // a map's key: point at the pair
-    }
-    return 0;
-  };
-  const problem = (path: Path, message: string, hint?: string): void => {
-    const offset = posOf(path);
-    const { line, col } = lines.linePos(offset);
-    problems.push({ offset, text: `${file}:${line}:${col} ${pathText(path) || '(file)'}: ${message}${hint ? ` (hint: ${hint})` : ''}` });
-  };
-  for (const e of ydoc.errors) {
-    const { line, col } = lines.linePos(e.pos[0]);
-    problems.push({ offset: e.pos[0], text: `${file}:${line}:${col} ${e.message.split('\n')[0]}` });
-  }
-  const fail = (): never => {
-    problems.sort((x, y) => x.offset - y.offset);
-    throw new Error(problems.map((p) => p.text).join('\n'));
-  };
-  if (problems.length) fail();
-  const doc = ydoc.toJS() as unknown;
-  if (doc === null || typeof doc !== 'object' || !Array.isArray((doc as { keys?: unknown }).keys)) {
-    problem([], "expected a mapping with a 'keys' list", 'keys: [ { id: ..., sha256: ... } ]');
-    fail();
-  }
-  const out: KeyEntry[] = [];
-  const ids = new Set<string>();
-  const hashes = new Set<string>();
-  (doc as { keys: unknown[] }).keys.forEach((raw, i) => {
-    const at: Path = ['keys', i];
-    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return problem(at, 'expected a mapping');
-    const e = raw as Record<string, unknown>;
-    for (const k of Object.keys(e)) {
-      if (!FIELDS.includes(k)) problem([...at, k], `unknown field '${k}'`, didYouMean(k, FIELDS));
-    }
-    const id = e.id;
-    if (typeof id !== 'string' || !ID.test(id)) return problem([...at, 'id'], `expected a name matching ${ID.source}`);
-    if (ids.has(id)) problem([...at, 'id'], `duplicate id '${id}'`);
-    ids.add(id);
-    const sha = typeof e.sha256 === 'string' ? e.sha256.toLowerCase() : '';
-    if (!HEX64.test(sha)) return problem([...at, 'sha256'], 'expected 64 hex characters (the SHA-256 of the key)', 'npx gateway keys add --id NAME writes it');
-    if (hashes.has(sha)) problem([...at, 'sha256'], 'the same key hash appears twice');
-    hashes.add(sha);
-    let chains: Set<string> | null = null;
-    if (e.chains !== undefined && e.chains !== null) {
-      if (!Array.isArray(e.chains) || !e.chains.every((c) => typeof c === 'string')) problem([...at, 'chains'], 'expected a list of chain paths');
-      else chains = new Set(e.chains as string[]);
-    }
-    if (e.disabled !== undefined && typeof e.disabled !== 'boolean') problem([...at, 'disabled'], 'expected true or false');
-    let rateLimit: KeyEntry['rateLimit'] = null;
-    if (e.rateLimit !== undefined && e.rateLimit !== null) {
-      rateLimit = typeof e.rateLimit === 'string' ? parseRate(e.rateLimit) : null;
-      if (!rateLimit) problem([...at, 'rateLimit'], 'expected N/s, N/min or N/h', '50/s');
-    }
-    let quota: Quota | null = null;
-    if (e.quota !== undefined && e.quota !== null) {
-      quota = typeof e.quota === 'string' ? parseQuota(e.quota) : null;
-      if (!quota) problem([...at, 'quota'], 'expected N/day or N/month, in credits', '3000000/day');
-    }
-    const before = problems.length;
-    const raw2 = checkPolicy(e, at, problem);
-    let policy: KeyPolicy | null = null;
-    if (problems.length === before) {
-      try {
-        policy = compilePolicy(raw2);
-      } catch (err) {
-        problem(at, (err as Error).message);
-      }
-    }
-    out.push(entryOf(id, sha, chains, e.disabled === true, rateLimit, quota, policy, policy === null ? null : raw2));
-  });
-  if (problems.length) fail();
-  return out;
+  return readKeyRecords(text, file).map((r) => entryOfRecord(r));
 }
 
-/** Checks `expires`, `allow` and `jwt` of one entry, reporting each problem; returns them as read. */
-function checkPolicy(e: Record<string, unknown>, at: Path, problem: (path: Path, message: string, hint?: string) => void): RawPolicy {
-  const out: { allow?: Record<string, string[]>; expires?: string; jwt?: RawPolicy['jwt'] } = {};
-  if (e.expires !== undefined) {
-    // YAML reads an unquoted timestamp as a date: both forms are fine.
-    const v = e.expires instanceof Date ? e.expires.toISOString() : e.expires;
-    if (typeof v !== 'string' || !DATE_TIME.test(v) || Number.isNaN(Date.parse(v))) problem([...at, 'expires'], 'expected a date-time with a zone', 'RFC 3339: YYYY-MM-DDThh:mm:ssZ, quoted');
-    else out.expires = v;
-  }
-  if (e.allow !== undefined && e.allow !== null) {
-    if (typeof e.allow !== 'object' || Array.isArray(e.allow)) problem([...at, 'allow'], 'expected a mapping of lists', 'allow: { origins: [...], ips: [...] }');
-    else {
-      const allow: Record<string, string[]> = {};
-      for (const [k, list] of Object.entries(e.allow as Record<string, unknown>)) {
-        const p: Path = [...at, 'allow', k];
-        if (!ALLOW_FIELDS.includes(k)) {
-          problem(p, `unknown list '${k}'`, didYouMean(k, ALLOW_FIELDS) ?? `one of ${ALLOW_FIELDS.join(', ')}`);
-          continue;
-        }
-        if (list === null) continue;
-        if (!Array.isArray(list)) {
-          problem(p, 'expected a list');
-          continue;
-        }
-        const items: string[] = [];
-        list.forEach((v, j) => {
-          const why = typeof v === 'string' ? entryProblem(k, v) : { message: 'expected a string' };
-          if (why !== null) problem([...p, j], why.message, why.hint);
-          else items.push(v as string);
-        });
-        allow[k] = items;
-      }
-      out.allow = allow;
-    }
-  }
-  if (e.jwt !== undefined && e.jwt !== null) {
-    const keys = (e.jwt as { keys?: unknown }).keys;
-    const extra = typeof e.jwt === 'object' && !Array.isArray(e.jwt) ? Object.keys(e.jwt).filter((k) => k !== 'keys') : [];
-    for (const k of extra) problem([...at, 'jwt', k], `unknown field '${k}'`, 'jwt: { keys: [ { kid, alg, pem } ] }');
-    if (!Array.isArray(keys) || keys.length === 0) problem([...at, 'jwt'], 'expected keys: a non-empty list of { kid, alg, pem }');
-    else {
-      const list: { kid: string; alg: 'RS256' | 'ES256'; pem: string }[] = [];
-      const kids = new Set<string>();
-      keys.forEach((k, j) => {
-        const p: Path = [...at, 'jwt', 'keys', j];
-        const o = (k ?? {}) as Record<string, unknown>;
-        if (typeof o.kid !== 'string' || o.kid === '') return problem(p, 'expected kid: a non-empty string');
-        if (kids.has(o.kid)) problem([...p, 'kid'], `duplicate kid '${o.kid}'`);
-        kids.add(o.kid);
-        if (typeof o.alg !== 'string' || !JWT_ALGS.includes(o.alg)) return problem([...p, 'alg'], 'expected RS256 or ES256', didYouMean(String(o.alg), JWT_ALGS));
-        if (typeof o.pem !== 'string') return problem([...p, 'pem'], 'expected a PEM public key');
-        const why = pemProblem(o.pem, o.alg);
-        if (why !== null) return problem([...p, 'pem'], why);
-        list.push({ kid: o.kid, alg: o.alg as 'RS256' | 'ES256', pem: o.pem });
-      });
-      out.jwt = { keys: list };
-    }
-  }
-  return out;
-}
+const same = (s: string): string => s;
 
-/** What is wrong with one entry of an allow list, or null. */
-function entryProblem(list: string, v: string): { message: string; hint?: string } | null {
-  switch (list) {
-    case 'origins':
-      return parseOrigin(v, true) === null ? { message: `'${v}' is not an origin`, hint: 'scheme://host[:port], or https://*.example.com for its subdomains' } : null;
-    case 'ips':
-      try {
-        ipList([v]);
-        return null;
-      } catch {
-        return { message: `'${v}' is not an IP address or CIDR block`, hint: '203.0.113.7, 203.0.113.0/24, 2001:db8::/32' };
-      }
-    case 'userAgents':
-      return v === '' ? { message: 'an empty string would match every User-Agent' } : null;
-    case 'methods':
-      return METHOD.test(v) ? null : { message: `'${v}' is not a method or endpoint name`, hint: 'eth_call, network/status, address' };
-    case 'contracts':
-      return ADDRESS.test(v) ? null : { message: `'${v}' is not an address`, hint: '0x and 40 hex digits' };
-    default:
-      return null;
-  }
-}
-
-function pemProblem(pem: string, alg: string): string | null {
-  try {
-    const k = createPublicKey(pem);
-    const type = k.asymmetricKeyType;
-    if (alg === 'RS256' && type !== 'rsa') return `an RS256 key must be RSA, not ${type}`;
-    if (alg === 'ES256' && (type !== 'ec' || k.asymmetricKeyDetails?.namedCurve !== 'prime256v1')) return 'an ES256 key must be EC on P-256';
-    return null;
-  } catch {
-    return 'not a PEM public key (-----BEGIN PUBLIC KEY-----)';
-  }
-}
-
-/** "did you mean 'x'?" for a near miss. */
-function didYouMean(word: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined;
-  let bestD = Infinity;
-  for (const c of candidates) {
-    const d = editDistance(word.toLowerCase(), c.toLowerCase());
-    if (d < bestD) {
-      bestD = d;
-      best = c;
-    }
-  }
-  return best !== undefined && bestD <= Math.max(1, Math.floor(best.length / 3)) ? `did you mean '${best}'?` : undefined;
-}
-
-function editDistance(a: string, b: string): number {
-  const row = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    let prev = row[0]!;
-    row[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const cur = row[j]!;
-      row[j] = Math.min(row[j]! + 1, row[j - 1]! + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
-      prev = cur;
-    }
-  }
-  return row[b.length]!;
+/**
+ * A checked record -> the entry requests read, everything a request needs
+ * made once (rates parsed, the policy compiled). `copy` gives strings cut
+ * from a larger text (the fast scan's lines) a copy of their own; `id`, the
+ * id already copied.
+ */
+export function entryOfRecord(r: KeyRecord, copy: (s: string) => string = same, id: string = copy(r.id)): KeyEntry {
+  const rateLimit = r.rateLimit === undefined ? null : parseRate(r.rateLimit);
+  const quota = r.quota === undefined ? null : parseQuota(r.quota);
+  return entryOf(id, copy(r.sha256.toLowerCase()), r.chains === undefined ? null : new Set(r.chains.map(copy)), r.disabled === true, rateLimit, quota, compilePolicy(r), r.maxBatchSize ?? null);
 }
 
 const INVALID = { ok: false, reason: 'invalid' } as const;
@@ -293,17 +89,14 @@ export interface KeyLookup {
 }
 
 /**
- * A key's entry from the fields a key store keeps (strings; chains, allow and
- * jwt as JSON), checked as a keys file entry is: throws with the problems.
+ * A key's entry from the fields a key store keeps (key-record.ts, storeFields),
+ * checked as a keys file entry is: throws with the problems.
  */
-export function entryFromFields(hex: string, f: Record<string, string>): KeyEntry {
-  const e: Record<string, unknown> = { id: f.id, sha256: hex };
-  if (f.chains) e.chains = JSON.parse(f.chains);
-  if (f.disabled) e.disabled = f.disabled === 'true';
-  for (const k of ['rateLimit', 'quota', 'expires']) if (f[k]) e[k] = f[k];
-  if (f.allow) e.allow = JSON.parse(f.allow);
-  if (f.jwt) e.jwt = JSON.parse(f.jwt);
-  return parseKeysFile(JSON.stringify({ keys: [e] }), `redis key ${f.id}`)[0]!;
+export function entryFromFields(hex: string, f: Readonly<Record<string, string>>): KeyEntry {
+  const r = recordOfStore(hex, f);
+  const problems = recordProblems(r);
+  if (problems.length) throw new Error(problems.join('\n'));
+  return entryOfRecord(r as KeyRecord);
 }
 
 /**
@@ -319,6 +112,8 @@ interface KeyTable {
 }
 
 const SHARDS = 256;
+/** The one-line fields the table builder checks (the scan checked id and sha256). */
+const CHECKED = [...LINE_FIELDS.values()].filter((f) => f.name !== 'id' && f.name !== 'sha256');
 const shards = <V>(): Map<string, V>[] => Array.from({ length: SHARDS }, () => new Map<string, V>());
 
 /** Builds a table from scanned entries, checking what the scan does not: duplicates and the fields' values (GiveUp: the full parser will report it). */
@@ -327,9 +122,11 @@ class TableBuilder {
   readonly rich = new Map<string, KeyEntry>();
   /** Ids seen, for duplicates (sharded like the table, by the id's last character). */
   private readonly ids: Set<string>[] = Array.from({ length: SHARDS }, () => new Set<string>());
+  /** By CHECKED's index: the last value that passed its field's checks. */
+  private readonly passed: unknown[] = [];
   size = 0;
 
-  readonly add = (e: ScannedEntry): void => {
+  readonly add = (e: ScannedEntry, _span: unknown, identityOnly: boolean): void => {
     const ids = this.ids[e.id.charCodeAt(e.id.length - 1)]!;
     if (ids.has(e.id)) throw new GiveUp();
     const bin = binaryOfHex(e.sha256);
@@ -338,16 +135,20 @@ class TableBuilder {
     this.size++;
     const id = own(e.id);
     ids.add(id);
-    if (e.chains === undefined && e.disabled !== true && e.rateLimit === undefined && e.quota === undefined && e.expires === undefined) {
+    if (identityOnly) {
       plain.set(bin, id);
       return;
     }
-    const rateLimit = e.rateLimit === undefined ? null : parseRate(e.rateLimit);
-    const quota = e.quota === undefined ? null : parseQuota(e.quota);
-    if ((e.rateLimit !== undefined && rateLimit === null) || (e.quota !== undefined && quota === null)) throw new GiveUp();
-    if (e.expires !== undefined && (!DATE_TIME.test(e.expires) || Number.isNaN(Date.parse(e.expires)))) throw new GiveUp();
-    const policySource: RawPolicy | null = e.expires === undefined ? null : { expires: e.expires };
-    this.rich.set(bin, entryOf(id, own(e.sha256.toLowerCase()), e.chains === undefined ? null : new Set(e.chains.map(own)), e.disabled === true, rateLimit, quota, policySource === null ? null : compilePolicy(policySource), policySource));
+    // The table's checks of each field but the two the scan checked; what fails them, the full parser
+    // reports. Many keys share a value (a rate, a quota): the last one that passed is not checked again.
+    for (let i = 0; i < CHECKED.length; i++) {
+      const f = CHECKED[i]!;
+      const v = (e as unknown as Record<string, unknown>)[f.name];
+      if (v === undefined || v === this.passed[i]) continue;
+      if (!valueFits(f, v)) throw new GiveUp();
+      this.passed[i] = v;
+    }
+    this.rich.set(bin, entryOfRecord(e, own, id));
   };
 
   table(): KeyTable {
@@ -363,9 +164,9 @@ function entryOf(
   rateLimit: KeyEntry['rateLimit'],
   quota: Quota | null,
   policy: KeyPolicy | null,
-  policySource: RawPolicy | null,
+  maxBatchSize: number | null,
 ): KeyEntry {
-  return { id, logField: `,"keyId":${JSON.stringify(id)}`, sha256, digest: Buffer.from(sha256, 'hex'), chains, disabled, rateLimit, quota, policy, policySource };
+  return { id, logField: `,"keyId":${JSON.stringify(id)}`, sha256, digest: Buffer.from(sha256, 'hex'), chains, disabled, rateLimit, quota, policy, maxBatchSize };
 }
 
 function tableOf(entries: readonly KeyEntry[]): KeyTable {

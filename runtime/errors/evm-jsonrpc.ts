@@ -20,6 +20,7 @@ export const RPC_ERRORS = {
   // data: {"path": JSON pointer into params, "message"} (validate: params).
   GW_RPC_INVALID_PARAMS: { code: -32602, message: 'Invalid params', status: 200 },
   GW_RPC_INTERNAL: { code: -32603, message: 'Internal error', status: 500 },
+  // data, when the key's own maxBatchSize (keys file) is the limit: {"reason":"key","maxBatchSize":N}.
   GW_RPC_BATCH_TOO_LARGE: { code: -32005, message: 'Limit exceeded: batch too large', status: 413 },
   GW_RPC_BODY_TOO_LARGE: { code: -32005, message: 'Limit exceeded: request body too large', status: 413 },
   GW_RPC_RATE_LIMITED: { code: -32005, message: 'Limit exceeded: rate limit', status: 429 },

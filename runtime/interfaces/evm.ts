@@ -76,12 +76,20 @@ class EvmRoute implements RouteHandler {
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
     const p = key.policy;
+    // The key's own batch limit, where it is the tighter one (one null test for a key without).
+    const chainMax = this.route.limits.maxBatchSize;
+    const max = key.maxBatchSize !== null && key.maxBatchSize < chainMax ? key.maxBatchSize : chainMax;
     const d =
       p !== null && (p.methods !== null || p.contracts !== null)
-        ? this.checkWithPolicy(buf, p)
-        : checkEvmBody(buf, this.route.methods, this.route.limits.maxBatchSize, this.params);
+        ? this.checkWithPolicy(buf, p, max)
+        : checkEvmBody(buf, this.route.methods, max, this.params);
     x.label = d.label;
-    if (d.kind === 'reply') return x.send(d.status, d.body);
+    if (d.kind === 'reply') {
+      // Only a batch over the limit is answered with more calls than the limit: refused as the chain's
+      // limit refuses one, with the key's limit named.
+      if (max !== chainMax && d.count > max) return x.send(RPC_ERRORS.GW_RPC_BATCH_TOO_LARGE.status, rpcErrorJson('GW_RPC_BATCH_TOO_LARGE', 'null', `{"reason":"key","maxBatchSize":${max}}`));
+      return x.send(d.status, d.body);
+    }
     const cost = this.s.credits;
     this.s.admission.admit(x, key, cost === null ? d.count : d.methods === null ? cost(d.label) : sumCredits(d.methods, cost), this.forward, d);
   }
@@ -94,8 +102,7 @@ class EvmRoute implements RouteHandler {
    * the key's lists and refused in place with the reason, and what goes
    * upstream is the canonical call that was checked.
    */
-  private checkWithPolicy(buf: Buffer, p: KeyPolicy): EvmDecision {
-    const max = this.route.limits.maxBatchSize;
+  private checkWithPolicy(buf: Buffer, p: KeyPolicy, max: number): EvmDecision {
     const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max);
     if (
       fast !== null &&

@@ -1,7 +1,8 @@
 // The keys file's fast scan (runtime/keys-fast.ts) against the full parser:
 // random keys files in the shapes ops write (block and flow entries, quoted
 // and plain scalars, comments, chains, limits, disabled, expiry, and entries
-// the scan leaves to the full parser) must give the same keys through
+// the scan leaves to the full parser; every field the schema's table lets a
+// line hold) must give the same keys through
 // KeyStore (fast scan) as through parseKeysFile (full parser), and a file
 // with a problem must still be refused with its position.
 import { describe, expect, it } from 'vitest';
@@ -33,6 +34,7 @@ interface Spec {
   disabled?: boolean;
   rateLimit?: string;
   quota?: string;
+  maxBatchSize?: number;
   expires?: string;
   origins?: string[];
   flow: boolean;
@@ -49,6 +51,7 @@ const spec = (i: number): fc.Arbitrary<Spec> =>
     disabled: fc.option(fc.boolean(), { nil: undefined }),
     rateLimit: fc.option(fc.constantFrom('10/s', '600/min', '5/h'), { nil: undefined }),
     quota: fc.option(fc.constantFrom('1000/day', '5/month'), { nil: undefined }),
+    maxBatchSize: fc.option(fc.constantFrom(1, 7, 250), { nil: undefined }),
     expires: fc.option(fc.constantFrom('2020-01-01T00:00:00Z', '2099-06-30T12:00:00+02:00'), { nil: undefined }),
     origins: fc.option(fc.constant(['https://app.acme.io']), { nil: undefined }),
     flow: fc.boolean(),
@@ -69,6 +72,7 @@ function render(specs: Spec[]): string {
     if (s.disabled !== undefined) fields.push(['disabled', String(s.disabled)]);
     if (s.rateLimit) fields.push(['rateLimit', s.rateLimit]);
     if (s.quota) fields.push(['quota', s.quota]);
+    if (s.maxBatchSize !== undefined) fields.push(['maxBatchSize', String(s.maxBatchSize)]);
     if (s.expires) fields.push(['expires', `"${s.expires}"`]);
     if (s.flow) {
       const extra = s.origins ? `, allow: { origins: [${s.origins.map((o) => `"${o}"`).join(', ')}] }` : '';
@@ -115,6 +119,8 @@ describe('keys file: the fast scan agrees with the full parser', () => {
           expect(e.chains === null ? null : [...e.chains].sort()).toEqual(want.chains === null ? null : [...want.chains].sort());
           expect(e.rateLimit).toEqual(want.rateLimit);
           expect(e.quota).toEqual(want.quota);
+          expect(e.maxBatchSize).toBe(want.maxBatchSize);
+          expect(e.maxBatchSize).toBe(sp.maxBatchSize ?? null);
           expect(e.policy?.expires ?? null).toEqual(want.policy?.expires ?? null);
           expect(e.policy?.origins === undefined || e.policy?.origins === null).toBe(want.policy?.origins === undefined || want.policy?.origins === null);
         }
@@ -142,6 +148,7 @@ describe('keys file: the fast scan agrees with the full parser', () => {
     expect(take(`keys:\n  - id: a\n    sha256: "${h}"\n`)).toEqual([{ id: 'a', sha256: h }]);
     expect(take(`keys:\n- { id: a, sha256: ${h}, chains: [x, "y"] }\n`)).toEqual([{ id: 'a', sha256: h, chains: ['x', 'y'] }]);
     expect(take('keys: []\n')).toEqual([]);
+    expect(take(`keys:\n- { id: a, sha256: "${h}", maxBatchSize: 5 }\n`)).toEqual([{ id: 'a', sha256: h, maxBatchSize: 5 }]);
     for (const other of [
       `keys:\n  - id: a\n    sha256: "${h}"\n    allow: { ips: [10.0.0.1] }\n`, // a policy
       `keys:\n  - id: "a\\u0041"\n    sha256: "${h}"\n`, // an escape
@@ -149,6 +156,9 @@ describe('keys file: the fast scan agrees with the full parser', () => {
       `keys:\n  - id: a\n    sha256: "${h}"\nother: 1\n`, // another top-level key
       `keys:\n  - id: a\n     sha256: "${h}"\n`, // odd indentation
       `keys:\n  - id: ä\n    sha256: "${h}"\n`, // UTF-8
+      `keys:\n  - id: 123\n    sha256: "${h}"\n`, // a number to YAML, where the schema wants a string
+      `keys:\n  - id: a\n    sha256: "${h}"\n    maxBatchSize: "5"\n`, // a string, where the schema wants an integer
+      `keys:\n  - id: a\n    sha256: "${h}"\n    maxBatchSize: 0x10\n`, // a number the scan does not read
       '',
     ]) {
       expect(take(other), other).toBe('gave up');
@@ -160,6 +170,6 @@ describe('keys file: the fast scan agrees with the full parser', () => {
     const file = join(dir, 'bad.yaml');
     writeFileSync(file, `keys:\n  - id: a\n    sha256: "${h}"\n  - id: a\n    sha256: "${sha('z')}"\n  - id: b\n    sha256: "${h}"\n`);
     const s = new KeyStore(file, quiet);
-    expect(() => s.load()).toThrow(/bad\.yaml:4:9 keys\[1\]\.id: duplicate id 'a'[\s\S]*bad\.yaml:7:13 keys\[2\]\.sha256: the same key hash appears twice/);
+    expect(() => s.load()).toThrow(/bad\.yaml:4:9 keys\[1\] \(a\) id: duplicate id 'a'[\s\S]*bad\.yaml:7:13 keys\[2\] \(b\) sha256: the same key hash appears twice/);
   });
 });
