@@ -1,0 +1,285 @@
+// Issue 33's pool settings end to end, each on a chain of its own in one
+// gateway: broadcast over two anvils that share no mempool, quorum against a
+// node that answers a different balance, archive routing past a pruned node,
+// a try again on an empty answer from a laggard (and none about a finalized
+// block), hedged reads past a slow node, and eth_blockNumber from the served
+// tip. The odd nodes are the stand-ins of test/support/pool-standins.ts
+// (laggard, pruned, healthy) and, here, a small proxy that can delay an
+// answer or put its own result in place of the node's (a slow node, a node
+// that lies about a balance, one that has expired old blocks). Every stand-in
+// records what reached it; the tests wait on those records, the gateway's
+// metrics and its logs, never on time.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { keccak256, type Hex } from 'viem';
+import { mnemonicToAccount } from 'viem/accounts';
+import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
+import { close, createSafeServer, isHealthCheck, listen, parseJson, readAll } from '../support/http.ts';
+import { fetchSeries } from '../support/metrics-text.ts';
+
+const KEY = newKey();
+const CHAIN_ID = 31337;
+/** anvil's funded dev accounts come from this public test mnemonic; each test signs with its own. */
+const MNEMONIC = 'test test test test test test test test test test test junk';
+const dev = (i: number) => mnemonicToAccount(MNEMONIC, { addressIndex: i });
+const TO = '0x70997970c51812dc3a635b40f0e2b2c5b1b1e5a6';
+
+// ---------------------------------------------------------------- a tweaking proxy
+
+interface Call {
+  readonly id?: unknown;
+  readonly method?: unknown;
+  readonly params?: unknown;
+}
+
+interface Arrival {
+  readonly json: Call;
+  /** performance.now() when it arrived. */
+  readonly at: number;
+}
+
+/** A node as a test wants it: anvil, slower, or with some answers of its own. */
+interface Tweak {
+  readonly url: string;
+  /** Single calls from clients (not the gateway's polls), in arrival order. */
+  readonly calls: Arrival[];
+  /** The gateway's polls reaching it. */
+  polls: number;
+  /** Answers to client calls (not polls) are written this many ms after the node answered. */
+  delayMs: number;
+  /** A result of its own for a client call, in place of the node's (undefined: the node's answer). */
+  result: (call: Call) => unknown;
+  close(): Promise<void>;
+}
+
+async function startTweak(target: string): Promise<Tweak> {
+  const server = createSafeServer(async (req, res) => {
+    const body = await readAll(req);
+    const health = isHealthCheck(req);
+    const json = parseJson(body) as Call | undefined;
+    const single = json !== undefined && json !== null && typeof json === 'object' && !Array.isArray(json);
+    if (health) tweak.polls++;
+    else if (single) tweak.calls.push({ json, at: performance.now() });
+    const own = !health && single ? tweak.result(json) : undefined;
+    let status = 200;
+    let out: Buffer;
+    if (own !== undefined) out = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: json!.id ?? null, result: own }));
+    else {
+      const r = await request(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      status = r.statusCode;
+      out = Buffer.from(await r.body.arrayBuffer());
+    }
+    // The slow node: its answer, held back (what is under test is the gateway not waiting for it).
+    if (!health && tweak.delayMs > 0) await new Promise((r) => setTimeout(r, tweak.delayMs));
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': out.length }).end(out);
+  });
+  const url = await listen(server);
+  const tweak: Tweak = { url, calls: [], polls: 0, delayMs: 0, result: () => undefined, close: () => close(server) };
+  return tweak;
+}
+
+// ---------------------------------------------------------------- the pool
+
+let anvil: Anvil;
+/** Two nodes of one chain that share no mempool: a transaction sent to one is not seen by the other. */
+let mempoolA: Anvil;
+let mempoolB: Anvil;
+let honest: Tweak;
+let liar: Tweak;
+let pruned: PoolStandin;
+let archive: PoolStandin;
+let laggard: PoolStandin;
+let healthy: PoolStandin;
+let forgetful: Tweak;
+let remembers: Tweak;
+let slow: Tweak;
+let fast: Tweak;
+let tipLaggard: PoolStandin;
+let tipHealthy: PoolStandin;
+let gw: RunningGateway;
+
+/** Blocks the pruned node keeps the state of. */
+const KEEP = 16;
+/** The archive chain's pruneDepth: state between KEEP and this deep only a try again can save. */
+const PRUNE_DEPTH = 64;
+const HEDGE_AFTER_MS = 50;
+
+const MANIFEST = `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+health: { intervalMs: 200, timeoutMs: 2000 }
+cache: { maxBytes: 8388608, headPollMs: 200 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}]
+chains:
+  - path: bcast
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    cache: off
+    upstreams: ["\${MEMPOOL_A}", "\${MEMPOOL_B}"]
+  - path: bcastone
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    cache: off
+    broadcast: one
+    upstreams: ["\${MEMPOOL_A}", "\${MEMPOOL_B}"]
+  - path: quorum
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    cache: off
+    quorum: { methods: [eth_getBalance], of: 2 }
+    upstreams: ["\${HONEST}", "\${LIAR}"]
+  - path: archive
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    cache: off
+    pruneDepth: ${PRUNE_DEPTH}
+    upstreams: ["\${PRUNED}", { url: "\${ARCHIVE}", archive: true }]
+  - path: retry
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    cache: off
+    upstreams: ["\${LAGGARD}", "\${HEALTHY}"]
+  - path: final
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    finality: { depth: 5 }
+    upstreams: ["\${FORGETFUL}", "\${REMEMBERS}"]
+  - path: hedge
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    cache: off
+    hedge: { afterMs: ${HEDGE_AFTER_MS} }
+    broadcast: one
+    upstreams: ["\${SLOW}", "\${FAST}"]
+  - path: tip
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    cache: off
+    servedTip: all
+    upstreams: ["\${TIP_LAGGARD}", "\${TIP_HEALTHY}"]
+`;
+
+beforeAll(async () => {
+  [anvil, mempoolA, mempoolB] = await Promise.all([startAnvil({ args: ['--no-mining'] }), startAnvil({ args: ['--no-mining'] }), startAnvil({ args: ['--no-mining'] })]);
+  // History deeper than the archive chain's pruneDepth.
+  await anvil.mine(150);
+  const tweak = () => startTweak(anvil.url);
+  [honest, liar, forgetful, remembers, slow, fast] = await Promise.all([tweak(), tweak(), tweak(), tweak(), tweak(), tweak()]);
+  [pruned, archive, laggard, healthy, tipLaggard, tipHealthy] = await Promise.all([
+    startPoolStandin(anvil.url, { role: 'pruned', keep: KEEP }),
+    startPoolStandin(anvil.url, { role: 'healthy' }),
+    startPoolStandin(anvil.url, { role: 'laggard', lag: 3 }),
+    startPoolStandin(anvil.url, { role: 'healthy' }),
+    startPoolStandin(anvil.url, { role: 'laggard', lag: 3 }),
+    startPoolStandin(anvil.url, { role: 'healthy' }),
+  ]);
+  const built = await buildManifest('issue-33-pool', MANIFEST);
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'pool', key: KEY }]));
+  gw = await startGateway({
+    cwd: built.dir,
+    bundle: built.bundle,
+    env: {
+      MEMPOOL_A: mempoolA.url,
+      MEMPOOL_B: mempoolB.url,
+      HONEST: honest.url,
+      LIAR: liar.url,
+      PRUNED: pruned.url,
+      ARCHIVE: archive.url,
+      LAGGARD: laggard.url,
+      HEALTHY: healthy.url,
+      FORGETFUL: forgetful.url,
+      REMEMBERS: remembers.url,
+      SLOW: slow.url,
+      FAST: fast.url,
+      TIP_LAGGARD: tipLaggard.url,
+      TIP_HEALTHY: tipHealthy.url,
+    },
+  });
+}, 40_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([honest, liar, forgetful, remembers, slow, fast, pruned, archive, laggard, healthy, tipLaggard, tipHealthy].map((s) => s?.close()));
+  await Promise.all([anvil?.stop(), mempoolA?.stop(), mempoolB?.stop()]);
+});
+
+// ---------------------------------------------------------------- helpers
+
+interface Answer {
+  readonly status: number;
+  readonly text: string;
+  readonly json: { id?: unknown; result?: any; error?: { code: number; message: string; data?: any } };
+}
+
+let nextId = 1;
+async function rpc(chain: string, method: string, params: unknown[] = []): Promise<Answer> {
+  const r = await request(gw.url('rpc', `/${chain}`), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+    body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }),
+  });
+  const text = await r.body.text();
+  return { status: r.statusCode, text, json: JSON.parse(text) as Answer['json'] };
+}
+
+/** A result, or the test fails naming the error. */
+async function result(chain: string, method: string, params: unknown[] = []): Promise<any> {
+  const a = await rpc(chain, method, params);
+  expect(a.json.error, `${chain} ${method} ${JSON.stringify(params)}: ${a.text}`).toBeUndefined();
+  return a.json.result;
+}
+
+const metric = (name: string, labels: Record<string, string>): Promise<number> => fetchSeries(gw.url('admin', '/metrics'), name, labels);
+
+async function signed(account: number, nonce: number): Promise<{ raw: Hex; hash: Hex }> {
+  const raw = await dev(account).signTransaction({
+    chainId: CHAIN_ID,
+    type: 'eip1559',
+    nonce,
+    to: TO,
+    value: 1n,
+    gas: 21_000n,
+    maxFeePerGas: 10_000_000_000n,
+    maxPriorityFeePerGas: 1_000_000_000n,
+  });
+  return { raw, hash: keccak256(raw) };
+}
+
+const hasTx = async (node: Anvil, hash: Hex): Promise<boolean> => (await node.rpc('eth_getTransactionByHash', [hash])).result != null;
+
+// ---------------------------------------------------------------- broadcast
+
+describe('broadcast', () => {
+  it('broadcast (default all): a signed transaction reaches both nodes, the client gets its hash, the metric counts it', async () => {
+    const { raw, hash } = await signed(1, 0);
+    const before = await metric('gateway_pool_broadcasts_total', { chain: 'bcast' });
+    expect(await result('bcast', 'eth_sendRawTransaction', [raw])).toBe(hash);
+    // The client has its answer with the first success; the other node's may still be on its way.
+    await until(async () => (await hasTx(mempoolA, hash)) && (await hasTx(mempoolB, hash)), 'the transaction in both mempools', 3000);
+    expect(await metric('gateway_pool_broadcasts_total', { chain: 'bcast' })).toBe(before + 1);
+  });
+
+  it('broadcast: one sends the transaction to one node only', async () => {
+    const { raw, hash } = await signed(2, 0);
+    expect(await result('bcastone', 'eth_sendRawTransaction', [raw])).toBe(hash);
+    const where = [await hasTx(mempoolA, hash), await hasTx(mempoolB, hash)];
+    expect(where.filter(Boolean)).toHaveLength(1);
+    expect(await metric('gateway_pool_broadcasts_total', { chain: 'bcastone' })).toBe(0);
+  });
+});
