@@ -283,3 +283,39 @@ describe('broadcast', () => {
     expect(await metric('gateway_pool_broadcasts_total', { chain: 'bcastone' })).toBe(0);
   });
 });
+
+// ---------------------------------------------------------------- quorum
+
+const hex = (n: number) => `0x${n.toString(16)}`;
+const anvilHead = async (): Promise<number> => Number((await anvil.rpc('eth_blockNumber')).result);
+const balanceAt = async (address: string, n: number): Promise<string> => (await anvil.rpc('eth_getBalance', [address, hex(n)])).result as string;
+
+describe('quorum', () => {
+  const ADDRESS = dev(3).address;
+
+  it('different balances from the two upstreams: -32603 "upstreams disagree", both named in the log, neither in the body', async () => {
+    liar.result = (call) => (call.method === 'eth_getBalance' ? '0xdead' : undefined);
+    const before = await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'disagree' });
+    const logged = gw.nextLog((e) => e.event === 'upstreams_disagree');
+    const a = await rpc('quorum', 'eth_getBalance', [ADDRESS, 'latest']);
+    expect(a.status).toBe(200);
+    expect(a.json.error).toMatchObject({ code: -32603, data: { reason: 'upstreams disagree' } });
+    expect(a.json.result).toBeUndefined();
+    const line = await logged;
+    expect(line).toMatchObject({ chain: 'quorum' });
+    expect([...(line.upstreams as string[])].sort()).toEqual(['quorum#0', 'quorum#1']);
+    for (const secret of ['quorum#', honest.url, liar.url, new URL(honest.url).port, new URL(liar.url).port]) expect(a.text).not.toContain(secret);
+    // Both were asked.
+    expect(honest.calls.filter((c) => c.json.method === 'eth_getBalance')).toHaveLength(1);
+    expect(liar.calls.filter((c) => c.json.method === 'eth_getBalance')).toHaveLength(1);
+    expect(await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'disagree' })).toBe(before + 1);
+  });
+
+  it('equal balances are served', async () => {
+    liar.result = () => undefined;
+    const before = await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'agree' });
+    const head = await anvilHead();
+    expect(await result('quorum', 'eth_getBalance', [ADDRESS, hex(head)])).toBe(await balanceAt(ADDRESS, head));
+    expect(await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'agree' })).toBe(before + 1);
+  });
+});
