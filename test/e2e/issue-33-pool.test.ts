@@ -319,3 +319,37 @@ describe('quorum', () => {
     expect(await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'agree' })).toBe(before + 1);
   });
 });
+
+// ---------------------------------------------------------------- archive
+
+const retries = (chain: string, reason: 'empty' | 'state') => metric('gateway_pool_retries_total', { chain, reason });
+
+describe('archive routing', () => {
+  const ADDRESS = dev(0).address;
+
+  it('state older than pruneDepth goes to the archive node: the pruned node is never asked', async () => {
+    const head = await anvilHead();
+    const asked = pruned.requests.length;
+    const retried = await retries('archive', 'state');
+    for (const depth of [PRUNE_DEPTH + 2, 80, 100, 120, 140]) {
+      expect(await result('archive', 'eth_getBalance', [ADDRESS, hex(head - depth)])).toBe(await balanceAt(ADDRESS, head - depth));
+    }
+    expect(pruned.requests.length).toBe(asked);
+    expect(await retries('archive', 'state')).toBe(retried);
+  });
+
+  it("state the pruned node no longer has, but routing cannot know it (newer than pruneDepth): its 'missing trie node' is asked again of the archive node", async () => {
+    const head = await anvilHead();
+    const gone = pruned.altered.missingTrieNode;
+    const retried = await retries('archive', 'state');
+    // Round-robin over two: among these the pruned node is asked first at least once.
+    for (let depth = KEEP + 5; depth < KEEP + 15; depth++) {
+      const a = await rpc('archive', 'eth_getBalance', [ADDRESS, hex(head - depth)]);
+      expect(a.text).not.toMatch(/trie node/);
+      expect(a.json.result).toBe(await balanceAt(ADDRESS, head - depth));
+    }
+    const refused = pruned.altered.missingTrieNode - gone;
+    expect(refused).toBeGreaterThan(0);
+    expect(await retries('archive', 'state')).toBe(retried + refused);
+  });
+});
