@@ -353,3 +353,48 @@ describe('archive routing', () => {
     expect(await retries('archive', 'state')).toBe(retried + refused);
   });
 });
+
+// ---------------------------------------------------------------- retry on empty
+
+/** The forgetful node has expired the bodies of blocks below this one. */
+const EXPIRED_BELOW = 20;
+
+describe('retry on empty', () => {
+  it('a receipt, transaction and block the laggard has not seen yet are answered with data, asked again of the healthy node', async () => {
+    const sent = (await anvil.rpc('eth_sendTransaction', [{ from: dev(4).address, to: TO, value: '0x1' }])).result as Hex;
+    await anvil.mine(1);
+    const receipt = (await anvil.rpc('eth_getTransactionReceipt', [sent])).result as { blockHash: string; blockNumber: string };
+    const nulls = laggard.altered.nulls;
+    const retried = await retries('retry', 'empty');
+    for (let i = 0; i < 4; i++) {
+      expect((await result('retry', 'eth_getTransactionReceipt', [sent]))?.transactionHash).toBe(sent);
+      expect((await result('retry', 'eth_getTransactionByHash', [sent]))?.hash).toBe(sent);
+      expect((await result('retry', 'eth_getBlockByHash', [receipt.blockHash, false]))?.hash).toBe(receipt.blockHash);
+    }
+    const nulled = laggard.altered.nulls - nulls;
+    expect(nulled, 'the laggard answered null (and the client never saw it)').toBeGreaterThan(0);
+    expect(await retries('retry', 'empty')).toBe(retried + nulled);
+  });
+
+  it('a null about a finalized block is final: passed on, not asked again', async () => {
+    // The forgetful node has expired old block bodies (EIP-4444 style): null for blocks below EXPIRED_BELOW.
+    forgetful.result = (call) => {
+      if (call.method !== 'eth_getBlockByNumber' || !Array.isArray(call.params)) return undefined;
+      const n = Number.parseInt(String(call.params[0]), 16);
+      return n < EXPIRED_BELOW ? null : undefined;
+    };
+    const retried = await retries('final', 'empty');
+    const asked = forgetful.calls.length;
+    let nulls = 0;
+    // Each block once: an answer that is not null is cached, and would keep the next call from any node.
+    for (let n = 1; n < 11; n++) {
+      const r = await result('final', 'eth_getBlockByNumber', [hex(n), false]);
+      if (r === null) nulls++;
+      else expect(r.number).toBe(hex(n));
+    }
+    const forgot = forgetful.calls.slice(asked).filter((c) => c.json.method === 'eth_getBlockByNumber').length;
+    expect(forgot, 'the forgetful node was asked').toBeGreaterThan(0);
+    expect(nulls, 'its nulls reached the client').toBe(forgot);
+    expect(await retries('final', 'empty')).toBe(retried);
+  });
+});
