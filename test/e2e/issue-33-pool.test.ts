@@ -398,3 +398,81 @@ describe('retry on empty', () => {
     expect(await retries('final', 'empty')).toBe(retried);
   });
 });
+
+// ---------------------------------------------------------------- hedged reads
+
+/** How long the slow node holds each answer back. */
+const SLOW_MS = 500;
+const hedges = (outcome: 'sent' | 'won' | 'capped') => metric('gateway_pool_hedges_total', { chain: 'hedge', outcome });
+
+describe('hedged reads', () => {
+  const ADDRESS = dev(0).address;
+  let calls = 0;
+  const counted = async (method: string, params: unknown[]) => {
+    calls++;
+    return rpc('hedge', method, params);
+  };
+
+  it('reads come back without waiting for the slow node; hedges are sent and won; writes are never hedged; at most 10% of calls are hedged', async () => {
+    slow.delayMs = SLOW_MS;
+    // The budget is 10% of the chain's calls over a minute: eth_blockNumber (answered from the tip) makes calls that wait for nobody.
+    for (let i = 0; i < 100; i++) expect((await counted('eth_blockNumber', [])).json.result).toMatch(/^0x/);
+    expect(await hedges('sent')).toBe(0);
+
+    // Writes: one node each (broadcast: one), never a second one, however long the first takes.
+    const slowBefore = slow.calls.length;
+    const fastBefore = fast.calls.length;
+    const txs = await Promise.all([0, 1, 2, 3].map((nonce) => signed(5, nonce)));
+    for (const { raw, hash } of txs) expect((await counted('eth_sendRawTransaction', [raw])).json.result).toBe(hash);
+    const writes = [...slow.calls.slice(slowBefore), ...fast.calls.slice(fastBefore)].filter((c) => c.json.method === 'eth_sendRawTransaction');
+    expect(writes).toHaveLength(txs.length);
+    expect(slow.calls.slice(slowBefore).length, 'a write waited on the slow node').toBeGreaterThan(0);
+    expect(await hedges('sent')).toBe(0);
+
+    // Reads: half of them are asked of the slow node first; a hedge answers them.
+    const head = await anvilHead();
+    const balance = await balanceAt(ADDRESS, head);
+    for (let i = 0; i < 10; i++) {
+      const t0 = performance.now();
+      const a = await counted('eth_getBalance', [ADDRESS, 'latest']);
+      const ms = performance.now() - t0;
+      expect(a.json.result).toBe(balance);
+      expect(ms, 'a read did not wait for the slow node').toBeLessThan(SLOW_MS - 100);
+    }
+    const sent = await hedges('sent');
+    expect(sent).toBeGreaterThan(0);
+    expect(await hedges('won')).toBeGreaterThan(0);
+
+    // A burst: most of its hedges are over the budget and counted as capped.
+    const cappedBefore = await hedges('capped');
+    const burstIds = new Set<unknown>();
+    const slowMark = slow.calls.length;
+    const fastMark = fast.calls.length;
+    const burst = await Promise.all(
+      Array.from({ length: 60 }, async () => {
+        const a = await counted('eth_getBalance', [ADDRESS, 'latest']);
+        burstIds.add(a.json.id);
+        return a.json.result;
+      }),
+    );
+    expect(burst.every((b) => b === balance)).toBe(true);
+    const sentNow = await hedges('sent');
+    const capped = (await hedges('capped')) - cappedBefore;
+    expect(sentNow, `hedges sent ${sentNow} of ${calls} calls`).toBeLessThanOrEqual(Math.floor(calls * 0.1) + 1);
+    expect(capped).toBeGreaterThan(0);
+    // Which node each burst call reached first: every one that reached the slow node first wanted a hedge (sent or capped).
+    const first = new Map<unknown, 'slow' | 'fast'>();
+    const arrivals = [...slow.calls.slice(slowMark).map((c) => ({ ...c, node: 'slow' as const })), ...fast.calls.slice(fastMark).map((c) => ({ ...c, node: 'fast' as const }))]
+      .filter((c) => burstIds.has(c.json.id))
+      .sort((a, b) => a.at - b.at);
+    let twice = 0;
+    for (const c of arrivals) {
+      if (first.has(c.json.id)) twice++;
+      else first.set(c.json.id, c.node);
+    }
+    const slowFirst = [...first.values()].filter((n) => n === 'slow').length;
+    expect(slowFirst).toBeGreaterThan(0);
+    expect(twice, 'calls asked of both nodes are the hedges sent').toBe(sentNow - sent);
+    expect(sentNow - sent + capped).toBeGreaterThanOrEqual(slowFirst);
+  }, 30_000);
+});
