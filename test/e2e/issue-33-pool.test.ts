@@ -476,3 +476,35 @@ describe('hedged reads', () => {
     expect(sentNow - sent + capped).toBeGreaterThanOrEqual(slowFirst);
   }, 30_000);
 });
+
+// ---------------------------------------------------------------- served tip
+
+describe('eth_blockNumber on a pool', () => {
+  it('answers the served tip: the laggard\'s head (servedTip: all), never less than before, and counts it', async () => {
+    let asked = 0;
+    const blockNumber = async (): Promise<number> => {
+      asked++;
+      return Number(await result('tip', 'eth_blockNumber'));
+    };
+    const before = await metric('gateway_pool_tip_answers_total', { chain: 'tip' });
+    // Past the first round of polls (whichever node answered first, its head was the tip until the laggard passed it).
+    await anvil.mine(4);
+    const head = await anvilHead();
+    const upstreamHead = (u: string) => metric('gateway_upstream_head', { chain: 'tip', upstream: u });
+    await until(async () => (await upstreamHead('tip#0')) === head - 3 && (await upstreamHead('tip#1')) === head, 'the polls seeing both nodes at their new heads');
+    expect(await blockNumber()).toBe(head - 3);
+    expect(tipHealthy.requests.filter((r) => (r.json as Call)?.method === 'eth_blockNumber')).toHaveLength(0);
+    // Blocks come while clients ask: never backwards, never past what the laggard has.
+    let last = 0;
+    for (let i = 0; i < 10; i++) {
+      if (i % 2 === 0) await anvil.mine(1);
+      for (let j = 0; j < 3; j++) {
+        const n = await blockNumber();
+        expect(n).toBeGreaterThanOrEqual(last);
+        expect(n).toBeLessThanOrEqual((await anvilHead()) - 3);
+        last = n;
+      }
+    }
+    expect(await metric('gateway_pool_tip_answers_total', { chain: 'tip' })).toBe(before + asked);
+  });
+});
