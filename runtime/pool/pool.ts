@@ -67,6 +67,8 @@ export class Pool implements FlowHost {
       if (q !== null && this.quorumMethods.has(call.method)) {
         const tip = this.view.tip;
         const at = usable.filter((u) => (u.view.head ?? -1) >= tip).slice(0, q.of);
+        // Too few at the served tip: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
+        if (at.length < q.of) return this.tooFew(target);
         return quorum(this.rewritten(request, call), group, at, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
       }
     }
@@ -120,6 +122,13 @@ export class Pool implements FlowHost {
 
   takeHedge(): boolean {
     return this.budget.take();
+  }
+
+  /** A quorum call with fewer than `of` usable upstreams at the served tip: no upstream can take it (as when none is usable). */
+  private tooFew(target: ForwardTarget): Cancelable {
+    this.stats.quorum.short++;
+    queueMicrotask(() => target.forwarded({ kind: 'failed', fail: 'no-upstream', upstream: null }));
+    return NOTHING;
   }
 
   /** eth_blockNumber from the served tip: one chain that never goes backwards, whichever node would have answered. */

@@ -320,6 +320,43 @@ describe('pool routing', () => {
     expect(await spread(pool, 'eth_getBalance', [ADDR, hex(104)])).toEqual(new Set(['b', 'c']));
   });
 
+  it('a quorum method with fewer than `of` usable upstreams at the served tip: no upstream, at once, counted short (never a quorum of one, never left waiting)', async () => {
+    const quorum = { methods: ['eth_getBalance'], of: 2 };
+    const outcome = (pool: Pool): Promise<ForwardResult | 'no answer'> =>
+      new Promise((resolve) => {
+        const timer = setTimeout(() => resolve('no answer'), 2000);
+        pool.dispatch(
+          {
+            res: NO_SINK,
+            streamHead: () => undefined,
+            forwarded: (r) => {
+              clearTimeout(timer);
+              resolve(r);
+            },
+          },
+          request('eth_getBalance', [ADDR, 'latest']),
+        );
+      });
+    // Every upstream down.
+    const none = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }], { quorum });
+    for (const u of none.ups) u.state = 'down';
+    expect(await outcome(none.pool)).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
+    expect(none.pool.stats.quorum).toEqual({ agree: 0, disagree: 0, short: 1 });
+    // One left at the tip (b set it, then went down; c is behind it).
+    const one = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }, { name: 'c', head: 97 }], { quorum }, 'majority');
+    one.ups[1]!.state = 'down';
+    expect(await outcome(one.pool)).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
+    expect([...one.seen.values()].flat()).toEqual([]);
+    expect(one.pool.stats.quorum).toEqual({ agree: 0, disagree: 0, short: 1 });
+    // Two at the tip: both asked, equal answers served.
+    const two = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }], { quorum });
+    const r = await outcome(two.pool);
+    expect(r).toMatchObject({ kind: 'buffered', status: 200 });
+    expect(two.seen.get('a')).toHaveLength(1);
+    expect(two.seen.get('b')).toHaveLength(1);
+    expect(two.pool.stats.quorum).toEqual({ agree: 1, disagree: 0, short: 0 });
+  });
+
   it('eth_blockNumber is answered from the served tip, asking no node, with the id as the client wrote it', async () => {
     const { pool, seen, ups, view } = poolOf([
       { name: 'a', head: 100 },
