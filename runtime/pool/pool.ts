@@ -58,7 +58,8 @@ export class Pool implements FlowHost {
     const call = readCall(request.body);
     this.budget.call();
     if (call !== null) {
-      if (call.method === 'eth_blockNumber' && this.view.tip >= 0) return this.tipAnswer(target, call);
+      // With no usable upstream there is no served tip: the call fails as any other does then.
+      if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
       const usable = group.all.filter((u) => u.usable);
       if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all' && usable.length > 1) {
         return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));

@@ -508,3 +508,18 @@ describe('eth_blockNumber on a pool', () => {
     expect(await metric('gateway_pool_tip_answers_total', { chain: 'tip' })).toBe(before + asked);
   });
 });
+
+describe('a pool with every upstream down', () => {
+  it('eth_blockNumber is not answered from a tip nobody serves: 503 and -32052 at once, as any other call', async () => {
+    const up = (u: string) => metric('gateway_upstream_up', { chain: 'bcast', upstream: u });
+    await Promise.all([mempoolA.stop(), mempoolB.stop()]);
+    await until(async () => (await up('bcast#0')) === 0 && (await up('bcast#1')) === 0, 'both nodes of bcast taken out');
+    const before = await metric('gateway_pool_tip_answers_total', { chain: 'bcast' });
+    for (const method of ['eth_blockNumber', 'eth_chainId']) {
+      const a = await rpc('bcast', method);
+      expect(a.status, `${method}: ${a.text}`).toBe(503);
+      expect(a.json.error?.code).toBe(-32052);
+    }
+    expect(await metric('gateway_pool_tip_answers_total', { chain: 'bcast' })).toBe(before);
+  });
+});

@@ -320,6 +320,19 @@ describe('pool routing', () => {
     expect(await spread(pool, 'eth_getBalance', [ADDR, hex(104)])).toEqual(new Set(['b', 'c']));
   });
 
+  it('eth_blockNumber with no usable upstream is not answered from a tip nobody serves: no upstream, as any other call', async () => {
+    const { pool, ups } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 100 },
+    ]);
+    for (const u of ups) u.state = 'down';
+    const r = await new Promise<ForwardResult>((resolve) => {
+      pool.dispatch({ res: NO_SINK, streamHead: () => undefined, forwarded: resolve }, request('eth_blockNumber', []));
+    });
+    expect(r).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
+    expect(pool.stats.tipAnswers).toBe(0);
+  });
+
   it('a quorum method with fewer than `of` usable upstreams at the served tip: no upstream, at once, counted short (never a quorum of one, never left waiting)', async () => {
     const quorum = { methods: ['eth_getBalance'], of: 2 };
     const outcome = (pool: Pool): Promise<ForwardResult | 'no answer'> =>
