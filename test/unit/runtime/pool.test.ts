@@ -20,8 +20,8 @@ import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
 const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as EvmRouteSpec;
 const DEFAULTS: PoolSettings = { rewriteTags: false, pruneDepth: 128, hedge: null, broadcast: 'all', quorum: null };
 
-function upstream(name: string, archive = false): Upstream {
-  const spec = { name, url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000, archive } as unknown as UpstreamSpec;
+function upstream(name: string, archive = false, role: 'primary' | 'fallback' = 'primary'): Upstream {
+  const spec = { name, url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role, weight: 1, connections: 1, idleTimeoutMs: 1000, archive } as unknown as UpstreamSpec;
   const u = new Upstream(spec, ROUTE);
   u.state = 'up';
   return u;
@@ -129,8 +129,8 @@ interface Seen {
   readonly params: unknown[];
 }
 
-/** What a fake node answers a call with: a result, or a JSON-RPC error. */
-type Reply = { readonly result: unknown } | { readonly error: { code: number; message: string } };
+/** What a fake node answers a call with: a result, a JSON-RPC error, no answer (connection refused), or an HTTP 500. */
+type Reply = { readonly result: unknown } | { readonly error: { code: number; message: string } } | 'refused' | 'http 500';
 
 /** Gives `u` a fake undici pool: records every call that reached it and answers as `reply` says, on the next turn. */
 function fake(u: Upstream, reply: (call: Seen) => Reply = () => ({ result: '0x1' })): Seen[] {
@@ -151,8 +151,11 @@ function fake(u: Upstream, reply: (call: Seen) => Reply = () => ({ result: '0x1'
     handler.onRequestStart?.(controller as never, {});
     setImmediate(() => {
       if (aborted) return;
-      const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: doc.id, ...reply({ method: doc.method, params: doc.params ?? [] }) }));
-      handler.onResponseStart?.(controller as never, 200, { 'content-type': 'application/json' }, 'OK');
+      const answer = reply({ method: doc.method, params: doc.params ?? [] });
+      if (answer === 'refused') return controller.abort(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+      const failed = answer === 'http 500';
+      const body = Buffer.from(failed ? 'oops' : JSON.stringify({ jsonrpc: '2.0', id: doc.id, ...answer }));
+      handler.onResponseStart?.(controller as never, failed ? 500 : 200, { 'content-type': failed ? 'text/plain' : 'application/json' }, failed ? 'Internal Server Error' : 'OK');
       handler.onResponseData?.(controller as never, body);
       handler.onResponseEnd?.(controller as never, {});
     });
@@ -319,6 +322,25 @@ describe('pool routing', () => {
     expect(await spread(pool, 'eth_getBlockByNumber', [hex(110), false])).toEqual(new Set(['b', 'c']));
     expect(await spread(pool, 'eth_getBalance', [ADDR, hex(104)])).toEqual(new Set(['b', 'c']));
   });
+
+  for (const failure of ['refused', 'http 500'] as const) {
+    it(`a null asked again of a node that then fails (${failure}): the client gets the null, not the failure`, async () => {
+      const a = upstream('a');
+      const b = upstream('b', false, 'fallback');
+      const seenA = fake(a, () => ({ result: null }));
+      const seenB = fake(b, () => failure);
+      const view = new ChainView([a, b], 'all');
+      view.report(a.view, report(100));
+      view.report(b.view, report(100));
+      const pool = new Pool(ROUTE, new UpstreamGroup([a, b]), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const r = await send(pool, 'eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]);
+      expect(seenA).toHaveLength(1);
+      expect(seenB).toHaveLength(1); // asked again
+      expect(r.upstream).toBe('a');
+      expect(JSON.parse(r.body).result).toBeNull();
+      expect(pool.stats.retries.empty).toBe(1);
+    });
+  }
 
   it('eth_blockNumber with no usable upstream is not answered from a tip nobody serves: no upstream, as any other call', async () => {
     const { pool, ups } = poolOf([
