@@ -132,8 +132,8 @@ interface Seen {
 /** What a fake node answers a call with: a result, a JSON-RPC error, no answer (connection refused), or an HTTP 500. */
 type Reply = { readonly result: unknown } | { readonly error: { code: number; message: string } } | 'refused' | 'http 500';
 
-/** Gives `u` a fake undici pool: records every call that reached it and answers as `reply` says, on the next turn. */
-function fake(u: Upstream, reply: (call: Seen) => Reply = () => ({ result: '0x1' })): Seen[] {
+/** Gives `u` a fake undici pool: records every call that reached it and answers as `reply` says, on the next turn (or after `delayMs`). */
+function fake(u: Upstream, reply: (call: Seen) => Reply = () => ({ result: '0x1' }), delayMs = 0): Seen[] {
   const seen: Seen[] = [];
   const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => {
     const doc = JSON.parse(String(opts.body)) as { id: unknown; method: string; params?: unknown[] };
@@ -149,7 +149,8 @@ function fake(u: Upstream, reply: (call: Seen) => Reply = () => ({ result: '0x1'
       resume: () => undefined,
     };
     handler.onRequestStart?.(controller as never, {});
-    setImmediate(() => {
+    const later = (f: () => void) => (delayMs > 0 ? setTimeout(f, delayMs) : setImmediate(f));
+    later(() => {
       if (aborted) return;
       const answer = reply({ method: doc.method, params: doc.params ?? [] });
       if (answer === 'refused') return controller.abort(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
@@ -341,6 +342,45 @@ describe('pool routing', () => {
       expect(pool.stats.retries.empty).toBe(1);
     });
   }
+
+  it('broadcast: every usable node is sent the transaction; a success wins over an earlier "already known"; without one, the first answer', async () => {
+    const hash = `0x${'cd'.repeat(32)}`;
+    const setup = (replies: readonly [Reply, number][]) => {
+      const ups = replies.map((_, i) => upstream(`n${i}`));
+      const seen = ups.map((u, i) => fake(u, () => replies[i]![0], replies[i]![1]));
+      const view = new ChainView(ups, 'all');
+      for (const u of ups) view.report(u.view, report(100));
+      const pool = new Pool(ROUTE, new UpstreamGroup(ups), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      return { pool, seen };
+    };
+    const known = { error: { code: -32000, message: 'already known' } };
+    const low = { error: { code: -32000, message: 'nonce too low' } };
+    // The node that has it already answers first; the success that follows is what the client gets.
+    const a = setup([
+      [known, 0],
+      [{ result: hash }, 30],
+      [low, 60],
+    ]);
+    const ra = await send(a.pool, 'eth_sendRawTransaction', ['0x02f8']);
+    expect(JSON.parse(ra.body).result).toBe(hash);
+    expect(a.seen.map((s) => s.length)).toEqual([1, 1, 1]);
+    expect(a.pool.stats.broadcasts).toBe(1);
+    // No success anywhere: the first answer that came.
+    const b = setup([
+      [low, 30],
+      [known, 0],
+    ]);
+    expect(JSON.parse((await send(b.pool, 'eth_sendRawTransaction', ['0x02f8'])).body).error.message).toBe('already known');
+    // broadcast: one: a single node.
+    const ups = [upstream('x'), upstream('y')];
+    const seen = ups.map((u) => fake(u, () => ({ result: hash })));
+    const view = new ChainView(ups, 'all');
+    for (const u of ups) view.report(u.view, report(100));
+    const one = new Pool(ROUTE, new UpstreamGroup(ups), view, { ...DEFAULTS, broadcast: 'one' }, () => undefined, { warn: vi.fn() } as unknown as Logger);
+    await send(one, 'eth_sendRawTransaction', ['0x02f8']);
+    expect(seen.map((s) => s.length).sort()).toEqual([0, 1]);
+    expect(one.stats.broadcasts).toBe(0);
+  });
 
   it('eth_blockNumber with no usable upstream is not answered from a tip nobody serves: no upstream, as any other call', async () => {
     const { pool, ups } = poolOf([
