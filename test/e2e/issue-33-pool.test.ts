@@ -472,7 +472,9 @@ describe('hedged reads', () => {
     }
     const slowFirst = [...first.values()].filter((n) => n === 'slow').length;
     expect(slowFirst).toBeGreaterThan(0);
-    expect(twice, 'calls asked of both nodes are the hedges sent').toBe(sentNow - sent);
+    // A hedge cancelled before it left (the first node answered just after afterMs) reaches no node: at most the hedges sent.
+    expect(twice, 'calls asked of both nodes').toBeGreaterThan(0);
+    expect(twice).toBeLessThanOrEqual(sentNow - sent);
     expect(sentNow - sent + capped).toBeGreaterThanOrEqual(slowFirst);
   }, 30_000);
 });
