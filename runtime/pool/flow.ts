@@ -45,6 +45,8 @@ export class Flow implements Cancelable {
   private over = false;
   private retries = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** A null being asked again elsewhere: still the answer if that try fails. */
+  private kept: { readonly r: Buffered; readonly leg: Leg } | null = null;
   private readonly started = performance.now();
   /** The request as each leg sends it: held whole. */
   private readonly held: ForwardRequest;
@@ -103,10 +105,10 @@ export class Flow implements Cancelable {
     if (this.over) return;
     if (r.upstream !== null) this.tried.add(r.upstream);
     const running = this.legs.some((l) => !l.done);
-    if (r.kind !== 'buffered') {
-      // A failed leg waits for the other, if one is still out.
+    // A failed leg waits for the other, if one is still out; a failed try again gives way to the null it was to improve on.
+    if (r.kind !== 'buffered' || (r.status >= 500 && this.kept !== null)) {
       if (running) return;
-      return this.finish(r, leg);
+      return this.kept !== null ? this.finish(this.kept.r, this.kept.leg) : this.finish(r, leg);
     }
     const why = this.retries < MAX_RETRIES ? this.judge(r) : 'ok';
     if (why !== 'ok') {
@@ -116,6 +118,7 @@ export class Flow implements Cancelable {
       if (this.group.hasOther(r.upstream, this.tried, accept)) {
         this.retries++;
         this.host.stats.retries[why]++;
+        if (why === 'empty') this.kept = { r, leg };
         // The other leg, if any, asks a node this answer did not come from: let it run.
         if (!running) this.launch(accept, false);
         return;

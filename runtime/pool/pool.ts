@@ -54,7 +54,8 @@ export class Pool implements FlowHost {
     const call = readCall(request.body);
     this.budget.call();
     if (call !== null) {
-      if (call.method === 'eth_blockNumber' && this.view.tip >= 0) return this.tipAnswer(target, call);
+      // With no usable upstream there is no served tip: the call fails as any other does then.
+      if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
       const usable = group.all.filter((u) => u.usable);
       if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all' && usable.length > 1) {
         return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));
@@ -63,6 +64,8 @@ export class Pool implements FlowHost {
       if (q !== null && this.quorumMethods.has(call.method)) {
         const tip = this.view.tip;
         const at = usable.filter((u) => (u.view.head ?? -1) >= tip).slice(0, q.of);
+        // Too few at the served tip: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
+        if (at.length < q.of) return this.tooFew(target);
         return quorum(this.rewritten(request, call), group, at, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
       }
     }
@@ -116,6 +119,13 @@ export class Pool implements FlowHost {
 
   takeHedge(): boolean {
     return this.budget.take();
+  }
+
+  /** A quorum call with fewer than `of` usable upstreams at the served tip: no upstream can take it (as when none is usable). */
+  private tooFew(target: ForwardTarget): Cancelable {
+    this.stats.quorum.short++;
+    queueMicrotask(() => target.forwarded({ kind: 'failed', fail: 'no-upstream', upstream: null }));
+    return NOTHING;
   }
 
   /** eth_blockNumber from the served tip: one chain that never goes backwards, whichever node would have answered. */

@@ -1,0 +1,617 @@
+// A pool (issue 33) without HTTP: the served tip as the chain view keeps it,
+// where a pool sends each call, the table of "the state is gone" errors, tag
+// rewriting and the hedging budget. Upstreams are real Upstream objects whose
+// undici pool is replaced by a fake one that records what reached it and
+// answers at once (Forward drives it exactly as it drives undici's); what a
+// poll would report is given to the chain's view directly, as the poller does.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { Dispatcher } from 'undici';
+import { ChainView, type PollReport } from '../../../runtime/chain-view.ts';
+import { NO_SINK } from '../../../runtime/cache/common.ts';
+import type { Logger } from '../../../runtime/log.ts';
+import { Pool, type PoolSettings } from '../../../runtime/pool/pool.ts';
+import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
+import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
+import { HedgeBudget } from '../../../runtime/pool/stats.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget } from '../../../runtime/proxy.ts';
+import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
+
+const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as EvmRouteSpec;
+const DEFAULTS: PoolSettings = { rewriteTags: false, pruneDepth: 128, hedge: null, broadcast: 'all', quorum: null };
+
+function upstream(name: string, archive = false, role: 'primary' | 'fallback' = 'primary'): Upstream {
+  const spec = { name, url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role, weight: 1, connections: 1, idleTimeoutMs: 1000, archive } as unknown as UpstreamSpec;
+  const u = new Upstream(spec, ROUTE);
+  u.state = 'up';
+  return u;
+}
+
+function report(number: number): PollReport {
+  return { identity: 'chainId 1', own: true, genesis: '0xgen', number, hash: '', finalized: -1, safe: -1, canonical: [] };
+}
+
+/** Heads as the polls report them, one upstream after the other (null: no report from that one). */
+function heads(view: ChainView, ups: readonly Upstream[], numbers: readonly (number | null)[]): void {
+  numbers.forEach((n, i) => n !== null && view.report(ups[i]!.view, report(n)));
+}
+
+/**
+ * The first round of polls, the slowest upstream's report first. Order
+ * matters in a first round: the tip never goes back, so a report that comes
+ * before the slower ones sets a tip that their later reports do not lower
+ * (that case is its own test below).
+ */
+function firstRound(view: ChainView, ups: readonly Upstream[], numbers: readonly number[]): void {
+  const order = numbers.map((n, i) => [n, i] as const).sort((a, b) => a[0] - b[0]);
+  for (const [n, i] of order) view.report(ups[i]!.view, report(n));
+}
+
+describe('served tip (chain view)', () => {
+  const setup = (n: number, mode: 'all' | 'majority') => {
+    const ups = Array.from({ length: n }, (_, i) => upstream(`u${i}`));
+    return { ups, view: new ChainView(ups, mode) };
+  };
+
+  it('all: the lowest head of the usable upstreams, rising as the slowest catches up', () => {
+    const { ups, view } = setup(3, 'all');
+    firstRound(view, ups, [100, 98, 103]);
+    expect(view.tip).toBe(98);
+    expect(view.number).toBe(103); // the chain's head is the highest: the tip is not it
+    heads(view, ups, [null, 101, null]);
+    expect(view.tip).toBe(100);
+    heads(view, ups, [104, 104, 104]);
+    expect(view.tip).toBe(104);
+  });
+
+  it('all: an upstream that is not usable does not hold the tip back', () => {
+    const { ups, view } = setup(3, 'all');
+    ups[2]!.state = 'down';
+    heads(view, ups, [100, 101, 50]);
+    expect(view.tip).toBe(100);
+  });
+
+  it('majority: the highest block more than half of them have (3 upstreams, then 4)', () => {
+    const three = setup(3, 'majority');
+    firstRound(three.view, three.ups, [100, 98, 103]);
+    expect(three.view.tip).toBe(100); // 100 and 103 have 100: two of three
+    const four = setup(4, 'majority');
+    firstRound(four.view, four.ups, [100, 98, 103, 96]);
+    expect(four.view.tip).toBe(98); // 103, 100 and 98 have 98: three of four (two of four is no majority)
+    heads(four.view, four.ups, [null, 101, null, null]);
+    expect(four.view.tip).toBe(100); // 103, 101 and 100
+  });
+
+  it('never goes backwards when an upstream lags behind it or drops out', () => {
+    const { ups, view } = setup(3, 'all');
+    ups[2]!.state = 'down';
+    heads(view, ups, [100, 100, null]);
+    expect(view.tip).toBe(100);
+    // The third comes up far behind (its first report: it did not go down, it is behind).
+    ups[2]!.state = 'up';
+    heads(view, ups, [null, null, 95]);
+    expect(view.tip).toBe(100);
+    heads(view, ups, [101, null, 96]);
+    expect(view.tip).toBe(100);
+
+    // A first round in which the node ahead reports first: its head is the tip until the slower one passes it.
+    const s = setup(2, 'all');
+    heads(s.view, s.ups, [103, 98]);
+    expect(s.view.tip).toBe(103);
+    heads(s.view, s.ups, [104, 103]);
+    expect(s.view.tip).toBe(103);
+    heads(s.view, s.ups, [null, 104]);
+    expect(s.view.tip).toBe(104);
+
+    const m = setup(3, 'majority');
+    firstRound(m.view, m.ups, [100, 102, 104]);
+    expect(m.view.tip).toBe(102);
+    m.ups[2]!.state = 'down'; // the one furthest ahead drops out: of the two left, the majority has only 100
+    heads(m.view, m.ups, [100, 102, null]);
+    expect(m.view.tip).toBe(102);
+  });
+
+  it("follows the chain down when an upstream's own head goes down (a reset, a deep reorg)", () => {
+    const { ups, view } = setup(2, 'all');
+    heads(view, ups, [110, 110]);
+    expect(view.tip).toBe(110);
+    heads(view, ups, [10, 10]);
+    expect(view.tip).toBe(10);
+    heads(view, ups, [11, 11]);
+    expect(view.tip).toBe(11);
+  });
+});
+
+// ------------------------------------------------------------------ routing
+
+interface Seen {
+  readonly method: string;
+  readonly params: unknown[];
+}
+
+/** What a fake node answers a call with: a result, a JSON-RPC error, no answer (connection refused), or an HTTP 500. */
+type Reply = { readonly result: unknown } | { readonly error: { code: number; message: string } } | 'refused' | 'http 500';
+
+/** Gives `u` a fake undici pool: records every call that reached it and answers as `reply` says, on the next turn (or after `delayMs`). */
+function fake(u: Upstream, reply: (call: Seen) => Reply = () => ({ result: '0x1' }), delayMs = 0): Seen[] {
+  const seen: Seen[] = [];
+  const dispatch = (opts: Dispatcher.DispatchOptions, handler: Dispatcher.DispatchHandler): boolean => {
+    const doc = JSON.parse(String(opts.body)) as { id: unknown; method: string; params?: unknown[] };
+    seen.push({ method: doc.method, params: doc.params ?? [] });
+    let aborted = false;
+    const controller = {
+      abort: (err: Error) => {
+        if (aborted) return;
+        aborted = true;
+        handler.onResponseError?.(controller as never, err);
+      },
+      pause: () => undefined,
+      resume: () => undefined,
+    };
+    handler.onRequestStart?.(controller as never, {});
+    const later = (f: () => void) => (delayMs > 0 ? setTimeout(f, delayMs) : setImmediate(f));
+    later(() => {
+      if (aborted) return;
+      const answer = reply({ method: doc.method, params: doc.params ?? [] });
+      if (answer === 'refused') return controller.abort(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }));
+      const failed = answer === 'http 500';
+      const body = Buffer.from(failed ? 'oops' : JSON.stringify({ jsonrpc: '2.0', id: doc.id, ...answer }));
+      handler.onResponseStart?.(controller as never, failed ? 500 : 200, { 'content-type': failed ? 'text/plain' : 'application/json' }, failed ? 'Internal Server Error' : 'OK');
+      handler.onResponseData?.(controller as never, body);
+      handler.onResponseEnd?.(controller as never, {});
+    });
+    return true;
+  };
+  Object.defineProperty(u, 'pool', { value: { dispatch, close: async () => undefined }, configurable: true });
+  return seen;
+}
+
+let nextId = 1;
+const request = (method: string, params: unknown[]): ForwardRequest =>
+  ({
+    method: 'POST',
+    path: () => '/',
+    headers: ['content-type', 'application/json'],
+    body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }),
+    idempotent: true,
+    retries: 1,
+    maxBuffer: 1 << 20,
+    timeoutMs: 1000,
+    emptyOk: false,
+    classify: () => 'buffer',
+  }) as ForwardRequest;
+
+/** One call through the pool's dispatch: the upstream that answered, and the answer's body. */
+function send(pool: Pool, method: string, params: unknown[]): Promise<{ upstream: string; body: string }> {
+  return new Promise((resolve, reject) => {
+    const target: ForwardTarget = {
+      res: NO_SINK,
+      streamHead: () => reject(new Error('nothing streams here')),
+      forwarded: (r: ForwardResult) => {
+        if (r.kind !== 'buffered') return reject(new Error(`the call failed: ${r.kind}`));
+        resolve({ upstream: r.upstream.name, body: r.body.toString('utf8') });
+      },
+    };
+    pool.dispatch(target, request(method, params));
+  });
+}
+
+/** Which upstreams `times` identical calls went to. */
+async function spread(pool: Pool, method: string, params: unknown[], times = 12): Promise<Set<string>> {
+  const names = new Set<string>();
+  for (let i = 0; i < times; i++) names.add((await send(pool, method, params)).upstream);
+  return names;
+}
+
+function poolOf(specs: readonly { name: string; head: number | null; archive?: boolean }[], settings: Partial<PoolSettings> = {}, mode: 'all' | 'majority' = 'all') {
+  const ups = specs.map((s) => upstream(s.name, s.archive ?? false));
+  const seen = new Map(ups.map((u) => [u.name, fake(u)]));
+  const group = new UpstreamGroup(ups);
+  const view = new ChainView(ups, mode);
+  const known = specs.flatMap((s, i) => (s.head === null ? [] : [[s.head, i] as const])).sort((a, b) => a[0] - b[0]);
+  for (const [n, i] of known) view.report(ups[i]!.view, report(n)); // a first round, the slowest first (see firstRound)
+  const log = { warn: vi.fn(), info: vi.fn(), error: vi.fn() } as unknown as Logger;
+  const pool = new Pool(ROUTE, group, view, { ...DEFAULTS, ...settings }, () => undefined, log);
+  return { ups, view, pool, seen };
+}
+
+const ADDR = '0x00000000000000000000000000000000000000aa';
+const hex = (n: number) => `0x${n.toString(16)}`;
+
+describe('pool routing', () => {
+  afterEach(() => {
+    nextId = 1;
+  });
+
+  it('a call naming block N goes only to upstreams whose head is at least N', async () => {
+    const { pool, view } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+      { name: 'c', head: 97 },
+    ]);
+    expect(view.tip).toBe(97);
+    expect(await spread(pool, 'eth_getBlockByNumber', [hex(99), false])).toEqual(new Set(['a', 'b']));
+    expect(await spread(pool, 'eth_getBalance', [ADDR, hex(101)])).toEqual(new Set(['b']));
+    expect(await spread(pool, 'eth_getBalance', [ADDR, { blockNumber: hex(101) }])).toEqual(new Set(['b']));
+    // At or below every head: any of them.
+    expect(await spread(pool, 'eth_getBlockByNumber', [hex(97), false])).toEqual(new Set(['a', 'b', 'c']));
+  });
+
+  it('a call naming a block by a hash the gateway has learned goes only to upstreams that have that block', async () => {
+    const { pool, view } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+      { name: 'c', head: 97 },
+    ]);
+    const hash = `0x${'ab'.repeat(32)}`;
+    view.learnNumber(hash, 99);
+    expect(await spread(pool, 'eth_getBlockByHash', [hash, false])).toEqual(new Set(['a', 'b']));
+    expect(await spread(pool, 'eth_getBlockTransactionCountByHash', [hash.toUpperCase().replace('0X', '0x')])).toEqual(new Set(['a', 'b']));
+    expect(await spread(pool, 'eth_getBalance', [ADDR, { blockHash: hash }])).toEqual(new Set(['a', 'b']));
+    // A hash it has not learned: nothing to route by.
+    expect(await spread(pool, 'eth_getBlockByHash', [`0x${'cd'.repeat(32)}`, false])).toEqual(new Set(['a', 'b', 'c']));
+  });
+
+  it('a call at latest goes to upstreams at or above the served tip', async () => {
+    // majority: the tip (100) is above the slowest node's head.
+    const { pool, view } = poolOf(
+      [
+        { name: 'a', head: 100 },
+        { name: 'b', head: 103 },
+        { name: 'c', head: 90 },
+      ],
+      {},
+      'majority',
+    );
+    expect(view.tip).toBe(100);
+    expect(await spread(pool, 'eth_getBalance', [ADDR, 'latest'])).toEqual(new Set(['a', 'b']));
+    expect(await spread(pool, 'eth_getBalance', [ADDR])).toEqual(new Set(['a', 'b'])); // no block: latest
+    expect(await spread(pool, 'eth_call', [{ to: ADDR, data: '0x' }])).toEqual(new Set(['a', 'b']));
+    expect(await spread(pool, 'eth_getBlockByNumber', ['latest', false])).toEqual(new Set(['a', 'b']));
+  });
+
+  it('a call at latest skips an upstream that came up behind the tip (all: the tip held, not lowered)', async () => {
+    const { pool, ups, view } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 100 },
+      { name: 'c', head: null },
+    ]);
+    heads(view, ups, [null, null, 95]);
+    expect(view.tip).toBe(100);
+    expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a', 'b']));
+  });
+
+  it('state older than pruneDepth goes to the archive upstreams; newer state to any', async () => {
+    const { pool } = poolOf(
+      [
+        { name: 'full', head: 200 },
+        { name: 'archive', head: 200, archive: true },
+      ],
+      { pruneDepth: 64 },
+    );
+    for (const method of ['eth_getBalance', 'eth_getTransactionCount', 'eth_getCode']) {
+      expect(await spread(pool, method, [ADDR, hex(100)])).toEqual(new Set(['archive']));
+    }
+    expect(await spread(pool, 'eth_getStorageAt', [ADDR, '0x0', hex(135)])).toEqual(new Set(['archive']));
+    expect(await spread(pool, 'eth_call', [{ to: ADDR }, { blockNumber: hex(1) }])).toEqual(new Set(['archive']));
+    // 64 behind is not older than pruneDepth.
+    expect(await spread(pool, 'eth_getBalance', [ADDR, hex(136)])).toEqual(new Set(['full', 'archive']));
+    // A block (not state) that old: any node has it.
+    expect(await spread(pool, 'eth_getBlockByNumber', [hex(100), false])).toEqual(new Set(['full', 'archive']));
+  });
+
+  it('old state goes to any upstream far enough ahead when no archive upstream is usable', async () => {
+    const { pool, ups } = poolOf(
+      [
+        { name: 'full', head: 200 },
+        { name: 'full2', head: 200 },
+        { name: 'archive', head: 200, archive: true },
+      ],
+      { pruneDepth: 64 },
+    );
+    ups[2]!.state = 'down';
+    expect(await spread(pool, 'eth_getBalance', [ADDR, hex(100)])).toEqual(new Set(['full', 'full2']));
+  });
+
+  it('when no upstream is known to have block N, the call goes to the ones furthest ahead', async () => {
+    const { pool } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+      { name: 'c', head: 103 },
+      { name: 'd', head: 97 },
+    ]);
+    expect(await spread(pool, 'eth_getBlockByNumber', [hex(110), false])).toEqual(new Set(['b', 'c']));
+    expect(await spread(pool, 'eth_getBalance', [ADDR, hex(104)])).toEqual(new Set(['b', 'c']));
+  });
+
+  for (const failure of ['refused', 'http 500'] as const) {
+    it(`a null asked again of a node that then fails (${failure}): the client gets the null, not the failure`, async () => {
+      const a = upstream('a');
+      const b = upstream('b', false, 'fallback');
+      const seenA = fake(a, () => ({ result: null }));
+      const seenB = fake(b, () => failure);
+      const view = new ChainView([a, b], 'all');
+      view.report(a.view, report(100));
+      view.report(b.view, report(100));
+      const pool = new Pool(ROUTE, new UpstreamGroup([a, b]), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const r = await send(pool, 'eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]);
+      expect(seenA).toHaveLength(1);
+      expect(seenB).toHaveLength(1); // asked again
+      expect(r.upstream).toBe('a');
+      expect(JSON.parse(r.body).result).toBeNull();
+      expect(pool.stats.retries.empty).toBe(1);
+    });
+  }
+
+  it('broadcast: every usable node is sent the transaction; a success wins over an earlier "already known"; without one, the first answer', async () => {
+    const hash = `0x${'cd'.repeat(32)}`;
+    const setup = (replies: readonly [Reply, number][]) => {
+      const ups = replies.map((_, i) => upstream(`n${i}`));
+      const seen = ups.map((u, i) => fake(u, () => replies[i]![0], replies[i]![1]));
+      const view = new ChainView(ups, 'all');
+      for (const u of ups) view.report(u.view, report(100));
+      const pool = new Pool(ROUTE, new UpstreamGroup(ups), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      return { pool, seen };
+    };
+    const known = { error: { code: -32000, message: 'already known' } };
+    const low = { error: { code: -32000, message: 'nonce too low' } };
+    // The node that has it already answers first; the success that follows is what the client gets.
+    const a = setup([
+      [known, 0],
+      [{ result: hash }, 30],
+      [low, 60],
+    ]);
+    const ra = await send(a.pool, 'eth_sendRawTransaction', ['0x02f8']);
+    expect(JSON.parse(ra.body).result).toBe(hash);
+    expect(a.seen.map((s) => s.length)).toEqual([1, 1, 1]);
+    expect(a.pool.stats.broadcasts).toBe(1);
+    // No success anywhere: the first answer that came.
+    const b = setup([
+      [low, 30],
+      [known, 0],
+    ]);
+    expect(JSON.parse((await send(b.pool, 'eth_sendRawTransaction', ['0x02f8'])).body).error.message).toBe('already known');
+    // broadcast: one: a single node.
+    const ups = [upstream('x'), upstream('y')];
+    const seen = ups.map((u) => fake(u, () => ({ result: hash })));
+    const view = new ChainView(ups, 'all');
+    for (const u of ups) view.report(u.view, report(100));
+    const one = new Pool(ROUTE, new UpstreamGroup(ups), view, { ...DEFAULTS, broadcast: 'one' }, () => undefined, { warn: vi.fn() } as unknown as Logger);
+    await send(one, 'eth_sendRawTransaction', ['0x02f8']);
+    expect(seen.map((s) => s.length).sort()).toEqual([0, 1]);
+    expect(one.stats.broadcasts).toBe(0);
+  });
+
+  it('eth_blockNumber with no usable upstream is not answered from a tip nobody serves: no upstream, as any other call', async () => {
+    const { pool, ups } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 100 },
+    ]);
+    for (const u of ups) u.state = 'down';
+    const r = await new Promise<ForwardResult>((resolve) => {
+      pool.dispatch({ res: NO_SINK, streamHead: () => undefined, forwarded: resolve }, request('eth_blockNumber', []));
+    });
+    expect(r).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
+    expect(pool.stats.tipAnswers).toBe(0);
+  });
+
+  it('a quorum method with fewer than `of` usable upstreams at the served tip: no upstream, at once, counted short (never a quorum of one, never left waiting)', async () => {
+    const quorum = { methods: ['eth_getBalance'], of: 2 };
+    const outcome = (pool: Pool): Promise<ForwardResult | 'no answer'> =>
+      new Promise((resolve) => {
+        const timer = setTimeout(() => resolve('no answer'), 2000);
+        pool.dispatch(
+          {
+            res: NO_SINK,
+            streamHead: () => undefined,
+            forwarded: (r) => {
+              clearTimeout(timer);
+              resolve(r);
+            },
+          },
+          request('eth_getBalance', [ADDR, 'latest']),
+        );
+      });
+    // Every upstream down.
+    const none = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }], { quorum });
+    for (const u of none.ups) u.state = 'down';
+    expect(await outcome(none.pool)).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
+    expect(none.pool.stats.quorum).toEqual({ agree: 0, disagree: 0, short: 1 });
+    // One left at the tip (b set it, then went down; c is behind it).
+    const one = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }, { name: 'c', head: 97 }], { quorum }, 'majority');
+    one.ups[1]!.state = 'down';
+    expect(await outcome(one.pool)).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
+    expect([...one.seen.values()].flat()).toEqual([]);
+    expect(one.pool.stats.quorum).toEqual({ agree: 0, disagree: 0, short: 1 });
+    // Two at the tip: both asked, equal answers served.
+    const two = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }], { quorum });
+    const r = await outcome(two.pool);
+    expect(r).toMatchObject({ kind: 'buffered', status: 200 });
+    expect(two.seen.get('a')).toHaveLength(1);
+    expect(two.seen.get('b')).toHaveLength(1);
+    expect(two.pool.stats.quorum).toEqual({ agree: 1, disagree: 0, short: 0 });
+  });
+
+  it('eth_blockNumber is answered from the served tip, asking no node, with the id as the client wrote it', async () => {
+    const { pool, seen, ups, view } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+    ]);
+    const r = await send(pool, 'eth_blockNumber', []);
+    expect(JSON.parse(r.body)).toEqual({ jsonrpc: '2.0', id: 1, result: hex(100) });
+    expect([...seen.values()].flat()).toEqual([]);
+    expect(pool.stats.tipAnswers).toBe(1);
+    heads(view, ups, [99, null]); // a lags below the tip it had: its own head went down, the tip with it
+    expect(JSON.parse((await send(pool, 'eth_blockNumber', [])).body).result).toBe(hex(99));
+  });
+});
+
+// ----------------------------------------------------------- state errors
+
+describe('the table of "state is gone" errors', () => {
+  const root = '4f6a0e9b3f5f6c0f5c62a5a51e2d3a1f1d8b4b2f3e6c0d7a9b8c7d6e5f4a3b2c';
+  // The messages as each client writes them (the sources are in state-errors.ts).
+  const GONE: readonly (readonly [string, string])[] = [
+    ['geth, hash scheme: missing trie node, nothing after (path )', `missing trie node ${root} (path )`],
+    ['geth: missing trie node with the wrapped error printed after it', `missing trie node ${root} (path ) <nil>`],
+    ['geth: missing trie node of a storage trie, wrapping a state error', `missing trie node ${root} (owner ${root}) (path 0a0b) state 0x${root} is not available`],
+    ['geth, path scheme: historical state', `historical state ${root} is not available`],
+    ['geth, path scheme: a state layer that is gone', `state 0x${root} is not available`],
+    ['geth: header not found', 'header not found'],
+    ['erigon: pruned history', 'old data not available due to pruning'],
+    ['erigon: pruned history, with the block', 'old data not available due to pruning: requested block 6134861'],
+    ['nethermind', `No state available for block 0x${root}`],
+    ['nethermind, hash and number', `No state available for block 15659482 (0x${root})`],
+    ['reth', 'state at block #19000000 is pruned'],
+    ["anvil's BlockOutOfRangeError", 'BlockOutOfRangeError: block height is 7282 but requested was 120'],
+  ];
+  for (const [who, message] of GONE) {
+    it(`matches ${who}`, () => {
+      expect(isStateGone(message)).toBe(true);
+    });
+  }
+
+  const NOT_GONE: readonly string[] = [
+    'execution reverted',
+    'execution reverted: ERC20: transfer amount exceeds balance',
+    'nonce too low',
+    'nonce too low: next nonce 5, tx nonce 3',
+    'insufficient funds for gas * price + value',
+    'insufficient funds for gas * price + value: have 0 want 21000',
+    'already known',
+    'replacement transaction underpriced',
+    'invalid argument 1: hex string without 0x prefix',
+    'the method eth_foo does not exist/is not available',
+    'rate limit exceeded',
+    'out of gas',
+  ];
+  for (const message of NOT_GONE) {
+    it(`does not match an unrelated error: ${message}`, () => {
+      expect(isStateGone(message)).toBe(false);
+    });
+  }
+
+  it('names the client and the source of every entry', () => {
+    for (const e of STATE_GONE) {
+      expect(e.client.length).toBeGreaterThan(0);
+      expect(e.source.length).toBeGreaterThan(0);
+    }
+  });
+});
+
+// ------------------------------------------------------------ rewriteTags
+
+describe('rewriteTags', () => {
+  const NUMBERS = { latest: 100, safe: 90, finalized: 80 };
+  const rewrite = (body: string, numbers = NUMBERS): unknown => {
+    const call = readCall(body);
+    expect(call).not.toBeNull();
+    const out = rewriteTags(call!, numbers);
+    return out === null ? null : JSON.parse(out);
+  };
+  const body = (method: string, params: unknown[], id: unknown = 7) => JSON.stringify({ jsonrpc: '2.0', id, method, params });
+
+  it('replaces latest, safe and finalized with the numbers served', () => {
+    expect(rewrite(body('eth_getBalance', [ADDR, 'latest']))).toEqual({ jsonrpc: '2.0', id: 7, method: 'eth_getBalance', params: [ADDR, '0x64'] });
+    expect(rewrite(body('eth_getBalance', [ADDR, 'safe']))).toMatchObject({ params: [ADDR, '0x5a'] });
+    expect(rewrite(body('eth_getBalance', [ADDR, 'finalized']))).toMatchObject({ params: [ADDR, '0x50'] });
+    expect(rewrite(body('eth_getBlockByNumber', ['latest', true]))).toMatchObject({ params: ['0x64', true] });
+    expect(rewrite(body('eth_getStorageAt', [ADDR, '0x0', 'safe']))).toMatchObject({ params: [ADDR, '0x0', '0x5a'] });
+  });
+
+  it('rewrites the EIP-1898 form {blockNumber: tag}, keeping its other fields', () => {
+    expect(rewrite(body('eth_call', [{ to: ADDR }, { blockNumber: 'latest' }]))).toMatchObject({ params: [{ to: ADDR }, { blockNumber: '0x64' }] });
+    expect(rewrite(body('eth_getCode', [ADDR, { blockNumber: 'finalized', requireCanonical: true }]))).toMatchObject({
+      params: [ADDR, { blockNumber: '0x50', requireCanonical: true }],
+    });
+  });
+
+  it('fills in a missing optional block parameter (latest) with the served tip', () => {
+    expect(rewrite(body('eth_call', [{ to: ADDR, data: '0x' }]))).toMatchObject({ params: [{ to: ADDR, data: '0x' }, '0x64'] });
+    expect(rewrite(body('eth_getBalance', [ADDR]))).toMatchObject({ params: [ADDR, '0x64'] });
+    expect(rewrite(body('eth_getTransactionCount', [ADDR]))).toMatchObject({ params: [ADDR, '0x64'] });
+  });
+
+  it('leaves alone what names no tag, a tag the gateway does not know yet, and pending', () => {
+    expect(rewrite(body('eth_getBalance', [ADDR, '0x10']))).toBeNull();
+    expect(rewrite(body('eth_getBalance', [ADDR, 'pending']))).toBeNull();
+    expect(rewrite(body('eth_getBalance', [ADDR, 'earliest']))).toBeNull();
+    expect(rewrite(body('eth_getBalance', [ADDR, { blockHash: `0x${'ab'.repeat(32)}` }]))).toBeNull();
+    expect(rewrite(body('eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]))).toBeNull();
+    expect(rewrite(body('eth_chainId', []))).toBeNull();
+    expect(rewrite(body('eth_getBalance', [ADDR, 'safe']), { latest: 100, safe: -1, finalized: -1 })).toBeNull();
+  });
+
+  it('keeps the id exactly as the client wrote it: a number past 2^53, a string, null', () => {
+    const big = '{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"eth_getBalance","params":["' + ADDR + '","latest"]}';
+    const call = readCall(big)!;
+    const out = rewriteTags(call, NUMBERS)!;
+    expect(out).toContain('"id":123456789012345678901234567890,');
+    expect(out.startsWith('{"jsonrpc":"2.0","id":123456789012345678901234567890,')).toBe(true);
+    const past53 = '{"id":9007199254740993,"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}';
+    expect(readCall(past53)!.idJson).toBe('9007199254740993');
+    expect(rewrite(body('eth_getBalance', [ADDR, 'latest'], 'a-1'))).toMatchObject({ id: 'a-1' });
+    expect(rewrite(body('eth_getBalance', [ADDR, 'latest'], null))).toMatchObject({ id: null });
+  });
+});
+
+// ------------------------------------------------------------ hedge budget
+
+describe('HedgeBudget', () => {
+  // On a ten-second boundary, so that the buckets line up with the test's times.
+  const T = 1_700_000_000_000;
+
+  it('allows hedges up to 10% of the calls of the last minute, and not one more', () => {
+    const b = new HedgeBudget();
+    for (let i = 0; i < 100; i++) b.call(T);
+    let taken = 0;
+    for (let i = 0; i < 50; i++) if (b.take(T + 1)) taken++;
+    expect(taken).toBe(10);
+  });
+
+  it('allows none below ten calls', () => {
+    const b = new HedgeBudget();
+    for (let i = 0; i < 9; i++) b.call(T);
+    expect(b.take(T)).toBe(false);
+    b.call(T);
+    expect(b.take(T)).toBe(true);
+    expect(b.take(T)).toBe(false);
+  });
+
+  it('slides: calls and hedges within the minute count, older ones do not', () => {
+    const b = new HedgeBudget();
+    const takeUpTo = (n: number, now: number): number => {
+      let taken = 0;
+      for (let i = 0; i < n; i++) if (b.take(now)) taken++;
+      return taken;
+    };
+    for (let i = 0; i < 100; i++) b.call(T);
+    expect(takeUpTo(5, T)).toBe(5);
+    // 45 s later the first 100 calls and their 5 hedges still count: 110 calls, 11 hedges in all.
+    for (let i = 0; i < 10; i++) b.call(T + 45_000);
+    expect(takeUpTo(20, T + 45_000)).toBe(6);
+    // More than a minute after the first calls only the later 10 calls and their 6 hedges count.
+    expect(b.take(T + 61_000)).toBe(false);
+    for (let i = 0; i < 100; i++) b.call(T + 61_000);
+    expect(takeUpTo(50, T + 61_000)).toBe(5); // 110 calls in the minute, 6 hedges already
+  });
+
+  it('holds over a long steady stream: never more than 10% of any minute', () => {
+    const b = new HedgeBudget();
+    const hedgesAt: number[] = [];
+    const callsAt: number[] = [];
+    // 5 minutes, 20 calls a second, each wanting a hedge.
+    for (let ms = 0; ms < 300_000; ms += 50) {
+      b.call(T + ms);
+      callsAt.push(ms);
+      if (b.take(T + ms)) hedgesAt.push(ms);
+    }
+    for (let end = 60_000; end <= 300_000; end += 10_000) {
+      const inMinute = (t: number) => t >= end - 60_000 && t < end;
+      const calls = callsAt.filter(inMinute).length;
+      const hedges = hedgesAt.filter(inMinute).length;
+      expect(hedges, `the minute ending at ${end} ms`).toBeLessThanOrEqual(Math.ceil(calls * 0.1));
+    }
+    expect(hedgesAt.length).toBeGreaterThan(250); // and it does hedge: about 10% of 6000
+  });
+});
