@@ -195,7 +195,12 @@ export class ChainView {
   /** The served tip from the usable upstreams' heads; it moves back only when the chain itself did (`back`). */
   private settleTip(back: boolean): void {
     const heads: number[] = [];
-    for (const m of this.members) if (m.usable && m.view.head !== null) heads.push(m.view.head);
+    for (const m of this.members) {
+      if (!m.usable) continue;
+      // One that may take traffic but has not reported yet: the tip waits for it (it never comes back down).
+      if (m.view.head === null) return;
+      heads.push(m.view.head);
+    }
     if (heads.length === 0) return;
     heads.sort((a, b) => b - a);
     const t = this.tipMode === 'all' ? heads[heads.length - 1]! : heads[Math.floor(heads.length / 2)]!;

@@ -94,10 +94,12 @@ describe('served tip (chain view)', () => {
     heads(view, ups, [101, null, 96]);
     expect(view.tip).toBe(100);
 
-    // A first round in which the node ahead reports first: its head is the tip until the slower one passes it.
+    // A first round in which the node ahead reports first: the tip waits for the slower one's first report.
     const s = setup(2, 'all');
-    heads(s.view, s.ups, [103, 98]);
-    expect(s.view.tip).toBe(103);
+    heads(s.view, s.ups, [103, null]);
+    expect(s.view.tip).toBe(-1);
+    heads(s.view, s.ups, [null, 98]);
+    expect(s.view.tip).toBe(98);
     heads(s.view, s.ups, [104, 103]);
     expect(s.view.tip).toBe(103);
     heads(s.view, s.ups, [null, 104]);
@@ -208,6 +210,10 @@ function poolOf(specs: readonly { name: string; head: number | null; archive?: b
   const seen = new Map(ups.map((u) => [u.name, fake(u)]));
   const group = new UpstreamGroup(ups);
   const view = new ChainView(ups, mode);
+  // An upstream with no head yet is not in the pool yet (down): the tip waits for every usable one to report.
+  specs.forEach((s, i) => {
+    if (s.head === null) ups[i]!.state = 'down';
+  });
   const known = specs.flatMap((s, i) => (s.head === null ? [] : [[s.head, i] as const])).sort((a, b) => a[0] - b[0]);
   for (const [n, i] of known) view.report(ups[i]!.view, report(n)); // a first round, the slowest first (see firstRound)
   const log = { warn: vi.fn(), info: vi.fn(), error: vi.fn() } as unknown as Logger;
@@ -276,6 +282,7 @@ describe('pool routing', () => {
       { name: 'b', head: 100 },
       { name: 'c', head: null },
     ]);
+    ups[2]!.state = 'up';
     heads(view, ups, [null, null, 95]);
     expect(view.tip).toBe(100);
     expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a', 'b']));
