@@ -26,7 +26,8 @@
 // OL_TIMEOUT_MS=5000 OL_API_KEY OL_CLIENT_BATCH=1. Prints one line "RESULT key=value ..." with wrk's
 // fields (requests, seconds, rps, p50_us, p90_us, p99_us, max_us, answers, errors, nulls, err_connect,
 // err_read, err_write, err_status, err_timeout) and its own: offered (req/s), sent, lag_p50_us,
-// lag_p99_us, svc_p50_us, svc_p99_us (from the actual send), conns (opened in all).
+// lag_p99_us, svc_p50_us, svc_p99_us (from when the request was written to a connection, as a
+// closed-loop tool times it: without the wait for a free connection), conns (opened in all).
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -85,7 +86,7 @@ const WARM = Math.round(RATE * WARMUP); // sent at the rate first, not recorded:
 const N = Math.max(1, Math.round(RATE * SECONDS));
 const gap = 1000 / RATE; // ms
 const latency = new Float64Array(N); // done - due, ms
-const service = new Float64Array(N); // done - sent, ms
+const service = new Float64Array(N); // done - written to a connection, ms: what a closed-loop tool would time
 const lag = new Float64Array(N); // sent - due, ms
 const c = { answers: 0, errors: 0, nulls: 0, connect: 0, read: 0, write: 0, timeout: 0 };
 let finished = 0;
@@ -100,7 +101,7 @@ function settle(req, outcome) {
   if (req.k < 0) return;
   const end = performance.now();
   latency[req.k] = end - req.due;
-  service[req.k] = end - req.sent;
+  service[req.k] = end - (req.wire || end);
   lastDone = Math.max(lastDone, end);
   if (outcome !== 'answer') c[outcome]++;
   if (++finished === N) allDone();
@@ -178,6 +179,7 @@ function answered(conn) {
 
 function send(conn, req) {
   conn.req = req;
+  req.wire = performance.now();
   conn.sock.write(`${HEAD}${Buffer.byteLength(req.body)}\r\n\r\n${req.body}`);
   req.body = null;
 }
@@ -195,7 +197,7 @@ function release(conn) {
 function fire(k, due) {
   const sent = performance.now();
   if (k >= 0) lag[k] = sent - due;
-  const req = { k, due, sent, body: nextBody(), settled: false };
+  const req = { k, due, wire: 0, body: nextBody(), settled: false };
   if (idle.length > 0) return send(idle.shift(), req);
   queue.push(req);
   if (open.size < CONNS) openConn();
