@@ -726,7 +726,7 @@ async function waitQuiet() {
 
 const COLS = ['round', 'target', 'ok_rps', 'rps', 'p50_us', 'p90_us', 'p99_us', 'requests', 'errors', 'nulls', 'sockerr', 'up_calls', 'up_http', 'up_per_1000', 'target_cpu', 'anvil_cpu', 'counter_cpu', 'cpu_proxy', 'cpu_load', 'other_cpu'];
 /** rate.tsv: the same, and what the open-loop generator adds. */
-const RATE_COLS = [...COLS.slice(0, 2), 'offered_rps', ...COLS.slice(2), 'max_us', 'lag_p50_us', 'lag_p99_us', 'svc_p50_us', 'svc_p99_us', 'inflight_max'];
+const RATE_COLS = [...COLS.slice(0, 2), 'offered_rps', ...COLS.slice(2), 'max_us', 'lag_p50_us', 'lag_p99_us', 'svc_p50_us', 'svc_p99_us', 'conns', 'warm'];
 const rows = [];
 const rateRows = [];
 const methodTotals = {}; // target -> method -> upstream calls (the saturation rounds only)
@@ -772,7 +772,8 @@ async function measure(t, round, offered = null) {
     sockerr: res.err_connect + res.err_read + res.err_write + res.err_timeout,
     up_calls: up.calls,
     up_http: up.http,
-    up_per_1000: res.requests > 0 ? ((1000 * up.calls) / (res.requests * CLIENT_BATCH)).toFixed(1) : '',
+    // the open-loop generator's warm-up second is not in its figures but is in the proxy's count
+    up_per_1000: res.requests > 0 ? ((1000 * up.calls) / ((res.requests + (res.warm ?? 0)) * CLIENT_BATCH)).toFixed(1) : '',
     target_cpu: t === 'direct' ? 0 : (cpu[t] ?? 0),
     anvil_cpu: cpu.anvil ?? 0,
     counter_cpu: cpu.counter ?? 0,
@@ -781,7 +782,7 @@ async function measure(t, round, offered = null) {
     other_cpu: cpu.other,
   };
   if (offered !== null) {
-    Object.assign(row, { offered_rps: res.offered, max_us: res.max_us, lag_p50_us: res.lag_p50_us, lag_p99_us: res.lag_p99_us, svc_p50_us: res.svc_p50_us, svc_p99_us: res.svc_p99_us, inflight_max: res.inflight_max });
+    Object.assign(row, { offered_rps: res.offered, max_us: res.max_us, lag_p50_us: res.lag_p50_us, lag_p99_us: res.lag_p99_us, svc_p50_us: res.svc_p50_us, svc_p99_us: res.svc_p99_us, conns: res.conns, warm: res.warm });
     rateRows.push(row);
     writeFileSync(join(OUT_DIR, 'rate.tsv'), RATE_COLS.map((c) => row[c]).join('\t') + '\n', { flag: 'a' });
   } else {
@@ -830,7 +831,7 @@ function rateReport(offered) {
     const p99s = rs.map((r) => Number(r.p99_us));
     lines.push(
       `| ${t} | ${fmt(offered)} | ${fmt(med('ok_rps'))} | ${ms(med('p50_us'))} | ${ms(med('p90_us'))} | ${ms(med('p99_us'))} | ${ms(Math.min(...p99s))}–${ms(Math.max(...p99s))} | ${ms(med('max_us'))} | ` +
-        `${sum('errors')} | ${sum('sockerr')} | ${ms(med('lag_p50_us'))} / ${ms(med('lag_p99_us'))} | ${fmt(sum('requests') > 0 ? (1000 * sum('up_calls')) / (sum('requests') * CLIENT_BATCH) : NaN, 1)} | ` +
+        `${sum('errors')} | ${sum('sockerr')} | ${ms(med('lag_p50_us'))} / ${ms(med('lag_p99_us'))} | ${fmt(sum('requests') > 0 ? (1000 * sum('up_calls')) / ((sum('requests') + sum('warm')) * CLIENT_BATCH) : NaN, 1)} | ` +
         `${fmt(med('target_cpu'))} | ${fmt(med('cpu_load'))} |`,
     );
   }

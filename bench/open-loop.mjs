@@ -25,7 +25,7 @@
 // Other knobs: OL_WARMUP=1 (seconds sent at the rate before the recorded ones) OL_CONNS=256
 // OL_TIMEOUT_MS=5000 OL_API_KEY OL_CLIENT_BATCH=1. Prints one line "RESULT key=value ..." with wrk's
 // fields (requests, seconds, rps, p50_us, p90_us, p99_us, max_us, answers, errors, nulls, err_connect,
-// err_read, err_write, err_status, err_timeout) and its own: offered (req/s), sent, lag_p50_us,
+// err_read, err_write, err_status, err_timeout) and its own: offered (req/s), sent, warm, lag_p50_us,
 // lag_p99_us, svc_p50_us, svc_p99_us (from when the request was written to a connection, as a
 // closed-loop tool times it: without the wait for a free connection), conns (opened in all).
 import { readFileSync } from 'node:fs';
@@ -253,6 +253,7 @@ const out = {
   err_timeout: c.timeout,
   offered: RATE.toFixed(1),
   sent: N,
+  warm: WARM, // sent before, unrecorded: in what an upstream counted meanwhile
   lag_p50_us: us(pct(lag, 50)),
   lag_p99_us: us(pct(lag, 99)),
   svc_p50_us: us(pct(service, 50)),
