@@ -819,8 +819,8 @@ const ratioText = (xs) => (xs.length ? `${fmt(median(xs), 2)} (${fmt(Math.min(..
 function rateReport(offered) {
   if (rateRows.length === 0) return '';
   const lines = [
-    '| target | offered req/s | ok req/s | p50 ms | p90 ms | p99 ms (median) | p99 min–max | max ms | error answers | socket errors | generator lag p50 / p99 ms | upstream calls per 1,000 | target CPU% | load core % |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| target | offered req/s | ok req/s | p50 ms | p90 ms | p99 ms (median) | p99 min–max | max ms | error answers | socket errors | generator lag p50 / p99 ms | upstream calls per 1,000 | target CPU% | load core % | other CPU% (max) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const ms = (us) => fmt(us / 1000, 2);
   for (const t of TARGETS) {
@@ -832,7 +832,7 @@ function rateReport(offered) {
     lines.push(
       `| ${t} | ${fmt(offered)} | ${fmt(med('ok_rps'))} | ${ms(med('p50_us'))} | ${ms(med('p90_us'))} | ${ms(med('p99_us'))} | ${ms(Math.min(...p99s))}–${ms(Math.max(...p99s))} | ${ms(med('max_us'))} | ` +
         `${sum('errors')} | ${sum('sockerr')} | ${ms(med('lag_p50_us'))} / ${ms(med('lag_p99_us'))} | ${fmt(sum('requests') > 0 ? (1000 * sum('up_calls')) / ((sum('requests') + sum('warm')) * CLIENT_BATCH) : NaN, 1)} | ` +
-        `${fmt(med('target_cpu'))} | ${fmt(med('cpu_load'))} |`,
+        `${fmt(med('target_cpu'))} | ${fmt(med('cpu_load'))} | ${fmt(Math.max(...rs.map((r) => Number(r.other_cpu))))} |`,
     );
   }
   const vs = (a, b) => `| ${a} p99 ÷ ${b} p99, per round | ${ratioText(perRound(a, b, 'p99_us', rateRows))} |`;
@@ -844,7 +844,8 @@ function rateReport(offered) {
     `${RATE_RUNS} round(s) of ${RATE_DURATION} s each (after 1 s at the same rate, not recorded), sent open-loop by bench/open-loop.mjs on core ${LOAD_CPU} ` +
     `(up to ${RATE_CONNS} connections). Latency is timed from each request's scheduled send, so a target that falls behind pays for every request ` +
     `it delays; the generator's own lateness (lag: sent − scheduled, ~1 ms of timer granularity and its load) is inside every figure, and the ` +
-    `limit row (a server answering from memory) shows that floor. p50/p90/max: medians over rounds; upstream calls pool every round.\n\n` +
+    `limit row (a server answering from memory) shows that floor. p50/p90/max: medians over rounds; upstream calls pool every round. ` +
+    `Other CPU%: processes this run did not start, the most in any round (100 = one core): any of it on the targets' core queues every request due meanwhile.\n\n` +
     `${lines.join('\n')}\n\n${ratios.join('\n')}\n`
   );
 }
