@@ -13,6 +13,11 @@
 # core 0 and loaded in turn; the upstream and wrk run on core 1. After 8 s of
 # warm-up each, rounds of 5 s alternate which goes first. Prints req/s, p99
 # (us) and new/old per round. Needs ../shared/bench, wrk and taskset.
+# hit also runs `limit`, a bare node:http server answering the hit's own bytes
+# from memory (bench/fixed-upstream.mjs) on core 0: Node's ceiling for that
+# answer, loaded in the same rounds (the three rotate which goes first), and
+# prints old/limit and new/limit per round and their medians at the end.
+# Compare one checkout with itself: bench/ab.sh . . hit
 set -euo pipefail
 OLD=$(realpath "$1"); NEW=$(realpath "$2"); S=${3:-small}; R=${4:-8}
 HERE=$(dirname "$(realpath "$0")")
@@ -66,6 +71,12 @@ end
 LUA
 
 taskset -c 1 node "$HERE/fixed-upstream.mjs" "$answer" 18600 & pids+=($!)
+ports="18600 18601 18602"
+if [ "$S" = hit ]; then
+  # the ceiling: the same answer's bytes from memory, on the gateways' core, with no gateway in between
+  taskset -c 0 node --no-memory-reducer "$HERE/fixed-upstream.mjs" "$answer" 18603 & pids+=($!)
+  ports="$ports 18603"
+fi
 start() { # checkout port
   local file="$1/dist/bench-gateway.mjs" keys="$1/.tmp/bench/keys.yaml"
   case $S in rosetta | blockbook | hit) file="$W/$([ "$1" = "$OLD" ] && echo old || echo new).mjs" keys="$W/keys.yaml" ;; esac
@@ -73,7 +84,7 @@ start() { # checkout port
 }
 start "$OLD" 18601
 start "$NEW" 18602
-for p in 18600 18601 18602; do for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done; done
+for p in $ports; do for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$p) 2>/dev/null && break; sleep 0.1; done; done
 
 w() { # port seconds
   local pick='s/.*rps=\([0-9.]*\).*p99_us=\([0-9]*\).*/\1 \2/'
@@ -84,7 +95,24 @@ w() { # port seconds
   esac | grep RESULT | sed "$pick"
 }
 w 18601 8 >/dev/null; w 18602 8 >/dev/null
+div() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN{printf "%.3f", a/b}'; }
+med() { sort -g | awk '{v[NR]=$1} END{printf "%.3f", NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+if [ "$S" != hit ]; then
+  for i in $(seq "$R"); do
+    if [ $((i % 2)) = 1 ]; then o=$(w 18601 5); n=$(w 18602 5); else n=$(w 18602 5); o=$(w 18601 5); fi
+    echo "$S round $i old $o new $n ratio $(div "$n" "$o")"
+  done
+  exit 0
+fi
+w 18603 8 >/dev/null
+ro=() rn=() rr=()
 for i in $(seq "$R"); do
-  if [ $((i % 2)) = 1 ]; then o=$(w 18601 5); n=$(w 18602 5); else n=$(w 18602 5); o=$(w 18601 5); fi
-  echo "$S round $i old $o new $n ratio $(awk -v a="${n%% *}" -v b="${o%% *}" 'BEGIN{printf "%.3f", a/b}')"
+  case $((i % 3)) in
+    1) o=$(w 18601 5); n=$(w 18602 5); l=$(w 18603 5) ;;
+    2) n=$(w 18602 5); l=$(w 18603 5); o=$(w 18601 5) ;;
+    0) l=$(w 18603 5); o=$(w 18601 5); n=$(w 18602 5) ;;
+  esac
+  ro+=("$(div "$o" "$l")") rn+=("$(div "$n" "$l")") rr+=("$(div "$n" "$o")")
+  echo "$S round $i old $o new $n ratio ${rr[-1]} limit $l old/limit ${ro[-1]} new/limit ${rn[-1]}"
 done
+echo "$S median of $R rounds: new/old $(printf '%s\n' "${rr[@]}" | med) old/limit $(printf '%s\n' "${ro[@]}" | med) new/limit $(printf '%s\n' "${rn[@]}" | med)"

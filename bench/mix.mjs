@@ -16,16 +16,39 @@
 // Each target forwards to its own port of one counting proxy (bench/mix-proxy.mjs)
 // in front of anvil, which counts upstream JSON-RPC calls per target. Targets:
 // the gateway (bench/gateway.mix.yaml; CACHE=1 keeps its cache block, CACHE=0
-// drops it), nginx+njs and node-stream from ../shared/bench (copied, not edited).
+// drops it), nginx+njs and node-stream from ../shared/bench (copied, not edited),
+// and `limit`: a bare node:http server (bench/fixed-upstream.mjs) answering every
+// request with one fixed JSON-RPC answer from memory, as long as the mix's answers
+// are on average (asked of anvil at the start), on the gateway's core, with the
+// gateway's node flags: Node's ceiling for an answer from memory on this host in
+// this run (its id is not the request's; the smoke check lets that pass).
 // Pinned like the harness: targets on PROXY_CPU; wrk, anvil, the counting proxy
 // and this script on LOAD_CPU.
 //
+// HIT=1: an all-hit workload instead of the mix, for the cache's hit path: per 100
+// calls 20 eth_chainId, 25 eth_getBlockByHash and 25 eth_getBlockByNumber of the
+// 125 old blocks (final: the node mines 40 more blocks first), 30
+// eth_getTransactionReceipt of old txs; ids varying, as in the mix. Default targets
+// "gateway limit"; the report's gateway ÷ limit per round is the hit path's share of
+// Node's ceiling for answers of the same average size, and the gateway's upstream
+// calls per 1,000 show that the calls were hits (~0).
+//
+// RATE=F: after the saturation rounds, a second phase at a fixed offered load: F times
+// RATE_OF's (default nginx) median ok req/s of this run, for every target in turn
+// (RATE_RUNS rounds of RATE_DURATION s), sent by bench/open-loop.mjs on LOAD_CPU,
+// open-loop with latency timed from each request's scheduled send (wrk's p99 under
+// saturation measures its queue; this measures a target below its limit). Results:
+// rate.tsv and a second table.
+//
 //   npm run bench:mix                                  # RUNS=3 DURATION=10 WARMUP=5, CACHE=1
+//   RATE=0.7 npm run bench:mix                         # and the fixed-rate phase, at 70% of nginx+njs's max
+//   HIT=1 RUNS=3 npm run bench:mix                     # the hit path ÷ limit
 //   CACHE=0 RUNS=1 DURATION=5 WARMUP=2 npm run bench:mix
 //   TARGETS="gateway nginx node-stream direct" npm run bench:mix   # direct: wrk -> counting proxy -> anvil
 //
 // Other knobs: CONNS=50 THREADS=1 PIN=1 PROXY_CPU=0 LOAD_CPU=1 SEED=1 BODIES=100000
 // ZIPF_S=1.0 TX_PER_BLOCK=4 BASE_PORT=18760 QUIET_MAX=10 QUIET_WAIT=60 QUIET_BUDGET=300
+// RATE_OF=nginx RATE_RUNS=RUNS RATE_DURATION=DURATION RATE_CONNS=256 (the open-loop generator's connections at most)
 // BATCH=N (the gateway's cache.batch; default: the manifest's) CLIENT_BATCH=N (each request a JSON-RPC batch of the mix's
 // next N calls, as clients that batch send them; ok req/s then counts batches, upstream figures are per call) INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>; GW_NODE_ARGS="--trace-gc" adds node flags to the gateway's
 // process (its log is logs/gateway.log). Results: results.tsv, methods.tsv,
@@ -39,6 +62,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createRequire } from 'node:module';
+import { resolveLine } from './mix-bodies.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const BENCH_DIR = resolve(process.env.BENCH_DIR ?? join(ROOT, '..', 'shared', 'bench'));
@@ -79,11 +103,21 @@ const QUIET_WAIT = int('QUIET_WAIT', 60);
 const QUIET_BUDGET = int('QUIET_BUDGET', 300);
 const INSTALL = (process.env.INSTALL ?? '1') !== '0';
 const API_KEY = process.env.API_KEY ?? 'bench-key-5f2c9a7e-0123456789';
-const TARGETS = (process.env.TARGETS ?? 'gateway nginx node-stream').split(/\s+/).filter(Boolean);
+const HIT = (process.env.HIT ?? '0') !== '0';
+const TARGETS = (process.env.TARGETS ?? (HIT ? 'gateway limit' : 'gateway nginx node-stream limit')).split(/\s+/).filter(Boolean);
+/** RATE=F: the fixed-rate phase at F times RATE_OF's median ok req/s (null: no such phase). */
+const RATE = process.env.RATE === undefined || process.env.RATE === '' ? null : Number(process.env.RATE);
+const RATE_OF = process.env.RATE_OF ?? 'nginx';
+const RATE_RUNS = int('RATE_RUNS', RUNS);
+const RATE_DURATION = int('RATE_DURATION', DURATION);
+const RATE_CONNS = int('RATE_CONNS', 256);
 if (!(ZIPF_S > 0)) die(`ZIPF_S must be a positive number, not "${process.env.ZIPF_S}"`);
 if (RUNS < 1 || DURATION < 1 || BODIES < 100 || CONNS < 1 || THREADS < 1) die('RUNS, DURATION, CONNS, THREADS must be at least 1 and BODIES at least 100');
 if (!/^[A-Za-z0-9._-]+$/.test(API_KEY)) die('API_KEY must match [A-Za-z0-9._-]+');
-for (const t of TARGETS) if (!['gateway', 'nginx', 'node-stream', 'direct'].includes(t)) die(`unknown target "${t}" (gateway, nginx, node-stream, direct)`);
+for (const t of TARGETS) if (!['gateway', 'nginx', 'node-stream', 'direct', 'limit'].includes(t)) die(`unknown target "${t}" (gateway, nginx, node-stream, direct, limit)`);
+if (RATE !== null && !(RATE > 0 && RATE <= 2)) die(`RATE must be a fraction of ${RATE_OF}'s req/s above 0 (0.7 for 70%), not "${process.env.RATE}"`);
+if (RATE !== null && !TARGETS.includes(RATE_OF)) die(`RATE needs RATE_OF (${RATE_OF}) among TARGETS: its max req/s in this run sets the rate`);
+if (RATE !== null && (RATE_RUNS < 1 || RATE_DURATION < 1 || RATE_CONNS < 1)) die('RATE_RUNS, RATE_DURATION, RATE_CONNS must be at least 1');
 for (const f of ['peer-node-min.mjs', 'common.mjs', 'nginx/peer.conf.tmpl', 'nginx/gateway.njs']) {
   if (!existsSync(join(BENCH_DIR, f))) die(`no ${f} in the harness at ${BENCH_DIR} (set BENCH_DIR)`);
 }
@@ -96,7 +130,10 @@ const PORTS = {
   nginx: BASE_PORT + 7,
   'node-stream': BASE_PORT + 8,
   admin: BASE_PORT + 9,
+  limit: BASE_PORT + 10,
 };
+/** The targets that forward to the node, each through its own port of the counting proxy. */
+const FORWARDING = TARGETS.filter((t) => t !== 'limit');
 const stamp = new Date().toISOString().replace(/[-:]/g, '').slice(0, 15);
 const OUT_DIR = resolve(process.env.OUT_DIR ?? join(ROOT, 'bench', 'results', `mix-${stamp}`));
 const WORK = join(ROOT, '.tmp', 'bench-mix');
@@ -426,19 +463,60 @@ function makeBodies(rand, { addresses, contracts, oldTxs, oldBlocks }) {
   lines.length = BODIES;
   return lines;
 }
-/** A line of the bodies file as the JSON body wrk would send now (for the smoke check). */
-function resolveLine(line, state) {
-  if (line[0] === 'S') return line.slice(2);
-  const [kind, id, k, full] = line.split(' ');
-  const n = Number(k);
-  if (kind === 'B') return `{"jsonrpc":"2.0","id":${id},"method":"eth_getBlockByNumber","params":["${hex(Math.max(0, state.head - n))}",${full}]}`;
-  if (kind === 'H') return `{"jsonrpc":"2.0","id":${id},"method":"eth_getBlockByHash","params":["${state.blocks[Math.min(n, state.blocks.length) - 1]}",false]}`;
-  return `{"jsonrpc":"2.0","id":${id},"method":"eth_getTransactionReceipt","params":["${state.txs[Math.min(n, state.txs.length) - 1]}"]}`;
+const HIT_MIX = [
+  ['eth_chainId', 20],
+  ['eth_getBlockByHash', 25],
+  ['eth_getBlockByNumber', 25],
+  ['eth_getTransactionReceipt', 30],
+];
+/**
+ * HIT=1: BODIES lines of calls the cache keeps once asked (the chain id, and old blocks and receipts,
+ * all in final blocks), every 100 consecutive lines the HIT_MIX above, shuffled; keys Zipf-distributed
+ * over seeded orders, ids counting up as in the mix. Only fixed bodies: nothing follows the head.
+ */
+function makeHitBodies(rand, { oldTxs, oldBlocks }) {
+  const numbers = shuffle([...Array(oldBlocks.length).keys()].map((i) => i + 1), rand);
+  const pickTx = zipf(oldTxs.length, ZIPF_S, rand);
+  const pickBlock = zipf(oldBlocks.length, ZIPF_S, rand);
+  const pickNumber = zipf(numbers.length, ZIPF_S, rand);
+  let id = 1 + Math.floor(rand() * 1e6);
+  const deck = HIT_MIX.flatMap(([m, n]) => Array(n).fill(m));
+  const lines = [];
+  const call = (i, method, params) => `S {"jsonrpc":"2.0","id":${i},"method":"${method}","params":${JSON.stringify(params)}}`;
+  while (lines.length < BODIES) {
+    for (const method of shuffle([...deck], rand)) {
+      const i = rand() < 0.125 ? `"w${(id++).toString(36)}"` : String(id++);
+      if (method === 'eth_getBlockByHash') lines.push(call(i, method, [oldBlocks[pickBlock()], false]));
+      else if (method === 'eth_getBlockByNumber') lines.push(call(i, method, [hex(numbers[pickNumber()]), false]));
+      else if (method === 'eth_getTransactionReceipt') lines.push(call(i, method, [oldTxs[pickTx()]]));
+      else lines.push(call(i, method, []));
+    }
+  }
+  lines.length = BODIES;
+  return lines;
+}
+
+/**
+ * The fixed answer of the `limit` target: a JSON-RPC answer as long as the mix's answers are on average
+ * (the first 1,000 lines, asked of anvil directly), so that it costs what an average answer of the mix
+ * costs to send. Returns the body and the sizes' mean and median.
+ */
+async function limitAnswer(lines, state) {
+  const sizes = await inBatches(lines.slice(0, 1000), 20, async (line) => {
+    const r = await fetch(`http://127.0.0.1:${PORTS.anvil}/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: resolveLine(line, state) });
+    return Buffer.byteLength(await r.text());
+  });
+  const mean = Math.round(sizes.reduce((a, b) => a + b, 0) / sizes.length);
+  const base = '{"jsonrpc":"2.0","id":1,"result":"0x"}';
+  const body = `{"jsonrpc":"2.0","id":1,"result":"0x${'0'.repeat(Math.max(0, mean - base.length))}"}`;
+  return { body, mean, median: median(sizes) };
 }
 
 // ---- targets --------------------------------------------------------------------------------------
 const urlOf = (t) =>
   t === 'gateway' ? `http://127.0.0.1:${PORTS.gateway}/eth/${API_KEY}` : t === 'direct' ? `http://127.0.0.1:${PORTS.up.direct}/` : `http://127.0.0.1:${PORTS[t]}/eth`;
+/** The fixed answer file of the `limit` target (main writes it once the mix is known). */
+let limitFile = null;
 const upstreamUrl = (t) => `http://127.0.0.1:${PORTS.up[t]}/`;
 
 function buildGateway() {
@@ -466,6 +544,10 @@ function buildGateway() {
 async function startTarget(t) {
   const up = upstreamUrl(t);
   if (t === 'direct') return;
+  if (t === 'limit') {
+    startProc(t, PROXY_CPU, [process.execPath, '--no-memory-reducer', ...(process.env.GW_NODE_ARGS ?? '').split(' ').filter(Boolean), join(ROOT, 'bench', 'fixed-upstream.mjs'), limitFile, String(PORTS.limit)]);
+    return waitPort(t, PORTS.limit, 15);
+  }
   if (t === 'gateway') {
     const keys = join(WORK, 'keys.yaml');
     writeFileSync(keys, `keys:\n  - id: bench\n    sha256: "${createHash('sha256').update(API_KEY).digest('hex')}"\n`);
@@ -499,7 +581,7 @@ async function startTarget(t) {
   return waitPort(t, PORTS['node-stream'], 15);
 }
 
-/** Each sample body twice (two different ids, so a cache answers the second): 200, a result, the request's id. */
+/** Each sample body twice (two different ids, so a cache answers the second): 200, a result, the request's id (limit: any id). */
 async function smoke(t, lines, state) {
   let good = 0;
   let first = '';
@@ -522,7 +604,7 @@ async function smoke(t, lines, state) {
         else if (!j || j.jsonrpc !== '2.0') why = `not a JSON-RPC answer: ${body.slice(0, 120)}`;
         else if ('error' in j) why = `error ${JSON.stringify(j.error).slice(0, 120)}`;
         else if (!('result' in j)) why = 'no result';
-        else if (j.id !== req.id) why = `id ${JSON.stringify(j.id)} for ${JSON.stringify(req.id)}`;
+        else if (j.id !== req.id && t !== 'limit') why = `id ${JSON.stringify(j.id)} for ${JSON.stringify(req.id)}`;
       } catch (err) {
         why = err.message;
       }
@@ -537,6 +619,10 @@ async function smoke(t, lines, state) {
 function runWrk(url, seconds, outFile) {
   const argv = [...(PIN ? ['taskset', '-c', String(LOAD_CPU)] : []), 'wrk', `-t${THREADS}`, `-c${CONNS}`, `-d${seconds}s`, '--timeout', '5s', '-s', join(ROOT, 'bench', 'mix.lua'), url];
   const env = { ...process.env, MIX_BODIES: join(RUN, 'bodies.txt'), MIX_STATE: join(RUN, 'state.txt'), MIX_API_KEY: API_KEY, MIX_CLIENT_BATCH: String(CLIENT_BATCH) };
+  return runLoad(argv, env, seconds, outFile);
+}
+/** Runs a load generator (registered as 'wrk', so that it is stopped with the rest) and parses its "RESULT k=v ..." line (null: none). */
+function runLoad(argv, env, seconds, outFile) {
   const child = spawn(argv[0], argv.slice(1), { detached: true, env, stdio: ['ignore', 'pipe', 'pipe'] });
   procs.set('wrk', { child, alive: true, exited: new Promise((d) => child.once('exit', d)) });
   let out = '';
@@ -556,6 +642,24 @@ function runWrk(url, seconds, outFile) {
       done(line ? Object.fromEntries(line.slice(7).split(' ').map((kv) => [kv.split('=')[0], Number(kv.split('=')[1])])) : null);
     }),
   );
+}
+
+/** RATE: bench/open-loop.mjs at `rate` req/s on LOAD_CPU, after one second of the same rate unrecorded; its RESULT line parsed as runWrk's. */
+function runOpenLoop(url, rate, seconds, outFile) {
+  const argv = [...(PIN ? ['taskset', '-c', String(LOAD_CPU)] : []), process.execPath, join(ROOT, 'bench', 'open-loop.mjs')];
+  const env = {
+    ...process.env,
+    OL_URL: url,
+    OL_RATE: String(rate),
+    OL_SECONDS: String(seconds),
+    OL_WARMUP: '1',
+    OL_CONNS: String(RATE_CONNS),
+    OL_BODIES: join(RUN, 'bodies.txt'),
+    OL_STATE: join(RUN, 'state.txt'),
+    OL_API_KEY: API_KEY,
+    OL_CLIENT_BATCH: String(CLIENT_BATCH),
+  };
+  return runLoad(argv, env, seconds + 1, outFile);
 }
 
 async function upstreamCounts() {
@@ -621,27 +725,38 @@ async function waitQuiet() {
 }
 
 const COLS = ['round', 'target', 'ok_rps', 'rps', 'p50_us', 'p90_us', 'p99_us', 'requests', 'errors', 'nulls', 'sockerr', 'up_calls', 'up_http', 'up_per_1000', 'target_cpu', 'anvil_cpu', 'counter_cpu', 'cpu_proxy', 'cpu_load', 'other_cpu'];
+/** rate.tsv: the same, and what the open-loop generator adds. */
+const RATE_COLS = [...COLS.slice(0, 2), 'offered_rps', ...COLS.slice(2), 'max_us', 'lag_p50_us', 'lag_p99_us', 'svc_p50_us', 'svc_p99_us', 'conns', 'warm'];
 const rows = [];
-const methodTotals = {}; // target -> method -> upstream calls
+const rateRows = [];
+const methodTotals = {}; // target -> method -> upstream calls (the saturation rounds only)
 
-async function measure(t, round) {
+/** One slice of load on target t: wrk flat out, or with `offered` (req/s) the open-loop generator at that rate. */
+async function measure(t, round, offered = null) {
   await waitQuiet();
   const c0 = await upstreamCounts();
   const s0 = scanProcs();
   const k0 = coreTicks();
   const t0 = process.hrtime.bigint();
-  const res = await runWrk(urlOf(t), DURATION, join(OUT_DIR, 'logs', 'wrk.log'));
+  const res =
+    offered === null
+      ? await runWrk(urlOf(t), DURATION, join(OUT_DIR, 'logs', 'wrk.log'))
+      : await runOpenLoop(urlOf(t), offered, RATE_DURATION, join(OUT_DIR, 'logs', 'open-loop.log'));
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu = cpuSplit(s0, scanProcs(), seconds);
   const k1 = coreTicks();
   const c1 = await upstreamCounts();
   if (!res) {
-    log(`${t}: wrk gave no result (see logs/wrk.log)`);
+    log(`${t}: ${offered === null ? 'wrk gave no result (see logs/wrk.log)' : 'the open-loop generator gave no result (see logs/open-loop.log)'}`);
     return;
   }
-  const up = { calls: c1[t].calls - c0[t].calls, http: c1[t].requests - c0[t].requests };
-  const mt = (methodTotals[t] ??= {});
-  for (const [m, n] of Object.entries(c1[t].methods)) mt[m] = (mt[m] ?? 0) + n - (c0[t].methods[m] ?? 0);
+  const none = { calls: 0, requests: 0, methods: {} }; // limit: no upstream
+  const [u0, u1] = [c0[t] ?? none, c1[t] ?? none];
+  const up = { calls: u1.calls - u0.calls, http: u1.requests - u0.requests };
+  if (offered === null) {
+    const mt = (methodTotals[t] ??= {});
+    for (const [m, n] of Object.entries(u1.methods)) mt[m] = (mt[m] ?? 0) + n - (u0.methods[m] ?? 0);
+  }
   const busy = (i) => Math.round((100 * (k1[i].busy - k0[i].busy)) / Math.max(1, k1[i].total - k0[i].total));
   const row = {
     round,
@@ -657,7 +772,8 @@ async function measure(t, round) {
     sockerr: res.err_connect + res.err_read + res.err_write + res.err_timeout,
     up_calls: up.calls,
     up_http: up.http,
-    up_per_1000: res.requests > 0 ? ((1000 * up.calls) / (res.requests * CLIENT_BATCH)).toFixed(1) : '',
+    // the open-loop generator's warm-up second is not in its figures but is in the proxy's count
+    up_per_1000: res.requests > 0 ? ((1000 * up.calls) / ((res.requests + (res.warm ?? 0)) * CLIENT_BATCH)).toFixed(1) : '',
     target_cpu: t === 'direct' ? 0 : (cpu[t] ?? 0),
     anvil_cpu: cpu.anvil ?? 0,
     counter_cpu: cpu.counter ?? 0,
@@ -665,11 +781,17 @@ async function measure(t, round) {
     cpu_load: busy(1),
     other_cpu: cpu.other,
   };
-  rows.push(row);
-  writeFileSync(join(OUT_DIR, 'results.tsv'), COLS.map((c) => row[c]).join('\t') + '\n', { flag: 'a' });
+  if (offered !== null) {
+    Object.assign(row, { offered_rps: res.offered, max_us: res.max_us, lag_p50_us: res.lag_p50_us, lag_p99_us: res.lag_p99_us, svc_p50_us: res.svc_p50_us, svc_p99_us: res.svc_p99_us, conns: res.conns, warm: res.warm });
+    rateRows.push(row);
+    writeFileSync(join(OUT_DIR, 'rate.tsv'), RATE_COLS.map((c) => row[c]).join('\t') + '\n', { flag: 'a' });
+  } else {
+    rows.push(row);
+    writeFileSync(join(OUT_DIR, 'results.tsv'), COLS.map((c) => row[c]).join('\t') + '\n', { flag: 'a' });
+  }
   log(
-    `round ${round} ${t.padEnd(11)} ${row.ok_rps.padStart(9)} ok req/s  p50 ${String(row.p50_us).padStart(6)}us  p99 ${String(row.p99_us).padStart(7)}us  ` +
-      `errors ${row.errors}  sockerr ${row.sockerr}  upstream/1000 ${row.up_per_1000}  target-cpu ${row.target_cpu}%  anvil ${row.anvil_cpu}%  ` +
+    `${offered === null ? '' : `at ${offered} req/s `}round ${round} ${t.padEnd(11)} ${row.ok_rps.padStart(9)} ok req/s  p50 ${String(row.p50_us).padStart(6)}us  p99 ${String(row.p99_us).padStart(7)}us  ` +
+      `errors ${row.errors}  sockerr ${row.sockerr}${offered === null ? '' : `  generator lag p99 ${row.lag_p99_us}us`}  upstream/1000 ${row.up_per_1000}  target-cpu ${row.target_cpu}%  anvil ${row.anvil_cpu}%  ` +
       `cpu${PROXY_CPU} ${row.cpu_proxy}%  cpu${LOAD_CPU} ${row.cpu_load}%  other ${row.other_cpu}%`,
   );
 }
@@ -680,17 +802,55 @@ const median = (xs) => {
   const m = s.length >> 1;
   return s.length === 0 ? NaN : s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
 };
-function perRound(a, b, col) {
+function perRound(a, b, col, from = rows) {
   const out = [];
-  for (let r = 1; r <= RUNS; r++) {
-    const x = rows.find((w) => w.round === r && w.target === a);
-    const y = rows.find((w) => w.round === r && w.target === b);
+  for (let r = 1; r <= Math.max(0, ...from.map((w) => w.round)); r++) {
+    const x = from.find((w) => w.round === r && w.target === a);
+    const y = from.find((w) => w.round === r && w.target === b);
     if (x && y && Number(y[col]) > 0 && Number(x.requests) > 0) out.push(Number(x[col]) / Number(y[col]));
   }
   return out;
 }
-function report(smokes, meta) {
-  const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '–');
+const fmt = (n, d = 0) => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : '–');
+/** "median (min–max)" of per-round ratios, or '–'. */
+const ratioText = (xs) => (xs.length ? `${fmt(median(xs), 2)} (${fmt(Math.min(...xs), 2)}–${fmt(Math.max(...xs), 2)})` : '–');
+
+/** RATE: the fixed-rate phase's table, and its per-round ratios. */
+function rateReport(offered) {
+  if (rateRows.length === 0) return '';
+  const lines = [
+    '| target | offered req/s | ok req/s | p50 ms | p90 ms | p99 ms (median) | p99 min–max | max ms | error answers | socket errors | generator lag p50 / p99 ms | upstream calls per 1,000 | target CPU% | load core % | other CPU% (max) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+  ];
+  const ms = (us) => fmt(us / 1000, 2);
+  for (const t of TARGETS) {
+    const rs = rateRows.filter((r) => r.target === t);
+    if (rs.length === 0) continue;
+    const sum = (c) => rs.reduce((a, r) => a + Number(r[c]), 0);
+    const med = (c) => median(rs.map((r) => Number(r[c])));
+    const p99s = rs.map((r) => Number(r.p99_us));
+    lines.push(
+      `| ${t} | ${fmt(offered)} | ${fmt(med('ok_rps'))} | ${ms(med('p50_us'))} | ${ms(med('p90_us'))} | ${ms(med('p99_us'))} | ${ms(Math.min(...p99s))}–${ms(Math.max(...p99s))} | ${ms(med('max_us'))} | ` +
+        `${sum('errors')} | ${sum('sockerr')} | ${ms(med('lag_p50_us'))} / ${ms(med('lag_p99_us'))} | ${fmt(sum('requests') > 0 ? (1000 * sum('up_calls')) / ((sum('requests') + sum('warm')) * CLIENT_BATCH) : NaN, 1)} | ` +
+        `${fmt(med('target_cpu'))} | ${fmt(med('cpu_load'))} | ${fmt(Math.max(...rs.map((r) => Number(r.other_cpu))))} |`,
+    );
+  }
+  const vs = (a, b) => `| ${a} p99 ÷ ${b} p99, per round | ${ratioText(perRound(a, b, 'p99_us', rateRows))} |`;
+  const ratios = ['| at the fixed rate | median (min–max) |', '|---|---:|'];
+  if (TARGETS.includes('gateway') && TARGETS.includes('nginx')) ratios.push(vs('gateway', 'nginx'), `| gateway p50 ÷ nginx p50, per round | ${ratioText(perRound('gateway', 'nginx', 'p50_us', rateRows))} |`);
+  if (TARGETS.includes('gateway') && TARGETS.includes('node-stream')) ratios.push(vs('gateway', 'node-stream'));
+  return (
+    `## At a fixed offered rate\n\n${fmt(offered)} req/s offered to every target: RATE=${RATE} × ${RATE_OF}'s median ok req/s in the rounds above, ` +
+    `${RATE_RUNS} round(s) of ${RATE_DURATION} s each (after 1 s at the same rate, not recorded), sent open-loop by bench/open-loop.mjs on core ${LOAD_CPU} ` +
+    `(up to ${RATE_CONNS} connections). Latency is timed from each request's scheduled send, so a target that falls behind pays for every request ` +
+    `it delays; the generator's own lateness (lag: sent − scheduled, ~1 ms of timer granularity and its load) is inside every figure, and the ` +
+    `limit row (a server answering from memory) shows that floor. p50/p90/max: medians over rounds; upstream calls pool every round. ` +
+    `Other CPU%: processes this run did not start, the most in any round (100 = one core): any of it on the targets' core queues every request due meanwhile.\n\n` +
+    `${lines.join('\n')}\n\n${ratios.join('\n')}\n`
+  );
+}
+
+function report(smokes, meta, offered = null) {
   const lines = [
     '| target | ok req/s (median) | min–max | p50 ms | p99 ms | error answers | socket errors | null results | upstream calls per 1,000 | target CPU% | anvil CPU% | smoke |',
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
@@ -729,6 +889,8 @@ function report(smokes, meta) {
   check.push(`| gateway upstream calls per 1,000 ${CALLS} | ≤ 300 | ${g ? fmt(g.per1000, 1) : '–'} | ${verdict(g ? g.per1000 <= 300 : null)} |`);
   check.push(`| gateway p99 ÷ nginx+njs p99, per round | ≤ 1 | ${pr === null ? '–' : `${fmt(pr, 2)} (${fmt(Math.min(...p99Ratios), 2)}–${fmt(Math.max(...p99Ratios), 2)})`} | ${verdict(pr === null ? null : pr <= 1)} |`);
   check.push(`| gateway error answers (not a target; they never count as throughput) | 0 | ${g ? g.errors : '–'} | ${verdict(g ? g.errors === 0 : null)} |`);
+  const limitRatios = perRound('gateway', 'limit', 'ok_rps');
+  if (limitRatios.length) check.push(`| gateway ok req/s ÷ limit (a node:http server answering from memory, same core), per round | (information) | ${ratioText(limitRatios)} | – |`);
   const methods = Object.keys(methodTotals);
   const allMethods = [...new Set(methods.flatMap((t) => Object.keys(methodTotals[t])))].sort();
   const perMethod = [`| upstream calls per 1,000 ${CALLS}, by method | ${methods.join(' | ')} |`, `|---|${methods.map(() => '---:').join('|')}|`];
@@ -743,7 +905,9 @@ function report(smokes, meta) {
     `Per target: ok req/s is answers without an error per second (median of ${RUNS} rounds of ${DURATION} s); p50 and p99 are medians over rounds ` +
     `(wrk, all answers); upstream calls per 1,000 ${CALLS} pool every round (the counting proxy, a batch's items one by one, the gateway's ` +
     `health checks and head polls included).\n\n${lines.join('\n')}\n\n` +
-    `Targets of the issue (gateway cache ${CACHE ? 'ON' : 'OFF'}):\n\n${check.join('\n')}\n\n${perMethod.join('\n')}\n`;
+    `${HIT ? '**HIT=1: an all-hit workload (calls the cache keeps once asked), not the mix: only the gateway ÷ limit figure means something here.**\n\n' : ''}` +
+    `Targets of the issue (gateway cache ${CACHE ? 'ON' : 'OFF'}):\n\n${check.join('\n')}\n\n${perMethod.join('\n')}\n` +
+    (offered === null ? '' : `\n${rateReport(offered)}`);
   writeFileSync(join(OUT_DIR, 'report.md'), text);
   writeFileSync(
     join(OUT_DIR, 'methods.tsv'),
@@ -759,12 +923,12 @@ async function main() {
   mkdirSync(WORK, { recursive: true });
   RUN = mkdtempSync('/tmp/mix-bench.');
   chmodSync(RUN, 0o755); // nginx's workers (nobody) read gateway.js here
-  const ports = [PORTS.anvil, PORTS.control, ...TARGETS.map((t) => PORTS.up[t]), ...TARGETS.filter((t) => t !== 'direct').map((t) => PORTS[t]), PORTS.admin];
+  const ports = [PORTS.anvil, PORTS.control, ...FORWARDING.map((t) => PORTS.up[t]), ...TARGETS.filter((t) => t !== 'direct').map((t) => PORTS[t]), PORTS.admin];
   for (const p of ports) if (await portOpen(p)) die(`127.0.0.1:${p} is already in use; pick another BASE_PORT`);
   if (PIN) execFileSync('taskset', ['-a', '-cp', String(LOAD_CPU), String(process.pid)], { stdio: 'ignore' });
   if (TARGETS.includes('gateway')) buildGateway();
 
-  const est = TARGETS.length * (WARMUP + 1 + RUNS * (DURATION + 2)) + 30;
+  const est = TARGETS.length * (WARMUP + 1 + RUNS * (DURATION + 2) + (RATE === null ? 0 : RATE_RUNS * (RATE_DURATION + 3))) + 30;
   log(`targets ${TARGETS.join(', ')}; about ${Math.ceil(est / 60)} min; results in ${OUT_DIR}`);
   startProc('anvil', LOAD_CPU, [ANVIL_BIN, '--host', '127.0.0.1', '--port', String(PORTS.anvil), '--chain-id', '1', '--block-time', '2', '--silent']);
   await waitPort('anvil', PORTS.anvil, 20);
@@ -779,19 +943,29 @@ async function main() {
   shuffle(addresses, rand);
   const t0 = Date.now();
   const chain = await setupChain(rng(`${SEED}:history`), addresses, funded);
+  // HIT=1: every old block final (anvil's finalized block is 32 below its head), so that the cache keeps them
+  if (HIT) await rpc('anvil_mine', [hex(40)]);
   log(`node ready in ${Date.now() - t0} ms: ${chain.contracts.length} contracts, ${chain.history.length} txs of history, head ${chain.head}`);
 
   const mixRand = rng(`${SEED}:mix`);
   const oldTxs = shuffle([...chain.history], mixRand);
   const oldBlocks = shuffle([...chain.blockHashes], mixRand);
-  const lines = makeBodies(mixRand, { addresses, contracts: chain.contracts, oldTxs, oldBlocks });
+  const lines = HIT ? makeHitBodies(mixRand, { oldTxs, oldBlocks }) : makeBodies(mixRand, { addresses, contracts: chain.contracts, oldTxs, oldBlocks });
   writeFileSync(join(RUN, 'bodies.txt'), lines.join('\n') + '\n');
   // tx and block hashes depend on block timestamps, so they differ from run to run; the rest follows the seed
   const bodiesSha = createHash('sha256').update(lines.join('\n').replace(/"0x[0-9a-f]{64}"/g, '"H"')).digest('hex').slice(0, 12);
   tracker = track(join(RUN, 'state.txt'), funded, addresses, rng(`${SEED}:sender`), chain.history);
   await tracker.ready;
+  let limitNote = '';
+  if (TARGETS.includes('limit')) {
+    const a = await limitAnswer(lines, tracker.state);
+    limitFile = join(RUN, 'limit.json');
+    writeFileSync(limitFile, a.body);
+    limitNote = `limit answers ${Buffer.byteLength(a.body)} bytes of body (the ${HIT ? 'hit workload' : 'mix'}'s answers: mean ${a.mean}, median ${a.median} bytes)`;
+    log(limitNote);
+  }
 
-  const listen = TARGETS.map((t) => `${t}:${PORTS.up[t]}`).join(',');
+  const listen = FORWARDING.map((t) => `${t}:${PORTS.up[t]}`).join(',');
   startProc('counter', LOAD_CPU, [process.execPath, join(ROOT, 'bench', 'mix-proxy.mjs')], {
     env: { ...process.env, UPSTREAM_URL: `http://127.0.0.1:${PORTS.anvil}/`, LISTEN: listen, CONTROL_PORT: String(PORTS.control) },
   });
@@ -802,8 +976,10 @@ async function main() {
       `${cpus().length} CPUs,${(/model name\s*:(.*)/.exec(readFileSync('/proc/cpuinfo', 'utf8')) ?? [, ''])[1]}`,
     `${execFileSync(ANVIL_BIN, ['--version']).toString().split('\n')[0]} (--block-time 2, chain id 1), TX_PER_BLOCK=${TX_PER_BLOCK}`,
     `RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${CONNS} THREADS=${THREADS} PIN=${PIN ? 1 : 0} PROXY_CPU=${PROXY_CPU} LOAD_CPU=${LOAD_CPU} CACHE=${CACHE ? 1 : 0} BATCH=${BATCH ?? "manifest"} CLIENT_BATCH=${CLIENT_BATCH} ` +
-      `SEED=${SEED} BODIES=${BODIES} ZIPF_S=${ZIPF_S} TARGETS='${TARGETS.join(' ')}'`,
-    `the mix's sha256 ${bodiesSha} (the bodies with every tx and block hash masked: those depend on block timestamps; the rest follows SEED)`,
+      `SEED=${SEED} BODIES=${BODIES} ZIPF_S=${ZIPF_S} TARGETS='${TARGETS.join(' ')}' HIT=${HIT ? 1 : 0}` +
+      (RATE === null ? '' : ` RATE=${RATE} RATE_OF=${RATE_OF} RATE_RUNS=${RATE_RUNS} RATE_DURATION=${RATE_DURATION} RATE_CONNS=${RATE_CONNS}`),
+    ...(limitNote ? [limitNote] : []),
+    `the ${HIT ? 'hit workload' : 'mix'}'s sha256 ${bodiesSha} (the bodies with every tx and block hash masked: those depend on block timestamps; the rest follows SEED)`,
     `git ${spawnSync('git', ['-C', ROOT, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).stdout.trim()}${spawnSync('git', ['-C', ROOT, 'status', '--porcelain', '--untracked-files=no'], { encoding: 'utf8' }).stdout.trim() ? ' (modified)' : ''}`,
   ].map((l) => `- ${l}`).join('\n');
   writeFileSync(join(OUT_DIR, 'meta.txt'), meta + '\n');
@@ -828,10 +1004,23 @@ async function main() {
   for (let r = 1; r <= RUNS; r++) {
     for (let i = 0; i < active.length; i++) await measure(active[(i + r - 1) % active.length], r);
   }
+  // RATE: the same targets at one fixed offered rate, set by RATE_OF's max in the rounds above
+  let offered = null;
+  if (RATE !== null) {
+    const ref = median(rows.filter((w) => w.target === RATE_OF).map((w) => Number(w.ok_rps)));
+    if (ref > 0) {
+      offered = Math.round(RATE * ref);
+      writeFileSync(join(OUT_DIR, 'rate.tsv'), RATE_COLS.join('\t') + '\n');
+      log(`fixed-rate phase: ${offered} req/s (${RATE} × ${RATE_OF}'s ${ref.toFixed(0)})`);
+      for (let r = 1; r <= RATE_RUNS; r++) {
+        for (let i = 0; i < active.length; i++) await measure(active[(i + r - 1) % active.length], r, offered);
+      }
+    } else log(`fixed-rate phase skipped: ${RATE_OF} has no ok req/s in this run`);
+  }
   tracker.stop();
   const { sent, sendErrors, lastSendError } = tracker.stats();
   const refused = sendErrors ? `, ${sendErrors} refused by anvil (last: ${lastSendError})` : '';
-  const text = report(smokes, `${meta}\n- background sender: ${sent} txs sent during the run${refused}; head at the end ${tracker.state.head}`);
+  const text = report(smokes, `${meta}\n- background sender: ${sent} txs sent during the run${refused}; head at the end ${tracker.state.head}`, offered);
   for (const name of [...procs.keys()]) await stopProc(name);
   console.log('\n' + text + `\n(written to ${OUT_DIR})`);
 }
