@@ -48,7 +48,8 @@
 //
 // Other knobs: CONNS=50 THREADS=1 PIN=1 PROXY_CPU=0 LOAD_CPU=1 SEED=1 BODIES=100000
 // ZIPF_S=1.0 TX_PER_BLOCK=4 BASE_PORT=18760 QUIET_MAX=10 QUIET_WAIT=60 QUIET_BUDGET=300
-// RATE_OF=nginx RATE_RUNS=RUNS RATE_DURATION=DURATION RATE_CONNS=256 (the open-loop generator's connections at most)
+// RATE_OF=nginx RATE_RUNS=RUNS RATE_DURATION=DURATION RATE_CONNS=CONNS (the open-loop generator's connections at most;
+// a request due while all are busy waits for one, and that wait counts)
 // BATCH=N (the gateway's cache.batch; default: the manifest's) CLIENT_BATCH=N (each request a JSON-RPC batch of the mix's
 // next N calls, as clients that batch send them; ok req/s then counts batches, upstream figures are per call) INSTALL=1 OUT_DIR=bench/results/mix-<timestamp>; GW_NODE_ARGS="--trace-gc" adds node flags to the gateway's
 // process (its log is logs/gateway.log). Results: results.tsv, methods.tsv,
@@ -110,7 +111,9 @@ const RATE = process.env.RATE === undefined || process.env.RATE === '' ? null : 
 const RATE_OF = process.env.RATE_OF ?? 'nginx';
 const RATE_RUNS = int('RATE_RUNS', RUNS);
 const RATE_DURATION = int('RATE_DURATION', DURATION);
-const RATE_CONNS = int('RATE_CONNS', 256);
+// as many connections as wrk's: more let a stall of the target pile up more requests on it (nginx+njs,
+// whose upstream keeps 64 connections alive, then opens and closes one per request beyond them)
+const RATE_CONNS = int('RATE_CONNS', CONNS);
 if (!(ZIPF_S > 0)) die(`ZIPF_S must be a positive number, not "${process.env.ZIPF_S}"`);
 if (RUNS < 1 || DURATION < 1 || BODIES < 100 || CONNS < 1 || THREADS < 1) die('RUNS, DURATION, CONNS, THREADS must be at least 1 and BODIES at least 100');
 if (!/^[A-Za-z0-9._-]+$/.test(API_KEY)) die('API_KEY must match [A-Za-z0-9._-]+');
