@@ -12,10 +12,12 @@
 // hides how late the upstreams are.
 //
 // First RUNS saturation rounds (wrk, as bench:mix), which set the rate; then RATE_RUNS rounds at RATE (default
-// 0.5) times RATE_OF's (nginx's) median ok req/s, sent open-loop by bench/open-loop.mjs, so that p99 measures the
-// upstreams' lateness, not a queue. Per round: p50, p99 and every answer checked (a non-200 status or an "error"
-// member is an error); the hedges sent, won and capped in that round (the gateway's /metrics,
-// gateway_pool_hedges_total) over the requests sent in it; the calls each upstream was sent and the slow one held.
+// 0.5) times the slowest target's median ok req/s (or TAIL_RPS req/s), sent open-loop by bench/open-loop.mjs, so
+// that p99 measures the upstreams' lateness, not a queue (without its cache the gateway serves fewer req/s than
+// nginx+njs: a share of nginx+njs's max would overload it). Per round: p50, p99 and every answer checked (a
+// non-200 status or an "error" member is an error); the hedges sent, won and capped in that round (the gateway's
+// /metrics, gateway_pool_hedges_total) over the requests sent in it; the calls each upstream was sent and the slow
+// one held.
 // The issue's targets: the hedged gateway's p99 at most a third of nginx+njs's (per round), with hedges at most
 // 10% of requests.
 //
@@ -23,7 +25,7 @@
 //   TAIL=1 TAIL_HEDGE="p95 50" RUNS=1 RATE_RUNS=3 npm run bench:mix   # p95 and a fixed 50 ms, side by side
 //
 // Knobs of its own: TAIL_HEDGE="p95" (afterMs values, one hedged gateway each) TAIL_SLOW_MS=200
-// TAIL_SLOW_EVERY=20; bench:mix's RUNS DURATION WARMUP CONNS RATE RATE_OF RATE_RUNS RATE_DURATION RATE_CONNS SEED
+// TAIL_SLOW_EVERY=20 TAIL_RPS (a fixed rate instead of RATE's); bench:mix's RUNS DURATION WARMUP CONNS RATE RATE_RUNS RATE_DURATION RATE_CONNS SEED
 // BODIES PIN PROXY_CPU LOAD_CPU BASE_PORT QUIET_* GW_NODE_ARGS OUT_DIR apply (not TARGETS, HIT, CLIENT_BATCH, BATCH).
 // Ports: BASE_PORT (anvil) and +1 (the proxy's counts), +20.. (the proxy's listeners), +40.. (targets), +50.. (admin).
 // Results: tail.tsv, report.md, meta.txt, logs/ in OUT_DIR.
@@ -56,9 +58,10 @@ export async function runTail(h) {
   if (!(SLOW_MS > 0) || !(Number.isInteger(SLOW_EVERY) && SLOW_EVERY >= 2)) die('TAIL_SLOW_MS must be positive and TAIL_SLOW_EVERY an integer of at least 2');
   const CACHE = env.CACHE === '1';
   const RATE = h.RATE ?? 0.5;
+  const FIXED_RPS = env.TAIL_RPS === undefined ? null : Number(env.TAIL_RPS);
+  if (FIXED_RPS !== null && !(Number.isInteger(FIXED_RPS) && FIXED_RPS > 0)) die('TAIL_RPS must be a positive integer (req/s)');
   const RATE_DURATION = env.RATE_DURATION === undefined ? 20 : h.RATE_DURATION;
   const { RUNS, DURATION, WARMUP, RATE_RUNS, LOAD_CPU, PROXY_CPU, PORTS, OUT_DIR, WORK, ROOT, log } = h;
-  if (h.RATE_OF !== 'nginx') die('RATE_OF is nginx here (the rate is a share of nginx+njs\'s max in this run)');
 
   // ---- targets and their ports ----
   const base = PORTS.anvil;
@@ -136,7 +139,7 @@ export async function runTail(h) {
   const meta = [
     `node ${process.version}, ${spawnSync('nginx', ['-v'], { encoding: 'utf8' }).stderr.trim()}, ${cpus().length} CPUs,${(/model name\s*:(.*)/.exec(readFileSync('/proc/cpuinfo', 'utf8')) ?? [, ''])[1]}`,
     `${execFileSync(h.ANVIL_BIN, ['--version']).toString().split('\n')[0]} (--block-time 2), bench:mix's mix (sha256 ${bodiesSha}, hashes masked)`,
-    `TAIL=1 TAIL_HEDGE='${hedges.join(' ')}' TAIL_SLOW_MS=${SLOW_MS} TAIL_SLOW_EVERY=${SLOW_EVERY} CACHE=${CACHE ? 1 : 0} RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${h.CONNS} ` +
+    `TAIL=1 TAIL_HEDGE='${hedges.join(' ')}'${FIXED_RPS === null ? '' : ` TAIL_RPS=${FIXED_RPS}`} TAIL_SLOW_MS=${SLOW_MS} TAIL_SLOW_EVERY=${SLOW_EVERY} CACHE=${CACHE ? 1 : 0} RUNS=${RUNS} DURATION=${DURATION} WARMUP=${WARMUP} CONNS=${h.CONNS} ` +
       `RATE=${RATE} RATE_RUNS=${RATE_RUNS} RATE_DURATION=${RATE_DURATION} RATE_CONNS=${h.RATE_CONNS} SEED=${h.SEED} PIN=${h.PIN ? 1 : 0} PROXY_CPU=${PROXY_CPU} LOAD_CPU=${LOAD_CPU}`,
     `upstreams a, b, c: three ports of bench/tail-proxy.mjs in front of one anvil; ${SLOW} holds every ${SLOW_EVERY}th call it is sent (health checks aside) ${SLOW_MS} ms`,
     `git ${git(['rev-parse', '--short', 'HEAD'])}${git(['status', '--porcelain', '--untracked-files=no']) ? ' (modified)' : ''}`,
@@ -241,14 +244,17 @@ export async function runTail(h) {
   }
 
   for (let r = 1; r <= RUNS; r++) for (let i = 0; i < targets.length; i++) await measure(targets[(i + r - 1) % targets.length], r, null);
-  const nginxMax = h.median(rows.filter((w) => w.target === 'nginx').map((w) => Number(w.ok_rps)));
-  if (!(nginxMax > 0)) die('nginx+njs served nothing in the saturation rounds: no rate to set');
-  const offered = Math.round(RATE * nginxMax);
-  log(`fixed-rate phase: ${offered} req/s (${RATE} × nginx+njs's ${nginxMax.toFixed(0)})`);
+  // The rate every target sustains: a share of the slowest one's max (without its cache the gateway is that one, not nginx+njs)
+  const maxes = targets.map((t) => ({ name: t.name, max: h.median(rows.filter((w) => w.target === t.name).map((w) => Number(w.ok_rps))) }));
+  const slowest = maxes.reduce((a, b) => (b.max < a.max ? b : a));
+  if (!(slowest.max > 0)) die(`${slowest.name} served nothing in the saturation rounds: no rate to set`);
+  const offered = FIXED_RPS ?? Math.round(RATE * slowest.max);
+  const rateNote = FIXED_RPS !== null ? `TAIL_RPS=${FIXED_RPS}` : `RATE ${RATE} × the slowest target's max, ${slowest.name}'s ${fmt(slowest.max)}`;
+  log(`fixed-rate phase: ${offered} req/s (${rateNote})`);
   for (let r = 1; r <= RATE_RUNS; r++) for (let i = 0; i < targets.length; i++) await measure(targets[(i + r - 1) % targets.length], r, offered);
   tracker.stop();
 
-  const text = report({ rows, targets, offered, nginxMax, meta, smokes, RATE, RATE_RUNS, RATE_DURATION, RUNS, DURATION, SLOW_MS, SLOW_EVERY, median: h.median, loadCpu: LOAD_CPU });
+  const text = report({ rows, targets, offered, rateNote, meta, smokes, RATE_RUNS, RATE_DURATION, RUNS, DURATION, SLOW_MS, SLOW_EVERY, median: h.median, loadCpu: LOAD_CPU });
   writeFileSync(join(OUT_DIR, 'report.md'), text);
   for (const t of targets) await h.stopProc(t.name);
   for (const name of ['counter', 'anvil']) await h.stopProc(name);
@@ -308,7 +314,7 @@ async function smoke(t, lines, state, apiKey) {
   return good === lines.length ? `ok ${good}/${lines.length}` : `**${lines.length - good} of ${lines.length} wrong**: ${first.replaceAll('|', '\\|')}`;
 }
 
-function report({ rows, targets, offered, nginxMax, meta, smokes, RATE, RATE_RUNS, RATE_DURATION, RUNS, DURATION, SLOW_MS, SLOW_EVERY, median, loadCpu }) {
+function report({ rows, targets, offered, rateNote, meta, smokes, RATE_RUNS, RATE_DURATION, RUNS, DURATION, SLOW_MS, SLOW_EVERY, median, loadCpu }) {
   const ms = (us) => fmt(us / 1000, 2);
   const pct = (a, b) => (b > 0 ? `${fmt((100 * a) / b, 2)}%` : '–');
   const of = (phase, t) => rows.filter((r) => r.phase === phase && r.target === t.name);
@@ -365,7 +371,7 @@ function report({ rows, targets, offered, nginxMax, meta, smokes, RATE, RATE_RUN
     `Three upstreams per target in front of one anvil; c holds every ${SLOW_EVERY}th call it is sent ${SLOW_MS} ms (health checks aside), ` +
     `so ~${fmt(100 / SLOW_EVERY / 3, 2)}% of the calls that reach a node are slow when the three share them evenly.\n\n` +
     `Saturation (wrk, ${RUNS} round(s) of ${DURATION} s; sets the rate):\n\n${maxLines.join('\n')}\n\n` +
-    `At a fixed offered rate: ${fmt(offered)} req/s = RATE ${RATE} × nginx+njs's ${fmt(nginxMax)}, ${RATE_RUNS} round(s) of ${RATE_DURATION} s per target, ` +
+    `At a fixed offered rate: ${fmt(offered)} req/s (${rateNote}), ${RATE_RUNS} round(s) of ${RATE_DURATION} s per target, ` +
     `interleaved, sent open-loop by bench/open-loop.mjs on core ${loadCpu} (latency from each request's scheduled send; after 1 s at the rate, not recorded ` +
     `but counted in the hedges and calls). p50, p99, max: medians over rounds; counts pool the rounds. Requests: the answers recorded and the warm-up second's.\n\n` +
     `${lines.join('\n')}\n\nThe issue's targets:\n\n${check.join('\n')}\n`
