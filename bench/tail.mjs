@@ -189,6 +189,13 @@ export async function runTail(h) {
     'hedges_sent', 'hedges_won', 'hedges_capped', 'up_a', 'up_b', 'up_c', 'held', 'lag_p99_us', 'target_cpu', 'cpu_load', 'other_cpu'];
   writeFileSync(join(OUT_DIR, 'tail.tsv'), COLS.join('\t') + '\n');
   async function measure(t, round, offered) {
+    // A hedge budget is 10% of the calls of a sliding minute: a hedged gateway's first slice at the rate waits out
+    // the minute of its last saturation slice, whose calls would let it hedge more than 10% of its own.
+    if (offered !== null && t.hedge !== null && t.maxEnd !== undefined) {
+      const wait = t.maxEnd + 61_000 - Date.now();
+      if (wait > 0) log(`${t.name}: waiting ${Math.ceil(wait / 1000)} s, a minute after its last saturation slice (its hedge budget)`);
+      if (wait > 0) await new Promise((ok) => setTimeout(ok, wait));
+    }
     await h.waitQuiet();
     const [c0, m0] = [await counts(), t.admin ? await hedgeCounts(t) : null];
     const s0 = h.scanProcs();
@@ -198,6 +205,7 @@ export async function runTail(h) {
     const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
     const cpu = h.cpuSplit(s0, h.scanProcs(), seconds);
     const k1 = h.coreTicks();
+    if (offered === null) t.maxEnd = Date.now();
     const [c1, m1] = [await counts(), t.admin ? await hedgeCounts(t) : null];
     if (!res) return log(`${t.name}: no result from the load generator (see logs/)`);
     // calls sent to each upstream (health checks aside), and held by the slow one
