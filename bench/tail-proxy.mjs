@@ -16,8 +16,9 @@
 //     CONTROL_PORT=18761 node bench/tail-proxy.mjs
 //
 // LISTEN: name:port pairs; SLOW: the names (after the last "/") of the listeners that answer late.
-// GET http://127.0.0.1:CONTROL_PORT/counts answers {"<name>": {"requests", "health", "held"}}: requests
-// (health checks included), of them health checks, and requests held.
+// GET http://127.0.0.1:CONTROL_PORT/counts answers {"<name>": {"requests", "health", "held", "conns"}}: requests
+// (health checks included), of them health checks, requests held, and connections opened (a client that gives
+// up on a request, as the gateway does with the slower of a hedged call's two, closes its connection).
 import http from 'node:http';
 import net from 'node:net';
 
@@ -37,11 +38,12 @@ const HEALTH = /^user-agent:[ \t]*chain-gateway-health\//im;
 
 const counts = {};
 function listener(name, port) {
-  const c = { requests: 0, health: 0, held: 0 };
+  const c = { requests: 0, health: 0, held: 0, conns: 0 };
   counts[name] = c;
   const slow = SLOW.has(name.slice(name.lastIndexOf('/') + 1));
   let seen = 0; // requests not health checks, for the 1 in SLOW_EVERY
   const server = net.createServer((client) => {
+    c.conns++;
     const node = net.connect(UP_PORT, up.hostname);
     client.setNoDelay(true);
     node.setNoDelay(true);

@@ -186,7 +186,7 @@ export async function runTail(h) {
   // ---- measuring ----
   const rows = [];
   const COLS = ['phase', 'round', 'target', 'offered_rps', 'ok_rps', 'p50_us', 'p90_us', 'p99_us', 'max_us', 'requests', 'warm', 'errors', 'nulls', 'sockerr',
-    'hedges_sent', 'hedges_won', 'hedges_capped', 'up_a', 'up_b', 'up_c', 'held', 'lag_p99_us', 'target_cpu', 'cpu_load', 'other_cpu'];
+    'hedges_sent', 'hedges_won', 'hedges_capped', 'up_a', 'up_b', 'up_c', 'held', 'conns', 'lag_p99_us', 'target_cpu', 'cpu_load', 'other_cpu'];
   writeFileSync(join(OUT_DIR, 'tail.tsv'), COLS.join('\t') + '\n');
   async function measure(t, round, offered) {
     // A hedge budget is 10% of the calls of a sliding minute: a hedged gateway's first slice at the rate waits out
@@ -213,6 +213,7 @@ export async function runTail(h) {
       const [a, b] = [c0[`${t.name}/${u}`], c1[`${t.name}/${u}`]];
       return [u, b.requests - b.health - (a.requests - a.health)];
     }));
+    const conns = UPSTREAMS.reduce((n, u) => n + c1[`${t.name}/${u}`].conns - c0[`${t.name}/${u}`].conns, 0);
     const hd = (k) => (m1 && m0 ? m1[k] - m0[k] : '');
     const row = {
       phase: offered === null ? 'max' : 'rate',
@@ -236,6 +237,7 @@ export async function runTail(h) {
       up_b: up.b,
       up_c: up.c,
       held: c1[`${t.name}/${SLOW}`].held - c0[`${t.name}/${SLOW}`].held,
+      conns,
       lag_p99_us: res.lag_p99_us ?? '',
       target_cpu: cpu[t.name] ?? 0,
       cpu_load: Math.round((100 * (k1[1].busy - k0[1].busy)) / Math.max(1, k1[1].total - k0[1].total)),
@@ -247,7 +249,7 @@ export async function runTail(h) {
     log(
       `${offered === null ? 'max' : `at ${offered} req/s`} round ${round} ${t.name.padEnd(17)} ${row.ok_rps.padStart(8)} ok req/s  p50 ${fmt(row.p50_us / 1000, 2)} ms  p99 ${fmt(row.p99_us / 1000, 2)} ms  ` +
         `errors ${row.errors}  sockerr ${row.sockerr}  ${t.admin && t.hedge ? `hedges ${row.hedges_sent} (${fmt((100 * row.hedges_sent) / sent, 2)}%) won ${row.hedges_won} capped ${row.hedges_capped}  ` : ''}` +
-        `upstream a/b/c ${up.a}/${up.b}/${up.c} held ${row.held} (${fmt((100 * row.held) / sent, 2)}% of requests)  target-cpu ${row.target_cpu}%  other ${row.other_cpu}%`,
+        `upstream a/b/c ${up.a}/${up.b}/${up.c} held ${row.held} (${fmt((100 * row.held) / sent, 2)}% of requests)  upstream conns opened ${conns}  target-cpu ${row.target_cpu}%  other ${row.other_cpu}%`,
     );
   }
 
@@ -333,8 +335,8 @@ function report({ rows, targets, offered, rateNote, meta, smokes, RATE_RUNS, RAT
     maxLines.push(`| ${t.name} | ${fmt(med('ok_rps'))} | ${ms(med('p50_us'))} | ${ms(med('p99_us'))} | ${rs.reduce((a, r) => a + r.errors, 0)} | ${rs.reduce((a, r) => a + r.sockerr, 0)} | ${smokes[t.name]} |`);
   }
   const lines = [
-    '| target | ok req/s | p50 ms | p99 ms (median) | p99 min–max | max ms | error answers | socket errors | hedges sent ÷ requests | hedges won / capped | calls to a / b / c | held by c ÷ requests | target CPU% | load core % | other CPU% (max) |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| target | ok req/s | p50 ms | p99 ms (median) | p99 min–max | max ms | error answers | socket errors | hedges sent ÷ requests | hedges won / capped | hedges wanted (sent + capped) ÷ requests | calls to a / b / c | held by c ÷ requests | connections opened to a, b, c | target CPU% | load core % | other CPU% (max) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
   ];
   const summary = {};
   for (const t of targets) {
@@ -347,8 +349,9 @@ function report({ rows, targets, offered, rateNote, meta, smokes, RATE_RUNS, RAT
     summary[t.name] = { hedgeShare: t.admin ? sum('hedges_sent') / sent : null, errors: sum('errors') + sum('sockerr') };
     lines.push(
       `| ${t.name} | ${fmt(med('ok_rps'))} | ${ms(med('p50_us'))} | ${ms(med('p99_us'))} | ${ms(Math.min(...p99s))}–${ms(Math.max(...p99s))} | ${ms(med('max_us'))} | ${sum('errors')} | ${sum('sockerr')} | ` +
-        `${t.admin ? `${pct(sum('hedges_sent'), sent)} (${sum('hedges_sent')})` : '–'} | ${t.admin ? `${sum('hedges_won')} / ${sum('hedges_capped')}` : '–'} | ${sum('up_a')} / ${sum('up_b')} / ${sum('up_c')} | ` +
-        `${pct(sum('held'), sent)} (${sum('held')}) | ${fmt(med('target_cpu'))} | ${fmt(med('cpu_load'))} | ${fmt(Math.max(...rs.map((r) => Number(r.other_cpu))))} |`,
+        `${t.admin ? `${pct(sum('hedges_sent'), sent)} (${sum('hedges_sent')})` : '–'} | ${t.admin ? `${sum('hedges_won')} / ${sum('hedges_capped')}` : '–'} | ` +
+        `${t.admin ? pct(sum('hedges_sent') + sum('hedges_capped'), sent) : '–'} | ${sum('up_a')} / ${sum('up_b')} / ${sum('up_c')} | ` +
+        `${pct(sum('held'), sent)} (${sum('held')}) | ${sum('conns')} | ${fmt(med('target_cpu'))} | ${fmt(med('cpu_load'))} | ${fmt(Math.max(...rs.map((r) => Number(r.other_cpu))))} |`,
     );
   }
   /** Per-round ratios of a's column over b's, in the fixed-rate rounds. */
