@@ -5,7 +5,7 @@
 // keeps it in its pool). ~1.7% of the calls that reach a node are then slow, so a p99 without hedging is
 // ~200 ms. Targets, each on its own three ports of that proxy, in one run, interleaved:
 //   - gateway-hedge-<afterMs>: the gateway (bench/gateway.tail.yaml) with `hedge: { afterMs }`, one
-//     target per value of TAIL_HEDGE (default "p95": the pool's own 95th percentile);
+//     target per value of TAIL_HEDGE (default "p95 50": the pool's own 95th percentile, and 50 ms);
 //   - gateway: the same manifest without `hedge`;
 //   - nginx: ../shared/bench's nginx+njs peer, round-robin over the three (its config with three servers).
 // The gateways run without their cache (CACHE=1 keeps it): a cache answers repeated calls from memory and
@@ -21,12 +21,13 @@
 // The issue's targets: the hedged gateway's p99 at most a third of nginx+njs's (per round), with hedges at most
 // 10% of requests.
 //
-//   TAIL=1 npm run bench:mix                                   # RUNS=3 DURATION=10, RATE=0.5 RATE_DURATION=20
-//   TAIL=1 TAIL_HEDGE="p95 50" RUNS=1 RATE_RUNS=3 npm run bench:mix   # p95 and a fixed 50 ms, side by side
+//   TAIL=1 npm run bench:mix                                   # RUNS=3 DURATION=10, RATE=0.5 RATE_RUNS=3 RATE_DURATION=20
+//   TAIL=1 TAIL_HEDGE=p95 TAIL_RPS=3600 RUNS=1 npm run bench:mix   # one hedged gateway, at 3,600 req/s
 //
-// Knobs of its own: TAIL_HEDGE="p95" (afterMs values, one hedged gateway each) TAIL_SLOW_MS=200
-// TAIL_SLOW_EVERY=20 TAIL_RPS (a fixed rate instead of RATE's); bench:mix's RUNS DURATION WARMUP CONNS RATE RATE_RUNS RATE_DURATION RATE_CONNS SEED
-// BODIES PIN PROXY_CPU LOAD_CPU BASE_PORT QUIET_* GW_NODE_ARGS OUT_DIR apply (not TARGETS, HIT, CLIENT_BATCH, BATCH).
+// Knobs of its own: TAIL_HEDGE="p95 50" (afterMs values, one hedged gateway each, four at most) TAIL_SLOW_MS=200
+// TAIL_SLOW_EVERY=20 TAIL_RPS (a fixed rate instead of RATE's); bench:mix's RUNS DURATION WARMUP CONNS RATE RATE_RUNS
+// RATE_DURATION RATE_CONNS SEED BODIES PIN PROXY_CPU LOAD_CPU BASE_PORT QUIET_* GW_NODE_ARGS OUT_DIR apply (not TARGETS,
+// HIT, CLIENT_BATCH, BATCH).
 // Ports: BASE_PORT (anvil) and +1 (the proxy's counts), +20.. (the proxy's listeners), +40.. (targets), +50.. (admin).
 // Results: tail.tsv, report.md, meta.txt, logs/ in OUT_DIR.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -51,7 +52,8 @@ export async function runTail(h) {
     throw new Error(`TAIL=1: ${msg}`);
   };
   if ((env.HIT ?? '0') !== '0' || Number(env.CLIENT_BATCH ?? 1) > 1 || env.BATCH !== undefined) die('HIT, CLIENT_BATCH and BATCH do not apply');
-  const hedges = (env.TAIL_HEDGE ?? 'p95').split(/\s+/).filter(Boolean);
+  const hedges = (env.TAIL_HEDGE ?? 'p95 50').split(/\s+/).filter(Boolean);
+  if (hedges.length > 4) die('TAIL_HEDGE: four hedged gateways at most (six targets fit the ports)');
   for (const a of hedges) if (a !== 'p95' && !/^[1-9][0-9]*$/.test(a)) die(`TAIL_HEDGE holds afterMs values: p95 or a positive number of ms, not "${a}"`);
   const SLOW_MS = Number(env.TAIL_SLOW_MS ?? 200);
   const SLOW_EVERY = Number(env.TAIL_SLOW_EVERY ?? 20);
