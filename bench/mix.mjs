@@ -1028,6 +1028,10 @@ async function main() {
   console.log('\n' + text + `\n(written to ${OUT_DIR})`);
 }
 
+// TAIL=1: issue 33's tail-latency scenario instead (bench/tail.mjs): this file's node, mix, processes and load generators, its own upstreams and targets.
+if ((process.env.TAIL ?? '0') !== '0') main = async () => (await import('./tail.mjs')).runTail({ ensureDeps, log, rpc, rng, shuffle, setupChain, makeBodies, track, startProc, stopProc, waitPort,
+  portOpen, runWrk, runOpenLoop, waitQuiet, scanProcs, cpuSplit, coreTicks, median, PORTS, OUT_DIR, WORK, ROOT, BENCH_DIR, NJS_SO, ANVIL_BIN, API_KEY, SEED, PIN, PROXY_CPU, LOAD_CPU,
+  RUNS, DURATION, WARMUP, CONNS, RATE, RATE_RUNS, RATE_DURATION, RATE_CONNS, setRun: (dir) => (RUN = dir), setTracker: (t) => (tracker = t) });
 main().then(
   () => process.exit(0),
   (err) => {
