@@ -37,6 +37,9 @@ export interface LingerBounds {
 
 export const LINGER: LingerBounds = { ms: 5_000, idleMs: 2_000, maxBytes: 8 * 1024 * 1024, maxSockets: 256 };
 
+/** After the byte bound, how long reading stays stopped before the close: the client's time to read the answer. */
+const BYTES_GRACE_MS = 250;
+
 /**
  * How a lingering close ended: the client sent the whole body (complete) or
  * closed the connection (closed), or a bound was hit (idle, time, bytes);
@@ -88,7 +91,13 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, bou
     socket.off('close', onClose);
     // The body is in: close as Node would have, once the end of stream is written. A bound: at once.
     if (outcome === 'complete') destroySoon.call(socket);
-    else if (destroy) socket.destroy();
+    else if (outcome === 'bytes') {
+      // A client still writing at full speed may not have read the answer yet: a reset now could take it with it
+      // (the kernel drops what it had not read). Stop reading, so its writes stall and it reads, then close.
+      req.pause();
+      socket.pause();
+      setTimeout(() => socket.destroy(), BYTES_GRACE_MS).unref();
+    } else if (destroy) socket.destroy();
   };
   const onData = (c: Buffer): void => {
     dropped += c.length;
