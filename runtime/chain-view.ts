@@ -65,9 +65,8 @@ export class UpstreamView {
   fresh = false;
   /** Attempts and their latency, for /metrics and the status page. */
   readonly tally = new UpstreamTally();
-  /** Polls begun and polls that came back with the chain's own identity (the cache keeps what came between two such). */
+  /** Polls begun (whenVerified waits for one begun after it was asked). */
   begun = 0;
-  verified = 0;
   /** Work waiting for the next poll that begins after it was queued: [poll number it waits for, what to run if that poll verifies]. */
   private readonly afterPoll: { readonly poll: number; readonly run: () => void }[] = [];
 

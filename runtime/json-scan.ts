@@ -327,3 +327,9 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
   if (skipWs(b, p + 1) !== b.length) return null;
   return { idStart, idEnd, resultStart, resultEnd, hasError };
 }
+
+/** A JSON-RPC QUANTITY as a number (-1 when it is not one that fits). */
+export function quantity(v: unknown): number {
+  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v)) return -1;
+  return Number.parseInt(v, 16);
+}

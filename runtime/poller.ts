@@ -136,7 +136,6 @@ export class Poller {
       if (before === 'down' && v.state === 'up' && !v.takesBatches) v.takesBatches = true;
     }
     c.view.report(v, r);
-    if (r !== null && r.own) v.verified = n;
     v.settled(n, r !== null && r.own);
     this.metrics.upstream(path, u, best);
     if (before !== v.state && before !== 'unknown' && v.state !== 'wrong_chain') {

@@ -13,7 +13,7 @@
 //    at that number (a poll asks an upstream at the head); a transaction not
 //    yet in a block is never kept.
 import type { Exchange } from '../exchange.ts';
-import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
@@ -216,12 +216,6 @@ function locate(result: Buffer, located: Located): { number: number; hash: strin
   const number = quantity(located === 'block' ? r.number : r.blockNumber);
   const hash = located === 'block' ? r.hash : r.blockHash;
   return number >= 0 && typeof hash === 'string' ? { number, hash } : null;
-}
-
-/** A JSON-RPC QUANTITY as a number (-1 when it is not one that fits). */
-function quantity(v: unknown): number {
-  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v)) return -1;
-  return Number.parseInt(v, 16);
 }
 
 function numberAnswer(idJson: string, n: number): string {

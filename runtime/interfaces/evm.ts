@@ -15,6 +15,7 @@ import type { ForwardRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
+import { quantity } from '../json-scan.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
@@ -249,12 +250,6 @@ function blockAt(items: readonly unknown[], id: number): { number: number; hash:
   const b = item(items, id)?.result as { number?: unknown; hash?: unknown } | null | undefined;
   const n = quantity(b?.number);
   return n >= 0 && typeof b?.hash === 'string' ? { number: n, hash: b.hash } : null;
-}
-
-/** A JSON-RPC QUANTITY as a number (-1 when it is not one that fits). */
-function quantity(v: unknown): number {
-  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,13}$/.test(v)) return -1;
-  return Number.parseInt(v, 16);
 }
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {

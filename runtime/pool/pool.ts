@@ -56,14 +56,14 @@ export class Pool implements FlowHost {
     if (call !== null) {
       // With no usable upstream there is no served tip: the call fails as any other does then.
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
-      const usable = group.all.filter((u) => u.usable);
-      if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all' && usable.length > 1) {
-        return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));
+      if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all') {
+        const usable = group.all.filter((u) => u.usable);
+        if (usable.length > 1) return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));
       }
       const q = this.settings.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
         const tip = this.view.tip;
-        const at = usable.filter((u) => (u.view.head ?? -1) >= tip).slice(0, q.of);
+        const at = group.all.filter((u) => u.usable && (u.view.head ?? -1) >= tip).slice(0, q.of);
         // Too few at the served tip: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
         if (at.length < q.of) return this.tooFew(target);
         return quorum(this.rewritten(request, call), group, at, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
