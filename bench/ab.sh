@@ -16,7 +16,10 @@
 # hit also runs `limit`, a bare node:http server answering the hit's own bytes
 # from memory (bench/fixed-upstream.mjs) on core 0: Node's ceiling for that
 # answer, loaded in the same rounds (the three rotate which goes first), and
-# prints old/limit and new/limit per round and their medians at the end.
+# prints old/limit and new/limit per round and their medians at the end. hit's
+# upstream is bench/rpc-upstream.mjs, which answers the poll (with a fixed body
+# the chain is down and every call is a 503); the rounds start once eth_chainId
+# answers X-Cache: HIT. Any round with an error answer stops the run.
 # Compare one checkout with itself: bench/ab.sh . . hit
 set -euo pipefail
 OLD=$(realpath "$1"); NEW=$(realpath "$2"); S=${3:-small}; R=${4:-8}
@@ -66,11 +69,18 @@ cat >"$W/get.lua" <<LUA
 wrk.method = "GET"
 wrk.headers["X-API-Key"] = "$KEY"
 function done(summary, latency, requests)
-  io.write(string.format("RESULT rps=%.1f p99_us=%.0f\n", summary.requests / (summary.duration / 1e6), latency:percentile(99)))
+  local e = summary.errors
+  io.write(string.format("RESULT rps=%.1f p99_us=%.0f err_connect=%.0f err_read=%.0f err_write=%.0f err_status=%.0f err_timeout=%.0f\n",
+    summary.requests / (summary.duration / 1e6), latency:percentile(99), e.connect, e.read, e.write, e.status, e.timeout))
 end
 LUA
 
-taskset -c 1 node "$HERE/fixed-upstream.mjs" "$answer" 18600 & pids+=($!)
+if [ "$S" = hit ]; then
+  # a node that answers the gateway's poll (a fixed body fails it: the chain is down and every call is a 503)
+  taskset -c 1 node "$HERE/rpc-upstream.mjs" 18600 & pids+=($!)
+else
+  taskset -c 1 node "$HERE/fixed-upstream.mjs" "$answer" 18600 & pids+=($!)
+fi
 ports="18600 18601 18602"
 if [ "$S" = hit ]; then
   # the ceiling: the same answer's bytes from memory, on the gateways' core, with no gateway in between
@@ -92,8 +102,23 @@ w() { # port seconds
     blockbook) taskset -c 1 wrk -t1 -c50 -d"$2"s -s "$W/get.lua" "http://127.0.0.1:$1/bitcoin/v2/block/1?pageSize=10" ;;
     rosetta) BENCH_BODY_FILE="$W/rosetta.req.json" BENCH_API_KEY=$KEY taskset -c 1 wrk -t1 -c50 -d"$2"s -s "$BENCH_DIR/post.lua" "http://127.0.0.1:$1/cardano-preprod/network/status" ;;
     *) BENCH_BODY_FILE="$W/$S.req.json" BENCH_API_KEY=$KEY taskset -c 1 wrk -t1 -c50 -d"$2"s -s "$BENCH_DIR/post.lua" "http://127.0.0.1:$1/eth" ;;
-  esac | grep RESULT | sed "$pick"
+  esac | grep RESULT >"$W/result"
+  # a round with an error answer (or a socket error) measured errors, not the gateway: stop
+  if grep -qE 'err_[a-z]+=[1-9]' "$W/result"; then echo "ab.sh: port $1 answered with errors: $(cat "$W/result")" >&2; exit 1; fi
+  sed "$pick" "$W/result"
 }
+if [ "$S" = hit ]; then
+  # the answer is kept once the poll after it has seen the upstream's identity again: wait for a HIT,
+  # or this measures something else
+  for p in 18601 18602; do
+    for _ in $(seq 50); do
+      x=$(curl -s -o /dev/null -D - -H "X-API-Key: $KEY" -H 'Content-Type: application/json' --data-binary @"$W/hit.req.json" "http://127.0.0.1:$p/eth" | tr -d '\r' | awk -F': ' 'tolower($1)=="x-cache"{print $2}')
+      [ "$x" = HIT ] && break
+      sleep 0.1
+    done
+    [ "$x" = HIT ] || { echo "ab.sh: port $p: eth_chainId is X-Cache '$x' after 5 s, not HIT" >&2; exit 1; }
+  done
+fi
 w 18601 8 >/dev/null; w 18602 8 >/dev/null
 div() { awk -v a="${1%% *}" -v b="${2%% *}" 'BEGIN{printf "%.3f", a/b}'; }
 med() { sort -g | awk '{v[NR]=$1} END{printf "%.3f", NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
