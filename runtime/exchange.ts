@@ -94,11 +94,15 @@ export class Exchange implements ForwardTarget {
       res.destroy();
       return;
     }
-    const headers = ['x-request-id', this.id];
-    if (status !== 204) headers.push('content-type', 'application/json', 'content-length', String(Buffer.byteLength(body)));
-    if (extra) headers.push(...extra);
-    if (this.cacheTag !== null) headers.push(...this.cacheTag);
-    if (this.limitHeaders !== null) headers.push(...this.limitHeaders);
+    const headers =
+      status === 204
+        ? ['x-request-id', this.id]
+        : ['x-request-id', this.id, 'content-type', 'application/json', 'content-length', String(typeof body === 'string' ? Buffer.byteLength(body) : body.length)];
+    if (extra !== undefined) for (let i = 0; i < extra.length; i++) headers.push(extra[i]!);
+    const tag = this.cacheTag;
+    if (tag !== null) headers.push(tag[0]!, tag[1]!);
+    const limits = this.limitHeaders;
+    if (limits !== null) for (let i = 0; i < limits.length; i++) headers.push(limits[i]!);
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, headers);
     if (this.host.tracker.draining) headers.push('connection', 'close');

@@ -35,6 +35,12 @@ export type Bucket = Map<string, [number, number]>;
 export class Usage {
   /** `day\0keyId\0chain` -> its bucket: all of it in memory mode, the unsent part with Redis. */
   private counts = new Map<string, Bucket>();
+  /**
+   * Today's buckets in `counts` by key id, then chain: the request path's
+   * lookup, on the entry's own strings (V8 keeps their hashes), with no key
+   * made per request. Dropped whenever `counts` loses buckets.
+   */
+  private index = new Map<string, Map<string, Bucket>>();
   private day = '';
   private dayEnds = 0;
   /** With Redis: today's credits and calls per key that this process has sent (for the status page's top keys). */
@@ -65,6 +71,7 @@ export class Usage {
       this.day = new Date(now).toISOString().slice(0, 10);
       this.dayEnds = now - (now % DAY_MS) + DAY_MS;
       this.sentToday = new Map();
+      this.index = new Map();
       if (this.redis === null) this.prune(now);
     }
     return this.day;
@@ -72,11 +79,21 @@ export class Usage {
 
   /** The counters of `keyId` on `chain` today: one lookup per request, then `add` per method. */
   bucket(keyId: string, chain: string): Bucket {
-    const k = this.today() + SEP + keyId + SEP + chain;
-    let b = this.counts.get(k);
+    const day = this.today();
+    let byChain = this.index.get(keyId);
+    if (byChain === undefined) {
+      byChain = new Map();
+      this.index.set(keyId, byChain);
+    }
+    let b = byChain.get(chain);
     if (b === undefined) {
-      b = new Map();
-      this.counts.set(k, b);
+      const k = day + SEP + keyId + SEP + chain;
+      b = this.counts.get(k);
+      if (b === undefined) {
+        b = new Map();
+        this.counts.set(k, b);
+      }
+      byChain.set(chain, b);
     }
     return b;
   }
@@ -92,6 +109,7 @@ export class Usage {
     this.flushing = true;
     const batch = this.counts;
     this.counts = new Map();
+    this.index = new Map();
     try {
       const p = redis.pipeline();
       const touched = new Set<string>();
@@ -122,6 +140,7 @@ export class Usage {
       if (this.counts.size > MAX_PENDING) {
         this.log.error({ event: 'usage_dropped', counters: this.counts.size - MAX_PENDING }, 'Redis unreachable: oldest unsent usage counters dropped');
         for (const k of [...this.counts.keys()].slice(0, this.counts.size - MAX_PENDING)) this.counts.delete(k);
+        this.index = new Map();
       }
     } finally {
       this.flushing = false;

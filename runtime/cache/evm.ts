@@ -32,6 +32,8 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
   /** eth_chainId and net_version's results, where the manifest names the chain id. */
   private readonly constants: ReadonlyMap<string, string> | null;
   readonly misses: MissQueue;
+  /** What every key of the chain starts with: the store holds every chain's entries. */
+  private readonly keyPrefix: string;
 
   constructor(
     readonly route: EvmRouteSpec,
@@ -41,6 +43,7 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     const id = route.chainId;
     this.constants = id === undefined ? null : new Map([['eth_chainId', `"0x${id.toString(16)}"`], ['net_version', `"${id}"`]]);
     this.misses = new MissQueue(this, batchMax);
+    this.keyPrefix = `${route.listener}/${route.path} `;
   }
 
   /** The chain's forwarder: what the cache takes it answers, joins or sends as a flight; the rest goes upstream as usual. */
@@ -68,25 +71,25 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
       idStart = spans.idStart;
       idEnd = spans.idEnd;
     }
-    // The client's id as it sent it (a long number keeps all its digits).
-    const idJson = b.toString('utf8', idStart, idEnd);
     const core = this.core;
     const constant = this.constants?.get(method);
     if (constant !== undefined) {
       core.stats.hits++;
       hit(m);
-      m.send(200, `{"jsonrpc":"2.0","id":${idJson},"result":${constant}}`);
+      m.send(200, `{"jsonrpc":"2.0","id":${b.toString('utf8', idStart, idEnd)},"result":${constant}}`);
       return true;
     }
-    const key = `${this.route.listener}/${this.route.path} ${b.toString('latin1', 0, idStart)}\u0000${b.toString('latin1', idEnd)}`;
+    const key = this.keyPrefix + b.toString('latin1', 0, idStart) + '\u0000' + b.toString('latin1', idEnd);
     const e = core.hit(key);
     if (e !== undefined) {
       core.stats.hits++;
       hit(m);
       const n = e.number >= 0 ? core.view.blockNumber(e.number) : -1;
-      m.send(200, n === -1 ? Buffer.concat([e.prefix, Buffer.from(idJson), e.suffix]) : numberAnswer(idJson, n));
+      m.send(200, n === -1 ? withId(e.prefix, b, idStart, idEnd, e.suffix) : numberAnswer(b.toString('utf8', idStart, idEnd), n));
       return true;
     }
+    // The client's id as it sent it (a long number keeps all its digits).
+    const idJson = b.toString('utf8', idStart, idEnd);
     const joined = core.joinable(key);
     if (joined !== undefined) {
       joined.join(m, idJson);
@@ -216,6 +219,15 @@ function locate(result: Buffer, located: Located): { number: number; hash: strin
   const number = quantity(located === 'block' ? r.number : r.blockNumber);
   const hash = located === 'block' ? r.hash : r.blockHash;
   return number >= 0 && typeof hash === 'string' ? { number, hash } : null;
+}
+
+/** A kept answer with the client's id: its bytes as the request had them, copied once into the answer. */
+function withId(prefix: Buffer, request: Buffer, idStart: number, idEnd: number, suffix: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(prefix.length + (idEnd - idStart) + suffix.length);
+  prefix.copy(out, 0);
+  request.copy(out, prefix.length, idStart, idEnd);
+  suffix.copy(out, prefix.length + idEnd - idStart);
+  return out;
 }
 
 function numberAnswer(idJson: string, n: number): string {

@@ -182,4 +182,46 @@ describe('Usage.topToday with Redis', () => {
     await usage.flush();
     expect(usage.topToday(1)).toEqual([{ id: 'b', credits: 45, calls: 5 }]);
   });
+
+  it('sends every count exactly once when requests add to a key while flushes succeed and fail (the per-key index of buckets follows the swaps)', async () => {
+    const sent = new Map<string, number>();
+    let ok = true;
+    let release: () => void = () => undefined;
+    const redis = {
+      pipeline: () => {
+        const fields: [string, number][] = [];
+        const p = {
+          hincrby: (_h: string, field: string, n: number) => (fields.push([field, n]), p),
+          expire: () => p,
+          exec: () =>
+            new Promise((done) => {
+              release = () => {
+                if (ok) for (const [f, n] of fields) sent.set(f, (sent.get(f) ?? 0) + n);
+                done(ok ? fields.map(() => [null, 1]) : null);
+              };
+            }),
+        };
+        return p;
+      },
+    } as never;
+    const usage = new Usage(redis, { error: () => undefined } as unknown as Logger);
+    usage.record('a', 'dev', 'eth_call', 1, 10);
+    let flushing = usage.flush();
+    usage.record('a', 'dev', 'eth_call', 2, 20); // while the first flush is under way
+    release();
+    await flushing;
+    ok = false;
+    usage.record('a', 'dev', 'eth_call', 4, 40);
+    flushing = usage.flush();
+    usage.record('a', 'dev', 'eth_call', 8, 80); // while a flush that fails is under way
+    release();
+    await flushing;
+    usage.record('a', 'dev', 'eth_call', 16, 160);
+    ok = true;
+    flushing = usage.flush();
+    release();
+    await flushing;
+    expect(sent.get('dev eth_call calls')).toBe(31);
+    expect(sent.get('dev eth_call credits')).toBe(310);
+  });
 });
