@@ -2,7 +2,8 @@
 // the gateway's poll (a batch asking for the chain id and the latest,
 // finalized, safe and genesis blocks) passes and the chain is up. A node
 // answering every request with one fixed body fails that poll: the chain is
-// down, and every call gets 503.   node bench/rpc-upstream.mjs PORT
+// down, and every call gets 503. eth_getBalance answers one balance at any
+// block (hit-big fills the cache with it).   node bench/rpc-upstream.mjs PORT
 import { createServer } from 'node:http';
 
 const HEAD = 0x100;
@@ -16,6 +17,7 @@ function answer(call) {
     case 'eth_chainId': return { jsonrpc: '2.0', id, result: '0x1' };
     case 'net_version': return { jsonrpc: '2.0', id, result: '1' };
     case 'eth_blockNumber': return { jsonrpc: '2.0', id, result: `0x${HEAD.toString(16)}` };
+    case 'eth_getBalance': return { jsonrpc: '2.0', id, result: '0xde0b6b3a7640000' };
     case 'eth_getBlockByNumber': {
       const tag = call.params?.[0];
       const n = typeof tag === 'string' && tag.startsWith('0x') ? Number.parseInt(tag, 16) : TAGS[tag];

@@ -5,7 +5,7 @@
 // `gw:keys:ids` maps each id to its key's hash. `gateway keys ... --store URL`
 // writes them and publishes the hash (or `*` for all) on `gw:keys:changed`.
 //
-// A key is looked up on first use and kept in a bounded LRU, found or not, for
+// A key is looked up on first use and kept in a bounded LRU (clock.ts), found or not, for
 // keyCache.ttlMs; a change published by any replica drops it at once on every
 // replica. While Redis is unreachable: a key looked up less than ttlMs ago
 // keeps its answer; any other key is refused with the interface's 503
@@ -13,6 +13,7 @@
 // the whole cache is dropped, since changes published meanwhile were missed:
 // a key revoked during an outage cannot come back.
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { Clock } from './clock.ts';
 import { Redis } from 'ioredis';
 import type { KeyCheck, KeyEntry, KeyLookup } from './keys.ts';
 import { entryFromFields } from './keys.ts';
@@ -33,13 +34,16 @@ export interface KeyCacheSpec {
 interface Cached {
   readonly entry: KeyEntry | null;
   readonly at: number;
+  /** Read since the clock's hand last passed it. */
+  used: boolean;
 }
 
 export class RedisKeyStore implements KeyLookup {
   private readonly redis: Redis;
   private readonly sub: Redis;
-  /** By the key's SHA-256 hex; insertion order is recency. */
+  /** By the key's SHA-256 hex, in the order they came; the clock picks what goes. */
   private readonly lru = new Map<string, Cached>();
+  private readonly clock = new Clock(this.lru);
   private up = false;
   private subscribed = false;
 
@@ -114,8 +118,7 @@ export class RedisKeyStore implements KeyLookup {
     const now = Date.now();
     // A fresh answer is used; not while Redis is up but the change feed is not (it could be stale): then ask again.
     if (c !== undefined && now - c.at < this.cache.ttlMs && (this.subscribed || !this.up)) {
-      this.lru.delete(hex);
-      this.lru.set(hex, c);
+      c.used = true;
       return verdict(c.entry, digest, chain);
     }
     if (!this.up) return UNAVAILABLE;
@@ -129,8 +132,11 @@ export class RedisKeyStore implements KeyLookup {
             this.log.error({ event: 'keys_store_bad_entry', id: fields.id, error: (err as Error).message }, 'a key in Redis is invalid; refused');
           }
         }
-        this.lru.set(hex, { entry, at: Date.now() });
-        if (this.lru.size > this.cache.size) this.lru.delete(this.lru.keys().next().value!);
+        // Marked used while it makes room, so that it is not what goes.
+        const c: Cached = { entry, at: Date.now(), used: true };
+        this.lru.set(hex, c);
+        while (this.lru.size > this.cache.size) this.lru.delete(this.clock.victim()[0]);
+        c.used = false;
         return verdict(entry, digest, chain);
       },
       () => {

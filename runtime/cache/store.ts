@@ -1,4 +1,7 @@
-// The cache's memory: one LRU over every chain's entries, bounded in bytes.
+// The cache's memory: one store over every chain's entries, bounded in bytes,
+// evicting the least recently used as CLOCK does (clock.ts): a hit only marks
+// its entry used, and nothing moves in the Map.
+//
 // An entry is the node's answer as it came, cut around its `id` (EVM), so a
 // hit is served as prefix + the client's id + suffix, with no parse and no
 // copy of the answer.
@@ -8,6 +11,8 @@
 // slabs (the answer a socket read, Buffer.concat's pool), and a kept slice
 // keeps its whole slab alive: kept as they came, small entries held up to 18x
 // what the store counted. Copied, `maxBytes` bounds what the store keeps alive.
+
+import { Clock } from '../clock.ts';
 
 /** Counters of one chain, for /metrics. */
 export class CacheStats {
@@ -44,15 +49,18 @@ export interface Entry {
   readonly size: number;
   /** Rosetta and Blockbook: the headers that describe the bytes (content-type, content-encoding...). */
   readonly headers?: Readonly<Record<string, string>>;
+  /** Read since the clock's hand last passed it (clock.ts). */
+  used: boolean;
 }
 
 /** Bytes an entry costs beyond its answer: the key, the Map's slot, the object. */
 const OVERHEAD = 160;
 
 export class CacheStore {
-  /** Insertion order is recency: a hit moves its entry to the end. */
+  /** In the order they came (never reordered: see above). */
   private readonly entries = new Map<string, Entry>();
   private bytes = 0;
+  private readonly clock = new Clock(this.entries);
 
   constructor(private readonly maxBytes: number) {}
 
@@ -62,10 +70,7 @@ export class CacheStore {
 
   get(key: string): Entry | undefined {
     const e = this.entries.get(key);
-    if (e !== undefined) {
-      this.entries.delete(key);
-      this.entries.set(key, e);
-    }
+    if (e !== undefined) e.used = true;
     return e;
   }
 
@@ -88,18 +93,22 @@ export class CacheStore {
     suffix.copy(own, prefix.length);
     const p = own.subarray(0, prefix.length);
     const s = own.subarray(prefix.length);
-    const e: Entry = headers === undefined ? { owner, prefix: p, suffix: s, epoch, ns, number, size } : { owner, prefix: p, suffix: s, epoch, ns, number, size, headers };
+    // Marked used while it makes room, so that it is never what it makes room for; unmarked after.
+    const e: Entry = headers === undefined ? { owner, prefix: p, suffix: s, epoch, ns, number, size, used: true } : { owner, prefix: p, suffix: s, epoch, ns, number, size, headers, used: true };
     this.entries.set(key, e);
     this.bytes += size;
     owner.bytes += size;
-    while (this.bytes > this.maxBytes) {
-      const oldest = this.entries.keys().next().value as string;
-      const o = this.entries.get(oldest)!;
-      this.remove(oldest, o);
-      o.owner.evictions++;
-    }
+    while (this.bytes > this.maxBytes) this.evictOne();
+    e.used = false;
     return e;
   }
+
+  private evictOne(): void {
+    const [key, o] = this.clock.victim();
+    this.remove(key, o);
+    o.owner.evictions++;
+  }
+
 
   /** Drops every forever entry of one chain (its identity changed, or it went back below its finalized block). */
   dropForever(owner: CacheStats): number {

@@ -76,6 +76,49 @@ describe('cache store', () => {
     expect(store.get('old')).toBeDefined();
   });
 
+  it('passes over an entry read since the hand last passed it, and evicts the next one in the order they came', () => {
+    const store = new CacheStore(5 * 1000);
+    const s = new CacheStats('x');
+    const size = (key: string) => 1000 - key.length * 2 - 160; // each entry costs 1,000 bytes with the key and overhead
+    const put = (key: string) => store.set(key, b(size(key)), b(0), -1, '', -1, s);
+    for (const k of ['k1', 'k2', 'k3', 'k4', 'k5']) put(k); // full
+    store.get('k1');
+    store.get('k3');
+    put('k6'); // k1 is passed over (and unmarked), k2 goes
+    expect(store.peek('k2')).toBeUndefined();
+    put('k7'); // the hand goes on from k3: passed over, k4 goes
+    expect(store.peek('k4')).toBeUndefined();
+    put('k8'); // k5 goes
+    expect(store.peek('k5')).toBeUndefined();
+    put('k9'); // k6 (new, never read) goes before k1 and k3, unmarked on the hand's first pass, come round again
+    expect(store.peek('k6')).toBeUndefined();
+    expect(['k1', 'k3', 'k7', 'k8', 'k9'].every((k) => store.peek(k) !== undefined)).toBe(true);
+    expect(s.evictions).toBe(4);
+    expect(store.size).toBe(5000);
+  });
+
+  it('never evicts the entry it makes room for, even when every other entry was read', () => {
+    const store = new CacheStore(4 * 1000);
+    const s = new CacheStats('x');
+    for (const k of ['a1', 'a2', 'a3', 'a4']) store.set(k, b(1000 - 4 - 160), b(0), -1, '', -1, s);
+    for (const k of ['a1', 'a2', 'a3', 'a4']) store.get(k);
+    const e = store.set('a5', b(1000 - 4 - 160), b(0), -1, '', -1, s);
+    expect(e).not.toBeNull();
+    expect(store.peek('a5')).toBe(e);
+    expect(store.peek('a1')).toBeUndefined(); // all were read: a full round unmarks them, then the first goes
+    expect(s.evictions).toBe(1);
+  });
+
+  it('reads without moving entries: a hit leaves the Map as it was', () => {
+    const store = new CacheStore(1 << 20);
+    const s = new CacheStats('x');
+    for (let i = 0; i < 100; i++) store.set(`k${i}`, b(10), b(0), -1, '', -1, s);
+    const order = () => [...(store as unknown as { entries: Map<string, unknown> }).entries.keys()];
+    const before = order();
+    for (let i = 0; i < 1000; i++) store.get(`k${i % 7}`);
+    expect(order()).toEqual(before);
+  });
+
   it('refuses an entry larger than a quarter of the budget', () => {
     const store = new CacheStore(4000);
     const s = new CacheStats('x');
