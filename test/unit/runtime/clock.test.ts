@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { Clock } from '../../../runtime/clock.ts';
 
-const entries = (...keys: string[]) => new Map(keys.map((k) => [k, { used: false }] as const));
+const entries = (...keys: string[]) => new Map<string, { used: boolean }>(keys.map((k) => [k, { used: false }]));
 
 describe('Clock', () => {
   it('names entries in the order they came while none is read', () => {
