@@ -6,9 +6,9 @@
 // Why not move a read entry to the end of the Map (delete, then set), the
 // usual way: V8's Map leaves a deleted entry in its bucket's chain until the
 // table is next rebuilt, so a hot key deleted and set again on every read
-// makes its own chain thousands of entries long. Measured: at 100,000 entries
-// a read cost ~33 us (~10 ns here), and the cache's hit path ran at 1/8 of its
-// speed (bench/RESULTS.md, "hit-big").
+// makes its own chain thousands of entries long. Measured at 100,000 entries:
+// ~33 us a read that way, ~10 ns a read here; the cache's hit path ran at 1/7
+// of its speed (bench/RESULTS.md, "hit-big").
 
 /** What the clock reads of an entry: whether it was read since the hand last passed it. */
 export interface Marked {

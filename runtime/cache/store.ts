@@ -109,7 +109,6 @@ export class CacheStore {
     o.owner.evictions++;
   }
 
-
   /** Drops every forever entry of one chain (its identity changed, or it went back below its finalized block). */
   dropForever(owner: CacheStats): number {
     let n = 0;
