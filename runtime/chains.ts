@@ -73,8 +73,10 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const chain: Chain = { route, group, view, handler, envelope: moduleOf(route).envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
-      // A cached chain needs its head's hash and finality, polled every headPollMs; a pool's served tip needs heads often.
-      polled.push({ route, group, view, everyMs: cached ? cache.spec.headPollMs : pooled ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null, heads: cached });
+      // A cached chain needs its head's hash and finality, polled every headPollMs; a pool's served tip needs heads
+      // often, and an EVM pool that rewrites tags needs the safe and finalized blocks its upstreams report.
+      const heads = cached || (pooled && route.interface === 'evm-jsonrpc' && route.rewriteTags);
+      polled.push({ route, group, view, everyMs: cached ? cache.spec.headPollMs : pooled ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null, heads });
     }
     dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
   }
