@@ -5,7 +5,7 @@
 import { Ajv } from 'ajv';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { LoadedManifest, YamlPath } from './load.ts';
-import { didYouMean, getAt, isObj, orList, pathText, problemsIn, schemaProblems, sortProblems, type Problem, type Report } from '../runtime/schema-problems.ts';
+import { didYouMean, getAt, isObj, orList, problemsIn, schemaProblems, sortProblems, whereInList, type Problem, type Report } from '../runtime/schema-problems.ts';
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
 import type { Template } from '../runtime/types.ts';
 import { KNOWN_METHODS, NOT_COMPARABLE } from './known-methods.ts';
@@ -71,15 +71,7 @@ export function validateManifest(m: LoadedManifest): Problem[] {
   if (m.syntax.length) return sortProblems([...m.syntax]);
   const { report, problems } = problemsIn(m);
   const value = m.value;
-  const where = (path: YamlPath): string => {
-    if (path[0] === 'chains' && typeof path[1] === 'number') {
-      const c = getAt(value, ['chains', path[1]]);
-      const name = isObj(c) && typeof c.path === 'string' ? ` (${c.path})` : '';
-      const rest = pathText(path.slice(2));
-      return `chains[${path[1]}]${name}${rest ? ` ${rest}` : ''}`;
-    }
-    return pathText(path) || '(top level)';
-  };
+  const where = whereInList(value, 'chains', 'path');
 
   if (!validateSchema(value)) {
     schemaProblems(validateSchema.errors ?? [], value, report, where, {

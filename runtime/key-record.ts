@@ -13,7 +13,7 @@ import { KEY_FIELDS, type KeyField, type KeyFieldName, type KeyRecord } from './
 import { ipList, parseOrigin } from './key-policy.ts';
 import { parseRate } from './rate.ts';
 import { parseQuota } from './ratelimit.ts';
-import { formatProblem, getAt, isObj, pathText, problemsIn, schemaProblems, sortProblems, type Report } from './schema-problems.ts';
+import { formatProblem, getAt, isObj, pathText, problemsIn, schemaProblems, sortProblems, whereInList, type Report } from './schema-problems.ts';
 import { loadYaml, type YamlPath } from './yaml-source.ts';
 
 export { KEY_FIELDS };
@@ -129,19 +129,6 @@ function meaningProblems(e: Record<string, unknown>, at: YamlPath, report: Repor
   }
 }
 
-/** keys[3] (acme-wallet) allow.origins[1] */
-function whereInFile(value: unknown): (path: YamlPath) => string {
-  return (path) => {
-    if (path[0] === 'keys' && typeof path[1] === 'number') {
-      const e = getAt(value, ['keys', path[1]]);
-      const name = isObj(e) && typeof e.id === 'string' ? ` (${e.id})` : '';
-      const rest = pathText(path.slice(2));
-      return `keys[${path[1]}]${name}${rest ? ` ${rest}` : ''}`;
-    }
-    return pathText(path) || '(top level)';
-  };
-}
-
 const WORDING = { enumNouns: { alg: 'JWT algorithm' }, describeAll: true };
 
 /** A whole keys file's value: the schema, then each entry's meaning, then duplicates across entries. */
@@ -178,7 +165,7 @@ export function readKeyRecords(text: string, file: string): KeyRecord[] {
   const loaded = loadYaml(file, text);
   if (loaded.syntax.length) throw new KeysFileError(sortProblems(loaded.syntax).map(formatProblem).join('\n'));
   const { report, problems } = problemsIn(loaded);
-  checkFileValue(loaded.value, report, whereInFile(loaded.value));
+  checkFileValue(loaded.value, report, whereInList(loaded.value, 'keys', 'id'));
   if (problems.length) throw new KeysFileError(sortProblems(problems).map(formatProblem).join('\n'));
   return (loaded.value as { keys: KeyRecord[] }).keys;
 }

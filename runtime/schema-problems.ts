@@ -35,6 +35,22 @@ export function pathText(path: YamlPath): string {
   return s;
 }
 
+/**
+ * Where a problem is, naming the item of the file's main list by its own
+ * name field: "chains[3] (polygon) upstreams[0]", "keys[3] (acme-wallet) allow.origins[1]".
+ */
+export function whereInList(value: unknown, list: string, nameField: string): (path: YamlPath) => string {
+  return (path) => {
+    if (path[0] === list && typeof path[1] === 'number') {
+      const item = getAt(value, [list, path[1]]);
+      const name = isObj(item) && typeof item[nameField] === 'string' ? ` (${item[nameField]})` : '';
+      const rest = pathText(path.slice(2));
+      return `${list}[${path[1]}]${name}${rest ? ` ${rest}` : ''}`;
+    }
+    return pathText(path) || '(top level)';
+  };
+}
+
 export function getAt(root: unknown, path: YamlPath): unknown {
   let v = root;
   for (const p of path) {
