@@ -10,7 +10,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createPublicClient, http } from 'viem';
 import { mainnet } from 'viem/chains';
-import { buildManifest, newKey, rawRequest, ROOT, sha256, startGateway, type Built, type RunningGateway } from './harness.ts';
+import { buildManifest, newKey, rawRequest, ROOT, sha256, startGateway, until, type Built, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
@@ -103,15 +103,6 @@ async function served(gw: RunningGateway, key: string, n: number): Promise<void>
   expect(proxy.requests.filter((q) => Array.isArray(q.json) && q.json.length === n)).toHaveLength(1);
 }
 
-/** Polls (10 ms apart, 5 s at most) until `cond` holds. */
-async function until(cond: () => Promise<boolean>): Promise<void> {
-  const t0 = Date.now();
-  while (!(await cond())) {
-    if (Date.now() - t0 > 5000) throw new Error('not within 5 s');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 describe('maxBatchSize per key, keys file', () => {
   it("a batch over the key's limit is refused with the limit named; one at the limit reaches the node", { timeout: 30_000 }, async () => {
     await refusedByKey(fileGw, K.small, 4, 3);
@@ -160,9 +151,9 @@ describe('maxBatchSize per key, keys in Redis', () => {
     expect((await cli('list', '--store', redis.url)).stdout).toMatch(/^redis-small\tactive\t.*\tpolicy=maxBatchSize=2$/m);
     // A change is published: the cached entry is dropped on the replica at once.
     expect((await cli('set', '--id', 'redis-small', '--max-batch-size', '4', '--store', redis.url)).code).toBe(0);
-    await until(async () => (await send(redisGw, key, 4)).status === 200);
+    await until(async () => (await send(redisGw, key, 4)).status === 200, 'the raised limit in force', 5000);
     await refusedByKey(redisGw, key, 5, 4);
     expect((await cli('set', '--id', 'redis-small', '--max-batch-size', 'none', '--store', redis.url)).code).toBe(0);
-    await until(async () => (await send(redisGw, key, CHAIN_MAX)).status === 200);
+    await until(async () => (await send(redisGw, key, CHAIN_MAX)).status === 200, 'the chain limit in force', 5000);
   });
 });
