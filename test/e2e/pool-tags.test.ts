@@ -1,7 +1,8 @@
 // rewriteTags on a pool without the cache: `safe` and `finalized` reach the
 // nodes as the block numbers the gateway serves, as `latest` does, so every
 // node of the pool answers about the same block. The pool is a healthy node
-// and a laggard (test/support/pool-standins.ts) in front of one anvil; each
+// and a laggard 80 blocks behind (test/support/pool-standins.ts) in front of
+// one anvil, so the two report different safe and finalized blocks; each
 // records what reached it, and the tests read those records.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
@@ -12,6 +13,8 @@ import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 
 const KEY = newKey();
+/** Deeper than anvil's safe (32) and finalized (64) blocks below its head: the laggard's are its head, lower than anvil's. */
+const LAG = 80;
 let anvil: Anvil;
 let healthy: PoolStandin;
 let laggard: PoolStandin;
@@ -31,13 +34,15 @@ chains:
     listener: rpc
     methods: evm
     rewriteTags: true
+    # The laggard is further behind than anvil's finalized block (64 deep) and stays in the pool.
+    maxLag: 100
     upstreams: ["\${HEALTHY}", "\${LAGGARD}"]
 `;
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
   await anvil.mine(200);
-  [healthy, laggard] = await Promise.all([startPoolStandin(anvil.url, { role: 'healthy' }), startPoolStandin(anvil.url, { role: 'laggard', lag: 3 })]);
+  [healthy, laggard] = await Promise.all([startPoolStandin(anvil.url, { role: 'healthy' }), startPoolStandin(anvil.url, { role: 'laggard', lag: LAG })]);
   const built = await buildManifest('pool-tags', MANIFEST);
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'tags', key: KEY }]));
   gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { HEALTHY: healthy.url, LAGGARD: laggard.url } });
@@ -80,7 +85,9 @@ async function nodeBlock(node: PoolStandin, tag: string): Promise<number> {
 describe('rewriteTags on a pool without the cache', () => {
   for (const tag of ['finalized', 'safe'] as const) {
     it(`sends ${tag} to the nodes as the number the gateway serves: the lowest of the nodes', the same whichever node answers`, async () => {
-      const lowest = Math.min(await nodeBlock(healthy, tag), await nodeBlock(laggard, tag));
+      const [own, behind] = [await nodeBlock(healthy, tag), await nodeBlock(laggard, tag)];
+      expect(behind, 'the laggard reports a lower block than the healthy node').toBeLessThan(own);
+      const lowest = behind;
       expect(lowest).toBeGreaterThan(0);
       // The polls report each node's tag blocks: wait until a call goes out with a number.
       await until(async () => {
