@@ -23,9 +23,6 @@ export interface RouteHandler {
   handle(x: Exchange, rest: string, query: string): void;
   /** An upstream answer the handler asked to see whole (see ForwardRequest.classify). */
   rewrite(x: Exchange, r: BufferedResult): void;
-  /** Work of its own the chain runs while the server does (the cache's head poll). */
-  start?(): void;
-  stop?(): void;
 }
 
 /** What every exchange of a server shares: made once, it knows nothing of the server itself. */

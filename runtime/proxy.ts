@@ -159,10 +159,6 @@ const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
  */
 export const MAX_HELD_BYTES = 256 * 1024 * 1024;
 let held = 0;
-/** Bytes held now, for tests and metrics. */
-export function heldBytes(): number {
-  return held;
-}
 
 /**
  * Sends one request upstream, retrying on another upstream where safe, and
