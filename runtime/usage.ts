@@ -126,7 +126,7 @@ export class Usage {
       const results = await p.exec();
       if (results === null || results.some(([err]) => err !== null)) throw new Error('usage flush failed');
       const day = this.today();
-      for (const [k, bucket] of batch) if (k.startsWith(day)) for (const [calls, credits] of bucket.values()) addTo(this.sentToday, k.split(SEP)[1]!, calls, credits);
+      for (const [k, bucket] of batch) if (k.startsWith(day)) for (const [calls, credits] of bucket.values()) add(this.sentToday, k.split(SEP)[1]!, calls, credits);
     } catch {
       // Put back what was not sent (a partial pipeline may count some twice at worst: never lose, rarely double).
       for (const [k, bucket] of batch) {
@@ -191,11 +191,11 @@ export class Usage {
   topToday(n: number): { id: string; credits: number; calls: number }[] {
     const day = this.today();
     const per = new Map<string, [number, number]>();
-    for (const [id, [calls, credits]] of this.sentToday) addTo(per, id, calls, credits);
+    for (const [id, [calls, credits]] of this.sentToday) add(per, id, calls, credits);
     for (const [k, bucket] of this.counts) {
       if (!k.startsWith(day)) continue;
       const id = k.split(SEP)[1]!;
-      for (const [calls, credits] of bucket.values()) addTo(per, id, calls, credits);
+      for (const [calls, credits] of bucket.values()) add(per, id, calls, credits);
     }
     return [...per]
       .map(([id, [calls, credits]]) => ({ id, credits, calls }))
@@ -209,19 +209,10 @@ export class Usage {
   }
 }
 
-/** Adds to a method's counters in a bucket. */
+/** Adds to a method's counters in a bucket (or to a key's, in a map of keys' totals). */
 export function add(b: Bucket, method: string, calls: number, credits: number): void {
   const c = b.get(method);
   if (c === undefined) b.set(method, [calls, credits]);
-  else {
-    c[0] += calls;
-    c[1] += credits;
-  }
-}
-
-function addTo(m: Map<string, [number, number]>, id: string, calls: number, credits: number): void {
-  const c = m.get(id);
-  if (c === undefined) m.set(id, [calls, credits]);
   else {
     c[0] += calls;
     c[1] += credits;

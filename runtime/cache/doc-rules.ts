@@ -2,6 +2,7 @@
 // (doc.ts applies them). The EVM rules are policy.ts.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { DocRules, Keep } from './doc.ts';
+import { isBlockId } from '../guards/rosetta.ts';
 
 const KEEP_HEAD: Keep = { kind: 'head' };
 
@@ -41,11 +42,6 @@ export const ROSETTA_RULES: DocRules = {
     return { kind: 'block', number: want.index, hash: want.hash, byNumber: false };
   },
 };
-
-function isBlockId(v: unknown): v is { index: number; hash: string } {
-  const b = v as { index?: unknown; hash?: unknown } | null | undefined;
-  return typeof b?.index === 'number' && Number.isSafeInteger(b.index) && b.index >= 0 && typeof b.hash === 'string' && b.hash !== '';
-}
 
 /**
  * Blockbook: blocks (by height or hash, raw or not), a height's block hash,

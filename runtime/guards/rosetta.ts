@@ -118,3 +118,9 @@ export function isRosettaError(v: unknown): boolean {
   const e = v as { code?: unknown; message?: unknown; retriable?: unknown };
   return Number.isInteger(e.code) && typeof e.message === 'string' && typeof e.retriable === 'boolean';
 }
+
+/** A Rosetta BlockIdentifier: a block's index and hash. */
+export function isBlockId(v: unknown): v is { index: number; hash: string } {
+  const b = v as { index?: unknown; hash?: unknown } | null | undefined;
+  return typeof b?.index === 'number' && Number.isSafeInteger(b.index) && b.index >= 0 && typeof b.hash === 'string' && b.hash !== '';
+}

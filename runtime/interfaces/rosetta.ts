@@ -4,7 +4,7 @@
 import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
-import { checkRosettaBody, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck } from '../guards/rosetta.ts';
+import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck } from '../guards/rosetta.ts';
 import { whenIdentified } from '../admission.ts';
 import { MAX_ANSWER_DEPTH, nestsDeeper } from '../json-scan.ts';
 import type { KeyEntry } from '../keys.ts';
@@ -114,11 +114,6 @@ class RosettaRoute implements RouteHandler {
 }
 
 const LIST_BODY = '{"metadata":{}}';
-
-function isBlockId(v: unknown): v is { index: number; hash: string } {
-  const b = v as { index?: unknown; hash?: unknown } | null | undefined;
-  return typeof b?.index === 'number' && Number.isSafeInteger(b.index) && b.index >= 0 && typeof b.hash === 'string' && b.hash !== '';
-}
 
 function statusBody(route: RosettaRouteSpec): string {
   return JSON.stringify({ network_identifier: { blockchain: 'cardano', network: route.network }, metadata: {} });
