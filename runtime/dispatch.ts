@@ -1,8 +1,8 @@
-// The one seam every upstream request of a chain goes through: a route's
-// forwarding, the cache's misses, a pool's retries and hedges. Plain: one
-// Forward (selection, retries, timeouts, breaker, streaming). A chain with a
-// pool of upstreams wraps it (pool/pool.ts), as undici's interceptors wrap a
-// dispatcher.
+// How every upstream request of a chain goes out: a route's forwarding and
+// the cache's misses. Plain: one Forward (selection, retries, timeouts,
+// breaker, streaming). A chain with a pool of upstreams uses the pool's
+// dispatch in its place (chains.ts): the pool builds its own Forwards, one per
+// attempt (pool/flow.ts, pool/fanout.ts, pool/doc-pool.ts).
 import { Forward, type ForwardRequest, type ForwardTarget } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 
