@@ -52,7 +52,7 @@ describe('cache policy', () => {
 describe('cache store', () => {
   const b = (n: number) => Buffer.alloc(n, 0x61);
 
-  it('evicts the least recently used entries to stay within its bytes, and counts them per chain', () => {
+  it('evicts the oldest unread entries first to stay within its bytes, and counts them per chain', () => {
     const store = new CacheStore(4096);
     const a = new CacheStats('a');
     const c = new CacheStats('c');
@@ -64,7 +64,7 @@ describe('cache store', () => {
     expect(store.get('k9')).toBeDefined();
   });
 
-  it('moves a hit to the end of the line', () => {
+  it('keeps an entry that was read over an older unread one when it must evict', () => {
     const store = new CacheStore(4000);
     const s = new CacheStats('x');
     store.set('old', b(800), b(0), -1, '', -1, s);
