@@ -3,18 +3,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextRequestId } from './exchange.ts';
 import type { Metrics } from './metrics.ts';
-import type { RouteSpec } from './types.ts';
-import type { UpstreamGroup } from './upstream.ts';
+import type { Chain } from './chains.ts';
 import { daysBetween, totals, type Usage } from './usage.ts';
 import type { StatusBoard } from './status.ts';
 import { statusPage } from './status-page.ts';
 
 /** What /readyz says: ready when every chain has a healthy upstream and the process is not draining. */
-export function readiness(routes: readonly RouteSpec[], groups: ReadonlyMap<RouteSpec, UpstreamGroup>, draining: boolean): { ready: boolean; body: string } {
+export function readiness(all: readonly Pick<Chain, 'route' | 'group'>[], draining: boolean): { ready: boolean; body: string } {
   const chains: Record<string, unknown> = {};
   let ready = !draining;
-  for (const route of routes) {
-    const group = groups.get(route)!;
+  for (const { route, group } of all) {
     const up = group.healthy;
     if (!up) ready = false;
     chains[route.path] = {

@@ -67,7 +67,7 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       if (cached) {
         const c = cachedForwarder(route, group, view, dispatch, cache);
         forward = c.forward;
-        metrics.cache(c.stats);
+        metrics.cache(c.stats, view);
       }
       const handler = routeHandler(route, { ...services, group, forward } as RouteServices);
       const chain: Chain = { route, group, view, handler, envelope: moduleOf(route).envelope, metrics: metrics.route(route.path, route.interface), cached };

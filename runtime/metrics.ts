@@ -14,6 +14,10 @@ import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, ty
 import { UPSTREAM_STATES, type Upstream } from './upstream.ts';
 import type { PoolStats } from './pool/stats.ts';
 import type { CacheStats } from './cache/store.ts';
+import type { ChainView } from './chain-view.ts';
+
+/** What the cache's gauges read of a chain's view. */
+type CachedChainView = Pick<ChainView, 'number' | 'finalized' | 'headChanges'>;
 import { BUCKETS } from './tally.ts';
 import { LINGER_OUTCOMES, lingerStats } from './linger.ts';
 
@@ -193,6 +197,8 @@ export class Metrics {
   }
 
   private readonly caches: CacheStats[] = [];
+  /** Each cached chain's view (the same index as `caches`): its head and finality are read there, not copied. */
+  private readonly cachedViews: CachedChainView[] = [];
   private readonly upstreamList: Upstream[] = [];
 
   /** Counts a chain's upstreams' attempts under the gateway_upstream_request* metrics (registered with the first chain). */
@@ -228,8 +234,12 @@ export class Metrics {
   }
 
   /** Counts a chain's cache under the gateway_cache_* metrics (registered with the first chain that has one). */
-  cache(stats: CacheStats): void {
+  cache(stats: CacheStats, view: CachedChainView): void {
     if (this.caches.length === 0) {
+      const ofView = (name: string, help: string, type: 'counter' | 'gauge', field: keyof CachedChainView) =>
+        this.registry.registerMetric(
+          <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c, i) => ({ labels: { chain: c.chain }, value: this.cachedViews[i]![field] } as MetricValue<string>)))),
+        );
       const per = (name: string, help: string, type: 'counter' | 'gauge', field: Exclude<keyof CacheStats, 'chain' | 'resets'>) =>
         this.registry.registerMetric(
           <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c) => ({ labels: { chain: c.chain }, value: c[field] } as MetricValue<string>)))),
@@ -239,12 +249,12 @@ export class Metrics {
       per('gateway_cache_coalesced_total', 'Calls that joined an identical call in flight instead of going upstream, by chain.', 'counter', 'coalesced');
       per('gateway_cache_evictions_total', 'Entries evicted to stay within cache.maxBytes, by chain.', 'counter', 'evictions');
       per('gateway_cache_bytes', 'Bytes the chain\'s cached answers take.', 'gauge', 'bytes');
-      per('gateway_cache_head_block', 'The chain\'s head as the cache knows it (the highest block a usable upstream reports; -1 unknown).', 'gauge', 'head');
-      per('gateway_cache_finalized_block', 'The block at or below which answers are kept forever (-1 while unknown: nothing is final).', 'gauge', 'finalized');
+      ofView('gateway_cache_head_block', 'The chain\'s head as the cache knows it (the highest block a usable upstream reports; -1 unknown).', 'gauge', 'number');
+      ofView('gateway_cache_finalized_block', 'The block at or below which answers are kept forever (-1 while unknown: nothing is final).', 'gauge', 'finalized');
       per('gateway_cache_shared_hits_total', 'Calls answered from the shared tier (Redis): another replica fetched the answer. Counted in hits too.', 'counter', 'sharedHits');
       per('gateway_cache_batched_total', 'Misses sent to the node inside a batch with others (cache.batch), by chain. Counted in misses too.', 'counter', 'batched');
       per('gateway_cache_batches_total', 'Batches of misses sent to the node (cache.batch), by chain.', 'counter', 'batches');
-      per('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
+      ofView('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
       this.registry.registerMetric(
         <Metric>(<unknown>new Rendered(
           'gateway_cache_resets_total',
@@ -255,6 +265,7 @@ export class Metrics {
       );
     }
     this.caches.push(stats);
+    this.cachedViews.push(view);
   }
 
   private readonly pools: PoolStats[] = [];

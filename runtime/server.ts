@@ -3,12 +3,12 @@
 // precomputed tables; each interface's flow lives in interfaces/.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
-import type { GatewaySpec, ListenerSpec, RouteSpec, Template } from './types.ts';
+import type { GatewaySpec, ListenerSpec, Template } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger, type Logger } from './log.ts';
 import { AccessLog } from './access-log.ts';
 import { KeyStore, type KeyLookup } from './keys.ts';
-import type { UpstreamGroup, Upstream } from './upstream.ts';
+import type { Upstream } from './upstream.ts';
 import { Exchange, type ExchangeContext } from './exchange.ts';
 import { AdmissionStage, RateStep } from './admission.ts';
 import { Cors } from './cors.ts';
@@ -25,7 +25,7 @@ import { Metrics, type RouteMetrics } from './metrics.ts';
 import { isWorker } from './cluster.ts';
 import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
 import { VERSION } from './version.ts';
-import { buildChains, type DispatchTable } from './chains.ts';
+import { buildChains, type Chain, type DispatchTable } from './chains.ts';
 import { answerClientError } from './client-error.ts';
 import { RequestTracker } from './tracker.ts';
 
@@ -40,8 +40,8 @@ export class Gateway {
   readonly log: Logger;
   private readonly flushLog: () => void;
   readonly keys: KeyLookup;
-  readonly groups = new Map<RouteSpec, UpstreamGroup>();
-  readonly routes: RouteSpec[] = [];
+  /** Every chain of the manifest, as the server runs it (chains.ts). */
+  readonly chains: readonly Chain[];
   private readonly dispatch: readonly DispatchTable[];
   /** Metrics and log fields of requests that match no chain. */
   private readonly noRoute: RouteMetrics;
@@ -54,8 +54,6 @@ export class Gateway {
   readonly usage: Usage;
   private readonly corsPolicy: Cors;
   readonly metrics: Metrics;
-  /** Each chain's counters, by route (the status page reads them). */
-  readonly routeMetrics = new Map<RouteSpec, RouteMetrics>();
   /** The admin status page's figures; made only where the admin listener runs. */
   status: StatusBoard | null = null;
   /** Requests under way, and the end of each: metrics and the access log. */
@@ -90,11 +88,7 @@ export class Gateway {
     this.shared = spec.cache?.redis ? new SharedTier(requiredRedisUrl(), log) : null;
     const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared, log } : null;
     const chains = buildChains(spec, { admission, log, metrics: this.metrics, credits, usage: this.usage, validators: spec.validators }, this.metrics, cache, this.circuitOpen);
-    for (const c of chains.all) {
-      this.routes.push(c.route);
-      this.groups.set(c.route, c.group);
-      this.routeMetrics.set(c.route, c.metrics);
-    }
+    this.chains = chains.all;
     this.dispatch = chains.dispatch;
     this.poller = new Poller(chains.polled, spec.health, log, this.metrics);
   }
@@ -137,7 +131,7 @@ export class Gateway {
     this.usage.start();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
-      { event: 'started', version: VERSION, manifest: this.spec.source, chains: this.routes.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
+      { event: 'started', version: VERSION, manifest: this.spec.source, chains: this.chains.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
       'gateway started',
     );
     if (memoryReducer === 'on') {
@@ -206,7 +200,7 @@ export class Gateway {
   }
 
   readiness(): { ready: boolean; body: string } {
-    return readiness(this.routes, this.groups, this.draining);
+    return readiness(this.chains, this.draining);
   }
 
   // -------------------------------------------------------------- lifecycle
@@ -229,7 +223,7 @@ export class Gateway {
     const outcome = await Promise.race([idle.then(() => 'idle' as const), timer]);
     for (const l of this.listening) l.server.closeAllConnections();
     await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 1000).unref())]);
-    await Promise.all([...this.groups.values()].map((g) => g.close()));
+    await Promise.all(this.chains.map((c) => c.group.close()));
     await this.usage.stop();
     await this.limiter.close();
     this.shared?.close();

@@ -1,17 +1,17 @@
 // The data behind the admin status page (GET /status.json). Every figure is
-// read from the counters /metrics renders (RouteMetrics, UpstreamTally and the
-// upstream gauges), never counted a second time: a timer copies them every
+// read from the counters /metrics renders (RouteMetrics, UpstreamTally) and
+// from the chains' views (heads and lag), never counted or copied a second time: a timer copies them every
 // STEP_MS into a small ring, and the one-minute and fifteen-minute figures are
 // differences between the live counters and those copies, the way Prometheus'
 // rate() and histogram_quantile() read the same series. Nothing here runs per
 // request. The top keys are the exception: usage per key is kept out of
 // Prometheus on purpose (runtime/usage.ts), so they come from the /usage counters.
-import type { Gauge } from 'prom-client';
 import type { PoolStats } from './pool/stats.ts';
-import type { Metrics, RouteMetrics } from './metrics.ts';
+import type { Chain } from './chains.ts';
+import type { Metrics } from './metrics.ts';
 import { BUCKETS } from './tally.ts';
-import type { GatewaySpec, RouteSpec } from './types.ts';
-import type { Upstream, UpstreamGroup } from './upstream.ts';
+import type { GatewaySpec } from './types.ts';
+import type { Upstream } from './upstream.ts';
 import type { Usage } from './usage.ts';
 import { VERSION } from './version.ts';
 
@@ -36,11 +36,12 @@ interface Copy {
   ups: Float64Array | null;
 }
 
+/** What the page reads of a chain. */
+export type StatusChain = Pick<Chain, 'route' | 'group' | 'view' | 'metrics'>;
+
 export interface StatusSource {
   readonly spec: GatewaySpec;
-  readonly routes: readonly RouteSpec[];
-  readonly groups: ReadonlyMap<RouteSpec, UpstreamGroup>;
-  readonly routeMetrics: ReadonlyMap<RouteSpec, RouteMetrics>;
+  readonly chains: readonly StatusChain[];
   readonly metrics: Metrics;
   readonly usage: Usage;
   readonly draining: boolean;
@@ -76,7 +77,7 @@ export class StatusBoard {
   private readonly started = Date.now();
 
   constructor(private readonly src: StatusSource) {
-    for (const r of src.routes) this.upstreams.push(...src.groups.get(r)!.all);
+    for (const c of src.chains) this.upstreams.push(...c.group.all);
   }
 
   /** The first copy now (the counters are zero at start), then one every STEP_MS. */
@@ -93,12 +94,12 @@ export class StatusBoard {
 
   /** The live counters, in a copy's layout. */
   private read(t: number): Copy {
-    const { routes, routeMetrics } = this.src;
-    const chains = new Float64Array(routes.length * 2);
-    routes.forEach((r, i) => {
+    const list = this.src.chains;
+    const chains = new Float64Array(list.length * 2);
+    list.forEach((c, i) => {
       let all = 0;
       let errors = 0;
-      for (const tally of routeMetrics.get(r)!.labels.values()) {
+      for (const tally of c.metrics.labels.values()) {
         for (let j = 0; j < tally.statuses.length; j++) {
           all += tally.counts[j]!;
           if (tally.statuses[j]! >= 500) errors += tally.counts[j]!;
@@ -128,7 +129,7 @@ export class StatusBoard {
 
   /** What /status.json serves. */
   async json(now = Date.now()): Promise<string> {
-    const { spec, routes, groups, metrics, usage } = this.src;
+    const { spec, usage } = this.src;
     if (this.copies.length === 0) this.copy(now);
     const live = this.read(now);
     // The newest copy at least a minute old, else the oldest that has the upstreams' figures.
@@ -136,12 +137,11 @@ export class StatusBoard {
     for (const c of this.copies) if (c.ups !== null && (base === null || now - c.t >= WINDOW_MS)) base = c;
     if (base === null) throw new Error('status: no copy of the counters');
     const windowSeconds = Math.max(0, (now - base.t) / 1000);
-    const [heads, lags] = await Promise.all([gaugeValues(metrics.upstreamHead), gaugeValues(metrics.upstreamLag)]);
     const chartT = this.copies.slice(1).map((c) => c.t);
     let ready = !this.src.draining;
     let k = 0;
-    const chains = routes.map((r, i) => {
-      const group = groups.get(r)!;
+    const chains = this.src.chains.map(({ route: r, group, view }, i) => {
+      const best = view.best();
       if (!group.healthy) ready = false;
       const requests = live.chains[i * 2]! - base.chains[i * 2]!;
       const errors = live.chains[i * 2 + 1]! - base.chains[i * 2 + 1]!;
@@ -163,13 +163,12 @@ export class StatusBoard {
         const failed = live.ups![o + BUCKETS.length + 2]! - base.ups![o + BUCKETS.length + 2]!;
         const p50 = quantile(counts, 0.5);
         const p99 = quantile(counts, 0.99);
-        const id = r.path + '\u0000' + u.name;
         return {
           name: u.name,
           role: u.role,
           state: u.state,
-          head: heads.get(id) ?? null,
-          lag: lags.get(id) ?? null,
+          head: u.view.head,
+          lag: best >= 0 && u.view.head !== null ? Math.max(0, best - u.view.head) : null,
           attempts: ok + failed,
           failed,
           failedShare: ok + failed > 0 ? round(failed / (ok + failed)) : null,
@@ -190,7 +189,7 @@ export class StatusBoard {
         requestsTotal: live.chains[i * 2]!,
         errorsTotal: live.chains[i * 2 + 1]!,
         upstreams,
-        pool: poolFigures(metrics.poolOf(r.path)),
+        pool: poolFigures(this.src.metrics.poolOf(r.path)),
         chart: { rps, errorRate },
       };
     });
@@ -206,13 +205,6 @@ export class StatusBoard {
       topKeys: { day: today, keys: usage.topToday(TOP_KEYS) },
     });
   }
-}
-
-/** A gauge's values by `chain\0upstream`, as /metrics renders them. */
-async function gaugeValues(g: Gauge<'chain' | 'upstream'>): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for (const v of (await g.get()).values) out.set(`${v.labels.chain}\u0000${v.labels.upstream}`, v.value);
-  return out;
 }
 
 /** Four significant decimals are plenty for a page; keeps the JSON small. */

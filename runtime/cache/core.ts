@@ -55,12 +55,8 @@ export class CacheCore implements ChainListener {
   // ------------------------------------------------ the chain's view moved
 
   epoch(): void {
-    const v = this.view;
     for (const key of this.headKeys) this.store.delete(key);
     this.headKeys = new Set();
-    this.stats.head = v.number;
-    this.stats.finalized = v.finalized;
-    this.stats.headChanges = v.headChanges;
   }
 
   reset(reason: ResetReason): void {

@@ -21,11 +21,6 @@ export class CacheStats {
   coalesced = 0;
   evictions = 0;
   bytes = 0;
-  /** The head and finalized block the chain's cache knows (-1: unknown). */
-  head = -1;
-  finalized = -1;
-  /** Head changes seen (number or hash): each ends an epoch. */
-  headChanges = 0;
   /** Resets (forever entries dropped), by reason. */
   readonly resets = { identity: 0, finalized_backwards: 0 };
   /** Hits served from the shared tier (Redis), another replica's answer. */

@@ -9,6 +9,7 @@ import type { GatewaySpec, RouteSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
 import { Usage } from '../../../runtime/usage.ts';
 import type { Logger } from '../../../runtime/log.ts';
+import { ChainView } from '../../../runtime/chain-view.ts';
 
 const counts = (pairs: [number, number][]): Float64Array => {
   const c = new Float64Array(BUCKETS.length + 1);
@@ -45,9 +46,7 @@ function board() {
   const usage = new Usage(null, { error: () => undefined } as unknown as Logger);
   const src = {
     spec: { source: 'gateway.yaml', manifestSha256: 'ab'.repeat(32) } as GatewaySpec,
-    routes: [route],
-    groups: new Map([[route, group]]),
-    routeMetrics: new Map([[route, rm]]),
+    chains: [{ route, group, metrics: rm, view: new ChainView(group.all) }],
     metrics,
     usage,
     draining: false,
@@ -110,15 +109,14 @@ describe('StatusBoard', () => {
     expect(d.windowSeconds).toBe(60);
   });
 
-  it('shows head and lag as the upstream gauges hold them, the state as the upstream has it, and the build', async () => {
-    const { b, group, metrics } = board();
+  it("shows head and lag from the chain's view (lag behind the best fresh head), the state as the upstream has it, and the build", async () => {
+    const { b, group } = board();
     const [a, c] = group.all;
     a!.state = 'up';
     a!.view.head = 120;
+    a!.view.fresh = true; // its last poll came back on the chain: its head is the best
     c!.state = 'wrong_chain' as never; // any state the runtime reports is shown as it is
     c!.view.head = 100;
-    metrics.upstream('dev', a!, 120);
-    metrics.upstream('dev', c!, 120);
     b.copy(1);
     const d = JSON.parse(await b.json(2));
     expect(d.chains[0].upstreams.map((u: Record<string, unknown>) => [u.name, u.state, u.head, u.lag])).toEqual([
