@@ -18,7 +18,7 @@ import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import type { Logger } from '../log.ts';
 import type { FailKind, ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Upstream } from '../upstream.ts';
 import { NO_SINK } from '../cache/common.ts';
 
 /** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
@@ -37,9 +37,11 @@ const CLOSE = Buffer.from(']');
 /**
  * A batch body sent through `single` call by call; null when `request` is not
  * a batch with a call to answer (a single call, a body that is not a batch, a
- * batch of notifications only): the caller sends it as it is.
+ * batch of notifications only): the caller sends it as it is. Each call goes
+ * to the chain's upstreams, whatever group the batch was bound for (the
+ * cache's upstreams that take batches): it goes alone.
  */
-export function splitBatch(single: Dispatch, log: Logger, chain: string, target: ForwardTarget, request: ForwardRequest, group: UpstreamGroup): Cancelable | null {
+export function splitBatch(single: Dispatch, log: Logger, chain: string, target: ForwardTarget, request: ForwardRequest): Cancelable | null {
   const body = request.body;
   if (body === null || firstByte(body) !== 0x5b) return null; // '['
   const b = typeof body === 'string' ? Buffer.from(body) : body;
@@ -57,7 +59,7 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
   }
   if (answered === 0) return null;
   const batch = new PoolBatch(target, request, calls, log, chain);
-  batch.start(single, group);
+  batch.start(single);
   return batch;
 }
 
@@ -99,14 +101,14 @@ class PoolBatch implements Cancelable {
     this.got = new Array<Buffer | FailKind | undefined>(calls.length);
   }
 
-  start(single: Dispatch, group: UpstreamGroup): void {
+  start(single: Dispatch): void {
     const classify = this.request.classify;
     // Each call's answer is held: it is one item of the batch's answer.
     const held: ForwardRequest = { ...this.request, classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)) };
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
-      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null }, group));
+      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null }));
     }
     this.settle();
   }

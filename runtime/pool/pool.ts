@@ -54,7 +54,7 @@ export class Pool implements FlowHost {
 
   readonly dispatch: Dispatch = (target, request, group = this.group) => {
     // A batch: each of its calls comes back here alone (batch.ts).
-    const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request, group);
+    const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request);
     if (batch !== null) return batch;
     const call = readCall(request.body);
     this.budget.call();
