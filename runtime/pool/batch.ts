@@ -80,16 +80,21 @@ interface BatchItem {
   readonly idJson: string | null;
 }
 
+/** A call that got no answer: why, and from which upstream. */
+interface Failed {
+  readonly fail: FailKind;
+  readonly upstream: Upstream | null;
+}
+
 class PoolBatch implements Cancelable {
   /** Per call: its answer item, or why it failed; undefined while it runs (and for notifications). */
-  private readonly got: (Buffer | FailKind | undefined)[];
+  private readonly got: (Buffer | Failed | undefined)[];
   private readonly running: Cancelable[] = [];
   /** Calls still out, plus one until every call is sent. */
   private pending = 1;
   private over = false;
-  /** The first upstream that answered a call (the merged answer's), and the first failure's. */
+  /** The first upstream that answered a call: the merged answer's. */
   private upstream: Upstream | null = null;
-  private failedAt: Upstream | null = null;
 
   constructor(
     private readonly target: ForwardTarget,
@@ -98,7 +103,7 @@ class PoolBatch implements Cancelable {
     private readonly log: Logger,
     private readonly chain: string,
   ) {
-    this.got = new Array<Buffer | FailKind | undefined>(calls.length);
+    this.got = new Array<Buffer | Failed | undefined>(calls.length);
   }
 
   start(single: Dispatch): void {
@@ -127,7 +132,7 @@ class PoolBatch implements Cancelable {
   }
 
   /** The answer item of a call, with the id it came with; or why there is none. */
-  private item(r: ForwardResult, idJson: string): Buffer | FailKind {
+  private item(r: ForwardResult, idJson: string): Buffer | Failed {
     if (r.kind === 'buffered') {
       const s = answerSpans(r.body, MAX_ANSWER_DEPTH);
       if (s !== null && s.idStart !== -1 && (s.resultStart !== -1 || s.hasError)) {
@@ -139,34 +144,34 @@ class PoolBatch implements Cancelable {
     } else if (r.kind === 'failed' && r.upstream !== null) {
       this.log.warn({ event: 'upstream_failed', chain: this.chain, upstream: r.upstream.name, fail: r.fail }, 'upstream failed (a call of a batch)');
     }
-    if (this.failedAt === null) this.failedAt = r.upstream;
     // 'aborted' here is an answer that broke off: as a lost connection.
-    return r.kind === 'failed' ? r.fail : r.kind === 'buffered' ? 'bad-response' : 'unavailable';
+    return { fail: r.kind === 'failed' ? r.fail : r.kind === 'buffered' ? 'bad-response' : 'unavailable', upstream: r.upstream };
   }
 
   private settle(): void {
     if (--this.pending !== 0 || this.over) return;
     this.over = true;
     const parts: Buffer[] = [OPEN];
-    let first: FailKind | null = null;
+    let first: Failed | null = null;
     let ok = 0;
-    this.calls.forEach((c, i) => {
-      if (c.idJson === null) return;
+    for (let i = 0; i < this.calls.length; i++) {
+      const c = this.calls[i]!;
+      if (c.idJson === null) continue;
       const g = this.got[i]!;
       if (parts.length > 1) parts.push(COMMA);
-      if (typeof g === 'string') {
+      if (!Buffer.isBuffer(g)) {
         first ??= g;
-        parts.push(Buffer.from(rpcErrorJson(FAILED[g], c.idJson)));
+        parts.push(Buffer.from(rpcErrorJson(FAILED[g.fail], c.idJson)));
       } else {
         ok++;
         parts.push(g);
       }
-    });
+    }
     parts.push(CLOSE);
     const t = this.target;
     const u = this.upstream;
-    // No call answered: the batch fails as one call does.
-    if (ok === 0 || u === null) return t.forwarded({ kind: 'failed', fail: first ?? 'unavailable', upstream: this.failedAt });
+    // No call answered: the batch fails as one call does, with its first call's failure.
+    if (ok === 0 || u === null) return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
     const body = Buffer.concat(parts);
     // As the route asked: an answer it would stream is written as it is; the rest goes to its rewrite (or the cache).
     if (this.request.classify(200, HEADERS) === 'stream') {
