@@ -141,7 +141,6 @@ async function batch(chain: string, calls: readonly (readonly [string, unknown[]
 describe('a client batch through a pool with a laggard', () => {
   it('eth_blockNumber in a batch answers the served tip and never goes backwards; the block it names is never null, and state at it never `header not found`', async () => {
     let last = -1;
-    const nullsBefore = laggard.altered.nulls + laggard.altered.headerNotFound;
     for (let round = 0; round < 16; round++) {
       const [n, chainId] = await batch('pool', [
         ['eth_blockNumber', []],
@@ -165,8 +164,8 @@ describe('a client batch through a pool with a laggard', () => {
       expect(count!.error).toBeUndefined();
       if (round % 4 === 3) await anvil.mine(1);
     }
-    // The laggard did its part only where the pool asked it about what it has: no null, no refusal reached the client.
-    console.log(`pool batch: the laggard answered null or header not found ${laggard.altered.nulls + laggard.altered.headerNotFound - nullsBefore} times, none reached the client`);
+    // Both nodes took calls of the batches: the laggard was asked, about what it has.
+    expect(laggard.requests.filter((r) => !Array.isArray(r.json)).length).toBeGreaterThan(0);
   }, 30_000);
 
   it('keeps each item\'s id bytes (a 30-digit number, a string), answers in the client\'s order, and gives a notification no item', async () => {
@@ -230,11 +229,13 @@ describe('a quorum of two and a node that lies about balances', () => {
 
   it('a client batch through the cache (its misses sent together) never gets the liar\'s answer', async () => {
     const n = (await anvilHead()) - 5;
+    const batchesBefore = await metricValue(gw, 'gateway_cache_batches_total', '{chain="quorumcache"}');
     const items = await batch(
       'quorumcache',
       ADDRESSES.map((a) => ['eth_getBalance', [a, hex(n)]] as const),
     );
     await expectEach(items, ADDRESSES, n);
+    expect(await metricValue(gw, 'gateway_cache_batches_total', '{chain="quorumcache"}')).toBe(batchesBefore + 1);
   });
 });
 
