@@ -10,13 +10,15 @@
 //    the gateway serves;
 //  - a null about data not final is asked of one other upstream at least as
 //    far ahead, a node's "state is gone" of an archive node (flow.ts);
-//  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts).
+//  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
+//  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../chain-view.ts';
 import type { Cancelable, Dispatch } from '../dispatch.ts';
 import type { Logger } from '../log.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { splitBatch } from './batch.ts';
 import { readCall, rewriteTags, STATE_METHODS, type PoolCall } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
@@ -51,6 +53,9 @@ export class Pool implements FlowHost {
   }
 
   readonly dispatch: Dispatch = (target, request, group = this.group) => {
+    // A batch: each of its calls comes back here alone (batch.ts).
+    const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request);
+    if (batch !== null) return batch;
     const call = readCall(request.body);
     this.budget.call();
     if (call !== null) {

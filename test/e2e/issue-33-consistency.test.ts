@@ -13,6 +13,11 @@
 // the same workload runs twice: through nginx round-robin over the three nodes
 // (the bench's peer), which must show inconsistencies, proving that the
 // workload finds them; and through the gateway, where the figure must be 0.
+// Each of those two runs once more with every call sent as a JSON-RPC batch of
+// two (the call and an eth_chainId, as ethers v6 and viem with `batch: true`
+// send them): a batch crosses the pool call by call (issue 37), so the
+// gateway's figure is 0 there too. Before that, a batch went whole to any
+// node: 50 of ~310 answers (null 31, backwards 6, stateError 13).
 // Each run logs its figure, the count of each kind, what the odd nodes did
 // differently from anvil meanwhile, and the seed (FC_SEED replays the miner).
 // The manifest is the issue's defaults (servedTip: all), no cache, with the
@@ -35,6 +40,8 @@ import { AnvilGate } from '../support/anvil-gate.ts';
 const KEY = newKey();
 const CLIENTS = 4;
 const SEQUENCES = 10;
+/** Sequences per client of each batch run (every call in a batch of two). */
+const BATCH_SEQUENCES = 6;
 /** Sequences per client of each control run (one node alone). */
 const CONTROL_SEQUENCES = 4;
 const SEED = chosenSeed();
@@ -132,6 +139,15 @@ describe('issue 33: the oracle against nginx round-robin over the pool', () => {
     expect(report.sequences).toBeGreaterThan(0);
     expect(report.findings.length, 'the workload must detect the pool disagreeing').toBeGreaterThan(0);
   }, 45_000);
+
+  it('with every call in a JSON-RPC batch of two (the call and an eth_chainId), the workload finds inconsistencies through nginx too', async () => {
+    const { report, altered } = await withAlterations(() =>
+      runOracle({ anvil, gate, url: nginx.url, headers: { 'x-api-key': KEY }, clients: CLIENTS, sequences: BATCH_SEQUENCES, seed: SEED, batch: true }),
+    );
+    console.log([`${describeReport('issue 33 oracle, batches of two, nginx round-robin', report)}`, altered, ...sample(report, 1)].join('\n  '));
+    expect(report.sequences).toBeGreaterThan(0);
+    expect(report.findings.length, 'the batch workload must detect the pool disagreeing').toBeGreaterThan(0);
+  }, 45_000);
 });
 
 describe('issue 33: the gateway in front of the same pool', () => {
@@ -152,5 +168,15 @@ describe('issue 33: the gateway in front of the same pool', () => {
     console.log([`${describeReport('issue 33 oracle, gateway', report)}`, altered, ...sample(report, 1)].join('\n  '));
     expect(report.sequences, 'every sequence ran to its end').toBe(CLIENTS * SEQUENCES);
     expect(sample(report), describeReport('gateway', report)).toEqual([]);
+  }, 45_000);
+
+  // Issue 37, defect 1: a batch used to skip the pool (339 inconsistent answers in 30 s).
+  it('with every call in a JSON-RPC batch of two (the call and an eth_chainId), each call still crosses the pool: 0 inconsistencies', async () => {
+    const { report, altered } = await withAlterations(() =>
+      runOracle({ anvil, gate, url: gw.url('rpc', '/pool'), headers: { 'x-api-key': KEY }, clients: CLIENTS, sequences: BATCH_SEQUENCES, seed: SEED, batch: true }),
+    );
+    console.log([`${describeReport('issue 33 oracle, batches of two, gateway', report)}`, altered, ...sample(report, 1)].join('\n  '));
+    expect(report.sequences, 'every sequence ran to its end').toBe(CLIENTS * BATCH_SEQUENCES);
+    expect(sample(report), describeReport('gateway, batches', report)).toEqual([]);
   }, 45_000);
 });

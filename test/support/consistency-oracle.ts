@@ -4,6 +4,8 @@
 // the chain; every answer is judged against anvil itself. The figure it
 // returns is the number of answers that no single chain moving forward could
 // have given. No test framework in here: the test asserts on the report.
+// With `batch`, every call goes as a JSON-RPC batch of two (the call and an
+// eth_chainId, as batching clients send them), and the call's item is judged.
 //
 // A sequence (one client, one at a time; the clients run side by side):
 //   1. eth_sendRawTransaction of a transfer signed here;
@@ -85,6 +87,11 @@ export interface OracleOptions {
   readonly mineEveryMs?: readonly [number, number];
   /** Share of the miner's steps that are a reorg of depth 2 or 3 rather than a new block (default 1/6). */
   readonly reorgShare?: number;
+  /**
+   * Every call sent as a JSON-RPC batch of two, the call and an eth_chainId, as batching clients (ethers v6,
+   * viem with `batch: true`) send them; the call's item is judged as a lone call's answer would be.
+   */
+  readonly batch?: boolean;
 }
 
 export interface OracleReport {
@@ -161,17 +168,27 @@ export async function runOracle(opts: OracleOptions): Promise<OracleReport> {
   const raws = new Map<string, Hex>();
 
   let nextId = 1;
-  /** One call to the endpoint under test: its JSON-RPC answer, or why there is none. */
+  /** One call to the endpoint under test (with opts.batch, in a batch of two): its JSON-RPC answer, or why there is none. */
   async function viaPool(method: string, params: readonly unknown[]): Promise<JsonRpcResponse | string> {
     try {
+      const id = nextId++;
+      const call = { jsonrpc: '2.0', id, method, params };
       const res = await fetch(opts.url, {
         method: 'POST',
         headers: { 'content-type': 'application/json', ...opts.headers },
-        body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }),
+        body: JSON.stringify(opts.batch === true ? [call, { jsonrpc: '2.0', id: nextId++, method: 'eth_chainId', params: [] }] : call),
       });
       const text = await res.text();
       if (res.status !== 200) return `HTTP ${res.status}: ${text.slice(0, 200)}`;
-      const body = JSON.parse(text) as JsonRpcResponse;
+      const doc = JSON.parse(text) as unknown;
+      let body = doc as JsonRpcResponse;
+      if (opts.batch === true) {
+        // The call's own item; the eth_chainId beside it must be this chain's.
+        const items = Array.isArray(doc) ? (doc as JsonRpcResponse[]) : [];
+        const other = items.find((a) => a?.id === id + 1);
+        if (items.length !== 2 || other === undefined || Number(other.result) !== chainId) return `not the batch's answer: ${text.slice(0, 200)}`;
+        body = items.find((a) => a?.id === id)!;
+      }
       return body !== null && typeof body === 'object' && ('result' in body || 'error' in body) ? body : `not a JSON-RPC answer: ${text.slice(0, 200)}`;
     } catch (err) {
       return `no answer: ${(err as Error).message}`;

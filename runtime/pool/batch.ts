@@ -1,0 +1,203 @@
+// A JSON-RPC batch through a pool (a client's, or the cache's batched misses):
+// split at the pool's entry into its calls, each of which goes through the
+// pool's single-call path as if it had come alone (served tip, tag rewriting,
+// block routing, tries again, quorum, broadcast, hedge), one upstream request
+// (or more) per call. The answers are merged in the batch's order, each with
+// the id bytes its call came with (docs/upstreams.md, "What a pool does"):
+//  - a call that fails (no usable upstream, timeout, an answer that is not
+//    JSON-RPC) gets the gateway's JSON-RPC error for that failure in its slot,
+//    with the code a lone call's failure gets (-32052, -32051, -32050,
+//    -32053), and the others are answered;
+//  - when every call fails, the batch fails as one call does (the route's
+//    error envelope, the cache's failed flights), as it did when sent whole;
+//  - a notification (no id) goes through the pool alone too; it has no slot
+//    (nodes answer nothing for it), and the batch is answered once it is done.
+//    A batch of notifications only is sent whole, and gets what a node gives.
+import type { Cancelable, Dispatch } from '../dispatch.ts';
+import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
+import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import type { Logger } from '../log.ts';
+import type { FailKind, ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { Upstream } from '../upstream.ts';
+import { NO_SINK } from '../cache/common.ts';
+
+/** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
+const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
+  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
+};
+
+const HEADERS = { 'content-type': 'application/json' } as const;
+const OPEN = Buffer.from('[');
+const COMMA = Buffer.from(',');
+const CLOSE = Buffer.from(']');
+
+/**
+ * A batch body sent through `single` call by call; null when `request` is not
+ * a batch with a call to answer (a single call, a body that is not a batch, a
+ * batch of notifications only): the caller sends it as it is. Each call goes
+ * to the chain's upstreams, whatever group the batch was bound for (the
+ * cache's upstreams that take batches): it goes alone.
+ */
+export function splitBatch(single: Dispatch, log: Logger, chain: string, target: ForwardTarget, request: ForwardRequest): Cancelable | null {
+  const body = request.body;
+  if (body === null || firstByte(body) !== 0x5b) return null; // '['
+  const b = typeof body === 'string' ? Buffer.from(body) : body;
+  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
+  if (items === null || items.length === 0) return null;
+  const calls: BatchItem[] = [];
+  let answered = 0;
+  for (const it of items) {
+    const text = b.subarray(it.start, it.end);
+    const spans = answerSpans(text, MAX_ANSWER_DEPTH);
+    if (spans === null) return null;
+    const idJson = spans.idStart === -1 ? null : text.toString('utf8', spans.idStart, spans.idEnd);
+    if (idJson !== null) answered++;
+    calls.push({ text, idJson });
+  }
+  if (answered === 0) return null;
+  const batch = new PoolBatch(target, request, calls, log, chain);
+  batch.start(single);
+  return batch;
+}
+
+function firstByte(body: Buffer | string): number {
+  let i = 0;
+  if (typeof body === 'string') {
+    while (i < body.length && (body[i] === ' ' || body[i] === '\n' || body[i] === '\r' || body[i] === '\t')) i++;
+    return body.charCodeAt(i);
+  }
+  while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
+  return body[i] ?? -1;
+}
+
+interface BatchItem {
+  /** The call's own text, as it came in the batch. */
+  readonly text: Buffer;
+  /** Its id as it came (a long number keeps its digits); null: a notification. */
+  readonly idJson: string | null;
+}
+
+/** A call that got no answer: why, and from which upstream. */
+interface Failed {
+  readonly fail: FailKind;
+  readonly upstream: Upstream | null;
+}
+
+class PoolBatch implements Cancelable {
+  /** Per call: its answer item, or why it failed; undefined while it runs (and for notifications). */
+  private readonly got: (Buffer | Failed | undefined)[];
+  private readonly running: Cancelable[] = [];
+  /** Calls still out, plus one until every call is sent. */
+  private pending = 1;
+  private over = false;
+  /** The first upstream that answered a call: the merged answer's. */
+  private upstream: Upstream | null = null;
+
+  constructor(
+    private readonly target: ForwardTarget,
+    private readonly request: ForwardRequest,
+    private readonly calls: readonly BatchItem[],
+    private readonly log: Logger,
+    private readonly chain: string,
+  ) {
+    this.got = new Array<Buffer | Failed | undefined>(calls.length);
+  }
+
+  start(single: Dispatch): void {
+    const classify = this.request.classify;
+    // Each call's answer is held: it is one item of the batch's answer.
+    const held: ForwardRequest = { ...this.request, classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)) };
+    for (let i = 0; i < this.calls.length && !this.over; i++) {
+      const c = this.calls[i]!;
+      this.pending++;
+      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null }));
+    }
+    this.settle();
+  }
+
+  cancel(): void {
+    this.over = true;
+    for (const c of this.running) c.cancel();
+  }
+
+  /** Call `i`'s outcome. */
+  done(i: number, r: ForwardResult): void {
+    if (this.over) return;
+    const idJson = this.calls[i]!.idJson;
+    if (idJson !== null) this.got[i] = this.item(r, idJson);
+    this.settle();
+  }
+
+  /** The answer item of a call, with the id it came with; or why there is none. */
+  private item(r: ForwardResult, idJson: string): Buffer | Failed {
+    if (r.kind === 'buffered') {
+      const s = answerSpans(r.body, MAX_ANSWER_DEPTH);
+      if (s !== null && s.idStart !== -1 && (s.resultStart !== -1 || s.hasError)) {
+        if (this.upstream === null) this.upstream = r.upstream;
+        const id = r.body.toString('utf8', s.idStart, s.idEnd);
+        return id === idJson ? r.body : Buffer.concat([r.body.subarray(0, s.idStart), Buffer.from(idJson), r.body.subarray(s.idEnd)]);
+      }
+      this.log.warn({ event: 'upstream_bad_response', chain: this.chain, upstream: r.upstream.name, status: r.status }, 'upstream answer is not JSON-RPC (a call of a batch)');
+    } else if (r.kind === 'failed' && r.upstream !== null) {
+      this.log.warn({ event: 'upstream_failed', chain: this.chain, upstream: r.upstream.name, fail: r.fail }, 'upstream failed (a call of a batch)');
+    }
+    // 'aborted' here is an answer that broke off: as a lost connection.
+    return { fail: r.kind === 'failed' ? r.fail : r.kind === 'buffered' ? 'bad-response' : 'unavailable', upstream: r.upstream };
+  }
+
+  private settle(): void {
+    if (--this.pending !== 0 || this.over) return;
+    this.over = true;
+    const parts: Buffer[] = [OPEN];
+    let first: Failed | null = null;
+    let ok = 0;
+    for (let i = 0; i < this.calls.length; i++) {
+      const c = this.calls[i]!;
+      if (c.idJson === null) continue;
+      const g = this.got[i]!;
+      if (parts.length > 1) parts.push(COMMA);
+      if (!Buffer.isBuffer(g)) {
+        first ??= g;
+        parts.push(Buffer.from(rpcErrorJson(FAILED[g.fail], c.idJson)));
+      } else {
+        ok++;
+        parts.push(g);
+      }
+    }
+    parts.push(CLOSE);
+    const t = this.target;
+    const u = this.upstream;
+    // No call answered: the batch fails as one call does, with its first call's failure.
+    if (ok === 0 || u === null) return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
+    const body = Buffer.concat(parts);
+    // As the route asked: an answer it would stream is written as it is; the rest goes to its rewrite (or the cache).
+    if (this.request.classify(200, HEADERS) === 'stream') {
+      t.streamHead(200, { ...HEADERS, 'content-length': String(body.length) }, u);
+      t.res.end(body);
+      return t.forwarded({ kind: 'streamed', upstream: u, status: 200 });
+    }
+    if (body.length > this.request.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+    t.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body });
+  }
+}
+
+/** Where one call's outcome goes: its slot in the batch. */
+class CallTarget implements ForwardTarget {
+  readonly res = NO_SINK;
+
+  constructor(
+    private readonly batch: PoolBatch,
+    private readonly i: number,
+  ) {}
+
+  streamHead(): void {
+    throw new Error('a call of a batch is held whole');
+  }
+
+  forwarded(r: ForwardResult): void {
+    this.batch.done(this.i, r);
+  }
+}
