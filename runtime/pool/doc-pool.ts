@@ -106,11 +106,13 @@ class RosettaHead implements HeldRules {
     return { index: v.tip, hash: at?.view.hash ?? '' };
   }
 
-  /** Upstreams whose polled head is the block served, where one is usable; else those above it. */
-  accept(): (u: Upstream) => boolean {
+  /** Upstreams whose polled head is the block served, where one is usable; else those above it; else any (the answer is rewritten). */
+  accept(): ((u: Upstream) => boolean) | undefined {
     const n = this.served().index;
     const exact = (u: Upstream) => u.view.head === n;
-    return this.group.all.some((u) => u.usable && exact(u)) ? exact : (u) => (u.view.head ?? -1) >= n;
+    const above = (u: Upstream) => (u.view.head ?? -1) >= n;
+    for (const ok of [exact, above]) if (this.group.all.some((u) => u.usable && ok(u))) return ok;
+    return undefined;
   }
 
   again(): null {

@@ -87,7 +87,7 @@ async function statusIndex(chain: string): Promise<{ index: number; hash: string
 }
 
 describe('Rosetta /network/status on a pool', () => {
-  it('names the served tip, the block both nodes have, whichever node is asked, and never goes back', async () => {
+  it('names the served tip, the block both nodes have, whichever node is asked, and never goes back, not even when a node dips', async () => {
     for (let i = 0; i < 8; i++) expect(await statusIndex('cardano'), `call ${i}`).toEqual({ index: BEHIND, hash: rosettaBlockHash(BEHIND) });
     // The node behind catches up two blocks: the answer follows, and never goes below what was given.
     behind.setBlockIndex(BEHIND + 2);
@@ -101,6 +101,10 @@ describe('Rosetta /network/status on a pool', () => {
       last = s.index;
     }
     expect(last).toBe(BEHIND + 2);
+    // The node behind dips one block (a node resyncing): the answer does not go back with it.
+    behind.setBlockIndex(BEHIND + 1);
+    await until(async () => (await upstreamHead('cardano', 0)) === BEHIND + 1, 'the polls seeing the node behind one block lower');
+    for (let i = 0; i < 6; i++) expect(await statusIndex('cardano'), `call ${i}`).toEqual({ index: BEHIND + 2, hash: rosettaBlockHash(BEHIND + 2) });
   });
 
   it('an upstream that has moved past what its polls said is served as the served tip (its block, its hash)', async () => {
