@@ -104,7 +104,6 @@ export const DEFAULTS = {
   retries: schemaDefault<number>(...CHAIN_SCHEMA, 'retries'),
   sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
   servedTip: schemaDefault<ServedTip>(...CHAIN_SCHEMA, 'servedTip'),
-  rewriteTags: schemaDefault<boolean>(...CHAIN_SCHEMA, 'rewriteTags'),
   pruneDepth: schemaDefault<number>(...CHAIN_SCHEMA, 'pruneDepth'),
   cacheMaxBytes: schemaDefault<number>('properties', 'cache', 'properties', 'maxBytes'),
   cacheHeadPollMs: schemaDefault<number>('properties', 'cache', 'properties', 'headPollMs'),
@@ -183,7 +182,8 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
           chainId: c.chainId,
           methods: [...new Set(list)].sort(byCodeUnit),
           methodsSource: named ? `methodSets.${c.methods as string}` : `chains[${i}].methods`,
-          rewriteTags: c.rewriteTags ?? DEFAULTS.rewriteTags,
+          // No schema default: a pool rewrites, so that latest is the block eth_blockNumber names; one upstream is its own tip.
+          rewriteTags: c.rewriteTags ?? c.upstreams.length > 1,
           pruneDepth: c.pruneDepth ?? DEFAULTS.pruneDepth,
           // No schema default: it depends on the pool. One upstream has nothing to broadcast to.
           broadcast: c.broadcast ?? (c.upstreams.length > 1 ? 'all' : 'one'),

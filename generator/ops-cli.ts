@@ -71,7 +71,7 @@ export function poolText(r: RouteRow): string {
   const p = r.pool;
   const out: string[] = [];
   if (p.servedTip !== DEFAULTS.servedTip) out.push(`servedTip ${p.servedTip}`);
-  if (p.rewriteTags === true) out.push('rewriteTags');
+  if (p.rewriteTags !== undefined && p.rewriteTags !== r.upstreams.length > 1) out.push(p.rewriteTags ? 'rewriteTags' : 'rewriteTags off');
   if (p.pruneDepth !== undefined && p.pruneDepth !== DEFAULTS.pruneDepth) out.push(`pruneDepth ${p.pruneDepth}`);
   if (p.hedge !== null) out.push(`hedge ${p.hedge.afterMs === 'p95' ? 'p95' : `${p.hedge.afterMs} ms`}`);
   if (p.broadcast !== undefined && p.broadcast !== (r.upstreams.length > 1 ? 'all' : 'one')) out.push(`broadcast ${p.broadcast}`);

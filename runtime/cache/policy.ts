@@ -82,11 +82,6 @@ function blockOf(v: unknown): number | 'head' | null {
   return null;
 }
 
-/** Where a method's block parameter is: its index, -1 for a method bound to the head, undefined for none (pool/call.ts routes by it too). */
-export function blockParamAt(method: string): number | undefined {
-  return BLOCK_PARAM.get(method);
-}
-
 /** May a call of this method ever be cached or coalesced? (Its params decide the rest: scopeOf.) */
 export function isCacheable(method: string): boolean {
   return CONSTANT.has(method) || BLOCK_PARAM.has(method);

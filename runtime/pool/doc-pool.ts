@@ -1,18 +1,28 @@
 // A pool of Blockbook or Rosetta upstreams: a read that names block N (a
 // Blockbook height, a Rosetta block_identifier.index) goes only to an upstream
 // whose head is at least N, and with `hedge`, a read with no answer after that
-// long is asked of a second upstream too (flow.ts). Nothing else changes: the
-// answers are the upstreams' own.
+// long is asked of a second upstream too (flow.ts). A lookup by block hash
+// that a node answers "Block not found" is asked again of another upstream at
+// or above the served tip, and Rosetta's /network/status names the served tip,
+// never going back (doc-held.ts). Nothing else changes: the answers are the
+// upstreams' own.
 import type { ChainView } from '../chain-view.ts';
 import type { Dispatch } from '../dispatch.ts';
 import { Forward, type ForwardRequest } from '../proxy.ts';
 import type { BlockbookRouteSpec, RosettaRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
 import { Flow, type FlowHost } from './flow.ts';
 import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
 
 /** Blockbook's endpoints that name a block by height: /v2/block/<height>, /v2/block-index/<height>, /v2/rawblock/<height>. */
 const BLOCKBOOK_HEIGHT = /\/v2\/(?:block|block-index|rawblock)\/(\d{1,12})(?:[/?]|$)/;
+/** Blockbook's endpoints that take a block by hash: /v2/block/<hash>, /v2/rawblock/<hash>, /v2/feestats/<hash>. */
+const BLOCKBOOK_HASH = /\/v2\/(?:block|rawblock|feestats)\/[0-9a-fA-F]{64}(?:[/?]|$)/;
+/** Rosetta's error for a block the node does not have (../shared/specs/cardano-rosetta-errors.json). */
+const ROSETTA_BLOCK_NOT_FOUND = 4001;
+/** Error answers judged at most this long (a "Block not found" is a few dozen bytes). */
+const MAX_JUDGED = 4096;
 
 export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void): { dispatch: Dispatch; stats: PoolStats } {
   const stats = new PoolStats(route.path, () => view.tip);
@@ -26,9 +36,28 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
   };
   const hedge = route.hedge;
   const times = new LatencyWindow();
+  const rosetta = route.interface === 'rosetta';
+  const head = rosetta ? new RosettaHead(view, group) : null;
+  /** Any other upstream at or above the served tip. */
+  const atTip = (u: Upstream) => (u.view.head ?? -1) >= view.tip;
+  const byHash: HeldRules = {
+    again: (r) => (notFound(r, rosetta) ? atTip : null),
+    rewrite: () => null,
+  };
   const dispatch: Dispatch = (target, request, g = group) => {
     budget.call();
-    const n = route.interface === 'blockbook' ? blockbookHeight(request, g) : rosettaIndex(request);
+    const below = belowBase(request, g);
+    if (head !== null && below === '/network/status' && view.tip >= 0) {
+      const held = new HeldDoc(target, request, g, head.accept(), head, stats, circuitOpen);
+      held.start();
+      return held;
+    }
+    if (rosetta ? rosettaByHash(request) : request.method === 'GET' && BLOCKBOOK_HASH.test(below)) {
+      const held = new HeldDoc(target, request, g, undefined, byHash, stats, circuitOpen);
+      held.start();
+      return held;
+    }
+    const n = rosetta ? rosettaIndex(request) : blockbookHeight(request, below);
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
     // Nobody is known to have it yet: any upstream answers as its node would.
     if (accept !== undefined && !g.all.some((u) => u.usable && accept!(u))) accept = undefined;
@@ -45,11 +74,91 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
   return { dispatch, stats };
 }
 
-/** The height a Blockbook read names in its path (-1: none). */
-function blockbookHeight(request: ForwardRequest, group: UpstreamGroup): number {
+/**
+ * Rosetta's /network/status as the pool serves it: its current block is the
+ * served tip (or the highest one a client was given, if the tip is lower:
+ * never backwards, but with a reset of the chain). It is asked of an upstream
+ * whose head the polls saw at that block, and its answer names that block;
+ * one that has moved on since its poll gets that block's index and hash (from
+ * the polls) in its current_block_identifier and sync_status.current_index.
+ */
+class RosettaHead implements HeldRules {
+  private floor = -1;
+  private floorHash = '';
+  private resets: number;
+
+  constructor(
+    private readonly view: ChainView,
+    private readonly group: UpstreamGroup,
+  ) {
+    this.resets = view.resets;
+  }
+
+  /** The block the answer names: the served tip, never below what was given, with its hash ('' not known). */
+  private served(): { index: number; hash: string } {
+    const v = this.view;
+    if (v.resets !== this.resets) {
+      this.resets = v.resets;
+      this.floor = -1;
+    }
+    if (v.tip < this.floor) return { index: this.floor, hash: this.floorHash };
+    const at = this.group.all.find((u) => u.usable && u.view.head === v.tip && u.view.hash !== '');
+    return { index: v.tip, hash: at?.view.hash ?? '' };
+  }
+
+  /** Upstreams whose polled head is the block served, where one is usable; else those above it; else any (the answer is rewritten). */
+  accept(): ((u: Upstream) => boolean) | undefined {
+    const n = this.served().index;
+    const exact = (u: Upstream) => u.view.head === n;
+    const above = (u: Upstream) => (u.view.head ?? -1) >= n;
+    for (const ok of [exact, above]) if (this.group.all.some((u) => u.usable && ok(u))) return ok;
+    return undefined;
+  }
+
+  again(): null {
+    return null;
+  }
+
+  rewrite(r: Buffered): Buffer | null {
+    if (r.headers['content-encoding'] !== undefined) return null;
+    let doc: { current_block_identifier?: { index?: unknown; hash?: unknown }; sync_status?: { current_index?: unknown } };
+    try {
+      doc = JSON.parse(r.body.toString('utf8')) as typeof doc;
+    } catch {
+      return null;
+    }
+    const cur = doc?.current_block_identifier;
+    if (cur === undefined || typeof cur.index !== 'number') return null;
+    const s = this.served();
+    if (cur.index === s.index) {
+      this.raise(cur.index, typeof cur.hash === 'string' ? cur.hash : '');
+      return null;
+    }
+    if (s.hash === '') return null;
+    this.raise(s.index, s.hash);
+    doc.current_block_identifier = { index: s.index, hash: s.hash };
+    if (doc.sync_status !== undefined && typeof doc.sync_status.current_index === 'number') doc.sync_status.current_index = s.index;
+    return Buffer.from(JSON.stringify(doc));
+  }
+
+  private raise(index: number, hash: string): void {
+    if (index > this.floor) {
+      this.floor = index;
+      this.floorHash = hash;
+    }
+  }
+}
+
+/** The request's path below the upstreams' base path ('' when the group is empty). */
+function belowBase(request: ForwardRequest, group: UpstreamGroup): string {
   const u = group.all[0];
-  if (u === undefined || request.method !== 'GET') return -1;
-  const m = BLOCKBOOK_HEIGHT.exec(request.path(u).slice(u.basePath.length));
+  return u === undefined ? '' : request.path(u).slice(u.basePath.length);
+}
+
+/** The height a Blockbook read names in its path (-1: none). */
+function blockbookHeight(request: ForwardRequest, below: string): number {
+  if (request.method !== 'GET') return -1;
+  const m = BLOCKBOOK_HEIGHT.exec(below);
   return m === null ? -1 : Number(m[1]);
 }
 
@@ -62,5 +171,28 @@ function rosettaIndex(request: ForwardRequest): number {
     return typeof index === 'number' && Number.isSafeInteger(index) && index >= 0 ? index : -1;
   } catch {
     return -1;
+  }
+}
+
+/** A Rosetta read that names its block by hash alone (block_identifier.hash, no index). */
+function rosettaByHash(request: ForwardRequest): boolean {
+  const body = request.body;
+  if (typeof body !== 'string' || body.indexOf('"hash"') === -1) return false;
+  try {
+    const b = (JSON.parse(body) as { block_identifier?: { index?: unknown; hash?: unknown } }).block_identifier;
+    return typeof b?.hash === 'string' && b.index === undefined;
+  } catch {
+    return false;
+  }
+}
+
+/** The answer is the node's "Block not found": Rosetta's error 4001, Blockbook's {"error":"Block not found"}. */
+function notFound(r: Buffered, rosetta: boolean): boolean {
+  if (r.status === 200 || r.body.length > MAX_JUDGED || r.headers['content-encoding'] !== undefined) return false;
+  try {
+    const doc = JSON.parse(r.body.toString('utf8')) as { code?: unknown; error?: unknown };
+    return rosetta ? doc?.code === ROSETTA_BLOCK_NOT_FOUND : doc?.error === 'Block not found';
+  } catch {
+    return false;
   }
 }

@@ -9,7 +9,7 @@ import type { Cancelable } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { NO_SINK } from '../cache/common.ts';
 import { COUNTS, MAY_BE_EMPTY, STATE_METHODS, type PoolCall } from './call.ts';
-import { isStateGone } from './state-errors.ts';
+import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -24,6 +24,8 @@ export interface FlowHost {
   archiveFor(n: number, group: UpstreamGroup, tried: ReadonlySet<Upstream>): ((u: Upstream) => boolean) | null;
   /** A hedge may go now (within 10% of the chain's calls over the last minute). */
   takeHedge(): boolean;
+  /** Learns the block hashes an answer to `method` carries (learn.ts). */
+  learn?(method: string, body: Buffer): void;
 }
 
 export interface FlowPlan {
@@ -133,7 +135,13 @@ export class Flow implements Cancelable {
     if (call === null || r.status !== 200) return 'ok';
     const spans = answerSpans(r.body, MAX_ANSWER_DEPTH);
     if (spans === null) return 'ok';
-    if (spans.hasError) return STATE_METHODS.has(call.method) || call.at >= 0 || typeof call.block === 'object' ? (stateGone(r.body) ? 'state' : 'ok') : 'ok';
+    if (spans.hasError) {
+      const message = errorMessage(r.body);
+      // A block asked by hash that this node does not have; a range beyond its head.
+      if (call.block !== null && typeof call.block === 'object' && says(UNKNOWN_BLOCK, message)) return 'state';
+      if (call.at >= 0 && says(BEYOND_HEAD, message)) return 'state';
+      return STATE_METHODS.has(call.method) || call.at >= 0 || typeof call.block === 'object' ? (isStateGone(message) ? 'state' : 'ok') : 'ok';
+    }
     if (spans.resultStart === -1) return 'ok';
     const n = this.plan.block;
     // A null about finalized data is final.
@@ -154,6 +162,7 @@ export class Flow implements Cancelable {
 
   private finish(r: ForwardResult, leg: Leg): void {
     this.over = true;
+    if (r.kind === 'buffered' && r.status === 200 && this.call !== null) this.host.learn?.(this.call.method, r.body);
     if (leg.hedge && r.kind === 'buffered') this.host.stats.hedges.won++;
     this.end();
     const t = this.target;
@@ -173,13 +182,13 @@ export class Flow implements Cancelable {
   }
 }
 
-/** The error of a JSON-RPC answer says the node lacks the state or block asked for. */
-function stateGone(body: Buffer): boolean {
+/** The message of a JSON-RPC answer's error ('' none). */
+function errorMessage(body: Buffer): string {
   try {
     const doc = JSON.parse(body.toString('utf8')) as { error?: { message?: unknown } };
-    return typeof doc?.error?.message === 'string' && isStateGone(doc.error.message);
+    return typeof doc?.error?.message === 'string' ? doc.error.message : '';
   } catch {
-    return false;
+    return '';
   }
 }
 

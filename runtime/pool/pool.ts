@@ -5,7 +5,8 @@
 //  - eth_blockNumber answers the served tip (chain-view.ts), never backwards;
 //  - a call at `latest` goes to an upstream at or above the served tip, a call
 //    that names block N (by number, or by a hash the gateway has seen) only to
-//    an upstream whose head is at least N; state older than pruneDepth blocks
+//    an upstream whose head is at least N, a range (eth_getLogs) only to one
+//    whose head covers its highest block; state older than pruneDepth blocks
 //    goes to archive upstreams; with rewriteTags, the tags become the numbers
 //    the gateway serves;
 //  - a null about data not final is asked of one other upstream at least as
@@ -19,9 +20,10 @@ import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { splitBatch } from './batch.ts';
-import { readCall, rewriteTags, STATE_METHODS, type PoolCall } from './call.ts';
+import { readCall, rewriteTags, STATE_METHODS, type BlockRef, type PoolCall } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
+import { learnHashes } from './learn.ts';
 import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
 
 /** The settings of a pool, with their defaults (the manifest's, where it has them). */
@@ -92,14 +94,9 @@ export class Pool implements FlowHost {
   private plan(call: PoolCall | null, group: UpstreamGroup): FlowPlan {
     const v = this.view;
     let n = -1;
-    if (call !== null) {
-      const b = call.block;
-      if (typeof b === 'number') n = b;
-      else if (b === 'latest') n = v.tip;
-      else if (b === 'safe') n = v.safe;
-      else if (b === 'finalized') n = v.finalized;
-      else if (b !== null && b !== 'pending') n = v.numberOf(b.hash);
-    } else n = v.tip; // a batch: at least the served tip
+    // A range: its highest block.
+    if (call !== null) n = call.from === undefined ? this.numberOf(call.block) : Math.max(this.numberOf(call.block), this.numberOf(call.from));
+    else n = v.tip; // a body that is no call (a batch of notifications only, or one that does not parse): at least the served tip
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
     // Old state: archive nodes only, where one is usable.
     if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.settings.pruneDepth) {
@@ -113,6 +110,16 @@ export class Pool implements FlowHost {
     return { accept, block: call !== null && typeof call.block === 'number' ? call.block : n, hedgeAfterMs: after };
   }
 
+  /** The block number a block reference names, as the gateway serves it (-1: not known). */
+  private numberOf(b: BlockRef): number {
+    const v = this.view;
+    if (typeof b === 'number') return b;
+    if (b === 'latest') return v.tip;
+    if (b === 'safe') return v.safe;
+    if (b === 'finalized') return v.finalized;
+    return b === null || b === 'pending' ? -1 : v.numberOf(b.hash);
+  }
+
   archiveFor(n: number, group: UpstreamGroup, tried: ReadonlySet<Upstream>): ((u: Upstream) => boolean) | null {
     const ok = (u: Upstream) => u.archive && (u.view.head ?? -1) >= n;
     return group.all.some((u) => u.usable && !tried.has(u) && ok(u)) ? ok : null;
@@ -124,6 +131,10 @@ export class Pool implements FlowHost {
 
   takeHedge(): boolean {
     return this.budget.take();
+  }
+
+  learn(method: string, body: Buffer): void {
+    learnHashes(method, body, (hash, n) => this.view.learnNumber(hash, n));
   }
 
   /** A quorum call with fewer than `of` usable upstreams at the served tip: no upstream can take it (as when none is usable). */

@@ -27,3 +27,26 @@ export function isStateGone(message: string): boolean {
   for (const e of STATE_GONE) if (e.pattern.test(message)) return true;
   return false;
 }
+
+/**
+ * The answers a node gives for a block hash it does not have (not yet, or not
+ * on its chain): another upstream, one that has the block, may answer. Only
+ * about a call that names its block by hash.
+ */
+export const UNKNOWN_BLOCK: readonly StateGone[] = [
+  { pattern: /header for hash not found/i, client: 'geth', source: 'internal/ethapi StateAndHeaderByNumberOrHash: "header for hash not found"' },
+  { pattern: /^unknown block$/i, client: 'geth, anvil', source: 'eth/filters: errUnknownBlock, eth_getLogs at a blockHash it has no header for (anvil 1.7 answers the same, measured here)' },
+  { pattern: /^resource not found$/i, client: 'anvil', source: 'anvil 1.7, state at a blockHash it does not have (measured here): -32001 "Resource not found"' },
+];
+
+/** The answers a node gives for a range whose end is above its own head: one further ahead may answer. */
+export const BEYOND_HEAD: readonly StateGone[] = [
+  { pattern: /block range extends beyond current head block/i, client: 'geth, reth', source: 'eth_getLogs with a toBlock above the head, -32602 (execution-apis tests/eth_getLogs/filter-error-future-block-range; reth FilterBlockRangeError::BlockRangeExceedsHead)' },
+  { pattern: /request beyond head block/i, client: 'geth', source: 'eth/gasprice: errRequestBeyondHead, eth_feeHistory with a newest block above the head' },
+];
+
+/** Whether a message matches one of `list`. */
+export function says(list: readonly StateGone[], message: string): boolean {
+  for (const e of list) if (e.pattern.test(message)) return true;
+  return false;
+}

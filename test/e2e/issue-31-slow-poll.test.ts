@@ -53,7 +53,8 @@ health: { intervalMs: 60000, timeoutMs: 5000 }
 methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${FAST_URL}", "\${SLOW_URL}"] }
+  # The cache's bound, not the pool's: with rewriteTags (a pool's default), latest is the served tip, which waits for the slow upstream's poll (issue 37, defect 15).
+  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, rewriteTags: false, upstreams: ["\${FAST_URL}", "\${SLOW_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'slow', key: KEY }]));

@@ -173,14 +173,15 @@ chains:
       - "\${B_URL}"
       - { url: "\${C_URL}", role: fallback }
       - "\${D_URL}"
-  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, upstreams: [{ url: "${s1.url}", weight: 100 }, "\${B_URL}"] }
-  - { path: garbagechain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, upstreams: [{ url: "${s2.url}", weight: 100 }, "\${B_URL}"] }
+  # Pools of a toy node that answers eth_blockNumber alone: rewriteTags off, or the polls for the tags' blocks would find no head.
+  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, upstreams: [{ url: "${s1.url}", weight: 100 }, "\${B_URL}"] }
+  - { path: garbagechain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, upstreams: [{ url: "${s2.url}", weight: 100 }, "\${B_URL}"] }
   - { path: failchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["${s3.url}"] }
   - { path: bigchain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "${s4.url}", connections: 2 }] }
   - { path: headerchain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${s6.url}"] }
   - { path: holdchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, limits: { timeoutMs: 600000 }, upstreams: [{ url: "${s7.url}", connections: 2 }] }
   - { path: idlechain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "${s8.url}", idleTimeoutMs: 1000 }] }
-  - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, broadcast: one, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
+  - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, broadcast: one, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ops', key: KEY }]));

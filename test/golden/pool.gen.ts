@@ -159,7 +159,7 @@ const ROUTE_3: RouteSpec = {
   servedTip: "all",
   hedge: null,
   methods: METHODS_1,
-  rewriteTags: false,
+  rewriteTags: true,
   pruneDepth: 128,
   broadcast: "all",
   quorum: null,

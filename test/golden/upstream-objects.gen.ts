@@ -51,7 +51,7 @@ const ROUTE_1: RouteSpec = {
   hedge: null,
   chainId: 1,
   methods: METHODS_0,
-  rewriteTags: false,
+  rewriteTags: true,
   pruneDepth: 128,
   broadcast: "all",
   quorum: null,

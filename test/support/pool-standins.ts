@@ -34,6 +34,13 @@ export interface PoolStandinOptions {
   readonly keep?: number;
   /** Every call to anvil goes through it, so that a change of anvil's chain is atomic for this node (anvil-gate.ts). */
   readonly gate?: Pick<AnvilGate, 'read'>;
+  /**
+   * Which client the laggard answers as about what is above its head, beyond
+   * blocks and state by number (absent: eth_getLogs, eth_getBlockReceipts and
+   * eth_feeHistory reach anvil as they are, and state at any block above the
+   * head is `header not found`). NODE_TEXTS says what each answers.
+   */
+  readonly node?: 'geth' | 'anvil';
 }
 
 /** What a stand-in answered differently from anvil, by kind: proof that it did its part. */
@@ -52,6 +59,8 @@ export interface PoolStandin {
   /** http://127.0.0.1:PORT (JSON-RPC is POSTed to any path). */
   readonly url: string;
   role: PoolRole;
+  /** As PoolStandinOptions.node. */
+  node: 'geth' | 'anvil' | undefined;
   lag: number;
   keep: number;
   /** Requests other than the gateway's health checks, in arrival order (capped like the other stand-ins'). */
@@ -76,6 +85,23 @@ export const STATE_CALLS: Readonly<Record<string, number>> = {
 export const HEADER_NOT_FOUND = 'header not found';
 /** geth's (hash scheme) answer to state it has pruned: the state root's node is gone. */
 export const missingTrieNode = (stateRoot: string): string => `missing trie node ${stateRoot.replace(/^0x/, '')} (path )`;
+
+/**
+ * What a laggard with `node` answers above its head (measured on anvil 1.7; geth from its source and the
+ * execution-apis tests):
+ *  - eth_getLogs with a toBlock above its head: geth -32602 `block range extends beyond current head block`
+ *    (execution-apis tests/eth_getLogs/filter-error-future-block-range); anvil the logs up to its own head,
+ *    and no word of the rest;
+ *  - eth_getLogs at a blockHash it does not have: `unknown block` (both);
+ *  - state at a {blockHash} it does not have: geth -32000 `header for hash not found`, anvil -32001
+ *    `Resource not found`;
+ *  - eth_getBlockReceipts above its head: null (both); eth_feeHistory with its newest block above its head:
+ *    geth `request beyond head block: requested N, head M`, anvil what it has up to its head.
+ */
+export const NODE_TEXTS = {
+  geth: { beyondHead: 'block range extends beyond current head block', unknownBlock: 'unknown block', hashState: { code: -32000, message: 'header for hash not found' } },
+  anvil: { beyondHead: null, unknownBlock: 'unknown block', hashState: { code: -32001, message: 'Resource not found' } },
+} as const;
 
 /** Calls naming a block by number (or tag) in their first parameter: null above the laggard's head. */
 const BY_NUMBER = new Set(['eth_getBlockByNumber', 'eth_getTransactionByBlockNumberAndIndex', 'eth_getBlockTransactionCountByNumber', 'eth_getUncleCountByBlockNumber', 'eth_getUncleByBlockNumberAndIndex']);
@@ -204,12 +230,18 @@ export async function startPoolStandin(anvilUrl: string, opts: PoolStandinOption
       altered.rewritten++;
       return { jsonrpc: '2.0', id: call.id ?? null, result: hex(own) };
     }
+    if (stand.node !== undefined && (method === 'eth_getLogs' || method === 'eth_getBlockReceipts' || method === 'eth_feeHistory')) return above(call, method, params, own, ctx);
     const at = STATE_CALLS[method];
     if (at !== undefined) {
       const n = await resolve(params[at], ctx);
       if (n === null) return forward(call);
       if (n > own) {
         altered.headerNotFound++;
+        const p = params[at] as { blockHash?: unknown } | null | undefined;
+        if (stand.node !== undefined && typeof p === 'object' && p !== null && p.blockHash !== undefined) {
+          const e = NODE_TEXTS[stand.node].hashState;
+          return { jsonrpc: '2.0', id: call.id ?? null, error: { code: e.code, message: e.message } };
+        }
         return error(call, HEADER_NOT_FOUND);
       }
       return forward(isTag(params[at]) ? withBlock(call, params, at, n) : call);
@@ -232,6 +264,41 @@ export async function startPoolStandin(anvilUrl: string, opts: PoolStandinOption
       return n !== null && n > own ? nothing(call) : a;
     }
     return forward(call);
+  }
+
+  /** eth_getLogs, eth_getBlockReceipts and eth_feeHistory as a laggard with `node` answers them (NODE_TEXTS). */
+  async function above(call: Call, method: string, params: unknown[], own: number, ctx: Context): Promise<Answer> {
+    const texts = NODE_TEXTS[stand.node!];
+    const fail = (code: number, message: string): Answer => {
+      altered.rewritten++;
+      return { jsonrpc: '2.0', id: call.id ?? null, error: { code, message } };
+    };
+    if (method === 'eth_getBlockReceipts') {
+      const n = await resolve(params[0], ctx);
+      if (n !== null && n > own) return nothing(call);
+      return forward(n !== null && isTag(params[0]) ? withBlock(call, params, 0, n) : call);
+    }
+    if (method === 'eth_feeHistory') {
+      const n = await resolve(params[1], ctx);
+      if (n === null || n <= own) return forward(n !== null && isTag(params[1]) ? withBlock(call, params, 1, n) : call);
+      if (stand.node === 'geth') return fail(-32000, `request beyond head block: requested ${n}, head ${own}`);
+      return forward(withBlock(call, params, 1, own));
+    }
+    const f = params[0] as { fromBlock?: unknown; toBlock?: unknown; blockHash?: unknown } | undefined;
+    if (f === undefined || f === null || typeof f !== 'object') return forward(call);
+    if (typeof f.blockHash === 'string') {
+      const b = await ctx.block(f.blockHash);
+      return b !== null && b.number > own ? fail(-32000, texts.unknownBlock) : forward(call);
+    }
+    const from = await resolve(f.fromBlock, ctx);
+    const to = await resolve(f.toBlock, ctx);
+    if (from === null || to === null) return forward(call);
+    if (to > own && texts.beyondHead !== null) return fail(-32602, texts.beyondHead);
+    // anvil: the logs it has, up to its own head (none when the range starts above it); tags are its own head.
+    if (to <= own && !isTag(f.fromBlock) && !isTag(f.toBlock)) return forward(call);
+    altered.rewritten++;
+    if (from > own) return { jsonrpc: '2.0', id: call.id ?? null, result: [] };
+    return forward({ ...call, params: [{ ...f, fromBlock: hex(from), toBlock: hex(Math.min(to, own)) }, ...params.slice(1)] });
   }
 
   async function pruned(call: Call, method: string, params: unknown[], ctx: Context): Promise<Answer> {
@@ -270,6 +337,7 @@ export async function startPoolStandin(anvilUrl: string, opts: PoolStandinOption
   const stand: PoolStandin = {
     url,
     role: opts.role,
+    node: opts.node,
     lag: opts.lag ?? 3,
     keep: opts.keep ?? 16,
     requests,

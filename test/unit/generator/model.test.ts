@@ -137,10 +137,10 @@ describe('buildModel', () => {
       return { servedTip: c.servedTip, rewriteTags: c.rewriteTags, pruneDepth: c.pruneDepth, hedge: c.hedge, broadcast: c.broadcast, quorum: c.quorum };
     };
     expect(pool('ethereum')).toEqual({ servedTip: 'majority', rewriteTags: true, pruneDepth: 64, hedge: { afterMs: 250 }, broadcast: 'one', quorum: { methods: ['eth_call', 'eth_getBalance'], of: 2 } });
-    // Nothing set: the defaults, broadcast all with two upstreams and one with one.
-    expect(pool('gnosis')).toEqual({ servedTip: 'all', rewriteTags: false, pruneDepth: 128, hedge: null, broadcast: 'all', quorum: null });
+    // Nothing set: the defaults, broadcast all and rewriteTags with two upstreams, one and no rewrite with one.
+    expect(pool('gnosis')).toEqual({ servedTip: 'all', rewriteTags: true, pruneDepth: 128, hedge: null, broadcast: 'all', quorum: null });
     expect(pool('polygon')).toEqual({ servedTip: 'all', rewriteTags: false, pruneDepth: 32, hedge: null, broadcast: 'one', quorum: null });
-    expect([DEFAULTS.servedTip, DEFAULTS.rewriteTags, DEFAULTS.pruneDepth, DEFAULTS.archive]).toEqual(['all', false, 128, false]);
+    expect([DEFAULTS.servedTip, DEFAULTS.pruneDepth, DEFAULTS.archive]).toEqual(['all', 128, false]);
     // Blockbook and Rosetta take servedTip and hedge only; the EVM-only fields are absent, not defaulted.
     expect(pool('bitcoin')).toEqual({ servedTip: 'majority', rewriteTags: undefined, pruneDepth: undefined, hedge: { afterMs: 'p95' }, broadcast: undefined, quorum: undefined });
     expect(pool('cardano')).toEqual({ servedTip: 'all', rewriteTags: undefined, pruneDepth: undefined, hedge: { afterMs: 100 }, broadcast: undefined, quorum: undefined });

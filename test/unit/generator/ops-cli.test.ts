@@ -73,7 +73,7 @@ describe('gateway routes', { timeout: 30_000 }, () => {
           validate: 'params',
           limits: { maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 5000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 },
           // Nothing set: the defaults the runtime gets.
-          pool: { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 128, broadcast: 'all', quorum: null },
+          pool: { servedTip: 'all', hedge: null, rewriteTags: true, pruneDepth: 128, broadcast: 'all', quorum: null },
         },
       ],
     });
@@ -88,8 +88,8 @@ describe('gateway routes', { timeout: 30_000 }, () => {
     expect(pool).toEqual([
       ['/bitcoin', 'bitcoin#0 (primary), bitcoin#1 (primary)', 'servedTip majority, hedge p95'],
       ['/cardano', 'cardano#0 (primary), cardano#1 (primary)', 'hedge 100 ms'],
-      ['/ethereum', 'ethereum#0 (primary), ethereum#1 (primary), ethereum#2 (primary, archive)', 'servedTip majority, rewriteTags, pruneDepth 64, hedge 250 ms, broadcast one, quorum of 2 (eth_call eth_getBalance)'],
-      // Two upstreams and nothing set: broadcast all is its default, so nothing to show.
+      ['/ethereum', 'ethereum#0 (primary), ethereum#1 (primary), ethereum#2 (primary, archive)', 'servedTip majority, pruneDepth 64, hedge 250 ms, broadcast one, quorum of 2 (eth_call eth_getBalance)'],
+      // Two upstreams and nothing set: broadcast all and rewriteTags are their defaults, so nothing to show.
       ['/gnosis', 'gnosis#0 (primary), gnosis#1 (primary)', '-'],
       ['/polygon', 'polygon#0 (primary)', 'pruneDepth 32'],
     ]);
@@ -99,7 +99,7 @@ describe('gateway routes', { timeout: 30_000 }, () => {
       '/bitcoin': { servedTip: 'majority', hedge: { afterMs: 'p95' } },
       '/cardano': { servedTip: 'all', hedge: { afterMs: 100 } },
       '/ethereum': { servedTip: 'majority', hedge: { afterMs: 250 }, rewriteTags: true, pruneDepth: 64, broadcast: 'one', quorum: { methods: ['eth_call', 'eth_getBalance'], of: 2 } },
-      '/gnosis': { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 128, broadcast: 'all', quorum: null },
+      '/gnosis': { servedTip: 'all', hedge: null, rewriteTags: true, pruneDepth: 128, broadcast: 'all', quorum: null },
       '/polygon': { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 32, broadcast: 'one', quorum: null },
     });
   });
