@@ -16,23 +16,8 @@ export interface PoolCall {
   readonly block: BlockRef;
 }
 
-/** Methods that read state at a block: a full node may have pruned it (archive routing). */
-export const STATE_METHODS: ReadonlySet<string> = new Set(['eth_getBalance', 'eth_getTransactionCount', 'eth_getCode', 'eth_getStorageAt', 'eth_call', 'eth_getProof', 'eth_estimateGas']);
-
-/** Methods whose null (or empty) answer about data not yet final may only mean that this node has not seen it yet. */
-export const MAY_BE_EMPTY: ReadonlySet<string> = new Set([
-  'eth_getBlockByNumber',
-  'eth_getBlockByHash',
-  'eth_getTransactionByHash',
-  'eth_getTransactionReceipt',
-  'eth_getTransactionByBlockHashAndIndex',
-  'eth_getTransactionByBlockNumberAndIndex',
-  'eth_getUncleByBlockHashAndIndex',
-  'eth_getUncleByBlockNumberAndIndex',
-]);
-
-/** Counts whose 0 about a block above an upstream's finalized block may only mean that node has not seen it yet. */
-export const COUNTS: ReadonlySet<string> = new Set(['eth_getBlockTransactionCountByNumber', 'eth_getBlockTransactionCountByHash', 'eth_getUncleCountByBlockNumber', 'eth_getUncleCountByBlockHash']);
+// Which methods read state, or may be empty: the method traits table's (evm-methods.ts).
+export { COUNTS, MAY_BE_EMPTY, STATE_METHODS } from '../evm-methods.ts';
 
 /** Methods whose first parameter is a block hash. */
 const BY_BLOCK_HASH: ReadonlySet<string> = new Set(['eth_getBlockByHash', 'eth_getBlockTransactionCountByHash', 'eth_getUncleCountByBlockHash', 'eth_getTransactionByBlockHashAndIndex', 'eth_getUncleByBlockHashAndIndex']);
