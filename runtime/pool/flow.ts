@@ -2,14 +2,17 @@
 // the tries again that its answer calls for (a null about data not final, a
 // node that lacks the state). Each attempt is a Forward of its own (a leg),
 // held whole so that its answer can be judged before the client sees it; the
-// first good answer wins and the other legs are cancelled.
+// first good answer wins and the other legs are cancelled. Only reads (the
+// method traits table, evm-methods.ts) are hedged or asked again after an
+// answer.
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
 import type { Cancelable } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { NO_SINK } from '../cache/common.ts';
-import { COUNTS, MAY_BE_EMPTY, STATE_METHODS, type PoolCall } from './call.ts';
-import { isStateGone } from './state-errors.ts';
+import { traitsOf, type MethodTraits } from '../evm-methods.ts';
+import type { PoolCall } from './call.ts';
+import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -32,6 +35,8 @@ export interface FlowPlan {
   readonly block: number;
   /** ms after which a second upstream is asked too; -1: no hedge. */
   readonly hedgeAfterMs: number;
+  /** Told the answer the client gets, before it goes (a pool learning which upstream made a filter). */
+  readonly answered?: (r: Buffered) => void;
 }
 
 /** Largest answer a pool holds to judge it. */
@@ -50,6 +55,7 @@ export class Flow implements Cancelable {
   private readonly started = performance.now();
   /** The request as each leg sends it: held whole. */
   private readonly held: ForwardRequest;
+  private readonly traits: MethodTraits | null;
 
   constructor(
     private readonly host: FlowHost,
@@ -60,8 +66,11 @@ export class Flow implements Cancelable {
     private readonly plan: FlowPlan,
   ) {
     const classify = request.classify;
+    this.traits = call === null ? null : traitsOf(call.method);
     this.held = {
       ...request,
+      // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: proxy.ts).
+      idempotent: request.idempotent && (this.traits === null || this.traits.read),
       maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
       classify: (status, headers) => {
         const v = classify(status, headers);
@@ -130,17 +139,19 @@ export class Flow implements Cancelable {
   /** ok, or why the answer may be this node's and not the chain's. */
   private judge(r: Buffered): 'ok' | 'empty' | 'state' {
     const call = this.call;
-    if (call === null || r.status !== 200) return 'ok';
+    const traits = this.traits;
+    // A write's answer is final, whatever it says: it is never sent twice.
+    if (call === null || traits === null || !traits.read || r.status !== 200) return 'ok';
     const spans = answerSpans(r.body, MAX_ANSWER_DEPTH);
     if (spans === null) return 'ok';
-    if (spans.hasError) return STATE_METHODS.has(call.method) || call.at >= 0 || typeof call.block === 'object' ? (stateGone(r.body) ? 'state' : 'ok') : 'ok';
+    if (spans.hasError) return traits.state || call.at >= 0 || (call.block !== null && typeof call.block === 'object') ? (answerSaysStateGone(r.body) ? 'state' : 'ok') : 'ok';
     if (spans.resultStart === -1) return 'ok';
     const n = this.plan.block;
     // A null about finalized data is final.
     if (n >= 0 && this.host.isFinal(n)) return 'ok';
     const result = r.body.toString('latin1', spans.resultStart, spans.resultEnd);
-    if (MAY_BE_EMPTY.has(call.method)) return result === 'null' ? 'empty' : 'ok';
-    if (COUNTS.has(call.method)) return result === 'null' || result === '"0x0"' ? 'empty' : 'ok';
+    if (traits.mayBeEmpty === 'null') return result === 'null' ? 'empty' : 'ok';
+    if (traits.mayBeEmpty === 'count') return result === 'null' || result === '"0x0"' ? 'empty' : 'ok';
     return 'ok';
   }
 
@@ -156,6 +167,7 @@ export class Flow implements Cancelable {
     this.over = true;
     if (leg.hedge && r.kind === 'buffered') this.host.stats.hedges.won++;
     this.end();
+    if (r.kind === 'buffered') this.plan.answered?.(r);
     const t = this.target;
     // As the route asked: an answer it would stream is passed on as it came; the rest goes to its rewrite.
     if (r.kind === 'buffered' && this.request.classify(r.status, r.headers) === 'stream') {
@@ -170,16 +182,6 @@ export class Flow implements Cancelable {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     for (const l of this.legs) if (!l.done) l.forward?.cancel();
-  }
-}
-
-/** The error of a JSON-RPC answer says the node lacks the state or block asked for. */
-function stateGone(body: Buffer): boolean {
-  try {
-    const doc = JSON.parse(body.toString('utf8')) as { error?: { message?: unknown } };
-    return typeof doc?.error?.message === 'string' && isStateGone(doc.error.message);
-  } catch {
-    return false;
   }
 }
 
