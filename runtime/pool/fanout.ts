@@ -1,12 +1,13 @@
 // Calls a pool sends to several upstreams at once: a transaction broadcast to
 // every usable upstream (the client gets the first success), and a read asked
-// of a quorum of upstreams at the served tip (served only when they agree).
+// of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
 import type { Cancelable } from '../dispatch.ts';
 import type { Logger } from '../log.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { NO_SINK } from '../cache/common.ts';
+import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -86,9 +87,11 @@ export function broadcast(request: ForwardRequest, group: UpstreamGroup, upstrea
 }
 
 /**
- * A read asked of `upstreams` (a quorum of them at the served tip): equal
- * results are served; different ones get -32603 with data.reason
- * "upstreams disagree", and the log and a metric name both upstreams.
+ * A read asked of `upstreams` (a quorum of them able to serve its block):
+ * equal results are served; different ones get -32603 with data.reason
+ * "upstreams disagree", and the log and a metric name both upstreams. A node's
+ * "state is gone" is no vote: it says what that node lacks, not what the chain
+ * holds.
  */
 export function quorum(
   request: ForwardRequest,
@@ -107,7 +110,7 @@ export function quorum(
   const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
     left--;
     if (over) return;
-    if (r.kind === 'buffered' && r.status === 200) got.push(r);
+    if (r.kind === 'buffered' && r.status === 200 && !answerSaysStateGone(r.body)) got.push(r);
     if (left > 0) return;
     over = true;
     if (got.length < upstreams.length) {

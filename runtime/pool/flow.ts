@@ -121,15 +121,19 @@ export class Flow implements Cancelable {
     }
     const why = this.retries < MAX_RETRIES ? this.judge(r) : 'ok';
     if (why !== 'ok') {
+      // The other leg (a hedge beside this one) still asks another node, which may have the data: this answer waits for it.
+      if (running) {
+        this.kept ??= { r, leg };
+        return;
+      }
       let accept: ((u: Upstream) => boolean) | undefined = this.againFor(why, r.upstream);
       // None known to be far enough ahead (the polls lag the chain): any other may have it by now.
       if (!this.group.hasOther(r.upstream, this.tried, accept)) accept = undefined;
       if (this.group.hasOther(r.upstream, this.tried, accept)) {
         this.retries++;
         this.host.stats.retries[why]++;
-        if (why === 'empty') this.kept = { r, leg };
-        // The other leg, if any, asks a node this answer did not come from: let it run.
-        if (!running) this.launch(accept, false);
+        if (why === 'empty') this.kept ??= { r, leg };
+        this.launch(accept, false);
         return;
       }
     }

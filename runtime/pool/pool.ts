@@ -69,8 +69,10 @@ export class Pool implements FlowHost {
       const q = this.settings.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
         const tip = this.view.tip;
-        const at = group.all.filter((u) => u.usable && (u.view.head ?? -1) >= tip).slice(0, q.of);
-        // Too few at the served tip: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
+        // Only upstreams able to serve the call's block: block routing and archive routing as for one upstream.
+        const able = this.plan(call, group).accept ?? ((u: Upstream) => (u.view.head ?? -1) >= tip);
+        const at = group.all.filter((u) => u.usable && able(u)).slice(0, q.of);
+        // Too few able to serve it: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
         if (at.length < q.of) return this.tooFew(target);
         return quorum(this.rewritten(request, call), group, at, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
       }

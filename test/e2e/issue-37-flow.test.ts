@@ -24,6 +24,7 @@ const KEY = newKey();
 const MNEMONIC = 'test test test test test test test test test test test junk';
 const dev = (i: number) => mnemonicToAccount(MNEMONIC, { addressIndex: i });
 const TO = '0x70997970c51812dc3a635b40f0e2b2c5b1b1e5a6';
+const hex = (n: number) => `0x${n.toString(16)}`;
 
 const FILTERS = ['eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter', 'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_uninstallFilter'];
 /** A hedge after this long: far less than any answer held back here. */
@@ -283,6 +284,51 @@ describe('filters stay on the node that made them (defect 7)', () => {
     const ids: string[] = [];
     for (let i = 0; i < 2; i++) ids.push((await result('filters', 'eth_newFilter', [{ fromBlock: '0x0' }])) as string);
     for (const id of ids) for (let i = 0; i < 3; i++) expect(Array.isArray(await result('filters', 'eth_getFilterLogs', [id]))).toBe(true);
+  });
+});
+
+// ---------------------------------------------------------------- 9: a hedge leg's null
+
+describe('a hedge leg that answers null (defect 9)', () => {
+  it("the node behind answers a fresh receipt with a quick null; it does not win while the node ahead can still answer", async () => {
+    await roomForHedges('hedgenull');
+    const sent = (await anvil.rpc('eth_sendTransaction', [{ from: dev(4).address, to: TO, value: '0x1' }])).result as Hex;
+    await anvil.mine(1);
+    // The node ahead has the receipt but takes its time: each call is hedged to the node behind, which answers null at once.
+    ahead.tweak = (a) => (a.rpcMethod === 'eth_getTransactionReceipt' ? { delayMs: 400 } : undefined);
+    const nulls = behind.altered.nulls;
+    const hedged = await metric('gateway_pool_hedges_total', { chain: 'hedgenull', outcome: 'sent' });
+    for (let i = 0; i < 4; i++) expect((await result('hedgenull', 'eth_getTransactionReceipt', [sent]))?.transactionHash, `call ${i}`).toBe(sent);
+    expect(behind.altered.nulls - nulls, 'the node behind answered null').toBeGreaterThan(0);
+    expect(await metric('gateway_pool_hedges_total', { chain: 'hedgenull', outcome: 'sent' }), 'hedges sent').toBeGreaterThan(hedged);
+  });
+});
+
+// ---------------------------------------------------------------- 10: quorum
+
+describe('a quorum (defect 10)', () => {
+  const ADDRESS = dev(0).address;
+  const balanceAt = async (n: number): Promise<string> => (await anvil.rpc('eth_getBalance', [ADDRESS, hex(n)])).result as string;
+  const asked = (p: PoolStandin) => p.requests.filter((r) => (r.json as { method?: string }).method === 'eth_getBalance').length;
+
+  it('state older than pruneDepth is asked of the archive nodes only, and their agreed answer is served', async () => {
+    await until(async () => (await rpc('quorum', 'eth_chainId')).status === 200, 'quorum serving');
+    const head = Number((await anvil.rpc('eth_blockNumber')).result);
+    const pruned = asked(pruned1) + asked(pruned2);
+    for (const depth of [PRUNE_DEPTH + 10, 100]) expect(await result('quorum', 'eth_getBalance', [ADDRESS, hex(head - depth)])).toBe(await balanceAt(head - depth));
+    expect(asked(pruned1) + asked(pruned2), 'the pruned nodes were asked').toBe(pruned);
+  });
+
+  it("two pruned nodes' 'missing trie node' is no agreed answer: it is not served", async () => {
+    const head = Number((await anvil.rpc('eth_blockNumber')).result);
+    // Deeper than the pruned nodes keep, not as deep as pruneDepth: routing cannot know, and the pruned nodes are asked.
+    const gone = pruned1.altered.missingTrieNode + pruned2.altered.missingTrieNode;
+    const agreed = await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'agree' });
+    const a = await rpc('quorum', 'eth_getBalance', [ADDRESS, hex(head - KEEP - 8)]);
+    expect(pruned1.altered.missingTrieNode + pruned2.altered.missingTrieNode - gone, 'the pruned nodes said their state is gone').toBe(2);
+    expect(a.text).not.toMatch(/trie node/);
+    expect(a.json.error).toMatchObject({ code: -32603, data: { reason: 'too few upstreams answered' } });
+    expect(await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'agree' })).toBe(agreed);
   });
 });
 
