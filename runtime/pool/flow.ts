@@ -4,7 +4,7 @@
 // held whole so that its answer can be judged before the client sees it; the
 // first good answer wins and the other legs are cancelled. Only reads (the
 // method traits table, evm-methods.ts) are hedged or asked again after an
-// answer.
+// answer, and all of it ends within the call's timeoutMs.
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
 import type { Cancelable } from '../dispatch.ts';
@@ -43,6 +43,14 @@ export interface FlowPlan {
 const MAX_JUDGED = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
+/** An answer is checked whole to be JSON-RPC; a deep one (a call trace) is not refused for its depth. */
+const ANY_DEPTH = 1 << 20;
+
+/** A single call's answer: one JSON-RPC answer object, with a result or an error. */
+function isAnswer(body: Buffer): boolean {
+  const spans = answerSpans(body, ANY_DEPTH);
+  return spans !== null && (spans.resultStart !== -1 || spans.hasError);
+}
 
 export class Flow implements Cancelable {
   private readonly legs: Leg[] = [];
@@ -50,6 +58,8 @@ export class Flow implements Cancelable {
   private over = false;
   private retries = 0;
   private timer: NodeJS.Timeout | null = null;
+  /** The call's one deadline: its timeoutMs from the start, for every leg and try again. */
+  private deadline: NodeJS.Timeout | null = null;
   /** A null being asked again elsewhere: still the answer if that try fails. */
   private kept: { readonly r: Buffered; readonly leg: Leg } | null = null;
   private readonly started = performance.now();
@@ -76,10 +86,14 @@ export class Flow implements Cancelable {
         const v = classify(status, headers);
         return v === 'stream' ? 'buffer' : v;
       },
+      // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
+      isAnswer: call === null ? undefined : isAnswer,
     };
   }
 
   start(): void {
+    this.deadline = setTimeout(this.expire, this.request.timeoutMs);
+    this.deadline.unref();
     this.launch(this.plan.accept, false);
     if (this.plan.hedgeAfterMs >= 0) {
       this.timer = setTimeout(this.hedge, this.plan.hedgeAfterMs);
@@ -107,6 +121,15 @@ export class Flow implements Cancelable {
     if (!this.host.takeHedge()) return void this.host.stats.hedges.capped++;
     this.host.stats.hedges.sent++;
     this.launch(this.plan.accept, true);
+  };
+
+  /** The call's timeoutMs is over: what it has (a null kept while asking again), else the gateway's timeout. */
+  private readonly expire = (): void => {
+    this.deadline = null;
+    if (this.over) return;
+    if (this.kept !== null) return this.finish(this.kept.r, this.kept.leg);
+    const first = this.legs[0]!;
+    this.finish({ kind: 'failed', fail: 'timeout', upstream: first.forward?.upstream ?? null }, first);
   };
 
   /** A leg's outcome: the answer the client gets, or a try again elsewhere. */
@@ -185,6 +208,8 @@ export class Flow implements Cancelable {
   private end(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    if (this.deadline !== null) clearTimeout(this.deadline);
+    this.deadline = null;
     for (const l of this.legs) if (!l.done) l.forward?.cancel();
   }
 }

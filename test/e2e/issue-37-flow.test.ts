@@ -31,8 +31,11 @@ const FILTERS = ['eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransacti
 const HEDGE_AFTER_MS = 50;
 /** How long the write nodes hold a write's answer: a hedge, if one were sent, would be out long before. */
 const HOLD_MS = 800;
-/** The deadline chain's timeoutMs. */
+/** The deadline chain's timeoutMs, and how long its slow nodes take to answer null. */
 const TIMEOUT_MS = 3000;
+const SLOW_NULL_MS = 2600;
+/** What a loaded machine may add to the gateway's own deadline. */
+const MARGIN_MS = 1500;
 /** The quorum chain: the pruned nodes keep state this many blocks deep; older state goes to archive nodes. */
 const KEEP = 16;
 const PRUNE_DEPTH = 32;
@@ -330,6 +333,46 @@ describe('a quorum (defect 10)', () => {
     expect(a.json.error).toMatchObject({ code: -32603, data: { reason: 'too few upstreams answered' } });
     expect(await metric('gateway_pool_quorum_total', { chain: 'quorum', outcome: 'agree' })).toBe(agreed);
   });
+});
+
+// ---------------------------------------------------------------- 11: an empty 200
+
+describe('an empty or cut-off 200 (defect 11)', () => {
+  it('is a failed attempt: the call is answered by the other node, and the breaker takes the broken node out', async () => {
+    await until(async () => (await rpc('empty', 'eth_chainId')).status === 200, 'empty serving');
+    const opened = gw.nextLog((e) => e.event === 'upstream_circuit_open' && e.upstream === 'empty#0');
+    let odd = 0;
+    // As a broken proxy in front of the node answers: an empty 200, then a 200 cut off mid-answer.
+    broken.tweak = (a) => (a.rpcMethod === 'eth_getBalance' ? { status: 200, body: odd++ % 2 === 0 ? '' : '{"jsonrpc":"2.0","id":1,"resu' } : undefined);
+    const head = Number((await anvil.rpc('eth_blockNumber')).result);
+    const balance = (await anvil.rpc('eth_getBalance', [dev(1).address, hex(head)])).result;
+    for (let i = 0; i < 8 && broken.count('eth_getBalance') < 3; i++) expect(await result('empty', 'eth_getBalance', [dev(1).address, hex(head)])).toBe(balance);
+    expect(broken.count('eth_getBalance'), 'calls that reached the broken node').toBe(3);
+    expect(await opened).toMatchObject({ chain: 'empty' });
+  });
+});
+
+// ---------------------------------------------------------------- 12: one deadline
+
+describe('one deadline per call (defect 12)', () => {
+  it(`a null asked again of a node that is slow too: the answer comes within timeoutMs (${TIMEOUT_MS} ms), and it is the first null, not a late answer`, async () => {
+    await until(async () => (await rpc('deadline', 'eth_chainId')).status === 200, 'deadline serving');
+    // Both nodes answer a receipt null, slowly (as a node behind that is also loaded does).
+    for (const p of [late1, late2]) p.tweak = (a) => (a.rpcMethod === 'eth_getTransactionReceipt' ? { delayMs: SLOW_NULL_MS, body: `{"jsonrpc":"2.0","id":${JSON.stringify((a.json as { id: unknown }).id)},"result":null}` } : undefined);
+    const a = await rpc('deadline', 'eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]);
+    expect(a.json).toMatchObject({ result: null });
+    expect(late1.count('eth_getTransactionReceipt') + late2.count('eth_getTransactionReceipt'), 'asked again of the other node').toBe(2);
+    expect(a.ms, 'ms until the answer').toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+  }, 20_000);
+
+  it('nodes that never answer: the retry ends with the first try, at timeoutMs, and the client gets the gateway timeout', async () => {
+    for (const p of [late1, late2]) p.tweak = (a) => (a.rpcMethod === 'eth_getCode' ? { delayMs: 60_000, body: '{}' } : undefined);
+    const a = await rpc('deadline', 'eth_getCode', [TO, 'latest']);
+    expect(a.status).toBe(504);
+    expect(a.json.result).toBeUndefined();
+    expect(a.json.error?.code, a.text).toBeTypeOf('number');
+    expect(a.ms, 'ms until the answer').toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+  }, 20_000);
 });
 
 // ---------------------------------------------------------------- 7: Blockbook sendtx
