@@ -18,6 +18,7 @@ import { startPoolStandin, missingTrieNode, type PoolStandin } from '../support/
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startTweakProxy, type TweakProxy } from '../support/tweak-proxy.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
+import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
 import { fetchSeries } from '../support/metrics-text.ts';
 
 const KEY = newKey();
@@ -62,6 +63,10 @@ let bb1: BlockbookStub;
 let bb2: BlockbookStub;
 let bbFront1: TweakProxy;
 let bbFront2: TweakProxy;
+let ro1: RosettaStub;
+let ro2: RosettaStub;
+let roFront1: TweakProxy;
+let roFront2: TweakProxy;
 let gw: RunningGateway;
 
 const MANIFEST = `
@@ -117,6 +122,12 @@ chains:
     sendtx: true
     hedge: { afterMs: ${HEDGE_AFTER_MS} }
     upstreams: ["\${BB1}", "\${BB2}"]
+  - path: cardano-preprod
+    interface: rosetta
+    listener: rpc
+    network: preprod
+    hedge: { afterMs: ${HEDGE_AFTER_MS} }
+    upstreams: ["\${RO1}", "\${RO2}"]
 `;
 
 beforeAll(async () => {
@@ -135,6 +146,8 @@ beforeAll(async () => {
   ]);
   [bb1, bb2] = await Promise.all([startBlockbookStub(), startBlockbookStub()]);
   [bbFront1, bbFront2] = await Promise.all([startTweakProxy(bb1.url), startTweakProxy(bb2.url)]);
+  [ro1, ro2] = await Promise.all([startRosettaStub({ network: 'preprod' }), startRosettaStub({ network: 'preprod' })]);
+  [roFront1, roFront2] = await Promise.all([startTweakProxy(ro1.url), startTweakProxy(ro2.url)]);
   const built = await buildManifest('issue-37-flow', MANIFEST);
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'flow', key: KEY }]));
   gw = await startGateway({
@@ -157,13 +170,15 @@ beforeAll(async () => {
       LATE2: late2.url,
       BB1: `${bbFront1.url}/api`,
       BB2: `${bbFront2.url}/api`,
+      RO1: roFront1.url,
+      RO2: roFront2.url,
     },
   });
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  const all = [filterA, filterB, write1, write2, ahead, behind, pruned1, pruned2, archive1, archive2, broken, sound, late1, late2, bbFront1, bbFront2, bb1, bb2];
+  const all = [filterA, filterB, write1, write2, ahead, behind, pruned1, pruned2, archive1, archive2, broken, sound, late1, late2, bbFront1, bbFront2, bb1, bb2, roFront1, roFront2, ro1, ro2];
   await Promise.all(all.map((s) => s?.close()));
   await Promise.all([anvil?.stop(), anvilA?.stop(), anvilB?.stop()]);
 });
@@ -405,5 +420,33 @@ describe('Blockbook sendtx is a write (defect 7)', () => {
     await r.body.text();
     expect(r.statusCode).toBeGreaterThanOrEqual(502);
     expect(sendtx() - before, 'nodes that got the GET and the POST').toBe(2);
+  });
+});
+
+// ---------------------------------------------------------------- Rosetta construction/submit
+
+describe('Rosetta construction/submit is a write', () => {
+  const NETWORK = { blockchain: 'cardano', network: 'preprod' };
+  const post = (endpoint: string, body: Record<string, unknown>) =>
+    request(gw.url('rpc', `/cardano-preprod/${endpoint}`), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: JSON.stringify({ network_identifier: NETWORK, ...body }) }).then(async (r) => ({ status: r.statusCode, text: await r.body.text() }));
+  const submitted = () => roFront1.count('/construction/submit') + roFront2.count('/construction/submit');
+  const SIGNED = '84a4' + 'cd'.repeat(60);
+
+  it('is not hedged however long the node takes, nor sent to the other node after a 502', async () => {
+    await until(async () => (await post('network/status', {})).status === 200, 'cardano-preprod serving');
+    for (let i = 0; i < 60; i++) await post('network/status', {});
+    for (const p of [roFront1, roFront2]) p.tweak = (a) => (a.path === '/construction/submit' || a.path === '/block' ? { delayMs: HOLD_MS } : undefined);
+    let before = submitted();
+    expect((await post('construction/submit', { signed_transaction: SIGNED })).status).toBe(200);
+    expect(submitted() - before, 'nodes that got the transaction').toBe(1);
+    // A read held as long is hedged: the setup would show a hedge.
+    const blocks = roFront1.count('/block') + roFront2.count('/block');
+    expect((await post('block', { block_identifier: { index: 10 } })).status).toBe(200);
+    expect(roFront1.count('/block') + roFront2.count('/block') - blocks).toBe(2);
+
+    for (const p of [roFront1, roFront2]) p.tweak = (a) => (a.path === '/construction/submit' ? { status: 502, body: '<html><body><h1>502 Bad Gateway</h1></body></html>' } : undefined);
+    before = submitted();
+    expect((await post('construction/submit', { signed_transaction: SIGNED })).status).toBeGreaterThanOrEqual(500);
+    expect(submitted() - before, 'nodes that got the transaction after a 502').toBe(1);
   });
 });
