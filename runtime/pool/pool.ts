@@ -71,10 +71,13 @@ export class Pool implements FlowHost {
         const tip = this.view.tip;
         // Only upstreams able to serve the call's block: block routing and archive routing as for one upstream.
         const able = this.plan(call, group).accept ?? ((u: Upstream) => (u.view.head ?? -1) >= tip);
-        const at = group.all.filter((u) => u.usable && able(u)).slice(0, q.of);
+        const all = group.all.filter((u) => u.usable && able(u));
+        const at = all.slice(0, q.of);
         // Too few able to serve it: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
         if (at.length < q.of) return this.tooFew(target);
-        return quorum(this.rewritten(request, call), group, at, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
+        // In place of a node whose state is gone: the others, archive nodes first.
+        const spare = all.slice(q.of).sort((a, b) => Number(b.archive) - Number(a.archive));
+        return quorum(this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
       }
     }
     let plan = this.plan(call, group);
