@@ -10,9 +10,7 @@
 //    the gateway serves;
 //  - a null about data not final is asked of one other upstream at least as
 //    far ahead, a node's "state is gone" of an archive node (flow.ts);
-//  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
-//    only what the method traits table calls a read (evm-methods.ts) is hedged
-//    or sent again, and a filter's calls go to the upstream that made it.
+//  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts).
 import type { ChainView } from '../chain-view.ts';
 import type { Cancelable, Dispatch } from '../dispatch.ts';
 import type { Logger } from '../log.ts';
@@ -41,7 +39,7 @@ export class Pool implements FlowHost {
   private readonly quorumMethods: ReadonlySet<string>;
   /** The last calls' times, for a hedge at p95. */
   private readonly times = new LatencyWindow();
-  /** Which upstream made which filter. */
+  /** Which upstream made which filter: a filter's calls go to it only (filters.ts). */
   private readonly filters = new FilterPins();
 
   constructor(
@@ -135,6 +133,7 @@ export class Pool implements FlowHost {
     // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead.
     if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group);
     const hedge = this.settings.hedge;
+    // Only what the method traits table calls a read is hedged (evm-methods.ts; flow.ts asks again only reads too).
     const read = call !== null && traitsOf(call.method).read;
     const after = hedge === null || !read ? -1 : hedge.afterMs === 'p95' ? this.p95() : hedge.afterMs;
     return { accept, block: call !== null && typeof call.block === 'number' ? call.block : n, hedgeAfterMs: after };
