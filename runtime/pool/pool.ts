@@ -13,11 +13,11 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts).
 import type { ChainView } from '../chain-view.ts';
 import type { Cancelable, Dispatch } from '../dispatch.ts';
+import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../log.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { traitsOf } from '../evm-methods.ts';
 import { readCall, rewriteTags, STATE_METHODS, type PoolCall } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { FilterPins } from './filters.ts';
