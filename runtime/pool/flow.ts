@@ -58,8 +58,10 @@ export class Flow implements Cancelable {
   private over = false;
   private retries = 0;
   private timer: NodeJS.Timeout | null = null;
-  /** The call's one deadline: its timeoutMs from the start, for every leg and try again. */
+  /** The call's one deadline: its timeoutMs from the start, for the hedge and every try again. */
   private deadline: NodeJS.Timeout | null = null;
+  /** The deadline has passed: nothing more is started, and what comes is the answer. */
+  private expired = false;
   /** A null being asked again elsewhere: still the answer if that try fails. */
   private kept: { readonly r: Buffered; readonly leg: Leg } | null = null;
   private readonly started = performance.now();
@@ -117,17 +119,25 @@ export class Flow implements Cancelable {
 
   private readonly hedge = (): void => {
     this.timer = null;
-    if (this.over || this.legs.length !== 1 || this.legs[0]!.done) return;
+    if (this.over || this.expired || this.legs.length !== 1 || this.legs[0]!.done) return;
     if (!this.host.takeHedge()) return void this.host.stats.hedges.capped++;
     this.host.stats.hedges.sent++;
     this.launch(this.plan.accept, true);
   };
 
-  /** The call's timeoutMs is over: what it has (a null kept while asking again), else the gateway's timeout. */
+  /**
+   * The call's timeoutMs is over: what it has (a null kept while asking
+   * again), else the gateway's timeout. The first attempt alone, with its own
+   * retries after a failure (a 5xx, a timeout), goes on as it would on a chain
+   * with one upstream, where each retry has its timeoutMs (docs/upstreams.md:
+   * "Retries"); once it answers, that answer is final.
+   */
   private readonly expire = (): void => {
     this.deadline = null;
+    this.expired = true;
     if (this.over) return;
     if (this.kept !== null) return this.finish(this.kept.r, this.kept.leg);
+    if (this.legs.length === 1) return;
     const first = this.legs[0]!;
     this.finish({ kind: 'failed', fail: 'timeout', upstream: first.forward?.upstream ?? null }, first);
   };
@@ -142,7 +152,7 @@ export class Flow implements Cancelable {
       if (running) return;
       return this.kept !== null ? this.finish(this.kept.r, this.kept.leg) : this.finish(r, leg);
     }
-    const why = this.retries < MAX_RETRIES ? this.judge(r) : 'ok';
+    const why = this.retries < MAX_RETRIES && !this.expired ? this.judge(r) : 'ok';
     if (why !== 'ok') {
       // The other leg (a hedge beside this one) still asks another node, which may have the data: this answer waits for it.
       if (running) {

@@ -116,6 +116,13 @@ chains:
     methods: evm
     limits: { timeoutMs: ${TIMEOUT_MS} }
     upstreams: ["\${LATE1}", "\${LATE2}"]
+  - path: deadlinehedge
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    limits: { timeoutMs: ${TIMEOUT_MS} }
+    hedge: { afterMs: ${HEDGE_AFTER_MS} }
+    upstreams: ["\${LATE1}", "\${LATE2}"]
   - path: bitcoin
     interface: blockbook
     listener: explorer
@@ -383,9 +390,12 @@ describe('one deadline per call (defect 12)', () => {
     expect(a.ms, 'ms until the answer').toBeLessThan(TIMEOUT_MS + MARGIN_MS);
   }, 20_000);
 
-  it('nodes that never answer: the retry ends with the first try, at timeoutMs, and the client gets the gateway timeout', async () => {
+  it('a hedged read of two nodes that never answer: the hedge and the retries end at timeoutMs, and the client gets the gateway timeout', async () => {
+    await roomForHedges('deadlinehedge');
     for (const p of [late1, late2]) p.tweak = (a) => (a.rpcMethod === 'eth_getCode' ? { delayMs: 60_000, body: '{}' } : undefined);
-    const a = await rpc('deadline', 'eth_getCode', [TO, 'latest']);
+    const hedged = await metric('gateway_pool_hedges_total', { chain: 'deadlinehedge', outcome: 'sent' });
+    const a = await rpc('deadlinehedge', 'eth_getCode', [TO, 'latest']);
+    expect(await metric('gateway_pool_hedges_total', { chain: 'deadlinehedge', outcome: 'sent' }), 'hedges sent').toBe(hedged + 1);
     expect(a.status).toBe(504);
     expect(a.json.result).toBeUndefined();
     expect(a.json.error?.code, a.text).toBeTypeOf('number');
