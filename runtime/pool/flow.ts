@@ -4,7 +4,8 @@
 // held whole so that its answer can be judged before the client sees it; the
 // first good answer wins and the other legs are cancelled. Only reads (the
 // method traits table, evm-methods.ts) are hedged or asked again after an
-// answer, and all of it ends within the call's timeoutMs.
+// answer, and what the flow adds to the first attempt ends within the call's
+// timeoutMs.
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
 import type { Cancelable } from '../dispatch.ts';
@@ -62,7 +63,7 @@ export class Flow implements Cancelable {
   private deadline: NodeJS.Timeout | null = null;
   /** The deadline has passed: nothing more is started, and what comes is the answer. */
   private expired = false;
-  /** A null being asked again elsewhere: still the answer if that try fails. */
+  /** An answer that may be its node's only (a null, a "state is gone") while another node is asked: still the answer if that fails. */
   private kept: { readonly r: Buffered; readonly leg: Leg } | null = null;
   private readonly started = performance.now();
   /** The request as each leg sends it: held whole. */
