@@ -45,6 +45,8 @@ export interface ForwardRequest {
   readonly accept?: (u: Upstream) => boolean;
   /** Upstreams the request must not go to (already asked, by a hedge or a retry of the pool). */
   readonly skip?: ReadonlySet<Upstream>;
+  /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
+  readonly isAnswer?: (body: Buffer) => boolean;
 }
 
 /** What Forward writes a streamed answer into: a client's response. */
@@ -345,11 +347,16 @@ export class Forward implements Dispatcher.DispatchHandler {
         this.fail(u);
         return this.retryElsewhere(u, { kind: 'failed', fail: 'unavailable', upstream: u });
       case Mode.Buffer: {
-        if (this.bad) this.fail(u);
-        else this.succeeded(u);
         const chunks = this.chunks!;
         const body = chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
         this.chunks = null;
+        // Held whole, as when streamed: an empty answer (or a 2xx that is not one) is a failed attempt.
+        if (!this.bad && (body.length === 0 ? !this.req.emptyOk && this.status !== 304 : this.status < 300 && this.req.isAnswer?.(body) === false)) {
+          this.release();
+          return this.badAnswer(u);
+        }
+        if (this.bad) this.fail(u);
+        else this.succeeded(u);
         // Still counted as held while the caller rewrites it (synchronously).
         try {
           return this.end({ kind: 'buffered', upstream: u, status: this.status, headers: this.headers, body });

@@ -105,7 +105,8 @@ class BlockbookRoute implements RouteHandler {
       if (typeof v === 'string') headers.push(name, v);
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
-    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.body === null, classify);
+    // sendtx, GET or POST, is a write: sent once, never hedged, never again after an answer or a 502.
+    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.body === null && x.label !== 'sendtx', classify);
     this.s.forward(x, request, tail);
   };
 

@@ -21,24 +21,8 @@ export interface PoolCall {
   readonly from?: BlockRef;
 }
 
-/** Methods that read state at a block: a full node may have pruned it (archive routing). */
-export const STATE_METHODS: ReadonlySet<string> = new Set(['eth_getBalance', 'eth_getTransactionCount', 'eth_getCode', 'eth_getStorageAt', 'eth_call', 'eth_getProof', 'eth_estimateGas']);
-
-/** Methods whose null (or empty) answer about data not yet final may only mean that this node has not seen it yet. */
-export const MAY_BE_EMPTY: ReadonlySet<string> = new Set([
-  'eth_getBlockByNumber',
-  'eth_getBlockByHash',
-  'eth_getBlockReceipts',
-  'eth_getTransactionByHash',
-  'eth_getTransactionReceipt',
-  'eth_getTransactionByBlockHashAndIndex',
-  'eth_getTransactionByBlockNumberAndIndex',
-  'eth_getUncleByBlockHashAndIndex',
-  'eth_getUncleByBlockNumberAndIndex',
-]);
-
-/** Counts whose 0 about a block above an upstream's finalized block may only mean that node has not seen it yet. */
-export const COUNTS: ReadonlySet<string> = new Set(['eth_getBlockTransactionCountByNumber', 'eth_getBlockTransactionCountByHash', 'eth_getUncleCountByBlockNumber', 'eth_getUncleCountByBlockHash']);
+// Which methods read state, or may be empty: the method traits table's (evm-methods.ts).
+export { COUNTS, MAY_BE_EMPTY, STATE_METHODS } from '../evm-methods.ts';
 
 /** Where a method's block parameter is: a number, a tag, an EIP-1898 object or (eth_getBlockReceipts) a block hash. */
 const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([

@@ -1,12 +1,13 @@
 // Calls a pool sends to several upstreams at once: a transaction broadcast to
 // every usable upstream (the client gets the first success), and a read asked
-// of a quorum of upstreams at the served tip (served only when they agree).
+// of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
 import type { Cancelable } from '../dispatch.ts';
 import type { Logger } from '../log.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { NO_SINK } from '../cache/common.ts';
+import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -16,39 +17,51 @@ const MAX_HELD = 4 * 1024 * 1024;
 /** Sends `request` to each of `upstreams` once (no retry: a write may have run), and calls `each` with every outcome. */
 class Fan implements Cancelable {
   private readonly forwards: Forward[] = [];
+  private cancelled = false;
 
   constructor(
     upstreams: readonly Upstream[],
-    group: UpstreamGroup,
-    request: ForwardRequest,
-    circuitOpen: (u: Upstream) => void,
-    each: (r: ForwardResult) => void,
+    private readonly group: UpstreamGroup,
+    private readonly request: ForwardRequest,
+    private readonly circuitOpen: (u: Upstream) => void,
+    private readonly each: (r: ForwardResult) => void,
   ) {
-    const classify = request.classify;
-    for (const u of upstreams) {
-      const target: ForwardTarget = {
-        res: NO_SINK,
-        streamHead: () => {
-          throw new Error('held whole');
-        },
-        forwarded: each,
-      };
-      const held: ForwardRequest = {
-        ...request,
-        retries: 0,
-        maxBuffer: Math.max(request.maxBuffer, MAX_HELD),
-        accept: (o) => o === u,
-        classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)),
-      };
-      this.forwards.push(new Forward(group, held, target, circuitOpen));
-    }
+    for (const u of upstreams) this.forwards.push(this.forward(u));
+  }
+
+  private forward(u: Upstream): Forward {
+    const classify = this.request.classify;
+    const target: ForwardTarget = {
+      res: NO_SINK,
+      streamHead: () => {
+        throw new Error('held whole');
+      },
+      forwarded: this.each,
+    };
+    const held: ForwardRequest = {
+      ...this.request,
+      retries: 0,
+      maxBuffer: Math.max(this.request.maxBuffer, MAX_HELD),
+      accept: (o) => o === u,
+      classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)),
+    };
+    return new Forward(this.group, held, target, this.circuitOpen);
   }
 
   start(): void {
     for (const f of this.forwards) f.start();
   }
 
+  /** Sends the request to one more upstream, now (unless the client went away). */
+  add(u: Upstream): void {
+    if (this.cancelled) return;
+    const f = this.forward(u);
+    this.forwards.push(f);
+    f.start();
+  }
+
   cancel(): void {
+    this.cancelled = true;
     for (const f of this.forwards) f.cancel();
   }
 }
@@ -86,14 +99,18 @@ export function broadcast(request: ForwardRequest, group: UpstreamGroup, upstrea
 }
 
 /**
- * A read asked of `upstreams` (a quorum of them at the served tip): equal
- * results are served; different ones get -32603 with data.reason
- * "upstreams disagree", and the log and a metric name both upstreams.
+ * A read asked of `upstreams` (a quorum of them able to serve its block):
+ * equal results are served; different ones get -32603 with data.reason
+ * "upstreams disagree", and the log and a metric name both upstreams. A node's
+ * "state is gone" is no vote: it says what that node lacks, not what the chain
+ * holds; the next of `spare` (other upstreams able to serve the block, archive
+ * ones first) is asked in its place, while there is one.
  */
 export function quorum(
   request: ForwardRequest,
   group: UpstreamGroup,
   upstreams: readonly Upstream[],
+  spare: readonly Upstream[],
   stats: PoolStats,
   log: Logger,
   chain: string,
@@ -104,10 +121,17 @@ export function quorum(
   const got: Buffered[] = [];
   let left = upstreams.length;
   let over = false;
+  let next = 0;
   const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
     left--;
     if (over) return;
-    if (r.kind === 'buffered' && r.status === 200) got.push(r);
+    if (r.kind === 'buffered' && r.status === 200) {
+      if (!answerSaysStateGone(r.body)) got.push(r);
+      else if (next < spare.length) {
+        left++;
+        return fan.add(spare[next++]!);
+      }
+    }
     if (left > 0) return;
     over = true;
     if (got.length < upstreams.length) {

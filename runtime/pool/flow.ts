@@ -2,13 +2,17 @@
 // the tries again that its answer calls for (a null about data not final, a
 // node that lacks the state). Each attempt is a Forward of its own (a leg),
 // held whole so that its answer can be judged before the client sees it; the
-// first good answer wins and the other legs are cancelled.
+// first good answer wins and the other legs are cancelled. Only reads (the
+// method traits table, evm-methods.ts) are hedged or asked again after an
+// answer, and what the flow adds to the first attempt ends within the call's
+// timeoutMs.
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
 import type { Cancelable } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { NO_SINK } from '../cache/common.ts';
-import { COUNTS, MAY_BE_EMPTY, STATE_METHODS, type PoolCall } from './call.ts';
+import { traitsOf, type MethodTraits } from '../evm-methods.ts';
+import type { PoolCall } from './call.ts';
 import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
@@ -34,12 +38,22 @@ export interface FlowPlan {
   readonly block: number;
   /** ms after which a second upstream is asked too; -1: no hedge. */
   readonly hedgeAfterMs: number;
+  /** Told the answer the client gets, before it goes (a pool learning which upstream made a filter). */
+  readonly answered?: (r: Buffered) => void;
 }
 
 /** Largest answer a pool holds to judge it. */
 const MAX_JUDGED = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
+/** An answer is checked whole to be JSON-RPC; a deep one (a call trace) is not refused for its depth. */
+const ANY_DEPTH = 1 << 20;
+
+/** A single call's answer: one JSON-RPC answer object, with a result or an error. */
+function isAnswer(body: Buffer): boolean {
+  const spans = answerSpans(body, ANY_DEPTH);
+  return spans !== null && (spans.resultStart !== -1 || spans.hasError);
+}
 
 export class Flow implements Cancelable {
   private readonly legs: Leg[] = [];
@@ -47,11 +61,16 @@ export class Flow implements Cancelable {
   private over = false;
   private retries = 0;
   private timer: NodeJS.Timeout | null = null;
-  /** A null being asked again elsewhere: still the answer if that try fails. */
+  /** The call's one deadline: its timeoutMs from the start, for the hedge and every try again. */
+  private deadline: NodeJS.Timeout | null = null;
+  /** The deadline has passed: nothing more is started, and what comes is the answer. */
+  private expired = false;
+  /** An answer that may be its node's only (a null, a "state is gone") while another node is asked: still the answer if that fails. */
   private kept: { readonly r: Buffered; readonly leg: Leg } | null = null;
   private readonly started = performance.now();
   /** The request as each leg sends it: held whole. */
   private readonly held: ForwardRequest;
+  private readonly traits: MethodTraits | null;
 
   constructor(
     private readonly host: FlowHost,
@@ -62,17 +81,24 @@ export class Flow implements Cancelable {
     private readonly plan: FlowPlan,
   ) {
     const classify = request.classify;
+    this.traits = call === null ? null : traitsOf(call.method);
     this.held = {
       ...request,
+      // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: proxy.ts).
+      idempotent: request.idempotent && (this.traits === null || this.traits.read),
       maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
       classify: (status, headers) => {
         const v = classify(status, headers);
         return v === 'stream' ? 'buffer' : v;
       },
+      // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
+      isAnswer: call === null ? undefined : isAnswer,
     };
   }
 
   start(): void {
+    this.deadline = setTimeout(this.expire, this.request.timeoutMs);
+    this.deadline.unref();
     this.launch(this.plan.accept, false);
     if (this.plan.hedgeAfterMs >= 0) {
       this.timer = setTimeout(this.hedge, this.plan.hedgeAfterMs);
@@ -96,10 +122,27 @@ export class Flow implements Cancelable {
 
   private readonly hedge = (): void => {
     this.timer = null;
-    if (this.over || this.legs.length !== 1 || this.legs[0]!.done) return;
+    if (this.over || this.expired || this.legs.length !== 1 || this.legs[0]!.done) return;
     if (!this.host.takeHedge()) return void this.host.stats.hedges.capped++;
     this.host.stats.hedges.sent++;
     this.launch(this.plan.accept, true);
+  };
+
+  /**
+   * The call's timeoutMs is over: what it has (a null kept while asking
+   * again), else the gateway's timeout. The first attempt alone, with its own
+   * retries after a failure (a 5xx, a timeout), goes on as it would on a chain
+   * with one upstream, where each retry has its timeoutMs (docs/upstreams.md:
+   * "Retries"); once it answers, that answer is final.
+   */
+  private readonly expire = (): void => {
+    this.deadline = null;
+    this.expired = true;
+    if (this.over) return;
+    if (this.kept !== null) return this.finish(this.kept.r, this.kept.leg);
+    if (this.legs.length === 1) return;
+    const first = this.legs[0]!;
+    this.finish({ kind: 'failed', fail: 'timeout', upstream: first.forward?.upstream ?? null }, first);
   };
 
   /** A leg's outcome: the answer the client gets, or a try again elsewhere. */
@@ -112,17 +155,21 @@ export class Flow implements Cancelable {
       if (running) return;
       return this.kept !== null ? this.finish(this.kept.r, this.kept.leg) : this.finish(r, leg);
     }
-    const why = this.retries < MAX_RETRIES ? this.judge(r) : 'ok';
+    const why = this.retries < MAX_RETRIES && !this.expired ? this.judge(r) : 'ok';
     if (why !== 'ok') {
+      // The other leg (a hedge beside this one) still asks another node, which may have the data: this answer waits for it.
+      if (running) {
+        this.kept ??= { r, leg };
+        return;
+      }
       let accept: ((u: Upstream) => boolean) | undefined = this.againFor(why, r.upstream);
       // None known to be far enough ahead (the polls lag the chain): any other may have it by now.
       if (!this.group.hasOther(r.upstream, this.tried, accept)) accept = undefined;
       if (this.group.hasOther(r.upstream, this.tried, accept)) {
         this.retries++;
         this.host.stats.retries[why]++;
-        if (why === 'empty') this.kept = { r, leg };
-        // The other leg, if any, asks a node this answer did not come from: let it run.
-        if (!running) this.launch(accept, false);
+        if (why === 'empty') this.kept ??= { r, leg };
+        this.launch(accept, false);
         return;
       }
     }
@@ -132,7 +179,9 @@ export class Flow implements Cancelable {
   /** ok, or why the answer may be this node's and not the chain's. */
   private judge(r: Buffered): 'ok' | 'empty' | 'state' {
     const call = this.call;
-    if (call === null || r.status !== 200) return 'ok';
+    const traits = this.traits;
+    // A write's answer is final, whatever it says: it is never sent twice.
+    if (call === null || traits === null || !traits.read || r.status !== 200) return 'ok';
     const spans = answerSpans(r.body, MAX_ANSWER_DEPTH);
     if (spans === null) return 'ok';
     if (spans.hasError) {
@@ -140,15 +189,15 @@ export class Flow implements Cancelable {
       // A block asked by hash that this node does not have; a range beyond its head.
       if (call.block !== null && typeof call.block === 'object' && says(UNKNOWN_BLOCK, message)) return 'state';
       if (call.at >= 0 && says(BEYOND_HEAD, message)) return 'state';
-      return STATE_METHODS.has(call.method) || call.at >= 0 || typeof call.block === 'object' ? (isStateGone(message) ? 'state' : 'ok') : 'ok';
+      return traits.state || call.at >= 0 || (call.block !== null && typeof call.block === 'object') ? (isStateGone(message) ? 'state' : 'ok') : 'ok';
     }
     if (spans.resultStart === -1) return 'ok';
     const n = this.plan.block;
     // A null about finalized data is final.
     if (n >= 0 && this.host.isFinal(n)) return 'ok';
     const result = r.body.toString('latin1', spans.resultStart, spans.resultEnd);
-    if (MAY_BE_EMPTY.has(call.method)) return result === 'null' ? 'empty' : 'ok';
-    if (COUNTS.has(call.method)) return result === 'null' || result === '"0x0"' ? 'empty' : 'ok';
+    if (traits.mayBeEmpty === 'null') return result === 'null' ? 'empty' : 'ok';
+    if (traits.mayBeEmpty === 'count') return result === 'null' || result === '"0x0"' ? 'empty' : 'ok';
     return 'ok';
   }
 
@@ -165,6 +214,7 @@ export class Flow implements Cancelable {
     if (r.kind === 'buffered' && r.status === 200 && this.call !== null) this.host.learn?.(this.call.method, r.body);
     if (leg.hedge && r.kind === 'buffered') this.host.stats.hedges.won++;
     this.end();
+    if (r.kind === 'buffered') this.plan.answered?.(r);
     const t = this.target;
     // As the route asked: an answer it would stream is passed on as it came; the rest goes to its rewrite.
     if (r.kind === 'buffered' && this.request.classify(r.status, r.headers) === 'stream') {
@@ -178,6 +228,8 @@ export class Flow implements Cancelable {
   private end(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    if (this.deadline !== null) clearTimeout(this.deadline);
+    this.deadline = null;
     for (const l of this.legs) if (!l.done) l.forward?.cancel();
   }
 }

@@ -15,6 +15,7 @@
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../chain-view.ts';
 import type { Cancelable, Dispatch } from '../dispatch.ts';
+import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../log.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
@@ -22,6 +23,7 @@ import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { splitBatch } from './batch.ts';
 import { readCall, rewriteTags, STATE_METHODS, type BlockRef, type PoolCall } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
+import { FilterPins } from './filters.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
 import { learnHashes } from './learn.ts';
 import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
@@ -41,6 +43,8 @@ export class Pool implements FlowHost {
   private readonly quorumMethods: ReadonlySet<string>;
   /** The last calls' times, for a hedge at p95. */
   private readonly times = new LatencyWindow();
+  /** Which upstream made which filter: a filter's calls go to it only (filters.ts). */
+  private readonly filters = new FilterPins();
 
   constructor(
     private readonly route: EvmRouteSpec,
@@ -70,17 +74,43 @@ export class Pool implements FlowHost {
       const q = this.settings.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
         const tip = this.view.tip;
-        const at = group.all.filter((u) => u.usable && (u.view.head ?? -1) >= tip).slice(0, q.of);
-        // Too few at the served tip: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
+        // Only upstreams able to serve the call's block: block routing and archive routing as for one upstream.
+        const able = this.plan(call, group).accept ?? ((u: Upstream) => (u.view.head ?? -1) >= tip);
+        const all = group.all.filter((u) => u.usable && able(u));
+        const at = all.slice(0, q.of);
+        // Too few able to serve it: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
         if (at.length < q.of) return this.tooFew(target);
-        return quorum(this.rewritten(request, call), group, at, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
+        // In place of a node whose state is gone: the others, archive nodes first.
+        const spare = all.slice(q.of).sort((a, b) => Number(b.archive) - Number(a.archive));
+        return quorum(this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
       }
     }
-    const plan = this.plan(call, group);
+    let plan = this.plan(call, group);
+    if (call !== null) plan = this.pinned(call, plan);
     const flow = new Flow(this, timed(target, this), call === null ? request : this.rewritten(request, call), group, call, plan);
     flow.start();
     return flow;
   };
+
+  /** A filter's calls: the upstream that answered with a filter id is remembered, and the calls naming that id go to it only. */
+  private pinned(call: PoolCall, plan: FlowPlan): FlowPlan {
+    const filter = traitsOf(call.method).filter;
+    if (filter === null) return plan;
+    if (filter === 'new') {
+      return {
+        ...plan,
+        answered: (r) => {
+          const id = r.status === 200 ? resultOf(r.body) : undefined;
+          if (typeof id === 'string') this.filters.set(id, r.upstream);
+        },
+      };
+    }
+    const id = call.params[0];
+    const u = this.filters.get(id);
+    // Not known here (made before a restart, or forgotten): any upstream answers as its node would.
+    const accept = u === undefined ? plan.accept : (o: Upstream) => o === u;
+    return { ...plan, accept, answered: call.method === 'eth_uninstallFilter' ? () => this.filters.delete(id) : undefined };
+  }
 
   /** With rewriteTags: the call with its tags as the block numbers the gateway serves. */
   private rewritten(request: ForwardRequest, call: PoolCall): ForwardRequest {
@@ -105,7 +135,8 @@ export class Pool implements FlowHost {
     // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead.
     if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group);
     const hedge = this.settings.hedge;
-    const read = call !== null && call.method !== 'eth_sendRawTransaction' && call.method !== 'eth_sendTransaction';
+    // Only what the method traits table calls a read is hedged (evm-methods.ts; flow.ts asks again only reads too).
+    const read = call !== null && traitsOf(call.method).read;
     const after = hedge === null || !read ? -1 : hedge.afterMs === 'p95' ? this.p95() : hedge.afterMs;
     return { accept, block: call !== null && typeof call.block === 'number' ? call.block : n, hedgeAfterMs: after };
   }
@@ -174,3 +205,12 @@ function furthest(group: UpstreamGroup): ((u: Upstream) => boolean) | undefined 
   return best < 0 ? undefined : (u) => (u.view.head ?? -1) >= best;
 }
 const NOTHING: Cancelable = { cancel: () => undefined };
+
+/** A JSON-RPC answer's result (undefined: none, or not JSON). */
+function resultOf(body: Buffer): unknown {
+  try {
+    return (JSON.parse(body.toString('utf8')) as { result?: unknown }).result;
+  } catch {
+    return undefined;
+  }
+}

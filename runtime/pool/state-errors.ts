@@ -50,3 +50,13 @@ export function says(list: readonly StateGone[], message: string): boolean {
   for (const e of list) if (e.pattern.test(message)) return true;
   return false;
 }
+
+/** Whether a JSON-RPC answer is an error saying the node lacks the state or block asked for. */
+export function answerSaysStateGone(body: Buffer): boolean {
+  try {
+    const doc = JSON.parse(body.toString('utf8')) as { error?: { message?: unknown } } | null;
+    return typeof doc?.error?.message === 'string' && isStateGone(doc.error.message);
+  } catch {
+    return false;
+  }
+}
