@@ -4,9 +4,11 @@
 // has batches, for what the upstream serves (its identity and genesis), its
 // head, and its finalized and safe blocks. Each report goes into the
 // upstream's view and the chain's (chain-view.ts) as soon as it comes: a slow
-// upstream holds up no one. The report also decides the upstream's state:
-// down after HEALTH_FAILS_TO_DOWN failed polls or when more than maxLag
-// blocks behind, wrong_chain while it serves another chain.
+// upstream holds up no one, and in a pool one whose poll is out longer than
+// the interval is left out of the served tip until it answers on time. The
+// report also decides the upstream's state: down after HEALTH_FAILS_TO_DOWN
+// failed polls or when more than maxLag blocks behind, wrong_chain while it
+// serves another chain.
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
@@ -87,22 +89,35 @@ export class Poller {
   }
 
   private async poll(c: PolledChain, u: Upstream): Promise<void> {
+    const p = await this.ask(c, u);
+    if (p !== null) this.apply(c, u, p);
+  }
+
+  /** One poll of `u`, not yet applied (null: an internal error, logged). */
+  private async ask(c: PolledChain, u: Upstream): Promise<Poll | null> {
     this.polling.add(u);
     const v = u.view;
     const n = ++v.begun;
+    const every = c.everyMs ?? this.opts.intervalMs;
+    const start = performance.now();
+    // In a pool, a poll out longer than the interval leaves the upstream out of the served tip at once.
+    const overdue = c.group.all.length > 1 ? setTimeout(() => c.view.pollOverdue(v), every) : null;
+    overdue?.unref();
     try {
       const heads = c.heads;
       const outcome = await pollOnce(c.route, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
-      this.apply(c, u, 'report' in outcome ? outcome.report : null, n);
+      return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every };
     } catch (err) {
       this.log.error({ event: 'internal_error', chain: c.route.path, upstream: u.name, error: (err as Error)?.message }, 'internal error in a poll');
+      return null;
     } finally {
+      if (overdue !== null) clearTimeout(overdue);
       this.polling.delete(u);
     }
   }
 
   /** One poll's outcome: the upstream's state, its view and the chain's. */
-  private apply(c: PolledChain, u: Upstream, r: PollReport | null, n: number): void {
+  private apply(c: PolledChain, u: Upstream, { report: r, n, late }: Poll): void {
     const v = u.view;
     const before = v.state;
     const path = c.route.path;
@@ -135,13 +150,20 @@ export class Poller {
       // Back from down: the node may have been restarted or reconfigured. If it refused batches, it is asked with one again.
       if (before === 'down' && v.state === 'up' && !v.takesBatches) v.takesBatches = true;
     }
-    c.view.report(v, r);
+    c.view.report(v, r, late);
     v.settled(n, r !== null && r.own);
     this.metrics.upstream(path, u, best);
     if (before !== v.state && before !== 'unknown' && v.state !== 'wrong_chain') {
       this.log.warn({ event: 'upstream_state', chain: path, upstream: u.name, from: before, to: v.state, head: v.head, lagging: v.lagging }, 'upstream state changed');
     }
   }
+}
+
+/** One poll's outcome, before it counts: its report (null: none), its number, and whether it came later than the interval. */
+interface Poll {
+  readonly report: PollReport | null;
+  readonly n: number;
+  readonly late: boolean;
 }
 
 export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string };

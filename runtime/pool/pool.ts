@@ -3,7 +3,8 @@
 // wraps the chain's dispatch (dispatch.ts): every upstream request of the
 // chain, a route's or a cache miss's, is routed here.
 //  - eth_blockNumber answers the served tip (chain-view.ts), never backwards;
-//  - a call at `latest` goes to an upstream at or above the served tip, a call
+//  - a call at `latest` goes to an upstream at or above the served tip whose
+//    head is current (chain-view.ts, atTip), a call
 //    that names block N (by number, or by a hash the gateway has seen) only to
 //    an upstream whose head is at least N; state older than pruneDepth blocks
 //    goes to archive upstreams; with rewriteTags, the tags become the numbers
@@ -96,6 +97,8 @@ export class Pool implements FlowHost {
       else if (b !== null && b !== 'pending') n = v.numberOf(b.hash);
     } else n = v.tip; // a batch: at least the served tip
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
+    // At the tip: only an upstream whose head is current (a stale one may still serve an older block).
+    if (n >= 0 && (call === null || call.block === 'latest')) accept = (u) => v.atTip(u.view);
     // Old state: archive nodes only, where one is usable.
     if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.settings.pruneDepth) {
       accept = this.archiveFor(n, group, NO_TRIED) ?? accept;
