@@ -1,10 +1,13 @@
-// Issue 37, defects 3, 14 and 15: the served tip as a pool keeps it,
-// through the built gateway, in front of stand-ins that do what real nodes and
-// proxies do:
+// Issue 37, defects 3, 13, 14 and 15: the served tip and the finalized block
+// as a pool keeps them, through the built gateway, in front of stand-ins that
+// do what real nodes and proxies do:
 //  - 3: one upstream's head dips, then every upstream comes back behind
 //    (pool-standins' laggard, its lag steered): eth_blockNumber never goes
 //    below what it said, with the cache on or off, and a call at `latest`
 //    still gets an answer from the nodes furthest ahead;
+//  - 13: with `finality: {depth}`, `finalized` is the node's own finalized
+//    block where it is lower than head − depth (anvil's: 64 below its head,
+//    its safe block 32 below), never above `safe`;
 //  - 14: a broken proxy answers the polls' head with null: the upstream is
 //    left out of the tip and of calls at `latest`, and the tip follows the
 //    other node;
@@ -124,6 +127,9 @@ async function call(chain: string, method: string, params: unknown[] = []): Prom
 const num = (hex: unknown): number => Number.parseInt(String(hex), 16);
 const blockNumber = async (chain: string): Promise<number> => num(await call(chain, 'eth_blockNumber'));
 const anvilHead = async (): Promise<number> => num((await anvil.rpc('eth_blockNumber')).result);
+async function anvilBlock(tag: string): Promise<number> {
+  return num(((await anvil.rpc('eth_getBlockByNumber', [tag, false])).result as { number: string }).number);
+}
 /** Each upstream's head as the gateway's view has it (/readyz), in manifest order. */
 async function heads(chain: string): Promise<(number | null)[]> {
   const ready = (await (await request(gw.url('admin', '/readyz'))).body.json()) as { chains: Record<string, { upstreams: { head: number | null }[] }> };
@@ -201,4 +207,17 @@ describe('issue 37: an upstream that answers polls late', () => {
     expect(slowB.requests.length - asked, 'calls at latest that reached the slow node').toBe(0);
     slowB.pollDelayMs = 0;
   });
+});
+
+describe('issue 37: finality by depth', () => {
+  for (const chain of ['depth', 'depth-cached']) {
+    it(`${chain}: finalized is the node's own where it is lower than head - ${DEPTH}, never above safe`, { timeout: 30_000 }, async () => {
+      const [own, safe, head] = [await anvilBlock('finalized'), await anvilBlock('safe'), await anvilHead()];
+      expect(own, "anvil's finalized block is below head - depth").toBeLessThan(head - DEPTH);
+      const served = async (tag: string): Promise<number> => num(((await call(chain, 'eth_getBlockByNumber', [tag, false])) as { number: string }).number);
+      await until(async () => (await served('safe')) === safe, `${chain} serves safe ${safe}`);
+      await until(async () => (await served('finalized')) === own, `${chain} serves finalized ${own}, the node's own (head ${head}, depth ${DEPTH})`);
+      expect(await served('finalized')).toBeLessThanOrEqual(await served('safe'));
+    });
+  }
 });
