@@ -8,7 +8,8 @@
 // the interval is left out of the served tip until it answers on time. The
 // report also decides the upstream's state: down after HEALTH_FAILS_TO_DOWN
 // failed polls or when more than maxLag blocks behind, wrong_chain while it
-// serves another chain.
+// serves another chain: the one the manifest names or, in a pool where it
+// names none, the one most of its upstreams serve.
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
@@ -41,6 +42,8 @@ export class Poller {
   private readonly timers: NodeJS.Timeout[] = [];
   /** Upstreams whose poll is under way: a slow one is never overlapped by its next. */
   private readonly polling = new Set<Upstream>();
+  /** Pools whose manifest names no identity: they take the one most of their upstreams report. */
+  private readonly elections = new Map<PolledChain, Election>();
 
   constructor(
     private readonly chains: readonly PolledChain[],
@@ -49,7 +52,11 @@ export class Poller {
     private readonly metrics: Metrics,
   ) {
     // Where the manifest says which chain an upstream must serve, none takes traffic before a poll says it does.
-    for (const c of chains) if (moduleOf(c.route).probe.names(c.route as never)) for (const u of c.group.all) u.view.verify = true;
+    for (const c of chains) {
+      const names = moduleOf(c.route).probe.names(c.route as never);
+      if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
+      if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
+    }
   }
 
   /**
@@ -61,7 +68,7 @@ export class Poller {
    * listens only then.
    */
   start(): Promise<void> {
-    const first = Promise.all(this.chains.map((c) => this.round(c)));
+    const first = Promise.all(this.chains.map((c) => this.firstRound(c)));
     const n = this.chains.length;
     const slots = Math.min(n, SLOTS);
     this.chains.forEach((c, i) => {
@@ -86,6 +93,16 @@ export class Poller {
   /** Polls each upstream of a chain whose previous poll is over. */
   round(c: PolledChain): Promise<unknown> {
     return Promise.all(c.group.all.map((u) => (this.polling.has(u) ? undefined : this.poll(c, u))));
+  }
+
+  /** The first round: in a pool that takes its identity from its upstreams, every answer is in before any counts. */
+  private async firstRound(c: PolledChain): Promise<unknown> {
+    const election = this.elections.get(c);
+    if (election === undefined) return this.round(c);
+    const all = c.group.all;
+    const polls = await Promise.all(all.map((u) => this.ask(c, u)));
+    polls.forEach((p, i) => p?.report?.own === true && election.tell(all[i]!, p.report.identity));
+    polls.forEach((p, i) => p !== null && this.apply(c, all[i]!, p));
   }
 
   private async poll(c: PolledChain, u: Upstream): Promise<void> {
@@ -117,11 +134,18 @@ export class Poller {
   }
 
   /** One poll's outcome: the upstream's state, its view and the chain's. */
-  private apply(c: PolledChain, u: Upstream, { report: r, n, late }: Poll): void {
+  private apply(c: PolledChain, u: Upstream, { report, n, late }: Poll): void {
     const v = u.view;
     const before = v.state;
     const path = c.route.path;
     let best = c.view.best();
+    let r = report;
+    const election = this.elections.get(c);
+    if (election !== undefined && r !== null && r.own && r.identity !== '') {
+      election.tell(u, r.identity);
+      // Another identity than most of the pool's upstreams report: this one serves another chain.
+      if (election.chosen !== '' && r.identity !== election.chosen) r = { ...r, own: false };
+    }
     if (r === null) {
       v.healthFails++;
       // One found on another chain stays so until a poll finds the right one.
@@ -164,6 +188,27 @@ interface Poll {
   readonly report: PollReport | null;
   readonly n: number;
   readonly late: boolean;
+}
+
+/**
+ * A pool's identity where the manifest names none: the one that more than
+ * half of its upstreams report, settled once (at the first polls, or as soon
+ * as a majority first agrees). An upstream that reports another is
+ * wrong_chain; with no majority (one against one), nothing is settled.
+ */
+class Election {
+  chosen = '';
+  private readonly told = new Map<Upstream, string>();
+
+  constructor(private readonly size: number) {}
+
+  tell(u: Upstream, identity: string): void {
+    if (this.chosen !== '') return;
+    this.told.set(u, identity);
+    const counts = new Map<string, number>();
+    for (const id of this.told.values()) counts.set(id, (counts.get(id) ?? 0) + 1);
+    for (const [id, k] of counts) if (k * 2 > this.size) this.chosen = id;
+  }
 }
 
 export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string };

@@ -208,8 +208,10 @@ function isJsonRpcAnswer(body: Buffer): boolean {
  * One poll of an EVM upstream, as one batch (one request per upstream per
  * round, every answer from the same node at the same moment: two calls
  * through a provider's load balancer could each land on another node):
- *  - eth_chainId where the manifest names one, or where the chain needs
- *    heads (then its identity names what is kept forever);
+ *  - eth_chainId where the manifest names one, where the chain needs heads
+ *    (then its identity names what is kept forever), and in a pool (which
+ *    takes its identity from most of its upstreams where the manifest names
+ *    none);
  *  - for health alone, eth_blockNumber; where the chain needs heads, the
  *    latest block (number and hash), the finalized and safe ones, the
  *    genesis block's hash, and the final blocks whose canonical hash is
@@ -228,9 +230,14 @@ function call(id: number, method: string, params: string): string {
   return `{"jsonrpc":"2.0","id":${id},"method":"${method}","params":[${params}]}`;
 }
 
+/** Whether the poll asks eth_chainId (see above). */
+function asksChain(route: EvmRouteSpec, heads: boolean): boolean {
+  return route.chainId !== undefined || heads || route.upstreams.length > 1;
+}
+
 function pollCalls(route: EvmRouteSpec, heads: boolean, lookups: readonly number[]): string[] {
   const calls: string[] = [];
-  if (route.chainId !== undefined || heads) calls.push(call(ID_CHAIN, 'eth_chainId', ''));
+  if (asksChain(route, heads)) calls.push(call(ID_CHAIN, 'eth_chainId', ''));
   if (!heads) calls.push(call(ID_HEAD, 'eth_blockNumber', ''));
   else {
     calls.push(call(ID_HEAD, 'eth_getBlockByNumber', '"latest",false'));
@@ -285,7 +292,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       const items = answers.flatMap((a) => (a === null ? [] : Array.isArray(a) ? a : [a]));
       let identity = '';
       let own = true;
-      if (route.chainId !== undefined || heads) {
+      const chain = asksChain(route, heads);
+      if (chain) {
         const result: unknown = item(items, ID_CHAIN)?.result;
         if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) {
           const id = Number.parseInt(result, 16);
@@ -296,7 +304,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       const none = { identity, own, genesis: '', number: Number.NaN, hash: '', finalized: -1, safe: -1, canonical: [] };
       if (!own) return none;
       // A lone eth_blockNumber: its answer, whatever id it carries.
-      const head = route.chainId === undefined && !heads ? (items[0] as Record<string, any> | undefined) : item(items, ID_HEAD);
+      const head = !chain ? (items[0] as Record<string, any> | undefined) : item(items, ID_HEAD);
       if (head === undefined || head === null || 'error' in head) return 'the answer reports no head'; // the node refuses the call: not serving
       if (!heads) {
         const n = quantity(head.result);

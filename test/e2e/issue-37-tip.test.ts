@@ -1,6 +1,6 @@
-// Issue 37, defects 3, 13, 14 and 15: the served tip and the finalized block
-// as a pool keeps them, through the built gateway, in front of stand-ins that
-// do what real nodes and proxies do:
+// Issue 37, defects 3, 13, 14, 15 and 16: the served tip and the chain's
+// identity as a pool keeps them, through the built gateway, in front of
+// stand-ins that do what real nodes and proxies do:
 //  - 3: one upstream's head dips, then every upstream comes back behind
 //    (pool-standins' laggard, its lag steered): eth_blockNumber never goes
 //    below what it said, with the cache on or off, and a call at `latest`
@@ -12,7 +12,9 @@
 //    left out of the tip and of calls at `latest`, and the tip follows the
 //    other node;
 //  - 15: one upstream answers polls 6 s late: the tip shows a new block
-//    before that upstream has reported it.
+//    before that upstream has reported it;
+//  - 16: no chainId, and one upstream of another chain (anvil --chain-id 137)
+//    far ahead: it is wrong_chain, every call is answered by chain 1.
 // Each test waits for what the gateway saw (/readyz's heads, the stand-ins'
 // poll records) with until(), never for a time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -130,10 +132,16 @@ const anvilHead = async (): Promise<number> => num((await anvil.rpc('eth_blockNu
 async function anvilBlock(tag: string): Promise<number> {
   return num(((await anvil.rpc('eth_getBlockByNumber', [tag, false])).result as { number: string }).number);
 }
+
 /** Each upstream's head as the gateway's view has it (/readyz), in manifest order. */
 async function heads(chain: string): Promise<(number | null)[]> {
   const ready = (await (await request(gw.url('admin', '/readyz'))).body.json()) as { chains: Record<string, { upstreams: { head: number | null }[] }> };
   return ready.chains[chain]!.upstreams.map((u) => u.head);
+}
+
+async function states(chain: string): Promise<string[]> {
+  const ready = (await (await request(gw.url('admin', '/readyz'))).body.json()) as { chains: Record<string, { upstreams: { state: string }[] }> };
+  return ready.chains[chain]!.upstreams.map((u) => u.state);
 }
 
 describe('issue 37: the served tip goes back only when the chain does', () => {
@@ -220,4 +228,17 @@ describe('issue 37: finality by depth', () => {
       expect(await served('finalized')).toBeLessThanOrEqual(await served('safe'));
     });
   }
+});
+
+describe('issue 37: a pool without chainId takes the identity most of its upstreams have', () => {
+  it('one upstream of another chain, far ahead, is wrong_chain and answers nothing; every call is chain 1', { timeout: 30_000 }, async () => {
+    await until(async () => (await states('elect')).join() === 'up,up,wrong_chain', 'the upstream of chain 137 is wrong_chain');
+    const line = await gw.waitForLog((e) => e.event === 'upstream_wrong_chain' && e.chain === 'elect');
+    expect(line.serves).toBe('chainId 137');
+    electWrong.clear();
+    for (let i = 0; i < 20; i++) expect(await call('elect', 'eth_chainId')).toBe('0x1');
+    const head = await anvilHead();
+    expect(await blockNumber('elect')).toBeLessThanOrEqual(head);
+    expect(electWrong.requests, 'client calls that reached the upstream of chain 137').toEqual([]);
+  });
 });

@@ -35,7 +35,7 @@ function setup(n: number): { chains: FakeChain[]; checker: Poller; counts: () =>
   const upstreams: Array<{ state: string }> = [];
   const groups = new Map<RouteSpec, UpstreamGroup>();
   for (let i = 0; i < n; i++) {
-    const route = { path: `chain-${i}`, interface: 'evm-jsonrpc', maxLag: 10 } as unknown as RouteSpec;
+    const route = { path: `chain-${i}`, interface: 'evm-jsonrpc', maxLag: 10, upstreams: [{}] } as unknown as RouteSpec;
     const chain: FakeChain = { route, probes: 0, hold: null, stall: false };
     const answer = { statusCode: 200, body: { text: async () => '{"jsonrpc":"2.0","id":1,"result":"0x10"}' } };
     const pool = {
@@ -151,7 +151,7 @@ describe('health checks and the circuit breaker', () => {
 
   /** A real Upstream whose node answers eth_blockNumber (so it passes every check) and nothing is sent anywhere. */
   function checkedUpstream(): { upstream: Upstream; checker: Poller } {
-    const route = { path: 'failchain', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const route = { path: 'failchain', interface: 'evm-jsonrpc', maxLag: 10, upstreams: [{}], limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
     const spec = { name: 'failchain#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
     const upstream = new Upstream(spec, route);
     const answer = { statusCode: 200, body: { text: async () => '{"jsonrpc":"2.0","id":1,"result":"0x10"}' } };
@@ -202,7 +202,7 @@ describe('the wrong-chain guard', () => {
 
   /** A chain with chainId 1 and one real Upstream whose node says what `node.chainId` holds (null: it does not answer). */
   function guarded(): { upstream: Upstream; checker: Poller; node: { chainId: number | null }; bodies: string[]; log: { error: ReturnType<typeof vi.fn>; warn: ReturnType<typeof vi.fn> } } {
-    const route = { path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const route = { path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, maxLag: 10, upstreams: [{}], limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
     const spec = { name: 'bsc#0', url: { parts: ['http://user:secret@127.0.0.1:9/rpc'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
     const upstream = new Upstream(spec, route);
     const node = { chainId: 56 as number | null };
