@@ -264,3 +264,72 @@ describe('the wrong-chain guard', () => {
     checker.stop();
   });
 });
+
+describe('a pool without chainId (issue 37, defect 16)', () => {
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+
+  /** A pool of real Upstreams whose nodes serve the chain ids given (null: unreachable) at the heads given. */
+  function pool(nodes: { chainId: number | null; head: number }[]): { ups: Upstream[]; checker: Poller; log: { error: ReturnType<typeof vi.fn>; warn: ReturnType<typeof vi.fn> } } {
+    const route = { path: 'pool', interface: 'evm-jsonrpc', maxLag: 10, upstreams: nodes.map(() => ({})), limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const ups = nodes.map((node, i) => {
+      const spec = { name: `pool#${i}`, url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
+      const u = new Upstream(spec, route);
+      Object.defineProperty(u, 'pool', {
+        value: {
+          request: async (o: { body: string }) => {
+            if (node.chainId === null) throw new Error('connect ECONNREFUSED');
+            const calls = JSON.parse(o.body) as { id: number; method: string }[];
+            const text = JSON.stringify(calls.map((c) => ({ jsonrpc: '2.0', id: c.id, result: `0x${(c.method === 'eth_chainId' ? node.chainId! : node.head).toString(16)}` })));
+            return { statusCode: 200, body: { text: async () => text } };
+          },
+        },
+      });
+      return u;
+    });
+    const log = { warn: vi.fn(), error: vi.fn() };
+    const metrics = { upstream: vi.fn() } as unknown as Metrics;
+    const checker = poller([route], new Map([[route, new UpstreamGroup(ups)]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log as unknown as Logger, metrics);
+    return { ups, checker, log };
+  }
+
+  it('asks eth_chainId, and takes the identity most upstreams report at the first round: the one of another chain, far ahead, is wrong_chain', async () => {
+    const nodes = [
+      { chainId: 137, head: 5000 },
+      { chainId: 1, head: 100 },
+      { chainId: 1, head: 100 },
+    ];
+    const { ups, checker, log } = pool(nodes);
+    await checker.start();
+    expect(ups.map((u) => u.state)).toEqual(['wrong_chain', 'up', 'up']);
+    expect(ups.map((u) => u.view.lagging)).toEqual([false, false, false]);
+    expect(log.error.mock.calls[0]![0]).toMatchObject({ event: 'upstream_wrong_chain', upstream: 'pool#0', serves: 'chainId 137' });
+    checker.stop();
+  });
+
+  it('an upstream unreachable at start takes no traffic until a poll finds it on the chain most of them serve', async () => {
+    const nodes: { chainId: number | null; head: number }[] = [
+      { chainId: 1, head: 100 },
+      { chainId: 1, head: 100 },
+      { chainId: null, head: 5000 },
+    ];
+    const { ups, checker } = pool(nodes);
+    await checker.start();
+    expect(ups.map((u) => u.state)).toEqual(['up', 'up', 'unknown']);
+    expect(ups[2]!.usable).toBe(false);
+    nodes[2]!.chainId = 137;
+    await vi.advanceTimersByTimeAsync(INTERVAL);
+    expect(ups.map((u) => u.state)).toEqual(['up', 'up', 'wrong_chain']);
+    checker.stop();
+  });
+
+  it('one against one settles nothing: both serve, as without a pool', async () => {
+    const { ups, checker } = pool([
+      { chainId: 1, head: 100 },
+      { chainId: 137, head: 100 },
+    ]);
+    await checker.start();
+    expect(ups.map((u) => u.state)).toEqual(['up', 'up']);
+    checker.stop();
+  });
+});
