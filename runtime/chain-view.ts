@@ -12,8 +12,9 @@
 //    in the same poll as its head: a head from an upstream of another chain is
 //    never adopted. When an upstream's identity changes, or when an
 //    upstream's finalized block goes backwards (a revert, a reset, a resynced
-//    node), the chain resets: its forever entries go and the eth_blockNumber
-//    floor with them;
+//    node; where it is only head − finality depth, once the head is below the
+//    old one), the chain resets: its forever entries go and the
+//    eth_blockNumber floor with them;
 //  - the served tip (a pool's) and eth_blockNumber's floor (the cache's) go
 //    back only when the chain does: a reset. One upstream's head going down,
 //    or every upstream coming back behind, moves neither: they never go below
@@ -40,6 +41,12 @@ export interface PollReport {
   readonly hash: string;
   /** Finalized and safe blocks (-1 unknown). */
   readonly finalized: number;
+  /**
+   * The finalized block is the head less the chain's finality depth, not a
+   * block the node called final: it goes back with a head that dips, and that
+   * is the chain going back only once the head is below the old one.
+   */
+  readonly finalizedByDepth?: boolean;
   readonly safe: number;
   /** Hashes of final blocks the poll was asked to look up, by number. */
   readonly canonical: readonly (readonly [number, string])[];
@@ -189,7 +196,8 @@ export class ChainView {
       if (r.genesis !== '') v.genesis = r.genesis;
       if (r.own) {
         // The chain itself went back below a block it called final: nothing kept as final can be trusted.
-        if (reset === null && r.finalized >= 0 && r.finalized < v.finalized) reset = 'finalized_backwards';
+        const below = r.finalized >= 0 && r.finalized < v.finalized;
+        if (reset === null && below && (r.finalizedByDepth !== true || r.number < v.finalized)) reset = 'finalized_backwards';
         if (!Number.isNaN(r.number)) {
           v.head = r.number;
           v.hash = r.hash;

@@ -315,6 +315,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       if (latest === null) return none;
       // A node without the safe tag answers it with an error: its safe block stays unknown.
       const safe = blockAt(items, ID_SAFE)?.number ?? -1;
+      const finalized = finalizedOf(route, latest.number, blockAt(items, ID_FINALIZED)?.number ?? -1, safe);
       const canonical: (readonly [number, string])[] = [];
       for (const a of items) {
         const id = (a as { id?: unknown } | null)?.id;
@@ -328,7 +329,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
         genesis: blockAt(items, ID_GENESIS)?.hash ?? '',
         number: latest.number,
         hash: latest.hash,
-        finalized: finalizedOf(route, latest.number, blockAt(items, ID_FINALIZED)?.number ?? -1, safe),
+        finalized,
+        finalizedByDepth: finalized === latest.number - (route.finality ?? Number.NaN),
         safe,
         canonical,
       };

@@ -4,7 +4,9 @@
 //  - 3: one upstream's head dips, then every upstream comes back behind
 //    (pool-standins' laggard, its lag steered): eth_blockNumber never goes
 //    below what it said, with the cache on or off, and a call at `latest`
-//    still gets an answer from the nodes furthest ahead;
+//    still gets an answer from the nodes furthest ahead. A Rosetta pool,
+//    whose finality is a depth below the head, does not reset or move its
+//    tip back when one node dips either;
 //  - 13: with `finality: {depth}`, `finalized` is the node's own finalized
 //    block where it is lower than head − depth (anvil's: 64 below its head,
 //    its safe block 32 below), never above `safe`;
@@ -21,11 +23,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 import { polledHead, startSteerableProxy, withoutHeight, type SteerableProxy } from '../support/steerable-proxy.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
 
 const KEY = newKey();
 /** The pools' poll interval (health.intervalMs; a pool polls at least every second). */
@@ -47,12 +50,15 @@ let depthB: RecordingProxy;
 let electA: RecordingProxy;
 let electB: RecordingProxy;
 let electWrong: RecordingProxy;
+let rosettaA: RosettaStub;
+let rosettaB: RosettaStub;
 let gw: RunningGateway;
 
 beforeAll(async () => {
   [anvil, polygon] = await Promise.all([startAnvil({ chainId: 1, args: ['--no-mining'] }), startAnvil({ chainId: 137, args: ['--no-mining'] })]);
   // Past 64 blocks anvil reports a finalized block (64 below its head) and a safe one (32 below).
   await Promise.all([anvil.mine(200), polygon.mine(1000)]);
+  [rosettaA, rosettaB] = await Promise.all([startRosettaStub({ network: 'preprod' }), startRosettaStub({ network: 'preprod' })]);
   [dipA, dipB, heightA, heightB, slowA, slowB, depthA, depthB, electA, electB, electWrong] = await Promise.all([
     startPoolStandin(anvil.url, { role: 'laggard', lag: 0 }),
     startPoolStandin(anvil.url, { role: 'laggard', lag: 0 }),
@@ -85,6 +91,8 @@ chains:
   - { path: slow, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", rewriteTags: false, upstreams: ["\${SLOW_A}", "\${SLOW_B}"] }
   - { path: depth, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", rewriteTags: true, finality: { depth: ${DEPTH} }, upstreams: ["\${DEPTH_A}", "\${DEPTH_B}"] }
   - { path: depth-cached, interface: evm-jsonrpc, listener: rpc, methods: evm, rewriteTags: true, finality: { depth: ${DEPTH} }, upstreams: ["\${DEPTH_A}", "\${DEPTH_B}"] }
+  - { path: rosetta-dip, interface: rosetta, listener: rpc, network: preprod, cache: "off", finality: { depth: 10 }, upstreams: ["\${ROSETTA_A}", "\${ROSETTA_B}"] }
+  - { path: rosetta-dip-cached, interface: rosetta, listener: rpc, network: preprod, finality: { depth: 10 }, upstreams: ["\${ROSETTA_A}", "\${ROSETTA_B}"] }
   - { path: elect, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", upstreams: ["\${ELECT_A}", "\${ELECT_B}", { url: "\${ELECT_WRONG}", weight: 10 }] }
 `,
   );
@@ -104,13 +112,15 @@ chains:
       ELECT_A: electA.url,
       ELECT_B: electB.url,
       ELECT_WRONG: electWrong.url,
+      ROSETTA_A: rosettaA.url,
+      ROSETTA_B: rosettaB.url,
     },
   });
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([dipA, dipB, heightA, heightB, slowA, slowB, depthA, depthB, electA, electB, electWrong].map((s) => s?.close()));
+  await Promise.all([dipA, dipB, heightA, heightB, slowA, slowB, depthA, depthB, electA, electB, electWrong, rosettaA, rosettaB].map((s) => s?.close()));
   await Promise.all([anvil?.stop(), polygon?.stop()]);
 });
 
@@ -176,6 +186,20 @@ describe('issue 37: the served tip goes back only when the chain does', () => {
     dipB.lag = 0;
     await anvil.mine(1);
     for (const c of chains) await until(async () => (await blockNumber(c)) === head + 1, `${c} serves ${head + 1}`);
+  });
+});
+
+describe('issue 37: a Rosetta pool, whose finality is a depth below the head', () => {
+  it('one node dipping resets nothing and does not move the served tip back (cache off and on)', { timeout: 30_000 }, async () => {
+    const chains = ['rosetta-dip', 'rosetta-dip-cached'];
+    const tip = (c: string): Promise<number> => metricValue(gw, 'gateway_pool_served_tip', `{chain="${c}"}`);
+    for (const c of chains) await until(async () => (await tip(c)) === 1000, `${c}: served tip 1000`);
+    rosettaB.setBlockIndex(999);
+    for (const c of chains) await until(async () => (await heads(c)).join() === '1000,999', `${c} sees the dip`);
+    for (const c of chains) expect(await tip(c), `${c}: one node dipped`).toBe(1000);
+    expect(await metricValue(gw, 'gateway_cache_resets_total', '{chain="rosetta-dip-cached",reason="finalized_backwards"}')).toBe(0);
+    expect(gw.lines.filter((l) => l.includes('"cache_reset"') && l.includes('rosetta-dip'))).toEqual([]);
+    rosettaB.setBlockIndex(1000);
   });
 });
 

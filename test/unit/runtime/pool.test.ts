@@ -131,6 +131,19 @@ describe('served tip (chain view)', () => {
     expect(view.tip).toBe(10);
   });
 
+  it('holds when one upstream dips on a chain whose finality is a depth (its finalized block dips with it): no reset until the head is below the old finalized block', () => {
+    const { ups, view } = setup(2, 'all');
+    const byDepth = (n: number): PollReport => ({ ...report(n), finalized: n - 10, finalizedByDepth: true });
+    view.report(ups[0]!.view, byDepth(1000));
+    view.report(ups[1]!.view, byDepth(1000));
+    expect(view.tip).toBe(1000);
+    view.report(ups[1]!.view, byDepth(999));
+    expect([view.tip, view.resets]).toEqual([1000, 0]);
+    view.report(ups[0]!.view, byDepth(980)); // below the block it called final (990): the chain went back
+    expect(view.resets).toBe(1);
+    expect(view.tip).toBe(980);
+  });
+
   it('leaves out of the tip an upstream whose poll has no usable height, or is overdue, until it answers on time', () => {
     const { ups, view } = setup(2, 'all');
     heads(view, ups, [100, 100]);
