@@ -98,13 +98,15 @@ export class Pool implements FlowHost {
     } else n = v.tip; // a batch: at least the served tip
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
     // At the tip: only an upstream whose head is current (a stale one may still serve an older block).
-    if (n >= 0 && (call === null || call.block === 'latest')) accept = (u) => v.atTip(u.view);
+    const atTip = n >= 0 && (call === null || call.block === 'latest');
+    if (atTip) accept = (u) => v.atTip(u.view);
     // Old state: archive nodes only, where one is usable.
     if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.settings.pruneDepth) {
       accept = this.archiveFor(n, group, NO_TRIED) ?? accept;
     }
-    // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead.
-    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group);
+    // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead
+    // (at the tip, of those whose head is current, where one is).
+    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group, atTip);
     const hedge = this.settings.hedge;
     const read = call !== null && call.method !== 'eth_sendRawTransaction' && call.method !== 'eth_sendTransaction';
     const after = hedge === null || !read ? -1 : hedge.afterMs === 'p95' ? this.p95() : hedge.afterMs;
@@ -154,10 +156,11 @@ export class Pool implements FlowHost {
 
 const NO_TRIED: ReadonlySet<Upstream> = new Set();
 
-/** The usable upstreams with the highest head the polls saw (undefined: no head known, any). */
-function furthest(group: UpstreamGroup): ((u: Upstream) => boolean) | undefined {
+/** The usable upstreams with the highest head the polls saw (undefined: no head known, any); `current`: of those whose head is current, where one is. */
+function furthest(group: UpstreamGroup, current: boolean): ((u: Upstream) => boolean) | undefined {
+  const only = current && group.all.some((u) => u.usable && u.view.current);
   let best = -1;
-  for (const u of group.all) if (u.usable && (u.view.head ?? -1) > best) best = u.view.head ?? -1;
-  return best < 0 ? undefined : (u) => (u.view.head ?? -1) >= best;
+  for (const u of group.all) if (u.usable && (!only || u.view.current) && (u.view.head ?? -1) > best) best = u.view.head ?? -1;
+  return best < 0 ? undefined : (u) => (!only || u.view.current) && (u.view.head ?? -1) >= best;
 }
 const NOTHING: Cancelable = { cancel: () => undefined };

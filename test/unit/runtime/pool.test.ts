@@ -343,6 +343,24 @@ describe('pool routing', () => {
     expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a', 'b']));
   });
 
+  it('a call at latest skips an upstream whose head is stale (no height, or its poll overdue), even at the tip and when no one is at the tip; a call at an older block may still go there', async () => {
+    const { pool, ups, view } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 100 },
+    ]);
+    view.report(ups[1]!.view, report(Number.NaN)); // b: no height; its last head (100) is at the tip
+    expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a']));
+    expect(await spread(pool, 'eth_getCode', [ADDR, hex(99)])).toEqual(new Set(['a', 'b']));
+    // Every node behind the tip (a dipped to 98; b's stale head is 100): the furthest of those whose head is current.
+    view.report(ups[0]!.view, report(98));
+    expect(view.tip).toBe(100);
+    expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a']));
+    // b's poll is overdue instead: the same.
+    view.report(ups[1]!.view, report(100));
+    view.pollOverdue(ups[1]!.view);
+    expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a']));
+  });
+
   it('state older than pruneDepth goes to the archive upstreams; newer state to any', async () => {
     const { pool } = poolOf(
       [
