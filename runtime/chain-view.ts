@@ -1,7 +1,9 @@
 // What the gateway knows of the chain each upstream serves (UpstreamView),
 // and of each chain as its usable upstreams tell it (ChainView). One view,
-// kept current by one poller (poller.ts); health, routing, the cache,
-// /status.json and /metrics all read it, and nothing else asks upstreams.
+// kept current by one poller (poller.ts) and by what real requests show (the
+// circuit breaker, a node that refuses batches, canonical hashes the cache
+// learns); health, routing, the cache, /status.json and /metrics all read it,
+// and nothing else asks upstreams.
 //
 // The rules that make the cache's answers right live here, where the facts are:
 //  - the chain's head is the highest head a usable upstream reports, its
