@@ -101,7 +101,7 @@ export class Poller {
     if (election === undefined) return this.round(c);
     const all = c.group.all;
     const polls = await Promise.all(all.map((u) => this.ask(c, u)));
-    polls.forEach((p, i) => p?.report?.own === true && election.tell(all[i]!, p.report.identity));
+    polls.forEach((p, i) => p?.report?.own === true && p.report.identity !== '' && election.tell(all[i]!, p.report.identity));
     polls.forEach((p, i) => p !== null && this.apply(c, all[i]!, p));
   }
 
