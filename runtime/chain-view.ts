@@ -1,7 +1,9 @@
 // What the gateway knows of the chain each upstream serves (UpstreamView),
 // and of each chain as its usable upstreams tell it (ChainView). One view,
-// kept current by one poller (poller.ts); health, routing, the cache,
-// /status.json and /metrics all read it, and nothing else asks upstreams.
+// kept current by one poller (poller.ts) and by what real requests show (the
+// circuit breaker, a node that refuses batches, canonical hashes the cache
+// learns); health, routing, the cache, /status.json and /metrics all read it,
+// and nothing else asks upstreams.
 //
 // The rules that make the cache's answers right live here, where the facts are:
 //  - the chain's head is the highest head a usable upstream reports, its
@@ -12,11 +14,16 @@
 //    in the same poll as its head: a head from an upstream of another chain is
 //    never adopted. When an upstream's identity changes, or when an
 //    upstream's finalized block goes backwards (a revert, a reset, a resynced
-//    node), the chain resets: its forever entries go and the eth_blockNumber
-//    floor with them;
-//  - eth_blockNumber's floor holds against upstreams that lag, never against
-//    the chain itself: when an upstream's own head goes down, the floor
-//    follows the chain's head down.
+//    node; where it is only head − finality depth, once the head is below the
+//    old one), the chain resets: its forever entries go and the
+//    eth_blockNumber floor with them;
+//  - the served tip (a pool's) and eth_blockNumber's floor (the cache's) go
+//    back only when the chain does: a reset. One upstream's head going down,
+//    or every upstream coming back behind, moves neither: they never go below
+//    what a client was given;
+//  - an upstream's head counts for the tip only while it is current: its last
+//    poll answered with a usable height, within the poll interval, and the
+//    one out now is not overdue. A stale one holds up no one.
 import { UpstreamTally } from './tally.ts';
 
 /** wrong_chain: a poll found it serving another chain (it takes no traffic until a poll finds the right one). */
@@ -36,6 +43,12 @@ export interface PollReport {
   readonly hash: string;
   /** Finalized and safe blocks (-1 unknown). */
   readonly finalized: number;
+  /**
+   * The finalized block is the head less the chain's finality depth, not a
+   * block the node called final: it goes back with a head that dips, and that
+   * is the chain going back only once the head is below the old one.
+   */
+  readonly finalizedByDepth?: boolean;
   readonly safe: number;
   /** Hashes of final blocks the poll was asked to look up, by number. */
   readonly canonical: readonly (readonly [number, string])[];
@@ -61,14 +74,23 @@ export class UpstreamView {
   /** False once it answered a JSON-RPC batch with one object; asked call by call until it comes back from down. */
   takesBatches = true;
   healthFails = 0;
-  /** The last poll came back, on the chain's own identity: its head counts for lag. */
+  /** The last poll came back, on the chain's own identity, with a usable height: its head counts for lag. */
   fresh = false;
+  /** Its last poll took longer than the poll interval to answer, or the one out now has: its head may be old. */
+  overdue = false;
+  /** Polls that came back (answered or failed). */
+  reports = 0;
   /** Attempts and their latency, for /metrics and the status page. */
   readonly tally = new UpstreamTally();
   /** Polls begun (whenVerified waits for one begun after it was asked). */
   begun = 0;
   /** Work waiting for the next poll that begins after it was queued: [poll number it waits for, what to run if that poll verifies]. */
   private readonly afterPoll: { readonly poll: number; readonly run: () => void }[] = [];
+
+  /** Its head is the chain's as of the last poll interval: the last poll answered on time with a usable height, and none is overdue. */
+  get current(): boolean {
+    return this.fresh && !this.overdue;
+  }
 
   /** Runs `run` once a poll that begins from now on finds this upstream on its chain (dropped if it does not). */
   whenVerified(run: () => void): void {
@@ -127,12 +149,13 @@ export class ChainView {
   headChanges = 0;
   resets = 0;
   /**
-   * The served tip: the highest block that every usable upstream has (`all`,
-   * proxyd's common block) or that most of them have (`majority`); -1 while
-   * none is known. It never goes backwards, but with the chain itself.
+   * The served tip: the highest block that every usable upstream whose head
+   * is current has (`all`, proxyd's common block) or that most of them have
+   * (`majority`); -1 while none is known. It never goes backwards, but with
+   * the chain itself (a reset).
    */
   tip = -1;
-  /** The highest eth_blockNumber a client was given. */
+  /** The highest eth_blockNumber a client was given (the served tip never goes below it; both go back only with a reset). */
   private served = -1;
   /** Per upstream at the chain's head: the report that first saw it there. */
   private readonly atHeadSince = new Map<UpstreamView, number>();
@@ -155,11 +178,13 @@ export class ChainView {
   /**
    * A poll's report on one upstream (null: the poll failed, or found another
    * chain). Called for each upstream as its answer comes: the chain's view
-   * moves at once, without waiting for the others.
+   * moves at once, without waiting for the others. `late`: the answer took
+   * longer than the poll interval (the head it names was old when it came).
    */
-  report(v: UpstreamView, r: PollReport | null): void {
+  report(v: UpstreamView, r: PollReport | null, late = false): void {
     let reset: ResetReason | null = null;
-    let down = false;
+    v.reports++;
+    v.overdue = late;
     v.fresh = r !== null && r.own && !Number.isNaN(r.number);
     if (r !== null && !r.own) this.trust++;
     if (r !== null) {
@@ -173,8 +198,8 @@ export class ChainView {
       if (r.genesis !== '') v.genesis = r.genesis;
       if (r.own) {
         // The chain itself went back below a block it called final: nothing kept as final can be trusted.
-        if (reset === null && r.finalized >= 0 && r.finalized < v.finalized) reset = 'finalized_backwards';
-        if (v.head !== null && !Number.isNaN(r.number) && r.number < v.head) down = true;
+        const below = r.finalized >= 0 && r.finalized < v.finalized;
+        if (reset === null && below && (r.finalizedByDepth !== true || r.number < v.finalized)) reset = 'finalized_backwards';
         if (!Number.isNaN(r.number)) {
           v.head = r.number;
           v.hash = r.hash;
@@ -187,23 +212,42 @@ export class ChainView {
     if (reset !== null) this.reset(reset);
     if (r !== null && r.own && r.hash !== '' && !Number.isNaN(r.number)) this.learnNumber(r.hash, r.number);
     this.settle();
-    if (down || reset !== null) this.served = this.number;
-    this.settleTip(down || reset !== null);
+    this.settleTip(reset !== null);
   }
 
-  /** The served tip from the usable upstreams' heads; it moves back only when the chain itself did (`back`). */
+  /** An upstream's poll has been out longer than the poll interval: its head is left out of the tip until it answers on time. */
+  pollOverdue(v: UpstreamView): void {
+    if (v.overdue) return;
+    v.overdue = true;
+    this.settleTip(false);
+  }
+
+  /**
+   * The served tip from the heads of the usable upstreams that are current
+   * (of all usable ones while none is). It moves back only when the chain
+   * itself did (`back`: a reset); otherwise it never goes below itself or the
+   * eth_blockNumber a client was given.
+   */
   private settleTip(back: boolean): void {
-    const heads: number[] = [];
+    let heads: number[] = [];
+    const stale: number[] = [];
     for (const m of this.members) {
       if (!m.usable) continue;
-      // One that may take traffic but has not reported yet: the tip waits for it (it never comes back down).
-      if (m.view.head === null) return;
-      heads.push(m.view.head);
+      const v = m.view;
+      // One that may take traffic but has not answered a poll yet, and is not overdue: the tip waits for it.
+      if (v.reports === 0 && !v.overdue) return;
+      if (v.head !== null) (v.current ? heads : stale).push(v.head);
     }
+    if (heads.length === 0) heads = stale;
     if (heads.length === 0) return;
     heads.sort((a, b) => b - a);
     const t = this.tipMode === 'all' ? heads[heads.length - 1]! : heads[Math.floor(heads.length / 2)]!;
-    if (back || t > this.tip) this.tip = t;
+    this.tip = back ? t : Math.max(t, this.tip, this.served);
+  }
+
+  /** Whether an upstream may take a call at the served tip: its head is current (see UpstreamView.current) and at or above the tip. */
+  atTip(v: UpstreamView): boolean {
+    return v.current && v.head !== null && v.head >= this.tip;
   }
 
   /** The block number of a block hash the gateway has seen, or -1. */

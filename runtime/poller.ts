@@ -4,9 +4,12 @@
 // has batches, for what the upstream serves (its identity and genesis), its
 // head, and its finalized and safe blocks. Each report goes into the
 // upstream's view and the chain's (chain-view.ts) as soon as it comes: a slow
-// upstream holds up no one. The report also decides the upstream's state:
-// down after HEALTH_FAILS_TO_DOWN failed polls or when more than maxLag
-// blocks behind, wrong_chain while it serves another chain.
+// upstream holds up no one, and in a pool one whose poll is out longer than
+// the interval is left out of the served tip until it answers on time. The
+// report also decides the upstream's state: down after HEALTH_FAILS_TO_DOWN
+// failed polls or when more than maxLag blocks behind, wrong_chain while it
+// serves another chain: the one the manifest names or, in a pool where it
+// names none, the one most of its upstreams serve.
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics.ts';
 import type { RouteSpec } from './types.ts';
@@ -39,6 +42,8 @@ export class Poller {
   private readonly timers: NodeJS.Timeout[] = [];
   /** Upstreams whose poll is under way: a slow one is never overlapped by its next. */
   private readonly polling = new Set<Upstream>();
+  /** Pools whose manifest names no identity: they take the one most of their upstreams report. */
+  private readonly elections = new Map<PolledChain, Election>();
 
   constructor(
     private readonly chains: readonly PolledChain[],
@@ -47,7 +52,11 @@ export class Poller {
     private readonly metrics: Metrics,
   ) {
     // Where the manifest says which chain an upstream must serve, none takes traffic before a poll says it does.
-    for (const c of chains) if (moduleOf(c.route).probe.names(c.route as never)) for (const u of c.group.all) u.view.verify = true;
+    for (const c of chains) {
+      const names = moduleOf(c.route).probe.names(c.route as never);
+      if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
+      if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
+    }
   }
 
   /**
@@ -59,7 +68,7 @@ export class Poller {
    * listens only then.
    */
   start(): Promise<void> {
-    const first = Promise.all(this.chains.map((c) => this.round(c)));
+    const first = Promise.all(this.chains.map((c) => this.firstRound(c)));
     const n = this.chains.length;
     const slots = Math.min(n, SLOTS);
     this.chains.forEach((c, i) => {
@@ -86,27 +95,57 @@ export class Poller {
     return Promise.all(c.group.all.map((u) => (this.polling.has(u) ? undefined : this.poll(c, u))));
   }
 
+  /** The first round: in a pool that takes its identity from its upstreams, every answer is in before any counts. */
+  private async firstRound(c: PolledChain): Promise<unknown> {
+    const election = this.elections.get(c);
+    if (election === undefined) return this.round(c);
+    const all = c.group.all;
+    const polls = await Promise.all(all.map((u) => this.ask(c, u)));
+    polls.forEach((p, i) => p?.report?.own === true && p.report.identity !== '' && election.tell(all[i]!, p.report.identity));
+    polls.forEach((p, i) => p !== null && this.apply(c, all[i]!, p));
+  }
+
   private async poll(c: PolledChain, u: Upstream): Promise<void> {
+    const p = await this.ask(c, u);
+    if (p !== null) this.apply(c, u, p);
+  }
+
+  /** One poll of `u`, not yet applied (null: an internal error, logged). */
+  private async ask(c: PolledChain, u: Upstream): Promise<Poll | null> {
     this.polling.add(u);
     const v = u.view;
     const n = ++v.begun;
+    const every = c.everyMs ?? this.opts.intervalMs;
+    const start = performance.now();
+    // In a pool, a poll out longer than the interval leaves the upstream out of the served tip at once.
+    const overdue = c.group.all.length > 1 ? setTimeout(() => c.view.pollOverdue(v), every) : null;
+    overdue?.unref();
     try {
       const heads = c.heads;
       const outcome = await pollOnce(c.route, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
-      this.apply(c, u, 'report' in outcome ? outcome.report : null, n);
+      return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every };
     } catch (err) {
       this.log.error({ event: 'internal_error', chain: c.route.path, upstream: u.name, error: (err as Error)?.message }, 'internal error in a poll');
+      return null;
     } finally {
+      if (overdue !== null) clearTimeout(overdue);
       this.polling.delete(u);
     }
   }
 
   /** One poll's outcome: the upstream's state, its view and the chain's. */
-  private apply(c: PolledChain, u: Upstream, r: PollReport | null, n: number): void {
+  private apply(c: PolledChain, u: Upstream, { report, n, late }: Poll): void {
     const v = u.view;
     const before = v.state;
     const path = c.route.path;
     let best = c.view.best();
+    let r = report;
+    const election = this.elections.get(c);
+    if (election !== undefined && r !== null && r.own && r.identity !== '') {
+      election.tell(u, r.identity);
+      // Another identity than most of the pool's upstreams report: this one serves another chain.
+      if (election.chosen !== '' && r.identity !== election.chosen) r = { ...r, own: false };
+    }
     if (r === null) {
       v.healthFails++;
       // One found on another chain stays so until a poll finds the right one.
@@ -135,12 +174,40 @@ export class Poller {
       // Back from down: the node may have been restarted or reconfigured. If it refused batches, it is asked with one again.
       if (before === 'down' && v.state === 'up' && !v.takesBatches) v.takesBatches = true;
     }
-    c.view.report(v, r);
+    c.view.report(v, r, late);
     v.settled(n, r !== null && r.own);
     this.metrics.upstream(path, u, best);
     if (before !== v.state && before !== 'unknown' && v.state !== 'wrong_chain') {
       this.log.warn({ event: 'upstream_state', chain: path, upstream: u.name, from: before, to: v.state, head: v.head, lagging: v.lagging }, 'upstream state changed');
     }
+  }
+}
+
+/** One poll's outcome, before it counts: its report (null: none), its number, and whether it came later than the interval. */
+interface Poll {
+  readonly report: PollReport | null;
+  readonly n: number;
+  readonly late: boolean;
+}
+
+/**
+ * A pool's identity where the manifest names none: the one that more than
+ * half of its upstreams report, settled once (at the first polls, or as soon
+ * as a majority first agrees). An upstream that reports another is
+ * wrong_chain; with no majority (one against one), nothing is settled.
+ */
+class Election {
+  chosen = '';
+  private readonly told = new Map<Upstream, string>();
+
+  constructor(private readonly size: number) {}
+
+  tell(u: Upstream, identity: string): void {
+    if (this.chosen !== '') return;
+    this.told.set(u, identity);
+    const counts = new Map<string, number>();
+    for (const id of this.told.values()) counts.set(id, (counts.get(id) ?? 0) + 1);
+    for (const [id, k] of counts) if (k * 2 > this.size) this.chosen = id;
   }
 }
 

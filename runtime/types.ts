@@ -88,7 +88,7 @@ export interface EvmRouteSpec extends RouteBase {
   readonly methods: ReadonlySet<string>;
   /** Answers are cached and coalesced (only with a top-level cache block). */
   readonly cache?: boolean;
-  /** With `cache`: null asks the node for its finalized block; N counts N blocks below the head as final. */
+  /** With `cache`: null asks the node for its finalized block; N counts N blocks below the head as final (never above the node's own finalized or safe block). */
   readonly finality?: number | null;
   /** latest, safe and finalized in params are replaced by the block numbers served. */
   readonly rewriteTags: boolean;

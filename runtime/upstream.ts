@@ -86,9 +86,6 @@ export class Upstream {
   get head(): number | null {
     return this.view.head;
   }
-  get lagging(): boolean {
-    return this.view.lagging;
-  }
   get takesBatches(): boolean {
     return this.view.takesBatches;
   }

@@ -208,12 +208,15 @@ function isJsonRpcAnswer(body: Buffer): boolean {
  * One poll of an EVM upstream, as one batch (one request per upstream per
  * round, every answer from the same node at the same moment: two calls
  * through a provider's load balancer could each land on another node):
- *  - eth_chainId where the manifest names one, or where the chain needs
- *    heads (then its identity names what is kept forever);
+ *  - eth_chainId where the manifest names one, where the chain needs heads
+ *    (then its identity names what is kept forever), and in a pool (which
+ *    takes its identity from most of its upstreams where the manifest names
+ *    none);
  *  - for health alone, eth_blockNumber; where the chain needs heads, the
- *    latest block (number and hash), the finalized and safe ones (unless
- *    `finality` gives a depth), the genesis block's hash, and the final
- *    blocks whose canonical hash is asked for.
+ *    latest block (number and hash), the finalized and safe ones, the
+ *    genesis block's hash, and the final blocks whose canonical hash is
+ *    asked for. With `finality: {depth}`, the finalized block is the lowest
+ *    of the node's own, its safe block and head − depth.
  * A node that takes no batches gets the same calls one by one.
  */
 const ID_CHAIN = 1;
@@ -227,13 +230,18 @@ function call(id: number, method: string, params: string): string {
   return `{"jsonrpc":"2.0","id":${id},"method":"${method}","params":[${params}]}`;
 }
 
+/** Whether the poll asks eth_chainId (see above). */
+function asksChain(route: EvmRouteSpec, heads: boolean): boolean {
+  return route.chainId !== undefined || heads || route.upstreams.length > 1;
+}
+
 function pollCalls(route: EvmRouteSpec, heads: boolean, lookups: readonly number[]): string[] {
   const calls: string[] = [];
-  if (route.chainId !== undefined || heads) calls.push(call(ID_CHAIN, 'eth_chainId', ''));
+  if (asksChain(route, heads)) calls.push(call(ID_CHAIN, 'eth_chainId', ''));
   if (!heads) calls.push(call(ID_HEAD, 'eth_blockNumber', ''));
   else {
     calls.push(call(ID_HEAD, 'eth_getBlockByNumber', '"latest",false'));
-    if ((route.finality ?? null) === null) calls.push(call(ID_FINALIZED, 'eth_getBlockByNumber', '"finalized",false'), call(ID_SAFE, 'eth_getBlockByNumber', '"safe",false'));
+    calls.push(call(ID_FINALIZED, 'eth_getBlockByNumber', '"finalized",false'), call(ID_SAFE, 'eth_getBlockByNumber', '"safe",false'));
     calls.push(call(ID_GENESIS, 'eth_getBlockByNumber', '"0x0",false'));
     lookups.forEach((n, i) => calls.push(call(ID_LOOKUP + i, 'eth_getBlockByNumber', `"0x${n.toString(16)}",false`)));
   }
@@ -250,6 +258,20 @@ function blockAt(items: readonly unknown[], id: number): { number: number; hash:
   const b = item(items, id)?.result as { number?: unknown; hash?: unknown } | null | undefined;
   const n = quantity(b?.number);
   return n >= 0 && typeof b?.hash === 'string' ? { number: n, hash: b.hash } : null;
+}
+
+/**
+ * The finalized block of a poll (-1 unknown): the node's own; with
+ * `finality: {depth}`, the lowest of the node's own (where it has the tag),
+ * head − depth, and the node's safe block (finalized is never above safe).
+ */
+function finalizedOf(route: EvmRouteSpec, head: number, own: number, safe: number): number {
+  const depth = route.finality ?? null;
+  if (depth === null) return own;
+  let f = head - depth;
+  if (own >= 0) f = Math.min(f, own);
+  if (safe >= 0) f = Math.min(f, safe);
+  return Math.max(-1, f);
 }
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {
@@ -270,7 +292,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       const items = answers.flatMap((a) => (a === null ? [] : Array.isArray(a) ? a : [a]));
       let identity = '';
       let own = true;
-      if (route.chainId !== undefined || heads) {
+      const chain = asksChain(route, heads);
+      if (chain) {
         const result: unknown = item(items, ID_CHAIN)?.result;
         if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) {
           const id = Number.parseInt(result, 16);
@@ -281,7 +304,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       const none = { identity, own, genesis: '', number: Number.NaN, hash: '', finalized: -1, safe: -1, canonical: [] };
       if (!own) return none;
       // A lone eth_blockNumber: its answer, whatever id it carries.
-      const head = route.chainId === undefined && !heads ? (items[0] as Record<string, any> | undefined) : item(items, ID_HEAD);
+      const head = !chain ? (items[0] as Record<string, any> | undefined) : item(items, ID_HEAD);
       if (head === undefined || head === null || 'error' in head) return 'the answer reports no head'; // the node refuses the call: not serving
       if (!heads) {
         const n = quantity(head.result);
@@ -290,7 +313,9 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       const latest = blockAt(items, ID_HEAD);
       // It answered, but with no block: up, with no head to judge lag or keep answers by.
       if (latest === null) return none;
-      const depth = route.finality ?? null;
+      // A node without the safe tag answers it with an error: its safe block stays unknown.
+      const safe = blockAt(items, ID_SAFE)?.number ?? -1;
+      const finalized = finalizedOf(route, latest.number, blockAt(items, ID_FINALIZED)?.number ?? -1, safe);
       const canonical: (readonly [number, string])[] = [];
       for (const a of items) {
         const id = (a as { id?: unknown } | null)?.id;
@@ -304,9 +329,9 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
         genesis: blockAt(items, ID_GENESIS)?.hash ?? '',
         number: latest.number,
         hash: latest.hash,
-        // A node without the safe tag answers it with an error: its safe block stays unknown.
-        finalized: depth !== null ? latest.number - depth : (blockAt(items, ID_FINALIZED)?.number ?? -1),
-        safe: depth !== null ? -1 : (blockAt(items, ID_SAFE)?.number ?? -1),
+        finalized,
+        finalizedByDepth: finalized === latest.number - (route.finality ?? Number.NaN),
+        safe,
         canonical,
       };
     },

@@ -159,7 +159,7 @@ export const rosetta: InterfaceModule<'rosetta'> = {
       const g = isBlockId(genesis) ? genesis.hash : '';
       if (!isBlockId(head)) return { ...none, genesis: g };
       const depth = route.finality;
-      return { ...none, genesis: g, number: head.index, hash: head.hash, finalized: depth === undefined ? -1 : Math.max(-1, head.index - depth) };
+      return { ...none, genesis: g, number: head.index, hash: head.hash, finalized: depth === undefined ? -1 : Math.max(-1, head.index - depth), finalizedByDepth: depth !== undefined };
     },
   },
 };

@@ -3,7 +3,8 @@
 // wraps the chain's dispatch (dispatch.ts): every upstream request of the
 // chain, a route's or a cache miss's, is routed here.
 //  - eth_blockNumber answers the served tip (chain-view.ts), never backwards;
-//  - a call at `latest` goes to an upstream at or above the served tip, a call
+//  - a call at `latest` goes to an upstream at or above the served tip whose
+//    head is current (chain-view.ts, atTip), a call
 //    that names block N (by number, or by a hash the gateway has seen) only to
 //    an upstream whose head is at least N, a range (eth_getLogs) only to one
 //    whose head covers its highest block; state older than pruneDepth blocks
@@ -128,12 +129,16 @@ export class Pool implements FlowHost {
     if (call !== null) n = call.from === undefined ? this.numberOf(call.block) : Math.max(this.numberOf(call.block), this.numberOf(call.from));
     else n = v.tip; // a body that is no call (a batch of notifications only, or one that does not parse): at least the served tip
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
+    // At the tip: only an upstream whose head is current (a stale one may still serve an older block).
+    const atTip = n >= 0 && (call === null || call.block === 'latest');
+    if (atTip) accept = (u) => v.atTip(u.view);
     // Old state: archive nodes only, where one is usable.
     if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.settings.pruneDepth) {
       accept = this.archiveFor(n, group, NO_TRIED) ?? accept;
     }
-    // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead.
-    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group);
+    // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead
+    // (at the tip, of those whose head is current, where one is).
+    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group, atTip);
     const hedge = this.settings.hedge;
     // Only what the method traits table calls a read is hedged (evm-methods.ts; flow.ts asks again only reads too).
     const read = call !== null && traitsOf(call.method).read;
@@ -198,11 +203,12 @@ export class Pool implements FlowHost {
 
 const NO_TRIED: ReadonlySet<Upstream> = new Set();
 
-/** The usable upstreams with the highest head the polls saw (undefined: no head known, any). */
-function furthest(group: UpstreamGroup): ((u: Upstream) => boolean) | undefined {
+/** The usable upstreams with the highest head the polls saw (undefined: no head known, any); `current`: of those whose head is current, where one is. */
+function furthest(group: UpstreamGroup, current: boolean): ((u: Upstream) => boolean) | undefined {
+  const only = current && group.all.some((u) => u.usable && u.view.current);
   let best = -1;
-  for (const u of group.all) if (u.usable && (u.view.head ?? -1) > best) best = u.view.head ?? -1;
-  return best < 0 ? undefined : (u) => (u.view.head ?? -1) >= best;
+  for (const u of group.all) if (u.usable && (!only || u.view.current) && (u.view.head ?? -1) > best) best = u.view.head ?? -1;
+  return best < 0 ? undefined : (u) => (!only || u.view.current) && (u.view.head ?? -1) >= best;
 }
 const NOTHING: Cancelable = { cancel: () => undefined };
 

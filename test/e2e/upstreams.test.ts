@@ -46,6 +46,13 @@ function serve(handler: Parameters<typeof createServer>[1]): Promise<{ server: S
   return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}` })));
 }
 
+/** A poll (eth_chainId and eth_blockNumber, alone or as a batch) answered as a node of chain 1 at block `head` answers it. */
+function pollAnswer(body: string, head: string): string {
+  const doc = JSON.parse(body) as { id?: unknown; method?: unknown } | { id?: unknown; method?: unknown }[];
+  const one = (c: { id?: unknown; method?: unknown }) => ({ jsonrpc: '2.0', id: c.id, result: c.method === 'eth_chainId' ? '0x1' : head });
+  return JSON.stringify(Array.isArray(doc) ? doc.map(one) : one(doc));
+}
+
 beforeAll(async () => {
   [a, b, c, d] = await Promise.all([startAnvil({ chainId: 1 }), startAnvil({ chainId: 1 }), startAnvil({ chainId: 1 }), startAnvil({ chainId: 1 })]);
   // a, b and c are 20 blocks ahead of d: d lags.
@@ -56,7 +63,7 @@ beforeAll(async () => {
     let body = '';
     req.on('data', (c) => (body += c)).on('end', () => {
       const answer = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
-      if (body.includes('eth_blockNumber')) answer();
+      if (body.includes('eth_blockNumber')) res.writeHead(200, { 'content-type': 'application/json' }).end(pollAnswer(body, '0x1'));
       else setTimeout(answer, 3000).unref();
     });
   });
@@ -98,7 +105,7 @@ beforeAll(async () => {
   const s5 = await serve((req, res) => {
     let body = '';
     req.on('data', (c) => (body += c)).on('end', () => {
-      if (body.includes('eth_blockNumber')) return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x10"}');
+      if (body.includes('eth_blockNumber')) return void res.writeHead(200, { 'content-type': 'application/json' }).end(pollAnswer(body, '0x10'));
       hangupHits++;
       req.socket.destroy();
     });

@@ -1,8 +1,9 @@
 // A stand-in between the gateway and a node that a test can steer while it
 // runs (issue 31): switch it to another node (an upstream that starts serving
 // another chain), hold back the answer to one chosen request (a slow node that
-// answers from the state it had when asked), and delay its answers to the
-// gateway's polls (an upstream that reports its head late). The target is
+// answers from the state it had when asked), delay its answers to the
+// gateway's polls (an upstream that reports its head late), and alter those
+// answers (a broken proxy that answers a poll with no height). The target is
 // asked the moment a request arrives: a held or delayed answer is the target's
 // answer of that moment, delivered later.
 //
@@ -42,6 +43,8 @@ export interface SteerableProxy {
   readonly target: string;
   /** Answers to the gateway's polls are written back this many ms after the target answered (0: at once). */
   pollDelayMs: number;
+  /** Where set, the gateway's polls get what it makes of the target's JSON answer (and of the poll itself), not that answer. */
+  pollAnswer: ((poll: unknown, answer: unknown) => unknown) | null;
   /**
    * Holds back the answer to the next client request `match` accepts (one
    * request only; the ones after it go through) until release(), or `maxMs`.
@@ -69,6 +72,7 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
   const timers = new Set<NodeJS.Timeout>();
   const self = {
     pollDelayMs: 0,
+    pollAnswer: null as SteerableProxy['pollAnswer'],
   };
   const wait = (ms: number): Promise<void> =>
     new Promise((ok) => {
@@ -100,6 +104,9 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
       body = Buffer.from(`steerable proxy: target unreachable: ${(err as Error).message}`);
     }
     if (poll) {
+      const alter = self.pollAnswer;
+      const answer = parseJson(body);
+      if (alter !== null && answer !== undefined) body = Buffer.from(JSON.stringify(alter(entry.json, answer)));
       if (self.pollDelayMs > 0) await wait(self.pollDelayMs);
     } else {
       const i = armed.findIndex((a) => a.match(entry.json));
@@ -133,6 +140,12 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
     set pollDelayMs(ms: number) {
       self.pollDelayMs = ms;
     },
+    get pollAnswer() {
+      return self.pollAnswer;
+    },
+    set pollAnswer(f: SteerableProxy['pollAnswer']) {
+      self.pollAnswer = f;
+    },
     holdNext(match, maxMs) {
       let onArrive!: (r: RecordedRequest) => void;
       let onAnswered!: () => void;
@@ -162,6 +175,19 @@ export function isCall(json: unknown, method: string, params: (p: unknown[]) => 
     const c = i as { method?: unknown; params?: unknown } | null;
     return c !== null && typeof c === 'object' && c.method === method && params(Array.isArray(c.params) ? c.params : []);
   });
+}
+
+/**
+ * A poll's answer with no height, as a broken proxy in front of a node gives
+ * it: every answer to eth_blockNumber or to the `latest` block has a null
+ * result; the rest (eth_chainId, other blocks) is the node's.
+ */
+export function withoutHeight(poll: unknown, answer: unknown): unknown {
+  const calls = (Array.isArray(poll) ? poll : [poll]) as { id?: unknown; method?: unknown; params?: unknown }[];
+  const isHead = (id: unknown): boolean =>
+    calls.some((c) => c !== null && typeof c === 'object' && c.id === id && (c.method === 'eth_blockNumber' || (c.method === 'eth_getBlockByNumber' && Array.isArray(c.params) && c.params[0] === 'latest')));
+  const alter = (a: unknown): unknown => (a !== null && typeof a === 'object' && isHead((a as { id?: unknown }).id) ? { ...(a as object), result: null } : a);
+  return Array.isArray(answer) ? answer.map(alter) : alter(answer);
 }
 
 /**

@@ -99,15 +99,19 @@ describe('chain view: epochs', () => {
 });
 
 describe('chain view: eth_blockNumber floor and resets', () => {
-  it('holds the floor against an upstream that lags, and follows the chain itself down', () => {
+  it('holds the floor against an upstream that lags or dips, and every one coming back behind; a reset ends it', () => {
     const { ups, view } = setup(2);
-    view.report(ups[0]!.view, report({ number: 110, hash: '0xa' }));
-    view.report(ups[1]!.view, report({ number: 108, hash: '0xb' }));
+    view.report(ups[0]!.view, report({ number: 110, hash: '0xa', finalized: 46 }));
+    view.report(ups[1]!.view, report({ number: 108, hash: '0xb', finalized: 46 }));
     expect(view.blockNumber(110)).toBe(-1); // passed on as it is
     expect(view.blockNumber(108)).toBe(110); // a lagging node's answer: the floor
-    // The chain itself went back (both nodes report lower heads than they did).
-    view.report(ups[0]!.view, report({ number: 10, hash: '0xr', finalized: 36 }));
-    view.report(ups[1]!.view, report({ number: 10, hash: '0xr', finalized: 36 }));
+    // Both nodes come back behind, their finalized blocks where they were: the floor holds (issue 37, defect 3).
+    view.report(ups[0]!.view, report({ number: 107, hash: '0xr', finalized: 46 }));
+    view.report(ups[1]!.view, report({ number: 107, hash: '0xr', finalized: 46 }));
+    expect(view.blockNumber(107)).toBe(110);
+    // The chain itself went back below a block it called final: a reset, and the floor with it.
+    view.report(ups[0]!.view, report({ number: 10, hash: '0xr', finalized: 0 }));
+    view.report(ups[1]!.view, report({ number: 10, hash: '0xr', finalized: 0 }));
     expect(view.blockNumber(10)).toBe(-1);
   });
 

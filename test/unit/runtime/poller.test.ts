@@ -35,7 +35,7 @@ function setup(n: number): { chains: FakeChain[]; checker: Poller; counts: () =>
   const upstreams: Array<{ state: string }> = [];
   const groups = new Map<RouteSpec, UpstreamGroup>();
   for (let i = 0; i < n; i++) {
-    const route = { path: `chain-${i}`, interface: 'evm-jsonrpc', maxLag: 10 } as unknown as RouteSpec;
+    const route = { path: `chain-${i}`, interface: 'evm-jsonrpc', maxLag: 10, upstreams: [{}] } as unknown as RouteSpec;
     const chain: FakeChain = { route, probes: 0, hold: null, stall: false };
     const answer = { statusCode: 200, body: { text: async () => '{"jsonrpc":"2.0","id":1,"result":"0x10"}' } };
     const pool = {
@@ -151,7 +151,7 @@ describe('health checks and the circuit breaker', () => {
 
   /** A real Upstream whose node answers eth_blockNumber (so it passes every check) and nothing is sent anywhere. */
   function checkedUpstream(): { upstream: Upstream; checker: Poller } {
-    const route = { path: 'failchain', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const route = { path: 'failchain', interface: 'evm-jsonrpc', maxLag: 10, upstreams: [{}], limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
     const spec = { name: 'failchain#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
     const upstream = new Upstream(spec, route);
     const answer = { statusCode: 200, body: { text: async () => '{"jsonrpc":"2.0","id":1,"result":"0x10"}' } };
@@ -202,7 +202,7 @@ describe('the wrong-chain guard', () => {
 
   /** A chain with chainId 1 and one real Upstream whose node says what `node.chainId` holds (null: it does not answer). */
   function guarded(): { upstream: Upstream; checker: Poller; node: { chainId: number | null }; bodies: string[]; log: { error: ReturnType<typeof vi.fn>; warn: ReturnType<typeof vi.fn> } } {
-    const route = { path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const route = { path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, maxLag: 10, upstreams: [{}], limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
     const spec = { name: 'bsc#0', url: { parts: ['http://user:secret@127.0.0.1:9/rpc'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
     const upstream = new Upstream(spec, route);
     const node = { chainId: 56 as number | null };
@@ -261,6 +261,75 @@ describe('the wrong-chain guard', () => {
     await vi.advanceTimersByTimeAsync(INTERVAL);
     expect(upstream.state).toBe('wrong_chain');
     expect(log.error).toHaveBeenCalledTimes(2);
+    checker.stop();
+  });
+});
+
+describe('a pool without chainId (issue 37, defect 16)', () => {
+  beforeEach(() => void vi.useFakeTimers());
+  afterEach(() => void vi.useRealTimers());
+
+  /** A pool of real Upstreams whose nodes serve the chain ids given (null: unreachable) at the heads given. */
+  function pool(nodes: { chainId: number | null; head: number }[]): { ups: Upstream[]; checker: Poller; log: { error: ReturnType<typeof vi.fn>; warn: ReturnType<typeof vi.fn> } } {
+    const route = { path: 'pool', interface: 'evm-jsonrpc', maxLag: 10, upstreams: nodes.map(() => ({})), limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const ups = nodes.map((node, i) => {
+      const spec = { name: `pool#${i}`, url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
+      const u = new Upstream(spec, route);
+      Object.defineProperty(u, 'pool', {
+        value: {
+          request: async (o: { body: string }) => {
+            if (node.chainId === null) throw new Error('connect ECONNREFUSED');
+            const calls = JSON.parse(o.body) as { id: number; method: string }[];
+            const text = JSON.stringify(calls.map((c) => ({ jsonrpc: '2.0', id: c.id, result: `0x${(c.method === 'eth_chainId' ? node.chainId! : node.head).toString(16)}` })));
+            return { statusCode: 200, body: { text: async () => text } };
+          },
+        },
+      });
+      return u;
+    });
+    const log = { warn: vi.fn(), error: vi.fn() };
+    const metrics = { upstream: vi.fn() } as unknown as Metrics;
+    const checker = poller([route], new Map([[route, new UpstreamGroup(ups)]]), { intervalMs: INTERVAL, timeoutMs: 500 }, log as unknown as Logger, metrics);
+    return { ups, checker, log };
+  }
+
+  it('asks eth_chainId, and takes the identity most upstreams report at the first round: the one of another chain, far ahead, is wrong_chain', async () => {
+    const nodes = [
+      { chainId: 137, head: 5000 },
+      { chainId: 1, head: 100 },
+      { chainId: 1, head: 100 },
+    ];
+    const { ups, checker, log } = pool(nodes);
+    await checker.start();
+    expect(ups.map((u) => u.state)).toEqual(['wrong_chain', 'up', 'up']);
+    expect(ups.map((u) => u.view.lagging)).toEqual([false, false, false]);
+    expect(log.error.mock.calls[0]![0]).toMatchObject({ event: 'upstream_wrong_chain', upstream: 'pool#0', serves: 'chainId 137' });
+    checker.stop();
+  });
+
+  it('an upstream unreachable at start takes no traffic until a poll finds it on the chain most of them serve', async () => {
+    const nodes: { chainId: number | null; head: number }[] = [
+      { chainId: 1, head: 100 },
+      { chainId: 1, head: 100 },
+      { chainId: null, head: 5000 },
+    ];
+    const { ups, checker } = pool(nodes);
+    await checker.start();
+    expect(ups.map((u) => u.state)).toEqual(['up', 'up', 'unknown']);
+    expect(ups[2]!.usable).toBe(false);
+    nodes[2]!.chainId = 137;
+    await vi.advanceTimersByTimeAsync(INTERVAL);
+    expect(ups.map((u) => u.state)).toEqual(['up', 'up', 'wrong_chain']);
+    checker.stop();
+  });
+
+  it('one against one settles nothing: both serve, as without a pool', async () => {
+    const { ups, checker } = pool([
+      { chainId: 1, head: 100 },
+      { chainId: 137, head: 100 },
+    ]);
+    await checker.start();
+    expect(ups.map((u) => u.state)).toEqual(['up', 'up']);
     checker.stop();
   });
 });

@@ -113,14 +113,69 @@ describe('served tip (chain view)', () => {
     expect(m.view.tip).toBe(102);
   });
 
-  it("follows the chain down when an upstream's own head goes down (a reset, a deep reorg)", () => {
+  it('holds when one upstream dips, and when every upstream comes back behind; goes back only with a reset', () => {
     const { ups, view } = setup(2, 'all');
     heads(view, ups, [110, 110]);
     expect(view.tip).toBe(110);
-    heads(view, ups, [10, 10]);
+    heads(view, ups, [109, null]);
+    expect(view.tip).toBe(110);
+    heads(view, ups, [107, 107]);
+    expect(view.tip).toBe(110);
+    heads(view, ups, [111, 111]);
+    expect(view.tip).toBe(111);
+    // The chain itself went back below a block it called final: a reset, and the tip follows.
+    view.report(ups[0]!.view, { ...report(111), finalized: 100 });
+    view.report(ups[1]!.view, { ...report(111), finalized: 100 });
+    view.report(ups[0]!.view, { ...report(10), finalized: 0 });
+    view.report(ups[1]!.view, { ...report(10), finalized: 0 });
     expect(view.tip).toBe(10);
-    heads(view, ups, [11, 11]);
-    expect(view.tip).toBe(11);
+  });
+
+  it('holds when one upstream dips on a chain whose finality is a depth (its finalized block dips with it): no reset until the head is below the old finalized block', () => {
+    const { ups, view } = setup(2, 'all');
+    const byDepth = (n: number): PollReport => ({ ...report(n), finalized: n - 10, finalizedByDepth: true });
+    view.report(ups[0]!.view, byDepth(1000));
+    view.report(ups[1]!.view, byDepth(1000));
+    expect(view.tip).toBe(1000);
+    view.report(ups[1]!.view, byDepth(999));
+    expect([view.tip, view.resets]).toEqual([1000, 0]);
+    view.report(ups[0]!.view, byDepth(980)); // below the block it called final (990): the chain went back
+    expect(view.resets).toBe(1);
+    expect(view.tip).toBe(980);
+  });
+
+  it('leaves out of the tip an upstream whose poll has no usable height, or is overdue, until it answers on time', () => {
+    const { ups, view } = setup(2, 'all');
+    heads(view, ups, [100, 100]);
+    expect(view.tip).toBe(100);
+    // b answers with no height: the tip follows a alone, and b is not at it.
+    view.report(ups[1]!.view, report(Number.NaN));
+    heads(view, ups, [120, null]);
+    expect(view.tip).toBe(120);
+    expect([view.atTip(ups[0]!.view), view.atTip(ups[1]!.view)]).toEqual([true, false]);
+    heads(view, ups, [null, 120]);
+    expect(view.atTip(ups[1]!.view)).toBe(true);
+    // b's poll is overdue: left out at once, though its head is at the tip.
+    view.pollOverdue(ups[1]!.view);
+    expect(view.atTip(ups[1]!.view)).toBe(false);
+    heads(view, ups, [121, null]);
+    expect(view.tip).toBe(121);
+    // Its late answer (the head it names is old) keeps it out; one on time brings it back.
+    view.report(ups[1]!.view, report(121), true);
+    expect(view.atTip(ups[1]!.view)).toBe(false);
+    heads(view, ups, [122, null]);
+    expect(view.tip).toBe(122);
+    heads(view, ups, [null, 121]);
+    expect(view.tip).toBe(122);
+    expect(view.atTip(ups[1]!.view)).toBe(false); // current, but behind the tip
+    heads(view, ups, [null, 122]);
+    expect(view.atTip(ups[1]!.view)).toBe(true);
+    // Every one overdue: the tip follows what they last said.
+    view.pollOverdue(ups[0]!.view);
+    view.pollOverdue(ups[1]!.view);
+    view.report(ups[0]!.view, report(123), true);
+    view.report(ups[1]!.view, report(123), true);
+    expect(view.tip).toBe(123);
   });
 });
 
@@ -288,6 +343,24 @@ describe('pool routing', () => {
     expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a', 'b']));
   });
 
+  it('a call at latest skips an upstream whose head is stale (no height, or its poll overdue), even at the tip and when no one is at the tip; a call at an older block may still go there', async () => {
+    const { pool, ups, view } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 100 },
+    ]);
+    view.report(ups[1]!.view, report(Number.NaN)); // b: no height; its last head (100) is at the tip
+    expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a']));
+    expect(await spread(pool, 'eth_getCode', [ADDR, hex(99)])).toEqual(new Set(['a', 'b']));
+    // Every node behind the tip (a dipped to 98; b's stale head is 100): the furthest of those whose head is current.
+    view.report(ups[0]!.view, report(98));
+    expect(view.tip).toBe(100);
+    expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a']));
+    // b's poll is overdue instead: the same.
+    view.report(ups[1]!.view, report(100));
+    view.pollOverdue(ups[1]!.view);
+    expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a']));
+  });
+
   it('state older than pruneDepth goes to the archive upstreams; newer state to any', async () => {
     const { pool } = poolOf(
       [
@@ -448,8 +521,8 @@ describe('pool routing', () => {
     expect(JSON.parse(r.body)).toEqual({ jsonrpc: '2.0', id: 1, result: hex(100) });
     expect([...seen.values()].flat()).toEqual([]);
     expect(pool.stats.tipAnswers).toBe(1);
-    heads(view, ups, [99, null]); // a lags below the tip it had: its own head went down, the tip with it
-    expect(JSON.parse((await send(pool, 'eth_blockNumber', [])).body).result).toBe(hex(99));
+    heads(view, ups, [99, null]); // a dips below the tip it had: the tip holds (issue 37, defect 3)
+    expect(JSON.parse((await send(pool, 'eth_blockNumber', [])).body).result).toBe(hex(100));
   });
 });
 
