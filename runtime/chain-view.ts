@@ -114,6 +114,8 @@ const MAX_WAITING = 10_000;
 const MAX_CANONICAL = 8192;
 /** Hashes whose block number is kept for routing, at most (the oldest learned go first). */
 const MAX_NUMBERS = 16_384;
+/** Heads whose hash is kept by number, at most (the oldest learned go first). */
+const MAX_HEADS = 1024;
 /** Final blocks whose canonical hash the next poll asks for, at most. */
 const MAX_LOOKUPS = 16;
 
@@ -163,6 +165,8 @@ export class ChainView {
   private readonly lookups = new Set<number>();
   private readonly listeners: ChainListener[] = [];
 
+  /** Hashes of the heads the polls reported, by block number (as the upstream wrote them). */
+  private readonly heads = new Map<number, string>();
   /** Block numbers of hashes the gateway has seen (a block's own, a transaction's block), for routing by hash. */
   private readonly numbers = new Map<string, number>();
 
@@ -210,7 +214,10 @@ export class ChainView {
       }
     }
     if (reset !== null) this.reset(reset);
-    if (r !== null && r.own && r.hash !== '' && !Number.isNaN(r.number)) this.learnNumber(r.hash, r.number);
+    if (r !== null && r.own && r.hash !== '' && !Number.isNaN(r.number)) {
+      this.learnNumber(r.hash, r.number);
+      this.learnHead(r.number, r.hash);
+    }
     this.settle();
     this.settleTip(reset !== null);
   }
@@ -248,6 +255,18 @@ export class ChainView {
   /** Whether an upstream may take a call at the served tip: its head is current (see UpstreamView.current) and at or above the tip. */
   atTip(v: UpstreamView): boolean {
     return v.current && v.head !== null && v.head >= this.tip;
+  }
+
+  /** The hash of block `n` as the last poll that found an upstream's head there reported it ('' not known). */
+  hashAt(n: number): string {
+    return this.heads.get(n) ?? '';
+  }
+
+  private learnHead(n: number, hash: string): void {
+    // A reorg reports another hash at the same height: the newest is kept, as the newest learned.
+    this.heads.delete(n);
+    this.heads.set(n, hash);
+    if (this.heads.size > MAX_HEADS) this.heads.delete(this.heads.keys().next().value!);
   }
 
   /** The block number of a block hash the gateway has seen, or -1. */

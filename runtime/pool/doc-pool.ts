@@ -101,9 +101,10 @@ class RosettaHead implements HeldRules {
       this.resets = v.resets;
       this.floor = -1;
     }
-    if (v.tip < this.floor) return { index: this.floor, hash: this.floorHash };
+    if (v.tip <= this.floor) return { index: this.floor, hash: this.floorHash };
     const at = this.group.all.find((u) => u.usable && u.view.head === v.tip && u.view.hash !== '');
-    return { index: v.tip, hash: at?.view.hash ?? '' };
+    // No upstream is at the tip any more (one dipped below it, the others moved on): its hash as the polls saw it.
+    return { index: v.tip, hash: at?.view.hash ?? v.hashAt(v.tip) };
   }
 
   /** Upstreams whose polled head is the block served, where one is usable; else those above it; else any (the answer is rewritten). */

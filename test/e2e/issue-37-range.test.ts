@@ -152,12 +152,19 @@ describe('range methods on a pool (defect 2)', () => {
     });
 
     it(`${path}: eth_getLogs to latest ends at the block eth_blockNumber names, and is anvil's answer up to it`, async () => {
+      // The served tip is the block both nodes have while both poll on time (head - LAG); an overdue poll of the
+      // laggard (a loaded machine) moves it up to the healthy node's head for good. Either way, `latest` is the
+      // served tip of the call's moment: the answer is anvil's up to a tip read before or after it.
       for (let i = 0; i < 8; i++) {
+        const before = Number(await result(path, 'eth_blockNumber', []));
         const logs: { blockNumber: string }[] = await result(path, 'eth_getLogs', [{ fromBlock: hex(head - LOGGED + 1), toBlock: 'latest', address: logger }]);
-        const tip = Number(await result(path, 'eth_blockNumber', []));
-        expect(tip).toBe(head - LAG);
-        expect(logs, `call ${i}`).toEqual(await anvilResult('eth_getLogs', [{ fromBlock: hex(head - LOGGED + 1), toBlock: hex(tip), address: logger }]));
-        expect(Math.max(...logs.map((l) => Number(l.blockNumber)))).toBeLessThanOrEqual(tip);
+        const after = Number(await result(path, 'eth_blockNumber', []));
+        expect(before).toBeGreaterThanOrEqual(head - LAG);
+        expect(after).toBeLessThanOrEqual(head);
+        const candidates: unknown[] = [];
+        for (let tip = before; tip <= after; tip++) candidates.push(await anvilResult('eth_getLogs', [{ fromBlock: hex(head - LOGGED + 1), toBlock: hex(tip), address: logger }]));
+        expect(candidates, `call ${i}: anvil's logs up to a tip in ${before}..${after}`).toContainEqual(logs);
+        expect(Math.max(...logs.map((l) => Number(l.blockNumber)))).toBeLessThanOrEqual(after);
       }
     });
 
