@@ -101,6 +101,8 @@ export interface ChainListener {
   reset(reason: ResetReason): void;
   /** The canonical hash of final block `n` became known. */
   canonical(n: number, hash: string): void;
+  /** The served tip moved (it may move without an epoch: a lagging upstream catching up). */
+  tip?(): void;
 }
 
 interface Member {
@@ -203,7 +205,11 @@ export class ChainView {
     if (heads.length === 0) return;
     heads.sort((a, b) => b - a);
     const t = this.tipMode === 'all' ? heads[heads.length - 1]! : heads[Math.floor(heads.length / 2)]!;
-    if (back || t > this.tip) this.tip = t;
+    if (back || t > this.tip) {
+      const moved = t !== this.tip;
+      this.tip = t;
+      if (moved) for (const l of this.listeners) l.tip?.();
+    }
   }
 
   /** The block number of a block hash the gateway has seen, or -1. */

@@ -132,6 +132,9 @@ export class ChainFeed implements ChainListener {
     if (this.subs.size > 0) this.kick();
   }
   canonical(): void {}
+  tip(): void {
+    if (this.pooled && this.subs.size > 0) this.kick();
+  }
 
   // ------------------------------------------------------------- the walk
 
@@ -150,6 +153,8 @@ export class ChainFeed implements ChainListener {
   }
 
   private async run(): Promise<void> {
+    // The view tells its listeners before it has settled everything (the tip comes after the epoch): read it after.
+    await Promise.resolve();
     try {
       do {
         this.again = false;
