@@ -303,6 +303,11 @@ export class Metrics {
 
   private readonly sockets: WsStats[] = [];
 
+  /** A chain's WebSocket counters (the status page shows them); undefined for a chain without websocket: true. */
+  socketsOf(chain: string): WsStats | undefined {
+    return this.sockets.find((w) => w.chain === chain);
+  }
+
   /** A chain that takes WebSockets (issue 38): its sockets, subscriptions, notifications and closes. */
   websocket(stats: WsStats): void {
     if (this.sockets.length === 0) {

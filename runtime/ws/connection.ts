@@ -50,6 +50,25 @@ function isSubscriptionCall(v: unknown): v is Item {
   return m === SUBSCRIBE || m === UNSUBSCRIBE;
 }
 
+const NULL_ID = '"id":null';
+
+/**
+ * A refusal of the whole request (HTTP 4xx/5xx: the key, a limit, an
+ * upstream failure) carries id null over HTTP; over a socket, where answers
+ * are matched to calls by id alone, a single call's refusal carries its id.
+ */
+function withCallId(answer: Buffer, request: Buffer): Buffer {
+  if (answer.indexOf(NULL_ID) === -1) return answer;
+  let doc: unknown;
+  try {
+    doc = JSON.parse(request.toString('utf8'));
+  } catch {
+    return answer;
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || (doc as Item).id === undefined) return answer;
+  return Buffer.from(answer.toString('utf8').replace(NULL_ID, `"id":${idJsonOf(doc as Item)}`));
+}
+
 function idJsonOf(it: Item): string {
   const id = it.id;
   return id === null || typeof id === 'string' || (typeof id === 'number' && Number.isFinite(id)) ? JSON.stringify(id) : 'null';
@@ -162,7 +181,7 @@ export class Connection {
 
   /** The chain's own flow for one message, as a POST; `done` gets the body it answers (empty: nothing to send). */
   private forward(body: Buffer, done: (body: Buffer) => void): void {
-    const x = this.exchange(body, (status, b) => done(status === 0 || status === 204 ? EMPTY : b));
+    const x = this.exchange(body, (status, b) => done(status === 0 || status === 204 ? EMPTY : status >= 300 ? withCallId(b, body) : b));
     try {
       this.at.chain.handler.handle(x, this.origin.rest, this.origin.query);
     } catch (err) {
@@ -189,7 +208,7 @@ export class Connection {
   /** eth_subscribe or eth_unsubscribe, admitted as any call: its answer (null for a notification). */
   private local(it: Item): Promise<string | null> {
     return new Promise((resolve) => {
-      const x = this.exchange(EMPTY, (status, b) => resolve(status === 0 || status === 204 || b.length === 0 ? null : b.toString('utf8')));
+      const x = this.exchange(EMPTY, (status, b) => resolve(status === 0 || status === 204 || b.length === 0 ? null : (status >= 300 ? b.toString('utf8').replace(NULL_ID, `"id":${idJsonOf(it)}`) : b.toString('utf8'))));
       const method = it.method as string;
       x.label = method;
       try {
@@ -281,6 +300,7 @@ export class Connection {
     if (this.ending !== null) return;
     this.ending = reason;
     this.dropAll();
+    this.host.log.info({ event: 'ws_closing', chain: this.route.path, keyId: this.key.id, reason, code, bufferedBytes: this.ws.bufferedAmount }, 'websocket closing');
     this.ws.close(code, reason === 'slow' ? 'too slow: unsent data over maxBufferedBytes' : reason === 'drain' ? 'server going away' : reason);
     setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
   }

@@ -1,0 +1,176 @@
+// WebSocket limits and lifecycle (issue 38) through the built gateway in front
+// of anvil: the key's policy and rate limit on a socket, notifications in the
+// key's usage, metrics, the status page and the access log, pings, a slow
+// consumer closed while a fast one gets every header, and the drain (1001).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Socket } from 'node:net';
+import { request } from 'undici';
+import { buildManifest, keysYaml, metricValue, newKey, sha256, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { connect, openSocket, RpcSocket, wsUrl } from '../support/ws-client.ts';
+
+const KEY = newKey();
+const LIMITED = newKey();
+const WEB = newKey();
+let anvil: Anvil;
+let life: RunningGateway;
+let slow: RunningGateway;
+
+const manifest = (extra: string) => `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+health: { intervalMs: 100, timeoutMs: 1000 }
+drainTimeoutMs: 2000
+${extra}
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}]
+chains:
+  - { path: live, interface: evm-jsonrpc, listener: rpc, methods: evm, websocket: true, upstreams: ["\${ANVIL}"] }
+`;
+
+beforeAll(async () => {
+  anvil = await startAnvil({ args: ['--no-mining'] });
+  const keys =
+    keysYaml([
+      { id: 'all', key: KEY },
+      { id: 'limited', key: LIMITED, rateLimit: '3/min' },
+    ]) + `  - id: web\n    sha256: "${sha256(WEB)}"\n    allow:\n      origins: ["https://app.example"]\n`;
+  const [a, b] = await Promise.all([
+    buildManifest('ws-life', manifest('websocket: { pingIntervalMs: 1000 }')),
+    buildManifest('ws-slow', manifest('websocket: { maxBufferedBytes: 1024, pingIntervalMs: 600000 }')),
+  ]);
+  writeFileSync(join(a.dir, 'keys.yaml'), keys);
+  writeFileSync(join(b.dir, 'keys.yaml'), keys);
+  [life, slow] = await Promise.all([
+    startGateway({ cwd: a.dir, bundle: a.bundle, env: { ANVIL: anvil.url } }),
+    startGateway({ cwd: b.dir, bundle: b.bundle, env: { ANVIL: anvil.url } }),
+  ]);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([life?.stop(), slow?.stop()]);
+  await anvil?.stop();
+});
+
+const url = (g: RunningGateway, path: string) => wsUrl(g.url('rpc', path));
+const admin = async (g: RunningGateway, path: string) => (await request(g.url('admin', path))).body.text();
+const head = async () => Number.parseInt((await anvil.rpc('eth_blockNumber')).result as string, 16);
+const socketOf = (s: RpcSocket) => (s.ws as unknown as { _socket: Socket })._socket;
+
+describe('admission on a socket', () => {
+  it("refuses the upgrade for an origin the key's policy does not allow (403), and takes the allowed one", async () => {
+    const r = await openSocket(url(life, `/live/${WEB}`), { origin: 'https://evil.example' });
+    expect(r).not.toBeInstanceOf(RpcSocket);
+    expect([(r as { status: number }).status, JSON.parse((r as { body: string }).body).error]).toEqual([403, { code: -32044, message: "Request not allowed by this key's policy", data: { reason: 'origin' } }]);
+    const ok = await connect(url(life, `/live/${WEB}`), { origin: 'https://app.example' });
+    expect((await ok.call('eth_chainId')).result).toBe('0x7a69');
+    await ok.close();
+  });
+
+  it("keeps the key's rate limit: past it, a call gets -32005 with its own id", async () => {
+    const s = await connect(url(life, `/live?api_key=${LIMITED}`));
+    for (let i = 0; i < 3; i++) expect((await s.call('eth_chainId')).result).toBe('0x7a69');
+    expect(await s.call('eth_chainId')).toEqual({ jsonrpc: '2.0', id: 4, error: { code: -32005, message: 'Limit exceeded: rate limit' } });
+    await s.close();
+  });
+
+  it('counts each notification as a call of eth_subscribe in the key\'s usage', async () => {
+    const s = await connect(url(life, '/live'), { 'x-api-key': KEY });
+    const sub = await s.subscribe('newHeads');
+    await anvil.mine(3);
+    const h = await head();
+    await s.until(() => s.of(sub).some((n) => Number.parseInt(n.result.number, 16) === h));
+    const sent = s.of(sub).length;
+    await s.close();
+    const usage = JSON.parse(await admin(life, '/usage?key=all')) as { days: { chain: string; method: string; calls: number; credits: number }[] };
+    const row = usage.days.find((d) => d.chain === 'live' && d.method === 'eth_subscribe');
+    // The eth_subscribe call itself and every notification.
+    expect(row).toMatchObject({ calls: 1 + sent, credits: 1 + sent });
+  });
+});
+
+describe('observability', () => {
+  it('shows sockets, subscriptions and notifications in /metrics and /status.json, and opens and closes in the log, never the key', async () => {
+    const s = await connect(url(life, '/live'), { 'x-api-key': KEY });
+    const sub = await s.subscribe('newHeads');
+    await s.subscribe('logs', {});
+    const before = await metricValue(life, 'gateway_ws_notifications_total', '{chain="live",type="newHeads"}');
+    await anvil.mine(1);
+    const h = await head();
+    await s.until(() => s.of(sub).some((n) => Number.parseInt(n.result.number, 16) === h));
+    expect(await metricValue(life, 'gateway_ws_connections', '{chain="live"}')).toBe(1);
+    expect(await metricValue(life, 'gateway_ws_subscriptions', '{chain="live",type="newHeads"}')).toBe(1);
+    expect(await metricValue(life, 'gateway_ws_subscriptions', '{chain="live",type="logs"}')).toBe(1);
+    expect(await metricValue(life, 'gateway_ws_notifications_total', '{chain="live",type="newHeads"}')).toBeGreaterThanOrEqual(before + 1);
+    const status = JSON.parse(await admin(life, '/status.json')) as { chains: { path: string; websocket: { connections: number } | null }[] };
+    expect(status.chains.find((c) => c.path === 'live')!.websocket).toMatchObject({ connections: 1, subscriptions: { newHeads: 1, logs: 1 } });
+    const closing = life.nextLog((e) => e.event === 'ws_close');
+    await s.close();
+    const closed = await closing;
+    expect(closed).toMatchObject({ chain: 'live', keyId: 'all', reason: 'client', code: 1005 });
+    const opened = await life.waitForLog((e) => e.event === 'ws_open' && e.keyId === 'all');
+    expect(opened).toMatchObject({ chain: 'live' });
+    // The upgrade is in the access log as a request of the chain, answered 101.
+    expect(life.lines.some((l) => l.includes('"chain":"live","method":"websocket","status":101'))).toBe(true);
+    for (const k of [KEY, LIMITED, WEB]) expect(life.lines.some((l) => l.includes(k))).toBe(false);
+    expect(await metricValue(life, 'gateway_ws_connections', '{chain="live"}')).toBe(0);
+  });
+
+  it('closes a client that answers no ping within an interval', async () => {
+    const s = await connect(url(life, '/live'), { 'x-api-key': KEY });
+    const closing = life.nextLog((e) => e.event === 'ws_close' && e.reason === 'ping');
+    // It stops reading: no pong leaves it.
+    socketOf(s).pause();
+    expect(await closing).toMatchObject({ chain: 'live', keyId: 'all' });
+    expect(await metricValue(life, 'gateway_ws_closed_total', '{chain="live",reason="ping"}')).toBe(1);
+    socketOf(s).resume();
+    await s.closed;
+  });
+});
+
+describe('a slow consumer', () => {
+  it('is closed with 1013 once its unsent data passes maxBufferedBytes, while a fast one gets every header', async () => {
+    const fast = await connect(url(slow, '/live'), { 'x-api-key': KEY });
+    const fastSub = await fast.subscribe('newHeads');
+    const laggard = await connect(url(slow, '/live'), { 'x-api-key': KEY });
+    for (let i = 0; i < 100; i++) await laggard.subscribe('newHeads');
+    const from = await head();
+    // The gateway's decision (the socket itself closes once the client has read what was sent before the close).
+    const closing = slow.nextLog((e) => e.event === 'ws_closing' && e.reason === 'slow', 60_000);
+    let closed = false;
+    void closing.then(() => (closed = true));
+    // It reads nothing; blocks come until the socket's buffers and then the gateway's limit are full.
+    socketOf(laggard).pause();
+    for (let i = 0; i < 20 && !closed; i++) {
+      await anvil.mine(100);
+      const h = await head();
+      await fast.until(() => fast.of(fastSub).some((n) => Number.parseInt(n.result.number, 16) === h), 30_000, `block ${h}`);
+    }
+    expect(await closing).toMatchObject({ chain: 'live', keyId: 'all' });
+    const to = await head();
+    const numbers = fast.of(fastSub).map((n) => Number.parseInt(n.result.number, 16)).filter((n) => n > from);
+    expect(numbers).toEqual(Array.from({ length: to - from }, (_, i) => from + 1 + i));
+    socketOf(laggard).resume();
+    expect((await laggard.closed).code).toBe(1013);
+    await slow.waitForLog((e) => e.event === 'ws_close' && e.reason === 'slow');
+    expect(await metricValue(slow, 'gateway_ws_closed_total', '{chain="live",reason="slow"}')).toBe(1);
+    await fast.close();
+  }, 120_000);
+});
+
+describe('the drain', () => {
+  it('closes sockets with 1001 (going away) after the drain, and the process exits', async () => {
+    const s = await connect(url(life, '/live'), { 'x-api-key': KEY });
+    await s.subscribe('newHeads');
+    const exit = life.stop('SIGTERM');
+    const closed = await s.closed;
+    expect(closed).toEqual({ code: 1001, reason: 'server going away' });
+    expect(await exit).toBe(0);
+    expect(life.lines.some((l) => l.includes('"event":"ws_close"') && l.includes('"reason":"drain"'))).toBe(true);
+  });
+});
