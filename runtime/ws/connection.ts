@@ -15,7 +15,7 @@ import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { Exchange } from '../exchange.ts';
 import { X_CACHE, X_CACHE_LOG } from '../cache/index.ts';
 import { invalidParamsJson } from '../guards/evm-params.ts';
-import type { KeyEntry } from '../keys.ts';
+import type { KeyCheck, KeyEntry, KeyLookup } from '../keys.ts';
 import { add as addUsage } from '../usage.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { FeedSubscriber, SubscriptionType } from './feed.ts';
@@ -84,6 +84,8 @@ export interface Origin {
   readonly query: string;
   readonly pathKey: string | null;
   readonly queryKeys: readonly string[];
+  /** The key the socket was opened with, checked again every ping interval. */
+  readonly key: string;
 }
 
 /** What the sockets share with the rest of the server. */
@@ -92,6 +94,7 @@ export interface SocketHost {
   readonly context: ExchangeContext;
   readonly credits: ((name: string) => number) | null;
   readonly usage: Usage;
+  readonly keys: KeyLookup;
   readonly log: Logger;
   readonly limits: WebSocketSpec;
   readonly jwtAudience: string | null;
@@ -301,8 +304,20 @@ export class Connection {
     this.ending = reason;
     this.dropAll();
     this.host.log.info({ event: 'ws_closing', chain: this.route.path, keyId: this.key.id, reason, code, bufferedBytes: this.ws.bufferedAmount }, 'websocket closing');
-    this.ws.close(code, reason === 'slow' ? 'too slow: unsent data over maxBufferedBytes' : reason === 'drain' ? 'server going away' : reason);
+    this.ws.close(code, reason === 'slow' ? 'too slow: unsent data over maxBufferedBytes' : reason === 'drain' ? 'server going away' : reason === 'revoked' ? 'API key no longer valid for this chain' : reason);
     setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
+  }
+
+  /** The key still admits the chain (the keys file reloaded, a key revoked or disabled): else closed with 1008. */
+  recheck(): void {
+    if (this.ending !== null) return;
+    const judge = (r: KeyCheck): void => {
+      // A key store that cannot be asked keeps the socket as it keeps recently used keys.
+      if (!r.ok && r.reason !== 'unavailable') this.end(1008, 'revoked');
+    };
+    const r = this.host.keys.check(this.origin.key, this.route.path);
+    if (r instanceof Promise) r.then(judge, () => {});
+    else judge(r);
   }
 
   /** No pong within an interval: dropped at once (a client that answers no ping reads no close either). */

@@ -78,9 +78,6 @@ export class ChainFeed implements ChainListener {
   private retry: NodeJS.Timeout | null = null;
   /** Bumped when the last subscriber leaves: a walk under way for the ones before stops. */
   private generation = 0;
-  /** Blocks fetched for the feed (for tests and metrics: one per block, whatever the number of subscribers). */
-  fetchedBlocks = 0;
-  fetchedLogs = 0;
 
   constructor(
     private readonly route: EvmRouteSpec,
@@ -249,7 +246,6 @@ export class ChainFeed implements ChainListener {
   }
 
   private header(v: unknown, what: string): Header {
-    this.fetchedBlocks++;
     if (v === null || typeof v !== 'object') throw new Error(`${what}: the node does not have it (yet)`);
     const b = { ...(v as Record<string, unknown>) };
     const number = quantity(b.number);
@@ -260,7 +256,6 @@ export class ChainFeed implements ChainListener {
 
   private async logsOf(h: Header): Promise<Log[]> {
     const v = await rpcCall(this.dispatch, this.route, 'eth_getLogs', `[{"blockHash":${JSON.stringify(h.hash)}}]`);
-    this.fetchedLogs++;
     if (!Array.isArray(v)) throw new Error(`logs of ${h.hash}: not a list`);
     return v.map((l: Record<string, unknown>) => {
       const topics = Array.isArray(l.topics) ? (l.topics as unknown[]).map((t) => String(t).toLowerCase()) : [];

@@ -91,7 +91,10 @@ export class Sockets {
     return this.byChain.get(c)?.stats.connections ?? null;
   }
 
-  /** Pings every socket each pingIntervalMs; one that answered none of the last interval is dropped. */
+  /**
+   * Pings every socket each pingIntervalMs; one that answered none of the last
+   * interval is dropped. Each socket's key is checked again at the same time.
+   */
   start(): void {
     this.timer = setInterval(() => {
       for (const at of this.byChain.values())
@@ -102,6 +105,7 @@ export class Sockets {
           }
           c.alive = false;
           c.ws.ping();
+          c.recheck();
         }
     }, this.host.limits.pingIntervalMs);
     this.timer.unref();
@@ -160,7 +164,7 @@ export class Sockets {
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
-      const origin: Origin = { headers, url, socket: req.socket as Socket, rest, query, pathKey, queryKeys };
+      const origin: Origin = { headers, url, socket: req.socket as Socket, rest, query, pathKey, queryKeys, key: '' };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys), this.identified, { at, req, socket, head, origin });
     } catch (err) {
       x.internal(err);
@@ -192,7 +196,9 @@ export class Sockets {
     p.at.wss.handleUpgrade(p.req, p.socket, p.head, (ws: WebSocket) => {
       opened = true;
       p.socket.off('close', gone);
-      const c = new Connection(ws, p.at, this.host, key, p.origin);
+      const h = p.req.headers['x-api-key'];
+      const raw = typeof h === 'string' && h !== '' ? h : (p.origin.pathKey ?? p.origin.queryKeys[0] ?? '');
+      const c = new Connection(ws, p.at, this.host, key, { ...p.origin, key: raw });
       p.at.open.add(c);
       p.at.stats.connections++;
       this.host.log.info({ event: 'ws_open', chain: p.at.chain.route.path, keyId: key.id, reqId: x.id }, 'websocket open');

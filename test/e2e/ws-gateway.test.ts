@@ -155,6 +155,24 @@ describe('calls over the socket', () => {
     await s.close();
   });
 
+  it('answer a batch mixing eth_subscribe with other calls in one array', async () => {
+    const s = await live();
+    const answer = await s.batch([
+      { jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] },
+      { jsonrpc: '2.0', id: 2, method: 'eth_subscribe', params: ['newHeads'] },
+      { jsonrpc: '2.0', id: 3, method: 'eth_accounts', params: [] },
+    ]);
+    expect(answer.map((a) => a.id).sort()).toEqual([1, 2, 3]);
+    expect(answer.find((a) => a.id === 1).result).toBe('0x7a69');
+    expect(answer.find((a) => a.id === 2).result).toMatch(/^0x[0-9a-f]{32}$/);
+    expect(answer.find((a) => a.id === 3).error.code).toBe(-32601);
+    await anvil.mine(1);
+    const h = await anvilHead();
+    const sub = answer.find((a) => a.id === 2).result as string;
+    await s.until(() => s.of(sub).some((n) => Number.parseInt(n.result.number, 16) === h));
+    await s.close();
+  });
+
   it('keep the allowlist (-32601, id echoed), parameter checks (-32602) and JSON-RPC errors', async () => {
     const s = await live();
     expect(await s.send({ jsonrpc: '2.0', id: 41, method: 'eth_accounts', params: [] }, 41)).toEqual({ jsonrpc: '2.0', id: 41, error: { code: -32601, message: 'Method not found' } });

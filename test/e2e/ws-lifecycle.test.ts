@@ -14,6 +14,8 @@ import { connect, openSocket, RpcSocket, wsUrl } from '../support/ws-client.ts';
 const KEY = newKey();
 const LIMITED = newKey();
 const WEB = newKey();
+const GONE = newKey();
+let lifeDir = '';
 let anvil: Anvil;
 let life: RunningGateway;
 let slow: RunningGateway;
@@ -35,15 +37,12 @@ chains:
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
-  const keys =
-    keysYaml([
-      { id: 'all', key: KEY },
-      { id: 'limited', key: LIMITED, rateLimit: '3/min' },
-    ]) + `  - id: web\n    sha256: "${sha256(WEB)}"\n    allow:\n      origins: ["https://app.example"]\n`;
+  const keys = keysFile(false);
   const [a, b] = await Promise.all([
     buildManifest('ws-life', manifest('websocket: { pingIntervalMs: 1000 }')),
     buildManifest('ws-slow', manifest('websocket: { maxBufferedBytes: 1024, pingIntervalMs: 600000 }')),
   ]);
+  lifeDir = a.dir;
   writeFileSync(join(a.dir, 'keys.yaml'), keys);
   writeFileSync(join(b.dir, 'keys.yaml'), keys);
   [life, slow] = await Promise.all([
@@ -56,6 +55,17 @@ afterAll(async () => {
   await Promise.all([life?.stop(), slow?.stop()]);
   await anvil?.stop();
 });
+
+/** The keys file; `goneDisabled`: the key GONE is disabled. */
+function keysFile(goneDisabled: boolean): string {
+  return (
+    keysYaml([
+      { id: 'all', key: KEY },
+      { id: 'limited', key: LIMITED, rateLimit: '3/min' },
+      { id: 'gone', key: GONE, disabled: goneDisabled },
+    ]) + `  - id: web\n    sha256: "${sha256(WEB)}"\n    allow:\n      origins: ["https://app.example"]\n`
+  );
+}
 
 const url = (g: RunningGateway, path: string) => wsUrl(g.url('rpc', path));
 const admin = async (g: RunningGateway, path: string) => (await request(g.url('admin', path))).body.text();
@@ -130,6 +140,18 @@ describe('observability', () => {
     expect(await metricValue(life, 'gateway_ws_closed_total', '{chain="live",reason="ping"}')).toBe(1);
     socketOf(s).resume();
     await s.closed;
+  });
+});
+
+describe('a key revoked', () => {
+  it('closes its sockets with 1008 within a ping interval of the keys file saying so', async () => {
+    const s = await connect(url(life, `/live/${GONE}`));
+    await s.subscribe('newHeads');
+    const reloaded = life.nextLog((e) => e.event === 'keys_reloaded');
+    writeFileSync(join(lifeDir, 'keys.yaml'), keysFile(true));
+    await reloaded;
+    expect(await s.closed).toEqual({ code: 1008, reason: 'API key no longer valid for this chain' });
+    expect(await life.waitForLog((e) => e.event === 'ws_close' && e.keyId === 'gone')).toMatchObject({ reason: 'revoked' });
   });
 });
 
