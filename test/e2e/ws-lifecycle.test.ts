@@ -6,7 +6,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Socket } from 'node:net';
+import { generateKeyPairSync } from 'node:crypto';
 import { request } from 'undici';
+import { SignJWT } from 'jose';
 import { buildManifest, keysYaml, metricValue, newKey, sha256, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { connect, openSocket, RpcSocket, wsUrl } from '../support/ws-client.ts';
@@ -15,6 +17,9 @@ const KEY = newKey();
 const LIMITED = newKey();
 const WEB = newKey();
 const GONE = newKey();
+const SIGNED = newKey();
+const AUDIENCE = 'chain-gateway-ws';
+const es = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 let lifeDir = '';
 let anvil: Anvil;
 let life: RunningGateway;
@@ -28,6 +33,7 @@ admin: { host: 127.0.0.1, port: "0" }
 keys: ./keys.yaml
 health: { intervalMs: 100, timeoutMs: 1000 }
 drainTimeoutMs: 2000
+jwtAudience: ${AUDIENCE}
 ${extra}
 methodSets:
   evm: [${EVM_METHODS.join(', ')}]
@@ -63,7 +69,9 @@ function keysFile(goneDisabled: boolean): string {
       { id: 'all', key: KEY },
       { id: 'limited', key: LIMITED, rateLimit: '3/min' },
       { id: 'gone', key: GONE, disabled: goneDisabled },
-    ]) + `  - id: web\n    sha256: "${sha256(WEB)}"\n    allow:\n      origins: ["https://app.example"]\n`
+    ]) +
+    `  - id: web\n    sha256: "${sha256(WEB)}"\n    allow:\n      origins: ["https://app.example"]\n` +
+    `  - id: signed\n    sha256: "${sha256(SIGNED)}"\n    jwt:\n      keys:\n        - { kid: k1, alg: ES256, pem: ${JSON.stringify(es.publicKey.export({ type: 'spki', format: 'pem' }).toString())} }\n`
   );
 }
 
@@ -80,6 +88,17 @@ describe('admission on a socket', () => {
     const ok = await connect(url(life, `/live/${WEB}`), { origin: 'https://app.example' });
     expect((await ok.call('eth_chainId')).result).toBe('0x7a69');
     await ok.close();
+  });
+
+  it('asks a key with jwt for its bearer token on the upgrade (401 without), as on an HTTP call', async () => {
+    const none = await openSocket(url(life, `/live/${SIGNED}`));
+    expect(none).not.toBeInstanceOf(RpcSocket);
+    expect([(none as { status: number }).status, JSON.parse((none as { body: string }).body).error.data]).toEqual([401, { reason: 'jwt' }]);
+    const now = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({ sub: 'dapp' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setIssuedAt(now).setExpirationTime(now + 300).setAudience(AUDIENCE).sign(es.privateKey);
+    const s = await connect(url(life, `/live/${SIGNED}`), { authorization: `Bearer ${token}` });
+    expect((await s.call('eth_chainId')).result).toBe('0x7a69');
+    await s.close();
   });
 
   it("keeps the key's rate limit: past it, a call gets -32005 with its own id", async () => {
