@@ -128,7 +128,7 @@ export class Gateway {
       server.on('clientError', (err, socket) => answerClientError(d, err as Error & { code?: string; rawPacket?: Buffer }, socket));
       // Only a listener with a chain that takes WebSockets listens for upgrades.
       const sockets = this.sockets;
-      if (sockets !== null && sockets.serves(d)) server.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => sockets.upgrade(d, req, socket, head));
+      if (sockets !== null && sockets.serves(d)) server.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => sockets.upgrade(d, req, socket, head, (r, res) => this.handle(d, r, res)));
       this.listening.push(await listen(server, host, port, l));
     }
     // In multi-process mode the primary serves the admin listener for all workers.

@@ -9,7 +9,7 @@ import type { Socket } from 'node:net';
 
 /** The request side: the upgrade's headers (key, origin, authorization, address) and one message as its body. */
 export class FrameRequest extends Readable {
-  readonly method = 'POST';
+  readonly httpVersionMajor = 1;
   readonly httpVersionMinor = 1;
   readonly httpVersion = '1.1';
   /** The body is all there (a lingering close has nothing to wait for). */
@@ -20,6 +20,7 @@ export class FrameRequest extends Readable {
     readonly url: string,
     readonly socket: Socket,
     body: Buffer,
+    readonly method = 'POST',
   ) {
     super();
     this.push(body);

@@ -8,7 +8,7 @@
 // IP, user agent, expiry, JWT), and the key's socket count. A refusal is a
 // plain HTTP answer in the chain's envelope, before the upgrade; an accepted
 // one is handed to `ws` (noServer mode: the framing is ws's).
-import { STATUS_CODES, type IncomingMessage } from 'node:http';
+import { STATUS_CODES, ServerResponse, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -23,7 +23,7 @@ import { splitQuery } from '../url.ts';
 import { NO_KEYS } from '../interfaces/common.ts';
 import { ChainFeed } from './feed.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
-import { FrameResponse } from './frame.ts';
+import { FrameRequest, FrameResponse } from './frame.ts';
 import { WsStats, type CloseReason } from './stats.ts';
 
 /** The sockets of one chain: its feed, its counters, and its `ws` server (the chain's body limit is the message limit). */
@@ -131,8 +131,14 @@ export class Sockets {
 
   // -------------------------------------------------------------- upgrade
 
-  upgrade(d: DispatchTable, req: IncomingMessage, socket: Duplex, head: Buffer): void {
+  /**
+   * An upgrade request on a listener with a websocket chain. One that asks
+   * for another protocol (curl's h2c) is served as the HTTP/1.1 request it
+   * also is, by `http` (the server's own handling), as on any listener.
+   */
+  upgrade(d: DispatchTable, req: IncomingMessage, socket: Duplex, head: Buffer, http: (req: IncomingMessage, res: ServerResponse) => void): void {
     socket.on('error', () => socket.destroy());
+    if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return serveAsHttp(req, socket as Socket, head, http);
     const url = req.url ?? '/';
     const q = url.indexOf('?');
     const path = q === -1 ? url : url.slice(0, q);
@@ -207,6 +213,44 @@ export class Sockets {
       res.end();
     });
   }
+}
+
+/** The largest body of a non-WebSocket upgrade request read here (the chains' own limits apply after). */
+const MAX_PLAIN_BODY = 64 * 1024 * 1024;
+
+/**
+ * Node hands every request with an Upgrade header to the 'upgrade' listener,
+ * its body unread. One that asks for something else than WebSocket is read
+ * here (Content-Length, or no body) and served as plain HTTP on its socket,
+ * which closes after the answer; a chunked one is refused with 411.
+ */
+function serveAsHttp(req: IncomingMessage, socket: Socket, head: Buffer, http: (req: IncomingMessage, res: ServerResponse) => void): void {
+  const declared = req.headers['content-length'];
+  const n = declared === undefined ? 0 : Number(declared);
+  if (req.headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(n) || n < 0 || n > MAX_PLAIN_BODY) {
+    socket.end('HTTP/1.1 411 Length Required\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    return;
+  }
+  const chunks: Buffer[] = [head];
+  let size = head.length;
+  const onData = (c: Buffer): void => {
+    chunks.push(c);
+    size += c.length;
+    if (size >= n) go();
+  };
+  const go = (): void => {
+    socket.off('data', onData);
+    if (socket.destroyed) return;
+    const r = new FrameRequest(req.headers, req.url ?? '/', socket, Buffer.concat(chunks, size).subarray(0, n), req.method).asIncoming();
+    const res = new ServerResponse(r);
+    res.shouldKeepAlive = false;
+    // The response emits 'close' when its socket closes (assignSocket), as the server's own do.
+    res.assignSocket(socket);
+    res.once('finish', () => socket.end());
+    http(r, res);
+  };
+  if (size >= n) return go();
+  socket.on('data', onData);
 }
 
 /** A refused upgrade: the answer as plain HTTP on the socket, then the socket closes. */

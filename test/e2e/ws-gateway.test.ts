@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
+import { connect as netConnect } from 'node:net';
 import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { connect, openSocket, RpcSocket, wsUrl, type Refusal } from '../support/ws-client.ts';
@@ -261,5 +262,30 @@ describe('newHeads', () => {
     expect(s.of(gone)).toHaveLength(kept);
     expect((await s.call('eth_unsubscribe', [gone])).error).toEqual({ code: -32062, message: 'Subscription not found' });
     await s.close();
+  });
+});
+
+describe('other upgrades on the listener', () => {
+  /** One request as raw bytes on its own connection; resolves with everything the server sent before it closed. */
+  function raw(head: string, body: string): Promise<string> {
+    return new Promise((resolve, reject) => {
+      const c = netConnect(gw.ports.rpc!, '127.0.0.1', () => c.end(`${head}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`));
+      let got = '';
+      c.setEncoding('utf8').on('data', (d: string) => (got += d));
+      c.on('end', () => resolve(got));
+      c.on('error', reject);
+    });
+  }
+
+  it("serve a request that asks for h2c (curl --http2) as the HTTP/1.1 POST it also is, on either chain", async () => {
+    for (const path of ['/plain', '/live']) {
+      const body = '{"jsonrpc":"2.0","id":9,"method":"eth_chainId","params":[]}';
+      const answer = await raw(
+        `POST ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: ${KEY}\r\ncontent-type: application/json\r\nconnection: Upgrade, HTTP2-Settings\r\nupgrade: h2c\r\nhttp2-settings: AAMAAABkAAQCAAAAAAIAAAAA`,
+        body,
+      );
+      expect(answer.split('\r\n')[0], path).toBe('HTTP/1.1 200 OK');
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({ jsonrpc: '2.0', id: 9, result: '0x7a69' });
+    }
   });
 });
