@@ -222,8 +222,15 @@ export class Connection {
           (x, key) => {
             const cost = this.host.credits;
             s.admit(x, key, cost === null ? 1 : cost(method), () => {
-              addUsage(this.host.usage.bucket(key.id, this.route.path), method, 1, cost === null ? 1 : cost(method));
-              const a = it.jsonrpc !== '2.0' ? rpcErrorJson('GW_RPC_INVALID_REQUEST', idJsonOf(it)) : method === SUBSCRIBE ? this.subscribe(it) : this.unsubscribe(it);
+              // A key with its own methods list subscribes only if the list names eth_subscribe.
+              const p = key.policy;
+              let a: string;
+              if (it.jsonrpc !== '2.0') a = rpcErrorJson('GW_RPC_INVALID_REQUEST', idJsonOf(it));
+              else if (p !== null && p.methods !== null && !p.methods.has(SUBSCRIBE)) a = rpcErrorJson('GW_KEY_CALL_POLICY', idJsonOf(it), '{"reason":"method"}');
+              else {
+                addUsage(this.host.usage.bucket(key.id, this.route.path), method, 1, cost === null ? 1 : cost(method));
+                a = method === SUBSCRIBE ? this.subscribe(it) : this.unsubscribe(it);
+              }
               if (it.id === undefined) x.send(204, '');
               else x.send(200, a);
             }, null);

@@ -18,6 +18,8 @@ const LIMITED = newKey();
 const WEB = newKey();
 const GONE = newKey();
 const SIGNED = newKey();
+const NARROW = newKey();
+const LISTENER = newKey();
 const AUDIENCE = 'chain-gateway-ws';
 const es = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 let lifeDir = '';
@@ -71,6 +73,8 @@ function keysFile(goneDisabled: boolean): string {
       { id: 'gone', key: GONE, disabled: goneDisabled },
     ]) +
     `  - id: web\n    sha256: "${sha256(WEB)}"\n    allow:\n      origins: ["https://app.example"]\n` +
+    `  - id: narrow\n    sha256: "${sha256(NARROW)}"\n    allow:\n      methods: [eth_chainId]\n` +
+    `  - id: listener\n    sha256: "${sha256(LISTENER)}"\n    allow:\n      methods: [eth_chainId, eth_subscribe]\n` +
     `  - id: signed\n    sha256: "${sha256(SIGNED)}"\n    jwt:\n      keys:\n        - { kid: k1, alg: ES256, pem: ${JSON.stringify(es.publicKey.export({ type: 'spki', format: 'pem' }).toString())} }\n`
   );
 }
@@ -99,6 +103,17 @@ describe('admission on a socket', () => {
     const s = await connect(url(life, `/live/${SIGNED}`), { authorization: `Bearer ${token}` });
     expect((await s.call('eth_chainId')).result).toBe('0x7a69');
     await s.close();
+  });
+
+  it("lets a key with its own methods list subscribe only if the list names eth_subscribe", async () => {
+    const narrow = await connect(url(life, `/live/${NARROW}`));
+    expect((await narrow.call('eth_chainId')).result).toBe('0x7a69');
+    expect((await narrow.call('eth_blockNumber')).error).toMatchObject({ code: -32044, data: { reason: 'method' } });
+    expect(await narrow.call('eth_subscribe', ['newHeads'])).toEqual({ jsonrpc: '2.0', id: 3, error: { code: -32044, message: "Request not allowed by this key's policy", data: { reason: 'method' } } });
+    await narrow.close();
+    const listener = await connect(url(life, `/live/${LISTENER}`));
+    expect((await listener.call('eth_subscribe', ['newHeads'])).result).toMatch(/^0x[0-9a-f]{32}$/);
+    await listener.close();
   });
 
   it("keeps the key's rate limit: past it, a call gets -32005 with its own id", async () => {
