@@ -2,7 +2,8 @@
 // anvil: logs from a contract, with "removed": true after a reorg; 200
 // subscribers and what reached the node for them (counted at a recording
 // proxy: one log fetch per block, whatever the number of subscribers); and a
-// pool of two upstreams losing the one in use without a block lost.
+// pool of two upstreams losing the one in use without a block lost; and a
+// call over a socket served by the cache, as over HTTP.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -17,6 +18,7 @@ let anvil: Anvil;
 let single: RecordingProxy;
 let poolA: RecordingProxy;
 let poolB: RecordingProxy;
+let cachedProxy: RecordingProxy;
 let ping: PingContract;
 let gw: RunningGateway;
 
@@ -26,6 +28,7 @@ listeners:
   rpc: { host: 127.0.0.1, port: "0" }
 keys: ./keys.yaml
 health: { intervalMs: 100, timeoutMs: 1000 }
+cache: { headPollMs: 100 }
 methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
@@ -34,29 +37,37 @@ chains:
     listener: rpc
     methods: evm
     websocket: true
+    cache: off
     upstreams: ["\${SINGLE}"]
+  - path: cached
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    websocket: true
+    upstreams: ["\${CACHED}"]
   - path: pool
     interface: evm-jsonrpc
     listener: rpc
     methods: evm
     websocket: true
     retries: 1
+    cache: off
     upstreams: ["\${POOL_A}", "\${POOL_B}"]
 `;
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
   ping = await deployPing(anvil);
-  [single, poolA, poolB] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
+  [single, poolA, poolB, cachedProxy] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url), startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
   const built = await buildManifest('ws-feed', MANIFEST);
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'feed', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { SINGLE: single.url, POOL_A: poolA.url, POOL_B: poolB.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { SINGLE: single.url, POOL_A: poolA.url, POOL_B: poolB.url, CACHED: cachedProxy.url } });
 }, 40_000);
 
 afterAll(async () => {
   if (process.env.WS_DEBUG) console.log(gw.lines.filter((l) => !l.includes('"msg":"request"')).slice(-40).join('\n'));
   await gw?.stop();
-  await Promise.all([single, poolA, poolB].map((p) => p?.close()));
+  await Promise.all([single, poolA, poolB, cachedProxy].map((p) => p?.close()));
   await anvil?.stop();
 });
 
@@ -158,6 +169,19 @@ describe('fan-out', () => {
       }
     await Promise.all(many.map(({ s }) => s.close()));
   }, 60_000);
+});
+
+describe('the cache', () => {
+  it('serves a call over a socket as it serves one over HTTP: a final block asked twice reaches the node once', async () => {
+    const s = await open('cached');
+    cachedProxy.clear();
+    const first = await s.call('eth_getBlockByNumber', ['0x1', false]);
+    const again = await s.call('eth_getBlockByNumber', ['0x1', false]);
+    expect(first.result.hash).toBe(await hashOf(1));
+    expect(again.result).toEqual(first.result);
+    expect(cachedProxy.methodsSeen().filter((m) => m === 'eth_getBlockByNumber')).toHaveLength(1);
+    await s.close();
+  });
 });
 
 describe('failover', () => {
