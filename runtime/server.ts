@@ -84,7 +84,8 @@ export class Gateway {
     this.usage = new Usage(this.limiter instanceof RedisRateLimiter ? this.limiter.client : null, log);
     const table = spec.credits;
     const credits = table === undefined ? null : (name: string): number => table[name] ?? 1;
-    const admission = new AdmissionStage(this.keys, new RateStep(this.limiter, spec.rateLimit, this.metrics), {
+    const rate = new RateStep(this.limiter, spec.rateLimit, this.metrics);
+    const admission = new AdmissionStage(this.keys, rate, {
       trustedProxies: spec.trustedProxies === undefined || spec.trustedProxies.length === 0 ? null : ipList(spec.trustedProxies),
       jwtAudience: spec.jwtAudience ?? null,
     });
@@ -98,7 +99,7 @@ export class Gateway {
       spec.websocket === undefined || !this.chains.some((c) => c.route.interface === 'evm-jsonrpc' && c.route.websocket === true)
         ? null
         : new Sockets(
-            { admission, context: this.context, credits, usage: this.usage, keys: this.keys, log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
+            { admission, context: this.context, credits, usage: this.usage, keys: this.keys, quota: (key, n) => rate.quota(key, n, Date.now()), log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
             this.chains,
             this.metrics,
           );

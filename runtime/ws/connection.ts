@@ -16,6 +16,7 @@ import { Exchange } from '../exchange.ts';
 import { X_CACHE, X_CACHE_LOG } from '../cache/index.ts';
 import { invalidParamsJson } from '../guards/evm-params.ts';
 import type { KeyCheck, KeyEntry, KeyLookup } from '../keys.ts';
+import type { Taken } from '../ratelimit.ts';
 import { add as addUsage } from '../usage.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { FeedSubscriber, SubscriptionType } from './feed.ts';
@@ -95,6 +96,8 @@ export interface SocketHost {
   readonly credits: ((name: string) => number) | null;
   readonly usage: Usage;
   readonly keys: KeyLookup;
+  /** Takes credits from a key's quota (null: the key has none). */
+  readonly quota: (key: KeyEntry, credits: number) => Taken | Promise<Taken> | null;
   readonly log: Logger;
   readonly limits: WebSocketSpec;
   readonly jwtAudience: string | null;
@@ -287,14 +290,29 @@ export class Connection {
 
   // -------------------------------------------------------------- sending
 
-  /** One notification: counted as a call of eth_subscribe in the key's usage and credits. */
+  /**
+   * One notification: counted as a call of eth_subscribe in the key's usage
+   * and credits, and taken from its quota (not its rate limit). A key whose
+   * quota is spent gets no more: its socket is closed with 1008.
+   */
   private notify(type: SubscriptionType, text: string): void {
     if (this.ending !== null) return;
-    this.at.stats.notifications[type]++;
     const cost = this.host.credits;
-    addUsage(this.host.usage.bucket(this.key.id, this.route.path), SUBSCRIBE, 1, cost === null ? 1 : cost(SUBSCRIBE));
+    const credits = cost === null ? 1 : cost(SUBSCRIBE);
+    if (this.key.quota !== null) {
+      const q = this.host.quota(this.key, credits);
+      if (q instanceof Promise) q.then(this.spent, () => {});
+      else if (q !== null && !q.ok) return this.end(1008, 'quota');
+    }
+    this.at.stats.notifications[type]++;
+    addUsage(this.host.usage.bucket(this.key.id, this.route.path), SUBSCRIBE, 1, credits);
     this.send(text);
   }
+
+  /** A quota the key store had to be asked about (Redis): spent, the socket closes (what was sent meanwhile went). */
+  private readonly spent = (q: Taken | null): void => {
+    if (q !== null && !q.ok) this.end(1008, 'quota');
+  };
 
   private send(data: string | Buffer): void {
     if (this.ending !== null) return;
@@ -311,7 +329,7 @@ export class Connection {
     this.ending = reason;
     this.dropAll();
     this.host.log.info({ event: 'ws_closing', chain: this.route.path, keyId: this.key.id, reason, code, bufferedBytes: this.ws.bufferedAmount }, 'websocket closing');
-    this.ws.close(code, reason === 'slow' ? 'too slow: unsent data over maxBufferedBytes' : reason === 'drain' ? 'server going away' : reason === 'revoked' ? 'API key no longer valid for this chain' : reason);
+    this.ws.close(code, reason === 'slow' ? 'too slow: unsent data over maxBufferedBytes' : reason === 'drain' ? 'server going away' : reason === 'revoked' ? 'API key no longer valid for this chain' : reason === 'quota' ? 'quota exceeded' : reason);
     setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 

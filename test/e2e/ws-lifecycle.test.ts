@@ -19,6 +19,7 @@ const WEB = newKey();
 const GONE = newKey();
 const SIGNED = newKey();
 const NARROW = newKey();
+const METERED = newKey();
 const LISTENER = newKey();
 const AUDIENCE = 'chain-gateway-ws';
 const es = generateKeyPairSync('ec', { namedCurve: 'P-256' });
@@ -73,6 +74,7 @@ function keysFile(goneDisabled: boolean): string {
       { id: 'gone', key: GONE, disabled: goneDisabled },
     ]) +
     `  - id: web\n    sha256: "${sha256(WEB)}"\n    allow:\n      origins: ["https://app.example"]\n` +
+    `  - id: metered\n    sha256: "${sha256(METERED)}"\n    quota: 5/day\n` +
     `  - id: narrow\n    sha256: "${sha256(NARROW)}"\n    allow:\n      methods: [eth_chainId]\n` +
     `  - id: listener\n    sha256: "${sha256(LISTENER)}"\n    allow:\n      methods: [eth_chainId, eth_subscribe]\n` +
     `  - id: signed\n    sha256: "${sha256(SIGNED)}"\n    jwt:\n      keys:\n        - { kid: k1, alg: ES256, pem: ${JSON.stringify(es.publicKey.export({ type: 'spki', format: 'pem' }).toString())} }\n`
@@ -121,6 +123,16 @@ describe('admission on a socket', () => {
     for (let i = 0; i < 3; i++) expect((await s.call('eth_chainId')).result).toBe('0x7a69');
     expect(await s.call('eth_chainId')).toEqual({ jsonrpc: '2.0', id: 4, error: { code: -32005, message: 'Limit exceeded: rate limit' } });
     await s.close();
+  });
+
+  it("takes each notification from the key's quota, and closes the socket with 1008 once it is spent", async () => {
+    const s = await connect(url(life, `/live/${METERED}`));
+    // The subscription costs 1 of the 5 credits; four notifications spend the rest.
+    const sub = await s.subscribe('newHeads');
+    await anvil.mine(6);
+    expect(await s.closed).toEqual({ code: 1008, reason: 'quota exceeded' });
+    expect(s.of(sub)).toHaveLength(4);
+    expect(await life.waitForLog((e) => e.event === 'ws_close' && e.keyId === 'metered')).toMatchObject({ reason: 'quota' });
   });
 
   it('counts each notification as a call of eth_subscribe in the key\'s usage', async () => {
