@@ -147,7 +147,7 @@ export class Sockets {
     const chain = path.charCodeAt(0) === 47 ? d.chains.get(first) : undefined;
     const at = chain === undefined ? undefined : this.byChain.get(chain);
     const res = new FrameResponse((status, body, headers) => {
-      if (status !== 101) refuseUpgrade(socket, status, body, headers);
+      if (status !== 101 && status !== 0) refuseUpgrade(socket, status, body, headers);
     });
     const x = new Exchange(this.host.context, req, res.asServerResponse(), chain?.metrics ?? this.host.noRoute, chain?.envelope ?? d.envelope);
     x.label = 'websocket';
@@ -195,8 +195,11 @@ export class Sockets {
     }
     this.perKey.set(key.id, n + 1);
     let opened = false;
+    // ws refused the handshake itself (no Sec-WebSocket-Key, not a GET: its own 400), or the client left first.
     const gone = (): void => {
-      if (!opened) this.release(key);
+      if (opened) return;
+      this.release(key);
+      (x.res as unknown as FrameResponse).destroy();
     };
     p.socket.once('close', gone);
     p.at.wss.handleUpgrade(p.req, p.socket, p.head, (ws: WebSocket) => {

@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { connect as netConnect } from 'node:net';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { connect, openSocket, RpcSocket, wsUrl, type Refusal } from '../support/ws-client.ts';
 
@@ -287,5 +287,22 @@ describe('other upgrades on the listener', () => {
       expect(answer.split('\r\n')[0], path).toBe('HTTP/1.1 200 OK');
       expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4))).toEqual({ jsonrpc: '2.0', id: 9, result: '0x7a69' });
     }
+  });
+});
+
+describe('a handshake ws refuses itself', () => {
+  it('answers 400 to an upgrade without Sec-WebSocket-Key, and leaves nothing under way', async () => {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const c = netConnect(gw.ports.rpc!, '127.0.0.1', () =>
+        c.write(`GET /live HTTP/1.1\r\nhost: 127.0.0.1\r\nx-api-key: ${KEY}\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\n\r\n`),
+      );
+      let got = '';
+      c.setEncoding('utf8').on('data', (d: string) => (got += d));
+      c.on('close', () => resolve(got));
+      c.on('error', reject);
+    });
+    expect(answer.split('\r\n')[0]).toBe('HTTP/1.1 400 Bad Request');
+    // The attempt is over for the gateway too: its access-log line says 0 (the client went away).
+    await until(async () => gw.lines.some((l) => l.includes('"method":"websocket","status":0')), 'the access-log line of the refused handshake');
   });
 });
