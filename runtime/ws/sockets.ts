@@ -188,6 +188,8 @@ export class Sockets {
   };
 
   private counted(x: Exchange, key: KeyEntry, p: Pending): void {
+    // The client left while the key store or the JWT check was asked: the attempt is over.
+    if (p.socket.destroyed) return void (x.res as unknown as FrameResponse).destroy();
     const n = this.perKey.get(key.id) ?? 0;
     if (n >= this.host.limits.maxConnectionsPerKey) {
       const max = this.host.limits.maxConnectionsPerKey;
