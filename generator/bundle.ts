@@ -38,6 +38,15 @@ export async function bundleServerText(source: string, manifest: string, validat
           b.onLoad({ filter: /.*/, namespace: 'gateway-validators' }, () => ({ contents: validators, loader: 'js', resolveDir: PROJECT_ROOT }));
         },
       },
+      {
+        // ws's optional native add-ons are left out: its require() of them, in a try, gets a module that
+        // throws, and ws uses its own JavaScript (the file needs no node_modules, nor looks for any).
+        name: 'gateway-no-ws-addons',
+        setup(b) {
+          b.onResolve({ filter: /^(bufferutil|utf-8-validate)$/ }, (a) => ({ path: a.path, namespace: 'gateway-absent' }));
+          b.onLoad({ filter: /.*/, namespace: 'gateway-absent' }, (a) => ({ contents: `throw new Error(${JSON.stringify(`${a.path} is not bundled`)});`, loader: 'js' }));
+        },
+      },
     ],
     stdin: { contents: source, resolveDir: PROJECT_ROOT, sourcefile: 'gateway.gen.ts', loader: 'ts' },
     absWorkingDir: PROJECT_ROOT,

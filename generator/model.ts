@@ -1,7 +1,7 @@
 // The normalized gateway model: every default filled, every shorthand in its
 // canonical form, every name resolved. Plain JSON data, deep-frozen, so a JSON
 // snapshot of it is a test. emit/ reads only this.
-import type { BroadcastMode, CacheSpec, HedgeSpec, InterfaceKind, QuorumSpec, RosettaNetwork, Limits, ServedTip, Template, UpstreamSpec } from '../runtime/types.ts';
+import type { BroadcastMode, CacheSpec, WebSocketSpec, HedgeSpec, InterfaceKind, QuorumSpec, RosettaNetwork, Limits, ServedTip, Template, UpstreamSpec } from '../runtime/types.ts';
 
 /** Generated code hands these to the runtime as they are. */
 export type UpstreamModel = UpstreamSpec;
@@ -42,6 +42,8 @@ export interface ChainModel {
   readonly cache?: boolean;
   /** With `cache` (evm-jsonrpc, rosetta): null to ask the node for its finalized block, else the depth below the head that counts as final. */
   readonly finality?: number | null;
+  /** evm-jsonrpc: true when the chain also takes WebSocket upgrades (absent otherwise). */
+  readonly websocket?: boolean;
 }
 
 export interface ListenerModel {
@@ -77,4 +79,6 @@ export interface GatewayModel {
   readonly keyCache?: { readonly size: number; readonly ttlMs: number };
   /** Credits per method or endpoint name (others cost 1). */
   readonly credits?: Readonly<Record<string, number>>;
+  /** WebSocket limits, with a websocket block or a chain with websocket: true. */
+  readonly websocket?: WebSocketSpec;
 }

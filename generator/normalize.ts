@@ -40,6 +40,7 @@ interface ChainConfig {
   hedge?: { afterMs: number | 'p95' };
   broadcast?: BroadcastMode;
   quorum?: { methods: string[]; of: number };
+  websocket?: boolean;
 }
 export interface GatewayConfig {
   version: 1;
@@ -57,6 +58,7 @@ export interface GatewayConfig {
   jwtAudience?: string;
   credits?: Record<string, number>;
   keyCache?: { size?: number; ttlMs?: number };
+  websocket?: { maxConnectionsPerKey?: number; maxSubscriptionsPerConnection?: number; maxBufferedBytes?: number; pingIntervalMs?: number };
   chains: ChainConfig[];
 }
 
@@ -111,6 +113,10 @@ export const DEFAULTS = {
   cacheRedis: schemaDefault<boolean>('properties', 'cache', 'properties', 'redis'),
   keyCacheSize: schemaDefault<number>('properties', 'keyCache', 'properties', 'size'),
   keyCacheTtlMs: schemaDefault<number>('properties', 'keyCache', 'properties', 'ttlMs'),
+  wsMaxConnectionsPerKey: schemaDefault<number>('properties', 'websocket', 'properties', 'maxConnectionsPerKey'),
+  wsMaxSubscriptionsPerConnection: schemaDefault<number>('properties', 'websocket', 'properties', 'maxSubscriptionsPerConnection'),
+  wsMaxBufferedBytes: schemaDefault<number>('properties', 'websocket', 'properties', 'maxBufferedBytes'),
+  wsPingIntervalMs: schemaDefault<number>('properties', 'websocket', 'properties', 'pingIntervalMs'),
 } as const;
 
 /** Code-unit order: the same on every machine, unlike localeCompare. */
@@ -191,6 +197,8 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
           // Only with a top-level cache block, so a manifest without one builds the model it always did.
           cache: doc.cache === undefined ? undefined : c.cache !== 'off',
           finality: doc.cache === undefined ? undefined : c.finality === undefined || c.finality === 'tag' ? null : c.finality.depth,
+          // Written only when on, so a manifest without WebSockets builds the model it always did.
+          websocket: c.websocket === true ? true : undefined,
         });
       }
       case 'rosetta':
@@ -238,6 +246,17 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
     ...(doc.keyCache === undefined ? {} : { keyCache: { size: doc.keyCache.size ?? DEFAULTS.keyCacheSize, ttlMs: doc.keyCache.ttlMs ?? DEFAULTS.keyCacheTtlMs } }),
     ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
+    // With a websocket block or a chain that takes WebSockets: the limits, every one filled.
+    ...(doc.websocket === undefined && !doc.chains.some((c) => c.websocket === true)
+      ? {}
+      : {
+          websocket: {
+            maxConnectionsPerKey: doc.websocket?.maxConnectionsPerKey ?? DEFAULTS.wsMaxConnectionsPerKey,
+            maxSubscriptionsPerConnection: doc.websocket?.maxSubscriptionsPerConnection ?? DEFAULTS.wsMaxSubscriptionsPerConnection,
+            maxBufferedBytes: doc.websocket?.maxBufferedBytes ?? DEFAULTS.wsMaxBufferedBytes,
+            pingIntervalMs: doc.websocket?.pingIntervalMs ?? DEFAULTS.wsPingIntervalMs,
+          },
+        }),
     cache:
       doc.cache === undefined
         ? null

@@ -125,6 +125,8 @@ export interface ChainListener {
   reset(reason: ResetReason): void;
   /** The canonical hash of final block `n` became known. */
   canonical(n: number, hash: string): void;
+  /** The served tip moved (it may move without an epoch: a lagging upstream catching up). */
+  tip?(): void;
 }
 
 interface Member {
@@ -249,7 +251,11 @@ export class ChainView {
     if (heads.length === 0) return;
     heads.sort((a, b) => b - a);
     const t = this.tipMode === 'all' ? heads[heads.length - 1]! : heads[Math.floor(heads.length / 2)]!;
-    this.tip = back ? t : Math.max(t, this.tip, this.served);
+    const tip = back ? t : Math.max(t, this.tip, this.served);
+    if (tip !== this.tip) {
+      this.tip = tip;
+      for (const l of this.listeners) l.tip?.();
+    }
   }
 
   /** Whether an upstream may take a call at the served tip: its head is current (see UpstreamView.current) and at or above the tip. */

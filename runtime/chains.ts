@@ -21,6 +21,8 @@ export interface Chain {
   readonly route: RouteSpec;
   readonly group: UpstreamGroup;
   readonly view: ChainView;
+  /** How its upstream requests go out (the pool's, or plain Forward): the WebSocket feed fetches blocks and logs through it. */
+  readonly dispatch: Dispatch;
   readonly handler: RouteHandler;
   readonly envelope: Envelope;
   readonly metrics: RouteMetrics;
@@ -70,13 +72,15 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
         metrics.cache(c.stats, view);
       }
       const handler = routeHandler(route, { ...services, group, forward } as RouteServices);
-      const chain: Chain = { route, group, view, handler, envelope: moduleOf(route).envelope, metrics: metrics.route(route.path, route.interface), cached };
+      const chain: Chain = { route, group, view, dispatch, handler, envelope: moduleOf(route).envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
       // A cached chain needs its head's hash and finality, polled every headPollMs; a pool's served tip needs heads
       // often, and an EVM pool that rewrites tags needs the safe and finalized blocks its upstreams report.
-      const heads = cached || (pooled && route.interface === 'evm-jsonrpc' && route.rewriteTags);
-      polled.push({ route, group, view, everyMs: cached ? cache.spec.headPollMs : pooled ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null, heads });
+      // A chain with WebSocket subscribers follows its head (and its hash: a reorg at the same height) as a pool does.
+      const ws = route.interface === 'evm-jsonrpc' && route.websocket === true;
+      const heads = cached || ws || (pooled && route.interface === 'evm-jsonrpc' && route.rewriteTags);
+      polled.push({ route, group, view, everyMs: cached ? cache.spec.headPollMs : pooled || ws ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null, heads });
     }
     dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
   }

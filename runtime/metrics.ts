@@ -20,6 +20,7 @@ import type { ChainView } from './chain-view.ts';
 type CachedChainView = Pick<ChainView, 'number' | 'finalized' | 'headChanges'>;
 import { BUCKETS } from './tally.ts';
 import { LINGER_OUTCOMES, lingerStats } from './linger.ts';
+import type { WsStats } from './ws/stats.ts';
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {
@@ -298,6 +299,38 @@ export class Metrics {
       );
     }
     this.pools.push(stats);
+  }
+
+  private readonly sockets: WsStats[] = [];
+
+  /** A chain's WebSocket counters (the status page shows them); undefined for a chain without websocket: true. */
+  socketsOf(chain: string): WsStats | undefined {
+    return this.sockets.find((w) => w.chain === chain);
+  }
+
+  /** A chain that takes WebSockets (issue 38): its sockets, subscriptions, notifications and closes. */
+  websocket(stats: WsStats): void {
+    if (this.sockets.length === 0) {
+      const gauge = (name: string, help: string, values: () => MetricValue<string>[], type: 'gauge' | 'counter' = 'gauge') =>
+        this.registry.registerMetric(<Metric>(<unknown>new Rendered(name, help, type, values)));
+      gauge('gateway_ws_connections', 'WebSocket connections open, by chain.', () => this.sockets.map((w) => ({ labels: { chain: w.chain }, value: w.connections }) as MetricValue<string>));
+      gauge('gateway_ws_subscriptions', 'Subscriptions held, by chain and type (newHeads, logs).', () =>
+        this.sockets.flatMap((w) => Object.entries(w.subscriptions).map(([type, value]) => ({ labels: { chain: w.chain, type }, value }) as MetricValue<string>)),
+      );
+      gauge(
+        'gateway_ws_notifications_total',
+        'Subscription notifications sent, by chain and type.',
+        () => this.sockets.flatMap((w) => Object.entries(w.notifications).map(([type, value]) => ({ labels: { chain: w.chain, type }, value }) as MetricValue<string>)),
+        'counter',
+      );
+      gauge(
+        'gateway_ws_closed_total',
+        'WebSocket connections ended, by chain and reason: client (closed by the client), slow (unsent data passed maxBufferedBytes), ping (no pong within pingIntervalMs), drain (the gateway stops), revoked (the key no longer admits the chain), quota (the key\'s quota spent by notifications), error (a protocol error or a broken connection).',
+        () => this.sockets.flatMap((w) => Object.entries(w.closed).map(([reason, value]) => ({ labels: { chain: w.chain, reason }, value }) as MetricValue<string>)),
+        'counter',
+      );
+    }
+    this.sockets.push(stats);
   }
 
   get contentType(): string {

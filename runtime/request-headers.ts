@@ -37,6 +37,9 @@ export const REQUEST_HEADERS = {
   'content-length': 'browser',
   // admission.ts: the client's address behind trustedProxies (allow.ips).
   'x-forwarded-for': 'proxy',
+  // ws/sockets.ts: a WebSocket upgrade, and how the body of an upgrade request to anything else comes.
+  upgrade: 'browser',
+  'transfer-encoding': 'browser',
 } as const satisfies Readonly<Record<string, SetBy>>;
 
 export type RequestHeader = keyof typeof REQUEST_HEADERS;

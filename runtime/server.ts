@@ -28,6 +28,7 @@ import { VERSION } from './version.ts';
 import { buildChains, type Chain, type DispatchTable } from './chains.ts';
 import { answerClientError } from './client-error.ts';
 import { RequestTracker } from './tracker.ts';
+import { Sockets } from './ws/sockets.ts';
 
 export interface Listening {
   readonly spec: ListenerSpec | null;
@@ -60,6 +61,8 @@ export class Gateway {
   private readonly tracker: RequestTracker;
   /** What every exchange shares. */
   private readonly context: ExchangeContext;
+  /** WebSocket upgrades and subscriptions, where a chain has websocket: true (null: none has). */
+  readonly sockets: Sockets | null;
 
   constructor(readonly spec: GatewaySpec) {
     const { log, flush, write } = createLogger();
@@ -81,7 +84,8 @@ export class Gateway {
     this.usage = new Usage(this.limiter instanceof RedisRateLimiter ? this.limiter.client : null, log);
     const table = spec.credits;
     const credits = table === undefined ? null : (name: string): number => table[name] ?? 1;
-    const admission = new AdmissionStage(this.keys, new RateStep(this.limiter, spec.rateLimit, this.metrics), {
+    const rate = new RateStep(this.limiter, spec.rateLimit, this.metrics);
+    const admission = new AdmissionStage(this.keys, rate, {
       trustedProxies: spec.trustedProxies === undefined || spec.trustedProxies.length === 0 ? null : ipList(spec.trustedProxies),
       jwtAudience: spec.jwtAudience ?? null,
     });
@@ -91,6 +95,14 @@ export class Gateway {
     this.chains = chains.all;
     this.dispatch = chains.dispatch;
     this.poller = new Poller(chains.polled, spec.health, log, this.metrics);
+    this.sockets =
+      spec.websocket === undefined || !this.chains.some((c) => c.route.interface === 'evm-jsonrpc' && c.route.websocket === true)
+        ? null
+        : new Sockets(
+            { admission, context: this.context, credits, usage: this.usage, keys: this.keys, quota: (key, n) => rate.quota(key, n, Date.now()), log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
+            this.chains,
+            this.metrics,
+          );
   }
 
   get draining(): boolean {
@@ -115,6 +127,9 @@ export class Gateway {
       );
       server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => this.handle(d, req, res, true));
       server.on('clientError', (err, socket) => answerClientError(d, err as Error & { code?: string; rawPacket?: Buffer }, socket));
+      // Only a listener with a chain that takes WebSockets listens for upgrades.
+      const sockets = this.sockets;
+      if (sockets !== null && sockets.serves(d)) server.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => sockets.upgrade(d, req, socket, head, (r, res) => this.handle(d, r, res)));
       this.listening.push(await listen(server, host, port, l));
     }
     // In multi-process mode the primary serves the admin listener for all workers.
@@ -129,6 +144,7 @@ export class Gateway {
       this.listening.push(await listen(server, host, port, null));
     }
     this.usage.start();
+    this.sockets?.start();
     const memoryReducer = memoryReducerFlag() === 'off' ? 'off' : 'on';
     this.log.info(
       { event: 'started', version: VERSION, manifest: this.spec.source, chains: this.chains.length, keys: this.keys.size >= 0 ? this.keys.size : 'redis', listeners: this.addresses(), memoryReducer },
@@ -222,6 +238,8 @@ export class Gateway {
     const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), this.spec.drainTimeoutMs).unref());
     const outcome = await Promise.race([idle.then(() => 'idle' as const), timer]);
     for (const l of this.listening) l.server.closeAllConnections();
+    // Sockets are told the server goes away (1001) once the drain is over.
+    await this.sockets?.close();
     await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 1000).unref())]);
     await Promise.all(this.chains.map((c) => c.group.close()));
     await this.usage.stop();

@@ -124,7 +124,8 @@ function render(d) {
     body.setAttribute('data-listener', c.listener);
     body.append(row('chain', [
       { text: c.path + ' (' + c.listener + ')', field: 'chain' }, { text: c.interface, field: 'interface' }, { node: state(c.state) },
-      { text: c.pool ? 'tip ' + num(c.pool.tip) : '', field: 'tip', n: 1 }, {}, {}, {},
+      { text: c.pool ? 'tip ' + num(c.pool.tip) : '', field: 'tip', n: 1 },
+      { text: c.websocket ? 'sockets ' + num(c.websocket.connections) : '', field: 'sockets', n: 1 }, {}, {},
       { text: c.pool ? 'hedges ' + num(c.pool.hedges.sent) + ', won ' + num(c.pool.hedges.won) : '', field: 'hedges', n: 1 },
       { text: rate(c.rps), field: 'rps', n: 1 }, { text: pct(c.errorRate), field: 'errorRate', n: 1 },
       { node: chart(d.chart.t, d.chart.stepMs, c.chart.rps, d.now, 'rps', 'requests per second', rate) },

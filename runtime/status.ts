@@ -7,6 +7,7 @@
 // request. The top keys are the exception: usage per key is kept out of
 // Prometheus on purpose (runtime/usage.ts), so they come from the /usage counters.
 import type { PoolStats } from './pool/stats.ts';
+import type { WsStats } from './ws/stats.ts';
 import type { Chain } from './chains.ts';
 import type { Metrics } from './metrics.ts';
 import { BUCKETS } from './tally.ts';
@@ -190,6 +191,7 @@ export class StatusBoard {
         errorsTotal: live.chains[i * 2 + 1]!,
         upstreams,
         pool: poolFigures(this.src.metrics.poolOf(r.path)),
+        websocket: socketFigures(this.src.metrics.socketsOf(r.path)),
         chart: { rps, errorRate },
       };
     });
@@ -210,6 +212,12 @@ export class StatusBoard {
 /** Four significant decimals are plenty for a page; keeps the JSON small. */
 function round(n: number): number {
   return Math.round(n * 10_000) / 10_000;
+}
+
+/** A chain's open sockets, subscriptions and notifications (null without websocket: true). */
+function socketFigures(w: WsStats | undefined): object | null {
+  if (w === undefined) return null;
+  return { connections: w.connections, subscriptions: { ...w.subscriptions }, notifications: { ...w.notifications }, closed: { ...w.closed } };
 }
 
 /** A pool's served tip and what it did for its calls (null for a chain of one upstream). */

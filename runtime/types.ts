@@ -98,6 +98,8 @@ export interface EvmRouteSpec extends RouteBase {
   readonly broadcast: BroadcastMode;
   /** null: no method is compared across upstreams. */
   readonly quorum: QuorumSpec | null;
+  /** Also takes WebSocket upgrades on its path (absent: it does not). */
+  readonly websocket?: true;
 }
 
 export interface RosettaRouteSpec extends RouteBase {
@@ -159,6 +161,18 @@ export interface GatewaySpec {
   readonly keyCache?: { readonly size: number; readonly ttlMs: number };
   /** Credits per method or endpoint name (others cost 1). */
   readonly credits?: Readonly<Record<string, number>>;
+  /** WebSocket limits (present when a chain has websocket: true, or the manifest a websocket block). */
+  readonly websocket?: WebSocketSpec;
+}
+
+/** The manifest's websocket block, every default filled. */
+export interface WebSocketSpec {
+  /** Sockets one key may hold at once (per process). */
+  readonly maxConnectionsPerKey: number;
+  readonly maxSubscriptionsPerConnection: number;
+  /** Unsent bytes a socket may hold before it is closed as slow. */
+  readonly maxBufferedBytes: number;
+  readonly pingIntervalMs: number;
 }
 
 export interface CacheSpec {

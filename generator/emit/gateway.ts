@@ -32,6 +32,7 @@ export function emitGateway(model: GatewayModel, routeIds: ReadonlyMap<string, s
     ...(model.keyCache === undefined ? [] : [['keyCache', lit(model.keyCache)] as [string, string]]),
     ...(model.trustedProxies === undefined ? [] : [['trustedProxies', lit(model.trustedProxies)] as [string, string]]),
     ...(model.jwtAudience === undefined ? [] : [['jwtAudience', lit(model.jwtAudience)] as [string, string]]),
+    ...(model.websocket === undefined ? [] : [['websocket', lit(model.websocket)] as [string, string]]),
   ]);
   return [
     {

@@ -70,6 +70,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
   if (chain.pruneDepth !== undefined) entries.push(['pruneDepth', lit(chain.pruneDepth)]);
   if (chain.broadcast !== undefined) entries.push(['broadcast', lit(chain.broadcast)]);
   if (chain.quorum !== undefined) entries.push(['quorum', lit(chain.quorum)]);
+  if (chain.websocket === true) entries.push(['websocket', 'true']);
   const ups = chain.upstreams.map((u) =>
     objectLit(
       [

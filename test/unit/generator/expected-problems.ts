@@ -70,6 +70,13 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/pool-settings.yaml:38:5 chains[3] (cardano): 'quorum' applies to evm-jsonrpc chains only, not rosetta`,
     `${F}/pool-settings.yaml:39:41 chains[3] (cardano) upstreams[0]: 'archive' applies to upstreams of evm-jsonrpc chains only, not rosetta (hint: drop it: archive routing is for EVM state older than pruneDepth)`,
   ],
+  websocket: [
+    `${F}/websocket.yaml:5:25 websocket.maxConnectionsPerKey: must be >= 1, not 0`,
+    `${F}/websocket.yaml:6:19 websocket.pingIntervalMs: must be >= 1000, not 100`,
+    `${F}/websocket.yaml:7:3 websocket: unknown field 'maxBuferedBytes' (hint: did you mean 'maxBufferedBytes'?)`,
+    `${F}/websocket.yaml:13:16 chains[0] (ethereum) websocket: must be boolean, not string (hint: Also accept WebSocket upgrades on this chain's path and listener: the same calls as over HTTP, and eth_subscribe to newHeads and logs (evm-jsonrpc only; docs/websocket.md).)`,
+    `${F}/websocket.yaml:18:5 chains[1] (bitcoin): 'websocket' applies to evm-jsonrpc chains only, not blockbook`,
+  ],
 
   // Schema problems.
   'misspelt-field': [

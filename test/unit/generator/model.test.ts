@@ -150,6 +150,21 @@ describe('buildModel', () => {
     expect(Object.isFrozen(chain('ethereum').quorum!.methods) && Object.isFrozen(chain('bitcoin').hedge)).toBe(true);
   });
 
+  it('fills the websocket limits (issue 38) only where a chain takes WebSockets or the manifest has the block', () => {
+    const base = readFileSync(join(PROJECT_ROOT, 'test/fixtures/valid/pool.yaml'), 'utf8');
+    const without = model('test/fixtures/valid/pool.yaml');
+    expect('websocket' in without).toBe(false);
+    for (const c of without.chains) expect('websocket' in c, c.path).toBe(false);
+    const doc = parse(base);
+    doc.chains.find((c: { path: string }) => c.path === 'polygon').websocket = true;
+    const on = model('test/fixtures/valid/pool.yaml', stringify(doc));
+    expect(on.websocket).toEqual({ maxConnectionsPerKey: 100, maxSubscriptionsPerConnection: 100, maxBufferedBytes: 4194304, pingIntervalMs: 30000 });
+    expect(on.chains.filter((c) => c.websocket === true).map((c) => c.path)).toEqual(['polygon']);
+    doc.websocket = { maxConnectionsPerKey: 3, pingIntervalMs: 5000 };
+    expect(model('test/fixtures/valid/pool.yaml', stringify(doc)).websocket).toEqual({ maxConnectionsPerKey: 3, maxSubscriptionsPerConnection: 100, maxBufferedBytes: 4194304, pingIntervalMs: 5000 });
+    expect(emitServerSource(on)).toContain('websocket: true');
+  });
+
   it('records the manifest path as given, never an absolute one', () => {
     const loaded = loadManifest(join(PROJECT_ROOT, 'test/fixtures/valid/minimal.yaml'));
     const m = buildModel(loaded.value, 'test/fixtures/valid/minimal.yaml', loaded.text);

@@ -1,0 +1,266 @@
+// One chain's live feed for its WebSocket subscribers: the blocks of the chain
+// as the gateway serves it, each fetched once for every subscriber, and their
+// logs, fetched once per block and filtered here.
+//
+// The head comes from the chain view (the poller's, the one head source): each
+// change of the view's head wakes the feed, which follows the served tip on a
+// pool and the view's head otherwise. The feed keeps the blocks it sent (the
+// last KEEP) and sends what the chain added since, as geth's newHeads does:
+//  - in ascending order, each block once; heights the head skipped are filled
+//    (the new head's ancestors, walked back by parentHash);
+//  - after a reorg (a block whose parent is not the block sent at that
+//    height), the new branch from the first replaced height, the replaced
+//    blocks' logs first sent again with "removed": true.
+// Blocks and logs are asked through the chain's dispatch, like clients' calls.
+// Nothing runs while the chain has no subscriber; the first one starts from the
+// head the gateway knows at that moment.
+import type { ChainListener, ChainView } from '../chain-view.ts';
+import type { Dispatch } from '../dispatch.ts';
+import type { Logger } from '../log.ts';
+import type { EvmRouteSpec } from '../types.ts';
+import { quantity } from '../json-scan.ts';
+import { rpcCall } from './fetch.ts';
+import { matches, type LogFilter } from './logs.ts';
+
+/** Blocks kept to detect a reorg by: one deeper than this starts over from the new head. */
+const KEEP = 256;
+/** Heights filled at most in one go: a longer gap (a gateway cut off for long) starts over from the head. */
+const MAX_FILL = 1024;
+/** After a fetch failed: try again this much later (the next head change tries too). */
+const RETRY_MS = 500;
+
+export type SubscriptionType = 'newHeads' | 'logs';
+
+/** A subscription as the feed sees it: what it wants, and where its notifications go. */
+export interface FeedSubscriber {
+  readonly type: SubscriptionType;
+  /** logs: the filter (null for newHeads). */
+  readonly filter: LogFilter | null;
+  /** Blocks sent by the feed before this subscriber came: their removed logs are not its business. */
+  readonly since: number;
+  /** One notification's result, as JSON text. */
+  notify(resultJson: string): void;
+}
+
+interface Header {
+  readonly number: number;
+  readonly hash: string;
+  readonly parentHash: string;
+  /** The block as the node answers it, without its transaction list (geth's newHeads shape and more). */
+  readonly json: string;
+}
+
+interface Log {
+  readonly address: string;
+  readonly topics: readonly string[];
+  readonly json: string;
+  /** The same log with "removed": true. */
+  readonly removed: string;
+}
+
+interface Sent extends Header {
+  /** Its logs, where a logs subscriber was there to want them (null: not fetched). */
+  logs: readonly Log[] | null;
+  /** Which emission it was (subscribers that came later never saw it). */
+  readonly seq: number;
+}
+
+export class ChainFeed implements ChainListener {
+  private readonly subs = new Set<FeedSubscriber>();
+  private logSubs = 0;
+  /** The blocks sent, ascending, contiguous. */
+  private sent: Sent[] = [];
+  /** The height the first subscriber came at (-1: take the head when it is known). */
+  private base = -1;
+  private seq = 0;
+  private running = false;
+  private again = false;
+  private retry: NodeJS.Timeout | null = null;
+  /** Bumped when the last subscriber leaves: a walk under way for the ones before stops. */
+  private generation = 0;
+
+  constructor(
+    private readonly route: EvmRouteSpec,
+    private readonly view: ChainView,
+    private readonly dispatch: Dispatch,
+    private readonly pooled: boolean,
+    private readonly log: Logger,
+  ) {
+    view.listen(this);
+  }
+
+  get size(): number {
+    return this.subs.size;
+  }
+
+  /** The emission count now: a subscriber made now passes it as `since`. */
+  get now(): number {
+    return this.seq;
+  }
+
+  add(s: FeedSubscriber): void {
+    if (this.subs.size === 0) {
+      this.sent = [];
+      this.base = this.target();
+    }
+    this.subs.add(s);
+    if (s.type === 'logs') this.logSubs++;
+    this.kick();
+  }
+
+  remove(s: FeedSubscriber): void {
+    if (!this.subs.delete(s)) return;
+    if (s.type === 'logs') this.logSubs--;
+    if (this.subs.size === 0) {
+      // Nothing is held upstream: the poller goes on for the chain anyway. What was sent is forgotten.
+      this.sent = [];
+      this.generation++;
+      if (this.retry !== null) clearTimeout(this.retry);
+      this.retry = null;
+    }
+  }
+
+  // ------------------------------------------------------- ChainListener
+
+  epoch(): void {
+    if (this.subs.size > 0) this.kick();
+  }
+  reset(): void {
+    if (this.subs.size > 0) this.kick();
+  }
+  canonical(): void {}
+  tip(): void {
+    if (this.pooled && this.subs.size > 0) this.kick();
+  }
+
+  // ------------------------------------------------------------- the walk
+
+  /** The head subscribers follow: the served tip on a pool, the view's head on one upstream. */
+  private target(): number {
+    return this.pooled ? this.view.tip : this.view.number;
+  }
+
+  private kick(): void {
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = true;
+    void this.run();
+  }
+
+  private async run(): Promise<void> {
+    // The view tells its listeners before it has settled everything (the tip comes after the epoch): read it after.
+    await Promise.resolve();
+    try {
+      do {
+        this.again = false;
+        await this.step();
+      } while (this.again && this.subs.size > 0);
+    } catch (err) {
+      this.log.warn({ event: 'ws_feed_retry', chain: this.route.path, error: (err as Error).message }, 'subscription feed: fetch failed, trying again');
+      if (this.retry === null && this.subs.size > 0) {
+        this.retry = setTimeout(() => {
+          this.retry = null;
+          if (this.subs.size > 0) this.kick();
+        }, RETRY_MS);
+        this.retry.unref();
+      }
+    } finally {
+      this.running = false;
+    }
+    // A head change that came while the last fetch failed: it is tried again by the timer.
+  }
+
+  private at(n: number): Sent | undefined {
+    const first = this.sent[0];
+    return first === undefined ? undefined : this.sent[n - first.number];
+  }
+
+  private async step(): Promise<void> {
+    if (this.subs.size === 0) return;
+    const t = this.target();
+    if (t < 0) return;
+    const gen = this.generation;
+    if (this.sent.length === 0) {
+      // The first subscriber's starting point: the head when it came, not sent.
+      const n = this.base >= 0 && this.base <= t ? this.base : t;
+      const h = await this.byNumber(n);
+      if (gen !== this.generation || this.sent.length > 0) return;
+      this.sent = [{ ...h, logs: null, seq: this.seq }];
+    }
+    const top = this.sent[this.sent.length - 1]!;
+    const head = await this.byNumber(t);
+    if (gen !== this.generation) return;
+    if (head.number <= top.number && this.at(head.number)?.hash === head.hash) return; // nothing new (or the view is behind what was sent)
+    // The new head's branch, down to a block sent (its parent is what was sent at that height).
+    const branch: Header[] = [head];
+    let cur = head;
+    for (;;) {
+      const below = this.at(cur.number - 1);
+      if (below !== undefined && below.hash === cur.parentHash) break;
+      // Below what is kept, or too long a gap: start over from here.
+      if ((below === undefined && cur.number - 1 < this.sent[0]!.number) || branch.length >= MAX_FILL) break;
+      cur = await this.byHash(cur.parentHash);
+      if (gen !== this.generation) return;
+      branch.unshift(cur);
+    }
+    const first = branch[0]!.number;
+    const firstKept = this.sent[0]!.number;
+    // Sent blocks the branch replaces: their logs are taken back, newest block last.
+    const cut = Math.max(0, Math.min(this.sent.length, first - firstKept));
+    const replaced = this.sent.slice(cut);
+    this.sent = first < firstKept || first > top.number + 1 ? [] : this.sent.slice(0, cut);
+    for (const r of replaced) if (r.logs !== null) this.sendLogs(r.logs, true, r.seq);
+    for (const h of branch) {
+      const logs = this.logSubs > 0 ? await this.logsOf(h) : null;
+      if (gen !== this.generation) return;
+      const s: Sent = { ...h, logs, seq: ++this.seq };
+      this.sent.push(s);
+      if (this.sent.length > KEEP) this.sent.shift();
+      this.sendHead(s);
+      if (logs !== null) this.sendLogs(logs, false, s.seq);
+    }
+  }
+
+  private sendHead(h: Sent): void {
+    for (const s of this.subs) if (s.type === 'newHeads') s.notify(h.json);
+  }
+
+  private sendLogs(logs: readonly Log[], removed: boolean, seq: number): void {
+    if (logs.length === 0) return;
+    for (const s of this.subs) {
+      if (s.type !== 'logs' || (removed && s.since >= seq)) continue;
+      for (const l of logs) if (matches(s.filter!, l.address, l.topics)) s.notify(removed ? l.removed : l.json);
+    }
+  }
+
+  // ------------------------------------------------------------ fetching
+
+  private async byNumber(n: number): Promise<Header> {
+    return this.header(await rpcCall(this.dispatch, this.route, 'eth_getBlockByNumber', `["0x${n.toString(16)}",false]`), `block ${n}`);
+  }
+
+  private async byHash(hash: string): Promise<Header> {
+    return this.header(await rpcCall(this.dispatch, this.route, 'eth_getBlockByHash', `[${JSON.stringify(hash)},false]`), `block ${hash}`);
+  }
+
+  private header(v: unknown, what: string): Header {
+    if (v === null || typeof v !== 'object') throw new Error(`${what}: the node does not have it (yet)`);
+    const b = { ...(v as Record<string, unknown>) };
+    const number = quantity(b.number);
+    if (number < 0 || typeof b.hash !== 'string' || typeof b.parentHash !== 'string') throw new Error(`${what}: not a block`);
+    delete b.transactions;
+    return { number, hash: b.hash.toLowerCase(), parentHash: b.parentHash.toLowerCase(), json: JSON.stringify(b) };
+  }
+
+  private async logsOf(h: Header): Promise<Log[]> {
+    const v = await rpcCall(this.dispatch, this.route, 'eth_getLogs', `[{"blockHash":${JSON.stringify(h.hash)}}]`);
+    if (!Array.isArray(v)) throw new Error(`logs of ${h.hash}: not a list`);
+    return v.map((l: Record<string, unknown>) => {
+      const topics = Array.isArray(l.topics) ? (l.topics as unknown[]).map((t) => String(t).toLowerCase()) : [];
+      const json = JSON.stringify(l);
+      return { address: String(l.address).toLowerCase(), topics, json, removed: JSON.stringify({ ...l, removed: true }) };
+    });
+  }
+}

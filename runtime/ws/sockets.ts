@@ -1,0 +1,267 @@
+// WebSocket upgrades on the chains with `websocket: true` (issue 38,
+// docs/websocket.md). The server's 'upgrade' event comes here only on a
+// listener that has such a chain, so no HTTP request and no other chain pays
+// anything for it.
+//
+// An upgrade is admitted as an HTTP call is: the key in X-API-Key, the path
+// (/<chain>/<key>) or ?api_key=, the chain's scope, the key's policy (origin,
+// IP, user agent, expiry, JWT), and the key's socket count. A refusal is a
+// plain HTTP answer in the chain's envelope, before the upgrade; an accepted
+// one is handed to `ws` (noServer mode: the framing is ws's).
+import { STATUS_CODES, ServerResponse, type IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Socket } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { whenIdentified } from '../admission.ts';
+import { Exchange } from '../exchange.ts';
+import { bearerVerifies } from '../jwt.ts';
+import { RPC_ERRORS, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
+import type { KeyEntry } from '../keys.ts';
+import type { Metrics } from '../metrics.ts';
+import type { Chain, DispatchTable } from '../chains.ts';
+import { splitQuery } from '../url.ts';
+import { NO_KEYS } from '../interfaces/common.ts';
+import { ChainFeed } from './feed.ts';
+import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
+import { FrameRequest, FrameResponse } from './frame.ts';
+import { WsStats, type CloseReason } from './stats.ts';
+
+/** The sockets of one chain: its feed, its counters, and its `ws` server (the chain's body limit is the message limit). */
+export class ChainSockets implements SocketChain {
+  readonly stats: WsStats;
+  readonly feed: ChainFeed;
+  readonly wss: WebSocketServer;
+  readonly open = new Set<Connection>();
+
+  constructor(
+    readonly chain: Chain,
+    private readonly owner: Sockets,
+    host: SocketHost,
+  ) {
+    this.stats = new WsStats(chain.route.path);
+    if (chain.route.interface !== 'evm-jsonrpc') throw new Error(`${chain.route.path}: websocket is for evm-jsonrpc chains`);
+    this.feed = new ChainFeed(chain.route, chain.view, chain.dispatch, chain.group.all.length > 1, host.log);
+    // A message over the chain's maxBodyBytes closes the socket (1009), as a body over it gets a 413.
+    this.wss = new WebSocketServer({ noServer: true, clientTracking: false, perMessageDeflate: false, maxPayload: chain.route.limits.maxBodyBytes });
+  }
+
+  closed(c: Connection, reason: CloseReason): void {
+    if (!this.open.delete(c)) return;
+    this.stats.connections--;
+    this.stats.closed[reason]++;
+    this.owner.release(c.key);
+  }
+}
+
+interface Pending {
+  readonly at: ChainSockets;
+  readonly req: IncomingMessage;
+  readonly socket: Duplex;
+  readonly head: Buffer;
+  readonly origin: Origin;
+}
+
+export class Sockets {
+  private readonly byChain = new Map<Chain, ChainSockets>();
+  /** Sockets open (or being opened) per key id, in this process. */
+  private readonly perKey = new Map<string, number>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly host: SocketHost,
+    chains: readonly Chain[],
+    metrics: Metrics,
+  ) {
+    for (const c of chains) {
+      if (c.route.interface !== 'evm-jsonrpc' || c.route.websocket !== true) continue;
+      const at = new ChainSockets(c, this, host);
+      this.byChain.set(c, at);
+      metrics.websocket(at.stats);
+    }
+  }
+
+  /** Whether a listener has a chain that takes WebSockets (then, and only then, it listens for upgrades). */
+  serves(d: DispatchTable): boolean {
+    for (const c of d.chains.values()) if (this.byChain.has(c)) return true;
+    return false;
+  }
+
+  /** Sockets open on a chain (the status page). */
+  openOn(c: Chain): number | null {
+    return this.byChain.get(c)?.stats.connections ?? null;
+  }
+
+  /**
+   * Pings every socket each pingIntervalMs; one that answered none of the last
+   * interval is dropped. Each socket's key is checked again at the same time.
+   */
+  start(): void {
+    this.timer = setInterval(() => {
+      for (const at of this.byChain.values())
+        for (const c of at.open) {
+          if (!c.alive) {
+            c.terminate('ping');
+            continue;
+          }
+          c.alive = false;
+          c.ws.ping();
+          c.recheck();
+        }
+    }, this.host.limits.pingIntervalMs);
+    this.timer.unref();
+  }
+
+  /** The drain is over: every socket is closed with 1001 (going away); resolves once all are closed, or after a second. */
+  async close(): Promise<void> {
+    if (this.timer !== null) clearInterval(this.timer);
+    const all: Promise<void>[] = [];
+    for (const at of this.byChain.values())
+      for (const c of at.open) {
+        all.push(new Promise((done) => c.ws.once('close', () => done())));
+        c.end(1001, 'drain');
+      }
+    await Promise.race([Promise.all(all), new Promise((r) => setTimeout(r, 1000).unref())]);
+  }
+
+  release(key: KeyEntry): void {
+    const n = (this.perKey.get(key.id) ?? 1) - 1;
+    if (n <= 0) this.perKey.delete(key.id);
+    else this.perKey.set(key.id, n);
+  }
+
+  // -------------------------------------------------------------- upgrade
+
+  /**
+   * An upgrade request on a listener with a websocket chain. One that asks
+   * for another protocol (curl's h2c) is served as the HTTP/1.1 request it
+   * also is, by `http` (the server's own handling), as on any listener.
+   */
+  upgrade(d: DispatchTable, req: IncomingMessage, socket: Duplex, head: Buffer, http: (req: IncomingMessage, res: ServerResponse) => void): void {
+    socket.on('error', () => socket.destroy());
+    if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return serveAsHttp(req, socket as Socket, head, http);
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const slash = path.indexOf('/', 1);
+    const first = slash === -1 ? path.slice(1) : path.slice(1, slash);
+    const chain = path.charCodeAt(0) === 47 ? d.chains.get(first) : undefined;
+    const at = chain === undefined ? undefined : this.byChain.get(chain);
+    const res = new FrameResponse((status, body, headers) => {
+      if (status !== 101 && status !== 0) refuseUpgrade(socket, status, body, headers);
+    });
+    const x = new Exchange(this.host.context, req, res.asServerResponse(), chain?.metrics ?? this.host.noRoute, chain?.envelope ?? d.envelope);
+    x.label = 'websocket';
+    const tracker = this.host.context.tracker;
+    tracker.begin();
+    res.on('close', x.closed);
+    try {
+      if (at === undefined) return x.fail('not-found');
+      // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`, as for HTTP.
+      const rest = slash === -1 ? '' : path.slice(slash);
+      let pathKey: string | null = null;
+      if (rest.length > 1) {
+        const end = rest.indexOf('/', 1);
+        if (end === -1) pathKey = rest.slice(1);
+        else if (end === rest.length - 1) pathKey = rest.slice(1, end);
+        else return x.fail('not-found');
+      }
+      const query = q === -1 ? '' : url.slice(q + 1);
+      const queryKeys = query === '' ? NO_KEYS : splitQuery(query).keys;
+      const headers = { ...req.headers };
+      delete headers['x-request-id'];
+      delete headers['content-length'];
+      const origin: Origin = { headers, url, socket: req.socket as Socket, rest, query, pathKey, queryKeys, key: '' };
+      whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys), this.identified, { at, req, socket, head, origin });
+    } catch (err) {
+      x.internal(err);
+    }
+  }
+
+  private readonly identified = (x: Exchange, key: KeyEntry, p: Pending): void => {
+    const jwt = key.policy?.jwt;
+    if (!jwt) return this.counted(x, key, p);
+    // A key with a JWT: the upgrade carries it (Authorization), as an HTTP call does.
+    bearerVerifies(p.req.headers.authorization, jwt, this.host.jwtAudience).then(
+      (ok) => x.later(() => (ok ? this.counted(x, key, p) : x.refuse({ ok: false, reason: 'policy-jwt', retryAfter: 0 }))),
+      (err: unknown) => x.internal(err),
+    );
+  };
+
+  private counted(x: Exchange, key: KeyEntry, p: Pending): void {
+    // The client left while the key store or the JWT check was asked: the attempt is over.
+    if (p.socket.destroyed) return void (x.res as unknown as FrameResponse).destroy();
+    const n = this.perKey.get(key.id) ?? 0;
+    if (n >= this.host.limits.maxConnectionsPerKey) {
+      const max = this.host.limits.maxConnectionsPerKey;
+      return x.send(RPC_ERRORS.GW_WS_TOO_MANY_CONNECTIONS.status, rpcErrorJson('GW_WS_TOO_MANY_CONNECTIONS', 'null', `{"maxConnectionsPerKey":${max}}`));
+    }
+    this.perKey.set(key.id, n + 1);
+    let opened = false;
+    // ws refused the handshake itself (no Sec-WebSocket-Key, not a GET: its own 400), or the client left first.
+    const gone = (): void => {
+      if (opened) return;
+      this.release(key);
+      (x.res as unknown as FrameResponse).destroy();
+    };
+    p.socket.once('close', gone);
+    p.at.wss.handleUpgrade(p.req, p.socket, p.head, (ws: WebSocket) => {
+      opened = true;
+      p.socket.off('close', gone);
+      const h = p.req.headers['x-api-key'];
+      const raw = typeof h === 'string' && h !== '' ? h : (p.origin.pathKey ?? p.origin.queryKeys[0] ?? '');
+      const c = new Connection(ws, p.at, this.host, key, { ...p.origin, key: raw });
+      p.at.open.add(c);
+      p.at.stats.connections++;
+      this.host.log.info({ event: 'ws_open', chain: p.at.chain.route.path, keyId: key.id, reqId: x.id }, 'websocket open');
+      const res = x.res as unknown as FrameResponse;
+      res.statusCode = 101;
+      res.end();
+    });
+  }
+}
+
+/** The largest body of a non-WebSocket upgrade request read here (the chains' own limits apply after). */
+const MAX_PLAIN_BODY = 64 * 1024 * 1024;
+
+/**
+ * Node hands every request with an Upgrade header to the 'upgrade' listener,
+ * its body unread. One that asks for something else than WebSocket is read
+ * here (Content-Length, or no body) and served as plain HTTP on its socket,
+ * which closes after the answer; a chunked one is refused with 411.
+ */
+function serveAsHttp(req: IncomingMessage, socket: Socket, head: Buffer, http: (req: IncomingMessage, res: ServerResponse) => void): void {
+  const declared = req.headers['content-length'];
+  const n = declared === undefined ? 0 : Number(declared);
+  if (req.headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(n) || n < 0 || n > MAX_PLAIN_BODY) {
+    socket.end('HTTP/1.1 411 Length Required\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    return;
+  }
+  const chunks: Buffer[] = [head];
+  let size = head.length;
+  const onData = (c: Buffer): void => {
+    chunks.push(c);
+    size += c.length;
+    if (size >= n) go();
+  };
+  const go = (): void => {
+    socket.off('data', onData);
+    if (socket.destroyed) return;
+    const r = new FrameRequest(req.headers, req.url ?? '/', socket, Buffer.concat(chunks, size).subarray(0, n), req.method).asIncoming();
+    const res = new ServerResponse(r);
+    res.shouldKeepAlive = false;
+    // The response emits 'close' when its socket closes (assignSocket), as the server's own do.
+    res.assignSocket(socket);
+    res.once('finish', () => socket.end());
+    http(r, res);
+  };
+  if (size >= n) return go();
+  socket.on('data', onData);
+}
+
+/** A refused upgrade: the answer as plain HTTP on the socket, then the socket closes. */
+function refuseUpgrade(socket: Duplex, status: number, body: Buffer, headers: readonly string[]): void {
+  if (socket.destroyed) return;
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\nconnection: close\r\n`;
+  for (let i = 0; i + 1 < headers.length; i += 2) if (headers[i] !== 'connection') head += `${headers[i]}: ${headers[i + 1]}\r\n`;
+  socket.end(Buffer.concat([Buffer.from(`${head}\r\n`, 'latin1'), body]));
+}

@@ -1,0 +1,191 @@
+// A chain's WebSocket feed (runtime/ws/feed.ts) without HTTP: a fake chain
+// answers the feed's block and log fetches (through a fake dispatch), and a
+// fake view tells it the head moved. The cases e2e tests reach only by luck:
+// a head that skips heights, a reorg to a shorter chain with the view going
+// back, a view behind what was sent, and the last subscriber leaving.
+import { describe, expect, it } from 'vitest';
+import type { ChainListener, ChainView } from '../../../runtime/chain-view.ts';
+import type { Dispatch } from '../../../runtime/dispatch.ts';
+import type { Logger } from '../../../runtime/log.ts';
+import type { ForwardTarget } from '../../../runtime/proxy.ts';
+import type { EvmRouteSpec } from '../../../runtime/types.ts';
+import type { Upstream } from '../../../runtime/upstream.ts';
+import { ChainFeed, type FeedSubscriber } from '../../../runtime/ws/feed.ts';
+import { parseLogFilter, type LogFilter } from '../../../runtime/ws/logs.ts';
+
+const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', retries: 0, limits: { timeoutMs: 1000 } } as unknown as EvmRouteSpec;
+const LOG = { warn() {}, info() {}, error() {} } as unknown as Logger;
+const ADDRESS = `0x${'ee'.repeat(20)}`;
+
+interface Block {
+  readonly number: number;
+  readonly hash: string;
+  readonly parentHash: string;
+}
+
+/** A chain of blocks by height, with branches: `fork` names the branch of every block from a height on. */
+class FakeChain {
+  readonly byHash = new Map<string, Block>();
+  canonical: Block[] = [];
+  calls: string[] = [];
+
+  constructor(height: number) {
+    this.canonical = [{ number: 0, hash: hash(0, 'a'), parentHash: `0x${'00'.repeat(32)}` }];
+    this.extend(height, 'a');
+  }
+
+  extend(to: number, branch: string): void {
+    while (this.canonical.length - 1 < to) {
+      const parent = this.canonical.at(-1)!;
+      const b = { number: parent.number + 1, hash: hash(parent.number + 1, branch), parentHash: parent.hash };
+      this.canonical.push(b);
+      this.byHash.set(b.hash, b);
+    }
+    this.byHash.set(this.canonical[0]!.hash, this.canonical[0]!);
+  }
+
+  /** Replaces every block from `from` on with branch `branch`, up to `to`. */
+  reorg(from: number, to: number, branch: string): void {
+    this.canonical = this.canonical.slice(0, from);
+    this.extend(to, branch);
+  }
+
+  readonly dispatch: Dispatch = (target: ForwardTarget, request) => {
+    const call = JSON.parse(String(request.body)) as { method: string; params: unknown[] };
+    this.calls.push(call.method);
+    let result: unknown = null;
+    if (call.method === 'eth_getBlockByNumber') result = wire(this.canonical[Number.parseInt(call.params[0] as string, 16)]);
+    else if (call.method === 'eth_getBlockByHash') result = wire(this.byHash.get(call.params[0] as string));
+    else if (call.method === 'eth_getLogs') {
+      const b = this.byHash.get((call.params[0] as { blockHash: string }).blockHash)!;
+      result = [{ address: ADDRESS, topics: [], blockHash: b.hash, blockNumber: hex(b.number), logIndex: '0x0' }];
+    }
+    queueMicrotask(() =>
+      target.forwarded({ kind: 'buffered', upstream: null as unknown as Upstream, status: 200, headers: {}, body: Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, result })) }),
+    );
+    return { cancel() {} };
+  };
+}
+
+const hex = (n: number) => `0x${n.toString(16)}`;
+const hash = (n: number, branch: string) => `0x${branch.repeat(2)}${n.toString(16).padStart(62, '0')}`;
+const wire = (b: Block | undefined) => (b === undefined ? null : { number: hex(b.number), hash: b.hash, parentHash: b.parentHash, transactions: [] });
+
+/** The view as the feed reads it: a head number, and its listeners told when it moves. */
+class FakeView {
+  number = -1;
+  tip = -1;
+  readonly listeners: ChainListener[] = [];
+  listen(l: ChainListener): void {
+    this.listeners.push(l);
+  }
+  moveTo(n: number): void {
+    this.number = n;
+    for (const l of this.listeners) l.epoch();
+  }
+}
+
+function subscriber(type: 'newHeads' | 'logs', since = 0, filter: LogFilter | null = null): FeedSubscriber & { got: any[] } {
+  const got: any[] = [];
+  return { type, filter: type === 'logs' ? (filter ?? (parseLogFilter({}) as LogFilter)) : null, since, got, notify: (json) => void got.push(JSON.parse(json)) };
+}
+
+/** Lets the feed's fetches (each answered in a microtask) run to the end. */
+async function settle(): Promise<void> {
+  for (let i = 0; i < 200; i++) await new Promise((r) => setImmediate(r));
+}
+
+function setup(height: number) {
+  const chain = new FakeChain(height);
+  const view = new FakeView();
+  view.number = height;
+  const feed = new ChainFeed(ROUTE, view as unknown as ChainView, chain.dispatch, false, LOG);
+  return { chain, view, feed };
+}
+
+const numbers = (got: any[]) => got.map((b) => Number.parseInt(b.number, 16));
+
+describe('ChainFeed', () => {
+  it('starts after the head it knew, and fills the heights a head skips, in order', async () => {
+    const { chain, view, feed } = setup(3);
+    const s = subscriber('newHeads');
+    feed.add(s);
+    await settle();
+    expect(s.got).toEqual([]);
+    chain.extend(10, 'a');
+    view.moveTo(10);
+    await settle();
+    expect(numbers(s.got)).toEqual([4, 5, 6, 7, 8, 9, 10]);
+    expect(s.got.map((b) => b.hash)).toEqual(chain.canonical.slice(4, 11).map((b) => b.hash));
+    expect(s.got[0].transactions).toBeUndefined();
+  });
+
+  it('after a reorg to a shorter chain, sends the removed logs of every replaced block, then the new branch', async () => {
+    const { chain, view, feed } = setup(5);
+    const heads = subscriber('newHeads');
+    const logs = subscriber('logs');
+    feed.add(heads);
+    feed.add(logs);
+    await settle();
+    chain.extend(10, 'a');
+    view.moveTo(10);
+    await settle();
+    expect(numbers(heads.got)).toEqual([6, 7, 8, 9, 10]);
+    expect(logs.got.map((l) => [Number.parseInt(l.blockNumber, 16), l.removed])).toEqual([6, 7, 8, 9, 10].map((n) => [n, undefined]));
+    // Blocks 8..10 are replaced by 8' and 9': the head goes back to 9.
+    chain.reorg(8, 9, 'b');
+    view.moveTo(9);
+    await settle();
+    expect(heads.got.slice(5).map((b) => [Number.parseInt(b.number, 16), b.hash])).toEqual([
+      [8, hash(8, 'b')],
+      [9, hash(9, 'b')],
+    ]);
+    expect(logs.got.slice(5).map((l) => [Number.parseInt(l.blockNumber, 16), l.blockHash, l.removed ?? false])).toEqual([
+      [8, hash(8, 'a'), true],
+      [9, hash(9, 'a'), true],
+      [10, hash(10, 'a'), true],
+      [8, hash(8, 'b'), false],
+      [9, hash(9, 'b'), false],
+    ]);
+    // One log fetch per block sent, whatever came before.
+    expect(chain.calls.filter((m) => m === 'eth_getLogs')).toHaveLength(7);
+  });
+
+  it('sends nothing while the view is behind what was sent, and nothing twice', async () => {
+    const { chain, view, feed } = setup(5);
+    const s = subscriber('newHeads');
+    feed.add(s);
+    await settle();
+    chain.extend(8, 'a');
+    view.moveTo(8);
+    await settle();
+    view.moveTo(6);
+    await settle();
+    view.moveTo(8);
+    await settle();
+    expect(numbers(s.got)).toEqual([6, 7, 8]);
+  });
+
+  it('forgets what it sent when the last subscriber leaves, and a new one starts after the head of its time', async () => {
+    const { chain, view, feed } = setup(5);
+    const a = subscriber('newHeads');
+    feed.add(a);
+    await settle();
+    chain.extend(6, 'a');
+    view.moveTo(6);
+    await settle();
+    feed.remove(a);
+    chain.extend(9, 'a');
+    view.moveTo(9);
+    await settle();
+    const calls = chain.calls.length;
+    const b = subscriber('newHeads');
+    feed.add(b);
+    chain.extend(10, 'a');
+    view.moveTo(10);
+    await settle();
+    expect(numbers(a.got)).toEqual([6]);
+    expect(numbers(b.got)).toEqual([10]);
+    expect(chain.calls.length - calls).toBeLessThanOrEqual(3);
+  });
+});
