@@ -10,6 +10,19 @@ export interface SplitQuery {
 
 const NO_KEYS: string[] = [];
 
+/**
+ * The key a JSON-RPC path carries after its chain: `rest` is the path after
+ * `/<chain>`, and only `''`, `/`, `/<key>` and `/<key>/` are a chain's path.
+ * null: no key in the path; undefined: not a path of the chain (404). HTTP
+ * and WebSocket read it here, so both take the same paths.
+ */
+export function pathKeyOf(rest: string): string | null | undefined {
+  if (rest.length <= 1) return null;
+  const end = rest.indexOf('/', 1);
+  if (end === -1) return rest.slice(1);
+  return end === rest.length - 1 ? rest.slice(1, end) : undefined;
+}
+
 export function decodeOrNull(s: string): string | null {
   try {
     return decodeURIComponent(s);

@@ -14,7 +14,7 @@ import type { KeyEntry } from '../keys.ts';
 import type { ForwardRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
-import { splitQuery } from '../url.ts';
+import { pathKeyOf, splitQuery } from '../url.ts';
 import { quantity } from '../json-scan.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
@@ -59,13 +59,8 @@ class EvmRoute implements RouteHandler {
 
   handle(x: Exchange, rest: string, query: string): void {
     // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`: nothing else.
-    let pathKey: string | null = null;
-    if (rest.length > 1) {
-      const end = rest.indexOf('/', 1);
-      if (end === -1) pathKey = rest.slice(1);
-      else if (end === rest.length - 1) pathKey = rest.slice(1, end);
-      else return x.fail('not-found');
-    }
+    const pathKey = pathKeyOf(rest);
+    if (pathKey === undefined) return x.fail('not-found');
     if (x.req.method !== 'POST') return x.fail('method-not-allowed', ALLOW);
     whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys), this.keyed, null);
   }

@@ -19,7 +19,7 @@ import { RPC_ERRORS, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Chain, DispatchTable } from '../chains.ts';
-import { splitQuery } from '../url.ts';
+import { pathKeyOf, splitQuery } from '../url.ts';
 import { NO_KEYS } from '../interfaces/common.ts';
 import { ChainFeed } from './feed.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
@@ -158,13 +158,8 @@ export class Sockets {
       if (at === undefined) return x.fail('not-found');
       // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`, as for HTTP.
       const rest = slash === -1 ? '' : path.slice(slash);
-      let pathKey: string | null = null;
-      if (rest.length > 1) {
-        const end = rest.indexOf('/', 1);
-        if (end === -1) pathKey = rest.slice(1);
-        else if (end === rest.length - 1) pathKey = rest.slice(1, end);
-        else return x.fail('not-found');
-      }
+      const pathKey = pathKeyOf(rest);
+      if (pathKey === undefined) return x.fail('not-found');
       const query = q === -1 ? '' : url.slice(q + 1);
       const queryKeys = query === '' ? NO_KEYS : splitQuery(query).keys;
       const headers = { ...req.headers };

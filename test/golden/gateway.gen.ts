@@ -428,7 +428,7 @@ const ROUTE_11: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "gateway.yaml",
-  manifestSha256: "9f7f48949d7105a673d0d5903b6d15e07617875637a669b4eb576520f0ba91a0",
+  manifestSha256: "e34d49b9ef4a34b695e755c9d3ba229cd7f4d11ab325530bea6e04d2c2988a8c",
   keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {
