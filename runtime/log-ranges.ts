@@ -16,6 +16,8 @@
 //    that fails on one upstream is asked of another, and the call fails only
 //    when none is left;
 //  - the chunks' logs are merged in block order, under the client's id.
+// A range within every cap goes as the client's own call (one chunk), only
+// watched for an error that names a cap.
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
 // each of which comes back here alone.
 import type { ChainView } from './chain-view.ts';
@@ -144,6 +146,8 @@ function firstByte(body: Buffer | string): number {
 interface Chunk {
   readonly from: number;
   readonly to: number;
+  /** The whole range, within every cap: the client's call goes as it came (its tags as the pool's rewriteTags says). */
+  readonly whole?: boolean;
   /** Upstreams that failed it. */
   readonly tried: Set<Upstream>;
 }
@@ -235,7 +239,8 @@ class RangeCall implements Cancelable {
   start(): void {
     this.deadline = setTimeout(this.expire, this.request.timeoutMs);
     this.deadline.unref();
-    for (const c of splitRange(this.from, this.to, this.host.widthFor(this.group))) this.queue.push({ ...c, tried: new Set() });
+    const chunks = splitRange(this.from, this.to, this.host.widthFor(this.group));
+    for (const c of chunks) this.queue.push({ ...c, whole: chunks.length === 1, tried: new Set() });
     this.pump();
   }
 
@@ -263,7 +268,8 @@ class RangeCall implements Cancelable {
     if (!this.over && this.running.size === 0 && this.queue.length === 0) this.finish();
   }
 
-  private chunkBody(c: Chunk): string {
+  private chunkBody(c: Chunk): Buffer | string {
+    if (c.whole === true && this.request.body !== null) return this.request.body;
     const params = this.call.params.slice();
     params[0] = { ...this.filter, fromBlock: `0x${c.from.toString(16)}`, toBlock: `0x${c.to.toString(16)}` };
     // An id of its own: a node need not take the client's (anvil refuses a 30-digit number); the answer gets the client's back.
