@@ -99,10 +99,11 @@ export class LogRanges {
     return -1;
   }
 
-  /** The widest chunk the usable upstreams of `group` all take (Infinity: none has a cap). */
+  /** The widest chunk the upstreams that may take a call all take: the usable primaries (the fallbacks when none is); Infinity: none has a cap. */
   widthFor(group: UpstreamGroup): number {
+    const list = group.primaries.some((u) => u.usable) ? group.primaries : group.fallbacks;
     let w = Infinity;
-    for (const u of group.all) if (u.usable && u.view.maxLogRange !== null && u.view.maxLogRange < w) w = u.view.maxLogRange;
+    for (const u of list) if (u.usable && u.view.maxLogRange !== null && u.view.maxLogRange < w) w = u.view.maxLogRange;
     return w;
   }
 
@@ -239,7 +240,10 @@ class RangeCall implements Cancelable {
   start(): void {
     this.deadline = setTimeout(this.expire, this.request.timeoutMs);
     this.deadline.unref();
-    const chunks = splitRange(this.from, this.to, this.host.widthFor(this.group));
+    const width = this.host.widthFor(this.group);
+    const chunks = splitRange(this.from, this.to, width);
+    // More requests than one call may cost: refused as a range over limits.maxLogRange is, naming the widest that fits.
+    if (chunks.length > MAX_CHUNK_SENDS) return this.refuse(width * MAX_CHUNK_SENDS);
     for (const c of chunks) this.queue.push({ ...c, whole: chunks.length === 1, tried: new Set() });
     this.pump();
   }
@@ -303,8 +307,11 @@ class RangeCall implements Cancelable {
       if (complaint.kind === 'limit') this.host.learn(u, complaint.blocks ?? Math.ceil(width / 2));
       let w = complaint.kind === 'limit' && complaint.blocks !== null && complaint.blocks < width ? complaint.blocks : (complaint.suggested ?? 0);
       if (w <= 0 || w >= width) w = Math.ceil(width / 2);
+      const pieces = splitRange(c.from, c.to, w);
+      // Past what one call may cost: the node's refusal is the answer.
+      if (this.sends + this.queue.length + pieces.length > MAX_CHUNK_SENDS) return this.answerError(u, error);
       // Split further, ahead of the chunks not yet sent (they may go anywhere: each is at most this upstream's cap).
-      this.queue.unshift(...splitRange(c.from, c.to, w).map((p) => ({ ...p, tried: new Set<Upstream>() })));
+      this.queue.unshift(...pieces.map((p) => ({ ...p, tried: new Set<Upstream>() })));
       return this.pump();
     }
     const answer = (): void => this.answerError(u, error);
@@ -334,6 +341,15 @@ class RangeCall implements Cancelable {
     this.over = true;
     this.end();
     deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`));
+  }
+
+  /** A range that would take more chunk requests than one call may cost: -32602, naming the widest range that fits. */
+  private refuse(widest: number): void {
+    this.over = true;
+    this.end();
+    const data = JSON.stringify({ path: '/0', message: `the range spans ${this.to - this.from + 1} blocks, more than ${MAX_CHUNK_SENDS} requests to the upstreams can ask`, maxLogRange: widest });
+    const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', this.call.idJson, data));
+    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
   }
 
   private fail(fail: FailKind, u: Upstream | null, why?: string): void {

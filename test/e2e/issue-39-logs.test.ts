@@ -159,6 +159,16 @@ describe('eth_getLogs ranges (issue 39)', () => {
     expect(node.logs.slice(at)).toEqual([{ from: first, to: first + 49, refused: false }]);
   }, 30_000);
 
+  it('refuses a range that would take more than 1000 chunk requests with -32602, naming the widest range that fits, before any node sees it', async () => {
+    const node = nodes.one!;
+    const from = node.logs.length;
+    const r = JSON.parse((await raw('one', logsCall(4, { fromBlock: '0x0', toBlock: hex(50 * 1000) }))).text) as { id: number; error: { code: number; data: { maxLogRange: number } } };
+    expect(r.id).toBe(4);
+    expect(r.error.code).toBe(-32602);
+    expect(r.error.data.maxLogRange).toBe(50 * 1000);
+    expect(node.logs.slice(from)).toEqual([]);
+  });
+
   it('resolves latest, finalized and earliest to the blocks served before splitting: no tag reaches a node', async () => {
     const [a, b] = [nodes['split-a']!, nodes['split-b']!];
     // The pool's polls report anvil's finalized block.
