@@ -8,9 +8,10 @@
 //    blockHash) goes on as it came;
 //  - the chain's limits.maxLogRange refuses a wider range with -32602, before
 //    any node sees it;
-//  - a range wider than the smallest cap of the usable upstreams (their
-//    maxLogRange, lowered by what their errors taught) is split into chunks of
-//    at most that many blocks, at most 4 out at once;
+//  - a range wider than the smallest cap of the upstreams that may take it
+//    (the usable primaries, else the fallbacks: their maxLogRange, lowered by
+//    what their errors taught) is split into chunks of at most that many
+//    blocks, at most 4 out at once, at most 1000 per call;
 //  - an answer that names a range limit (log-range-errors.ts) splits that chunk
 //    further (and a block-range cap is kept in that upstream's view); a chunk
 //    that fails on one upstream is asked of another, and the call fails only
@@ -35,7 +36,7 @@ import { NO_SINK } from './cache/common.ts';
 
 /** Chunks out at once, per client call. */
 export const CHUNKS_AT_ONCE = 4;
-/** Most chunk requests one client call may cost (re-splits and tries elsewhere included); past it the call fails. */
+/** Most chunk requests one client call may cost, re-splits and tries elsewhere included (see RangeCall for what happens past it). */
 export const MAX_CHUNK_SENDS = 1000;
 /** Largest chunk answer held, and largest merged answer. */
 const MAX_CHUNK_BYTES = 32 * 1024 * 1024;
