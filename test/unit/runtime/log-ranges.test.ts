@@ -1,7 +1,8 @@
 // eth_getLogs ranges (issue 39): the split, the merge, and what each
 // provider's refusal says (runtime/log-ranges.ts, runtime/log-range-errors.ts).
 import { describe, expect, it } from 'vitest';
-import { mergeLogs, splitRange } from '../../../runtime/log-ranges.ts';
+import { mergeLogs, splitRange, wantsLogRanges } from '../../../runtime/log-ranges.ts';
+import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
 import { refusal, type CapText } from '../../support/range-capped-node.ts';
 
@@ -94,5 +95,22 @@ describe('rangeComplaint: the providers\' texts', () => {
     for (const message of ['header not found', 'invalid block range params', 'block range extends beyond current head block', 'rate limit exceeded', 'execution reverted']) {
       expect(rangeComplaint({ message }), message).toBeNull();
     }
+  });
+});
+
+describe('wantsLogRanges: who pays anything', () => {
+  const up = (maxLogRange?: number): UpstreamSpec => ({ name: 'c#0', url: { parts: ['http://a'] }, weight: 1, role: 'primary', archive: false, connections: 1, idleTimeoutMs: 1000, headers: {}, ...(maxLogRange === undefined ? {} : { maxLogRange }) });
+  const route = (methods: string[], upstreams: UpstreamSpec[], maxLogRange?: number): EvmRouteSpec =>
+    ({ interface: 'evm-jsonrpc', methods: new Set(methods), upstreams, limits: maxLogRange === undefined ? {} : { maxLogRange } }) as unknown as EvmRouteSpec;
+
+  it('no chain without eth_getLogs, and no chain of one upstream without a cap', () => {
+    expect(wantsLogRanges(route(['eth_call'], [up(50), up()], 100))).toBe(false);
+    expect(wantsLogRanges(route(['eth_getLogs'], [up()]))).toBe(false);
+  });
+
+  it('a chain that allows eth_getLogs with a cap, a limit, or a pool (whose errors may teach a cap)', () => {
+    expect(wantsLogRanges(route(['eth_getLogs'], [up(50)]))).toBe(true);
+    expect(wantsLogRanges(route(['eth_getLogs'], [up()], 100))).toBe(true);
+    expect(wantsLogRanges(route(['eth_getLogs'], [up(), up()]))).toBe(true);
   });
 });
