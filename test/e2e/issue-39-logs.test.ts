@@ -145,7 +145,7 @@ describe('eth_getLogs ranges (issue 39)', () => {
     expect(b.logs.length - fb, 'both nodes took chunks').toBeGreaterThan(0);
   }, 30_000);
 
-  it('splits on a chain of one upstream too (no pool), and a range within the cap goes as one call', async () => {
+  it('splits on a chain of one upstream too (no pool); a range within the cap, or by blockHash, goes as one call', async () => {
     const node = nodes.one!;
     const filter = { fromBlock: hex(first + 7), toBlock: hex(last - 3) };
     const from = node.logs.length;
@@ -157,6 +157,11 @@ describe('eth_getLogs ranges (issue 39)', () => {
     const at = node.logs.length;
     expect((JSON.parse((await raw('one', logsCall(7, narrow))).text) as { result: unknown[] }).result).toEqual(await oracle(narrow));
     expect(node.logs.slice(at)).toEqual([{ from: first, to: first + 49, refused: false }]);
+    // A range by blockHash is never split: it goes as it came.
+    const blockHash = ((await send('eth_getBlockByNumber', [hex(first), false])) as { hash: string }).hash;
+    const byHash = node.logs.length;
+    expect((JSON.parse((await raw('one', logsCall(8, { blockHash }))).text) as { result: unknown[] }).result).toEqual(await oracle({ blockHash }));
+    expect(node.logs.slice(byHash)).toEqual([{ from: undefined, to: undefined, refused: false }]);
   }, 30_000);
 
   it('refuses a range that would take more than 1000 chunk requests with -32602, naming the widest range that fits, before any node sees it', async () => {
