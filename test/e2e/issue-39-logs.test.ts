@@ -234,7 +234,7 @@ describe('eth_getLogs ranges (issue 39)', () => {
     expect(Math.max(...widths(seen.filter((s) => !s.refused)))).toBeLessThanOrEqual(12);
   }, 30_000);
 
-  it('serves a chunk that fails on one upstream from another (no retry of the request itself), equal to anvil', async () => {
+  it('serves a chunk that fails on one upstream from another (no retry of the request itself), equal to anvil; fails the call when every upstream fails it', async () => {
     const [a, b] = [nodes['fail-a']!, nodes['fail-b']!];
     a.failLogs = true;
     const filter = { fromBlock: hex(first), toBlock: hex(last) };
@@ -244,6 +244,12 @@ describe('eth_getLogs ranges (issue 39)', () => {
     expect((JSON.parse(r.text) as { result: unknown[] }).result).toEqual(await oracle(filter));
     expect(a.logs.length - fa, 'the failing node was asked').toBeGreaterThan(0);
     expect(b.logs.slice(fb).filter((s) => !s.refused).length, 'the other node served every chunk').toBe(Math.ceil(BLOCKS / 50));
+    // Both failing: the call fails with the gateway's error for the last failure (a 503 HTML page: -32053), as a lone call does.
+    b.failLogs = true;
+    const none = await raw('failover', logsCall(10, filter));
+    expect(none.status).toBeGreaterThanOrEqual(500);
+    expect([-32050, -32052, -32053]).toContain((JSON.parse(none.text) as { error: { code: number } }).error.code);
+    a.failLogs = b.failLogs = false;
   }, 30_000);
 
   it('refuses a range wider than limits.maxLogRange with -32602 and the limit in data, before any node sees it', async () => {
