@@ -14,6 +14,7 @@ interface UpstreamConfig {
   weight?: number;
   role?: UpstreamRole;
   archive?: boolean;
+  maxLogRange?: number;
   connections?: number;
   idleTimeoutMs?: number;
   headers?: Record<string, string>;
@@ -150,6 +151,7 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
     weight: o.weight ?? DEFAULTS.weight,
     role: o.role ?? DEFAULTS.role,
     archive: o.archive ?? DEFAULTS.archive,
+    ...(o.maxLogRange === undefined ? {} : { maxLogRange: o.maxLogRange }),
     connections: o.connections ?? DEFAULTS.connections,
     idleTimeoutMs: o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
     headers,

@@ -12,7 +12,7 @@ import { DEFAULTS } from './normalize.ts';
 export interface RouteRow {
   readonly path: string;
   readonly interface: ChainModel['interface'];
-  readonly upstreams: readonly { readonly name: string; readonly role: string; readonly weight: number; readonly archive: boolean }[];
+  readonly upstreams: readonly { readonly name: string; readonly role: string; readonly weight: number; readonly archive: boolean; readonly maxLogRange?: number }[];
   /** Allowed JSON-RPC methods (evm-jsonrpc); null for interfaces without an allowlist. */
   readonly methods: number | null;
   /** Parameters checked against the interface's spec (validate: params), or not (off). */
@@ -51,7 +51,7 @@ export function routeTable(model: GatewayModel): RouteTable {
         .map((c) => ({
           path: `/${c.path}`,
           interface: c.interface,
-          upstreams: c.upstreams.map((u) => ({ name: u.name, role: u.role, weight: u.weight, archive: u.archive })),
+          upstreams: c.upstreams.map((u) => ({ name: u.name, role: u.role, weight: u.weight, archive: u.archive, ...(u.maxLogRange === undefined ? {} : { maxLogRange: u.maxLogRange }) })),
           methods: c.methods === undefined ? null : c.methods.length,
           validate: c.validate ? 'params' : 'off',
           limits: c.limits,
@@ -92,9 +92,9 @@ export function formatRouteTable(t: RouteTable): string {
     if (l.routes.length === 0) continue;
     const rows = [['PATH', 'INTERFACE', 'UPSTREAMS', 'METHODS', 'VALIDATE', 'POOL', 'LIMITS']];
     for (const r of l.routes) {
-      const ups = r.upstreams.map((u) => `${u.name} (${u.role}${u.weight === 1 ? '' : `, weight ${u.weight}`}${u.archive ? ', archive' : ''})`).join(', ');
+      const ups = r.upstreams.map((u) => `${u.name} (${u.role}${u.weight === 1 ? '' : `, weight ${u.weight}`}${u.archive ? ', archive' : ''}${u.maxLogRange === undefined ? '' : `, maxLogRange ${u.maxLogRange}`})`).join(', ');
       const m = r.limits;
-      const limits = `body ${m.maxBodyBytes} B, batch ${m.maxBatchSize}, timeout ${m.timeoutMs} ms, page ${m.maxPageSize}`;
+      const limits = `body ${m.maxBodyBytes} B, batch ${m.maxBatchSize}, timeout ${m.timeoutMs} ms, page ${m.maxPageSize}${m.maxLogRange === undefined ? '' : `, maxLogRange ${m.maxLogRange}`}`;
       rows.push([r.path, r.interface, ups, r.methods === null ? '-' : String(r.methods), r.validate, poolText(r), limits]);
     }
     out.push(columns(rows).replace(/^/gm, '  '));

@@ -228,14 +228,19 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
     if (c.interface === 'blockbook' || c.interface === 'rosetta') {
       if (Array.isArray(c.upstreams)) {
         c.upstreams.forEach((u, j) => {
-          if (!isObj(u) || u.archive !== true) return;
           const path: YamlPath = [...base, 'upstreams', j];
+          if (isObj(u) && u.maxLogRange !== undefined) report('key', [...path, 'maxLogRange'], `${where(path)}: 'maxLogRange' applies to upstreams of evm-jsonrpc chains only, not ${c.interface}`, 'drop it: it caps eth_getLogs ranges');
+          if (!isObj(u) || u.archive !== true) return;
           report('key', [...path, 'archive'], `${where(path)}: 'archive' applies to upstreams of evm-jsonrpc chains only, not ${c.interface}`, 'drop it: archive routing is for EVM state older than pruneDepth');
         });
+      }
+      if (isObj(c.limits) && c.limits.maxLogRange !== undefined) {
+        report('key', [...base, 'limits', 'maxLogRange'], `${where(base)}: 'limits.maxLogRange' applies to evm-jsonrpc chains only, not ${c.interface}`, 'drop it: it caps eth_getLogs ranges');
       }
       return;
     }
     if (c.interface !== 'evm-jsonrpc') return;
+    logRangeProblems(c, base);
     if (count === 1 && c.broadcast === 'all') {
       report('value', [...base, 'broadcast'], `${where(base)}: broadcast 'all' needs more than one upstream, and the chain has one`, 'add an upstream or drop broadcast');
     }
@@ -261,6 +266,17 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
         report('value', path, `${where(path)}: '${name}' is not a method the chain allows`, didYouMean(name, allowed) ?? `add it to ${source} or drop it from quorum.methods`);
       }
     });
+  }
+
+  // eth_getLogs ranges (issue 39): a cap on a chain whose allowlist has no eth_getLogs does nothing.
+  function logRangeProblems(c: Obj, base: YamlPath): void {
+    const named = typeof c.methods === 'string' ? methodSets[c.methods] : c.methods;
+    if (!Array.isArray(named) || named.includes('eth_getLogs')) return;
+    const source = typeof c.methods === 'string' ? `methodSets.${c.methods}` : 'methods';
+    const why = (at: YamlPath, field: string) =>
+      report('key', [...at, ...field.split('.')], `${where(at)}: '${field}' caps eth_getLogs ranges, and the chain does not allow eth_getLogs`, `add eth_getLogs to ${source} or drop ${field}`);
+    if (isObj(c.limits) && c.limits.maxLogRange !== undefined) why(base, 'limits.maxLogRange');
+    if (Array.isArray(c.upstreams)) c.upstreams.forEach((u, j) => isObj(u) && u.maxLogRange !== undefined && why([...base, 'upstreams', j], 'maxLogRange'));
   }
 
   function checkUpstream(path: YamlPath, u: unknown): void {

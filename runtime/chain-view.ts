@@ -71,6 +71,8 @@ export class UpstreamView {
   safe = -1;
   /** More than maxLag blocks behind the chain's best head. */
   lagging = false;
+  /** Most blocks it takes in one eth_getLogs call: the manifest's maxLogRange, lowered by what its errors say (log-ranges.ts); null: none known. */
+  maxLogRange: number | null = null;
   /** False once it answered a JSON-RPC batch with one object; asked call by call until it comes back from down. */
   takesBatches = true;
   healthFails = 0;

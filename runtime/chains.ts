@@ -15,6 +15,7 @@ import type { Metrics, RouteMetrics } from './metrics.ts';
 import type { PolledChain } from './poller.ts';
 import { Upstream, UpstreamGroup } from './upstream.ts';
 import { plainDispatch, type Dispatch } from './dispatch.ts';
+import { LogRanges, wantsLogRanges } from './log-ranges.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 export interface Chain {
@@ -64,6 +65,8 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
         dispatch = pool.dispatch;
         metrics.pool(pool.stats);
       }
+      // eth_getLogs ranges split above the pool (or the one upstream), below the cache (log-ranges.ts).
+      if (route.interface === 'evm-jsonrpc' && wantsLogRanges(route)) dispatch = new LogRanges(route, group, view, dispatch, services.log).dispatch;
       const cached = cache !== null && route.cache === true;
       let forward = plainForwarder(route, dispatch);
       if (cached) {

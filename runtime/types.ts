@@ -43,6 +43,8 @@ export interface Limits {
   readonly maxParamsDepth: number;
   readonly maxArrayItems: number;
   readonly maxHexBytes: number;
+  /** Most blocks one eth_getLogs call may span (EVM); absent: no limit. */
+  readonly maxLogRange?: number;
 }
 
 export interface UpstreamSpec {
@@ -53,6 +55,8 @@ export interface UpstreamSpec {
   readonly role: UpstreamRole;
   /** Keeps all historical state: calls for state older than the route's pruneDepth go here (evm-jsonrpc; always false elsewhere). */
   readonly archive: boolean;
+  /** Most blocks it takes in one eth_getLogs call: wider client ranges are split (log-ranges.ts; evm-jsonrpc). Absent: none known. */
+  readonly maxLogRange?: number;
   /** Keep-alive pool size. */
   readonly connections: number;
   /** How long an unused connection stays open (undici's keepAliveTimeout). */

@@ -79,6 +79,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
         ['weight', lit(u.weight)],
         ['role', lit(u.role)],
         ['archive', lit(u.archive)],
+        ...(u.maxLogRange === undefined ? [] : [['maxLogRange', lit(u.maxLogRange)] as const]),
         ['connections', lit(u.connections)],
         ['idleTimeoutMs', lit(u.idleTimeoutMs)],
         ['headers', objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ')],

@@ -78,6 +78,16 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/websocket.yaml:18:5 chains[1] (bitcoin): 'websocket' applies to evm-jsonrpc chains only, not blockbook`,
   ],
 
+  // eth_getLogs range caps (issue 39) where they cannot apply, and out of range.
+  'log-ranges': [
+    `${F}/log-ranges.yaml:11:15 chains[0] (ethereum): 'limits.maxLogRange' caps eth_getLogs ranges, and the chain does not allow eth_getLogs (hint: add eth_getLogs to methodSets.reads or drop limits.maxLogRange)`,
+    `${F}/log-ranges.yaml:12:58 chains[0] (ethereum) upstreams[1]: 'maxLogRange' caps eth_getLogs ranges, and the chain does not allow eth_getLogs (hint: add eth_getLogs to methodSets.reads or drop maxLogRange)`,
+    `${F}/log-ranges.yaml:17:28 chains[1] (polygon) limits.maxLogRange: must be >= 1, not 0`,
+    `${F}/log-ranges.yaml:18:54 chains[1] (polygon) upstreams[0].maxLogRange: must be >= 1, not -5`,
+    `${F}/log-ranges.yaml:22:15 chains[2] (bitcoin): 'limits.maxLogRange' applies to evm-jsonrpc chains only, not blockbook (hint: drop it: it caps eth_getLogs ranges)`,
+    `${F}/log-ranges.yaml:23:45 chains[2] (bitcoin) upstreams[0]: 'maxLogRange' applies to upstreams of evm-jsonrpc chains only, not blockbook (hint: drop it: it caps eth_getLogs ranges)`,
+  ],
+
   // Schema problems.
   'misspelt-field': [
     `${F}/misspelt-field.yaml:3:37 listeners.rpc: unknown field 'hots' (hint: did you mean 'host'?)`,

@@ -104,6 +104,18 @@ describe('gateway routes', { timeout: 30_000 }, () => {
     });
   });
 
+  it("shows an upstream's maxLogRange in UPSTREAMS and the chain's limits.maxLogRange in LIMITS (issue 39); --json both", async () => {
+    const r = await gateway(['routes', 'test/fixtures/valid/log-ranges.yaml']);
+    expect(r.code).toBe(0);
+    const row = r.stdout.split('\n').find((l) => l.trimStart().startsWith('/ethereum'))!;
+    expect(row).toContain('ethereum#0 (primary), ethereum#1 (fallback, maxLogRange 2000)');
+    expect(row).toMatch(/page 1000, maxLogRange 100000$/);
+    const json = await gateway(['routes', 'test/fixtures/valid/log-ranges.yaml', '--json']);
+    const route = JSON.parse(json.stdout).listeners[0].routes[0];
+    expect(route.upstreams.map((u: { maxLogRange?: number }) => u.maxLogRange)).toEqual([undefined, 2000]);
+    expect(route.limits.maxLogRange).toBe(100000);
+  });
+
   it('exits 1 with the problems of a bad manifest, as check does', async () => {
     const r = await gateway(['routes', 'no/such.yaml']);
     expect(r).toEqual({ code: 1, stdout: '', stderr: 'no/such.yaml:1:1 manifest not found\nno/such.yaml: 1 problem\n' });

@@ -1,0 +1,401 @@
+// eth_getLogs ranges (issue 39; docs/upstreams.md, "eth_getLogs ranges"): a
+// layer above the chain's dispatch (the pool's, or the plain one of a chain of
+// one upstream). Each chunk of a range is a call of its own that goes through
+// that dispatch like any other call (block routing, retries, hedges).
+//  - fromBlock and toBlock are resolved to the blocks served (latest: the
+//    served tip, or a lone upstream's head; safe, finalized; earliest 0); a
+//    range whose ends are not known (pending, a tag with no head known, a
+//    blockHash) goes on as it came;
+//  - the chain's limits.maxLogRange refuses a wider range with -32602, before
+//    any node sees it;
+//  - a range wider than the smallest cap of the upstreams that may take it
+//    (the usable primaries, else the fallbacks: their maxLogRange, lowered by
+//    what their errors taught) is split into chunks of at most that many
+//    blocks, at most 4 out at once, at most 1000 per call;
+//  - an answer that names a range limit (log-range-errors.ts) splits that chunk
+//    further (and a block-range cap is kept in that upstream's view); a chunk
+//    that fails on one upstream is asked of another, and the call fails only
+//    when none is left;
+//  - the chunks' logs are merged in block order, under the client's id.
+// A range within every cap goes as the client's own call (one chunk), only
+// watched for an error that names a cap.
+// A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
+// each of which comes back here alone.
+import type { ChainView } from './chain-view.ts';
+import type { Cancelable, Dispatch } from './dispatch.ts';
+import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
+import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
+import type { Logger } from './log.ts';
+import { rangeComplaint } from './log-range-errors.ts';
+import { splitBatch } from './pool/batch.ts';
+import { readCall, type BlockRef, type PoolCall } from './pool/call.ts';
+import type { FailKind, ForwardRequest, ForwardResult, ForwardTarget } from './proxy.ts';
+import type { EvmRouteSpec } from './types.ts';
+import { UpstreamGroup, type Upstream } from './upstream.ts';
+import { NO_SINK } from './cache/common.ts';
+
+/** Chunks out at once, per client call. */
+export const CHUNKS_AT_ONCE = 4;
+/** Most chunk requests one client call may cost, re-splits and tries elsewhere included (see RangeCall for what happens past it). */
+export const MAX_CHUNK_SENDS = 1000;
+/** Largest chunk answer held, and largest merged answer. */
+const MAX_CHUNK_BYTES = 32 * 1024 * 1024;
+const MAX_MERGED_BYTES = 128 * 1024 * 1024;
+/** JSON-RPC errors that are the call's own fault: every node answers them alike, so no other is asked. */
+const CALLERS_FAULT = new Set([-32600, -32601, -32602]);
+const HEADERS = { 'content-type': 'application/json' } as const;
+const COMMA = Buffer.from(',');
+
+/** Whether a chain gets the layer: it allows eth_getLogs, and has a cap (an upstream's, the chain's limit) or a pool (whose upstreams' errors may teach one). */
+export function wantsLogRanges(route: EvmRouteSpec): boolean {
+  if (!route.methods.has('eth_getLogs')) return false;
+  return route.limits.maxLogRange !== undefined || route.upstreams.length > 1 || route.upstreams.some((u) => u.maxLogRange !== undefined);
+}
+
+export class LogRanges {
+  /** The chain's limits.maxLogRange (0: none). */
+  readonly clientLimit: number;
+  private readonly pooled: boolean;
+
+  constructor(
+    readonly route: EvmRouteSpec,
+    private readonly group: UpstreamGroup,
+    private readonly view: ChainView,
+    readonly inner: Dispatch,
+    readonly log: Logger,
+  ) {
+    this.clientLimit = route.limits.maxLogRange ?? 0;
+    this.pooled = group.all.length > 1;
+    // Each upstream's cap starts as the manifest's (the group is made from route.upstreams, in order).
+    route.upstreams.forEach((s, i) => {
+      const u = group.all[i];
+      if (u !== undefined && s.maxLogRange !== undefined) u.view.maxLogRange = s.maxLogRange;
+    });
+  }
+
+  readonly dispatch: Dispatch = (target, request, group = this.group) => {
+    const body = request.body;
+    if (body === null || !body.includes('eth_getLogs')) return this.inner(target, request, group);
+    if (firstByte(body) === 0x5b) return splitBatch(this.dispatch, this.log, this.route.path, target, request) ?? this.inner(target, request, group);
+    const call = readCall(body);
+    // A blockHash (no fromBlock), or not the method: as it came.
+    if (call === null || call.method !== 'eth_getLogs' || call.from === undefined) return this.inner(target, request, group);
+    const from = this.numberOf(call.from);
+    const to = this.numberOf(call.block);
+    if (from < 0 || to < 0 || from > to) return this.inner(target, request, group);
+    const width = to - from + 1;
+    if (this.clientLimit > 0 && width > this.clientLimit) return this.refuse(target, request, call, width);
+    const job = new RangeCall(this, target, request, group, call, from, to);
+    job.start();
+    return job;
+  };
+
+  /** The block a range's end names, as the chain serves it (-1: not known). */
+  private numberOf(b: BlockRef): number {
+    if (typeof b === 'number') return b;
+    const v = this.view;
+    if (b === 'latest') return this.pooled ? v.tip : v.number;
+    if (b === 'safe') return v.safe;
+    if (b === 'finalized') return v.finalized;
+    return -1;
+  }
+
+  /** The widest chunk the upstreams that may take a call all take: the usable primaries (the fallbacks when none is); Infinity: none has a cap. */
+  widthFor(group: UpstreamGroup): number {
+    const list = group.primaries.some((u) => u.usable) ? group.primaries : group.fallbacks;
+    let w = Infinity;
+    for (const u of list) if (u.usable && u.view.maxLogRange !== null && u.view.maxLogRange < w) w = u.view.maxLogRange;
+    return w;
+  }
+
+  /** An upstream's error named its cap: kept in its view (only ever lowered). */
+  learn(u: Upstream, blocks: number): void {
+    const v = u.view;
+    if (v.maxLogRange !== null && v.maxLogRange <= blocks) return;
+    v.maxLogRange = blocks;
+    this.log.warn({ event: 'upstream_log_range', chain: this.route.path, upstream: u.name, maxLogRange: blocks }, 'upstream caps eth_getLogs ranges: wider ranges are split for it');
+  }
+
+  /** limits.maxLogRange: -32602 with the limit in data, before any node sees the call. */
+  private refuse(target: ForwardTarget, request: ForwardRequest, call: PoolCall, width: number): Cancelable {
+    const data = JSON.stringify({ path: '/0', message: `the range spans ${width} blocks, more than limits.maxLogRange`, maxLogRange: this.clientLimit });
+    const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', call.idJson, data));
+    queueMicrotask(() => deliver(target, request, this.group.all[0]!, body));
+    return NOTHING;
+  }
+}
+
+const NOTHING: Cancelable = { cancel: () => undefined };
+
+/** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
+function deliver(target: ForwardTarget, request: ForwardRequest, u: Upstream, body: Buffer): void {
+  if (request.classify(200, HEADERS) === 'stream') {
+    target.streamHead(200, { ...HEADERS, 'content-length': String(body.length) }, u);
+    target.res.end(body);
+    return target.forwarded({ kind: 'streamed', upstream: u, status: 200 });
+  }
+  if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+  target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body });
+}
+
+function firstByte(body: Buffer | string): number {
+  let i = 0;
+  const at = (k: number): number => (typeof body === 'string' ? body.charCodeAt(k) : (body[k] ?? -1));
+  while (at(i) === 0x20 || at(i) === 0x0a || at(i) === 0x0d || at(i) === 0x09) i++;
+  return at(i);
+}
+
+interface Chunk {
+  readonly from: number;
+  readonly to: number;
+  /** The whole range, within every cap: the client's call goes as it came (its tags as the pool's rewriteTags says). */
+  readonly whole?: boolean;
+  /** Upstreams that failed it. */
+  readonly tried: Set<Upstream>;
+}
+
+/** Splits [from, to] into chunks of at most `width` blocks. */
+export function splitRange(from: number, to: number, width: number): { from: number; to: number }[] {
+  const out: { from: number; to: number }[] = [];
+  const w = Number.isFinite(width) && width >= 1 ? Math.floor(width) : to - from + 1;
+  for (let a = from; a <= to; a += w) out.push({ from: a, to: Math.min(to, a + w - 1) });
+  return out;
+}
+
+/**
+ * The logs of each chunk's answer merged, in the chunks' order (each node
+ * answers its chunk by block, then log index): the answer of one node asked
+ * for the whole range, under the client's id.
+ */
+export function mergeLogs(idJson: string, results: readonly Buffer[]): Buffer {
+  const parts: Buffer[] = [Buffer.from(`{"jsonrpc":"2.0","id":${idJson},"result":[`)];
+  let any = false;
+  for (const r of results) {
+    const inner = arrayInner(r);
+    if (inner.length === 0) continue;
+    if (any) parts.push(COMMA);
+    parts.push(inner);
+    any = true;
+  }
+  parts.push(Buffer.from(']}'));
+  return Buffer.concat(parts);
+}
+
+/** A JSON array's text without its brackets and the blanks inside them. */
+function arrayInner(a: Buffer): Buffer {
+  let s = 0;
+  let e = a.length;
+  while (s < e && a[s] !== 0x5b) s++;
+  while (e > s && a[e - 1] !== 0x5d) e--;
+  s++;
+  e--;
+  while (s < e && isBlank(a[s]!)) s++;
+  while (e > s && isBlank(a[e - 1]!)) e--;
+  return a.subarray(s, Math.max(s, e));
+}
+
+function isBlank(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
+/** One client eth_getLogs call: its chunks, at most CHUNKS_AT_ONCE out, merged once all are in. */
+class RangeCall implements Cancelable {
+  private readonly queue: Chunk[] = [];
+  /** Per chunk's first block: its logs (the result array's text). */
+  private readonly logs = new Map<number, Buffer>();
+  private readonly running = new Set<Cancelable>();
+  private sends = 0;
+  private held = 0;
+  private over = false;
+  private deadline: NodeJS.Timeout | null = null;
+  private readonly started = performance.now();
+  /** The first upstream that answered a chunk: the merged answer's. */
+  private upstream: Upstream | null = null;
+  /** The request each chunk goes as: held whole, safe to send again. */
+  private readonly chunkRequest: ForwardRequest;
+  private readonly filter: Record<string, unknown>;
+
+  constructor(
+    private readonly host: LogRanges,
+    private readonly target: ForwardTarget,
+    private readonly request: ForwardRequest,
+    private readonly group: UpstreamGroup,
+    private readonly call: PoolCall,
+    private readonly from: number,
+    private readonly to: number,
+  ) {
+    const classify = request.classify;
+    this.chunkRequest = {
+      ...request,
+      idempotent: true,
+      emptyOk: false,
+      maxBuffer: MAX_CHUNK_BYTES,
+      classify: (status, headers) => {
+        const v = classify(status, headers);
+        return v === 'stream' ? 'buffer' : v;
+      },
+    };
+    this.filter = call.params[0] as Record<string, unknown>;
+  }
+
+  start(): void {
+    this.deadline = setTimeout(this.expire, this.request.timeoutMs);
+    this.deadline.unref();
+    const width = this.host.widthFor(this.group);
+    const chunks = splitRange(this.from, this.to, width);
+    // More requests than one call may cost: refused as a range over limits.maxLogRange is, naming the widest that fits.
+    if (chunks.length > MAX_CHUNK_SENDS) return this.refuse(width * MAX_CHUNK_SENDS);
+    for (const c of chunks) this.queue.push({ ...c, whole: chunks.length === 1, tried: new Set() });
+    this.pump();
+  }
+
+  cancel(): void {
+    this.over = true;
+    this.end();
+  }
+
+  private readonly expire = (): void => {
+    this.deadline = null;
+    this.fail('timeout', null);
+  };
+
+  private pump(): void {
+    while (!this.over && this.running.size < CHUNKS_AT_ONCE && this.queue.length > 0) {
+      const c = this.queue.shift()!;
+      if (++this.sends > MAX_CHUNK_SENDS) return this.fail('bad-response', null, 'more chunk requests than one call may cost');
+      // A chunk tried again goes to the upstreams it has not failed on.
+      const group = c.tried.size === 0 ? this.group : new UpstreamGroup(this.group.all.filter((u) => !c.tried.has(u)));
+      const left = this.request.timeoutMs - (performance.now() - this.started);
+      const t = new ChunkTarget(this, c);
+      t.running = this.host.inner(t, { ...this.chunkRequest, body: this.chunkBody(c), timeoutMs: Math.max(1, Math.round(left)) }, group);
+      if (!t.finished) this.running.add(t.running);
+    }
+    if (!this.over && this.running.size === 0 && this.queue.length === 0) this.finish();
+  }
+
+  private chunkBody(c: Chunk): Buffer | string {
+    if (c.whole === true && this.request.body !== null) return this.request.body;
+    const params = this.call.params.slice();
+    params[0] = { ...this.filter, fromBlock: `0x${c.from.toString(16)}`, toBlock: `0x${c.to.toString(16)}` };
+    // An id of its own: a node need not take the client's (anvil refuses a 30-digit number); the answer gets the client's back.
+    return `{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":${JSON.stringify(params)}}`;
+  }
+
+  /** A chunk's outcome: its logs, a split further, a try elsewhere, or the call's end. */
+  done(t: ChunkTarget, r: ForwardResult): void {
+    if (t.running !== null) this.running.delete(t.running);
+    if (this.over) return;
+    const c = t.chunk;
+    if (r.kind !== 'buffered') return this.again(c, r.upstream, () => this.fail(r.kind === 'failed' ? r.fail : 'unavailable', r.upstream));
+    const u = r.upstream;
+    const spans = r.status === 200 ? answerSpans(r.body, MAX_ANSWER_DEPTH) : null;
+    if (spans !== null && !spans.hasError && spans.resultStart !== -1 && r.body[spans.resultStart] === 0x5b) {
+      this.upstream ??= u;
+      const result = r.body.subarray(spans.resultStart, spans.resultEnd);
+      this.held += result.length;
+      if (this.held > MAX_MERGED_BYTES) return this.fail('bad-response', u, 'merged eth_getLogs answer too large');
+      this.logs.set(c.from, result);
+      return this.pump();
+    }
+    const error = spans !== null && spans.hasError ? errorOf(r.body) : null;
+    if (error === null) {
+      this.host.log.warn({ event: 'upstream_bad_response', chain: this.host.route.path, upstream: u.name, status: r.status }, 'upstream answer is not JSON-RPC (a chunk of eth_getLogs)');
+      return this.again(c, u, () => this.fail('bad-response', u));
+    }
+    const width = c.to - c.from + 1;
+    const complaint = rangeComplaint(error);
+    if (complaint !== null && width > 1) {
+      if (complaint.kind === 'limit') this.host.learn(u, complaint.blocks ?? Math.ceil(width / 2));
+      let w = complaint.kind === 'limit' && complaint.blocks !== null && complaint.blocks < width ? complaint.blocks : (complaint.suggested ?? 0);
+      if (w <= 0 || w >= width) w = Math.ceil(width / 2);
+      const pieces = splitRange(c.from, c.to, w);
+      // Past what one call may cost: the node's refusal is the answer.
+      if (this.sends + this.queue.length + pieces.length > MAX_CHUNK_SENDS) return this.answerError(u, error);
+      // Split further, ahead of the chunks not yet sent (they may go anywhere: each is at most this upstream's cap).
+      this.queue.unshift(...pieces.map((p) => ({ ...p, tried: new Set<Upstream>() })));
+      return this.pump();
+    }
+    const answer = (): void => this.answerError(u, error);
+    if (typeof error.code === 'number' && CALLERS_FAULT.has(error.code)) return answer();
+    this.again(c, u, answer);
+  }
+
+  /** The chunk asked of another upstream it has not failed on, if one is usable; else `none`. */
+  private again(c: Chunk, u: Upstream | null, none: () => void): void {
+    // No upstream took it at all (none usable): none will.
+    if (u === null) return none();
+    c.tried.add(u);
+    if (!this.group.all.some((o) => o.usable && !c.tried.has(o))) return none();
+    this.queue.unshift(c);
+    this.pump();
+  }
+
+  private finish(): void {
+    this.over = true;
+    this.end();
+    const chunks = [...this.logs.keys()].sort((a, b) => a - b).map((k) => this.logs.get(k)!);
+    deliver(this.target, this.request, this.upstream ?? this.group.all[0]!, mergeLogs(this.call.idJson, chunks));
+  }
+
+  /** A node's error, which every upstream asked gave (or that is the call's own fault), under the client's id. */
+  private answerError(u: Upstream, error: Record<string, unknown>): void {
+    this.over = true;
+    this.end();
+    deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`));
+  }
+
+  /** A range that would take more chunk requests than one call may cost: -32602, naming the widest range that fits. */
+  private refuse(widest: number): void {
+    this.over = true;
+    this.end();
+    const data = JSON.stringify({ path: '/0', message: `the range spans ${this.to - this.from + 1} blocks, more than ${MAX_CHUNK_SENDS} requests to the upstreams can ask`, maxLogRange: widest });
+    const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', this.call.idJson, data));
+    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
+  }
+
+  private fail(fail: FailKind, u: Upstream | null, why?: string): void {
+    if (this.over) return;
+    this.over = true;
+    this.end();
+    if (why !== undefined) this.host.log.warn({ event: 'log_range_failed', chain: this.host.route.path, why }, 'eth_getLogs range failed');
+    this.target.forwarded({ kind: 'failed', fail, upstream: u });
+  }
+
+  private end(): void {
+    if (this.deadline !== null) clearTimeout(this.deadline);
+    this.deadline = null;
+    for (const r of this.running) r.cancel();
+    this.running.clear();
+  }
+}
+
+/** A JSON-RPC answer's error object (null: none, or not JSON). */
+function errorOf(body: Buffer): Record<string, unknown> | null {
+  try {
+    const e = (JSON.parse(body.toString('utf8')) as { error?: unknown }).error;
+    return e !== null && typeof e === 'object' && !Array.isArray(e) ? (e as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Where one chunk's outcome goes. */
+class ChunkTarget implements ForwardTarget {
+  readonly res = NO_SINK;
+  running: Cancelable | null = null;
+  finished = false;
+
+  constructor(
+    private readonly call: RangeCall,
+    readonly chunk: Chunk,
+  ) {}
+
+  streamHead(): void {
+    throw new Error('a chunk of eth_getLogs is held whole');
+  }
+
+  forwarded(r: ForwardResult): void {
+    this.finished = true;
+    this.call.done(this, r);
+  }
+}

@@ -1,0 +1,116 @@
+// eth_getLogs ranges (issue 39): the split, the merge, and what each
+// provider's refusal says (runtime/log-ranges.ts, runtime/log-range-errors.ts).
+import { describe, expect, it } from 'vitest';
+import { mergeLogs, splitRange, wantsLogRanges } from '../../../runtime/log-ranges.ts';
+import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
+import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
+import { refusal, type CapText } from '../../support/range-capped-node.ts';
+
+describe('splitRange', () => {
+  it('covers the range exactly, in order, each chunk at most the width', () => {
+    for (const [from, to, w] of [
+      [0, 299, 50],
+      [10, 10, 50],
+      [5, 104, 100],
+      [5, 105, 100],
+      [1, 1000, 7],
+      [3, 9, 1],
+    ] as const) {
+      const chunks = splitRange(from, to, w);
+      expect(chunks[0]!.from).toBe(from);
+      expect(chunks.at(-1)!.to).toBe(to);
+      for (let i = 0; i < chunks.length; i++) {
+        const c = chunks[i]!;
+        expect(c.to - c.from + 1).toBeLessThanOrEqual(w);
+        expect(c.to).toBeGreaterThanOrEqual(c.from);
+        if (i > 0) expect(c.from).toBe(chunks[i - 1]!.to + 1);
+      }
+      expect(chunks.length).toBe(Math.ceil((to - from + 1) / w));
+    }
+  });
+
+  it('keeps the range whole with no cap', () => {
+    expect(splitRange(4, 900, Infinity)).toEqual([{ from: 4, to: 900 }]);
+  });
+});
+
+describe('mergeLogs', () => {
+  it("concatenates the chunks' logs in order, under the client's id bytes, skipping empty chunks", () => {
+    const a = Buffer.from('[{"blockNumber":"0x1","logIndex":"0x0"},{"blockNumber":"0x1","logIndex":"0x1"}]');
+    const empty = Buffer.from('[ ]');
+    const b = Buffer.from('[\n  {"blockNumber":"0x3","logIndex":"0x0"}\n]');
+    const merged = mergeLogs('123456789012345678901234567890', [a, empty, b]).toString();
+    expect(merged).toBe(
+      '{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":[{"blockNumber":"0x1","logIndex":"0x0"},{"blockNumber":"0x1","logIndex":"0x1"},{"blockNumber":"0x3","logIndex":"0x0"}]}',
+    );
+    expect(JSON.parse(merged).result.map((l: { blockNumber: string }) => l.blockNumber)).toEqual(['0x1', '0x1', '0x3']);
+  });
+
+  it('answers an empty list when no chunk has logs', () => {
+    expect(mergeLogs('"x"', [Buffer.from('[]'), Buffer.from('[]')]).toString()).toBe('{"jsonrpc":"2.0","id":"x","result":[]}');
+  });
+});
+
+describe('rangeComplaint: the providers\' texts', () => {
+  it('reads the cap each block-range refusal names', () => {
+    const cases: [CapText, number][] = [
+      ['publicnode', 50000],
+      ['infura-range', 10000],
+      ['alchemy', 10],
+      ['quicknode', 10000],
+      ['reth', 100000],
+    ];
+    for (const [text, k] of cases) expect(rangeComplaint(refusal(text, 100, 200_099, k)), text).toMatchObject({ kind: 'limit', blocks: k });
+  });
+
+  it('reads the texts as quoted in their sources', () => {
+    expect(rangeComplaint({ message: 'exceed maximum block range: 5000' })).toMatchObject({ kind: 'limit', blocks: 5000 });
+    expect(rangeComplaint({ message: 'range 25887126 - 25897126 exceeds limit of 10000' })).toMatchObject({ kind: 'limit', blocks: 10000 });
+    expect(rangeComplaint({ message: 'eth_getLogs is limited to a 10,000 range' })).toMatchObject({ kind: 'limit', blocks: 10000 });
+    expect(rangeComplaint({ message: 'eth_getLogs is limited to a 5 range' })).toMatchObject({ kind: 'limit', blocks: 5 });
+    expect(rangeComplaint({ message: 'eth_getLogs is limited to 0 - 50 blocks range' })).toMatchObject({ kind: 'limit', blocks: 50 });
+    expect(rangeComplaint({ message: 'ranges over 10000 blocks are not supported on freetier' })).toMatchObject({ kind: 'limit', blocks: 10000 });
+    expect(rangeComplaint({ message: 'block range is too wide (maximum 10)' })).toMatchObject({ kind: 'limit', blocks: 10 });
+    expect(rangeComplaint({ message: 'invalid params', data: { payload: 'range 9009594 is bigger than range limit 2000' } })).toMatchObject({ kind: 'limit', blocks: 2000 });
+    // Alchemy's response-size text: any 2K block range is answered whatever its size, so 2000 is a cap.
+    expect(
+      rangeComplaint({
+        message:
+          'Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range and no limit on the response size, or you can request any block range with a cap of 10K logs in the response. Based on your parameters and the response size limit, this block range should work: [0xc5dc00, 0xc614a7]',
+      }),
+    ).toEqual({ kind: 'limit', blocks: 2000, suggested: 0xc614a7 - 0xc5dc00 + 1 });
+    // No number: half the range asked is taken (log-ranges.ts).
+    expect(rangeComplaint({ message: 'block range too large' })).toEqual({ kind: 'limit', blocks: null, suggested: null });
+    expect(rangeComplaint({ message: 'block range is bigger than maxBlockRange' })).toEqual({ kind: 'limit', blocks: null, suggested: null });
+    expect(rangeComplaint({ message: 'query exceeds max block range' })).toEqual({ kind: 'limit', blocks: null, suggested: null });
+  });
+
+  it('tells too many results (split by the suggestion, not kept) from a cap', () => {
+    expect(rangeComplaint(refusal('infura-results', 0xbde5f8, 0x102dbcc + 500, 0x102dbcc - 0xbde5f8 + 1))).toEqual({ kind: 'results', suggested: 0x102dbcc - 0xbde5f8 + 1 });
+    expect(rangeComplaint({ message: 'query returned more than 10000 results' })).toEqual({ kind: 'results', suggested: null });
+    expect(rangeComplaint({ message: 'query exceeds max results 20000, retry with the range 3600741-3620740' })).toEqual({ kind: 'results', suggested: 20000 });
+  });
+
+  it('says nothing of other errors', () => {
+    for (const message of ['header not found', 'invalid block range params', 'block range extends beyond current head block', 'rate limit exceeded', 'execution reverted']) {
+      expect(rangeComplaint({ message }), message).toBeNull();
+    }
+  });
+});
+
+describe('wantsLogRanges: who pays anything', () => {
+  const up = (maxLogRange?: number): UpstreamSpec => ({ name: 'c#0', url: { parts: ['http://a'] }, weight: 1, role: 'primary', archive: false, connections: 1, idleTimeoutMs: 1000, headers: {}, ...(maxLogRange === undefined ? {} : { maxLogRange }) });
+  const route = (methods: string[], upstreams: UpstreamSpec[], maxLogRange?: number): EvmRouteSpec =>
+    ({ interface: 'evm-jsonrpc', methods: new Set(methods), upstreams, limits: maxLogRange === undefined ? {} : { maxLogRange } }) as unknown as EvmRouteSpec;
+
+  it('no chain without eth_getLogs, and no chain of one upstream without a cap', () => {
+    expect(wantsLogRanges(route(['eth_call'], [up(50), up()], 100))).toBe(false);
+    expect(wantsLogRanges(route(['eth_getLogs'], [up()]))).toBe(false);
+  });
+
+  it('a chain that allows eth_getLogs with a cap, a limit, or a pool (whose errors may teach a cap)', () => {
+    expect(wantsLogRanges(route(['eth_getLogs'], [up(50)]))).toBe(true);
+    expect(wantsLogRanges(route(['eth_getLogs'], [up()], 100))).toBe(true);
+    expect(wantsLogRanges(route(['eth_getLogs'], [up(), up()]))).toBe(true);
+  });
+});
