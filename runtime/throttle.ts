@@ -13,6 +13,7 @@
 // Each entry of the table names the provider that says it and where the text
 // comes from, as the state-error table does (pool/state-errors.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import type { ForwardRequest } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 
 export interface ThrottleText {
@@ -68,6 +69,28 @@ export function answerThrottled(body: Buffer): boolean {
 }
 
 const MAX_JUDGED = 4096;
+
+/** Whether a Blockbook error answer ({"error": "..."}) says the upstream throttled the call. */
+export function blockbookThrottled(body: Buffer): boolean {
+  if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1) return false;
+  try {
+    const e = (JSON.parse(body.toString('utf8')) as { error?: unknown } | null)?.error;
+    return typeof e === 'string' && saysThrottled(undefined, e);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A Blockbook request in a pool, with its error answers (4xx, 500, 501:
+ * Blockbook's own {"error": ...}) held whole and judged for a throttle; the
+ * rest streams as the route asked. A held error that is no throttle is passed
+ * on unchanged (interfaces/blockbook.ts).
+ */
+export function blockbookJudged(request: ForwardRequest): ForwardRequest {
+  const classify = request.classify;
+  return { ...request, classify: (status, headers) => (status >= 400 && status < 502 ? 'buffer' : classify(status, headers)), throttled: blockbookThrottled };
+}
 
 /** The first cooldown without a Retry-After, and the longest. */
 export const COOLDOWN_FIRST_MS = 1000;

@@ -298,6 +298,31 @@ describe('without Retry-After: a cooldown of 1 s that doubles with each throttle
   }, 90_000);
 });
 
+describe('Blockbook: an {"error": ...} answer with a throttle text is a throttle', () => {
+  it('a 500 {"error":"Too many requests, rate limit exceeded"}: the client gets the other node\'s block, the node is out for its cooldown', async () => {
+    const total = (await upstream('bitcoin#0')).throttledTotal;
+    let first = true;
+    S.BB1!.throttle = () => (first ? ((first = false), { status: 500, body: '{"error":"Too many requests, rate limit exceeded"}' }) : undefined);
+    await until(
+      async () => {
+        const r = await request(gw.url('explorer', '/bitcoin/v2/block/1'), { headers: { 'x-api-key': KEY } });
+        const text = await r.body.text();
+        expect(r.statusCode, text).toBe(200);
+        expect(JSON.parse(text).height).toBe(1);
+        return !first;
+      },
+      'the first Blockbook node asked',
+    );
+    expect((await upstream('bitcoin#0')).throttledTotal).toBe(total + 1);
+    // Blockbook's own errors that say nothing of a limit pass on as they came.
+    S.BB1!.throttle = () => undefined;
+    const r = await request(gw.url('explorer', '/bitcoin/v2/block/999999'), { headers: { 'x-api-key': KEY } });
+    const own = await request(`${S.BB2!.url}/api/v2/block/999999`);
+    expect(r.statusCode).toBe(own.statusCode);
+    expect(await r.body.text()).toBe(await own.body.text());
+  });
+});
+
 describe('every upstream throttled: HTTP 429 with Retry-After, in each interface\'s envelope', () => {
   it('EVM pool: -32005 "every upstream throttled", Retry-After the soonest; the next call reaches no node', async () => {
     S.ALL_1!.throttle = () => ({ ...PROVIDER.infura429, retryAfter: '30' });
@@ -346,6 +371,7 @@ describe('every upstream throttled: HTTP 429 with Retry-After, in each interface
       return { status: r.statusCode, headers: r.headers, text: await r.body.text() };
     };
     const tooMany = { status: 429, body: '{"error":"Too many requests"}', retryAfter: '30' };
+    const before = S.BB1!.throttledCount() + S.BB2!.throttledCount();
     let first = true;
     S.BB1!.throttle = () => (first ? ((first = false), tooMany) : undefined);
     await until(
@@ -362,7 +388,7 @@ describe('every upstream throttled: HTTP 429 with Retry-After, in each interface
     expect(a.status, a.text).toBe(429);
     expect(JSON.parse(a.text)).toEqual({ error: 'Every upstream throttled' });
     expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-    expect(S.BB1!.throttledCount() + S.BB2!.throttledCount()).toBe(2);
+    expect(S.BB1!.throttledCount() + S.BB2!.throttledCount()).toBe(before + 2);
   });
 
   it('Rosetta: HTTP 500, error 6034 retriable, with Retry-After', async () => {
