@@ -13,7 +13,6 @@
 // Each entry of the table names the provider that says it and where the text
 // comes from, as the state-error table does (pool/state-errors.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { ForwardRequest } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 
 export interface ThrottleText {
@@ -87,9 +86,15 @@ export function blockbookThrottled(body: Buffer): boolean {
  * rest streams as the route asked. A held error that is no throttle is passed
  * on unchanged (interfaces/blockbook.ts).
  */
-export function blockbookJudged(request: ForwardRequest): ForwardRequest {
+export function blockbookJudged<R extends Judged>(request: R): R {
   const classify = request.classify;
-  return { ...request, classify: (status, headers) => (status >= 400 && status < 502 ? 'buffer' : classify(status, headers)), throttled: blockbookThrottled };
+  return { ...request, classify: (status: number, headers: IncomingHttpHeaders) => (status >= 400 && status < 502 ? 'buffer' : classify(status, headers)), throttled: blockbookThrottled };
+}
+
+/** What blockbookJudged changes of a request (proxy.ts ForwardRequest; named here without importing it, which imports this module). */
+interface Judged {
+  readonly classify: (status: number, headers: IncomingHttpHeaders) => 'stream' | 'buffer' | 'bad';
+  readonly throttled?: (body: Buffer) => boolean;
 }
 
 /** The first cooldown without a Retry-After, and the longest. */
