@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
+import { chromium } from 'playwright-core';
 import type { Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
 import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
@@ -353,17 +354,34 @@ describe('every upstream throttled: HTTP 429 with Retry-After, in each interface
 
   it('EVM, one upstream: its 429 starts the cooldown too; until it ends the client gets the 429 without the node being asked', async () => {
     const s = S.SINGLE!;
-    s.throttle = (a) => (a.rpcMethod === 'eth_getBalance' ? { ...PROVIDER.infura429, retryAfter: '30' } : undefined);
+    s.throttle = (a) => (a.rpcMethod === 'eth_getBalance' ? { ...PROVIDER.infura429, retryAfter: '120' } : undefined);
     for (let i = 0; i < 3; i++) {
       const a = await rpc('single', 'eth_getBalance', [ADDR, 'latest']);
       expect(a.status, a.text).toBe(429);
       expect(a.json.error).toEqual({ code: -32005, message: 'Limit exceeded: every upstream throttled' });
       expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1);
-      expect(Number(a.headers['retry-after'])).toBeLessThanOrEqual(30);
+      expect(Number(a.headers['retry-after'])).toBeLessThanOrEqual(120);
     }
     expect(s.arrivals).toHaveLength(1);
-    expect((await upstream('single#0')).throttledUntil!).toBeGreaterThanOrEqual(s.arrivals[0]!.at + 30_000);
+    expect((await upstream('single#0')).throttledUntil!).toBeGreaterThanOrEqual(s.arrivals[0]!.at + 120_000);
   });
+
+  it('the status page (Chromium) shows until when a throttled upstream takes no traffic, and not for one that is not throttled', async () => {
+    const until0 = (await upstream('single#0')).throttledUntil!;
+    const browser = await chromium.launch({ executablePath: '/usr/bin/chromium' });
+    try {
+      const page = await browser.newPage();
+      await page.goto(gw.url('admin', '/'));
+      const cell = (name: string) => page.locator(`tr[data-upstream="${name}"] [data-field="throttledUntil"]`);
+      await cell('single#0').waitFor();
+      const shown = await cell('single#0').textContent();
+      const time = await page.evaluate((t) => new Date(t).toLocaleTimeString(), until0);
+      expect(shown).toBe(`throttled until ${time}`);
+      expect(await cell('forms#1').count()).toBe(0);
+    } finally {
+      await browser.close();
+    }
+  }, 60_000);
 
   it('Blockbook: the other node answers while one throttles; with both throttled, 429 {"error":"Every upstream throttled"}', async () => {
     const get = async () => {
