@@ -84,10 +84,24 @@ export class UpstreamView {
   reports = 0;
   /** Attempts and their latency, for /metrics and the status page. */
   readonly tally = new UpstreamTally();
+  /** Throttled (throttle.ts): no client traffic before this epoch ms (0: not throttled). */
+  throttledUntil = 0;
+  /** Throttles in a row with no answer between (the cooldown doubles with each), when the run's last cooldown began (epoch ms), and throttles ever. */
+  throttleRun = 0;
+  throttleSince = 0;
+  throttledTotal = 0;
   /** Polls begun (whenVerified waits for one begun after it was asked). */
   begun = 0;
   /** Work waiting for the next poll that begins after it was queued: [poll number it waits for, what to run if that poll verifies]. */
   private readonly afterPoll: { readonly poll: number; readonly run: () => void }[] = [];
+
+  /** Still in a throttle's cooldown; clears it once the cooldown is over. */
+  get throttled(): boolean {
+    if (this.throttledUntil === 0) return false;
+    if (Date.now() < this.throttledUntil) return true;
+    this.throttledUntil = 0;
+    return false;
+  }
 
   /** Its head is the chain's as of the last poll interval: the last poll answered on time with a usable height, and none is overdue. */
   get current(): boolean {
@@ -133,7 +147,8 @@ export interface ChainListener {
 
 interface Member {
   readonly view: UpstreamView;
-  readonly usable: boolean;
+  /** May take traffic but for a throttle: a throttled upstream's head still counts (upstream.ts). */
+  readonly serving: boolean;
 }
 
 /** A chain as its usable upstreams tell it. */
@@ -243,7 +258,7 @@ export class ChainView {
     let heads: number[] = [];
     const stale: number[] = [];
     for (const m of this.members) {
-      if (!m.usable) continue;
+      if (!m.serving) continue;
       const v = m.view;
       // One that may take traffic but has not answered a poll yet, and is not overdue: the tip waits for it.
       if (v.reports === 0 && !v.overdue) return;
@@ -309,7 +324,7 @@ export class ChainView {
     let ns: string | null = null;
     for (const m of this.members) {
       const v = m.view;
-      if (!m.usable || v.head === null) continue;
+      if (!m.serving || v.head === null) continue;
       known++;
       // A head without its hash (a poll for health alone) counts for the number; no upstream is "at" it.
       if (v.head > number) {
@@ -336,7 +351,7 @@ export class ChainView {
     this.seq++;
     for (const m of this.members) {
       const v = m.view;
-      const at = m.usable && v.head === number && hash !== '' && v.hash === hash;
+      const at = m.serving && v.head === number && hash !== '' && v.hash === hash;
       if (!at) this.atHeadSince.delete(v);
       else if (!this.atHeadSince.has(v)) this.atHeadSince.set(v, this.seq);
     }

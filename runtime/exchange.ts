@@ -14,6 +14,7 @@ import { endToEndHeaders, type ForwardRequest, type ForwardResult, type ForwardT
 import type { Cancelable, Dispatch } from './dispatch.ts';
 import type { Upstream } from './upstream.ts';
 import type { RequestTracker } from './tracker.ts';
+import { RETRY_SOON } from './throttle.ts';
 
 export type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
 
@@ -119,6 +120,8 @@ export class Exchange implements ForwardTarget {
 
   /** A failure, in the envelope of the exchange's interface. */
   fail(f: Failure, extra?: readonly string[]): void {
+    // Every upstream throttled: with a Retry-After, 1 s where the caller does not know when one is free (throttle.ts).
+    if (f === 'throttled' && extra === undefined) extra = RETRY_SOON;
     const a = this.envelope[f];
     this.send(a.status, a.body, extra);
   }
@@ -179,7 +182,7 @@ export class Exchange implements ForwardTarget {
     try {
       if (r.kind === 'failed') {
         if (r.upstream) this.host.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail: r.fail, reqId: this.id }, 'upstream failed');
-        this.fail(r.fail);
+        this.fail(r.fail, r.retryAfter === undefined ? undefined : ['retry-after', String(r.retryAfter)]);
       } else if (r.kind === 'buffered') this.handler!.rewrite(this, r);
     } catch (err) {
       this.internal(err);

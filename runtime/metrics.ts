@@ -230,6 +230,11 @@ export class Metrics {
           return out;
         })),
       );
+      this.registry.registerMetric(
+        <Metric>(<unknown>new Rendered('gateway_upstream_throttled_total', 'Answers in which an upstream throttled a call (HTTP 429, a JSON-RPC -32005 or 429, a provider\'s "rate limit" text), by chain and upstream: each took it out of client traffic for its Retry-After or a cooldown (docs/upstreams.md: "Throttling").', 'counter', () =>
+          this.upstreamList.map((u) => ({ labels: { chain: u.chain, upstream: u.name }, value: u.view.throttledTotal })),
+        )),
+      );
     }
     this.upstreamList.push(...list);
   }

@@ -13,8 +13,10 @@ import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
+import { allThrottled, throttled } from './throttle.ts';
 
-export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response';
+/** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
+export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';
 
 /**
  * What to do with an answer: stream it straight to the client, buffer it (the
@@ -47,6 +49,8 @@ export interface ForwardRequest {
   readonly skip?: ReadonlySet<Upstream>;
   /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
   readonly isAnswer?: (body: Buffer) => boolean;
+  /** Whether an answer held whole (not a 5xx) says the upstream throttled the call (a pool's JSON-RPC -32005 in a 200); absent: only a 429 does. */
+  readonly throttled?: (body: Buffer) => boolean;
 }
 
 /** What Forward writes a streamed answer into: a client's response. */
@@ -70,7 +74,8 @@ export type ForwardResult =
       readonly headers: IncomingHttpHeaders;
       readonly body: Buffer;
     }
-  | { readonly kind: 'failed'; readonly fail: FailKind; readonly upstream: Upstream | null }
+  /** retryAfter: seconds until the soonest throttled upstream is free again (fail 'throttled'). */
+  | { readonly kind: 'failed'; readonly fail: FailKind; readonly upstream: Upstream | null; readonly retryAfter?: number }
   /** The client went away, or the answer broke after it had started. */
   | { readonly kind: 'aborted'; readonly upstream: Upstream | null };
 
@@ -149,6 +154,8 @@ const enum Mode {
   Buffer,
   /** Read and dropped: the attempt failed and another upstream gets the request. */
   Retry,
+  /** Read and dropped: a 429, the upstream throttled the call (throttle.ts). */
+  Throttled,
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -170,6 +177,10 @@ export class Forward implements Dispatcher.DispatchHandler {
   private tried: Set<Upstream> | null = null;
   private last: ForwardResult | null = null;
   private attempt = 0;
+  /** Attempts an upstream throttled: they do not count against `retries`. */
+  private throttles = 0;
+  /** A write went to another upstream after a throttle (it may, once). */
+  private moved = false;
   private u: Upstream | null = null;
   private canRetry = false;
   private status = 0;
@@ -232,9 +243,9 @@ export class Forward implements Dispatcher.DispatchHandler {
     if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
     const tried = this.tried;
     const u = tried === null ? group.pick(null, req.accept) : group.pickRetry(tried, req.accept);
-    if (u === null) return this.end(this.last ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
+    if (u === null) return this.end(this.last ?? allThrottled(group, req.accept, null) ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
     this.u = u;
-    this.canRetry = this.attempt < req.retries && group.hasOther(u, tried, req.accept);
+    this.canRetry = this.attempt - this.throttles < req.retries && group.hasOther(u, tried, req.accept);
     this.attempt++;
     this.mode = Mode.Stream;
     this.bad = false;
@@ -262,6 +273,11 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.status = status;
     this.headers = headers;
     const { req, target } = this;
+    if (status === 429) {
+      this.mode = Mode.Throttled;
+      this.startDeadline();
+      return;
+    }
     let verdict = req.classify(status, headers);
     if (verdict === 'bad') {
       if (this.canRetry && req.idempotent && !this.cancelled) {
@@ -346,6 +362,9 @@ export class Forward implements Dispatcher.DispatchHandler {
         this.release();
         this.fail(u);
         return this.retryElsewhere(u, { kind: 'failed', fail: 'unavailable', upstream: u });
+      case Mode.Throttled:
+        this.release();
+        return this.throttledBy(u);
       case Mode.Buffer: {
         const chunks = this.chunks!;
         const body = chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
@@ -354,6 +373,10 @@ export class Forward implements Dispatcher.DispatchHandler {
         if (!this.bad && (body.length === 0 ? !this.req.emptyOk && this.status !== 304 : this.status < 300 && this.req.isAnswer?.(body) === false)) {
           this.release();
           return this.badAnswer(u);
+        }
+        if (!this.bad && this.req.throttled?.(body) === true) {
+          this.release();
+          return this.throttledBy(u);
         }
         if (this.bad) this.fail(u);
         else this.succeeded(u);
@@ -378,6 +401,24 @@ export class Forward implements Dispatcher.DispatchHandler {
         return this.end({ kind: 'streamed', upstream: u, status: this.status });
       }
     }
+  }
+
+  /**
+   * The upstream throttled the call (a 429, or a pool's 200 with a throttle
+   * error): it refused it, so nothing ran. A read goes to another usable
+   * upstream, whatever `retries` says; a write to one more, once. With none
+   * left, every upstream it could go to is throttled.
+   */
+  private throttledBy(u: Upstream): void {
+    throttled(u, this.headers, Date.now() - (performance.now() - this.sentAt));
+    (this.tried ??= new Set()).add(u);
+    const { req, group } = this;
+    if (!this.cancelled && (req.idempotent || !this.moved) && group.hasOther(u, this.tried, req.accept)) {
+      this.throttles++;
+      if (!req.idempotent) this.moved = true;
+      return this.next();
+    }
+    this.end(this.last ?? allThrottled(group, req.accept, u) ?? { kind: 'failed', fail: 'throttled', upstream: u, retryAfter: 1 });
   }
 
   /** An answer that is no answer (an empty 200): a failed attempt, retried where safe. */

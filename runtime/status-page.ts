@@ -62,6 +62,16 @@ function state(s) {
   e.setAttribute('data-state', s);
   return e;
 }
+// An upstream's state, and while it is throttled, until when it takes no client traffic (and how many throttles in a row).
+function upState(u) {
+  const box = el('span');
+  box.append(state(u.state));
+  if (u.throttledUntil !== null && u.throttledUntil !== undefined) {
+    const run = u.throttleRun > 1 ? ' (' + u.throttleRun + ' in a row)' : '';
+    box.append(el('span', 'state bad', 'throttled until ' + new Date(u.throttledUntil).toLocaleTimeString() + run, 'throttledUntil'));
+  }
+  return box;
+}
 // Each value covers its step (t - step, t]: drawn as a flat segment over it, filled down to zero.
 function chart(t, step, values, now, cls, label, f) {
   const svg = document.createElementNS(SVG, 'svg');
@@ -133,7 +143,7 @@ function render(d) {
     ]));
     for (const u of c.upstreams) {
       const tr = row('upstream', [
-        { text: u.name, field: 'name' }, { text: u.role, field: 'role' }, { node: state(u.state) },
+        { text: u.name, field: 'name' }, { text: u.role, field: 'role' }, { node: upState(u) },
         { text: num(u.head), field: 'head', n: 1 }, { text: num(u.lag), field: 'lag', n: 1 },
         { text: ms(u.p50Ms), field: 'p50', n: 1 }, { text: ms(u.p99Ms), field: 'p99', n: 1 },
         { text: pct(u.failedShare), field: 'failedShare', n: 1 }, { text: num(u.attempts), field: 'attempts', n: 1 }, {}, {}, {},

@@ -177,6 +177,10 @@ export class StatusBoard {
           p99Ms: p99 === null ? null : round(p99 * 1000),
           attemptsTotal: u.tally.ok + u.tally.failed,
           failedTotal: u.tally.failed,
+          // Throttled (throttle.ts): out of client traffic until then (epoch ms; null: not throttled), the throttles in a row, and ever.
+          throttledUntil: u.view.throttledUntil > now ? u.view.throttledUntil : null,
+          throttleRun: u.view.throttleRun,
+          throttledTotal: u.view.throttledTotal,
         };
       });
       return {

@@ -96,21 +96,31 @@ export class Upstream {
     return this.view.tally;
   }
 
-  get usable(): boolean {
+  /** May take traffic but for a throttle: up, or not yet checked on a chain that names nothing to check. */
+  get serving(): boolean {
     const v = this.view;
     const s = v.state;
     return s === 'up' || (s === 'unknown' && !v.verify);
   }
 
+  /** May take traffic: serving, and not in a throttle's cooldown (throttle.ts). */
+  get usable(): boolean {
+    const v = this.view;
+    const s = v.state;
+    return (s === 'up' || (s === 'unknown' && !v.verify)) && (v.throttledUntil === 0 || !v.throttled);
+  }
+
+  /** An answer: the run of failed requests is over, and the run of throttles (throttle.ts). */
   markSuccess(): void {
     this.requestFails = 0;
+    if (this.view.throttleRun !== 0) this.view.throttleRun = 0;
   }
 
   /** A failed request; returns true if this took the upstream out. */
   markFailure(): boolean {
     this.requestFails++;
-    // Only a usable upstream is taken out: one the health check found on another chain stays wrong_chain.
-    if (this.usable && this.requestFails >= REQUEST_FAILS_TO_DOWN) {
+    // Only a serving upstream is taken out: one the health check found on another chain stays wrong_chain.
+    if (this.serving && this.requestFails >= REQUEST_FAILS_TO_DOWN) {
       this.state = 'down';
       return true;
     }

@@ -16,7 +16,7 @@ export interface FlightMember {
   cacheTag: readonly string[] | null;
   cacheLog: string;
   send(status: number, body: string | Buffer): void;
-  fail(f: Failure): void;
+  fail(f: Failure, extra?: readonly string[]): void;
   internal(err: unknown): void;
   later(step: () => void): void;
 }
@@ -62,6 +62,6 @@ export function failFlight(log: Logger, r: Exclude<ForwardResult, { kind: 'buffe
   if (r.upstream) log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail, reqId: waiting[0]!.id }, 'upstream failed');
   for (const x of waiting) {
     if (r.upstream) x.upstream = r.upstream;
-    x.fail(fail);
+    x.fail(fail, r.kind === 'failed' && r.retryAfter !== undefined ? ['retry-after', String(r.retryAfter)] : undefined);
   }
 }

@@ -141,9 +141,9 @@ class MissBatch implements ForwardTarget {
     }
     const items = r.status === 200 ? splitBatchAnswer(r.body, MAX_ANSWER_DEPTH) : null;
     // Not a batch answer (a node that takes no batches answers one error, or a 4xx): each goes alone, and so do later
-    // misses. A 429 is the node's rate limit, not a refusal of batches: each goes alone this time only.
+    // misses. (A 429 never comes here: it is a throttle, a failed attempt: proxy.ts, throttle.ts.)
     if (items === null) {
-      if (r.status !== 429) this.queue.refused(r.upstream);
+      this.queue.refused(r.upstream);
       for (const f of flights) f.send();
       return;
     }

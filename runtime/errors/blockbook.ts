@@ -30,6 +30,8 @@ export const BLOCKBOOK_ERRORS = {
   GW_BB_UPSTREAM_UNAVAILABLE: { message: 'Upstream unavailable', status: 502 },
   GW_BB_UPSTREAM_TIMEOUT: { message: 'Upstream timeout', status: 504 },
   GW_BB_NO_HEALTHY_UPSTREAM: { message: 'No healthy upstream', status: 503 },
+  // Every upstream throttled the request or is in a throttle's cooldown; with Retry-After.
+  GW_BB_UPSTREAM_THROTTLED: { message: 'Every upstream throttled', status: 429 },
   GW_BB_INTERNAL: { message: 'Internal server error', status: 500 },
 } as const satisfies Record<string, BlockbookErrorEntry>;
 

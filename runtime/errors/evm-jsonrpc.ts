@@ -39,6 +39,8 @@ export const RPC_ERRORS = {
   GW_RPC_UPSTREAM_TIMEOUT: { code: -32051, message: 'Upstream timeout', status: 504 },
   GW_RPC_NO_HEALTHY_UPSTREAM: { code: -32052, message: 'No healthy upstream', status: 503 },
   GW_RPC_UPSTREAM_BAD_RESPONSE: { code: -32053, message: 'Invalid upstream response', status: 502 },
+  // Every upstream the call could go to throttled it or is in a throttle's cooldown; with Retry-After.
+  GW_RPC_UPSTREAM_THROTTLED: { code: -32005, message: 'Limit exceeded: every upstream throttled', status: 429 },
   GW_RPC_NOT_FOUND: { code: -32060, message: 'Not found', status: 404 },
   GW_RPC_HTTP_METHOD_NOT_ALLOWED: { code: -32061, message: 'HTTP method not allowed; use POST', status: 405 },
   // WebSocket (docs/websocket.md): the upgrade refused for the key's socket count; an eth_subscribe past

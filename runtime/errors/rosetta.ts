@@ -38,6 +38,8 @@ export const ROSETTA_ERRORS = {
   GW_ROSETTA_UPSTREAM_TIMEOUT: { code: 6031, message: 'Upstream timeout', retriable: true },
   GW_ROSETTA_NO_HEALTHY_UPSTREAM: { code: 6032, message: 'No healthy upstream', retriable: true },
   GW_ROSETTA_UPSTREAM_BAD_RESPONSE: { code: 6033, message: 'Invalid upstream response', retriable: true },
+  // Every upstream throttled the request or is in a throttle's cooldown; with Retry-After.
+  GW_ROSETTA_UPSTREAM_THROTTLED: { code: 6034, message: 'Every upstream throttled', retriable: true },
   GW_ROSETTA_INTERNAL: { code: 6099, message: 'Internal gateway error', retriable: true },
 } as const satisfies Record<string, RosettaErrorEntry>;
 

@@ -27,6 +27,7 @@ const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
   timeout: 'GW_BB_UPSTREAM_TIMEOUT',
   'no-upstream': 'GW_BB_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_BB_UPSTREAM_UNAVAILABLE',
+  throttled: 'GW_BB_UPSTREAM_THROTTLED',
   'not-found': 'GW_BB_NOT_FOUND',
   'method-not-allowed': 'GW_BB_METHOD_NOT_ALLOWED',
   'body-too-large': 'GW_BB_BODY_TOO_LARGE',

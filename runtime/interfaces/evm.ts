@@ -32,6 +32,7 @@ const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
   'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
+  throttled: 'GW_RPC_UPSTREAM_THROTTLED',
   'not-found': 'GW_RPC_NOT_FOUND',
   'method-not-allowed': 'GW_RPC_HTTP_METHOD_NOT_ALLOWED',
   'body-too-large': 'GW_RPC_BODY_TOO_LARGE',

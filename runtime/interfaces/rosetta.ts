@@ -28,6 +28,7 @@ const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
   timeout: 'GW_ROSETTA_UPSTREAM_TIMEOUT',
   'no-upstream': 'GW_ROSETTA_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_ROSETTA_UPSTREAM_BAD_RESPONSE',
+  throttled: 'GW_ROSETTA_UPSTREAM_THROTTLED',
   'not-found': 'GW_ROSETTA_UNKNOWN_ENDPOINT',
   'method-not-allowed': 'GW_ROSETTA_METHOD_NOT_ALLOWED',
   'body-too-large': 'GW_ROSETTA_BODY_TOO_LARGE',

@@ -27,6 +27,7 @@ const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
   timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
   'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
+  throttled: 'GW_RPC_UPSTREAM_THROTTLED',
 };
 
 const HEADERS = { 'content-type': 'application/json' } as const;

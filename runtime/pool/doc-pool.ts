@@ -12,6 +12,7 @@ import { Forward, type ForwardRequest } from '../proxy.ts';
 import type { BlockbookRouteSpec, RosettaRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
+import { blockbookJudged } from '../throttle.ts';
 import { Flow, type FlowHost } from './flow.ts';
 import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
 
@@ -46,6 +47,8 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
   };
   const dispatch: Dispatch = (target, request, g = group) => {
     budget.call();
+    // Blockbook's error answers are judged for a provider's throttle text (throttle.ts).
+    if (!rosetta) request = blockbookJudged(request);
     const below = belowBase(request, g);
     if (head !== null && below === '/network/status' && view.tip >= 0) {
       const held = new HeldDoc(target, request, g, head.accept(), head, stats, circuitOpen);

@@ -14,6 +14,7 @@ import { NO_SINK } from '../cache/common.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
 import type { PoolCall } from './call.ts';
 import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
+import { answerThrottled } from '../throttle.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -93,6 +94,8 @@ export class Flow implements Cancelable {
       },
       // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
       isAnswer: call === null ? undefined : isAnswer,
+      // A provider's throttle in a 200 (-32005, "rate limit"...): another upstream is asked (throttle.ts).
+      throttled: call === null ? undefined : answerThrottled,
     };
   }
 

@@ -62,6 +62,9 @@ function setup(n: number): { chains: FakeChain[]; checker: Poller; counts: () =>
       get usable() {
         return view.state === 'up' || (view.state === 'unknown' && !view.verify);
       },
+      get serving() {
+        return view.state === 'up' || (view.state === 'unknown' && !view.verify);
+      },
     };
     groups.set(route, { all: [upstream] } as unknown as UpstreamGroup);
     upstreams.push(upstream);

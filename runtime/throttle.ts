@@ -1,0 +1,151 @@
+// Upstreams that throttle (issue 39): which answers say "too many requests",
+// and what follows. A throttled answer is the provider refusing the call (it
+// was not run): a read goes at once to another usable upstream, a write to
+// another one once, and the upstream takes no client traffic until its
+// Retry-After has passed, or, without one, for a cooldown of 1 s that doubles
+// with each throttle in a row up to 60 s (a success ends the run). The
+// cooldown is upstream state, in its view (chain-view.ts UpstreamView), so
+// that selection (upstream.ts `usable`) and the pools skip it; with every
+// upstream of a chain throttled the client gets its interface's "every
+// upstream throttled" (HTTP 429, Retry-After: the soonest one is free again).
+// docs/upstreams.md: "Throttling".
+//
+// Each entry of the table names the provider that says it and where the text
+// comes from, as the state-error table does (pool/state-errors.ts).
+import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import type { Upstream, UpstreamGroup } from './upstream.ts';
+
+export interface ThrottleText {
+  readonly pattern: RegExp;
+  readonly provider: string;
+  readonly source: string;
+}
+
+/** Messages that say the caller is over its plan: matched on a JSON-RPC error's message (or Blockbook's `error`), case-insensitive. */
+export const THROTTLE_TEXTS: readonly ThrottleText[] = [
+  { pattern: /rate limit/i, provider: 'Infura, and most providers', source: 'Infura -32005 "daily request count exceeded, request rate limited" (blockscout#7339, nimbus-eth2#1632; data.rate.backoff_seconds); Alchemy docs "rate limits"' },
+  { pattern: /too many requests/i, provider: 'any HTTP front (nginx, Cloudflare), and providers that answer in a 200', source: 'RFC 6585 429 reason phrase; gochain/web3#180 "429 Too Many Requests" from Infura' },
+  { pattern: /exceeded .*(limit|quota|capacity)/i, provider: 'Alchemy, and most providers', source: 'Alchemy 429 / code 429 "Your app has exceeded its compute units per second capacity. If you have retries enabled, you can safely ignore this message." (grants-stack-indexer#156, kwenta#40)' },
+  { pattern: /throughput/i, provider: 'Alchemy (older wording)', source: '"Your app has exceeded its throughput limit" (status-go rpc/chain client isRPSLimitError)' },
+  { pattern: /request rate exceeded/i, provider: 'Infura', source: '-32005 "project ID request rate exceeded" (status-go isRPSLimitError; Infura docs "Avoid rate limiting")' },
+  { pattern: /request count exceeded/i, provider: 'Infura', source: '-32005 "daily request count exceeded, request rate limited" (blockscout#7339)' },
+  { pattern: /request limit reached/i, provider: 'QuickNode', source: '-32007 "15/second request limit reached - reduce calls per second or upgrade your account at quicknode.com" (alloy json-rpc error tests; dank_mids#642)' },
+  { pattern: /capacity limit exceeded/i, provider: 'Alchemy', source: 'HTTP 403, -32600 "Monthly capacity limit exceeded. Visit https://dashboard.alchemyapi.io/settings/billing ..." (xmtpd#672)' },
+  { pattern: /backoff_seconds/i, provider: 'Infura', source: 'the data of its -32005 answers: {"rate":{"allowed_rps":1,"backoff_seconds":30,"current_rps":1.27}} (nimbus-eth2#1632)' },
+];
+
+/** JSON-RPC error codes that say "limit exceeded": EIP-1474's -32005 (Infura), and 429 (Alchemy). */
+export const THROTTLE_CODES: ReadonlySet<number> = new Set([-32005, 429]);
+
+/**
+ * -32005 is EIP-1474's "limit exceeded" for any limit: Infura also answers a
+ * log range too wide with it ("query returned more than 10000 results"). That
+ * is a range limit (a narrower range answers), not a throttle.
+ */
+const RANGE_LIMIT = /more than \d+ results|block range|blocks range|range .*(limit|too large)|response size/i;
+
+/** Whether a JSON-RPC error (its code and message) says the upstream throttled the call. */
+export function saysThrottled(code: unknown, message: string): boolean {
+  if (RANGE_LIMIT.test(message)) return false;
+  if (typeof code === 'number' && THROTTLE_CODES.has(code)) return true;
+  for (const t of THROTTLE_TEXTS) if (t.pattern.test(message)) return true;
+  return false;
+}
+
+/** Whether a single JSON-RPC answer is a throttle error (a 200 from a provider that throttles in the body). */
+export function answerThrottled(body: Buffer): boolean {
+  // Throttle answers are short; a long one is an answer, not a refusal.
+  if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1) return false;
+  try {
+    const doc = JSON.parse(body.toString('utf8')) as { error?: { code?: unknown; message?: unknown; data?: unknown } } | null;
+    const e = doc?.error;
+    if (e === null || typeof e !== 'object') return false;
+    const message = typeof e.message === 'string' ? e.message : '';
+    return saysThrottled(e.code, message);
+  } catch {
+    return false;
+  }
+}
+
+const MAX_JUDGED = 4096;
+
+/** Whether a Blockbook error answer ({"error": "..."}) says the upstream throttled the call. */
+export function blockbookThrottled(body: Buffer): boolean {
+  if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1) return false;
+  try {
+    const e = (JSON.parse(body.toString('utf8')) as { error?: unknown } | null)?.error;
+    return typeof e === 'string' && saysThrottled(undefined, e);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A Blockbook request in a pool, with its error answers (4xx, 500, 501:
+ * Blockbook's own {"error": ...}) held whole and judged for a throttle; the
+ * rest streams as the route asked. A held error that is no throttle is passed
+ * on unchanged (interfaces/blockbook.ts).
+ */
+export function blockbookJudged<R extends Judged>(request: R): R {
+  const classify = request.classify;
+  return { ...request, classify: (status: number, headers: IncomingHttpHeaders) => (status >= 400 && status < 502 ? 'buffer' : classify(status, headers)), throttled: blockbookThrottled };
+}
+
+/** What blockbookJudged changes of a request (proxy.ts ForwardRequest; named here without importing it, which imports this module). */
+interface Judged {
+  readonly classify: (status: number, headers: IncomingHttpHeaders) => 'stream' | 'buffer' | 'bad';
+  readonly throttled?: (body: Buffer) => boolean;
+}
+
+/** The first cooldown without a Retry-After, and the longest. */
+export const COOLDOWN_FIRST_MS = 1000;
+export const COOLDOWN_MAX_MS = 60_000;
+
+/** Retry-After in ms from now (seconds, or an HTTP date); null when absent or not one. */
+export function retryAfterMs(headers: IncomingHttpHeaders, now: number): number | null {
+  const v = headers['retry-after'];
+  const text = typeof v === 'string' ? v.trim() : Array.isArray(v) ? v[0]?.trim() : undefined;
+  if (text === undefined || text === '') return null;
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  const at = Date.parse(text);
+  return Number.isNaN(at) ? null : Math.max(0, at - now);
+}
+
+/**
+ * An upstream throttled a call sent at `sentAt` (epoch ms): it takes no client
+ * traffic until its Retry-After has passed, or for the run's cooldown. A
+ * throttle of a call sent before the current cooldown began is the same burst
+ * (calls under way together): it does not count as a repeat.
+ */
+export function throttled(u: Upstream, headers: IncomingHttpHeaders, sentAt: number): void {
+  const v = u.view;
+  const now = Date.now();
+  v.throttledTotal++;
+  const repeat = sentAt >= v.throttleSince;
+  if (repeat) {
+    v.throttleRun++;
+    v.throttleSince = now;
+  }
+  const after = retryAfterMs(headers, now);
+  const ms = after ?? Math.min(COOLDOWN_MAX_MS, COOLDOWN_FIRST_MS * 2 ** Math.min(16, Math.max(0, v.throttleRun - 1)));
+  v.throttledUntil = Math.max(v.throttledUntil, now + ms);
+}
+
+/**
+ * No upstream could take a request: when one it could have gone to is only
+ * throttled, the client gets "every upstream throttled", with the seconds
+ * until the soonest is free again; null otherwise (no healthy upstream).
+ */
+export function allThrottled(group: UpstreamGroup, accept: ((u: Upstream) => boolean) | undefined, upstream: Upstream | null): { kind: 'failed'; fail: 'throttled'; upstream: Upstream | null; retryAfter: number } | null {
+  const now = Date.now();
+  let soonest = Infinity;
+  for (const u of group.all) {
+    const until = u.view.throttledUntil;
+    if (until > now && u.serving && (accept === undefined || accept(u)) && until < soonest) soonest = until;
+  }
+  if (soonest === Infinity) return null;
+  return { kind: 'failed', fail: 'throttled', upstream, retryAfter: Math.max(1, Math.ceil((soonest - now) / 1000)) };
+}
+
+/** Retry-After for an answer of "every upstream throttled" that does not know when (a batch's, a flight's): 1 s. */
+export const RETRY_SOON: readonly string[] = ['retry-after', '1'];
