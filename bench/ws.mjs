@@ -41,7 +41,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpus, loadavg } from 'node:os';
-import { rssMiB } from './proc.mjs';
+import { cpuMs, rssMiB } from './proc.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const int = (name, dflt) => {
@@ -328,6 +328,7 @@ for (const target of ['gateway', 'pinned', 'anvil']) {
   log(`${target}: opening ${SOCKETS} sockets (RSS before ${before.toFixed(1)} MiB)`);
   const group = await openClients(SOCKETS, CLIENT_PROCS, URLS[target](PINNED_PROCS));
   const openS = (Date.now() - t) / 1000;
+  await sleep(1000); // the feed's last wake-ups for the subscriptions, counted with the opening
   const callsOpened = structuredClone(upstreamCalls);
   const t1 = Date.now();
   const blk = await mineAndWait(group);
@@ -358,6 +359,8 @@ for (const target of ['gateway', 'pinned', 'anvil']) {
   await mineAndWait(group); // a first block to all (a subscription starts after the head its server knew)
   await sleep(GAP_MS);
   const callsBefore = structuredClone(upstreamCalls);
+  const own = { gateway: pidOf(gw), pinned: pidOf(pinned[0]), anvil: null }[target];
+  const cpu0 = { own: own === null ? 0 : cpuMs(own), anvil: cpuMs(pidOf(anvil)) };
   const t = Date.now();
   const rows = [];
   for (let i = 0; i < BLOCKS; i++) {
@@ -366,6 +369,7 @@ for (const target of ['gateway', 'pinned', 'anvil']) {
     await sleep(GAP_MS);
   }
   const secs = (Date.now() - t) / 1000;
+  const cpu = { own: own === null ? 0 : cpuMs(own) - cpu0.own, anvil: cpuMs(pidOf(anvil)) - cpu0.anvil };
   const methods = diffMethods(callsBefore.methods);
   upstream[target] = {
     polls: upstreamCalls.polls - callsBefore.polls,
@@ -373,6 +377,7 @@ for (const target of ['gateway', 'pinned', 'anvil']) {
     methods,
     secs,
     sockets: target === 'pinned' ? (await pinnedStats(1)).upstreams : null,
+    cpu,
   };
   const closed = await closeClients(group);
   if (closed.errors) throw new Error(`${target}: ${closed.errors} notification errors: ${closed.samples.join('; ')}`);
@@ -437,12 +442,15 @@ const lines = [
   }),
   `| (gateway's poll delay) | anvil_mine's answer to its poll's answer | ${ms(poll.p50)} | ${ms(poll.p99)} | ${ms(poll.max)} |`,
   '',
+  '',
+  `CPU time (user + system, /proc/PID/stat) over the ${BLOCKS} blocks, per notification delivered (${BLOCKS} × ${FANOUT.toLocaleString('en')}); anvil's includes mining the blocks and answering the bench, the gateway's its polls: ${['gateway', 'pinned', 'anvil'].map((t) => { const c = upstream[t].cpu; const per = (x) => `${((x * 1000) / (BLOCKS * FANOUT)).toFixed(1)} µs`; return t === 'anvil' ? `anvil itself ${per(c.anvil)}` : `${t} ${per(c.own)} + anvil ${per(c.anvil)}`; }).join('; ')}.`,
+  '',
   `Ratios (p99): gateway from learning ÷ anvil from mining ${(g.p99 / am.p99).toFixed(2)}; pinned ÷ anvil ${(pm.p99 / am.p99).toFixed(2)}.`,
   `Target: p99 within 50 ms of the gateway learning the block: ${ms(g.p99)} (${g.p99 <= 50 ? 'met' : `MISSED by ${(g.p99 - 50).toFixed(1)} ms`}).`,
   '',
   'What reaches the node for the subscribers (upstream sockets, or polls and fetches, per chain):',
   '',
-  `- gateway: 0 upstream sockets; ${gu.polls} polls in ${gu.secs.toFixed(1)} s (${(gu.polls / gu.secs).toFixed(2)}/s) and ${gu.other} other requests for ${BLOCKS} blocks (${Object.entries(gu.methods).map(([k, v]) => `${k} ${v}`).join(', ')}) with ${FANOUT.toLocaleString('en')} subscribers; with ${SOCKETS.toLocaleString('en')} subscribers held (part 1, one block): ${m.gateway.calls.held.polls} polls and ${m.gateway.calls.held.other} other requests (${Object.entries(m.gateway.calls.held.methods).map(([k, v]) => `${k} ${v}`).join(', ')}) in ${m.gateway.calls.held.secs.toFixed(1)} s. One head source per chain whatever the number of clients. While the ${SOCKETS.toLocaleString('en')} sockets subscribed (${m.gateway.openS.toFixed(1)} s): ${m.gateway.calls.opening.polls} polls and ${m.gateway.calls.opening.other} other requests (a subscription wakes the feed, which asks for the head block; wake-ups while a fetch is out are folded into one).`,
+  `- gateway: 0 upstream sockets; ${gu.polls} polls in ${gu.secs.toFixed(1)} s (${(gu.polls / gu.secs).toFixed(2)}/s) and ${gu.other} other requests for ${BLOCKS} blocks (${Object.entries(gu.methods).map(([k, v]) => `${k} ${v}`).join(', ')}) with ${FANOUT.toLocaleString('en')} subscribers; with ${SOCKETS.toLocaleString('en')} subscribers held (part 1, one block): ${m.gateway.calls.held.polls} polls and ${m.gateway.calls.held.other} other requests (${Object.entries(m.gateway.calls.held.methods).map(([k, v]) => `${k} ${v}`).join(', ')}) in ${m.gateway.calls.held.secs.toFixed(1)} s. One head source per chain whatever the number of clients. While the ${SOCKETS.toLocaleString('en')} sockets subscribed (${m.gateway.openS.toFixed(1)} s and 1 s after): ${m.gateway.calls.opening.polls} polls and ${m.gateway.calls.opening.other} other requests (a subscription wakes the feed, which asks for the head block; wake-ups while a fetch is out are folded into one).`,
   `- pinned: ${upstream.pinned.sockets} upstream sockets for ${FANOUT.toLocaleString('en')} clients, ${m.pinned.extra.upstreams} for ${SOCKETS.toLocaleString('en')}: one per client (and one subscription on the node per client).`,
   `- anvil itself: every client's socket and subscription is on the node (${FANOUT.toLocaleString('en')}, then ${SOCKETS.toLocaleString('en')}).`,
 ];
