@@ -28,6 +28,8 @@
 // chain-gateway-health) whose latest block is at least that height. That takes
 // out the poll's delay (0 to 1 s: the chain polls every second) and leaves what
 // the gateway does: the block's fetch (one eth_getBlockByNumber) and the fan-out.
+// Also per block, first to last receipt (the fan-out alone: anvil pushes before it
+// answers anvil_mine), and the CPU time of each target and of anvil over the blocks.
 //
 //   npm run bench:ws
 //   SOCKETS=2000 FANOUT=200 BLOCKS=10 npm run bench:ws     # a quick look
