@@ -1,0 +1,463 @@
+#!/usr/bin/env node
+// `npm run bench:ws`: WebSocket fan-out (issue 38), three designs side by side in
+// one run, in front of one anvil (from npm, --no-mining: blocks come only from
+// anvil_mine), everything on 127.0.0.1:
+//  - gateway: the gateway built from bench/gateway.ws.yaml (`websocket: true`),
+//    run as docs/operations.md says (node --no-memory-reducer),
+//    its upstream anvil through a timestamping proxy in this process, which also
+//    counts what the gateway asks of the node (its polls and its block fetches);
+//  - pinned: bench/ws-pinned-proxy.mjs, proxyd's design: one upstream socket to
+//    anvil per client socket, frames piped both ways;
+//  - anvil: the clients subscribed on anvil itself.
+// The clients are bench/ws-clients.mjs processes (`ws`), apart from the targets
+// (ulimit -n is the targets' alone), each socket subscribed to newHeads, and every
+// notification checked (its subscription, ascending without a gap, one hash per
+// height, equal to anvil's).
+//
+// Part 1, memory: SOCKETS (10,000) sockets open and subscribed on each target,
+// fresh (started for the part): the RSS (VmRSS of /proc/PID/status) once every
+// socket has had one new block, minus the RSS before the first socket, per socket.
+// The pinned design's figure is its proxies' (PINNED_PROCS processes: each client
+// socket costs it two descriptors, and ulimit -n is 20,000) plus what anvil grew
+// by for its upstream sockets.
+// Part 2, latency: FANOUT (1,000) subscribers on each target; BLOCKS (100) blocks
+// mined one at a time, each once every subscriber had the one before and GAP_MS
+// later. Per block: from anvil_mine's answer to the last subscriber's receipt, for
+// all three; for the gateway also from the moment it learned the block: when the
+// timestamping proxy handed it the first poll answer (User-Agent
+// chain-gateway-health) whose latest block is at least that height. That takes
+// out the poll's delay (0 to 1 s: the chain polls every second) and leaves what
+// the gateway does: the block's fetch (one eth_getBlockByNumber) and the fan-out.
+// Also per block, first to last receipt (the fan-out alone: anvil pushes before it
+// answers anvil_mine), and the CPU time of each target and of anvil over the blocks.
+//
+//   npm run bench:ws
+//   SOCKETS=2000 FANOUT=200 BLOCKS=10 npm run bench:ws     # a quick look
+// Other knobs: CLIENT_PROCS=4 (clients' processes for part 1; part 2 uses 2),
+// PINNED_PROCS=2, GAP_MS=100, BASE_PORT=18840, OUT=<file> (the report, also printed).
+import { execFileSync, fork, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, request as httpRequest, Agent } from 'node:http';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { cpus, loadavg } from 'node:os';
+import { cpuMs, rssMiB } from './proc.mjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const int = (name, dflt) => {
+  const v = process.env[name] ?? String(dflt);
+  if (!/^[0-9]+$/.test(v) || Number(v) < 1) die(`${name} must be a positive integer, not "${v}"`);
+  return Number(v);
+};
+function die(msg) {
+  console.error(`bench:ws: ${msg}`);
+  process.exit(1);
+}
+const SOCKETS = int('SOCKETS', 10_000);
+const FANOUT = int('FANOUT', 1_000);
+const BLOCKS = int('BLOCKS', 100);
+const GAP_MS = int('GAP_MS', 100);
+const CLIENT_PROCS = int('CLIENT_PROCS', 4);
+const PINNED_PROCS = int('PINNED_PROCS', 2);
+const BASE_PORT = int('BASE_PORT', 18840);
+const PORTS = { anvil: BASE_PORT, stamp: BASE_PORT + 1, gateway: BASE_PORT + 2, pinned: BASE_PORT + 3 };
+const API_KEY = 'bench-ws-key-7d41c0e2-0123456789';
+const WORK = join(ROOT, '.tmp', 'bench-ws');
+const ANVIL_BIN = join(ROOT, 'node_modules', '.bin', 'anvil');
+const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
+/** How long one block may take to reach every subscriber before the run gives up. */
+const BLOCK_TIMEOUT_MS = 20_000;
+const t0run = Date.now();
+const log = (msg) => console.error(`[${((Date.now() - t0run) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
+const now = () => Number(process.hrtime.bigint() / 1000n); // µs, CLOCK_MONOTONIC (the clients' clock too)
+mkdirSync(WORK, { recursive: true });
+
+// ---- processes: each in its own group, killed with it on exit -----------------------------------
+const procs = new Set();
+function start(name, argv, { env = process.env, ipc = false } = {}) {
+  const out = openSync(join(WORK, `${name}.log`), 'w');
+  const full = SETPRIV ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...argv] : argv;
+  const child = spawn(full[0], full.slice(1), { cwd: WORK, env, detached: true, stdio: ['ignore', out, out, ...(ipc ? ['ipc'] : [])] });
+  closeSync(out);
+  const p = { name, child, exited: new Promise((r) => child.once('exit', r)), alive: true };
+  p.exited.then(() => ((p.alive = false), procs.delete(p)));
+  procs.add(p);
+  return p;
+}
+async function stop(p) {
+  if (!p.alive) return;
+  try {
+    process.kill(-p.child.pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  if (!(await Promise.race([p.exited.then(() => true), sleep(5000).then(() => false)]))) {
+    try {
+      process.kill(-p.child.pid, 'SIGKILL');
+    } catch {}
+    await p.exited;
+  }
+}
+/** The pid whose RSS counts: with setpriv in front, setpriv execs the program (same pid). */
+const pidOf = (p) => p.child.pid;
+process.on('exit', () => {
+  for (const p of procs) {
+    try {
+      process.kill(-p.child.pid, 'SIGKILL');
+    } catch {}
+  }
+});
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130));
+
+async function until(what, fn, ms = 20_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      if (await fn()) return;
+    } catch {}
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+// ---- anvil --------------------------------------------------------------------------------------
+let agent = new Agent({ keepAlive: true, maxSockets: 16 });
+function post(port, body, headers = {}, path = '/') {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      const chunks = [];
+      res.on('data', (c) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+async function rpc(method, params = []) {
+  const r = JSON.parse((await post(PORTS.anvil, JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }))).body.toString());
+  if (r.error) throw new Error(`${method}: ${JSON.stringify(r.error)}`);
+  return r.result;
+}
+async function startAnvil() {
+  // A new chain from block 0: forget the old one's connections and what the gateway learned of it.
+  agent.destroy();
+  agent = new Agent({ keepAlive: true, maxSockets: 16 });
+  learned.clear();
+  learnedTop = -1;
+  const a = start('anvil', [ANVIL_BIN, '--host', '127.0.0.1', '--port', String(PORTS.anvil), '--no-mining', '--silent']);
+  await until('anvil', async () => (await rpc('eth_blockNumber')) !== undefined);
+  return a;
+}
+
+// ---- the timestamping proxy in front of anvil, for the gateway ----------------------------------
+/** Height -> when (µs) the gateway was handed the first poll answer at or above it. */
+const learned = new Map();
+let learnedTop = -1;
+const upstreamCalls = { polls: 0, other: 0, methods: {} };
+const stamp = createServer((req, res) => {
+  const chunks = [];
+  req.on('data', (c) => chunks.push(c));
+  req.on('end', async () => {
+    const body = Buffer.concat(chunks);
+    const poll = String(req.headers['user-agent'] ?? '').startsWith('chain-gateway-health');
+    let answer;
+    try {
+      answer = await post(PORTS.anvil, body);
+    } catch (err) {
+      return res.writeHead(502).end(String(err));
+    }
+    poll ? upstreamCalls.polls++ : upstreamCalls.other++;
+    let calls = [];
+    let results = [];
+    try {
+      calls = [JSON.parse(body.toString())].flat();
+      results = [JSON.parse(answer.body.toString())].flat();
+    } catch {}
+    if (!poll) for (const c of calls) upstreamCalls.methods[c.method] = (upstreamCalls.methods[c.method] ?? 0) + 1;
+    if (poll) {
+      for (const c of calls) {
+        if (c.method !== 'eth_getBlockByNumber' || c.params?.[0] !== 'latest') continue;
+        const n = Number.parseInt(results.find((r) => r.id === c.id)?.result?.number, 16);
+        if (n > learnedTop) {
+          const t = now();
+          for (let k = learnedTop + 1; k <= n; k++) learned.set(k, t);
+          learnedTop = n;
+        }
+      }
+    }
+    res.writeHead(answer.status, { 'content-type': 'application/json', 'content-length': answer.body.length }).end(answer.body);
+  });
+});
+await new Promise((r) => stamp.listen(PORTS.stamp, '127.0.0.1', r));
+
+/** Calls by method (polls apart) since the snapshot `before`. */
+const diffMethods = (before) => Object.fromEntries(Object.entries(upstreamCalls.methods).map(([k, v]) => [k, v - (before[k] ?? 0)]).filter(([, v]) => v > 0));
+
+// ---- the gateway --------------------------------------------------------------------------------
+const bundle = join(WORK, 'gateway.mjs');
+execFileSync(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', join(ROOT, 'bench/gateway.ws.yaml'), '--out', bundle], { cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'] });
+const keysFile = join(WORK, 'keys.yaml');
+writeFileSync(keysFile, `keys:\n  - id: bench\n    sha256: "${createHash('sha256').update(API_KEY).digest('hex')}"\n`);
+async function startGateway() {
+  const env = { PATH: process.env.PATH, PORT: String(PORTS.gateway), UPSTREAM_URL: `http://127.0.0.1:${PORTS.stamp}`, GATEWAY_KEYS_FILE: keysFile };
+  // As docs/operations.md runs it (the other benches too).
+  const g = start('gateway', [process.execPath, '--no-memory-reducer', bundle], { env });
+  await until('the gateway', async () => (await post(PORTS.gateway, '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}', { 'x-api-key': API_KEY }, '/eth')).status === 200);
+  return g;
+}
+async function startPinned(count) {
+  const ps = [];
+  for (let i = 0; i < count; i++) ps.push(start(`pinned-${i}`, [process.execPath, join(ROOT, 'bench/ws-pinned-proxy.mjs'), String(PORTS.pinned + i), `ws://127.0.0.1:${PORTS.anvil}`]));
+  for (let i = 0; i < count; i++) await until(`pinned proxy ${i}`, async () => (await fetch(`http://127.0.0.1:${PORTS.pinned + i}/stats`)).ok);
+  return ps;
+}
+const pinnedStats = async (count) => {
+  const s = { clients: 0, upstreams: 0 };
+  for (let i = 0; i < count; i++) {
+    const r = await (await fetch(`http://127.0.0.1:${PORTS.pinned + i}/stats`)).json();
+    s.clients += r.clients;
+    s.upstreams += r.upstreams;
+  }
+  return s;
+};
+const URLS = {
+  gateway: () => [`ws://127.0.0.1:${PORTS.gateway}/eth/${API_KEY}`],
+  pinned: (n) => Array.from({ length: n }, (_, i) => `ws://127.0.0.1:${PORTS.pinned + i}`),
+  anvil: () => [`ws://127.0.0.1:${PORTS.anvil}`],
+};
+
+// ---- clients ------------------------------------------------------------------------------------
+/** Opens `total` subscribed sockets over `nprocs` client processes, the URLs taken in turn. */
+async function openClients(total, nprocs, urls) {
+  const group = { procs: [], blocks: new Map(), waiters: new Set() };
+  const per = Array.from({ length: nprocs }, (_, i) => Math.floor(total / nprocs) + (i < total % nprocs ? 1 : 0));
+  await Promise.all(
+    per.map(async (count, i) => {
+      const child = fork(join(ROOT, 'bench/ws-clients.mjs'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const c = { child, count, exited: new Promise((r) => child.once('exit', r)) };
+      group.procs.push(c);
+      child.on('message', (m) => {
+        if (m.block === undefined) return;
+        const b = group.blocks.get(m.block) ?? { procs: 0, first: Infinity, last: 0, hashes: new Set() };
+        b.procs++;
+        b.first = Math.min(b.first, m.first);
+        b.last = Math.max(b.last, m.last);
+        b.hashes.add(m.hash);
+        group.blocks.set(m.block, b);
+        for (const w of group.waiters) w();
+      });
+      const opened = await ask(child, { open: { url: urls[i % urls.length], count } }, 'opened');
+      if (opened.failed > 0) throw new Error(`${opened.failed} of ${count} sockets failed to open or subscribe (${opened.error})`);
+    }),
+  );
+  return group;
+}
+function ask(child, msg, key) {
+  return new Promise((resolve, reject) => {
+    const on = (m) => m[key] !== undefined && (child.off('message', on), resolve(m));
+    child.on('message', on);
+    child.once('exit', (code) => reject(new Error(`a client process exited (${code})`)));
+    child.send(msg);
+  });
+}
+/** Waits until every client process had block n on all its sockets; its record. */
+function allHave(group, n) {
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const b = group.blocks.get(n);
+      if (b && b.procs === group.procs.length) {
+        group.waiters.delete(check);
+        clearTimeout(t);
+        resolve(b);
+      }
+    };
+    const t = setTimeout(() => (group.waiters.delete(check), reject(new Error(`block ${n} did not reach every subscriber in ${BLOCK_TIMEOUT_MS} ms`))), BLOCK_TIMEOUT_MS);
+    group.waiters.add(check);
+    check();
+  });
+}
+async function closeClients(group) {
+  let errors = 0;
+  const samples = [];
+  for (const c of group.procs) {
+    const r = await ask(c.child, { close: true }, 'closed');
+    errors += r.errors;
+    samples.push(...r.samples);
+    await c.exited;
+  }
+  return { errors, samples };
+}
+/** Mines one block; its number, hash and when anvil_mine answered (µs). */
+async function mine() {
+  await rpc('anvil_mine', ['0x1']);
+  const t = now();
+  const b = await rpc('eth_getBlockByNumber', ['latest', false]);
+  return { n: Number.parseInt(b.number, 16), hash: b.hash, t };
+}
+async function mineAndWait(group) {
+  const m = await mine();
+  const b = await allHave(group, m.n);
+  if (b.hashes.size !== 1 || !b.hashes.has(m.hash)) throw new Error(`block ${m.n}: subscribers saw ${[...b.hashes]}, anvil has ${m.hash}`);
+  return { ...m, first: b.first, last: b.last };
+}
+
+// ---- the run ------------------------------------------------------------------------------------
+const rssOf = (pids) => pids.reduce((s, pid) => s + rssMiB(pid), 0);
+const report = [];
+const memory = {};
+const latency = {};
+const upstream = {};
+let anvil = await startAnvil();
+log(`anvil on ${PORTS.anvil}; built ${bundle}`);
+
+// Part 1: memory, each target fresh.
+for (const target of ['gateway', 'pinned', 'anvil']) {
+  await stop(anvil);
+  anvil = await startAnvil();
+  let procsOf = [];
+  if (target === 'gateway') procsOf = [await startGateway()];
+  if (target === 'pinned') procsOf = await startPinned(PINNED_PROCS);
+  const measured = target === 'anvil' ? [pidOf(anvil)] : procsOf.map(pidOf);
+  await mine();
+  await sleep(1500);
+  const before = rssOf(measured);
+  const anvilBefore = rssMiB(pidOf(anvil));
+  const callsBefore = structuredClone(upstreamCalls);
+  const t = Date.now();
+  log(`${target}: opening ${SOCKETS} sockets (RSS before ${before.toFixed(1)} MiB)`);
+  const group = await openClients(SOCKETS, CLIENT_PROCS, URLS[target](PINNED_PROCS));
+  const openS = (Date.now() - t) / 1000;
+  await sleep(1000); // the feed's last wake-ups for the subscriptions, counted with the opening
+  const callsOpened = structuredClone(upstreamCalls);
+  const t1 = Date.now();
+  const blk = await mineAndWait(group);
+  await sleep(1000);
+  const withSockets = rssOf(measured);
+  const anvilWith = rssMiB(pidOf(anvil));
+  const hwm = measured.reduce((s, pid) => s + Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'))[1]) / 1024, 0);
+  const extra = target === 'pinned' ? await pinnedStats(PINNED_PROCS) : null;
+  // What reached the node while the sockets subscribed, and then while they held one block's fan-out.
+  const calls = {
+    opening: { polls: callsOpened.polls - callsBefore.polls, other: callsOpened.other - callsBefore.other },
+    held: { polls: upstreamCalls.polls - callsOpened.polls, other: upstreamCalls.other - callsOpened.other, secs: (Date.now() - t1) / 1000, methods: diffMethods(callsOpened.methods) },
+  };
+  const closed = await closeClients(group);
+  if (closed.errors) throw new Error(`${target}: ${closed.errors} notification errors: ${closed.samples.join('; ')}`);
+  memory[target] = { before, withSockets, hwm, anvilBefore, anvilWith, openS, lastMs: (blk.last - blk.t) / 1000, learnMs: learned.has(blk.n) ? (blk.last - learned.get(blk.n)) / 1000 : null, extra, calls, secs: (Date.now() - t) / 1000 };
+  log(`${target}: ${SOCKETS} sockets: RSS ${withSockets.toFixed(1)} MiB (+${(withSockets - before).toFixed(1)}), anvil +${(anvilWith - anvilBefore).toFixed(1)} MiB; one block to all in ${memory[target].lastMs.toFixed(1)} ms`);
+  for (const p of procsOf) await stop(p);
+}
+
+// Part 2: latency to FANOUT subscribers, one target at a time.
+await stop(anvil);
+anvil = await startAnvil();
+const gw = await startGateway();
+const pinned = await startPinned(1);
+for (const target of ['gateway', 'pinned', 'anvil']) {
+  const group = await openClients(FANOUT, 2, URLS[target](1));
+  await mineAndWait(group); // a first block to all (a subscription starts after the head its server knew)
+  await sleep(GAP_MS);
+  const callsBefore = structuredClone(upstreamCalls);
+  const own = { gateway: pidOf(gw), pinned: pidOf(pinned[0]), anvil: null }[target];
+  const cpu0 = { own: own === null ? 0 : cpuMs(own), anvil: cpuMs(pidOf(anvil)) };
+  const t = Date.now();
+  const rows = [];
+  for (let i = 0; i < BLOCKS; i++) {
+    const b = await mineAndWait(group);
+    rows.push({ mineToLast: (b.last - b.t) / 1000, spread: (b.last - b.first) / 1000, learnToFirst: learned.has(b.n) ? (b.first - learned.get(b.n)) / 1000 : null, mineToFirst: (b.first - b.t) / 1000, learnToLast: learned.has(b.n) ? (b.last - learned.get(b.n)) / 1000 : null, pollDelay: learned.has(b.n) ? (learned.get(b.n) - b.t) / 1000 : null });
+    await sleep(GAP_MS);
+  }
+  const secs = (Date.now() - t) / 1000;
+  const cpu = { own: own === null ? 0 : cpuMs(own) - cpu0.own, anvil: cpuMs(pidOf(anvil)) - cpu0.anvil };
+  const methods = diffMethods(callsBefore.methods);
+  upstream[target] = {
+    polls: upstreamCalls.polls - callsBefore.polls,
+    other: upstreamCalls.other - callsBefore.other,
+    methods,
+    secs,
+    sockets: target === 'pinned' ? (await pinnedStats(1)).upstreams : null,
+    cpu,
+  };
+  const closed = await closeClients(group);
+  if (closed.errors) throw new Error(`${target}: ${closed.errors} notification errors: ${closed.samples.join('; ')}`);
+  latency[target] = rows;
+  log(`${target}: ${BLOCKS} blocks to ${FANOUT} subscribers in ${secs.toFixed(1)} s`);
+}
+await stop(pinned[0]);
+await stop(gw);
+await stop(anvil);
+stamp.close();
+agent.destroy();
+
+// ---- the report ---------------------------------------------------------------------------------
+const q = (xs, p) => {
+  const s = xs.filter((x) => x !== null).sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+};
+const ms = (x) => (x === undefined || x === null ? 'n/a' : `${x.toFixed(1)} ms`);
+const kib = (mib) => `${((mib * 1024) / SOCKETS).toFixed(1)} KiB`;
+const m = memory;
+const perSock = (t) => (m[t].withSockets - m[t].before) / SOCKETS;
+const pinnedNode = (m.pinned.anvilWith - m.pinned.anvilBefore) / SOCKETS;
+const lat = (t, f) => ({ p50: q(latency[t].map((r) => r[f]), 50), p99: q(latency[t].map((r) => r[f]), 99), max: q(latency[t].map((r) => r[f]), 100) });
+const g = lat('gateway', 'learnToLast');
+const gm = lat('gateway', 'mineToLast');
+const gf = lat('gateway', 'learnToFirst');
+const pm = lat('pinned', 'mineToLast');
+const am = lat('anvil', 'mineToLast');
+const poll = lat('gateway', 'pollDelay');
+const gu = upstream.gateway;
+const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
+const dirty = execFileSync('git', ['status', '--porcelain', '--', 'runtime', 'bench'], { cwd: ROOT, encoding: 'utf8' }).trim() ? ' (with uncommitted changes in runtime/ or bench/)' : '';
+const lines = [
+  `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}${dirty}, node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; whole run ${((Date.now() - t0run) / 1000).toFixed(0)} s.`,
+  '',
+  `Memory: ${SOCKETS.toLocaleString('en')} sockets, each subscribed to newHeads and each having received one new block; RSS (VmRSS) with them minus before the first, per socket:`,
+  '',
+  '| target | RSS before | RSS with the sockets | per socket | peak RSS (VmHWM) | anvil grew by | sockets opened in | one block to all, from anvil_mine (gateway: from learning it) |',
+  '|---|---|---|---|---|---|---|---|',
+  ...['gateway', 'pinned', 'anvil'].map((t) => {
+    const r = m[t];
+    const name = { gateway: 'gateway', pinned: `pinned (proxyd's design, ${PINNED_PROCS} processes)`, anvil: 'anvil itself' }[t];
+    const node = t === 'anvil' ? '(is the target)' : `${(r.anvilWith - r.anvilBefore).toFixed(1)} MiB`;
+    return `| ${name} | ${r.before.toFixed(1)} MiB | ${r.withSockets.toFixed(1)} MiB | ${kib(perSock(t) * SOCKETS)} | ${r.hwm.toFixed(1)} MiB | ${node} | ${r.openS.toFixed(1)} s | ${ms(r.lastMs)}${t === 'gateway' ? ` (${ms(r.learnMs)})` : ''} |`;
+  }),
+  '',
+  `Ratios: gateway ÷ pinned per socket ${(perSock('gateway') / (perSock('pinned') + pinnedNode)).toFixed(2)} (the pinned design's proxies plus the node's growth for its upstream sockets, ${kib((perSock('pinned') + pinnedNode) * SOCKETS)}); gateway ÷ anvil per socket ${(perSock('gateway') / perSock('anvil')).toFixed(2)}.`,
+  `Target: ${SOCKETS.toLocaleString('en')} sockets in at most 300 MB RSS: the gateway's RSS with them is ${((m.gateway.withSockets * 1048576) / 1e6).toFixed(0)} MB (${m.gateway.withSockets > 300e6 / 1048576 ? 'MISSED' : 'met'}).`,
+  '',
+  `Latency: ${FANOUT.toLocaleString('en')} subscribers (2 client processes), ${BLOCKS} blocks mined one at a time with anvil_mine, each once all had the one before and ${GAP_MS} ms later; per block, the time to the LAST subscriber's receipt:`,
+  '',
+  '| target | measured from | p50 | p99 | max |',
+  '|---|---|---|---|---|',
+  `| gateway | learning the block (its poll's answer showing it) | ${ms(g.p50)} | ${ms(g.p99)} | ${ms(g.max)} |`,
+  `| (gateway, to the FIRST subscriber) | learning the block | ${ms(gf.p50)} | ${ms(gf.p99)} | ${ms(gf.max)} |`,
+  `| gateway | anvil_mine's answer (includes the poll delay below) | ${ms(gm.p50)} | ${ms(gm.p99)} | ${ms(gm.max)} |`,
+  `| pinned (proxyd's design) | anvil_mine's answer | ${ms(pm.p50)} | ${ms(pm.p99)} | ${ms(pm.max)} |`,
+  `| anvil itself | anvil_mine's answer | ${ms(am.p50)} | ${ms(am.p99)} | ${ms(am.max)} |`,
+  ...['gateway', 'pinned', 'anvil'].map((t) => {
+    const sp = lat(t, 'spread');
+    return `| (${t}: first to last subscriber) | the first subscriber's receipt | ${ms(sp.p50)} | ${ms(sp.p99)} | ${ms(sp.max)} |`;
+  }),
+  `| (gateway's poll delay) | anvil_mine's answer to its poll's answer | ${ms(poll.p50)} | ${ms(poll.p99)} | ${ms(poll.max)} |`,
+  '',
+  '',
+  `CPU time (user + system, /proc/PID/stat) over the ${BLOCKS} blocks, per notification delivered (${BLOCKS} × ${FANOUT.toLocaleString('en')}); anvil's includes mining the blocks and answering the bench, the gateway's its polls: ${['gateway', 'pinned', 'anvil'].map((t) => { const c = upstream[t].cpu; const per = (x) => `${((x * 1000) / (BLOCKS * FANOUT)).toFixed(1)} µs`; return t === 'anvil' ? `anvil itself ${per(c.anvil)}` : `${t} ${per(c.own)} + anvil ${per(c.anvil)}`; }).join('; ')}.`,
+  '',
+  `Ratios (p99): gateway from learning ÷ anvil from mining ${(g.p99 / am.p99).toFixed(2)}; pinned ÷ anvil ${(pm.p99 / am.p99).toFixed(2)}.`,
+  `Target: p99 within 50 ms of the gateway learning the block: ${ms(g.p99)} (${g.p99 <= 50 ? 'met' : `MISSED by ${(g.p99 - 50).toFixed(1)} ms`}).`,
+  '',
+  'What reaches the node for the subscribers (upstream sockets, or polls and fetches, per chain):',
+  '',
+  `- gateway: 0 upstream sockets; ${gu.polls} polls in ${gu.secs.toFixed(1)} s (${(gu.polls / gu.secs).toFixed(2)}/s) and ${gu.other} other requests for ${BLOCKS} blocks (${Object.entries(gu.methods).map(([k, v]) => `${k} ${v}`).join(', ')}) with ${FANOUT.toLocaleString('en')} subscribers; with ${SOCKETS.toLocaleString('en')} subscribers held (part 1, one block): ${m.gateway.calls.held.polls} polls and ${m.gateway.calls.held.other} other requests (${Object.entries(m.gateway.calls.held.methods).map(([k, v]) => `${k} ${v}`).join(', ')}) in ${m.gateway.calls.held.secs.toFixed(1)} s. One head source per chain whatever the number of clients. While the ${SOCKETS.toLocaleString('en')} sockets subscribed (${m.gateway.openS.toFixed(1)} s and 1 s after): ${m.gateway.calls.opening.polls} polls and ${m.gateway.calls.opening.other} other requests (a subscription wakes the feed, which asks for the head block; wake-ups while a fetch is out are folded into one).`,
+  `- pinned: ${upstream.pinned.sockets} upstream sockets for ${FANOUT.toLocaleString('en')} clients, ${m.pinned.extra.upstreams} for ${SOCKETS.toLocaleString('en')}: one per client (and one subscription on the node per client).`,
+  `- anvil itself: every client's socket and subscription is on the node (${FANOUT.toLocaleString('en')}, then ${SOCKETS.toLocaleString('en')}).`,
+];
+const text = lines.join('\n') + '\n';
+const out = process.env.OUT ?? join(WORK, 'report.md');
+writeFileSync(out, text);
+console.log(`\n${text}\n(written to ${out})`);
+process.exit(0);
