@@ -93,6 +93,9 @@ export class ChainFeed implements ChainListener {
     return this.subs.size;
   }
 
+  /** The head and the view's epoch the last walk went up to: until one of them changes, there is nothing to fetch. */
+  private walked = { target: -1, epoch: -1 };
+
   /** The emission count now: a subscriber made now passes it as `since`. */
   get now(): number {
     return this.seq;
@@ -114,6 +117,7 @@ export class ChainFeed implements ChainListener {
     if (this.subs.size === 0) {
       // Nothing is held upstream: the poller goes on for the chain anyway. What was sent is forgotten.
       this.sent = [];
+      this.walked = { target: -1, epoch: -1 };
       this.generation++;
       if (this.retry !== null) clearTimeout(this.retry);
       this.retry = null;
@@ -189,10 +193,17 @@ export class ChainFeed implements ChainListener {
       if (gen !== this.generation || this.sent.length > 0) return;
       this.sent = [{ ...h, logs: null, seq: this.seq }];
     }
+    // Nothing moved since the last walk (a subscriber joining wakes the feed too): no fetch at all, so what the
+    // gateway asks of its upstreams does not grow with subscribers coming and going.
+    const epoch = this.view.epoch;
+    if (t === this.walked.target && epoch === this.walked.epoch) return;
     const top = this.sent[this.sent.length - 1]!;
     const head = await this.byNumber(t);
     if (gen !== this.generation) return;
-    if (head.number <= top.number && this.at(head.number)?.hash === head.hash) return; // nothing new (or the view is behind what was sent)
+    if (head.number <= top.number && this.at(head.number)?.hash === head.hash) {
+      this.walked = { target: t, epoch };
+      return; // nothing new (or the view is behind what was sent)
+    }
     // The new head's branch, down to a block sent (its parent is what was sent at that height).
     const branch: Header[] = [head];
     let cur = head;
@@ -221,6 +232,7 @@ export class ChainFeed implements ChainListener {
       this.sendHead(s);
       if (logs !== null) this.sendLogs(logs, false, s.seq);
     }
+    this.walked = { target: t, epoch };
   }
 
   private sendHead(h: Sent): void {

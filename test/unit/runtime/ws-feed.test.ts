@@ -75,12 +75,14 @@ const wire = (b: Block | undefined) => (b === undefined ? null : { number: hex(b
 class FakeView {
   number = -1;
   tip = -1;
+  epoch = 0;
   readonly listeners: ChainListener[] = [];
   listen(l: ChainListener): void {
     this.listeners.push(l);
   }
   moveTo(n: number): void {
     this.number = n;
+    this.epoch++;
     for (const l of this.listeners) l.epoch();
   }
 }
@@ -164,6 +166,25 @@ describe('ChainFeed', () => {
     view.moveTo(8);
     await settle();
     expect(numbers(s.got)).toEqual([6, 7, 8]);
+  });
+
+  it('asks the chain nothing for subscribers who join while the head stands still (joining does not grow upstream traffic)', async () => {
+    const { chain, view, feed } = setup(5);
+    feed.add(subscriber('newHeads'));
+    await settle();
+    const calls = chain.calls.length;
+    const later = Array.from({ length: 100 }, (_, i) => subscriber(i % 2 === 0 ? 'newHeads' : 'logs'));
+    for (const s of later) {
+      feed.add(s);
+      await settle();
+    }
+    expect(chain.calls.length - calls, 'fetches while 100 subscribers joined').toBe(0);
+    // The next block is fetched once for all of them (and its logs once, for the logs subscribers).
+    chain.extend(6, 'a');
+    view.moveTo(6);
+    await settle();
+    expect(chain.calls.slice(calls)).toEqual(['eth_getBlockByNumber', 'eth_getLogs']);
+    expect(later.every((s) => s.got.length === 1)).toBe(true);
   });
 
   it('forgets what it sent when the last subscriber leaves, and a new one starts after the head of its time', async () => {
