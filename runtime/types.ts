@@ -3,7 +3,6 @@
 // into these objects, with lookup tables (Map, Set) built once at module load.
 import type { ValidatorTables } from './validators.ts';
 
-export type InterfaceKind = 'blockbook' | 'evm-jsonrpc' | 'rosetta';
 export type RosettaNetwork = 'mainnet' | 'preprod' | 'preview';
 export type UpstreamRole = 'primary' | 'fallback';
 /** all: the highest block every usable upstream has (proxyd's common block); majority: the highest more than half have. */
@@ -118,9 +117,16 @@ export interface BlockbookRouteSpec extends RouteBase {
   readonly cache?: boolean;
 }
 
+/** Each interface kind's chain type. A function generic in the kind (`RouteOf<K>`) keeps a route and its module's kind together without casts. */
+export interface RouteKinds {
+  readonly blockbook: BlockbookRouteSpec;
+  readonly 'evm-jsonrpc': EvmRouteSpec;
+  readonly rosetta: RosettaRouteSpec;
+}
+export type InterfaceKind = keyof RouteKinds;
 /** A chain as the generated tables describe it: one type per interface. */
-export type RouteSpec = EvmRouteSpec | RosettaRouteSpec | BlockbookRouteSpec;
-export type RouteOf<K extends InterfaceKind> = Extract<RouteSpec, { readonly interface: K }>;
+export type RouteSpec = RouteKinds[InterfaceKind];
+export type RouteOf<K extends InterfaceKind> = RouteKinds[K];
 
 export interface ListenerSpec {
   readonly name: string;
