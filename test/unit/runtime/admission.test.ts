@@ -53,6 +53,19 @@ describe('admission: the key', () => {
     expect(s.identify(exchange({ 'x-api-key': KEY }).x, btc, null, [], null)).toMatchObject({ ok: false, reason: 'auth-forbidden' });
   });
 
+  it("checks a key's methods against the endpoint the interface names, and leaves them to the interface when it names none", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'admission-'));
+    const file = join(dir, 'keys.yaml');
+    writeFileSync(file, `keys:\n  - { id: blocks, sha256: "${sha(KEY)}", allow: { methods: [block] } }\n`);
+    const keys = new KeyStore(file, { info() {}, error() {} });
+    keys.load();
+    const s = new AdmissionStage(keys, new RateStep(new MemoryRateLimiter(), null, {} as Metrics));
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [], 'block')).toMatchObject({ id: 'blocks' });
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [], 'account/balance')).toMatchObject({ ok: false, reason: 'policy-method' });
+    // JSON-RPC: the handler checks each call of a batch against the key's list itself.
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [], null)).toMatchObject({ id: 'blocks' });
+  });
+
   it('tells the exchange its key only once the key is verified', () => {
     const { s } = stage();
     const ok = exchange({ 'x-api-key': KEY }).x;
