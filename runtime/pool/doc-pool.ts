@@ -132,7 +132,9 @@ class RosettaHead implements HeadRules {
       this.resets = v.resets;
       this.floor = -1;
     }
-    if (v.tip < this.floor) return { index: this.floor, hash: this.floorHash };
+    // The tip no longer goes back with one upstream (chain-view.ts), so it may stay at the floor with no upstream
+    // at that block any more: the floor's hash, given before, still names it.
+    if (v.tip < this.floor || (v.tip === this.floor && this.floorHash !== '')) return { index: this.floor, hash: this.floorHash };
     const at = this.group.all.find((u) => u.usable && u.view.head === v.tip && u.view.hash !== '');
     return { index: v.tip, hash: at?.view.hash ?? '' };
   }
