@@ -8,7 +8,8 @@
 //   <Kind>Settings               what the runtime reads of such a chain as the
 //                                manifest set it, its default filled by the
 //                                build, and UpstreamSettings; ChainSettings,
-//                                every kind's settings in one (the model's).
+//                                every kind's settings in one (the model's);
+//                                LimitsSpec, the request limits, filled.
 // A setting is every field of a chain or upstream but those the model builds
 // in a shape of its own (BUILT_CHAIN_FIELDS, BUILT_UPSTREAM_FIELDS): a new
 // field in the schema is a new setting, typed, filled and emitted with no other
@@ -96,6 +97,12 @@ export function chainSettings(kind: string, root = ROOT): readonly Field[] {
 export function upstreamFields(root = ROOT): readonly Field[] {
   const upstream = upstreamOf(root);
   return Object.entries(upstream.properties!).map(([name, s]) => ({ name, schema: s as SchemaNode, required: (upstream.required ?? []).includes(name) }));
+}
+
+/** The request limits, as the top level sets them (every one with a default; a chain may override each). */
+export function limitFields(root = ROOT): readonly Field[] {
+  const limits = root.properties!.limits as SchemaNode;
+  return Object.entries(limits.properties!).map(([name, s]) => ({ name, schema: s as SchemaNode, required: false }));
 }
 
 export function upstreamSettings(root = ROOT): readonly Field[] {
@@ -233,6 +240,13 @@ export function emitChainTypes(root = ROOT): string {
       if (!all.has(f.name)) all.set(f.name, everywhere ? settingsOf(f) : { ...settingsOf(f), hasQuestionToken: true });
     }
   }
+  const limits: InterfaceDeclarationStructure = {
+    kind: StructureKind.Interface,
+    name: 'LimitsSpec',
+    isExported: true,
+    docs: ["A chain's request limits: the top level's, each one overridden where the chain's limits set it."],
+    properties: limitFields(root).map(settingsOf),
+  };
   const upstream: InterfaceDeclarationStructure = {
     kind: StructureKind.Interface,
     name: 'UpstreamSettings',
@@ -255,6 +269,7 @@ export function emitChainTypes(root = ROOT): string {
     },
     { kind: StructureKind.Interface, name: 'ChainSettings', isExported: true, docs: ["Every kind's settings in one (the build's model of a chain)."], properties: [...all.values()] },
     upstream,
+    limits,
     ...spec.declarations.values(),
   );
   const file = project.createSourceFile('/chain-types.gen.ts', { statements: [header(), ...statements] });

@@ -2,7 +2,7 @@
 // Defaults are filled here once; emit/ never looks at the raw manifest.
 import type { Limits, ServedTip, Template, UpstreamRole } from '../runtime/types.ts';
 import type { ChainConfig, ChainSettings, UpstreamConfig, UpstreamSettings } from '../runtime/chain-types.gen.ts';
-import { chainSettings, settingValue, upstreamSettings, type Field } from './chain-types.ts';
+import { chainSettings, limitFields, settingValue, upstreamSettings, type Field } from './chain-types.ts';
 import type { ChainModel, GatewayModel, ListenerModel, UpstreamModel } from './model.ts';
 import { createHash } from 'node:crypto';
 import { parseTemplate } from './template.ts';
@@ -42,19 +42,11 @@ function schemaDefault<T>(...path: string[]): T {
   if (d === undefined) throw new Error(`schema has no default at ${path.join('.')}`);
   return d as T;
 }
-const LIMITS_SCHEMA = ['properties', 'limits', 'properties'];
 const CHAIN_SCHEMA = ['properties', 'chains', 'items', 'properties'];
 const UPSTREAM_SCHEMA = [...CHAIN_SCHEMA, 'upstreams', 'items', 'anyOf', '1', 'properties'];
 
-export const DEFAULT_LIMITS: Limits = {
-  maxBodyBytes: schemaDefault(...LIMITS_SCHEMA, 'maxBodyBytes'),
-  maxBatchSize: schemaDefault(...LIMITS_SCHEMA, 'maxBatchSize'),
-  timeoutMs: schemaDefault(...LIMITS_SCHEMA, 'timeoutMs'),
-  maxPageSize: schemaDefault(...LIMITS_SCHEMA, 'maxPageSize'),
-  maxParamsDepth: schemaDefault(...LIMITS_SCHEMA, 'maxParamsDepth'),
-  maxArrayItems: schemaDefault(...LIMITS_SCHEMA, 'maxArrayItems'),
-  maxHexBytes: schemaDefault(...LIMITS_SCHEMA, 'maxHexBytes'),
-};
+/** The top-level limits' defaults, one per field of the schema's limits. */
+export const DEFAULT_LIMITS: Limits = settingsOf<Limits>(limitFields(), {});
 /** Cardano's security parameter k: a block this deep can no longer be rolled back (Rosetta's default finality). */
 const CARDANO_SECURITY_PARAMETER = 2160;
 

@@ -263,6 +263,24 @@ export interface UpstreamSettings {
   readonly idleTimeoutMs: number;
 }
 
+/** A chain's request limits: the top level's, each one overridden where the chain's limits set it. */
+export interface LimitsSpec {
+  /** Largest request body accepted, in bytes; larger bodies get HTTP 413. */
+  readonly maxBodyBytes: number;
+  /** Most calls in one JSON-RPC batch; a larger batch is refused whole with HTTP 413. */
+  readonly maxBatchSize: number;
+  /** How long to wait for an upstream's answer, in milliseconds; then HTTP 504. */
+  readonly timeoutMs: number;
+  /** Largest Blockbook pageSize accepted; larger gets HTTP 400. */
+  readonly maxPageSize: number;
+  /** Deepest nesting of a request's parameters (JSON-RPC params, a Rosetta body) accepted with validate: params; deeper gets the interface's invalid-params error before the node sees it. */
+  readonly maxParamsDepth: number;
+  /** Longest array anywhere in a request's parameters accepted with validate: params. */
+  readonly maxArrayItems: number;
+  /** Longest string in a request's parameters accepted with validate: params, in bytes of hex data (a string may hold 0x and twice this many characters). 256 KiB takes any transaction but a blob transaction with more than one blob. */
+  readonly maxHexBytes: number;
+}
+
 /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
 export interface HedgeSpec {
   /** How long to wait before hedging: milliseconds, or p95 for the chain's own 95th-percentile answer time. */

@@ -5,7 +5,7 @@
 // defaults filled) and InterfaceKind are generated from the schema
 // (chain-types.gen.ts, `npm run gen:types`); what the build reshapes is here.
 import type { ValidatorTables } from './validators.ts';
-import type { BlockbookSettings, ChainSettings, EvmJsonrpcSettings, InterfaceKind, RosettaSettings, UpstreamSettings } from './chain-types.gen.ts';
+import type { BlockbookSettings, ChainSettings, EvmJsonrpcSettings, InterfaceKind, LimitsSpec, RosettaSettings, UpstreamSettings } from './chain-types.gen.ts';
 
 export type { HedgeSpec, InterfaceKind, QuorumSpec } from './chain-types.gen.ts';
 
@@ -25,18 +25,9 @@ export interface Template {
   readonly parts: readonly TemplatePart[];
 }
 
-export interface Limits {
-  readonly maxBodyBytes: number;
-  readonly maxBatchSize: number;
-  readonly timeoutMs: number;
-  readonly maxPageSize: number;
-  /** With validate: params, the deepest nesting, longest array and longest string (in hex bytes) of a request's parameters. */
-  readonly maxParamsDepth: number;
-  readonly maxArrayItems: number;
-  readonly maxHexBytes: number;
-}
+/** A chain's request limits (generated from the schema's limits: a new limit is a new field here). */
+export type Limits = LimitsSpec;
 
-/** An upstream: its settings (weight, role, archive, connections, idleTimeoutMs, ...) and what the build reshapes. */
 export interface UpstreamSpec extends UpstreamSettings {
   /** Stable name for logs, metrics and /readyz: `<chain>#<index>`. Never the URL. */
   readonly name: string;

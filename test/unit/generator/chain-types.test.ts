@@ -30,7 +30,7 @@ describe('runtime/chain-types.gen.ts', () => {
     expect(emitChainTypes()).toContain(`export type InterfaceKind = ${interfaceKinds().map((k) => JSON.stringify(k)).join(' | ')};`);
   });
 
-  it('a new field in the schema is a setting of the kinds that allow it, with its type, its presence and its docs', () => {
+  it('a new field in the schema is a setting of the kinds that allow it (or a limit), with its type, its presence and its docs', () => {
     const s = schema() as any;
     const chain = s.properties.chains.items;
     chain.properties.maxLogRange = { description: 'Widest eth_getLogs range.', type: 'integer', minimum: 1, default: 10000 };
@@ -39,6 +39,7 @@ describe('runtime/chain-types.gen.ts', () => {
     const rosetta = chain.allOf.find((r: any) => r.if.properties.interface.const === 'rosetta');
     rosetta.then.properties.maxLogRange = false;
     chain.properties.upstreams.items.anyOf[1].properties.rateLimit = { description: 'Calls per second.', type: 'integer', minimum: 1 };
+    s.properties.limits.properties.maxLogRange = { description: 'Widest eth_getLogs range.', type: 'integer', minimum: 1, default: 10000 };
 
     expect(chainSettings('evm-jsonrpc', s).map((f) => f.name)).toContain('maxLogRange');
     expect(chainSettings('rosetta', s).map((f) => f.name)).not.toContain('maxLogRange');
@@ -55,6 +56,7 @@ describe('runtime/chain-types.gen.ts', () => {
     expect(block('ChainSettings')).toContain('readonly maxLogRange?: number;');
     expect(block('UpstreamSettings')).toContain('readonly rateLimit?: number;');
     expect(block('UpstreamConfig')).toContain('rateLimit?: number;');
+    expect(block('LimitsSpec')).toContain('readonly maxLogRange: number;');
     expect(text).toContain('export interface WebsocketSpec {\n  /** Its path. */\n  readonly path?: string;\n}');
   });
 
