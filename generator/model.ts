@@ -1,12 +1,14 @@
 // The normalized gateway model: every default filled, every shorthand in its
 // canonical form, every name resolved. Plain JSON data, deep-frozen, so a JSON
 // snapshot of it is a test. emit/ reads only this.
-import type { BroadcastMode, CacheSpec, WebSocketSpec, HedgeSpec, InterfaceKind, QuorumSpec, RosettaNetwork, Limits, ServedTip, Template, UpstreamSpec } from '../runtime/types.ts';
+import type { CacheSpec, InterfaceKind, Limits, Template, UpstreamSpec, WebSocketSpec } from '../runtime/types.ts';
+import type { ChainSettings } from '../runtime/chain-types.gen.ts';
 
 /** Generated code hands these to the runtime as they are. */
 export type UpstreamModel = UpstreamSpec;
 
-export interface ChainModel {
+/** A chain: what the build reshapes, and its settings as the schema lists them for its kind (chain-types.gen.ts). */
+export interface ChainModel extends ChainSettings {
   readonly path: string;
   readonly interface: InterfaceKind;
   readonly listener: string;
@@ -16,28 +18,10 @@ export interface ChainModel {
   /** Parameters are checked against the interface's spec (validate: params). */
   readonly validate: boolean;
   readonly upstreams: readonly UpstreamModel[];
-  readonly maxLag: number;
-  readonly retries: number;
-  // The pool settings (issue 33), every one filled with its default so the runtime needs none.
-  readonly servedTip: ServedTip;
-  /** null: no hedging. */
-  readonly hedge: HedgeSpec | null;
-  /** evm-jsonrpc only, like the three after it. */
-  readonly rewriteTags?: boolean;
-  readonly pruneDepth?: number;
-  /** The manifest's, else all with more than one upstream and one with a single upstream. */
-  readonly broadcast?: BroadcastMode;
-  /** null: no quorum; methods sorted and deduplicated. */
-  readonly quorum?: QuorumSpec | null;
-  readonly chainId?: number;
   /** Sorted, deduplicated allowlist (evm-jsonrpc only). */
   readonly methods?: readonly string[];
   /** Where the allowlist came from: `methodSets.evm` or `chains[3].methods`. */
   readonly methodsSource?: string;
-  readonly network?: RosettaNetwork;
-  readonly sendtx?: boolean;
-  /** The coin a blockbook chain's upstreams must report; unchecked when absent. */
-  readonly coin?: string;
   /** With a top-level cache block: answers of this chain are cached and coalesced (unless cache: off). */
   readonly cache?: boolean;
   /** With `cache` (evm-jsonrpc, rosetta): null to ask the node for its finalized block, else the depth below the head that counts as final. */

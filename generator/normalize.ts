@@ -1,48 +1,17 @@
 // Manifest value (already validated) -> the normalized, frozen GatewayModel.
 // Defaults are filled here once; emit/ never looks at the raw manifest.
-import type { BroadcastMode, InterfaceKind, Limits, RosettaNetwork, ServedTip, Template, UpstreamRole } from '../runtime/types.ts';
+import type { Limits, ServedTip, Template, UpstreamRole } from '../runtime/types.ts';
+import type { ChainConfig, ChainSettings, UpstreamConfig, UpstreamSettings } from '../runtime/chain-types.gen.ts';
+import { chainSettings, limitFields, settingValue, upstreamSettings, type Field } from './chain-types.ts';
 import type { ChainModel, GatewayModel, ListenerModel, UpstreamModel } from './model.ts';
 import { createHash } from 'node:crypto';
 import { parseTemplate } from './template.ts';
 import { parseRate } from '../runtime/rate.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 
-// The YAML-shaped input, as the schema admits it (see schema/gateway.schema.json).
+// The YAML-shaped input, as the schema admits it (see schema/gateway.schema.json;
+// a chain's and an upstream's types are generated from it: runtime/chain-types.gen.ts).
 type PortConfig = string | number;
-interface UpstreamConfig {
-  url: string;
-  weight?: number;
-  role?: UpstreamRole;
-  archive?: boolean;
-  maxLogRange?: number;
-  connections?: number;
-  idleTimeoutMs?: number;
-  headers?: Record<string, string>;
-}
-interface ChainConfig {
-  path: string;
-  interface: InterfaceKind;
-  listener: string;
-  upstreams: (string | UpstreamConfig)[];
-  limits?: Partial<Limits>;
-  validate?: 'params' | 'off';
-  maxLag?: number;
-  retries?: number;
-  chainId?: number;
-  methods?: string | string[];
-  network?: RosettaNetwork;
-  sendtx?: boolean;
-  coin?: string;
-  cache?: 'on' | 'off';
-  finality?: 'tag' | { depth: number };
-  servedTip?: ServedTip;
-  rewriteTags?: boolean;
-  pruneDepth?: number;
-  hedge?: { afterMs: number | 'p95' };
-  broadcast?: BroadcastMode;
-  quorum?: { methods: string[]; of: number };
-  websocket?: boolean;
-}
 export interface GatewayConfig {
   version: 1;
   listeners: Record<string, { host?: string; port: PortConfig }>;
@@ -74,19 +43,11 @@ function schemaDefault<T>(...path: string[]): T {
   if (d === undefined) throw new Error(`schema has no default at ${path.join('.')}`);
   return d as T;
 }
-const LIMITS_SCHEMA = ['properties', 'limits', 'properties'];
 const CHAIN_SCHEMA = ['properties', 'chains', 'items', 'properties'];
 const UPSTREAM_SCHEMA = [...CHAIN_SCHEMA, 'upstreams', 'items', 'anyOf', '1', 'properties'];
 
-export const DEFAULT_LIMITS: Limits = {
-  maxBodyBytes: schemaDefault(...LIMITS_SCHEMA, 'maxBodyBytes'),
-  maxBatchSize: schemaDefault(...LIMITS_SCHEMA, 'maxBatchSize'),
-  timeoutMs: schemaDefault(...LIMITS_SCHEMA, 'timeoutMs'),
-  maxPageSize: schemaDefault(...LIMITS_SCHEMA, 'maxPageSize'),
-  maxParamsDepth: schemaDefault(...LIMITS_SCHEMA, 'maxParamsDepth'),
-  maxArrayItems: schemaDefault(...LIMITS_SCHEMA, 'maxArrayItems'),
-  maxHexBytes: schemaDefault(...LIMITS_SCHEMA, 'maxHexBytes'),
-};
+/** The top-level limits' defaults, one per field of the schema's limits. */
+export const DEFAULT_LIMITS: Limits = settingsOf<Limits>(limitFields(), {});
 /** Cardano's security parameter k: a block this deep can no longer be rolled back (Rosetta's default finality). */
 const CARDANO_SECURITY_PARAMETER = 2160;
 
@@ -101,11 +62,6 @@ export const DEFAULTS = {
   weight: schemaDefault<number>(...UPSTREAM_SCHEMA, 'weight'),
   role: schemaDefault<UpstreamRole>(...UPSTREAM_SCHEMA, 'role'),
   archive: schemaDefault<boolean>(...UPSTREAM_SCHEMA, 'archive'),
-  connections: schemaDefault<number>(...UPSTREAM_SCHEMA, 'connections'),
-  idleTimeoutMs: schemaDefault<number>(...UPSTREAM_SCHEMA, 'idleTimeoutMs'),
-  maxLag: schemaDefault<number>(...CHAIN_SCHEMA, 'maxLag'),
-  retries: schemaDefault<number>(...CHAIN_SCHEMA, 'retries'),
-  sendtx: schemaDefault<boolean>(...CHAIN_SCHEMA, 'sendtx'),
   servedTip: schemaDefault<ServedTip>(...CHAIN_SCHEMA, 'servedTip'),
   pruneDepth: schemaDefault<number>(...CHAIN_SCHEMA, 'pruneDepth'),
   cacheMaxBytes: schemaDefault<number>('properties', 'cache', 'properties', 'maxBytes'),
@@ -138,6 +94,32 @@ function withoutUndefined<T extends object>(o: T): T {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
 }
 
+/**
+ * The settings of a chain or upstream, in schema order: every field the
+ * schema lists for it but those the model builds itself (chain-types.ts),
+ * the manifest's value else the schema's default; an object left out is null.
+ */
+function settingsOf<T>(fields: readonly Field[], written: object): T {
+  const out: Record<string, unknown> = {};
+  for (const f of fields) {
+    const v = settingValue(f, (written as Record<string, unknown>)[f.name]);
+    if (v !== undefined) out[f.name] = v;
+  }
+  return out as T;
+}
+
+/** The settings whose default depends on the chain, or whose value the build puts in canonical form (COMPUTED_DEFAULTS). */
+function workedOut(c: ChainConfig): Partial<ChainSettings> {
+  if (c.interface !== 'evm-jsonrpc') return {};
+  return {
+    // No schema default: a pool rewrites, so that latest is the block eth_blockNumber names; one upstream is its own tip.
+    rewriteTags: c.rewriteTags ?? c.upstreams.length > 1,
+    // No schema default: it depends on the pool. One upstream has nothing to broadcast to.
+    broadcast: c.broadcast ?? (c.upstreams.length > 1 ? 'all' : 'one'),
+    ...(c.quorum === undefined ? {} : { quorum: { methods: [...new Set(c.quorum.methods)].sort(byCodeUnit), of: c.quorum.of } }),
+  };
+}
+
 function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: number): UpstreamModel {
   const o: UpstreamConfig = typeof u === 'string' ? { url: u } : u;
   // Lower-cased first, then sorted, so the model's key order does not depend on how the manifest spelled them.
@@ -145,17 +127,7 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
   raw.sort((a, b) => byCodeUnit(a[0], b[0]));
   const headers: Record<string, Template> = {};
   for (const [name, v] of raw) headers[name] = parseTemplate(v);
-  return {
-    name: `${chainPath}#${index}`,
-    url: parseTemplate(o.url),
-    weight: o.weight ?? DEFAULTS.weight,
-    role: o.role ?? DEFAULTS.role,
-    archive: o.archive ?? DEFAULTS.archive,
-    ...(o.maxLogRange === undefined ? {} : { maxLogRange: o.maxLogRange }),
-    connections: o.connections ?? DEFAULTS.connections,
-    idleTimeoutMs: o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
-    headers,
-  };
+  return { name: `${chainPath}#${index}`, url: parseTemplate(o.url), ...settingsOf<UpstreamSettings>(upstreamSettings(), o), headers };
 }
 
 /**
@@ -176,10 +148,7 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
       limits: { ...limits, ...c.limits },
       validate: (c.validate ?? 'params') === 'params',
       upstreams: c.upstreams.map((u, j) => buildUpstream(c.path, u, j)),
-      maxLag: c.maxLag ?? DEFAULTS.maxLag,
-      retries: c.retries ?? DEFAULTS.retries,
-      servedTip: c.servedTip ?? DEFAULTS.servedTip,
-      hedge: c.hedge === undefined ? null : { afterMs: c.hedge.afterMs },
+      ...settingsOf<ChainSettings>(chainSettings(c.interface), { ...c, ...workedOut(c) }),
     };
     switch (c.interface) {
       case 'evm-jsonrpc': {
@@ -187,33 +156,23 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
         const list = (named ? sets[c.methods as string] : (c.methods as string[] | undefined)) ?? [];
         return withoutUndefined({
           ...chain,
-          chainId: c.chainId,
           methods: [...new Set(list)].sort(byCodeUnit),
           methodsSource: named ? `methodSets.${c.methods as string}` : `chains[${i}].methods`,
-          // No schema default: a pool rewrites, so that latest is the block eth_blockNumber names; one upstream is its own tip.
-          rewriteTags: c.rewriteTags ?? c.upstreams.length > 1,
-          pruneDepth: c.pruneDepth ?? DEFAULTS.pruneDepth,
-          // No schema default: it depends on the pool. One upstream has nothing to broadcast to.
-          broadcast: c.broadcast ?? (c.upstreams.length > 1 ? 'all' : 'one'),
-          quorum: c.quorum === undefined ? null : { methods: [...new Set(c.quorum.methods)].sort(byCodeUnit), of: c.quorum.of },
           // Only with a top-level cache block, so a manifest without one builds the model it always did.
           cache: doc.cache === undefined ? undefined : c.cache !== 'off',
           finality: doc.cache === undefined ? undefined : c.finality === undefined || c.finality === 'tag' ? null : c.finality.depth,
-          // Written only when on, so a manifest without WebSockets builds the model it always did.
-          websocket: c.websocket === true ? true : undefined,
         });
       }
       case 'rosetta':
         return withoutUndefined({
           ...chain,
-          network: c.network!,
           cache: doc.cache === undefined ? undefined : c.cache !== 'off',
           finality: doc.cache === undefined ? undefined : typeof c.finality === 'object' ? c.finality.depth : CARDANO_SECURITY_PARAMETER,
         });
       case 'blockbook':
-        return withoutUndefined({ ...chain, sendtx: c.sendtx ?? DEFAULTS.sendtx, coin: c.coin, cache: doc.cache === undefined ? undefined : c.cache !== 'off' });
+        return withoutUndefined({ ...chain, cache: doc.cache === undefined ? undefined : c.cache !== 'off' });
       default:
-        return unknownInterface(c.interface);
+        return unknownInterface(c);
     }
   });
   // One path may be served on two listeners; listener breaks the tie.
@@ -249,7 +208,7 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
     ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
     // With a websocket block or a chain that takes WebSockets: the limits, every one filled.
-    ...(doc.websocket === undefined && !doc.chains.some((c) => c.websocket === true)
+    ...(doc.websocket === undefined && !doc.chains.some((c) => c.interface === 'evm-jsonrpc' && c.websocket === true)
       ? {}
       : {
           websocket: {
@@ -273,6 +232,6 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
 }
 
 /** The compiler sees every interface kind handled above; a new one fails to build until it is. */
-function unknownInterface(kind: never): never {
-  throw new Error(`no model for interface '${String(kind)}'`);
+function unknownInterface(c: never): never {
+  throw new Error(`no model for interface '${String((c as ChainConfig).interface)}'`);
 }

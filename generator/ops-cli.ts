@@ -3,7 +3,8 @@
 // with the runtime's own health probe), and the chain check of `keys add`.
 // Plain functions that return text and codes, so tests call them directly.
 import type { ChainModel, GatewayModel } from './model.ts';
-import type { BroadcastMode, HedgeSpec, Limits, QuorumSpec, RouteSpec, ServedTip, Template } from '../runtime/types.ts';
+import type { Limits, RouteSpec, Template } from '../runtime/types.ts';
+import type { ChainSettings } from '../runtime/chain-types.gen.ts';
 import { didYouMean } from './validate.ts';
 import { DEFAULTS } from './normalize.ts';
 
@@ -22,14 +23,9 @@ export interface RouteRow {
   readonly pool: PoolSettings;
 }
 
-export interface PoolSettings {
-  readonly servedTip: ServedTip;
-  readonly hedge: HedgeSpec | null;
-  readonly rewriteTags?: boolean;
-  readonly pruneDepth?: number;
-  readonly broadcast?: BroadcastMode;
-  readonly quorum?: QuorumSpec | null;
-}
+/** The pool settings of a chain's kind (the EVM-only ones absent elsewhere), as the build's model has them. */
+export type PoolSettings = Pick<ChainSettings, (typeof POOL_SETTINGS)[number]>;
+const POOL_SETTINGS = ['servedTip', 'hedge', 'rewriteTags', 'pruneDepth', 'broadcast', 'quorum'] as const;
 
 export interface RouteTable {
   readonly listeners: readonly { readonly name: string; readonly host: string; readonly port: string; readonly routes: readonly RouteRow[] }[];
@@ -62,8 +58,7 @@ export function routeTable(model: GatewayModel): RouteTable {
 }
 
 function poolSettings(c: ChainModel): PoolSettings {
-  const evm = c.interface === 'evm-jsonrpc' ? { rewriteTags: c.rewriteTags, pruneDepth: c.pruneDepth, broadcast: c.broadcast, quorum: c.quorum } : {};
-  return { servedTip: c.servedTip, hedge: c.hedge, ...evm };
+  return Object.fromEntries(POOL_SETTINGS.filter((k) => c[k] !== undefined).map((k) => [k, c[k]])) as PoolSettings;
 }
 
 /** The pool settings that differ from their defaults, or '-' (archive upstreams are marked in UPSTREAMS). */

@@ -7,11 +7,10 @@ import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { LoadedManifest, YamlPath } from './load.ts';
 import { didYouMean, getAt, isObj, orList, problemsIn, schemaProblems, sortProblems, whereInList, type Problem, type Report } from '../runtime/schema-problems.ts';
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
-import type { Template } from '../runtime/types.ts';
+import type { InterfaceKind, Template } from '../runtime/types.ts';
 import { KNOWN_METHODS, NOT_COMPARABLE } from './known-methods.ts';
 import { ipList } from '../runtime/key-policy.ts';
-import { ROSETTA_ENDPOINTS } from '../runtime/guards/rosetta.ts';
-import { BLOCKBOOK_ENDPOINTS } from '../runtime/guards/blockbook.ts';
+import { INTERFACES as MODULES } from '../runtime/interfaces/index.ts';
 
 export type { Problem } from './load.ts';
 export { didYouMean };
@@ -100,7 +99,8 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
   const setNames = Object.keys(methodSets);
 
   if (isObj(doc.credits)) {
-    const names = [...KNOWN_METHODS, ...ROSETTA_ENDPOINTS.keys(), ...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'];
+    // What each interface's module says credits may name (null: the JSON-RPC methods).
+    const names = [...new Set(Object.values(MODULES).flatMap((m) => m.creditNames ?? [...KNOWN_METHODS]))];
     for (const name of Object.keys(doc.credits)) {
       if (names.includes(name)) continue;
       const hint = didYouMean(name, names);
@@ -225,13 +225,15 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
     if (count === 1 && c.hedge !== undefined) {
       report('key', [...base, 'hedge'], `${where(base)}: hedge needs a second upstream to send a read to, and the chain has one`, 'add an upstream or drop hedge');
     }
-    if (c.interface === 'blockbook' || c.interface === 'rosetta') {
+    const m = typeof c.interface === 'string' && Object.hasOwn(MODULES, c.interface) ? MODULES[c.interface as InterfaceKind] : null;
+    if (m !== null && !m.archive) {
       if (Array.isArray(c.upstreams)) {
         c.upstreams.forEach((u, j) => {
           const path: YamlPath = [...base, 'upstreams', j];
           if (isObj(u) && u.maxLogRange !== undefined) report('key', [...path, 'maxLogRange'], `${where(path)}: 'maxLogRange' applies to upstreams of evm-jsonrpc chains only, not ${c.interface}`, 'drop it: it caps eth_getLogs ranges');
           if (!isObj(u) || u.archive !== true) return;
-          report('key', [...path, 'archive'], `${where(path)}: 'archive' applies to upstreams of evm-jsonrpc chains only, not ${c.interface}`, 'drop it: archive routing is for EVM state older than pruneDepth');
+          const kinds = (Object.keys(MODULES) as InterfaceKind[]).filter((k) => MODULES[k].archive).join(', ');
+          report('key', [...path, 'archive'], `${where(path)}: 'archive' applies to upstreams of ${kinds} chains only, not ${c.interface}`, 'drop it: archive routing is for EVM state older than pruneDepth');
         });
       }
       if (isObj(c.limits) && c.limits.maxLogRange !== undefined) {

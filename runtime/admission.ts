@@ -127,9 +127,11 @@ export class AdmissionStage {
   /**
    * The key: it may come in the X-API-Key header, a path segment and the
    * api_key query parameter; if it comes in several, all must be equal. On
-   * success the exchange knows its key (for the access log).
+   * success the exchange knows its key (for the access log). `endpoint`: what
+   * the request asks for, checked here against a key's `methods`; null where
+   * the interface checks them call by call itself (JSON-RPC).
    */
-  identify(x: Exchange, route: RouteSpec, pathKey: string | null, queryKeys: readonly string[]): KeyEntry | Refused | Promise<KeyEntry | Refused> {
+  identify(x: Exchange, route: RouteSpec, pathKey: string | null, queryKeys: readonly string[], endpoint: string | null): KeyEntry | Refused | Promise<KeyEntry | Refused> {
     const header = x.req.headers['x-api-key'];
     let key: string | null = typeof header === 'string' && header !== '' ? header : null;
     if (pathKey !== null) {
@@ -144,8 +146,8 @@ export class AdmissionStage {
     if (!isKeyShaped(key)) return INVALID;
     const r = this.keys.check(key, route.path);
     // A key store that must be asked (Redis, a key not cached): only then a promise.
-    if (r instanceof Promise) return r.then((v) => this.checked(x, route, v));
-    return this.checked(x, route, r);
+    if (r instanceof Promise) return r.then((v) => this.checked(x, endpoint, v));
+    return this.checked(x, endpoint, r);
   }
 
   /** The client's address, for allow.ips: the peer, or behind trusted proxies the X-Forwarded-For hop that counts. */
@@ -153,17 +155,17 @@ export class AdmissionStage {
     return clientAddress(x.req.socket.remoteAddress ?? '', x.req.headers['x-forwarded-for'], this.settings.trustedProxies);
   }
 
-  private checked(x: Exchange, route: RouteSpec, r: KeyCheck): KeyEntry | Refused {
+  private checked(x: Exchange, endpoint: string | null, r: KeyCheck): KeyEntry | Refused {
     if (!r.ok) return r.reason === 'invalid' ? INVALID : r.reason === 'forbidden' ? FORBIDDEN : STORE_DOWN;
     x.key = r.entry;
     const p = r.entry.policy;
     if (p !== null) {
-      // The key's policy: where the request comes from, and (Rosetta, Blockbook) the endpoint.
+      // The key's policy: where the request comes from, and the endpoint where the interface names one.
       if (p.request) {
         const why = requestRefusal(p, x.req.headers, () => this.clientOf(x), Date.now());
         if (why !== null) return POLICY[why as Exclude<PolicyReason, 'contract'>];
       }
-      if (p.methods !== null && route.interface !== 'evm-jsonrpc' && !p.methods.has(x.label)) return POLICY.method;
+      if (p.methods !== null && endpoint !== null && !p.methods.has(endpoint)) return POLICY.method;
     }
     return r.entry;
   }

@@ -53,7 +53,7 @@ export class Poller {
   ) {
     // Where the manifest says which chain an upstream must serve, none takes traffic before a poll says it does.
     for (const c of chains) {
-      const names = moduleOf(c.route).probe.names(c.route as never);
+      const names = moduleOf(c.route.interface).probe.names(c.route);
       if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
       if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
     }
@@ -225,16 +225,16 @@ export async function pollOnce(
   heads: boolean,
   lookups: readonly number[] = NONE,
 ): Promise<{ readonly report: PollReport } | { readonly failure: PollFailure }> {
-  const probe = moduleOf(route).probe;
-  let requests = probe.requests(route as never, u, heads, lookups);
+  const probe = moduleOf(route.interface).probe;
+  let requests = probe.requests(route, u, heads, lookups);
   let answers = await Promise.all(requests.map((r) => ask(u, r, timeoutMs)));
   // One object for a batch: a node that takes no batches. Asked call by call, now and from then on.
   if (requests.some((r, i) => r.batch === true && isDoc(answers[i]!) && !Array.isArray(answers[i]!.doc))) {
     u.view.takesBatches = false;
-    requests = probe.requests(route as never, u, heads, lookups);
+    requests = probe.requests(route, u, heads, lookups);
     answers = await Promise.all(requests.map((r) => ask(u, r, timeoutMs)));
   }
-  const read = probe.read(route as never, answers.map((a) => (isDoc(a) ? a.doc : null)), heads);
+  const read = probe.read(route, answers.map((a) => (isDoc(a) ? a.doc : null)), heads);
   if (typeof read !== 'string') return { report: read };
   // The answer that was not one says why; else the reading does.
   for (const a of answers) if (!isDoc(a)) return { failure: a };

@@ -1,29 +1,20 @@
 // The shapes that generated code hands to the runtime. The generator's
 // normalized model (generator/model.ts) is plain JSON data; the emitter turns it
 // into these objects, with lookup tables (Map, Set) built once at module load.
+// A chain's settings (what the manifest sets and the runtime reads as set,
+// defaults filled) and InterfaceKind are generated from the schema
+// (chain-types.gen.ts, `npm run gen:types`); what the build reshapes is here.
 import type { ValidatorTables } from './validators.ts';
+import type { BlockbookSettings, ChainSettings, EvmJsonrpcSettings, InterfaceKind, LimitsSpec, RosettaSettings, UpstreamSettings } from './chain-types.gen.ts';
 
-export type InterfaceKind = 'blockbook' | 'evm-jsonrpc' | 'rosetta';
-export type RosettaNetwork = 'mainnet' | 'preprod' | 'preview';
-export type UpstreamRole = 'primary' | 'fallback';
+export type { HedgeSpec, InterfaceKind, QuorumSpec } from './chain-types.gen.ts';
+
+export type RosettaNetwork = RosettaSettings['network'];
+export type UpstreamRole = UpstreamSettings['role'];
 /** all: the highest block every usable upstream has (proxyd's common block); majority: the highest more than half have. */
-export type ServedTip = 'all' | 'majority';
+export type ServedTip = ChainSettings['servedTip'];
 /** all: a transaction goes to every usable upstream; one: to a single upstream. */
-export type BroadcastMode = 'all' | 'one';
-
-/** Hedged reads: after `afterMs` without an answer, the read also goes to a second upstream. */
-export interface HedgeSpec {
-  /** Milliseconds, or 'p95': the chain's own 95th-percentile answer time. */
-  readonly afterMs: number | 'p95';
-}
-
-/** Calls of `methods` are asked of `of` upstreams at the served tip; only equal answers are served. */
-export interface QuorumSpec {
-  /** Sorted, deduplicated; every one a read the chain allows. */
-  readonly methods: readonly string[];
-  /** At least 2, at most the chain's number of upstreams. */
-  readonly of: number;
-}
+export type BroadcastMode = EvmJsonrpcSettings['broadcast'];
 
 /**
  * A manifest string that may hold `${VAR}` or `${VAR:-default}`. It is kept as
@@ -34,38 +25,18 @@ export interface Template {
   readonly parts: readonly TemplatePart[];
 }
 
-export interface Limits {
-  readonly maxBodyBytes: number;
-  readonly maxBatchSize: number;
-  readonly timeoutMs: number;
-  readonly maxPageSize: number;
-  /** With validate: params, the deepest nesting, longest array and longest string (in hex bytes) of a request's parameters. */
-  readonly maxParamsDepth: number;
-  readonly maxArrayItems: number;
-  readonly maxHexBytes: number;
-  /** Most blocks one eth_getLogs call may span (EVM); absent: no limit. */
-  readonly maxLogRange?: number;
-}
+/** A chain's request limits (generated from the schema's limits: a new limit is a new field here). */
+export type Limits = LimitsSpec;
 
-export interface UpstreamSpec {
+export interface UpstreamSpec extends UpstreamSettings {
   /** Stable name for logs, metrics and /readyz: `<chain>#<index>`. Never the URL. */
   readonly name: string;
   readonly url: Template;
-  readonly weight: number;
-  readonly role: UpstreamRole;
-  /** Keeps all historical state: calls for state older than the route's pruneDepth go here (evm-jsonrpc; always false elsewhere). */
-  readonly archive: boolean;
-  /** Most blocks it takes in one eth_getLogs call: wider client ranges are split (log-ranges.ts; evm-jsonrpc). Absent: none known. */
-  readonly maxLogRange?: number;
-  /** Keep-alive pool size. */
-  readonly connections: number;
-  /** How long an unused connection stays open (undici's keepAliveTimeout). */
-  readonly idleTimeoutMs: number;
   /** Header name (lower case) to value template, sent with every request to it. */
   readonly headers: Readonly<Record<string, Template>>;
 }
 
-/** What every chain has, whatever its interface. */
+/** What every chain has, whatever its interface, besides its settings (maxLag, retries, servedTip, hedge, ...). */
 interface RouteBase {
   /** The first path segment. */
   readonly path: string;
@@ -76,57 +47,41 @@ interface RouteBase {
   /** Parameters are checked at the edge against the interface's spec (the manifest's validate: params). */
   readonly validate: boolean;
   readonly upstreams: readonly UpstreamSpec[];
-  readonly maxLag: number;
-  readonly retries: number;
-  /** How the served tip is computed (manifest default: all). */
-  readonly servedTip: ServedTip;
-  /** null: reads are not hedged. */
-  readonly hedge: HedgeSpec | null;
 }
 
-export interface EvmRouteSpec extends RouteBase {
+export interface EvmRouteSpec extends RouteBase, EvmJsonrpcSettings {
   readonly interface: 'evm-jsonrpc';
-
-  readonly chainId?: number;
   /** The allowlist, one Set lookup per call. */
   readonly methods: ReadonlySet<string>;
   /** Answers are cached and coalesced (only with a top-level cache block). */
   readonly cache?: boolean;
   /** With `cache`: null asks the node for its finalized block; N counts N blocks below the head as final (never above the node's own finalized or safe block). */
   readonly finality?: number | null;
-  /** latest, safe and finalized in params are replaced by the block numbers served. */
-  readonly rewriteTags: boolean;
-  /** Blocks behind the head after which state is old and goes to archive upstreams. */
-  readonly pruneDepth: number;
-  /** Where eth_sendRawTransaction goes (filled in: all with more than one upstream, else one). */
-  readonly broadcast: BroadcastMode;
-  /** null: no method is compared across upstreams. */
-  readonly quorum: QuorumSpec | null;
-  /** Also takes WebSocket upgrades on its path (absent: it does not). */
-  readonly websocket?: true;
 }
 
-export interface RosettaRouteSpec extends RouteBase {
+export interface RosettaRouteSpec extends RouteBase, RosettaSettings {
   readonly interface: 'rosetta';
-  readonly network: RosettaNetwork;
   /** Blocks and transactions are cached, reads coalesced (only with a top-level cache block). */
   readonly cache?: boolean;
   /** With `cache`: blocks this far below the head are final. */
   readonly finality?: number;
 }
 
-export interface BlockbookRouteSpec extends RouteBase {
+export interface BlockbookRouteSpec extends RouteBase, BlockbookSettings {
   readonly interface: 'blockbook';
-  readonly sendtx: boolean;
-  /** The coin the upstreams' /api/status must report (blockbook.coin); unchecked when absent. */
-  readonly coin?: string;
   /** Blocks and confirmed transactions are cached until the next block, reads coalesced (only with a top-level cache block). */
   readonly cache?: boolean;
 }
 
+/** Each interface kind's chain type (the compiler asks for a kind the schema adds). A function generic in the kind (`RouteOf<K>`) keeps a route and its module's kind together without casts. */
+export interface RouteKinds {
+  readonly blockbook: BlockbookRouteSpec;
+  readonly 'evm-jsonrpc': EvmRouteSpec;
+  readonly rosetta: RosettaRouteSpec;
+}
 /** A chain as the generated tables describe it: one type per interface. */
-export type RouteSpec = EvmRouteSpec | RosettaRouteSpec | BlockbookRouteSpec;
-export type RouteOf<K extends InterfaceKind> = Extract<RouteSpec, { readonly interface: K }>;
+export type RouteSpec = RouteKinds[InterfaceKind];
+export type RouteOf<K extends InterfaceKind> = RouteKinds[K];
 
 export interface ListenerSpec {
   readonly name: string;

@@ -45,45 +45,24 @@ export function emitRoutes(model: GatewayModel): EmittedRoutes {
   return { statements, routeIds };
 }
 
+/** Fields of a chain's model written otherwise than as their value, or not at all. */
+const OWN = new Set(['upstreams', 'methods', 'methodsSource']);
+
+/**
+ * A chain's route object: its fields in the model's order (its settings in
+ * schema order, every one filled, so the runtime reads them without a
+ * fallback), the allowlist as its Set, the upstreams last.
+ */
 function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): string {
-  const entries: [string, string][] = [
-    ['path', lit(chain.path)],
-    ['interface', lit(chain.interface)],
-    ['listener', lit(chain.listener)],
-    ['source', lit(chain.source)],
-    ['limits', lit(chain.limits)],
-    ['validate', lit(chain.validate)],
-    ['maxLag', lit(chain.maxLag)],
-    ['retries', lit(chain.retries)],
-    // Pool settings: always written, defaults included, so the runtime reads them without a fallback.
-    ['servedTip', lit(chain.servedTip)],
-    ['hedge', lit(chain.hedge)],
-  ];
-  if (chain.chainId !== undefined) entries.push(['chainId', lit(chain.chainId)]);
+  const entries: [string, string][] = [];
+  for (const [k, v] of Object.entries(chain)) if (!OWN.has(k) && v !== undefined) entries.push([k, lit(v)]);
   if (chain.methods !== undefined) entries.push(['methods', setIds.get(chain.methodsSource ?? `${chain.source}.methods`)!]);
-  if (chain.network !== undefined) entries.push(['network', lit(chain.network)]);
-  if (chain.sendtx !== undefined) entries.push(['sendtx', lit(chain.sendtx)]);
-  if (chain.coin !== undefined) entries.push(['coin', lit(chain.coin)]);
-  if (chain.cache !== undefined) entries.push(['cache', lit(chain.cache)]);
-  if (chain.finality !== undefined) entries.push(['finality', lit(chain.finality)]);
-  if (chain.rewriteTags !== undefined) entries.push(['rewriteTags', lit(chain.rewriteTags)]);
-  if (chain.pruneDepth !== undefined) entries.push(['pruneDepth', lit(chain.pruneDepth)]);
-  if (chain.broadcast !== undefined) entries.push(['broadcast', lit(chain.broadcast)]);
-  if (chain.quorum !== undefined) entries.push(['quorum', lit(chain.quorum)]);
-  if (chain.websocket === true) entries.push(['websocket', 'true']);
   const ups = chain.upstreams.map((u) =>
     objectLit(
-      [
-        ['name', lit(u.name)],
-        ['url', templateLit(u.url)],
-        ['weight', lit(u.weight)],
-        ['role', lit(u.role)],
-        ['archive', lit(u.archive)],
-        ...(u.maxLogRange === undefined ? [] : [['maxLogRange', lit(u.maxLogRange)] as const]),
-        ['connections', lit(u.connections)],
-        ['idleTimeoutMs', lit(u.idleTimeoutMs)],
-        ['headers', objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ')],
-      ],
+      Object.entries(u).map(([k, v]) => [
+        k,
+        k === 'url' ? templateLit(u.url) : k === 'headers' ? objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ') : lit(v),
+      ]),
       '    ',
     ),
   );

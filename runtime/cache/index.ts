@@ -1,15 +1,13 @@
 // The cache as the chains see it: one core per cached chain (core.ts), with its
-// interface's rules (evm.ts, doc.ts), wrapped around the chain's forwarding.
+// interface's rules (evm.ts, doc.ts, as the interface module picks them),
+// wrapped around the chain's forwarding.
 import type { ChainView } from '../chain-view.ts';
-import type { Forwarders } from '../interfaces/interface.ts';
+import type { Forwarders, InterfaceModule } from '../interfaces/interface.ts';
 import type { Logger } from '../log.ts';
-import type { CacheSpec, RouteSpec } from '../types.ts';
+import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
 import type { UpstreamGroup } from '../upstream.ts';
 import type { Dispatch } from '../dispatch.ts';
 import { CacheCore } from './core.ts';
-import { DocLayer } from './doc.ts';
-import { BLOCKBOOK_RULES, ROSETTA_RULES } from './doc-rules.ts';
-import { EvmLayer } from './evm.ts';
 import { SharedTier } from './shared.ts';
 import { CacheStore, type CacheStats } from './store.ts';
 
@@ -24,12 +22,8 @@ export interface CacheServices {
   readonly log: Logger;
 }
 
-/** A chain's forwarding with its cache around it, and the cache's counters. */
-export function cachedForwarder<R extends RouteSpec>(route: R, group: UpstreamGroup, view: ChainView, dispatch: Dispatch, s: CacheServices): { forward: Forwarders[R['interface']]; stats: CacheStats } {
+/** A chain's forwarding with its cache around it (its interface module's rules over the chain's core), and the cache's counters. */
+export function cachedForwarder<K extends InterfaceKind>(module: InterfaceModule<K>, route: RouteOf<K>, group: UpstreamGroup, view: ChainView, dispatch: Dispatch, s: CacheServices): { forward: Forwarders[K]; stats: CacheStats } {
   const core = new CacheCore(route.path, group, s.store, view, s.shared, s.log, dispatch);
-  const forward =
-    route.interface === 'evm-jsonrpc'
-      ? new EvmLayer(route, core, s.spec.batch).forward
-      : new DocLayer(core, route.interface === 'rosetta' ? ROSETTA_RULES : BLOCKBOOK_RULES).forward;
-  return { forward: forward as Forwarders[R['interface']], stats: core.stats };
+  return { forward: module.cached(route, core, s.spec), stats: core.stats };
 }

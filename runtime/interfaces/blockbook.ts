@@ -4,14 +4,17 @@
 import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
-import { checkBlockbook, type BlockbookParamsCheck } from '../guards/blockbook.ts';
+import { BLOCKBOOK_ENDPOINTS, checkBlockbook, type BlockbookParamsCheck } from '../guards/blockbook.ts';
 import { whenIdentified } from '../admission.ts';
 import type { KeyEntry } from '../keys.ts';
 import type { Verdict } from '../proxy.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
-import { forwardRequest } from './common.ts';
+import { docForwarder, forwardRequest } from './common.ts';
+import { DocLayer } from '../cache/doc.ts';
+import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
+import { BLOCKBOOK_BLOCKS, docPool } from '../pool/doc-pool.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
@@ -81,7 +84,7 @@ class BlockbookRoute implements RouteHandler {
       return x.send(BLOCKBOOK_ERRORS.GW_BB_INVALID_PARAM.status, JSON.stringify({ error: d.message, parameter: d.parameter }));
     }
     x.label = d.endpoint;
-    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, sq.keys), this.keyed, { path: d.path, query: sq.rest, body: null });
+    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, sq.keys, d.endpoint), this.keyed, { path: d.path, query: sq.rest, body: null });
   }
 
   private readonly keyed = (x: Exchange, key: KeyEntry, c: Call): void => {
@@ -124,7 +127,16 @@ function classify(status: number): Verdict {
 
 export const blockbook: InterfaceModule<'blockbook'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
+  answersStrays: false,
   handler: (route, services) => new BlockbookRoute(route, services),
+  forwarder: docForwarder,
+  cached: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).forward,
+  pool: (route, group, view, circuitOpen) => docPool(route, group, view, circuitOpen, BLOCKBOOK_BLOCKS),
+  poolHeads: () => false,
+  followsHeads: () => false,
+  below: (_route, _group, _view, next) => next,
+  creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'],
+  archive: false,
   /** /status names the coin, the best height and, from its backend, that block's hash. Nothing of Blockbook's is final. */
   probe: {
     names: (route) => route.coin !== undefined,

@@ -1,5 +1,7 @@
 // Pieces the interfaces share when they hand a request to Forward.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import type { Dispatch } from '../dispatch.ts';
+import type { Exchange } from '../exchange.ts';
 import type { ForwardRequest, Verdict } from '../proxy.ts';
 import type { RouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
@@ -30,6 +32,11 @@ export function forwardRequest(
   emptyOk = false,
 ): ForwardRequest {
   return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify };
+}
+
+/** Rosetta's and Blockbook's forwarding with nothing around it: the request, upstream through `dispatch`. */
+export function docForwarder(dispatch: Dispatch): (x: Exchange, request: ForwardRequest, call: string) => void {
+  return (x, request) => x.forwardWith(dispatch, request);
 }
 
 /** An HTML page is a proxy's or load balancer's error page, never a node's answer. */

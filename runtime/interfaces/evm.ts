@@ -17,7 +17,10 @@ import type { Upstream } from '../upstream.ts';
 import { pathKeyOf, splitQuery } from '../url.ts';
 import { quantity } from '../json-scan.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import { LogRanges, wantsLogRanges } from '../log-ranges.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
+import { EvmLayer } from '../cache/evm.ts';
+import { Pool } from '../pool/pool.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   'auth-missing': 'GW_AUTH_KEY_MISSING',
@@ -63,7 +66,7 @@ class EvmRoute implements RouteHandler {
     const pathKey = pathKeyOf(rest);
     if (pathKey === undefined) return x.fail('not-found');
     if (x.req.method !== 'POST') return x.fail('method-not-allowed', ALLOW);
-    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys), this.keyed, null);
+    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, query === '' ? NO_KEYS : splitQuery(query).keys, null), this.keyed, null);
   }
 
   private readonly keyed = (x: Exchange, key: KeyEntry): void => {
@@ -275,7 +278,18 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     status: RPC_ERRORS[n].status,
     body: rpcErrorJson(n, 'null', reason === undefined ? undefined : reason === 'quota' ? `{"reason":"quota","resetsAt":"${RESETS_AT}"}` : `{"reason":"${reason}"}`),
   })),
+  answersStrays: true,
   handler: (route, services) => new EvmRoute(route, services),
+  forwarder: (dispatch) => (x, d, build) => x.forwardWith(dispatch, build(x, d)),
+  cached: (route, core, spec) => new EvmLayer(route, core, spec.batch).forward,
+  pool: (route, group, view, circuitOpen, log) => new Pool(route, group, view, circuitOpen, log),
+  // Tags are rewritten to the safe and finalized blocks the upstreams report.
+  poolHeads: (route) => route.rewriteTags,
+  followsHeads: (route) => route.websocket === true,
+  // eth_getLogs ranges split above the pool (or the one upstream), below the cache (log-ranges.ts).
+  below: (route, group, view, next, log) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log).dispatch : next),
+  creditNames: null,
+  archive: true,
   probe: {
     names: (route) => route.chainId !== undefined,
     requests(route, u, heads, lookups) {

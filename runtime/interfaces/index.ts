@@ -1,11 +1,10 @@
 // The dispatch table: every interface kind of the manifest schema, with its
 // module. The mapped type makes the compiler refuse a kind without a module.
 import type { Envelope } from '../envelope.ts';
-import type { RouteHandler } from '../exchange.ts';
-import type { InterfaceKind, ListenerSpec, RouteSpec } from '../types.ts';
+import type { InterfaceKind, ListenerSpec } from '../types.ts';
 import { blockbook } from './blockbook.ts';
 import { evm } from './evm.ts';
-import type { InterfaceModule, RouteServices } from './interface.ts';
+import type { InterfaceModule } from './interface.ts';
 import { rosetta } from './rosetta.ts';
 
 export const INTERFACES: { readonly [K in InterfaceKind]: InterfaceModule<K> } = {
@@ -15,22 +14,25 @@ export const INTERFACES: { readonly [K in InterfaceKind]: InterfaceModule<K> } =
 };
 
 /**
+ * A kind's module. Called with a route's kind in a function generic in the
+ * kind (`K`, with the route a `RouteOf<K>`), module and route stay tied
+ * together and the compiler checks every call between them.
+ */
+export function moduleOf<K extends InterfaceKind>(kind: K): InterfaceModule<K> {
+  return INTERFACES[kind];
+}
+
+/**
  * The envelope for answers that belong to no chain on a listener (an unknown
- * path, a request the parser refused): JSON-RPC where the listener serves an
- * EVM chain, whose clients read nothing else; else Blockbook's plain
- * {"error": ...}, which any client can read. Never Rosetta's, whose 500 for
- * every error would make an unknown path look like a server fault.
+ * path, a request the parser refused): the envelope of the first module that
+ * asks for it (JSON-RPC, whose clients read nothing else); else the plain
+ * {"error": ...} of Blockbook, which any client can read. Never Rosetta's,
+ * whose 500 for every error would make an unknown path look like a server fault.
  */
 export function listenerEnvelope(l: ListenerSpec): Envelope {
-  for (const r of l.routes.values()) if (r.interface === 'evm-jsonrpc') return evm.envelope;
+  for (const r of l.routes.values()) {
+    const m = moduleOf(r.interface);
+    if (m.answersStrays) return m.envelope;
+  }
   return blockbook.envelope;
-}
-
-/** A chain's module. (TypeScript cannot tie a route's kind to its module's through the union; the table above can.) */
-export function moduleOf<R extends RouteSpec>(route: R): InterfaceModule<R['interface']> {
-  return INTERFACES[route.interface] as unknown as InterfaceModule<R['interface']>;
-}
-
-export function routeHandler(route: RouteSpec, services: RouteServices): RouteHandler {
-  return (moduleOf(route).handler as (r: RouteSpec, s: RouteServices) => RouteHandler)(route, services);
 }

@@ -1,5 +1,8 @@
-// What an interface is to the server: its chains' request flow, its envelope
-// and its health check. The server knows interfaces only through the table in
+// What an interface is to the server: its chains' request flow, its envelope,
+// its health check, and every other decision that depends on the kind (the
+// cache's rules, the pool and its block reader, whether a pool polls heads,
+// the listener's envelope, what credits name, whether `archive` applies). The
+// server, the layers and the build know interfaces only through the table in
 // index.ts, which the compiler keeps complete.
 import type { AdmissionStage } from '../admission.ts';
 import type { Envelope } from '../envelope.ts';
@@ -12,7 +15,11 @@ import type { Usage } from '../usage.ts';
 import type { ValidatorTables } from '../validators.ts';
 import type { InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import type { PollReport } from '../chain-view.ts';
+import type { ChainView, PollReport } from '../chain-view.ts';
+import type { Dispatch } from '../dispatch.ts';
+import type { CacheCore } from '../cache/core.ts';
+import type { PoolStats } from '../pool/stats.ts';
+import type { CacheSpec } from '../types.ts';
 
 /** The guard's decision on an EVM call or batch that goes on. */
 export type EvmForward = Extract<EvmDecision, { kind: 'forward' }>;
@@ -78,9 +85,41 @@ export interface ChainProbe<K extends InterfaceKind> {
   read(route: RouteOf<K>, answers: readonly (Record<string, any> | null)[], heads: boolean): PollReport | string;
 }
 
+/** A chain's pool: its dispatch in place of the plain one, and its counters. */
+export interface ChainPool {
+  readonly dispatch: Dispatch;
+  readonly stats: PoolStats;
+}
+
 export interface InterfaceModule<K extends InterfaceKind> {
   readonly envelope: Envelope;
+  /**
+   * Whether a listener that serves one of its chains answers what belongs to
+   * no chain (an unknown path, a request the parser refused) in this
+   * envelope, because its clients read no other. Where no chain's module
+   * says so, the listener answers in the plain {"error": ...} (index.ts).
+   */
+  readonly answersStrays: boolean;
   /** The flow of one chain, made once at start. */
   handler(route: RouteOf<K>, services: RouteServices<K>): RouteHandler;
   readonly probe: ChainProbe<K>;
+  /** Its chains' forwarding with nothing around it: upstream through `dispatch`. */
+  forwarder(dispatch: Dispatch): Forwarders[K];
+  /** Its cache rules, as the layer around a cached chain's forwarding (the core is the chain's). */
+  cached(route: RouteOf<K>, core: CacheCore, spec: CacheSpec): Forwarders[K];
+  /** The pool of a chain with more than one upstream, with its way of reading the block a request names. */
+  pool(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void, log: Logger): ChainPool;
+  /** Whether a pool without a cache needs its upstreams' head hashes and finalized blocks polled. */
+  poolHeads(route: RouteOf<K>): boolean;
+  /** Whether the chain follows its head (and its hash) even with one upstream (EVM: WebSocket subscribers, websocket: true). */
+  followsHeads(route: RouteOf<K>): boolean;
+  /** Its own layer above the pool (or the one upstream) and below the cache; `next` itself where it has none (EVM: eth_getLogs ranges). */
+  below(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, next: Dispatch, log: Logger): Dispatch;
+  /**
+   * What the manifest's `credits` may name for it: its endpoints; null: the
+   * JSON-RPC method names the build knows (generator/known-methods.ts).
+   */
+  readonly creditNames: readonly string[] | null;
+  /** Whether its upstreams' `archive` applies (state older than pruneDepth goes to them); else the build refuses it. */
+  readonly archive: boolean;
 }

@@ -12,7 +12,10 @@ import type { Verdict } from '../proxy.ts';
 import type { RosettaRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstream.ts';
 import { splitQuery } from '../url.ts';
-import { forwardRequest, isHtml, NO_KEYS } from './common.ts';
+import { docForwarder, forwardRequest, isHtml, NO_KEYS } from './common.ts';
+import { DocLayer } from '../cache/doc.ts';
+import { ROSETTA_RULES } from '../cache/doc-rules.ts';
+import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
@@ -64,7 +67,7 @@ class RosettaRoute implements RouteHandler {
     if (!ROSETTA_ENDPOINTS.has(endpoint)) return x.fail('not-found');
     x.label = endpoint;
     if (x.req.method !== 'POST') return x.fail('method-not-allowed', ALLOW);
-    whenIdentified(x, this.s.admission.identify(x, this.route, null, query === '' ? NO_KEYS : splitQuery(query).keys), this.keyed, null);
+    whenIdentified(x, this.s.admission.identify(x, this.route, null, query === '' ? NO_KEYS : splitQuery(query).keys, endpoint), this.keyed, null);
   }
 
   private readonly keyed = (x: Exchange, key: KeyEntry): void => {
@@ -132,7 +135,16 @@ function classifyOptions(status: number, h: Record<string, string | string[] | u
 
 export const rosetta: InterfaceModule<'rosetta'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : reason === 'quota' ? { reason, resetsAt: RESETS_AT } : { reason }) })),
+  answersStrays: false,
   handler: (route, services) => new RosettaRoute(route, services),
+  forwarder: docForwarder,
+  cached: (_route, core) => new DocLayer(core, ROSETTA_RULES).forward,
+  pool: (route, group, view, circuitOpen) => docPool(route, group, view, circuitOpen, ROSETTA_BLOCKS),
+  poolHeads: () => false,
+  followsHeads: () => false,
+  below: (_route, _group, _view, next) => next,
+  creditNames: [...ROSETTA_ENDPOINTS.keys()],
+  archive: false,
   /**
    * /network/list and /network/status, sent together every poll: Rosetta has
    * no batch, and a node of another network answers /network/status for ours

@@ -5,11 +5,12 @@
 // that a node answers "Block not found" is asked again of another upstream at
 // or above the served tip, and Rosetta's /network/status names the served tip,
 // never going back (doc-held.ts). Nothing else changes: the answers are the
-// upstreams' own.
+// upstreams' own. The interface module picks how its requests name blocks
+// (ROSETTA_BLOCKS, BLOCKBOOK_BLOCKS).
 import type { ChainView } from '../chain-view.ts';
 import type { Dispatch } from '../dispatch.ts';
 import { Forward, type ForwardRequest } from '../proxy.ts';
-import type { BlockbookRouteSpec, RosettaRouteSpec } from '../types.ts';
+import type { RouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
 import { blockbookJudged } from '../throttle.ts';
@@ -25,7 +26,43 @@ const ROSETTA_BLOCK_NOT_FOUND = 4001;
 /** Error answers judged at most this long (a "Block not found" is a few dozen bytes). */
 const MAX_JUDGED = 4096;
 
-export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void): { dispatch: Dispatch; stats: PoolStats } {
+/** How a pool reads the block a request names, and a node's "Block not found": the interface module picks its own. */
+export interface DocBlocks {
+  /** The block a read names by number (-1: none). `below`: the request's path below the upstreams' base. */
+  number(request: ForwardRequest, below: string): number;
+  /** Whether a read names its block by hash alone. */
+  byHash(request: ForwardRequest, below: string): boolean;
+  /** The answer is the node's "Block not found". */
+  notFound(r: Buffered): boolean;
+  /** The read (its path below the base) whose answer names the head, and how it is served from the served tip; null: none is. */
+  readonly head: { readonly path: string; rules(view: ChainView, group: UpstreamGroup): HeadRules } | null;
+  /** The request as the pool sends it: where the interface's error answers must be judged for a throttle (throttle.ts). */
+  judged(request: ForwardRequest): ForwardRequest;
+}
+
+/** The rules of a held head read, and the upstreams it may be asked of. */
+interface HeadRules extends HeldRules {
+  accept(): ((u: Upstream) => boolean) | undefined;
+}
+
+export const ROSETTA_BLOCKS: DocBlocks = {
+  number: (request) => rosettaIndex(request),
+  byHash: (request) => rosettaByHash(request),
+  notFound: (r) => notFound(r, true),
+  head: { path: '/network/status', rules: (view, group) => new RosettaHead(view, group) },
+  judged: (request) => request,
+};
+
+export const BLOCKBOOK_BLOCKS: DocBlocks = {
+  number: (request, below) => blockbookHeight(request, below),
+  byHash: (request, below) => request.method === 'GET' && BLOCKBOOK_HASH.test(below),
+  notFound: (r) => notFound(r, false),
+  head: null,
+  // Blockbook's error answers are judged for a provider's throttle text.
+  judged: (request) => blockbookJudged(request),
+};
+
+export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void, blocks: DocBlocks): { dispatch: Dispatch; stats: PoolStats } {
   const stats = new PoolStats(route.path, () => view.tip);
   const budget = new HedgeBudget();
   const host: FlowHost = {
@@ -37,30 +74,28 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
   };
   const hedge = route.hedge;
   const times = new LatencyWindow();
-  const rosetta = route.interface === 'rosetta';
-  const head = rosetta ? new RosettaHead(view, group) : null;
+  const head = blocks.head === null ? null : { path: blocks.head.path, rules: blocks.head.rules(view, group) };
   /** Any other upstream at or above the served tip. */
   const atTip = (u: Upstream) => (u.view.head ?? -1) >= view.tip;
   const byHash: HeldRules = {
-    again: (r) => (notFound(r, rosetta) ? atTip : null),
+    again: (r) => (blocks.notFound(r) ? atTip : null),
     rewrite: () => null,
   };
   const dispatch: Dispatch = (target, request, g = group) => {
     budget.call();
-    // Blockbook's error answers are judged for a provider's throttle text (throttle.ts).
-    if (!rosetta) request = blockbookJudged(request);
+    request = blocks.judged(request);
     const below = belowBase(request, g);
-    if (head !== null && below === '/network/status' && view.tip >= 0) {
-      const held = new HeldDoc(target, request, g, head.accept(), head, stats, circuitOpen);
+    if (head !== null && below === head.path && view.tip >= 0) {
+      const held = new HeldDoc(target, request, g, head.rules.accept(), head.rules, stats, circuitOpen);
       held.start();
       return held;
     }
-    if (rosetta ? rosettaByHash(request) : request.method === 'GET' && BLOCKBOOK_HASH.test(below)) {
+    if (blocks.byHash(request, below)) {
       const held = new HeldDoc(target, request, g, undefined, byHash, stats, circuitOpen);
       held.start();
       return held;
     }
-    const n = rosetta ? rosettaIndex(request) : blockbookHeight(request, below);
+    const n = blocks.number(request, below);
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
     // Nobody is known to have it yet: any upstream answers as its node would.
     if (accept !== undefined && !g.all.some((u) => u.usable && accept!(u))) accept = undefined;
@@ -85,7 +120,7 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
  * one that has moved on since its poll gets that block's index and hash (from
  * the polls) in its current_block_identifier and sync_status.current_index.
  */
-class RosettaHead implements HeldRules {
+class RosettaHead implements HeadRules {
   private floor = -1;
   private floorHash = '';
   private resets: number;
@@ -104,7 +139,9 @@ class RosettaHead implements HeldRules {
       this.resets = v.resets;
       this.floor = -1;
     }
-    if (v.tip <= this.floor) return { index: this.floor, hash: this.floorHash };
+    // The tip no longer goes back with one upstream (chain-view.ts), so it may stay at the floor with no upstream
+    // at that block any more: the floor's hash, given before, still names it.
+    if (v.tip < this.floor || (v.tip === this.floor && this.floorHash !== '')) return { index: this.floor, hash: this.floorHash };
     const at = this.group.all.find((u) => u.usable && u.view.head === v.tip && u.view.hash !== '');
     // No upstream is at the tip any more (one dipped below it, the others moved on): its hash as the polls saw it.
     return { index: v.tip, hash: at?.view.hash ?? v.hashAt(v.tip) };

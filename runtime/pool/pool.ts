@@ -29,15 +29,6 @@ import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
 import { learnHashes } from './learn.ts';
 import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
 
-/** The settings of a pool, with their defaults (the manifest's, where it has them). */
-export interface PoolSettings {
-  readonly rewriteTags: boolean;
-  readonly pruneDepth: number;
-  readonly hedge: { readonly afterMs: number | 'p95' } | null;
-  readonly broadcast: 'all' | 'one';
-  readonly quorum: { readonly methods: readonly string[]; readonly of: number } | null;
-}
-
 export class Pool implements FlowHost {
   readonly stats: PoolStats;
   private readonly budget = new HedgeBudget();
@@ -51,12 +42,11 @@ export class Pool implements FlowHost {
     private readonly route: EvmRouteSpec,
     private readonly group: UpstreamGroup,
     private readonly view: ChainView,
-    private readonly settings: PoolSettings,
     readonly circuitOpen: (u: Upstream) => void,
     private readonly log: Logger,
   ) {
     this.stats = new PoolStats(route.path, () => view.tip);
-    this.quorumMethods = new Set(settings.quorum?.methods ?? []);
+    this.quorumMethods = new Set(route.quorum?.methods ?? []);
   }
 
   readonly dispatch: Dispatch = (target, request, group = this.group) => {
@@ -68,11 +58,11 @@ export class Pool implements FlowHost {
     if (call !== null) {
       // With no usable upstream there is no served tip: the call fails as any other does then.
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
-      if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all') {
+      if (call.method === 'eth_sendRawTransaction' && this.route.broadcast === 'all') {
         const usable = group.all.filter((u) => u.usable);
         if (usable.length > 1) return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));
       }
-      const q = this.settings.quorum;
+      const q = this.route.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
         const tip = this.view.tip;
         // Only upstreams able to serve the call's block: block routing and archive routing as for one upstream.
@@ -115,7 +105,7 @@ export class Pool implements FlowHost {
 
   /** With rewriteTags: the call with its tags as the block numbers the gateway serves. */
   private rewritten(request: ForwardRequest, call: PoolCall): ForwardRequest {
-    if (!this.settings.rewriteTags) return request;
+    if (!this.route.rewriteTags) return request;
     const v = this.view;
     const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
     return body === null ? request : { ...request, body };
@@ -133,13 +123,13 @@ export class Pool implements FlowHost {
     const atTip = n >= 0 && (call === null || call.block === 'latest');
     if (atTip) accept = (u) => v.atTip(u.view);
     // Old state: archive nodes only, where one is usable.
-    if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.settings.pruneDepth) {
+    if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.route.pruneDepth) {
       accept = this.archiveFor(n, group, NO_TRIED) ?? accept;
     }
     // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead
     // (at the tip, of those whose head is current, where one is).
     if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group, atTip);
-    const hedge = this.settings.hedge;
+    const hedge = this.route.hedge;
     // Only what the method traits table calls a read is hedged (evm-methods.ts; flow.ts asks again only reads too).
     const read = call !== null && traitsOf(call.method).read;
     const after = hedge === null || !read ? -1 : hedge.afterMs === 'p95' ? this.p95() : hedge.afterMs;

@@ -221,7 +221,7 @@ export class Connection {
         const s = this.host.admission;
         whenIdentified(
           x,
-          s.identify(x, this.route, this.origin.pathKey, this.origin.queryKeys),
+          s.identify(x, this.route, this.origin.pathKey, this.origin.queryKeys, null),
           (x, key) => {
             const cost = this.host.credits;
             s.admit(x, key, cost === null ? 1 : cost(method), () => {

@@ -166,7 +166,7 @@ export class Sockets {
       delete headers['x-request-id'];
       delete headers['content-length'];
       const origin: Origin = { headers, url, socket: req.socket as Socket, rest, query, pathKey, queryKeys, key: '' };
-      whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys), this.identified, { at, req, socket, head, origin });
+      whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {
       x.internal(err);
     }

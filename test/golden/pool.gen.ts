@@ -31,9 +31,9 @@ const ROUTE_0: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  sendtx: false,
   servedTip: "majority",
   hedge: { "afterMs": "p95" },
-  sendtx: false,
   upstreams: [
     {
       name: "bitcoin#0",
@@ -68,9 +68,9 @@ const ROUTE_1: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  network: "mainnet",
   servedTip: "all",
   hedge: { "afterMs": 100 },
-  network: "mainnet",
   upstreams: [
     {
       name: "cardano#0",
@@ -105,13 +105,14 @@ const ROUTE_2: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  websocket: false,
   servedTip: "majority",
-  hedge: { "afterMs": 250 },
-  methods: METHODS_0,
   rewriteTags: true,
   pruneDepth: 64,
+  hedge: { "afterMs": 250 },
   broadcast: "one",
   quorum: { "methods": ["eth_call", "eth_getBalance"], "of": 2 },
+  methods: METHODS_0,
   upstreams: [
     {
       name: "ethereum#0",
@@ -156,13 +157,14 @@ const ROUTE_3: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  websocket: false,
   servedTip: "all",
-  hedge: null,
-  methods: METHODS_1,
   rewriteTags: true,
   pruneDepth: 128,
+  hedge: null,
   broadcast: "all",
   quorum: null,
+  methods: METHODS_1,
   upstreams: [
     {
       name: "gnosis#0",
@@ -197,13 +199,14 @@ const ROUTE_4: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  websocket: false,
   servedTip: "all",
-  hedge: null,
-  methods: METHODS_2,
   rewriteTags: false,
   pruneDepth: 32,
+  hedge: null,
   broadcast: "one",
   quorum: null,
+  methods: METHODS_2,
   upstreams: [
     {
       name: "polygon#0",

@@ -20,9 +20,9 @@ const ROUTE_0: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  sendtx: true,
   servedTip: "all",
   hedge: null,
-  sendtx: true,
   upstreams: [
     {
       name: "ethereum#0",
@@ -47,14 +47,15 @@ const ROUTE_1: RouteSpec = {
   validate: true,
   maxLag: 0,
   retries: 2,
-  servedTip: "all",
-  hedge: null,
   chainId: 1,
-  methods: METHODS_0,
+  websocket: false,
+  servedTip: "all",
   rewriteTags: true,
   pruneDepth: 128,
+  hedge: null,
   broadcast: "all",
   quorum: null,
+  methods: METHODS_0,
   upstreams: [
     {
       name: "ethereum#0",

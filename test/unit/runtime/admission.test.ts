@@ -43,23 +43,36 @@ const btc = { path: 'btc' } as RouteSpec;
 describe('admission: the key', () => {
   it('takes the key from the header, the path or the query, and refuses conflicts, absence, bad shapes and other chains', () => {
     const { s } = stage();
-    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [])).toMatchObject({ id: 'free' });
-    expect(s.identify(exchange().x, eth, KEY, [KEY])).toMatchObject({ id: 'free' });
-    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, OTHER, [])).toMatchObject({ ok: false, reason: 'auth-conflict' });
-    expect(s.identify(exchange().x, eth, null, [KEY, OTHER])).toMatchObject({ ok: false, reason: 'auth-conflict' });
-    expect(s.identify(exchange().x, eth, null, [])).toMatchObject({ ok: false, reason: 'auth-missing' });
-    expect(s.identify(exchange({ 'x-api-key': 'short' }).x, eth, null, [])).toMatchObject({ ok: false, reason: 'auth-invalid' });
-    expect(s.identify(exchange({ 'x-api-key': 'x'.repeat(20) }).x, eth, null, [])).toMatchObject({ ok: false, reason: 'auth-invalid' });
-    expect(s.identify(exchange({ 'x-api-key': KEY }).x, btc, null, [])).toMatchObject({ ok: false, reason: 'auth-forbidden' });
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [], null)).toMatchObject({ id: 'free' });
+    expect(s.identify(exchange().x, eth, KEY, [KEY], null)).toMatchObject({ id: 'free' });
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, OTHER, [], null)).toMatchObject({ ok: false, reason: 'auth-conflict' });
+    expect(s.identify(exchange().x, eth, null, [KEY, OTHER], null)).toMatchObject({ ok: false, reason: 'auth-conflict' });
+    expect(s.identify(exchange().x, eth, null, [], null)).toMatchObject({ ok: false, reason: 'auth-missing' });
+    expect(s.identify(exchange({ 'x-api-key': 'short' }).x, eth, null, [], null)).toMatchObject({ ok: false, reason: 'auth-invalid' });
+    expect(s.identify(exchange({ 'x-api-key': 'x'.repeat(20) }).x, eth, null, [], null)).toMatchObject({ ok: false, reason: 'auth-invalid' });
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, btc, null, [], null)).toMatchObject({ ok: false, reason: 'auth-forbidden' });
+  });
+
+  it("checks a key's methods against the endpoint the interface names, and leaves them to the interface when it names none", () => {
+    const dir = mkdtempSync(join(tmpdir(), 'admission-'));
+    const file = join(dir, 'keys.yaml');
+    writeFileSync(file, `keys:\n  - { id: blocks, sha256: "${sha(KEY)}", allow: { methods: [block] } }\n`);
+    const keys = new KeyStore(file, { info() {}, error() {} });
+    keys.load();
+    const s = new AdmissionStage(keys, new RateStep(new MemoryRateLimiter(), null, {} as Metrics));
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [], 'block')).toMatchObject({ id: 'blocks' });
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [], 'account/balance')).toMatchObject({ ok: false, reason: 'policy-method' });
+    // JSON-RPC: the handler checks each call of a batch against the key's list itself.
+    expect(s.identify(exchange({ 'x-api-key': KEY }).x, eth, null, [], null)).toMatchObject({ id: 'blocks' });
   });
 
   it('tells the exchange its key only once the key is verified', () => {
     const { s } = stage();
     const ok = exchange({ 'x-api-key': KEY }).x;
-    s.identify(ok, eth, null, []);
+    s.identify(ok, eth, null, [], null);
     expect(ok.key).toMatchObject({ id: 'free' });
     const no = exchange({ 'x-api-key': KEY }).x;
-    s.identify(no, btc, null, []);
+    s.identify(no, btc, null, [], null);
     expect(no.key).toBeNull();
   });
 });
@@ -69,11 +82,11 @@ describe('admission: the steps', () => {
     const { s, inc } = stage();
     const free = exchange({ 'x-api-key': KEY }).x;
     const freeNext = vi.fn();
-    const freeKey = s.identify(free, eth, null, []) as KeyEntry;
+    const freeKey = s.identify(free, eth, null, [], null) as KeyEntry;
     for (let i = 0; i < 10; i++) s.admit(free, freeKey, 5, freeNext, i);
     expect(freeNext).toHaveBeenCalledTimes(10);
     const { x, refused } = exchange({ 'x-api-key': OTHER });
-    const key = s.identify(x, eth, null, []) as KeyEntry;
+    const key = s.identify(x, eth, null, [], null) as KeyEntry;
     const next = vi.fn();
     s.admit(x, key, 1, next, 'a');
     s.admit(x, key, 1, next, 'b');
@@ -91,7 +104,7 @@ describe('admission: the steps', () => {
   it('counts a batch as its calls', () => {
     const { s } = stage();
     const { x, refused } = exchange({ 'x-api-key': OTHER });
-    const key = s.identify(x, eth, null, []) as KeyEntry;
+    const key = s.identify(x, eth, null, [], null) as KeyEntry;
     const next = vi.fn();
     s.admit(x, key, 3, next, null);
     expect(next).not.toHaveBeenCalled();
@@ -103,7 +116,7 @@ describe('admission: the steps', () => {
     const store: RateLimiter = { ready: async () => {}, close: async () => {}, take: () => new Promise((r) => (answer = r)) };
     const { s } = stage(store);
     const { x, refused } = exchange({ 'x-api-key': OTHER });
-    const key = s.identify(x, eth, null, []) as KeyEntry;
+    const key = s.identify(x, eth, null, [], null) as KeyEntry;
     const next = vi.fn();
     s.admit(x, key, 1, next, 'later');
     expect(next).not.toHaveBeenCalled();

@@ -9,7 +9,7 @@ import type { Dispatcher } from 'undici';
 import { ChainView, type PollReport } from '../../../runtime/chain-view.ts';
 import { NO_SINK } from '../../../runtime/cache/common.ts';
 import type { Logger } from '../../../runtime/log.ts';
-import { Pool, type PoolSettings } from '../../../runtime/pool/pool.ts';
+import { Pool } from '../../../runtime/pool/pool.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
 import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
 import { HedgeBudget } from '../../../runtime/pool/stats.ts';
@@ -18,6 +18,8 @@ import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
 
 const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as EvmRouteSpec;
+/** The route's pool settings, as the pool reads them. */
+type PoolSettings = Pick<EvmRouteSpec, 'rewriteTags' | 'pruneDepth' | 'hedge' | 'broadcast' | 'quorum'>;
 const DEFAULTS: PoolSettings = { rewriteTags: false, pruneDepth: 128, hedge: null, broadcast: 'all', quorum: null };
 
 function upstream(name: string, archive = false, role: 'primary' | 'fallback' = 'primary'): Upstream {
@@ -272,7 +274,7 @@ function poolOf(specs: readonly { name: string; head: number | null; archive?: b
   const known = specs.flatMap((s, i) => (s.head === null ? [] : [[s.head, i] as const])).sort((a, b) => a[0] - b[0]);
   for (const [n, i] of known) view.report(ups[i]!.view, report(n)); // a first round, the slowest first (see firstRound)
   const log = { warn: vi.fn(), info: vi.fn(), error: vi.fn() } as unknown as Logger;
-  const pool = new Pool(ROUTE, group, view, { ...DEFAULTS, ...settings }, () => undefined, log);
+  const pool = new Pool({ ...ROUTE, ...DEFAULTS, ...settings }, group, view, () => undefined, log);
   return { ups, view, pool, seen };
 }
 
@@ -413,7 +415,7 @@ describe('pool routing', () => {
       const view = new ChainView([a, b], 'all');
       view.report(a.view, report(100));
       view.report(b.view, report(100));
-      const pool = new Pool(ROUTE, new UpstreamGroup([a, b]), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool({ ...ROUTE, ...DEFAULTS }, new UpstreamGroup([a, b]), view, () => undefined, { warn: vi.fn() } as unknown as Logger);
       const r = await send(pool, 'eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]);
       expect(seenA).toHaveLength(1);
       expect(seenB).toHaveLength(1); // asked again
@@ -430,7 +432,7 @@ describe('pool routing', () => {
       const seen = ups.map((u, i) => fake(u, () => replies[i]![0], replies[i]![1]));
       const view = new ChainView(ups, 'all');
       for (const u of ups) view.report(u.view, report(100));
-      const pool = new Pool(ROUTE, new UpstreamGroup(ups), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool({ ...ROUTE, ...DEFAULTS }, new UpstreamGroup(ups), view, () => undefined, { warn: vi.fn() } as unknown as Logger);
       return { pool, seen };
     };
     const known = { error: { code: -32000, message: 'already known' } };
@@ -456,7 +458,7 @@ describe('pool routing', () => {
     const seen = ups.map((u) => fake(u, () => ({ result: hash })));
     const view = new ChainView(ups, 'all');
     for (const u of ups) view.report(u.view, report(100));
-    const one = new Pool(ROUTE, new UpstreamGroup(ups), view, { ...DEFAULTS, broadcast: 'one' }, () => undefined, { warn: vi.fn() } as unknown as Logger);
+    const one = new Pool({ ...ROUTE, ...DEFAULTS, broadcast: 'one' }, new UpstreamGroup(ups), view, () => undefined, { warn: vi.fn() } as unknown as Logger);
     await send(one, 'eth_sendRawTransaction', ['0x02f8']);
     expect(seen.map((s) => s.length).sort()).toEqual([0, 1]);
     expect(one.stats.broadcasts).toBe(0);
