@@ -431,8 +431,8 @@ function report({ rows, offered, rateNote, meta, smokes, maxes }) {
   const of = (name) => rows.filter((r) => r.target === name);
   const sum = (rs, k) => rs.reduce((a, r) => a + Number(r[k] || 0), 0);
   const lines = [
-    '| target | max ok req/s (wrk) | ok req/s at the rate | p50 ms | p95 ms | p99 ms (median) | p99 min–max | error answers ÷ requests | HTTP 429 / -32005 in a 200 / other | socket errors | calls at fast / slow / throttle | share slow | share throttle | refused by throttle (429 / 200) | throttles the gateway saw | smoke |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    '| target | max ok req/s (wrk) | ok req/s at the rate | p50 ms | p95 ms | p99 ms (median) | p99 min–max | error answers ÷ requests | HTTP 429 / -32005 in a 200 / other | socket errors | calls at fast / slow / throttle | share slow | share throttle | refused by throttle (429 / 200) | throttles the gateway saw | generator lag p99 ms | smoke |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
   ];
   const s = {};
   for (const t of targets) {
@@ -445,7 +445,7 @@ function report({ rows, offered, rateNote, meta, smokes, maxes }) {
     lines.push(`| ${t.name} | ${fmt(maxes[t.name])} | ${fmt(med('ok_rps'))} | ${ms(med('p50_us'))} | ${ms(med('p95_us'))} | ${ms(med('p99_us'))} | ${ms(Math.min(...p99s))}–${ms(Math.max(...p99s))} | ` +
       `${pct(sum(rs, 'errors'), reqs)} (${sum(rs, 'errors')} of ${reqs}) | ${sum(rs, 'err_http429')} / ${sum(rs, 'err_rpc_32005')} / ${sum(rs, 'err_http_other') + sum(rs, 'err_rpc_other')} | ${sum(rs, 'sockerr')} | ` +
       `${sum(rs, 'up_fast')} / ${sum(rs, 'up_slow')} / ${sum(rs, 'up_throttle')} | ${pct(sum(rs, 'up_slow'), calls)} | ${pct(sum(rs, 'up_throttle'), calls)} | ` +
-      `${sum(rs, 'refused_429')} / ${sum(rs, 'refused_200')} | ${t.name === 'gateway' ? sum(rs, 'gw_throttled') : '–'} | ${smokes[t.name]} |`);
+      `${sum(rs, 'refused_429')} / ${sum(rs, 'refused_200')} | ${t.name === 'gateway' ? sum(rs, 'gw_throttled') : '–'} | ${ms(med('lag_p99_us'))} | ${smokes[t.name]} |`);
   }
   const ratios = [];
   for (let r = 1; r <= ROUNDS; r++) {
@@ -464,7 +464,8 @@ function report({ rows, offered, rateNote, meta, smokes, maxes }) {
   return `# bench:throttle (issue 39: throttling and a slow upstream, against nginx round-robin) ${new Date().toISOString()}\n\n${meta}\n\n` +
     `At ${fmt(offered)} req/s (${rateNote}), ${ROUNDS} round(s) of ${DURATION} s per target after ${WARMUP} s each at the rate, interleaved, open-loop ` +
     `(bench/open-loop.mjs, latency from each request's scheduled send). p50/p95/p99 and ok req/s: medians over rounds; counts pool the rounds ` +
-    `(calls at the upstreams include the generator's unrecorded first second, and the gateway's retries; polls and health checks aside).\n\n` +
+    `(calls at the upstreams include the generator's unrecorded first second, and the gateway's retries; polls and health checks aside). ` +
+    `Generator lag: how late the generator sent (a floor under every latency figure: its core also carries the upstreams).\n\n` +
     `${lines.join('\n')}\n\nThe issue's targets:\n\n${check.join('\n')}\n`;
 }
 
