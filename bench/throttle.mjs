@@ -91,6 +91,7 @@ const COMMAND = `${knobs.filter((k) => env[k] !== undefined).map((k) => `${k}=${
 const log = (msg) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${msg}`);
 
 // ---- processes: each in its own group, stopped on the way out whatever happens ----
+let RUN; // the run's scratch directory (bodies, state, nginx, manifest), removed on the way out
 const procs = new Map();
 function startProc(name, cpu, argv, extraEnv = {}) {
   const full = PIN ? ['taskset', '-c', String(cpu), ...argv] : argv;
@@ -135,7 +136,10 @@ function killAll() {
     } catch {}
   }
 }
-process.on('exit', killAll);
+process.on('exit', () => {
+  killAll();
+  if (RUN) rmSync(RUN, { recursive: true, force: true });
+});
 for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => {
   console.error(`bench:throttle: ${sig}, stopping what it started`);
   killAll();
@@ -223,7 +227,6 @@ function runLoad(argv, extraEnv, seconds, outFile) {
     });
   });
 }
-let RUN; // the run's scratch directory (bodies, state, nginx, manifest)
 const runWrk = (t, seconds) =>
   runLoad(['wrk', '-t1', `-c${CONNS}`, `-d${seconds}s`, '--timeout', '5s', '-s', join(ROOT, 'bench', 'mix.lua'), t.url],
     { MIX_BODIES: join(RUN, 'bodies.txt'), MIX_STATE: join(RUN, 'state.txt'), MIX_API_KEY: API_KEY }, seconds, join(OUT_DIR, 'logs', 'wrk.log'));
@@ -422,7 +425,6 @@ ${UPSTREAMS.map((u) => `        server 127.0.0.1:${ng.up[u]};`).join('\n')}
   for (const name of ['nginx', 'gateway', 'upstreams']) await stopProc(name);
   const text = report({ rows, offered, rateNote, meta, smokes, maxes });
   writeFileSync(join(OUT_DIR, 'report.md'), text);
-  rmSync(RUN, { recursive: true, force: true });
   console.log(`\n${text}\n(written to ${OUT_DIR}; again: ${COMMAND})`);
 }
 
