@@ -25,9 +25,11 @@
 // Other knobs: OL_WARMUP=1 (seconds sent at the rate before the recorded ones) OL_CONNS=256
 // OL_TIMEOUT_MS=5000 OL_API_KEY OL_CLIENT_BATCH=1. Prints one line "RESULT key=value ..." with wrk's
 // fields (requests, seconds, rps, p50_us, p90_us, p99_us, max_us, answers, errors, nulls, err_connect,
-// err_read, err_write, err_status, err_timeout) and its own: offered (req/s), sent, warm, lag_p50_us,
+// err_read, err_write, err_status, err_timeout) and its own: p95_us, offered (req/s), sent, warm, lag_p50_us,
 // lag_p99_us, svc_p50_us, svc_p99_us (from when the request was written to a connection, as a
-// closed-loop tool times it: without the wait for a free connection), conns (opened in all).
+// closed-loop tool times it: without the wait for a free connection), conns (opened in all), and the
+// error answers by kind: err_http429, err_http_other (another non-200 status), err_rpc_32005 (a 200
+// with -32005 in its error), err_rpc_other (a 200 with another error).
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { performance } from 'node:perf_hooks';
@@ -89,6 +91,8 @@ const latency = new Float64Array(N); // done - due, ms
 const service = new Float64Array(N); // done - written to a connection, ms: what a closed-loop tool would time
 const lag = new Float64Array(N); // sent - due, ms
 const c = { answers: 0, errors: 0, nulls: 0, connect: 0, read: 0, write: 0, timeout: 0 };
+/** The error answers by kind: HTTP 429, another non-200 status, a 200 with -32005 (a throttle), a 200 with another error. */
+const kinds = { http429: 0, http_other: 0, rpc_32005: 0, rpc_other: 0 };
 let finished = 0;
 let lastDone = 0;
 let allDone;
@@ -167,7 +171,13 @@ function answered(conn) {
   if (req.k >= 0) {
     const body = conn.chunks.length === 1 ? conn.chunks[0] : Buffer.concat(conn.chunks);
     c.answers++;
-    if (conn.status !== 200 || body.includes('"error"')) c.errors++;
+    if (conn.status !== 200 || body.includes('"error"')) {
+      c.errors++;
+      if (conn.status === 429) kinds.http429++;
+      else if (conn.status !== 200) kinds.http_other++;
+      else if (body.includes('-32005')) kinds.rpc_32005++;
+      else kinds.rpc_other++;
+    }
     else if (body.includes('"result":null')) c.nulls++;
   }
   conn.chunks = [];
@@ -241,6 +251,7 @@ const out = {
   rps: (c.answers / seconds).toFixed(1),
   p50_us: us(pct(latency, 50)),
   p90_us: us(pct(latency, 90)),
+  p95_us: us(pct(latency, 95)),
   p99_us: us(pct(latency, 99)),
   max_us: us(pct(latency, 100)),
   answers: c.answers,
@@ -259,5 +270,6 @@ const out = {
   svc_p50_us: us(pct(service, 50)),
   svc_p99_us: us(pct(service, 99)),
   conns: opened,
+  ...Object.fromEntries(Object.entries(kinds).map(([key, n]) => [`err_${key}`, n])),
 };
 console.log(`RESULT ${Object.entries(out).map(([key, v]) => `${key}=${v}`).join(' ')}`);

@@ -89,6 +89,20 @@ describe('bench/open-loop.mjs', () => {
     expect([...keys]).toEqual(['key-1']);
   });
 
+  it('counts its error answers by kind: HTTP 429, another status, -32005 in a 200, another JSON-RPC error', async () => {
+    const port = await serve((body, _req, res) => {
+      const method = (JSON.parse(body) as { method: string }).method;
+      const status = method === 'http429' ? 429 : method === 'http503' ? 503 : 200;
+      res.writeHead(status, { 'content-type': 'application/json' });
+      if (method === 'ok') return res.end('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+      const code = method === 'other' ? -32000 : -32005;
+      res.end(`{"jsonrpc":"2.0","id":1,"error":{"code":${code},"message":"daily request count exceeded, request rate limited"}}`);
+    });
+    const lines = [call('ok'), call('http429'), call('http503'), call('throttled'), call('other')];
+    const r = await openLoop(port, lines, { OL_RATE: '500', OL_SECONDS: '1' });
+    expect(r).toMatchObject({ answers: 500, errors: 400, err_http429: 100, err_http_other: 100, err_rpc_32005: 100, err_rpc_other: 100 });
+  });
+
   it('times each answer from its scheduled send: a stall of its only connection shows in p99, not in the time from the wire', async () => {
     let n = 0;
     const port = await serve((_body, _req, res) => {
