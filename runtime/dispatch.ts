@@ -3,7 +3,7 @@
 // breaker, streaming). A chain with a pool of upstreams uses the pool's
 // dispatch in its place (chains.ts): the pool builds its own Forwards, one per
 // attempt (pool/flow.ts, pool/fanout.ts, pool/doc-pool.ts).
-import { Forward, type ForwardRequest, type ForwardTarget } from './proxy.ts';
+import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 
 /** What a request under way can be told: the client went away. */
@@ -11,13 +11,45 @@ export interface Cancelable {
   cancel(): void;
 }
 
-/** Sends `request` upstream (to `group`'s upstreams, the chain's by default); `target` gets the outcome once. */
-export type Dispatch = (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup) => Cancelable;
+/**
+ * Sends `request` upstream (to `group`'s upstreams, the chain's by default);
+ * `target` gets the outcome once. A held request (`hold`) needs only a
+ * `HeldTarget`; any other may be streamed into its target.
+ */
+export interface Dispatch {
+  (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup): Cancelable;
+  (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Cancelable;
+}
 
 export function plainDispatch(chain: UpstreamGroup, circuitOpen: (u: Upstream) => void): Dispatch {
-  return (target, request, group = chain) => {
-    const f = new Forward(group, request, target, circuitOpen);
-    f.start();
-    return f;
-  };
+  return (target: HeldTarget, request: ForwardRequest, group = chain) => forward(target, request, group, circuitOpen);
+}
+
+/** One Forward of `request` to `group`, started: the target and request as a Dispatch was given them (held or not). */
+export function forward(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup, circuitOpen: (u: Upstream) => void): Forward {
+  // The Dispatch's overloads pair a target that cannot be streamed to with a held request.
+  const f = new Forward(group, request as HeldRequest, target, circuitOpen);
+  f.start();
+  return f;
+}
+
+/** Whether `request`'s sender would have an answer with this status and headers streamed to it (it did not ask for it held, and its classify streams it). */
+export function streams(request: ForwardRequest, r: Extract<ForwardResult, { kind: 'buffered' }>): boolean {
+  return request.hold !== true && request.classify(r.status, r.headers) === 'stream';
+}
+
+/**
+ * An answer a layer held to judge it (a pool's legs, a batch's calls), handed
+ * to the sender of `request` as it asked: one it would have had streamed is
+ * written to its client as it came; the rest goes to it whole (to its rewrite,
+ * the cache, a batch).
+ */
+export function deliver(target: HeldTarget, request: ForwardRequest, r: ForwardResult): void {
+  if (r.kind === 'buffered' && streams(request, r)) {
+    const t = target as ForwardTarget;
+    t.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) }, r.upstream);
+    t.res.end(r.body);
+    return t.forwarded({ kind: 'streamed', upstream: r.upstream, status: r.status });
+  }
+  target.forwarded(r);
 }

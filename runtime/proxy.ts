@@ -47,18 +47,32 @@ export interface ForwardRequest {
   readonly skip?: ReadonlySet<Upstream>;
   /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
   readonly isAnswer?: (body: Buffer) => boolean;
+  /**
+   * Hold every answer whole, also those `classify` would stream: a layer that
+   * judges, keeps or merges the answer before the client sees it (the cache's
+   * flights, a pool's legs). Its target is a `HeldTarget`: nothing is streamed
+   * into it.
+   */
+  readonly hold?: boolean;
 }
+
+/** A request whose answers are held whole (`hold`), for a target nothing streams into. */
+export type HeldRequest = ForwardRequest & { readonly hold: true };
 
 /** What Forward writes a streamed answer into: a client's response. */
 export type Sink = Pick<ServerResponse, 'destroyed' | 'headersSent' | 'write' | 'end' | 'once' | 'destroy'>;
 
-/** The request's side of forwarding: where the outcome goes. */
-export interface ForwardTarget {
+/** Where the outcome of a held request goes (`hold`): only the outcome, never a streamed byte. */
+export interface HeldTarget {
+  /** Called once, with the outcome. */
+  forwarded(r: ForwardResult): void;
+}
+
+/** The request's side of forwarding that can be streamed to: a client's exchange. */
+export interface ForwardTarget extends HeldTarget {
   readonly res: Sink;
   /** Writes status and headers on the client response; the body follows. */
   streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void;
-  /** Called once, with the outcome. */
-  forwarded(r: ForwardResult): void;
 }
 
 export type ForwardResult =
@@ -164,7 +178,8 @@ let held = 0;
 
 /**
  * Sends one request upstream, retrying on another upstream where safe, and
- * reports the outcome to `target.forwarded` exactly once.
+ * reports the outcome to `target.forwarded` exactly once. A request that is
+ * not held (`hold`) needs a target that can be streamed to (`ForwardTarget`).
  */
 export class Forward implements Dispatcher.DispatchHandler {
   private tried: Set<Upstream> | null = null;
@@ -188,12 +203,19 @@ export class Forward implements Dispatcher.DispatchHandler {
   private cancelled = false;
   private ended = false;
 
+  /** Where a streamed answer is written; null for a held request. */
+  private readonly sink: Sink | null;
+
+  constructor(group: UpstreamGroup, req: ForwardRequest, target: ForwardTarget, onCircuitOpen: (u: Upstream) => void);
+  constructor(group: UpstreamGroup, req: HeldRequest, target: HeldTarget, onCircuitOpen: (u: Upstream) => void);
   constructor(
     private readonly group: UpstreamGroup,
     private readonly req: ForwardRequest,
-    private readonly target: ForwardTarget,
+    private readonly target: HeldTarget,
     private readonly onCircuitOpen: (u: Upstream) => void,
-  ) {}
+  ) {
+    this.sink = req.hold === true ? null : (target as ForwardTarget).res;
+  }
 
   start(): void {
     this.next();
@@ -261,7 +283,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     if (status < 200) return; // 1xx: the answer follows
     this.status = status;
     this.headers = headers;
-    const { req, target } = this;
+    const req = this.req;
     let verdict = req.classify(status, headers);
     if (verdict === 'bad') {
       if (this.canRetry && req.idempotent && !this.cancelled) {
@@ -272,9 +294,10 @@ export class Forward implements Dispatcher.DispatchHandler {
       this.bad = true;
       verdict = 'buffer'; // the caller decides what the client may see of it
     }
-    if (verdict === 'stream') {
+    const sink = this.sink;
+    if (verdict === 'stream' && sink !== null) {
       // The client is gone: undici reports the abort through onResponseError.
-      if (this.cancelled || target.res.destroyed) return controller.abort(clientGone());
+      if (this.cancelled || sink.destroyed) return controller.abort(clientGone());
       this.mode = Mode.Stream;
       this.headPending = true;
       return;
@@ -312,10 +335,10 @@ export class Forward implements Dispatcher.DispatchHandler {
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     switch (this.mode) {
       case Mode.Stream: {
-        const res = this.target.res;
+        const res = this.sink!;
         if (this.headPending) {
           this.headPending = false;
-          this.target.streamHead(this.status, this.headers, this.u!);
+          (this.target as ForwardTarget).streamHead(this.status, this.headers, this.u!);
         }
         if (!res.write(chunk) && !res.destroyed) {
           controller.pause();
@@ -365,13 +388,13 @@ export class Forward implements Dispatcher.DispatchHandler {
         }
       }
       default: {
-        const res = this.target.res;
+        const res = this.sink!;
         if (this.cancelled || res.destroyed) return this.end({ kind: 'aborted', upstream: u });
         if (this.headPending) {
           // Not one byte came: only some answers may be empty.
           this.headPending = false;
           if (!this.req.emptyOk && this.status !== 304) return this.badAnswer(u);
-          this.target.streamHead(this.status, this.headers, u);
+          (this.target as ForwardTarget).streamHead(this.status, this.headers, u);
         }
         this.succeeded(u);
         res.end();
@@ -390,14 +413,14 @@ export class Forward implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     const u = this.u;
-    const res = this.target.res;
+    const res = this.sink;
     this.headPending = false;
     if (this.mode !== Mode.Stream) {
       this.chunks = null;
       this.release();
     }
-    if (this.cancelled || res.destroyed) return this.end({ kind: 'aborted', upstream: u });
-    if (this.mode === Mode.Stream && res.headersSent) {
+    if (this.cancelled || (res !== null && res.destroyed)) return this.end({ kind: 'aborted', upstream: u });
+    if (res !== null && this.mode === Mode.Stream && res.headersSent) {
       // The answer broke after it had started: the client sees a cut-off answer.
       if (u !== null) this.fail(u);
       res.destroy();

@@ -7,13 +7,13 @@
 // never going back (doc-held.ts). Nothing else changes: the answers are the
 // upstreams' own.
 import type { ChainView } from '../chain-view.ts';
-import type { Dispatch } from '../dispatch.ts';
-import { Forward, type ForwardRequest } from '../proxy.ts';
+import { forward, type Dispatch } from '../dispatch.ts';
+import type { ForwardRequest } from '../proxy.ts';
 import type { BlockbookRouteSpec, RosettaRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
 import { Flow, type FlowHost } from './flow.ts';
-import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
+import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
 
 /** Blockbook's endpoints that name a block by height: /v2/block/<height>, /v2/block-index/<height>, /v2/rawblock/<height>. */
 const BLOCKBOOK_HEIGHT = /\/v2\/(?:block|block-index|rawblock)\/(\d{1,12})(?:[/?]|$)/;
@@ -27,15 +27,16 @@ const MAX_JUDGED = 4096;
 export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void): { dispatch: Dispatch; stats: PoolStats } {
   const stats = new PoolStats(route.path, () => view.tip);
   const budget = new HedgeBudget();
+  const times = new LatencyWindow();
   const host: FlowHost = {
     stats,
     circuitOpen,
     isFinal: (n) => view.isFinal(n),
     archiveFor: () => null,
     takeHedge: () => budget.take(),
+    record: (ms) => times.record(ms),
   };
   const hedge = route.hedge;
-  const times = new LatencyWindow();
   const rosetta = route.interface === 'rosetta';
   const head = rosetta ? new RosettaHead(view, group) : null;
   /** Any other upstream at or above the served tip. */
@@ -63,13 +64,11 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
     if (accept !== undefined && !g.all.some((u) => u.usable && accept!(u))) accept = undefined;
     if (hedge !== null && request.idempotent) {
       const after = hedge.afterMs === 'p95' ? times.p95() : hedge.afterMs;
-      const flow = new Flow(host, timed(target, times), request, g, null, { accept, block: n, hedgeAfterMs: after });
+      const flow = new Flow(host, target, request, g, null, { accept, block: n, hedgeAfterMs: after });
       flow.start();
       return flow;
     }
-    const f = new Forward(g, accept === undefined ? request : { ...request, accept }, target, circuitOpen);
-    f.start();
-    return f;
+    return forward(target, accept === undefined ? request : { ...request, accept }, g, circuitOpen);
   };
   return { dispatch, stats };
 }

@@ -2,11 +2,10 @@
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
-import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
+import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import type { Cancelable } from '../dispatch.ts';
 import type { Logger } from '../log.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { NO_SINK } from '../cache/common.ts';
 import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
@@ -17,6 +16,8 @@ const MAX_HELD = 4 * 1024 * 1024;
 /** Sends `request` to each of `upstreams` once (no retry: a write may have run), and calls `each` with every outcome. */
 class Fan implements Cancelable {
   private readonly forwards: Forward[] = [];
+  /** Every upstream's outcome goes to `each`, held whole. */
+  private readonly target: HeldTarget;
   private cancelled = false;
 
   constructor(
@@ -24,28 +25,21 @@ class Fan implements Cancelable {
     private readonly group: UpstreamGroup,
     private readonly request: ForwardRequest,
     private readonly circuitOpen: (u: Upstream) => void,
-    private readonly each: (r: ForwardResult) => void,
+    each: (r: ForwardResult) => void,
   ) {
+    this.target = { forwarded: each };
     for (const u of upstreams) this.forwards.push(this.forward(u));
   }
 
   private forward(u: Upstream): Forward {
-    const classify = this.request.classify;
-    const target: ForwardTarget = {
-      res: NO_SINK,
-      streamHead: () => {
-        throw new Error('held whole');
-      },
-      forwarded: this.each,
-    };
-    const held: ForwardRequest = {
+    const held: HeldRequest = {
       ...this.request,
       retries: 0,
       maxBuffer: Math.max(this.request.maxBuffer, MAX_HELD),
       accept: (o) => o === u,
-      classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)),
+      hold: true,
     };
-    return new Forward(this.group, held, target, this.circuitOpen);
+    return new Forward(this.group, held, this.target, this.circuitOpen);
   }
 
   start(): void {

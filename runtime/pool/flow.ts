@@ -7,10 +7,9 @@
 // answer, and what the flow adds to the first attempt ends within the call's
 // timeoutMs.
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
-import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
-import type { Cancelable } from '../dispatch.ts';
+import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
+import { deliver, type Cancelable } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { NO_SINK } from '../cache/common.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
 import type { PoolCall } from './call.ts';
 import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
@@ -30,6 +29,8 @@ export interface FlowHost {
   takeHedge(): boolean;
   /** Learns the block hashes an answer to `method` carries (learn.ts). */
   learn?(method: string, body: Buffer): void;
+  /** Told each call's time from its start to its outcome (for a hedge at p95). */
+  record(ms: number): void;
 }
 
 export interface FlowPlan {
@@ -69,28 +70,24 @@ export class Flow implements Cancelable {
   private kept: { readonly r: Buffered; readonly leg: Leg } | null = null;
   private readonly started = performance.now();
   /** The request as each leg sends it: held whole. */
-  private readonly held: ForwardRequest;
+  private readonly held: HeldRequest;
   private readonly traits: MethodTraits | null;
 
   constructor(
     private readonly host: FlowHost,
-    private readonly target: ForwardTarget,
+    private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly group: UpstreamGroup,
     private readonly call: PoolCall | null,
     private readonly plan: FlowPlan,
   ) {
-    const classify = request.classify;
     this.traits = call === null ? null : traitsOf(call.method);
     this.held = {
       ...request,
       // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: proxy.ts).
       idempotent: request.idempotent && (this.traits === null || this.traits.read),
       maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
-      classify: (status, headers) => {
-        const v = classify(status, headers);
-        return v === 'stream' ? 'buffer' : v;
-      },
+      hold: true,
       // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
       isAnswer: call === null ? undefined : isAnswer,
     };
@@ -211,18 +208,12 @@ export class Flow implements Cancelable {
 
   private finish(r: ForwardResult, leg: Leg): void {
     this.over = true;
+    this.host.record(performance.now() - this.started);
     if (r.kind === 'buffered' && r.status === 200 && this.call !== null) this.host.learn?.(this.call.method, r.body);
     if (leg.hedge && r.kind === 'buffered') this.host.stats.hedges.won++;
     this.end();
     if (r.kind === 'buffered') this.plan.answered?.(r);
-    const t = this.target;
-    // As the route asked: an answer it would stream is passed on as it came; the rest goes to its rewrite.
-    if (r.kind === 'buffered' && this.request.classify(r.status, r.headers) === 'stream') {
-      t.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) }, r.upstream);
-      t.res.end(r.body);
-      return t.forwarded({ kind: 'streamed', upstream: r.upstream, status: r.status });
-    }
-    t.forwarded(r);
+    deliver(this.target, this.request, r);
   }
 
   private end(): void {
@@ -245,8 +236,7 @@ function errorMessage(body: Buffer): string {
 }
 
 /** One attempt of a flow, to one upstream (a Forward with no retries of its own beyond the route's). */
-class Leg implements ForwardTarget {
-  readonly res = NO_SINK;
+class Leg implements HeldTarget {
   forward: Forward | null = null;
   done = false;
 
@@ -255,13 +245,9 @@ class Leg implements ForwardTarget {
     readonly hedge: boolean,
   ) {}
 
-  start(group: UpstreamGroup, request: ForwardRequest, circuitOpen: (u: Upstream) => void): void {
+  start(group: UpstreamGroup, request: HeldRequest, circuitOpen: (u: Upstream) => void): void {
     this.forward = new Forward(group, request, this, circuitOpen);
     this.forward.start();
-  }
-
-  streamHead(): void {
-    throw new Error('a pool holds its answers whole');
   }
 
   forwarded(r: ForwardResult): void {

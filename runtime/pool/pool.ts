@@ -18,7 +18,7 @@ import type { ChainView } from '../chain-view.ts';
 import type { Cancelable, Dispatch } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../log.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { splitBatch } from './batch.ts';
@@ -27,7 +27,7 @@ import { broadcast, quorum } from './fanout.ts';
 import { FilterPins } from './filters.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
 import { learnHashes } from './learn.ts';
-import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
+import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
 
 /** The settings of a pool, with their defaults (the manifest's, where it has them). */
 export interface PoolSettings {
@@ -88,7 +88,7 @@ export class Pool implements FlowHost {
     }
     let plan = this.plan(call, group);
     if (call !== null) plan = this.pinned(call, plan);
-    const flow = new Flow(this, timed(target, this), call === null ? request : this.rewritten(request, call), group, call, plan);
+    const flow = new Flow(this, target, call === null ? request : this.rewritten(request, call), group, call, plan);
     flow.start();
     return flow;
   };
@@ -174,14 +174,14 @@ export class Pool implements FlowHost {
   }
 
   /** A quorum call with fewer than `of` usable upstreams at the served tip: no upstream can take it (as when none is usable). */
-  private tooFew(target: ForwardTarget): Cancelable {
+  private tooFew(target: HeldTarget): Cancelable {
     this.stats.quorum.short++;
     queueMicrotask(() => target.forwarded({ kind: 'failed', fail: 'no-upstream', upstream: null }));
     return NOTHING;
   }
 
   /** eth_blockNumber from the served tip: one chain that never goes backwards, whichever node would have answered. */
-  private tipAnswer(target: ForwardTarget, call: PoolCall): Cancelable {
+  private tipAnswer(target: HeldTarget, call: PoolCall): Cancelable {
     this.stats.tipAnswers++;
     const tip = this.view.tip;
     const at = this.group.all.find((u) => u.usable && (u.view.head ?? -1) >= tip) ?? this.group.all[0]!;

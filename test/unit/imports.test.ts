@@ -92,4 +92,14 @@ describe('runtime layout', () => {
   it('the exchange does not call back into the server', () => {
     expect(text(join(ROOT, 'runtime/exchange.ts'))).not.toMatch(/from '\.\/server\.ts'|ExchangeHost/);
   });
+
+  it('the pool imports nothing of the cache (the cache stands above it, as at run time)', () => {
+    const pool = runtime.filter((f) => rel(f).startsWith('runtime/pool/'));
+    expect(pool.length).toBeGreaterThan(5);
+    expect(pool.filter((f) => /from '\.\.\/cache\//.test(text(f))).map(rel)).toEqual([]);
+  });
+
+  it('no layer fakes a client to hold an answer: a held request says hold (proxy.ts), and no NO_SINK is left', () => {
+    expect(runtime.filter((f) => /NO_SINK|=== 'stream' \? 'buffer'/.test(text(f))).map(rel)).toEqual([]);
+  });
 });

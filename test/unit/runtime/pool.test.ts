@@ -7,15 +7,17 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Dispatcher } from 'undici';
 import { ChainView, type PollReport } from '../../../runtime/chain-view.ts';
-import { NO_SINK } from '../../../runtime/cache/common.ts';
 import type { Logger } from '../../../runtime/log.ts';
 import { Pool, type PoolSettings } from '../../../runtime/pool/pool.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
 import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
 import { HedgeBudget } from '../../../runtime/pool/stats.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget } from '../../../runtime/proxy.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
+
+/** The client side of the targets here: never written to (every request's classify buffers its answer). */
+const UNUSED_SINK = {} as Sink;
 
 const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as EvmRouteSpec;
 const DEFAULTS: PoolSettings = { rewriteTags: false, pruneDepth: 128, hedge: null, broadcast: 'all', quorum: null };
@@ -242,7 +244,7 @@ const request = (method: string, params: unknown[]): ForwardRequest =>
 function send(pool: Pool, method: string, params: unknown[]): Promise<{ upstream: string; body: string }> {
   return new Promise((resolve, reject) => {
     const target: ForwardTarget = {
-      res: NO_SINK,
+      res: UNUSED_SINK,
       streamHead: () => reject(new Error('nothing streams here')),
       forwarded: (r: ForwardResult) => {
         if (r.kind !== 'buffered') return reject(new Error(`the call failed: ${r.kind}`));
@@ -469,7 +471,7 @@ describe('pool routing', () => {
     ]);
     for (const u of ups) u.state = 'down';
     const r = await new Promise<ForwardResult>((resolve) => {
-      pool.dispatch({ res: NO_SINK, streamHead: () => undefined, forwarded: resolve }, request('eth_blockNumber', []));
+      pool.dispatch({ res: UNUSED_SINK, streamHead: () => undefined, forwarded: resolve }, request('eth_blockNumber', []));
     });
     expect(r).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
     expect(pool.stats.tipAnswers).toBe(0);
@@ -482,7 +484,7 @@ describe('pool routing', () => {
         const timer = setTimeout(() => resolve('no answer'), 2000);
         pool.dispatch(
           {
-            res: NO_SINK,
+            res: UNUSED_SINK,
             streamHead: () => undefined,
             forwarded: (r) => {
               clearTimeout(timer);
