@@ -45,7 +45,7 @@ export interface Chains {
   readonly polled: readonly PolledChain[];
 }
 
-export function buildChains(spec: GatewaySpec, services: SharedServices, metrics: Metrics, cache: CacheServices | null, circuitOpen: (u: Upstream) => void): Chains {
+export function buildChains(spec: GatewaySpec, services: SharedServices, metrics: Metrics, cache: CacheServices | null): Chains {
   const all: Chain[] = [];
   const dispatch: DispatchTable[] = [];
   const polled: PolledChain[] = [];
@@ -56,9 +56,9 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       metrics.upstreams(group.all);
       const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);
-      let dispatch = plainDispatch(group, circuitOpen);
+      let dispatch = plainDispatch(group);
       if (pooled) {
-        const pool = route.interface === 'evm-jsonrpc' ? new Pool(route, group, view, poolSettings(route), circuitOpen, services.log) : docPool(route, group, view, circuitOpen);
+        const pool = route.interface === 'evm-jsonrpc' ? new Pool(route, group, view, poolSettings(route), services.log) : docPool(route, group, view);
         dispatch = pool.dispatch;
         metrics.pool(pool.stats);
       }

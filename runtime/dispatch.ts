@@ -4,7 +4,7 @@
 // dispatch in its place (chains.ts): the pool builds its own Forwards, one per
 // attempt (pool/flow.ts, pool/fanout.ts, pool/doc-pool.ts).
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from './proxy.ts';
-import type { Upstream, UpstreamGroup } from './upstream.ts';
+import type { UpstreamGroup } from './upstream.ts';
 
 /** What a request under way can be told: the client went away. */
 export interface Cancelable {
@@ -21,14 +21,14 @@ export interface Dispatch {
   (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Cancelable;
 }
 
-export function plainDispatch(chain: UpstreamGroup, circuitOpen: (u: Upstream) => void): Dispatch {
-  return (target: HeldTarget, request: ForwardRequest, group = chain) => forward(target, request, group, circuitOpen);
+export function plainDispatch(chain: UpstreamGroup): Dispatch {
+  return (target: HeldTarget, request: ForwardRequest, group = chain) => forward(target, request, group);
 }
 
 /** One Forward of `request` to `group`, started: the target and request as a Dispatch was given them (held or not). */
-export function forward(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup, circuitOpen: (u: Upstream) => void): Forward {
+export function forward(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup): Forward {
   // The Dispatch's overloads pair a target that cannot be streamed to with a held request.
-  const f = new Forward(group, request as HeldRequest, target, circuitOpen);
+  const f = new Forward(group, request as HeldRequest, target);
   f.start();
   return f;
 }

@@ -206,13 +206,12 @@ export class Forward implements Dispatcher.DispatchHandler {
   /** Where a streamed answer is written; null for a held request. */
   private readonly sink: Sink | null;
 
-  constructor(group: UpstreamGroup, req: ForwardRequest, target: ForwardTarget, onCircuitOpen: (u: Upstream) => void);
-  constructor(group: UpstreamGroup, req: HeldRequest, target: HeldTarget, onCircuitOpen: (u: Upstream) => void);
+  constructor(group: UpstreamGroup, req: ForwardRequest, target: ForwardTarget);
+  constructor(group: UpstreamGroup, req: HeldRequest, target: HeldTarget);
   constructor(
     private readonly group: UpstreamGroup,
     private readonly req: ForwardRequest,
     private readonly target: HeldTarget,
-    private readonly onCircuitOpen: (u: Upstream) => void,
   ) {
     this.sink = req.hold === true ? null : (target as ForwardTarget).res;
   }
@@ -241,7 +240,8 @@ export class Forward implements Dispatcher.DispatchHandler {
 
   private fail(u: Upstream): void {
     u.tally.observe(performance.now() - this.sentAt, false);
-    if (u.markFailure()) this.onCircuitOpen(u);
+    // A run of failures opens the breaker: the upstream says so to whoever listens (the server's metrics and log).
+    u.markFailure();
   }
 
   private succeeded(u: Upstream): void {

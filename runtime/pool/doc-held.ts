@@ -39,14 +39,13 @@ export class HeldDoc implements Cancelable, HeldTarget {
     private readonly accept: ((u: Upstream) => boolean) | undefined,
     private readonly rules: HeldRules,
     private readonly stats: PoolStats,
-    private readonly circuitOpen: (u: Upstream) => void,
   ) {
     this.held = { ...request, maxBuffer: Math.max(request.maxBuffer, MAX_HELD), hold: true };
   }
 
   start(accept = this.accept): void {
     const left = this.request.timeoutMs - (performance.now() - this.started);
-    this.forward = new Forward(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this, this.circuitOpen);
+    this.forward = new Forward(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this);
     this.forward.start();
   }
 

@@ -24,13 +24,12 @@ const ROSETTA_BLOCK_NOT_FOUND = 4001;
 /** Error answers judged at most this long (a "Block not found" is a few dozen bytes). */
 const MAX_JUDGED = 4096;
 
-export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void): { dispatch: Dispatch; stats: PoolStats } {
+export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: UpstreamGroup, view: ChainView): { dispatch: Dispatch; stats: PoolStats } {
   const stats = new PoolStats(route.path, () => view.tip);
   const budget = new HedgeBudget();
   const times = new LatencyWindow();
   const host: FlowHost = {
     stats,
-    circuitOpen,
     isFinal: (n) => view.isFinal(n),
     archiveFor: () => null,
     takeHedge: () => budget.take(),
@@ -49,12 +48,12 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
     budget.call();
     const below = belowBase(request, g);
     if (head !== null && below === '/network/status' && view.tip >= 0) {
-      const held = new HeldDoc(target, request, g, head.accept(), head, stats, circuitOpen);
+      const held = new HeldDoc(target, request, g, head.accept(), head, stats);
       held.start();
       return held;
     }
     if (rosetta ? rosettaByHash(request) : request.method === 'GET' && BLOCKBOOK_HASH.test(below)) {
-      const held = new HeldDoc(target, request, g, undefined, byHash, stats, circuitOpen);
+      const held = new HeldDoc(target, request, g, undefined, byHash, stats);
       held.start();
       return held;
     }
@@ -68,7 +67,7 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
       flow.start();
       return flow;
     }
-    return forward(target, accept === undefined ? request : { ...request, accept }, g, circuitOpen);
+    return forward(target, accept === undefined ? request : { ...request, accept }, g);
   };
   return { dispatch, stats };
 }

@@ -24,7 +24,6 @@ class Fan implements Cancelable {
     upstreams: readonly Upstream[],
     private readonly group: UpstreamGroup,
     private readonly request: ForwardRequest,
-    private readonly circuitOpen: (u: Upstream) => void,
     each: (r: ForwardResult) => void,
   ) {
     this.target = { forwarded: each };
@@ -39,7 +38,7 @@ class Fan implements Cancelable {
       accept: (o) => o === u,
       hold: true,
     };
-    return new Forward(this.group, held, this.target, this.circuitOpen);
+    return new Forward(this.group, held, this.target);
   }
 
   start(): void {
@@ -68,12 +67,12 @@ class Fan implements Cancelable {
  * node's answer. The others are never cancelled (every node should have the
  * transaction), and none is sent twice: no retry after a 5xx.
  */
-export function broadcast(request: ForwardRequest, group: UpstreamGroup, upstreams: readonly Upstream[], stats: PoolStats, circuitOpen: (u: Upstream) => void, deliver: (r: ForwardResult) => void): Cancelable {
+export function broadcast(request: ForwardRequest, group: UpstreamGroup, upstreams: readonly Upstream[], stats: PoolStats, deliver: (r: ForwardResult) => void): Cancelable {
   stats.broadcasts++;
   let answered = false;
   let left = upstreams.length;
   let first: ForwardResult | null = null;
-  const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
+  const fan = new Fan(upstreams, group, request, (r) => {
     left--;
     if (answered) return;
     if (r.kind === 'buffered' && r.status === 200 && isResult(r.body)) {
@@ -109,14 +108,13 @@ export function quorum(
   log: Logger,
   chain: string,
   idJson: string,
-  circuitOpen: (u: Upstream) => void,
   deliver: (r: ForwardResult) => void,
 ): Cancelable {
   const got: Buffered[] = [];
   let left = upstreams.length;
   let over = false;
   let next = 0;
-  const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
+  const fan = new Fan(upstreams, group, request, (r) => {
     left--;
     if (over) return;
     if (r.kind === 'buffered' && r.status === 200) {

@@ -20,7 +20,6 @@ type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 /** What a flow needs of its pool. */
 export interface FlowHost {
   readonly stats: PoolStats;
-  readonly circuitOpen: (u: Upstream) => void;
   /** Is block `n` at or below the chain's finalized block? */
   isFinal(n: number): boolean;
   /** Archive upstreams that may take a call for state at `n`; null when there are none usable. */
@@ -112,7 +111,7 @@ export class Flow implements Cancelable {
     const left = this.request.timeoutMs - (performance.now() - this.started);
     const leg = new Leg(this, hedge);
     this.legs.push(leg);
-    leg.start(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this.host.circuitOpen);
+    leg.start(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) });
     const u = leg.forward?.upstream;
     if (u) this.tried.add(u);
   }
@@ -245,8 +244,8 @@ class Leg implements HeldTarget {
     readonly hedge: boolean,
   ) {}
 
-  start(group: UpstreamGroup, request: HeldRequest, circuitOpen: (u: Upstream) => void): void {
-    this.forward = new Forward(group, request, this, circuitOpen);
+  start(group: UpstreamGroup, request: HeldRequest): void {
+    this.forward = new Forward(group, request, this);
     this.forward.start();
   }
 

@@ -52,7 +52,6 @@ export class Pool implements FlowHost {
     private readonly group: UpstreamGroup,
     private readonly view: ChainView,
     private readonly settings: PoolSettings,
-    readonly circuitOpen: (u: Upstream) => void,
     private readonly log: Logger,
   ) {
     this.stats = new PoolStats(route.path, () => view.tip);
@@ -70,7 +69,7 @@ export class Pool implements FlowHost {
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
       if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all') {
         const usable = group.all.filter((u) => u.usable);
-        if (usable.length > 1) return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));
+        if (usable.length > 1) return broadcast(request, group, usable, this.stats, (r) => target.forwarded(r));
       }
       const q = this.settings.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
@@ -83,7 +82,7 @@ export class Pool implements FlowHost {
         if (at.length < q.of) return this.tooFew(target);
         // In place of a node whose state is gone: the others, archive nodes first.
         const spare = all.slice(q.of).sort((a, b) => Number(b.archive) - Number(a.archive));
-        return quorum(this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
+        return quorum(this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, (r) => target.forwarded(r));
       }
     }
     let plan = this.plan(call, group);

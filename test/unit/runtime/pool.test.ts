@@ -274,7 +274,7 @@ function poolOf(specs: readonly { name: string; head: number | null; archive?: b
   const known = specs.flatMap((s, i) => (s.head === null ? [] : [[s.head, i] as const])).sort((a, b) => a[0] - b[0]);
   for (const [n, i] of known) view.report(ups[i]!.view, report(n)); // a first round, the slowest first (see firstRound)
   const log = { warn: vi.fn(), info: vi.fn(), error: vi.fn() } as unknown as Logger;
-  const pool = new Pool(ROUTE, group, view, { ...DEFAULTS, ...settings }, () => undefined, log);
+  const pool = new Pool(ROUTE, group, view, { ...DEFAULTS, ...settings }, log);
   return { ups, view, pool, seen };
 }
 
@@ -415,7 +415,7 @@ describe('pool routing', () => {
       const view = new ChainView([a, b], 'all');
       view.report(a.view, report(100));
       view.report(b.view, report(100));
-      const pool = new Pool(ROUTE, new UpstreamGroup([a, b]), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool(ROUTE, new UpstreamGroup([a, b]), view, DEFAULTS, { warn: vi.fn() } as unknown as Logger);
       const r = await send(pool, 'eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]);
       expect(seenA).toHaveLength(1);
       expect(seenB).toHaveLength(1); // asked again
@@ -432,7 +432,7 @@ describe('pool routing', () => {
       const seen = ups.map((u, i) => fake(u, () => replies[i]![0], replies[i]![1]));
       const view = new ChainView(ups, 'all');
       for (const u of ups) view.report(u.view, report(100));
-      const pool = new Pool(ROUTE, new UpstreamGroup(ups), view, DEFAULTS, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool(ROUTE, new UpstreamGroup(ups), view, DEFAULTS, { warn: vi.fn() } as unknown as Logger);
       return { pool, seen };
     };
     const known = { error: { code: -32000, message: 'already known' } };
@@ -458,7 +458,7 @@ describe('pool routing', () => {
     const seen = ups.map((u) => fake(u, () => ({ result: hash })));
     const view = new ChainView(ups, 'all');
     for (const u of ups) view.report(u.view, report(100));
-    const one = new Pool(ROUTE, new UpstreamGroup(ups), view, { ...DEFAULTS, broadcast: 'one' }, () => undefined, { warn: vi.fn() } as unknown as Logger);
+    const one = new Pool(ROUTE, new UpstreamGroup(ups), view, { ...DEFAULTS, broadcast: 'one' }, { warn: vi.fn() } as unknown as Logger);
     await send(one, 'eth_sendRawTransaction', ['0x02f8']);
     expect(seen.map((s) => s.length).sort()).toEqual([0, 1]);
     expect(one.stats.broadcasts).toBe(0);

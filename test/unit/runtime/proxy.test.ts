@@ -66,7 +66,7 @@ interface Outcome {
 }
 
 /** Forwards one request and resolves with its outcome, the way the server reads it. */
-function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number }, onCircuitOpen: (u: Upstream) => void = () => undefined): Promise<Outcome> {
+function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number }): Promise<Outcome> {
   return new Promise((done) => {
     const chunks: Buffer[] = [];
     // Just what Forward uses of a ServerResponse.
@@ -100,7 +100,7 @@ function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number 
         done({ result, body: r.kind === 'buffered' ? r.body.toString() : Buffer.concat(chunks).toString() });
       },
     };
-    new Forward(g, req, target, onCircuitOpen).start();
+    new Forward(g, req, target).start();
   });
 }
 const calls = (...list: Node[]) => list.map((n) => n.calls);
@@ -158,10 +158,11 @@ describe('Forward: writes', () => {
 });
 
 describe('Forward: circuit breaker', () => {
-  it('three failed requests in a row take the upstream out, and the next finds no upstream without trying', async () => {
+  it('three failed requests in a row take the upstream out (its group listener is told), and the next finds no upstream without trying', async () => {
     const g = chain([node('500')]);
     const opened: string[] = [];
-    for (let i = 0; i < 3; i++) expect((await forward(g, { idempotent: true, retries: 1 }, (u) => opened.push(u.name))).result).toBe('buffered 500 from c#0');
+    g.onCircuitOpen((u) => opened.push(u.name));
+    for (let i = 0; i < 3; i++) expect((await forward(g, { idempotent: true, retries: 1 })).result).toBe('buffered 500 from c#0');
     expect(opened).toEqual(['c#0']);
     expect((await forward(g, { idempotent: true, retries: 1 })).result).toBe('failed no-upstream at none');
     expect(calls(node('500'))).toEqual([3]);
@@ -213,7 +214,7 @@ describe('Forward: held mode (hold: true)', () => {
         classify: (status) => (status >= 500 ? 'bad' : 'stream'),
         hold: true,
       };
-      new Forward(g, req, { forwarded }, () => undefined).start();
+      new Forward(g, req, { forwarded }).start();
     });
   }
 
