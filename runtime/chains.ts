@@ -10,11 +10,13 @@ import { docPool } from './pool/doc-pool.ts';
 import { ChainView } from './chain-view.ts';
 import { cachedForwarder, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf, routeHandler } from './interfaces/index.ts';
-import type { EvmForward, Forwarders, RouteServices } from './interfaces/interface.ts';
+import type { EvmForward, Forwarders } from './forwarders.ts';
+import type { RouteServices } from './interfaces/interface.ts';
 import type { Metrics, RouteMetrics } from './metrics.ts';
 import type { PolledChain } from './poller.ts';
 import { Upstream, UpstreamGroup } from './upstream.ts';
 import { plainDispatch, type Dispatch } from './dispatch.ts';
+import { Call } from './evm-call.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 export interface Chain {
@@ -63,7 +65,7 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
         metrics.pool(pool.stats);
       }
       const cached = cache !== null && route.cache === true;
-      let forward = plainForwarder(route, dispatch);
+      let forward = pooled && route.interface === 'evm-jsonrpc' ? pooledEvmForwarder(dispatch) : plainForwarder(route, dispatch);
       if (cached) {
         const c = cachedForwarder(route, group, view, dispatch, cache);
         forward = c.forward;
@@ -88,6 +90,18 @@ const POOL_POLL_MS = 1000;
 
 function poolSettings(route: EvmRouteSpec): PoolSettings {
   return { rewriteTags: route.rewriteTags, pruneDepth: route.pruneDepth, hedge: route.hedge, broadcast: route.broadcast, quorum: route.quorum };
+}
+
+/**
+ * An EVM pool's forwarding with nothing around it: a single call's request
+ * carries its Call, made of what the guard found (the method, the id's place),
+ * so the pool reads the body at most once (its params, when it needs them).
+ */
+function pooledEvmForwarder(dispatch: Dispatch): Forwarders['evm-jsonrpc'] {
+  return (x, d, build) => {
+    const r = build(x, d);
+    x.forwardWith(dispatch, d.methods === null && r.body !== null ? { ...r, call: new Call(r.body, d.label, d.idStart, d.idEnd) } : r);
+  };
 }
 
 /** Forwarding with nothing around it: upstream through the chain's dispatch. */

@@ -12,6 +12,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import type { Call } from './evm-call.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 
 export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response';
@@ -54,6 +55,12 @@ export interface ForwardRequest {
    * into it.
    */
   readonly hold?: boolean;
+  /**
+   * The EVM call the body is, where a layer made it (evm-call.ts: its method,
+   * id, params parsed once, block): the layers below read it instead of the
+   * bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
+   */
+  readonly call?: Call;
 }
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */

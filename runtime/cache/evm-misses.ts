@@ -114,7 +114,8 @@ class MissBatch implements HeldTarget {
     const core = this.cache.core;
     core.stats.batches++;
     core.stats.batched += this.flights.length;
-    core.send(this, { ...this.flights[0]!.request, body: Buffer.concat(parts) }, this.group);
+    // The first miss's request with the batch as its body: not that miss's Call any more.
+    core.send(this, { ...this.flights[0]!.request, body: Buffer.concat(parts), call: undefined }, this.group);
   }
 
   forwarded(r: ForwardResult): void {

@@ -1,7 +1,7 @@
 // The cache as the chains see it: one core per cached chain (core.ts), with its
 // interface's rules (evm.ts, doc.ts), wrapped around the chain's forwarding.
 import type { ChainView } from '../chain-view.ts';
-import type { Forwarders } from '../interfaces/interface.ts';
+import type { Forwarders } from '../forwarders.ts';
 import type { Logger } from '../log.ts';
 import type { CacheSpec, RouteSpec } from '../types.ts';
 import type { UpstreamGroup } from '../upstream.ts';

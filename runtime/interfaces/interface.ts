@@ -3,9 +3,7 @@
 // index.ts, which the compiler keeps complete.
 import type { AdmissionStage } from '../admission.ts';
 import type { Envelope } from '../envelope.ts';
-import type { Exchange, RouteHandler } from '../exchange.ts';
-import type { ForwardRequest } from '../proxy.ts';
-import type { EvmDecision } from '../guards/evm-decision.ts';
+import type { RouteHandler } from '../exchange.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Usage } from '../usage.ts';
@@ -14,23 +12,9 @@ import type { InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import type { PollReport } from '../chain-view.ts';
 
-/** The guard's decision on an EVM call or batch that goes on. */
-export type EvmForward = Extract<EvmDecision, { kind: 'forward' }>;
-
-/**
- * Where a chain's handler sends what it has checked and admitted: upstream
- * through Forward, or through a layer that wraps that forwarding (chains.ts
- * decides which): the handler does not know.
- * EVM: the guard's decision, and how the route makes the upstream request of
- * it (made only when something goes upstream). Rosetta and Blockbook: the
- * request, and what names the read besides its body (the endpoint, or the
- * path and query below the base).
- */
-export interface Forwarders {
-  readonly 'evm-jsonrpc': (x: Exchange, d: EvmForward, build: (x: Exchange, d: EvmForward) => ForwardRequest) => void;
-  readonly rosetta: (x: Exchange, request: ForwardRequest, call: string) => void;
-  readonly blockbook: (x: Exchange, request: ForwardRequest, call: string) => void;
-}
+// Where a chain's handler sends what it has checked: the seam's types, in a file below every layer that implements them.
+import type { Forwarders } from '../forwarders.ts';
+export type { EvmForward, Forwarders } from '../forwarders.ts';
 
 /** What the server gives each chain's handler. */
 export interface RouteServices<K extends InterfaceKind = InterfaceKind> {

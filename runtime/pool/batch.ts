@@ -16,6 +16,7 @@
 import { deliver, streams, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { Call } from '../evm-call.ts';
 import type { Logger } from '../log.ts';
 import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
 import type { Upstream } from '../upstream.ts';
@@ -56,7 +57,7 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
     if (spans === null) return null;
     const idJson = spans.idStart === -1 ? null : text.toString('utf8', spans.idStart, spans.idEnd);
     if (idJson !== null) answered++;
-    calls.push({ text, idJson });
+    calls.push({ text, idJson, call: Call.read(text, spans.idStart, spans.idEnd) });
   }
   if (answered === 0) return null;
   const batch = new PoolBatch(target, request, calls, log, chain);
@@ -79,6 +80,8 @@ interface BatchItem {
   readonly text: Buffer;
   /** Its id as it came (a long number keeps its digits); null: a notification. */
   readonly idJson: string | null;
+  /** The call, parsed once here: the pool reads it from the call's request (null: not a JSON-RPC call). */
+  readonly call: Call | null;
 }
 
 /** A call that got no answer: why, and from which upstream. */
@@ -113,7 +116,7 @@ class PoolBatch implements Cancelable {
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
-      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null }));
+      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null, call: c.call ?? undefined }));
     }
     this.settle();
   }

@@ -11,7 +11,7 @@ import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest, typ
 import { deliver, type Cancelable } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
-import type { PoolCall } from './call.ts';
+import type { Call } from '../evm-call.ts';
 import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
@@ -77,7 +77,7 @@ export class Flow implements Cancelable {
     private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly group: UpstreamGroup,
-    private readonly call: PoolCall | null,
+    private readonly call: Call | null,
     private readonly plan: FlowPlan,
   ) {
     this.traits = call === null ? null : traitsOf(call.method);

@@ -1,7 +1,9 @@
 // A pool: an EVM chain's several upstreams seen as one chain that only moves
 // forward, whichever node answers (docs/upstreams.md: "Pool settings"). It
-// wraps the chain's dispatch (dispatch.ts): every upstream request of the
-// chain, a route's or a cache miss's, is routed here.
+// takes the place of the chain's plain dispatch (dispatch.ts, chains.ts):
+// every upstream request of the chain, a route's or a cache miss's, is routed
+// here, by the Call a layer above made of it (evm-call.ts) or, for a body
+// that came without one, by reading the body once (call.ts).
 //  - eth_blockNumber answers the served tip (chain-view.ts), never backwards;
 //  - a call at `latest` goes to an upstream at or above the served tip whose
 //    head is current (chain-view.ts, atTip), a call
@@ -22,7 +24,8 @@ import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { splitBatch } from './batch.ts';
-import { readCall, rewriteTags, STATE_METHODS, type BlockRef, type PoolCall } from './call.ts';
+import type { Call } from '../evm-call.ts';
+import { callOf, rewriteTags, STATE_METHODS, type BlockRef } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { FilterPins } from './filters.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
@@ -62,7 +65,7 @@ export class Pool implements FlowHost {
     // A batch: each of its calls comes back here alone (batch.ts).
     const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request);
     if (batch !== null) return batch;
-    const call = readCall(request.body);
+    const call = callOf(request);
     this.budget.call();
     if (call !== null) {
       // With no usable upstream there is no served tip: the call fails as any other does then.
@@ -93,7 +96,7 @@ export class Pool implements FlowHost {
   };
 
   /** A filter's calls: the upstream that answered with a filter id is remembered, and the calls naming that id go to it only. */
-  private pinned(call: PoolCall, plan: FlowPlan): FlowPlan {
+  private pinned(call: Call, plan: FlowPlan): FlowPlan {
     const filter = traitsOf(call.method).filter;
     if (filter === null) return plan;
     if (filter === 'new') {
@@ -113,7 +116,7 @@ export class Pool implements FlowHost {
   }
 
   /** With rewriteTags: the call with its tags as the block numbers the gateway serves. */
-  private rewritten(request: ForwardRequest, call: PoolCall): ForwardRequest {
+  private rewritten(request: ForwardRequest, call: Call): ForwardRequest {
     if (!this.settings.rewriteTags) return request;
     const v = this.view;
     const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
@@ -121,7 +124,7 @@ export class Pool implements FlowHost {
   }
 
   /** Where a call may go, and how long before a hedge. */
-  private plan(call: PoolCall | null, group: UpstreamGroup): FlowPlan {
+  private plan(call: Call | null, group: UpstreamGroup): FlowPlan {
     const v = this.view;
     let n = -1;
     // A range: its highest block.
@@ -180,7 +183,7 @@ export class Pool implements FlowHost {
   }
 
   /** eth_blockNumber from the served tip: one chain that never goes backwards, whichever node would have answered. */
-  private tipAnswer(target: HeldTarget, call: PoolCall): Cancelable {
+  private tipAnswer(target: HeldTarget, call: Call): Cancelable {
     this.stats.tipAnswers++;
     const tip = this.view.tip;
     const at = this.group.all.find((u) => u.usable && (u.view.head ?? -1) >= tip) ?? this.group.all[0]!;

@@ -93,10 +93,12 @@ describe('runtime layout', () => {
     expect(text(join(ROOT, 'runtime/exchange.ts'))).not.toMatch(/from '\.\/server\.ts'|ExchangeHost/);
   });
 
-  it('the pool imports nothing of the cache (the cache stands above it, as at run time)', () => {
+  it('the pool imports nothing of the cache (the cache stands above it, as at run time), and the cache nothing of interfaces/', () => {
     const pool = runtime.filter((f) => rel(f).startsWith('runtime/pool/'));
     expect(pool.length).toBeGreaterThan(5);
     expect(pool.filter((f) => /from '\.\.\/cache\//.test(text(f))).map(rel)).toEqual([]);
+    const cache = runtime.filter((f) => rel(f).startsWith('runtime/cache/'));
+    expect(cache.filter((f) => /from '\.\.\/interfaces\//.test(text(f))).map(rel)).toEqual([]);
   });
 
   it('no layer fakes a client to hold an answer: a held request says hold (proxy.ts), and no NO_SINK is left', () => {

@@ -10,6 +10,7 @@ import { ChainView, type PollReport } from '../../../runtime/chain-view.ts';
 import type { Logger } from '../../../runtime/log.ts';
 import { Pool, type PoolSettings } from '../../../runtime/pool/pool.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
+import { Call } from '../../../runtime/evm-call.ts';
 import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
 import { HedgeBudget } from '../../../runtime/pool/stats.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../runtime/proxy.ts';
@@ -525,6 +526,57 @@ describe('pool routing', () => {
     expect(pool.stats.tipAnswers).toBe(1);
     heads(view, ups, [99, null]); // a dips below the tip it had: the tip holds (issue 37, defect 3)
     expect(JSON.parse((await send(pool, 'eth_blockNumber', [])).body).result).toBe(hex(100));
+  });
+});
+
+describe('one Call, parsed once (issue 37)', () => {
+  afterEach(() => {
+    nextId = 1;
+    vi.restoreAllMocks();
+  });
+
+  /** Resolves with the answer's upstream, sending `r` as it is. */
+  const sendRequest = (pool: Pool, r: ForwardRequest): Promise<string> =>
+    new Promise((resolve, reject) => {
+      pool.dispatch({ res: UNUSED_SINK, streamHead: () => reject(new Error('nothing streams here')), forwarded: (o) => (o.kind === 'buffered' ? resolve(o.upstream.name) : reject(new Error(o.kind))) }, r);
+    });
+
+  it("a request that carries its Call is routed by it: the pool does not parse the body again", async () => {
+    const { pool } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+    ]);
+    const parse = vi.spyOn(JSON, 'parse');
+    const parsesOf = (body: unknown) => parse.mock.calls.filter(([text]) => text === body).length;
+    // Without one: the pool reads the body (and the stand-in node reads it too).
+    const bare = request('eth_getBalance', [ADDR, hex(101)]);
+    expect(await sendRequest(pool, bare)).toBe('b');
+    const r = request('eth_getBalance', [ADDR, hex(101)]);
+    const call = new Call(r.body!, 'eth_getBalance');
+    expect(call.block).toBe(101);
+    const before = parsesOf(r.body);
+    expect(await sendRequest(pool, { ...r, call })).toBe('b');
+    expect(parsesOf(r.body) - before).toBe(parsesOf(bare.body) - 1);
+  });
+
+  it('a Call whose body is not the request\'s (a request made from another with other bytes) is not used', async () => {
+    const { pool } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+    ]);
+    const stale = readCall(request('eth_getBalance', [ADDR, hex(101)]).body)!;
+    const names = new Set<string>();
+    for (let i = 0; i < 8; i++) names.add(await sendRequest(pool, { ...request('eth_getBalance', [ADDR, hex(99)]), call: stale }));
+    expect(names).toEqual(new Set(['a', 'b']));
+  });
+
+  it('a Call parses its params at most once, whatever layers ask', () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'eth_getLogs', params: [{ fromBlock: '0x10', toBlock: 'latest' }] });
+    const parse = vi.spyOn(JSON, 'parse');
+    const call = new Call(body, 'eth_getLogs');
+    expect([call.at, call.from, call.block, call.idJson, call.params.length, call.traits.read]).toEqual([0, 16, 'latest', '7', 1, true]);
+    expect(call.doc).toBe(call.doc);
+    expect(parse.mock.calls.filter(([text]) => text === body)).toHaveLength(1);
   });
 });
 
