@@ -58,9 +58,11 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       metrics.upstreams(group.all);
       const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);
-      let dispatch = plainDispatch(group);
+      // The layers, composed: a pool over the plain dispatch (Forward), where the chain has several upstreams.
+      const forwards = plainDispatch(group);
+      let dispatch: Dispatch = forwards;
       if (pooled) {
-        const pool = route.interface === 'evm-jsonrpc' ? new Pool(route, group, view, poolSettings(route), services.log) : docPool(route, group, view);
+        const pool = route.interface === 'evm-jsonrpc' ? new Pool(route, group, view, poolSettings(route), services.log, forwards) : docPool(route, group, view, forwards);
         dispatch = pool.dispatch;
         metrics.pool(pool.stats);
       }

@@ -1,10 +1,11 @@
-// How every upstream request of a chain goes out: a route's forwarding and
+// The seam every upstream request of a chain crosses: a route's forwarding and
 // the cache's misses. Plain: one Forward (selection, retries, timeouts,
-// breaker, streaming). A chain with a pool of upstreams uses the pool's
-// dispatch in its place (chains.ts): the pool builds its own Forwards, one per
-// attempt (pool/flow.ts, pool/fanout.ts, pool/doc-pool.ts).
+// breaker, streaming). A layer takes the dispatch below it and is a dispatch
+// itself, as undici's interceptors are: a chain with a pool of upstreams
+// sends through the pool, and the pool sends each of its attempts through the
+// plain dispatch below it (chains.ts composes them).
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from './proxy.ts';
-import type { UpstreamGroup } from './upstream.ts';
+import type { Upstream, UpstreamGroup } from './upstream.ts';
 
 /** What a request under way can be told: the client went away. */
 export interface Cancelable {
@@ -21,7 +22,18 @@ export interface Dispatch {
   (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Cancelable;
 }
 
-export function plainDispatch(chain: UpstreamGroup): Dispatch {
+/** One attempt under way: what it can be told, and the upstream it went to (null: none could take it). */
+export interface Attempt extends Cancelable {
+  readonly upstream: Upstream | null;
+}
+
+/** The plain dispatch, as the layer above it sees it: each request one attempt (with Forward's own retries). */
+export interface Next {
+  (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup): Attempt;
+  (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Attempt;
+}
+
+export function plainDispatch(chain: UpstreamGroup): Next {
   return (target: HeldTarget, request: ForwardRequest, group = chain) => forward(target, request, group);
 }
 

@@ -4,10 +4,12 @@
 // block-parameter table below, and its method's traits (evm-methods.ts).
 //
 // It is made from what the guard found (the method and, on the fast path,
-// the id's span) by the first layer that needs more than that: the cache, or
-// a pool. The params are parsed at most once, when a layer first asks, and
-// every later layer reads the same Call from the ForwardRequest (`call`). A
-// chain with one upstream and no cache never makes one. Below the cache and
+// the id's span) where a layer needs more than the bytes: by the cache for a
+// call it takes, by a pooled chain's forwarding (chains.ts) for one that has
+// no cache, and by the pool for each call of a batch or a body that came
+// without one. The params are parsed at most once, when a layer first asks,
+// and every later layer reads the same Call from the ForwardRequest (`call`).
+// A chain with one upstream and no cache never makes one. Below the cache and
 // the pool: it imports only the method traits table and the JSON scanner.
 import { traitsOf, type MethodTraits } from './evm-methods.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';

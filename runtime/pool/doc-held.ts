@@ -1,11 +1,12 @@
 // A Blockbook or Rosetta pool's call whose answer it must see before the
 // client does (doc-pool.ts): a lookup by block hash, asked again of another
 // upstream when a node says it has no such block, and Rosetta's
-// /network/status, whose head is made the served one. Each attempt is a
-// Forward held whole; the answer goes to the client as the route would have
-// had it (streamed where the route streams, else to its rewrite: dispatch.ts's deliver).
-import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
-import { deliver, type Cancelable } from '../dispatch.ts';
+// /network/status, whose head is made the served one. Each attempt goes
+// through the dispatch below the pool (a Forward), held whole; the answer goes
+// to the client as the route would have had it (streamed where the route
+// streams, else to its rewrite: dispatch.ts's deliver).
+import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import type { PoolStats } from './stats.ts';
 
@@ -25,7 +26,7 @@ const MAX_HELD = 32 * 1024 * 1024;
 const MAX_RETRIES = 2;
 
 export class HeldDoc implements Cancelable, HeldTarget {
-  private forward: Forward | null = null;
+  private forward: Attempt | null = null;
   private readonly tried = new Set<Upstream>();
   private retries = 0;
   private over = false;
@@ -33,6 +34,7 @@ export class HeldDoc implements Cancelable, HeldTarget {
   private readonly held: HeldRequest;
 
   constructor(
+    private readonly next: Next,
     private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly group: UpstreamGroup,
@@ -45,8 +47,7 @@ export class HeldDoc implements Cancelable, HeldTarget {
 
   start(accept = this.accept): void {
     const left = this.request.timeoutMs - (performance.now() - this.started);
-    this.forward = new Forward(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this);
-    this.forward.start();
+    this.forward = this.next(this, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this.group);
   }
 
   cancel(): void {

@@ -7,8 +7,8 @@
 // never going back (doc-held.ts). Nothing else changes: the answers are the
 // upstreams' own.
 import type { ChainView } from '../chain-view.ts';
-import { forward, type Dispatch } from '../dispatch.ts';
-import type { ForwardRequest } from '../proxy.ts';
+import type { Dispatch, Next } from '../dispatch.ts';
+import type { ForwardRequest, HeldRequest, HeldTarget } from '../proxy.ts';
 import type { BlockbookRouteSpec, RosettaRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
@@ -24,12 +24,13 @@ const ROSETTA_BLOCK_NOT_FOUND = 4001;
 /** Error answers judged at most this long (a "Block not found" is a few dozen bytes). */
 const MAX_JUDGED = 4096;
 
-export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: UpstreamGroup, view: ChainView): { dispatch: Dispatch; stats: PoolStats } {
+export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: UpstreamGroup, view: ChainView, next: Next): { dispatch: Dispatch; stats: PoolStats } {
   const stats = new PoolStats(route.path, () => view.tip);
   const budget = new HedgeBudget();
   const times = new LatencyWindow();
   const host: FlowHost = {
     stats,
+    next,
     isFinal: (n) => view.isFinal(n),
     archiveFor: () => null,
     takeHedge: () => budget.take(),
@@ -48,12 +49,12 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
     budget.call();
     const below = belowBase(request, g);
     if (head !== null && below === '/network/status' && view.tip >= 0) {
-      const held = new HeldDoc(target, request, g, head.accept(), head, stats);
+      const held = new HeldDoc(next, target, request, g, head.accept(), head, stats);
       held.start();
       return held;
     }
     if (rosetta ? rosettaByHash(request) : request.method === 'GET' && BLOCKBOOK_HASH.test(below)) {
-      const held = new HeldDoc(target, request, g, undefined, byHash, stats);
+      const held = new HeldDoc(next, target, request, g, undefined, byHash, stats);
       held.start();
       return held;
     }
@@ -67,7 +68,8 @@ export function docPool(route: BlockbookRouteSpec | RosettaRouteSpec, group: Ups
       flow.start();
       return flow;
     }
-    return forward(target, accept === undefined ? request : { ...request, accept }, g);
+    // Passed on as the pool was given it: streamed to the client unless the request says hold (Dispatch's overloads).
+    return next(target as HeldTarget, (accept === undefined ? request : { ...request, accept }) as HeldRequest, g);
   };
   return { dispatch, stats };
 }

@@ -1,14 +1,14 @@
 // One call through a pool: its first attempt, at most one hedge beside it, and
 // the tries again that its answer calls for (a null about data not final, a
-// node that lacks the state). Each attempt is a Forward of its own (a leg),
-// held whole so that its answer can be judged before the client sees it; the
-// first good answer wins and the other legs are cancelled. Only reads (the
-// method traits table, evm-methods.ts) are hedged or asked again after an
-// answer, and what the flow adds to the first attempt ends within the call's
-// timeoutMs.
+// node that lacks the state). Each attempt (a leg) goes through the dispatch
+// below the pool (a Forward of its own), held whole so that its answer can be
+// judged before the client sees it; the first good answer wins and the other
+// legs are cancelled. Only reads (the method traits table, evm-methods.ts) are
+// hedged or asked again after an answer, and what the flow adds to the first
+// attempt ends within the call's timeoutMs.
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
-import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
-import { deliver, type Cancelable } from '../dispatch.ts';
+import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
 import type { Call } from '../evm-call.ts';
@@ -20,6 +20,8 @@ type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 /** What a flow needs of its pool. */
 export interface FlowHost {
   readonly stats: PoolStats;
+  /** The dispatch below the pool: each leg is one attempt through it. */
+  readonly next: Next;
   /** Is block `n` at or below the chain's finalized block? */
   isFinal(n: number): boolean;
   /** Archive upstreams that may take a call for state at `n`; null when there are none usable. */
@@ -111,7 +113,7 @@ export class Flow implements Cancelable {
     const left = this.request.timeoutMs - (performance.now() - this.started);
     const leg = new Leg(this, hedge);
     this.legs.push(leg);
-    leg.start(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) });
+    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) });
     const u = leg.forward?.upstream;
     if (u) this.tried.add(u);
   }
@@ -234,9 +236,9 @@ function errorMessage(body: Buffer): string {
   }
 }
 
-/** One attempt of a flow, to one upstream (a Forward with no retries of its own beyond the route's). */
+/** One attempt of a flow, to one upstream (through the dispatch below: a Forward, with no retries of its own beyond the route's). */
 class Leg implements HeldTarget {
-  forward: Forward | null = null;
+  forward: Attempt | null = null;
   done = false;
 
   constructor(
@@ -244,9 +246,8 @@ class Leg implements HeldTarget {
     readonly hedge: boolean,
   ) {}
 
-  start(group: UpstreamGroup, request: HeldRequest): void {
-    this.forward = new Forward(group, request, this);
-    this.forward.start();
+  start(next: Next, group: UpstreamGroup, request: HeldRequest): void {
+    this.forward = next(this, request, group);
   }
 
   forwarded(r: ForwardResult): void {

@@ -17,7 +17,7 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../chain-view.ts';
-import type { Cancelable, Dispatch } from '../dispatch.ts';
+import type { Cancelable, Dispatch, Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../log.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
@@ -56,6 +56,8 @@ export class Pool implements FlowHost {
     private readonly view: ChainView,
     private readonly settings: PoolSettings,
     private readonly log: Logger,
+    /** The dispatch below the pool: every attempt goes out through it. */
+    readonly next: Next,
   ) {
     this.stats = new PoolStats(route.path, () => view.tip);
     this.quorumMethods = new Set(settings.quorum?.methods ?? []);
@@ -72,7 +74,7 @@ export class Pool implements FlowHost {
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
       if (call.method === 'eth_sendRawTransaction' && this.settings.broadcast === 'all') {
         const usable = group.all.filter((u) => u.usable);
-        if (usable.length > 1) return broadcast(request, group, usable, this.stats, (r) => target.forwarded(r));
+        if (usable.length > 1) return broadcast(this.next, request, group, usable, this.stats, (r) => target.forwarded(r));
       }
       const q = this.settings.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
@@ -85,7 +87,7 @@ export class Pool implements FlowHost {
         if (at.length < q.of) return this.tooFew(target);
         // In place of a node whose state is gone: the others, archive nodes first.
         const spare = all.slice(q.of).sort((a, b) => Number(b.archive) - Number(a.archive));
-        return quorum(this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, (r) => target.forwarded(r));
+        return quorum(this.next, this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, (r) => target.forwarded(r));
       }
     }
     let plan = this.plan(call, group);

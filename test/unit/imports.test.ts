@@ -101,6 +101,10 @@ describe('runtime layout', () => {
     expect(cache.filter((f) => /from '\.\.\/interfaces\//.test(text(f))).map(rel)).toEqual([]);
   });
 
+  it('layers compose through the dispatch: only dispatch.ts makes a Forward (a pool sends through the dispatch below it)', () => {
+    expect(runtime.filter((f) => /new Forward\(/.test(text(f))).map(rel)).toEqual(['runtime/dispatch.ts']);
+  });
+
   it('no layer fakes a client to hold an answer: a held request says hold (proxy.ts), and no NO_SINK is left', () => {
     expect(runtime.filter((f) => /NO_SINK|=== 'stream' \? 'buffer'/.test(text(f))).map(rel)).toEqual([]);
   });

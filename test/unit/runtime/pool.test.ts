@@ -9,6 +9,7 @@ import type { Dispatcher } from 'undici';
 import { ChainView, type PollReport } from '../../../runtime/chain-view.ts';
 import type { Logger } from '../../../runtime/log.ts';
 import { Pool, type PoolSettings } from '../../../runtime/pool/pool.ts';
+import { plainDispatch } from '../../../runtime/dispatch.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
 import { Call } from '../../../runtime/evm-call.ts';
 import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
@@ -275,7 +276,7 @@ function poolOf(specs: readonly { name: string; head: number | null; archive?: b
   const known = specs.flatMap((s, i) => (s.head === null ? [] : [[s.head, i] as const])).sort((a, b) => a[0] - b[0]);
   for (const [n, i] of known) view.report(ups[i]!.view, report(n)); // a first round, the slowest first (see firstRound)
   const log = { warn: vi.fn(), info: vi.fn(), error: vi.fn() } as unknown as Logger;
-  const pool = new Pool(ROUTE, group, view, { ...DEFAULTS, ...settings }, log);
+  const pool = new Pool(ROUTE, group, view, { ...DEFAULTS, ...settings }, log, plainDispatch(group));
   return { ups, view, pool, seen };
 }
 
@@ -416,7 +417,7 @@ describe('pool routing', () => {
       const view = new ChainView([a, b], 'all');
       view.report(a.view, report(100));
       view.report(b.view, report(100));
-      const pool = new Pool(ROUTE, new UpstreamGroup([a, b]), view, DEFAULTS, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool(ROUTE, new UpstreamGroup([a, b]), view, DEFAULTS, { warn: vi.fn() } as unknown as Logger, plainDispatch(new UpstreamGroup([a, b])));
       const r = await send(pool, 'eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]);
       expect(seenA).toHaveLength(1);
       expect(seenB).toHaveLength(1); // asked again
@@ -433,7 +434,7 @@ describe('pool routing', () => {
       const seen = ups.map((u, i) => fake(u, () => replies[i]![0], replies[i]![1]));
       const view = new ChainView(ups, 'all');
       for (const u of ups) view.report(u.view, report(100));
-      const pool = new Pool(ROUTE, new UpstreamGroup(ups), view, DEFAULTS, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool(ROUTE, new UpstreamGroup(ups), view, DEFAULTS, { warn: vi.fn() } as unknown as Logger, plainDispatch(new UpstreamGroup(ups)));
       return { pool, seen };
     };
     const known = { error: { code: -32000, message: 'already known' } };
@@ -459,7 +460,7 @@ describe('pool routing', () => {
     const seen = ups.map((u) => fake(u, () => ({ result: hash })));
     const view = new ChainView(ups, 'all');
     for (const u of ups) view.report(u.view, report(100));
-    const one = new Pool(ROUTE, new UpstreamGroup(ups), view, { ...DEFAULTS, broadcast: 'one' }, { warn: vi.fn() } as unknown as Logger);
+    const one = new Pool(ROUTE, new UpstreamGroup(ups), view, { ...DEFAULTS, broadcast: 'one' }, { warn: vi.fn() } as unknown as Logger, plainDispatch(new UpstreamGroup(ups)));
     await send(one, 'eth_sendRawTransaction', ['0x02f8']);
     expect(seen.map((s) => s.length).sort()).toEqual([0, 1]);
     expect(one.stats.broadcasts).toBe(0);
