@@ -33,19 +33,17 @@ export interface Next {
   (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Attempt;
 }
 
+/** The plain dispatch: one Forward per request, started (the only place one is made). Hot path. */
 export function plainDispatch(chain: UpstreamGroup): Next {
-  return (target: HeldTarget, request: ForwardRequest, group = chain) => forward(target, request, group);
+  return (target: HeldTarget, request: ForwardRequest, group = chain) => {
+    // The overloads pair a target that cannot be streamed to with a held request: passed on as given.
+    const f = new Forward(group, request as HeldRequest, target);
+    f.start();
+    return f;
+  };
 }
 
-/** One Forward of `request` to `group`, started: the target and request as a Dispatch was given them (held or not). */
-export function forward(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup): Forward {
-  // The Dispatch's overloads pair a target that cannot be streamed to with a held request.
-  const f = new Forward(group, request as HeldRequest, target);
-  f.start();
-  return f;
-}
-
-/** Whether `request`'s sender would have an answer with this status and headers streamed to it (it did not ask for it held, and its classify streams it). */
+/** Whether `request`'s sender would have the answer `r` streamed to it (it did not ask for it held, and its classify streams `r`). */
 export function streams(request: ForwardRequest, r: Extract<ForwardResult, { kind: 'buffered' }>): boolean {
   return request.hold !== true && request.classify(r.status, r.headers) === 'stream';
 }
