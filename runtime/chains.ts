@@ -44,7 +44,7 @@ export interface Chains {
   readonly polled: readonly PolledChain[];
 }
 
-export function buildChains(spec: GatewaySpec, services: SharedServices, metrics: Metrics, cache: CacheServices | null, circuitOpen: (u: Upstream) => void): Chains {
+export function buildChains(spec: GatewaySpec, services: SharedServices, metrics: Metrics, cache: CacheServices | null): Chains {
   const all: Chain[] = [];
   const dispatch: DispatchTable[] = [];
   const polled: PolledChain[] = [];
@@ -56,7 +56,7 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);
       const cached = cache !== null && route.cache === true;
-      const { handler, envelope, poolHeads, followsHeads, dispatch: out } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null, circuitOpen);
+      const { handler, envelope, poolHeads, followsHeads, dispatch: out } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null);
       const chain: Chain = { route, group, view, dispatch: out, handler, envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
@@ -88,19 +88,22 @@ function chainFlow<K extends InterfaceKind>(
   services: SharedServices,
   metrics: Metrics,
   cache: CacheServices | null,
-  circuitOpen: (u: Upstream) => void,
 ): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch } {
-  let dispatch = plainDispatch(group, circuitOpen);
-  if (group.all.length > 1) {
-    const pool = m.pool(route, group, view, circuitOpen, services.log);
+  // The layers, composed: a pool over the plain dispatch (Forward) where the chain has several upstreams, the
+  // module's own layer over that, the cache around the forwarding.
+  const forwards = plainDispatch(group);
+  let dispatch: Dispatch = forwards;
+  const pooled = group.all.length > 1;
+  if (pooled) {
+    const pool = m.pool(route, group, view, services.log, forwards);
     dispatch = pool.dispatch;
     metrics.pool(pool.stats);
   }
   // The module's own layer above the pool (or the one upstream), below the cache (EVM: eth_getLogs ranges).
   dispatch = m.below(route, group, view, dispatch, services.log);
-  let forward = m.forwarder(dispatch);
+  let forward = m.forwarder(dispatch, pooled);
   if (cache !== null) {
-    const c = cachedForwarder(m, route, group, view, dispatch, cache);
+    const c = cachedForwarder(m.cached, route, group, view, dispatch, cache);
     forward = c.forward;
     metrics.cache(c.stats, view);
   }

@@ -1,9 +1,10 @@
-// How every upstream request of a chain goes out: a route's forwarding and
+// The seam every upstream request of a chain crosses: a route's forwarding and
 // the cache's misses. Plain: one Forward (selection, retries, timeouts,
-// breaker, streaming). A chain with a pool of upstreams uses the pool's
-// dispatch in its place (chains.ts): the pool builds its own Forwards, one per
-// attempt (pool/flow.ts, pool/fanout.ts, pool/doc-pool.ts).
-import { Forward, type ForwardRequest, type ForwardTarget } from './proxy.ts';
+// breaker, streaming). A layer takes the dispatch below it and is a dispatch
+// itself, as undici's interceptors are: a chain with a pool of upstreams
+// sends through the pool, and the pool sends each of its attempts through the
+// plain dispatch below it (chains.ts composes them).
+import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 
 /** What a request under way can be told: the client went away. */
@@ -11,13 +12,54 @@ export interface Cancelable {
   cancel(): void;
 }
 
-/** Sends `request` upstream (to `group`'s upstreams, the chain's by default); `target` gets the outcome once. */
-export type Dispatch = (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup) => Cancelable;
+/**
+ * Sends `request` upstream (to `group`'s upstreams, the chain's by default);
+ * `target` gets the outcome once. A held request (`hold`) needs only a
+ * `HeldTarget`; any other may be streamed into its target.
+ */
+export interface Dispatch {
+  (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup): Cancelable;
+  (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Cancelable;
+}
 
-export function plainDispatch(chain: UpstreamGroup, circuitOpen: (u: Upstream) => void): Dispatch {
-  return (target, request, group = chain) => {
-    const f = new Forward(group, request, target, circuitOpen);
+/** One attempt under way: what it can be told, and the upstream it went to (null: none could take it). */
+export interface Attempt extends Cancelable {
+  readonly upstream: Upstream | null;
+}
+
+/** The plain dispatch, as the layer above it sees it: each request one attempt (with Forward's own retries). */
+export interface Next {
+  (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup): Attempt;
+  (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Attempt;
+}
+
+/** The plain dispatch: one Forward per request, started (the only place one is made). Hot path. */
+export function plainDispatch(chain: UpstreamGroup): Next {
+  return (target: HeldTarget, request: ForwardRequest, group = chain) => {
+    // The overloads pair a target that cannot be streamed to with a held request: passed on as given.
+    const f = new Forward(group, request as HeldRequest, target);
     f.start();
     return f;
   };
+}
+
+/** Whether `request`'s sender would have the answer `r` streamed to it (it did not ask for it held, and its classify streams `r`). */
+export function streams(request: ForwardRequest, r: Extract<ForwardResult, { kind: 'buffered' }>): boolean {
+  return request.hold !== true && request.classify(r.status, r.headers) === 'stream';
+}
+
+/**
+ * An answer a layer held to judge it (a pool's legs, a batch's calls), handed
+ * to the sender of `request` as it asked: one it would have had streamed is
+ * written to its client as it came; the rest goes to it whole (to its rewrite,
+ * the cache, a batch).
+ */
+export function deliver(target: HeldTarget, request: ForwardRequest, r: ForwardResult): void {
+  if (r.kind === 'buffered' && streams(request, r)) {
+    const t = target as ForwardTarget;
+    t.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) }, r.upstream);
+    t.res.end(r.body);
+    return t.forwarded({ kind: 'streamed', upstream: r.upstream, status: r.status });
+  }
+  target.forwarded(r);
 }

@@ -22,17 +22,17 @@
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
 // each of which comes back here alone.
 import type { ChainView } from './chain-view.ts';
-import type { Cancelable, Dispatch } from './dispatch.ts';
+import { deliver as handOn, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
 import type { Logger } from './log.ts';
 import { rangeComplaint } from './log-range-errors.ts';
 import { splitBatch } from './pool/batch.ts';
-import { readCall, type BlockRef, type PoolCall } from './pool/call.ts';
-import type { FailKind, ForwardRequest, ForwardResult, ForwardTarget } from './proxy.ts';
+import { callOf } from './pool/call.ts';
+import type { BlockRef, Call } from './evm-call.ts';
+import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { UpstreamGroup, type Upstream } from './upstream.ts';
-import { NO_SINK } from './cache/common.ts';
 
 /** Chunks out at once, per client call. */
 export const CHUNKS_AT_ONCE = 4;
@@ -73,16 +73,17 @@ export class LogRanges {
     });
   }
 
-  readonly dispatch: Dispatch = (target, request, group = this.group) => {
+  // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
+  readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group = this.group) => {
     const body = request.body;
-    if (body === null || !body.includes('eth_getLogs')) return this.inner(target, request, group);
-    if (firstByte(body) === 0x5b) return splitBatch(this.dispatch, this.log, this.route.path, target, request) ?? this.inner(target, request, group);
-    const call = readCall(body);
+    if (body === null || !body.includes('eth_getLogs')) return this.inner(target, request as HeldRequest, group);
+    if (firstByte(body) === 0x5b) return splitBatch(this.dispatch, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
+    const call = callOf(request);
     // A blockHash (no fromBlock), or not the method: as it came.
-    if (call === null || call.method !== 'eth_getLogs' || call.from === undefined) return this.inner(target, request, group);
+    if (call === null || call.method !== 'eth_getLogs' || call.from === undefined) return this.inner(target, request as HeldRequest, group);
     const from = this.numberOf(call.from);
     const to = this.numberOf(call.block);
-    if (from < 0 || to < 0 || from > to) return this.inner(target, request, group);
+    if (from < 0 || to < 0 || from > to) return this.inner(target, request as HeldRequest, group);
     const width = to - from + 1;
     if (this.clientLimit > 0 && width > this.clientLimit) return this.refuse(target, request, call, width);
     const job = new RangeCall(this, target, request, group, call, from, to);
@@ -117,7 +118,7 @@ export class LogRanges {
   }
 
   /** limits.maxLogRange: -32602 with the limit in data, before any node sees the call. */
-  private refuse(target: ForwardTarget, request: ForwardRequest, call: PoolCall, width: number): Cancelable {
+  private refuse(target: HeldTarget, request: ForwardRequest, call: Call, width: number): Cancelable {
     const data = JSON.stringify({ path: '/0', message: `the range spans ${width} blocks, more than limits.maxLogRange`, maxLogRange: this.clientLimit });
     const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', call.idJson, data));
     queueMicrotask(() => deliver(target, request, this.group.all[0]!, body));
@@ -128,14 +129,11 @@ export class LogRanges {
 const NOTHING: Cancelable = { cancel: () => undefined };
 
 /** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
-function deliver(target: ForwardTarget, request: ForwardRequest, u: Upstream, body: Buffer): void {
-  if (request.classify(200, HEADERS) === 'stream') {
-    target.streamHead(200, { ...HEADERS, 'content-length': String(body.length) }, u);
-    target.res.end(body);
-    return target.forwarded({ kind: 'streamed', upstream: u, status: 200 });
-  }
+function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer): void {
+  const r: ForwardResult = { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body };
+  if (request.hold !== true && request.classify(200, HEADERS) === 'stream') return handOn(target, request, r);
   if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
-  target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body });
+  target.forwarded(r);
 }
 
 function firstByte(body: Buffer | string): number {
@@ -212,29 +210,20 @@ class RangeCall implements Cancelable {
   /** The first upstream that answered a chunk: the merged answer's. */
   private upstream: Upstream | null = null;
   /** The request each chunk goes as: held whole, safe to send again. */
-  private readonly chunkRequest: ForwardRequest;
+  private readonly chunkRequest: HeldRequest;
   private readonly filter: Record<string, unknown>;
 
   constructor(
     private readonly host: LogRanges,
-    private readonly target: ForwardTarget,
+    private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly group: UpstreamGroup,
-    private readonly call: PoolCall,
+    private readonly call: Call,
     private readonly from: number,
     private readonly to: number,
   ) {
-    const classify = request.classify;
-    this.chunkRequest = {
-      ...request,
-      idempotent: true,
-      emptyOk: false,
-      maxBuffer: MAX_CHUNK_BYTES,
-      classify: (status, headers) => {
-        const v = classify(status, headers);
-        return v === 'stream' ? 'buffer' : v;
-      },
-    };
+    // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
+    this.chunkRequest = { ...request, hold: true, call: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_CHUNK_BYTES };
     this.filter = call.params[0] as Record<string, unknown>;
   }
 
@@ -380,8 +369,7 @@ function errorOf(body: Buffer): Record<string, unknown> | null {
 }
 
 /** Where one chunk's outcome goes. */
-class ChunkTarget implements ForwardTarget {
-  readonly res = NO_SINK;
+class ChunkTarget implements HeldTarget {
   running: Cancelable | null = null;
   finished = false;
 
@@ -389,10 +377,6 @@ class ChunkTarget implements ForwardTarget {
     private readonly call: RangeCall,
     readonly chunk: Chunk,
   ) {}
-
-  streamHead(): void {
-    throw new Error('a chunk of eth_getLogs is held whole');
-  }
 
   forwarded(r: ForwardResult): void {
     this.finished = true;

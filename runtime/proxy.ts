@@ -12,6 +12,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
+import type { Call } from './evm-call.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 import { allThrottled, throttled } from './throttle.ts';
 
@@ -51,18 +52,38 @@ export interface ForwardRequest {
   readonly isAnswer?: (body: Buffer) => boolean;
   /** Whether an answer held whole (not a 5xx) says the upstream throttled the call (a pool's JSON-RPC -32005 in a 200); absent: only a 429 does. */
   readonly throttled?: (body: Buffer) => boolean;
+  /**
+   * Hold every answer whole, also those `classify` would stream: a layer that
+   * judges, keeps or merges the answer before the client sees it (the cache's
+   * flights, a pool's legs). Its target is a `HeldTarget`: nothing is streamed
+   * into it.
+   */
+  readonly hold?: boolean;
+  /**
+   * The EVM call the body is, where a layer made it (evm-call.ts: its method,
+   * id, params parsed once, block): the layers below read it instead of the
+   * bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
+   */
+  readonly call?: Call;
 }
+
+/** A request whose answers are held whole (`hold`), for a target nothing streams into. */
+export type HeldRequest = ForwardRequest & { readonly hold: true };
 
 /** What Forward writes a streamed answer into: a client's response. */
 export type Sink = Pick<ServerResponse, 'destroyed' | 'headersSent' | 'write' | 'end' | 'once' | 'destroy'>;
 
-/** The request's side of forwarding: where the outcome goes. */
-export interface ForwardTarget {
+/** Where the outcome of a held request goes (`hold`): only the outcome, never a streamed byte. */
+export interface HeldTarget {
+  /** Called once, with the outcome. */
+  forwarded(r: ForwardResult): void;
+}
+
+/** The request's side of forwarding that can be streamed to: a client's exchange. */
+export interface ForwardTarget extends HeldTarget {
   readonly res: Sink;
   /** Writes status and headers on the client response; the body follows. */
   streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void;
-  /** Called once, with the outcome. */
-  forwarded(r: ForwardResult): void;
 }
 
 export type ForwardResult =
@@ -171,7 +192,8 @@ let held = 0;
 
 /**
  * Sends one request upstream, retrying on another upstream where safe, and
- * reports the outcome to `target.forwarded` exactly once.
+ * reports the outcome to `target.forwarded` exactly once. A request that is
+ * not held (`hold`) needs a target that can be streamed to (`ForwardTarget`).
  */
 export class Forward implements Dispatcher.DispatchHandler {
   private tried: Set<Upstream> | null = null;
@@ -199,12 +221,18 @@ export class Forward implements Dispatcher.DispatchHandler {
   private cancelled = false;
   private ended = false;
 
+  /** Where a streamed answer is written; null for a held request. */
+  private readonly sink: Sink | null;
+
+  constructor(group: UpstreamGroup, req: ForwardRequest, target: ForwardTarget);
+  constructor(group: UpstreamGroup, req: HeldRequest, target: HeldTarget);
   constructor(
     private readonly group: UpstreamGroup,
     private readonly req: ForwardRequest,
-    private readonly target: ForwardTarget,
-    private readonly onCircuitOpen: (u: Upstream) => void,
-  ) {}
+    private readonly target: HeldTarget,
+  ) {
+    this.sink = req.hold === true ? null : (target as ForwardTarget).res;
+  }
 
   start(): void {
     this.next();
@@ -230,7 +258,8 @@ export class Forward implements Dispatcher.DispatchHandler {
 
   private fail(u: Upstream): void {
     u.tally.observe(performance.now() - this.sentAt, false);
-    if (u.markFailure()) this.onCircuitOpen(u);
+    // A run of failures opens the breaker: the upstream says so to whoever listens (the server's metrics and log).
+    u.markFailure();
   }
 
   private succeeded(u: Upstream): void {
@@ -272,7 +301,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     if (status < 200) return; // 1xx: the answer follows
     this.status = status;
     this.headers = headers;
-    const { req, target } = this;
+    const req = this.req;
     if (status === 429) {
       this.mode = Mode.Throttled;
       this.startDeadline();
@@ -288,9 +317,10 @@ export class Forward implements Dispatcher.DispatchHandler {
       this.bad = true;
       verdict = 'buffer'; // the caller decides what the client may see of it
     }
-    if (verdict === 'stream') {
+    const sink = this.sink;
+    if (verdict === 'stream' && sink !== null) {
       // The client is gone: undici reports the abort through onResponseError.
-      if (this.cancelled || target.res.destroyed) return controller.abort(clientGone());
+      if (this.cancelled || sink.destroyed) return controller.abort(clientGone());
       this.mode = Mode.Stream;
       this.headPending = true;
       return;
@@ -328,10 +358,10 @@ export class Forward implements Dispatcher.DispatchHandler {
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
     switch (this.mode) {
       case Mode.Stream: {
-        const res = this.target.res;
+        const res = this.sink!;
         if (this.headPending) {
           this.headPending = false;
-          this.target.streamHead(this.status, this.headers, this.u!);
+          (this.target as ForwardTarget).streamHead(this.status, this.headers, this.u!);
         }
         if (!res.write(chunk) && !res.destroyed) {
           controller.pause();
@@ -388,13 +418,13 @@ export class Forward implements Dispatcher.DispatchHandler {
         }
       }
       default: {
-        const res = this.target.res;
+        const res = this.sink!;
         if (this.cancelled || res.destroyed) return this.end({ kind: 'aborted', upstream: u });
         if (this.headPending) {
           // Not one byte came: only some answers may be empty.
           this.headPending = false;
           if (!this.req.emptyOk && this.status !== 304) return this.badAnswer(u);
-          this.target.streamHead(this.status, this.headers, u);
+          (this.target as ForwardTarget).streamHead(this.status, this.headers, u);
         }
         this.succeeded(u);
         res.end();
@@ -431,14 +461,14 @@ export class Forward implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Dispatcher.DispatchController, err: Error): void {
     const u = this.u;
-    const res = this.target.res;
+    const res = this.sink;
     this.headPending = false;
     if (this.mode !== Mode.Stream) {
       this.chunks = null;
       this.release();
     }
-    if (this.cancelled || res.destroyed) return this.end({ kind: 'aborted', upstream: u });
-    if (this.mode === Mode.Stream && res.headersSent) {
+    if (this.cancelled || (res !== null && res.destroyed)) return this.end({ kind: 'aborted', upstream: u });
+    if (res !== null && this.mode === Mode.Stream && res.headersSent) {
       // The answer broke after it had started: the client sees a cut-off answer.
       if (u !== null) this.fail(u);
       res.destroy();

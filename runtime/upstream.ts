@@ -39,6 +39,8 @@ export class Upstream {
   requestFails = 0;
   /** Smooth weighted round-robin state. */
   current = 0;
+  /** Told when the circuit breaker takes it out (the server's metrics and log: UpstreamGroup.onCircuitOpen). */
+  private circuitListener: ((u: Upstream) => void) | null = null;
 
   constructor(spec: UpstreamSpec, route: RouteSpec) {
     const where = `chain ${route.path} (${spec.name})`;
@@ -122,9 +124,14 @@ export class Upstream {
     // Only a serving upstream is taken out: one the health check found on another chain stays wrong_chain.
     if (this.serving && this.requestFails >= REQUEST_FAILS_TO_DOWN) {
       this.state = 'down';
+      this.circuitListener?.(this);
       return true;
     }
     return false;
+  }
+
+  onCircuitOpen(listener: (u: Upstream) => void): void {
+    this.circuitListener = listener;
   }
 }
 
@@ -168,6 +175,11 @@ export class UpstreamGroup {
 
   get healthy(): boolean {
     return this.all.some((u) => u.state === 'up');
+  }
+
+  /** `listener` is told each time the circuit breaker takes one of these upstreams out (subscribed once, at start). */
+  onCircuitOpen(listener: (u: Upstream) => void): void {
+    for (const u of this.all) u.onCircuitOpen(listener);
   }
 
   async close(): Promise<void> {

@@ -1,8 +1,8 @@
 // What the EVM cache and the Rosetta/Blockbook cache share: the X-Cache
-// header and log field, and the sink of a flight (which never streams).
+// header and log field, and how a flight's clients are told its outcome.
 import type { Failure } from '../envelope.ts';
 import type { Logger } from '../log.ts';
-import type { ForwardResult, Sink } from '../proxy.ts';
+import type { ForwardResult } from '../proxy.ts';
 import type { Upstream } from '../upstream.ts';
 
 /**
@@ -33,20 +33,6 @@ export const X_CACHE_LOG = { hit: ',"cache":"HIT"', miss: ',"cache":"MISS"', coa
 
 /** Largest answer a flight holds (proxy.ts's MAX_HELD_BYTES caps all of them together). */
 export const MAX_HELD = 32 * 1024 * 1024;
-
-/** A flight holds its answer whole: nothing ever streams into it. */
-export const NO_SINK: Sink = {
-  destroyed: false,
-  headersSent: false,
-  write: () => {
-    throw new Error('a flight never streams');
-  },
-  end: () => {
-    throw new Error('a flight never streams');
-  },
-  once: () => NO_SINK as never,
-  destroy: () => NO_SINK as never,
-} as unknown as Sink;
 
 /** The clients of one flight, as X-Cache and the log say: the first went upstream (MISS), the rest joined it. */
 export function tagFlight(members: readonly FlightMember[]): void {

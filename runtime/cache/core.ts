@@ -18,10 +18,10 @@
 //    when the chain resets.
 import type { Logger } from '../log.ts';
 import type { ChainListener, ChainView, ResetReason } from '../chain-view.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { Dispatch } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { MAX_HELD, NO_SINK, tagFlight, type FlightMember } from './common.ts';
+import { MAX_HELD, tagFlight, type FlightMember } from './common.ts';
 import { SharedTier, type Parts } from './shared.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
 
@@ -114,8 +114,8 @@ export class CacheCore implements ChainListener {
   }
 
   /** Sends a flight's call upstream: the client's own request, held whole, through the same forwarding as any call. */
-  send(target: ForwardTarget, request: ForwardRequest, group: UpstreamGroup = this.group): void {
-    this.dispatch(target, held(request), group);
+  send(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup = this.group): void {
+    this.dispatch(target, { ...request, hold: true, maxBuffer: MAX_HELD }, group);
   }
 
   // ------------------------------------------------ keeping
@@ -179,22 +179,8 @@ export class CacheCore implements ChainListener {
 /** Final blocks with entries waiting for their canonical hash, at most. */
 const MAX_WAITING_BLOCKS = 64;
 
-/** A flight holds every answer: what the route would stream is held too. */
-function held(request: ForwardRequest): ForwardRequest {
-  const classify = request.classify;
-  return {
-    ...request,
-    maxBuffer: MAX_HELD,
-    classify: (status, headers) => {
-      const v = classify(status, headers);
-      return v === 'stream' ? 'buffer' : v;
-    },
-  };
-}
-
-/** One call in flight upstream and the clients waiting for its answer, the first of them included. */
-export class Flight<D> implements ForwardTarget {
-  readonly res = NO_SINK;
+/** One call in flight upstream (held whole) and the clients waiting for its answer, the first of them included. */
+export class Flight<D> implements HeldTarget {
   readonly members: FlightMember[] = [];
   /** Each member's id as it wrote it (EVM; '' elsewhere). */
   readonly ids: string[] = [];
@@ -225,10 +211,6 @@ export class Flight<D> implements ForwardTarget {
   /** Upstream on its own. */
   send(): void {
     this.core.send(this, this.request);
-  }
-
-  streamHead(): void {
-    throw new Error('a flight never streams');
   }
 
   forwarded(r: ForwardResult): void {

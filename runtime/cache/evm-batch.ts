@@ -7,9 +7,9 @@ import type { Failure } from '../envelope.ts';
 import { mergeBatch, type MergeSlot } from '../guards/evm.ts';
 import { MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { CLOSE, COMMA, OPEN } from './evm-types.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { Upstream } from '../upstream.ts';
-import { NO_SINK, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
+import { X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import { isCacheable } from './policy.ts';
 import type { BuildRequest, EvmCache, EvmCall } from './evm-types.ts';
 
@@ -154,17 +154,11 @@ class CachedBatch {
 }
 
 /** The calls of a client's batch the cache does not take, sent upstream together: their answers join the others'. */
-class RestPart implements ForwardTarget {
-  readonly res = NO_SINK;
-
+class RestPart implements HeldTarget {
   constructor(
     private readonly batch: CachedBatch,
     private readonly cache: EvmCache,
   ) {}
-
-  streamHead(): void {
-    throw new Error('held whole');
-  }
 
   forwarded(r: ForwardResult): void {
     const x = this.batch.x;

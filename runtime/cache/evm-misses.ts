@@ -2,9 +2,9 @@
 // batch (cache.batch): the first miss's own request with the batch as its
 // body, through the same forwarding as any call.
 import { MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
-import type { ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { ForwardResult, HeldTarget } from '../proxy.ts';
 import { UpstreamGroup, type Upstream } from '../upstream.ts';
-import { failFlight, NO_SINK, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { failFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { Flight } from './core.ts';
 import { CLOSE, COMMA, OPEN, type EvmCache, type EvmFlight, type MissSink } from './evm-types.ts';
 
@@ -95,9 +95,7 @@ export class MissQueue implements MissSink {
 }
 
 /** Several misses in one upstream request: each flight gets its own item of the answer, as if it had gone alone. */
-class MissBatch implements ForwardTarget {
-  readonly res = NO_SINK;
-
+class MissBatch implements HeldTarget {
   constructor(
     private readonly cache: Pick<EvmCache, 'core'>,
     private readonly flights: readonly Flight<EvmFlight>[],
@@ -116,11 +114,8 @@ class MissBatch implements ForwardTarget {
     const core = this.cache.core;
     core.stats.batches++;
     core.stats.batched += this.flights.length;
-    core.send(this, { ...this.flights[0]!.request, body: Buffer.concat(parts) }, this.group);
-  }
-
-  streamHead(): void {
-    throw new Error('a flight never streams');
+    // The first miss's request with the batch as its body: not that miss's Call any more.
+    core.send(this, { ...this.flights[0]!.request, body: Buffer.concat(parts), call: undefined }, this.group);
   }
 
   forwarded(r: ForwardResult): void {

@@ -12,6 +12,7 @@
 //    forever only once its block is final and its hash is the canonical one
 //    at that number (a poll asks an upstream at the head); a transaction not
 //    yet in a block is never kept.
+import { Call } from '../evm-call.ts';
 import type { Exchange } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult } from '../proxy.ts';
@@ -95,19 +96,18 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
       joined.join(m, idJson);
       return true;
     }
-    let doc: { params?: unknown };
-    try {
-      doc = JSON.parse(b.toString('utf8')) as typeof doc;
-    } catch {
-      return false;
-    }
+    // The call as it goes upstream (the route's own body, or this call of a client's batch), parsed once here: the
+    // layers below (a pool) read the same Call from the request.
+    const call = new Call(template === null ? d.body : b, method, idStart, idEnd);
+    const doc = call.doc as { params?: unknown } | undefined;
+    if (doc === undefined) return false;
     // Params that name a key twice may mean another block to the node than to JSON.parse: forwarded, never kept
     // or coalesced. Only a chain with validate: off sends them as they came; where params are checked, the guard
     // has already re-serialized them.
     if (!this.route.validate && hasDuplicateKeys(b, doc)) return false;
-    const scope = scopeOf(method, doc.params);
+    const scope = scopeOf(method, doc?.params);
     if (scope === null) return false;
-    const request = template === null ? build(x, d) : { ...template, body: b, emptyOk: false };
+    const request = template === null ? { ...build(x, d), call } : { ...template, body: b, emptyOk: false, call };
     const f = core.open<EvmFlight>(key, { method, scope, body: b, idStart, idEnd }, this, request);
     f.join(m, idJson);
     // An answer that may be final may be in Redis already: asked first, then the node.

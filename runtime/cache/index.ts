@@ -2,7 +2,7 @@
 // interface's rules (evm.ts, doc.ts, as the interface module picks them),
 // wrapped around the chain's forwarding.
 import type { ChainView } from '../chain-view.ts';
-import type { Forwarders, InterfaceModule } from '../interfaces/interface.ts';
+import type { Forwarders } from '../forwarders.ts';
 import type { Logger } from '../log.ts';
 import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
 import type { UpstreamGroup } from '../upstream.ts';
@@ -22,8 +22,15 @@ export interface CacheServices {
   readonly log: Logger;
 }
 
-/** A chain's forwarding with its cache around it (its interface module's rules over the chain's core), and the cache's counters. */
-export function cachedForwarder<K extends InterfaceKind>(module: InterfaceModule<K>, route: RouteOf<K>, group: UpstreamGroup, view: ChainView, dispatch: Dispatch, s: CacheServices): { forward: Forwarders[K]; stats: CacheStats } {
+/** A chain's forwarding with its cache around it (its interface module's rules, `rules`, over the chain's core), and the cache's counters. */
+export function cachedForwarder<K extends InterfaceKind>(
+  rules: (route: RouteOf<K>, core: CacheCore, spec: CacheSpec) => Forwarders[K],
+  route: RouteOf<K>,
+  group: UpstreamGroup,
+  view: ChainView,
+  dispatch: Dispatch,
+  s: CacheServices,
+): { forward: Forwarders[K]; stats: CacheStats } {
   const core = new CacheCore(route.path, group, s.store, view, s.shared, s.log, dispatch);
-  return { forward: module.cached(route, core, s.spec), stats: core.stats };
+  return { forward: rules(route, core, s.spec), stats: core.stats };
 }

@@ -131,7 +131,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   handler: (route, services) => new BlockbookRoute(route, services),
   forwarder: docForwarder,
   cached: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).forward,
-  pool: (route, group, view, circuitOpen) => docPool(route, group, view, circuitOpen, BLOCKBOOK_BLOCKS),
+  pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,
   below: (_route, _group, _view, next) => next,

@@ -19,6 +19,9 @@ import { quantity } from '../json-scan.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { LogRanges, wantsLogRanges } from '../log-ranges.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
+import type { Dispatch } from '../dispatch.ts';
+import type { Forwarders } from '../forwarders.ts';
+import { Call } from '../evm-call.ts';
 import { EvmLayer } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 
@@ -280,9 +283,10 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   })),
   answersStrays: true,
   handler: (route, services) => new EvmRoute(route, services),
-  forwarder: (dispatch) => (x, d, build) => x.forwardWith(dispatch, build(x, d)),
+  // A pool reads what the guard found (the method, the id's place) as a Call made of it, not the body again.
+  forwarder: (dispatch, pooled) => (pooled ? pooledEvmForwarder(dispatch) : (x, d, build) => x.forwardWith(dispatch, build(x, d))),
   cached: (route, core, spec) => new EvmLayer(route, core, spec.batch).forward,
-  pool: (route, group, view, circuitOpen, log) => new Pool(route, group, view, circuitOpen, log),
+  pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),
   // Tags are rewritten to the safe and finalized blocks the upstreams report.
   poolHeads: (route) => route.rewriteTags,
   followsHeads: (route) => route.websocket === true,
@@ -347,3 +351,15 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     },
   },
 };
+
+/**
+ * An EVM pool's forwarding with nothing around it: a single call's request
+ * carries its Call, made of what the guard found (the method, the id's place),
+ * so the pool reads the body at most once (its params, when it needs them).
+ */
+function pooledEvmForwarder(dispatch: Dispatch): Forwarders['evm-jsonrpc'] {
+  return (x, d, build) => {
+    const r = build(x, d);
+    x.forwardWith(dispatch, d.methods === null && r.body !== null ? { ...r, call: new Call(r.body, d.label, d.idStart, d.idEnd) } : r);
+  };
+}

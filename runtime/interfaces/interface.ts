@@ -6,9 +6,7 @@
 // index.ts, which the compiler keeps complete.
 import type { AdmissionStage } from '../admission.ts';
 import type { Envelope } from '../envelope.ts';
-import type { Exchange, RouteHandler } from '../exchange.ts';
-import type { ForwardRequest } from '../proxy.ts';
-import type { EvmDecision } from '../guards/evm-decision.ts';
+import type { RouteHandler } from '../exchange.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics.ts';
 import type { Usage } from '../usage.ts';
@@ -16,28 +14,14 @@ import type { ValidatorTables } from '../validators.ts';
 import type { InterfaceKind, RouteOf } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import type { ChainView, PollReport } from '../chain-view.ts';
-import type { Dispatch } from '../dispatch.ts';
+import type { Dispatch, Next } from '../dispatch.ts';
 import type { CacheCore } from '../cache/core.ts';
 import type { PoolStats } from '../pool/stats.ts';
 import type { CacheSpec } from '../types.ts';
 
-/** The guard's decision on an EVM call or batch that goes on. */
-export type EvmForward = Extract<EvmDecision, { kind: 'forward' }>;
-
-/**
- * Where a chain's handler sends what it has checked and admitted: upstream
- * through Forward, or through a layer that wraps that forwarding (chains.ts
- * decides which): the handler does not know.
- * EVM: the guard's decision, and how the route makes the upstream request of
- * it (made only when something goes upstream). Rosetta and Blockbook: the
- * request, and what names the read besides its body (the endpoint, or the
- * path and query below the base).
- */
-export interface Forwarders {
-  readonly 'evm-jsonrpc': (x: Exchange, d: EvmForward, build: (x: Exchange, d: EvmForward) => ForwardRequest) => void;
-  readonly rosetta: (x: Exchange, request: ForwardRequest, call: string) => void;
-  readonly blockbook: (x: Exchange, request: ForwardRequest, call: string) => void;
-}
+// Where a chain's handler sends what it has checked: the seam's types, in a file below every layer that implements them.
+import type { Forwarders } from '../forwarders.ts';
+export type { EvmForward, Forwarders } from '../forwarders.ts';
 
 /** What the server gives each chain's handler. */
 export interface RouteServices<K extends InterfaceKind = InterfaceKind> {
@@ -103,12 +87,12 @@ export interface InterfaceModule<K extends InterfaceKind> {
   /** The flow of one chain, made once at start. */
   handler(route: RouteOf<K>, services: RouteServices<K>): RouteHandler;
   readonly probe: ChainProbe<K>;
-  /** Its chains' forwarding with nothing around it: upstream through `dispatch`. */
-  forwarder(dispatch: Dispatch): Forwarders[K];
+  /** Its chains' forwarding with nothing around it: upstream through `dispatch` (`pooled`: a pool's, which reads what the guard found). */
+  forwarder(dispatch: Dispatch, pooled: boolean): Forwarders[K];
   /** Its cache rules, as the layer around a cached chain's forwarding (the core is the chain's). */
   cached(route: RouteOf<K>, core: CacheCore, spec: CacheSpec): Forwarders[K];
   /** The pool of a chain with more than one upstream, with its way of reading the block a request names. */
-  pool(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void, log: Logger): ChainPool;
+  pool(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, log: Logger, next: Next): ChainPool;
   /** Whether a pool without a cache needs its upstreams' head hashes and finalized blocks polled. */
   poolHeads(route: RouteOf<K>): boolean;
   /** Whether the chain follows its head (and its hash) even with one upstream (EVM: WebSocket subscribers, websocket: true). */

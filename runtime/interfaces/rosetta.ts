@@ -139,7 +139,7 @@ export const rosetta: InterfaceModule<'rosetta'> = {
   handler: (route, services) => new RosettaRoute(route, services),
   forwarder: docForwarder,
   cached: (_route, core) => new DocLayer(core, ROSETTA_RULES).forward,
-  pool: (route, group, view, circuitOpen) => docPool(route, group, view, circuitOpen, ROSETTA_BLOCKS),
+  pool: (route, group, view, _log, next) => docPool(route, group, view, next, ROSETTA_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,
   below: (_route, _group, _view, next) => next,

@@ -13,13 +13,13 @@
 //  - a notification (no id) goes through the pool alone too; it has no slot
 //    (nodes answer nothing for it), and the batch is answered once it is done.
 //    A batch of notifications only is sent whole, and gets what a node gives.
-import type { Cancelable, Dispatch } from '../dispatch.ts';
+import { deliver, streams, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { Call } from '../evm-call.ts';
 import type { Logger } from '../log.ts';
-import type { FailKind, ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
 import type { Upstream } from '../upstream.ts';
-import { NO_SINK } from '../cache/common.ts';
 
 /** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
 const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
@@ -29,6 +29,8 @@ const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
   'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
   throttled: 'GW_RPC_UPSTREAM_THROTTLED',
 };
+
+type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 
 const HEADERS = { 'content-type': 'application/json' } as const;
 const OPEN = Buffer.from('[');
@@ -42,7 +44,7 @@ const CLOSE = Buffer.from(']');
  * to the chain's upstreams, whatever group the batch was bound for (the
  * cache's upstreams that take batches): it goes alone.
  */
-export function splitBatch(single: Dispatch, log: Logger, chain: string, target: ForwardTarget, request: ForwardRequest): Cancelable | null {
+export function splitBatch(single: Dispatch, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
   const body = request.body;
   if (body === null || firstByte(body) !== 0x5b) return null; // '['
   const b = typeof body === 'string' ? Buffer.from(body) : body;
@@ -56,7 +58,7 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
     if (spans === null) return null;
     const idJson = spans.idStart === -1 ? null : text.toString('utf8', spans.idStart, spans.idEnd);
     if (idJson !== null) answered++;
-    calls.push({ text, idJson });
+    calls.push({ text, idJson, call: Call.read(text, spans.idStart, spans.idEnd) });
   }
   if (answered === 0) return null;
   const batch = new PoolBatch(target, request, calls, log, chain);
@@ -79,6 +81,8 @@ interface BatchItem {
   readonly text: Buffer;
   /** Its id as it came (a long number keeps its digits); null: a notification. */
   readonly idJson: string | null;
+  /** The call, parsed once here: the pool reads it from the call's request (null: not a JSON-RPC call). */
+  readonly call: Call | null;
 }
 
 /** A call that got no answer: why, and from which upstream. */
@@ -98,7 +102,7 @@ class PoolBatch implements Cancelable {
   private upstream: Upstream | null = null;
 
   constructor(
-    private readonly target: ForwardTarget,
+    private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly calls: readonly BatchItem[],
     private readonly log: Logger,
@@ -108,13 +112,12 @@ class PoolBatch implements Cancelable {
   }
 
   start(single: Dispatch): void {
-    const classify = this.request.classify;
     // Each call's answer is held: it is one item of the batch's answer.
-    const held: ForwardRequest = { ...this.request, classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)) };
+    const held: HeldRequest = { ...this.request, hold: true };
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
-      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null }));
+      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null, call: c.call ?? undefined }));
     }
     this.settle();
   }
@@ -173,30 +176,19 @@ class PoolBatch implements Cancelable {
     const u = this.upstream;
     // No call answered: the batch fails as one call does, with its first call's failure.
     if (ok === 0 || u === null) return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
-    const body = Buffer.concat(parts);
-    // As the route asked: an answer it would stream is written as it is; the rest goes to its rewrite (or the cache).
-    if (this.request.classify(200, HEADERS) === 'stream') {
-      t.streamHead(200, { ...HEADERS, 'content-length': String(body.length) }, u);
-      t.res.end(body);
-      return t.forwarded({ kind: 'streamed', upstream: u, status: 200 });
-    }
-    if (body.length > this.request.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
-    t.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body });
+    const r: Buffered = { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body: Buffer.concat(parts) };
+    // As the route asked: an answer it would stream is written as it is; the rest goes to its rewrite (or the cache), within its maxBuffer.
+    if (!streams(this.request, r) && r.body.length > this.request.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+    deliver(t, this.request, r);
   }
 }
 
 /** Where one call's outcome goes: its slot in the batch. */
-class CallTarget implements ForwardTarget {
-  readonly res = NO_SINK;
-
+class CallTarget implements HeldTarget {
   constructor(
     private readonly batch: PoolBatch,
     private readonly i: number,
   ) {}
-
-  streamHead(): void {
-    throw new Error('a call of a batch is held whole');
-  }
 
   forwarded(r: ForwardResult): void {
     this.batch.done(this.i, r);

@@ -1,13 +1,13 @@
 // A Blockbook or Rosetta pool's call whose answer it must see before the
 // client does (doc-pool.ts): a lookup by block hash, asked again of another
 // upstream when a node says it has no such block, and Rosetta's
-// /network/status, whose head is made the served one. Each attempt is a
-// Forward held whole; the answer goes to the client as the route would have
-// had it (streamed where the route streams, else to its rewrite).
-import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
-import type { Cancelable } from '../dispatch.ts';
+// /network/status, whose head is made the served one. Each attempt goes
+// through the dispatch below the pool (a Forward), held whole; the answer goes
+// to the client as the route would have had it (streamed where the route
+// streams, else to its rewrite: dispatch.ts's deliver).
+import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { NO_SINK } from '../cache/common.ts';
 import type { PoolStats } from './stats.ts';
 
 export type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -25,41 +25,34 @@ const MAX_HELD = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
 
-export class HeldDoc implements Cancelable, ForwardTarget {
-  readonly res = NO_SINK;
-  private forward: Forward | null = null;
+export class HeldDoc implements Cancelable, HeldTarget {
+  private forward: Attempt | null = null;
   private readonly tried = new Set<Upstream>();
   private retries = 0;
   private over = false;
   private readonly started = performance.now();
-  private readonly held: ForwardRequest;
+  private readonly held: HeldRequest;
 
   constructor(
-    private readonly target: ForwardTarget,
+    private readonly next: Next,
+    private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly group: UpstreamGroup,
     private readonly accept: ((u: Upstream) => boolean) | undefined,
     private readonly rules: HeldRules,
     private readonly stats: PoolStats,
-    private readonly circuitOpen: (u: Upstream) => void,
   ) {
-    const classify = request.classify;
-    this.held = { ...request, maxBuffer: Math.max(request.maxBuffer, MAX_HELD), classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)) };
+    this.held = { ...request, maxBuffer: Math.max(request.maxBuffer, MAX_HELD), hold: true };
   }
 
   start(accept = this.accept): void {
     const left = this.request.timeoutMs - (performance.now() - this.started);
-    this.forward = new Forward(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this, this.circuitOpen);
-    this.forward.start();
+    this.forward = this.next(this, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this.group);
   }
 
   cancel(): void {
     this.over = true;
     this.forward?.cancel();
-  }
-
-  streamHead(): void {
-    throw new Error('a held call holds its answers whole');
   }
 
   forwarded(r: ForwardResult): void {
@@ -78,13 +71,6 @@ export class HeldDoc implements Cancelable, ForwardTarget {
 
   private finish(r: ForwardResult): void {
     this.over = true;
-    const t = this.target;
-    // As the route asked: an answer it would stream is passed on as it came; the rest goes to its rewrite.
-    if (r.kind === 'buffered' && this.request.classify(r.status, r.headers) === 'stream') {
-      t.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) }, r.upstream);
-      t.res.end(r.body);
-      return t.forwarded({ kind: 'streamed', upstream: r.upstream, status: r.status });
-    }
-    t.forwarded(r);
+    deliver(this.target, this.request, r);
   }
 }

@@ -8,14 +8,14 @@
 // upstreams' own. The interface module picks how its requests name blocks
 // (ROSETTA_BLOCKS, BLOCKBOOK_BLOCKS).
 import type { ChainView } from '../chain-view.ts';
-import type { Dispatch } from '../dispatch.ts';
-import { Forward, type ForwardRequest } from '../proxy.ts';
+import type { Dispatch, Next } from '../dispatch.ts';
+import type { ForwardRequest, HeldRequest, HeldTarget } from '../proxy.ts';
 import type { RouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
 import { blockbookJudged } from '../throttle.ts';
 import { Flow, type FlowHost } from './flow.ts';
-import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
+import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
 
 /** Blockbook's endpoints that name a block by height: /v2/block/<height>, /v2/block-index/<height>, /v2/rawblock/<height>. */
 const BLOCKBOOK_HEIGHT = /\/v2\/(?:block|block-index|rawblock)\/(\d{1,12})(?:[/?]|$)/;
@@ -62,18 +62,19 @@ export const BLOCKBOOK_BLOCKS: DocBlocks = {
   judged: (request) => blockbookJudged(request),
 };
 
-export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView, circuitOpen: (u: Upstream) => void, blocks: DocBlocks): { dispatch: Dispatch; stats: PoolStats } {
+export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView, next: Next, blocks: DocBlocks): { dispatch: Dispatch; stats: PoolStats } {
   const stats = new PoolStats(route.path, () => view.tip);
   const budget = new HedgeBudget();
+  const times = new LatencyWindow();
   const host: FlowHost = {
     stats,
-    circuitOpen,
+    next,
     isFinal: (n) => view.isFinal(n),
     archiveFor: () => null,
     takeHedge: () => budget.take(),
+    record: (ms) => times.record(ms),
   };
   const hedge = route.hedge;
-  const times = new LatencyWindow();
   const head = blocks.head === null ? null : { path: blocks.head.path, rules: blocks.head.rules(view, group) };
   /** Any other upstream at or above the served tip. */
   const atTip = (u: Upstream) => (u.view.head ?? -1) >= view.tip;
@@ -86,12 +87,12 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
     request = blocks.judged(request);
     const below = belowBase(request, g);
     if (head !== null && below === head.path && view.tip >= 0) {
-      const held = new HeldDoc(target, request, g, head.rules.accept(), head.rules, stats, circuitOpen);
+      const held = new HeldDoc(next, target, request, g, head.rules.accept(), head.rules, stats);
       held.start();
       return held;
     }
     if (blocks.byHash(request, below)) {
-      const held = new HeldDoc(target, request, g, undefined, byHash, stats, circuitOpen);
+      const held = new HeldDoc(next, target, request, g, undefined, byHash, stats);
       held.start();
       return held;
     }
@@ -101,13 +102,12 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
     if (accept !== undefined && !g.all.some((u) => u.usable && accept!(u))) accept = undefined;
     if (hedge !== null && request.idempotent) {
       const after = hedge.afterMs === 'p95' ? times.p95() : hedge.afterMs;
-      const flow = new Flow(host, timed(target, times), request, g, null, { accept, block: n, hedgeAfterMs: after });
+      const flow = new Flow(host, target, request, g, null, { accept, block: n, hedgeAfterMs: after });
       flow.start();
       return flow;
     }
-    const f = new Forward(g, accept === undefined ? request : { ...request, accept }, target, circuitOpen);
-    f.start();
-    return f;
+    // Passed on as the pool was given it: streamed to the client unless the request says hold (Dispatch's overloads).
+    return next(target as HeldTarget, (accept === undefined ? request : { ...request, accept }) as HeldRequest, g);
   };
   return { dispatch, stats };
 }

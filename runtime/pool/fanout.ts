@@ -2,11 +2,10 @@
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
-import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
-import type { Cancelable } from '../dispatch.ts';
+import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import type { Attempt, Cancelable, Next } from '../dispatch.ts';
 import type { Logger } from '../log.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { NO_SINK } from '../cache/common.ts';
 import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
@@ -16,48 +15,40 @@ const MAX_HELD = 4 * 1024 * 1024;
 
 /** Sends `request` to each of `upstreams` once (no retry: a write may have run), and calls `each` with every outcome. */
 class Fan implements Cancelable {
-  private readonly forwards: Forward[] = [];
+  private readonly forwards: Attempt[] = [];
+  /** Every upstream's outcome goes to `each`, held whole. */
+  private readonly target: HeldTarget;
   private cancelled = false;
 
   constructor(
-    upstreams: readonly Upstream[],
+    private readonly upstreams: readonly Upstream[],
+    private readonly next: Next,
     private readonly group: UpstreamGroup,
     private readonly request: ForwardRequest,
-    private readonly circuitOpen: (u: Upstream) => void,
-    private readonly each: (r: ForwardResult) => void,
+    each: (r: ForwardResult) => void,
   ) {
-    for (const u of upstreams) this.forwards.push(this.forward(u));
+    this.target = { forwarded: each };
   }
 
-  private forward(u: Upstream): Forward {
-    const classify = this.request.classify;
-    const target: ForwardTarget = {
-      res: NO_SINK,
-      streamHead: () => {
-        throw new Error('held whole');
-      },
-      forwarded: this.each,
-    };
-    const held: ForwardRequest = {
+  private forward(u: Upstream): Attempt {
+    const held: HeldRequest = {
       ...this.request,
       retries: 0,
       maxBuffer: Math.max(this.request.maxBuffer, MAX_HELD),
       accept: (o) => o === u,
-      classify: (s, h) => (classify(s, h) === 'stream' ? 'buffer' : classify(s, h)),
+      hold: true,
     };
-    return new Forward(this.group, held, target, this.circuitOpen);
+    return this.next(this.target, held, this.group);
   }
 
   start(): void {
-    for (const f of this.forwards) f.start();
+    for (const u of this.upstreams) this.forwards.push(this.forward(u));
   }
 
   /** Sends the request to one more upstream, now (unless the client went away). */
   add(u: Upstream): void {
     if (this.cancelled) return;
-    const f = this.forward(u);
-    this.forwards.push(f);
-    f.start();
+    this.forwards.push(this.forward(u));
   }
 
   cancel(): void {
@@ -74,12 +65,12 @@ class Fan implements Cancelable {
  * node's answer. The others are never cancelled (every node should have the
  * transaction), and none is sent twice: no retry after a 5xx.
  */
-export function broadcast(request: ForwardRequest, group: UpstreamGroup, upstreams: readonly Upstream[], stats: PoolStats, circuitOpen: (u: Upstream) => void, deliver: (r: ForwardResult) => void): Cancelable {
+export function broadcast(next: Next, request: ForwardRequest, group: UpstreamGroup, upstreams: readonly Upstream[], stats: PoolStats, deliver: (r: ForwardResult) => void): Cancelable {
   stats.broadcasts++;
   let answered = false;
   let left = upstreams.length;
   let first: ForwardResult | null = null;
-  const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
+  const fan = new Fan(upstreams, next, group, request, (r) => {
     left--;
     if (answered) return;
     if (r.kind === 'buffered' && r.status === 200 && isResult(r.body)) {
@@ -107,6 +98,7 @@ export function broadcast(request: ForwardRequest, group: UpstreamGroup, upstrea
  * ones first) is asked in its place, while there is one.
  */
 export function quorum(
+  next: Next,
   request: ForwardRequest,
   group: UpstreamGroup,
   upstreams: readonly Upstream[],
@@ -115,21 +107,20 @@ export function quorum(
   log: Logger,
   chain: string,
   idJson: string,
-  circuitOpen: (u: Upstream) => void,
   deliver: (r: ForwardResult) => void,
 ): Cancelable {
   const got: Buffered[] = [];
   let left = upstreams.length;
   let over = false;
-  let next = 0;
-  const fan = new Fan(upstreams, group, request, circuitOpen, (r) => {
+  let spareAt = 0;
+  const fan = new Fan(upstreams, next, group, request, (r) => {
     left--;
     if (over) return;
     if (r.kind === 'buffered' && r.status === 200) {
       if (!answerSaysStateGone(r.body)) got.push(r);
-      else if (next < spare.length) {
+      else if (spareAt < spare.length) {
         left++;
-        return fan.add(spare[next++]!);
+        return fan.add(spare[spareAt++]!);
       }
     }
     if (left > 0) return;

@@ -1,18 +1,17 @@
 // One call through a pool: its first attempt, at most one hedge beside it, and
 // the tries again that its answer calls for (a null about data not final, a
-// node that lacks the state). Each attempt is a Forward of its own (a leg),
-// held whole so that its answer can be judged before the client sees it; the
-// first good answer wins and the other legs are cancelled. Only reads (the
-// method traits table, evm-methods.ts) are hedged or asked again after an
-// answer, and what the flow adds to the first attempt ends within the call's
-// timeoutMs.
+// node that lacks the state). Each attempt (a leg) goes through the dispatch
+// below the pool (a Forward of its own), held whole so that its answer can be
+// judged before the client sees it; the first good answer wins and the other
+// legs are cancelled. Only reads (the method traits table, evm-methods.ts) are
+// hedged or asked again after an answer, and what the flow adds to the first
+// attempt ends within the call's timeoutMs.
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
-import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget } from '../proxy.ts';
-import type { Cancelable } from '../dispatch.ts';
+import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import { NO_SINK } from '../cache/common.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
-import type { PoolCall } from './call.ts';
+import type { Call } from '../evm-call.ts';
 import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
 import { answerThrottled } from '../throttle.ts';
 import type { PoolStats } from './stats.ts';
@@ -22,7 +21,8 @@ type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 /** What a flow needs of its pool. */
 export interface FlowHost {
   readonly stats: PoolStats;
-  readonly circuitOpen: (u: Upstream) => void;
+  /** The dispatch below the pool: each leg is one attempt through it. */
+  readonly next: Next;
   /** Is block `n` at or below the chain's finalized block? */
   isFinal(n: number): boolean;
   /** Archive upstreams that may take a call for state at `n`; null when there are none usable. */
@@ -31,6 +31,8 @@ export interface FlowHost {
   takeHedge(): boolean;
   /** Learns the block hashes an answer to `method` carries (learn.ts). */
   learn?(method: string, body: Buffer): void;
+  /** Told each call's time from its start to its outcome (for a hedge at p95). */
+  record(ms: number): void;
 }
 
 export interface FlowPlan {
@@ -70,28 +72,24 @@ export class Flow implements Cancelable {
   private kept: { readonly r: Buffered; readonly leg: Leg } | null = null;
   private readonly started = performance.now();
   /** The request as each leg sends it: held whole. */
-  private readonly held: ForwardRequest;
+  private readonly held: HeldRequest;
   private readonly traits: MethodTraits | null;
 
   constructor(
     private readonly host: FlowHost,
-    private readonly target: ForwardTarget,
+    private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly group: UpstreamGroup,
-    private readonly call: PoolCall | null,
+    private readonly call: Call | null,
     private readonly plan: FlowPlan,
   ) {
-    const classify = request.classify;
     this.traits = call === null ? null : traitsOf(call.method);
     this.held = {
       ...request,
       // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: proxy.ts).
       idempotent: request.idempotent && (this.traits === null || this.traits.read),
       maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
-      classify: (status, headers) => {
-        const v = classify(status, headers);
-        return v === 'stream' ? 'buffer' : v;
-      },
+      hold: true,
       // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
       isAnswer: call === null ? undefined : isAnswer,
       // A provider's throttle in a 200 (-32005, "rate limit"...): another upstream is asked (throttle.ts).
@@ -118,7 +116,7 @@ export class Flow implements Cancelable {
     const left = this.request.timeoutMs - (performance.now() - this.started);
     const leg = new Leg(this, hedge);
     this.legs.push(leg);
-    leg.start(this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this.host.circuitOpen);
+    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) });
     const u = leg.forward?.upstream;
     if (u) this.tried.add(u);
   }
@@ -214,18 +212,12 @@ export class Flow implements Cancelable {
 
   private finish(r: ForwardResult, leg: Leg): void {
     this.over = true;
+    this.host.record(performance.now() - this.started);
     if (r.kind === 'buffered' && r.status === 200 && this.call !== null) this.host.learn?.(this.call.method, r.body);
     if (leg.hedge && r.kind === 'buffered') this.host.stats.hedges.won++;
     this.end();
     if (r.kind === 'buffered') this.plan.answered?.(r);
-    const t = this.target;
-    // As the route asked: an answer it would stream is passed on as it came; the rest goes to its rewrite.
-    if (r.kind === 'buffered' && this.request.classify(r.status, r.headers) === 'stream') {
-      t.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) }, r.upstream);
-      t.res.end(r.body);
-      return t.forwarded({ kind: 'streamed', upstream: r.upstream, status: r.status });
-    }
-    t.forwarded(r);
+    deliver(this.target, this.request, r);
   }
 
   private end(): void {
@@ -247,10 +239,9 @@ function errorMessage(body: Buffer): string {
   }
 }
 
-/** One attempt of a flow, to one upstream (a Forward with no retries of its own beyond the route's). */
-class Leg implements ForwardTarget {
-  readonly res = NO_SINK;
-  forward: Forward | null = null;
+/** One attempt of a flow, to one upstream (through the dispatch below: a Forward, with no retries of its own beyond the route's). */
+class Leg implements HeldTarget {
+  forward: Attempt | null = null;
   done = false;
 
   constructor(
@@ -258,13 +249,8 @@ class Leg implements ForwardTarget {
     readonly hedge: boolean,
   ) {}
 
-  start(group: UpstreamGroup, request: ForwardRequest, circuitOpen: (u: Upstream) => void): void {
-    this.forward = new Forward(group, request, this, circuitOpen);
-    this.forward.start();
-  }
-
-  streamHead(): void {
-    throw new Error('a pool holds its answers whole');
+  start(next: Next, group: UpstreamGroup, request: HeldRequest): void {
+    this.forward = next(this, request, group);
   }
 
   forwarded(r: ForwardResult): void {

@@ -1,7 +1,9 @@
 // A pool: an EVM chain's several upstreams seen as one chain that only moves
 // forward, whichever node answers (docs/upstreams.md: "Pool settings"). It
-// wraps the chain's dispatch (dispatch.ts): every upstream request of the
-// chain, a route's or a cache miss's, is routed here.
+// takes the place of the chain's plain dispatch (dispatch.ts, chains.ts):
+// every upstream request of the chain, a route's or a cache miss's, is routed
+// here, by the Call a layer above made of it (evm-call.ts) or, for a body
+// that came without one, by reading the body once (call.ts).
 //  - eth_blockNumber answers the served tip (chain-view.ts), never backwards;
 //  - a call at `latest` goes to an upstream at or above the served tip whose
 //    head is current (chain-view.ts, atTip), a call
@@ -15,19 +17,20 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../chain-view.ts';
-import type { Cancelable, Dispatch } from '../dispatch.ts';
+import type { Cancelable, Dispatch, Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../log.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget } from '../proxy.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstream.ts';
 import { splitBatch } from './batch.ts';
-import { readCall, rewriteTags, STATE_METHODS, type BlockRef, type PoolCall } from './call.ts';
+import type { Call } from '../evm-call.ts';
+import { callOf, rewriteTags, STATE_METHODS, type BlockRef } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { FilterPins } from './filters.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
 import { learnHashes } from './learn.ts';
-import { HedgeBudget, LatencyWindow, PoolStats, timed } from './stats.ts';
+import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
 
 export class Pool implements FlowHost {
   readonly stats: PoolStats;
@@ -42,8 +45,9 @@ export class Pool implements FlowHost {
     private readonly route: EvmRouteSpec,
     private readonly group: UpstreamGroup,
     private readonly view: ChainView,
-    readonly circuitOpen: (u: Upstream) => void,
     private readonly log: Logger,
+    /** The dispatch below the pool: every attempt goes out through it. */
+    readonly next: Next,
   ) {
     this.stats = new PoolStats(route.path, () => view.tip);
     this.quorumMethods = new Set(route.quorum?.methods ?? []);
@@ -53,14 +57,14 @@ export class Pool implements FlowHost {
     // A batch: each of its calls comes back here alone (batch.ts).
     const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request);
     if (batch !== null) return batch;
-    const call = readCall(request.body);
+    const call = callOf(request);
     this.budget.call();
     if (call !== null) {
       // With no usable upstream there is no served tip: the call fails as any other does then.
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
       if (call.method === 'eth_sendRawTransaction' && this.route.broadcast === 'all') {
         const usable = group.all.filter((u) => u.usable);
-        if (usable.length > 1) return broadcast(request, group, usable, this.stats, this.circuitOpen, (r) => target.forwarded(r));
+        if (usable.length > 1) return broadcast(this.next, request, group, usable, this.stats, (r) => target.forwarded(r));
       }
       const q = this.route.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
@@ -73,18 +77,18 @@ export class Pool implements FlowHost {
         if (at.length < q.of) return this.tooFew(target);
         // In place of a node whose state is gone: the others, archive nodes first.
         const spare = all.slice(q.of).sort((a, b) => Number(b.archive) - Number(a.archive));
-        return quorum(this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, this.circuitOpen, (r) => target.forwarded(r));
+        return quorum(this.next, this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, (r) => target.forwarded(r));
       }
     }
     let plan = this.plan(call, group);
     if (call !== null) plan = this.pinned(call, plan);
-    const flow = new Flow(this, timed(target, this), call === null ? request : this.rewritten(request, call), group, call, plan);
+    const flow = new Flow(this, target, call === null ? request : this.rewritten(request, call), group, call, plan);
     flow.start();
     return flow;
   };
 
   /** A filter's calls: the upstream that answered with a filter id is remembered, and the calls naming that id go to it only. */
-  private pinned(call: PoolCall, plan: FlowPlan): FlowPlan {
+  private pinned(call: Call, plan: FlowPlan): FlowPlan {
     const filter = traitsOf(call.method).filter;
     if (filter === null) return plan;
     if (filter === 'new') {
@@ -104,7 +108,7 @@ export class Pool implements FlowHost {
   }
 
   /** With rewriteTags: the call with its tags as the block numbers the gateway serves. */
-  private rewritten(request: ForwardRequest, call: PoolCall): ForwardRequest {
+  private rewritten(request: ForwardRequest, call: Call): ForwardRequest {
     if (!this.route.rewriteTags) return request;
     const v = this.view;
     const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
@@ -112,7 +116,7 @@ export class Pool implements FlowHost {
   }
 
   /** Where a call may go, and how long before a hedge. */
-  private plan(call: PoolCall | null, group: UpstreamGroup): FlowPlan {
+  private plan(call: Call | null, group: UpstreamGroup): FlowPlan {
     const v = this.view;
     let n = -1;
     // A range: its highest block.
@@ -164,14 +168,14 @@ export class Pool implements FlowHost {
   }
 
   /** A quorum call with fewer than `of` usable upstreams at the served tip: no upstream can take it (as when none is usable). */
-  private tooFew(target: ForwardTarget): Cancelable {
+  private tooFew(target: HeldTarget): Cancelable {
     this.stats.quorum.short++;
     queueMicrotask(() => target.forwarded({ kind: 'failed', fail: 'no-upstream', upstream: null }));
     return NOTHING;
   }
 
   /** eth_blockNumber from the served tip: one chain that never goes backwards, whichever node would have answered. */
-  private tipAnswer(target: ForwardTarget, call: PoolCall): Cancelable {
+  private tipAnswer(target: HeldTarget, call: Call): Cancelable {
     this.stats.tipAnswers++;
     const tip = this.view.tip;
     const at = this.group.all.find((u) => u.usable && (u.view.head ?? -1) >= tip) ?? this.group.all[0]!;

@@ -1,6 +1,5 @@
 // A pool's counters (/metrics, the status page), the hedging budget and the
 // latency window a hedge at p95 reads.
-import type { ForwardTarget } from '../proxy.ts';
 
 export class PoolStats {
   /** Calls asked again of another upstream: a null or empty answer about data not final, or a state error. */
@@ -87,17 +86,4 @@ export class LatencyWindow {
     }
     return this.cached;
   }
-}
-
-/** The target, with the call's time given to `record` when it is over. */
-export function timed(target: ForwardTarget, record: { record(ms: number): void }): ForwardTarget {
-  const start = performance.now();
-  return {
-    res: target.res,
-    streamHead: (status, headers, u) => target.streamHead(status, headers, u),
-    forwarded: (r) => {
-      record.record(performance.now() - start);
-      target.forwarded(r);
-    },
-  };
 }

@@ -100,4 +100,20 @@ describe('runtime layout', () => {
   it('the exchange does not call back into the server', () => {
     expect(text(join(ROOT, 'runtime/exchange.ts'))).not.toMatch(/from '\.\/server\.ts'|ExchangeHost/);
   });
+
+  it('the pool imports nothing of the cache (the cache stands above it, as at run time), and the cache nothing of interfaces/', () => {
+    const pool = runtime.filter((f) => rel(f).startsWith('runtime/pool/'));
+    expect(pool.length).toBeGreaterThan(5);
+    expect(pool.filter((f) => /from '\.\.\/cache\//.test(text(f))).map(rel)).toEqual([]);
+    const cache = runtime.filter((f) => rel(f).startsWith('runtime/cache/'));
+    expect(cache.filter((f) => /from '\.\.\/interfaces\//.test(text(f))).map(rel)).toEqual([]);
+  });
+
+  it('layers compose through the dispatch: only dispatch.ts makes a Forward (a pool sends through the dispatch below it)', () => {
+    expect(runtime.filter((f) => /new Forward\(/.test(text(f))).map(rel)).toEqual(['runtime/dispatch.ts']);
+  });
+
+  it('no layer fakes a client to hold an answer: a held request says hold (proxy.ts), and no NO_SINK is left', () => {
+    expect(runtime.filter((f) => /NO_SINK|=== 'stream' \? 'buffer'/.test(text(f))).map(rel)).toEqual([]);
+  });
 });

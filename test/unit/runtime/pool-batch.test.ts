@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { Cancelable, Dispatch } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/log.ts';
 import { splitBatch } from '../../../runtime/pool/batch.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget, Sink, Verdict } from '../../../runtime/proxy.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../runtime/proxy.ts';
 import type { Upstream } from '../../../runtime/upstream.ts';
 
 const U = { name: 'eth#0', chain: 'eth' } as unknown as Upstream;
@@ -15,7 +15,7 @@ const LOG = { warn: () => undefined, info: () => undefined, error: () => undefin
 interface Sent {
   readonly body: string;
   readonly emptyOk: boolean;
-  readonly target: ForwardTarget;
+  readonly target: HeldTarget;
   cancelled: boolean;
 }
 

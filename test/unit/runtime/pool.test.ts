@@ -7,15 +7,19 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Dispatcher } from 'undici';
 import { ChainView, type PollReport } from '../../../runtime/chain-view.ts';
-import { NO_SINK } from '../../../runtime/cache/common.ts';
 import type { Logger } from '../../../runtime/log.ts';
 import { Pool } from '../../../runtime/pool/pool.ts';
+import { plainDispatch } from '../../../runtime/dispatch.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
+import { Call } from '../../../runtime/evm-call.ts';
 import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
 import { HedgeBudget } from '../../../runtime/pool/stats.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget } from '../../../runtime/proxy.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
+
+/** The client side of the targets here: never written to (every request's classify buffers its answer). */
+const UNUSED_SINK = {} as Sink;
 
 const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as EvmRouteSpec;
 /** The route's pool settings, as the pool reads them. */
@@ -244,7 +248,7 @@ const request = (method: string, params: unknown[]): ForwardRequest =>
 function send(pool: Pool, method: string, params: unknown[]): Promise<{ upstream: string; body: string }> {
   return new Promise((resolve, reject) => {
     const target: ForwardTarget = {
-      res: NO_SINK,
+      res: UNUSED_SINK,
       streamHead: () => reject(new Error('nothing streams here')),
       forwarded: (r: ForwardResult) => {
         if (r.kind !== 'buffered') return reject(new Error(`the call failed: ${r.kind}`));
@@ -274,7 +278,7 @@ function poolOf(specs: readonly { name: string; head: number | null; archive?: b
   const known = specs.flatMap((s, i) => (s.head === null ? [] : [[s.head, i] as const])).sort((a, b) => a[0] - b[0]);
   for (const [n, i] of known) view.report(ups[i]!.view, report(n)); // a first round, the slowest first (see firstRound)
   const log = { warn: vi.fn(), info: vi.fn(), error: vi.fn() } as unknown as Logger;
-  const pool = new Pool({ ...ROUTE, ...DEFAULTS, ...settings }, group, view, () => undefined, log);
+  const pool = new Pool({ ...ROUTE, ...DEFAULTS, ...settings }, group, view, log, plainDispatch(group));
   return { ups, view, pool, seen };
 }
 
@@ -415,7 +419,7 @@ describe('pool routing', () => {
       const view = new ChainView([a, b], 'all');
       view.report(a.view, report(100));
       view.report(b.view, report(100));
-      const pool = new Pool({ ...ROUTE, ...DEFAULTS }, new UpstreamGroup([a, b]), view, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool({ ...ROUTE, ...DEFAULTS }, new UpstreamGroup([a, b]), view, { warn: vi.fn() } as unknown as Logger, plainDispatch(new UpstreamGroup([a, b])));
       const r = await send(pool, 'eth_getTransactionReceipt', [`0x${'ab'.repeat(32)}`]);
       expect(seenA).toHaveLength(1);
       expect(seenB).toHaveLength(1); // asked again
@@ -432,7 +436,7 @@ describe('pool routing', () => {
       const seen = ups.map((u, i) => fake(u, () => replies[i]![0], replies[i]![1]));
       const view = new ChainView(ups, 'all');
       for (const u of ups) view.report(u.view, report(100));
-      const pool = new Pool({ ...ROUTE, ...DEFAULTS }, new UpstreamGroup(ups), view, () => undefined, { warn: vi.fn() } as unknown as Logger);
+      const pool = new Pool({ ...ROUTE, ...DEFAULTS }, new UpstreamGroup(ups), view, { warn: vi.fn() } as unknown as Logger, plainDispatch(new UpstreamGroup(ups)));
       return { pool, seen };
     };
     const known = { error: { code: -32000, message: 'already known' } };
@@ -458,7 +462,7 @@ describe('pool routing', () => {
     const seen = ups.map((u) => fake(u, () => ({ result: hash })));
     const view = new ChainView(ups, 'all');
     for (const u of ups) view.report(u.view, report(100));
-    const one = new Pool({ ...ROUTE, ...DEFAULTS, broadcast: 'one' }, new UpstreamGroup(ups), view, () => undefined, { warn: vi.fn() } as unknown as Logger);
+    const one = new Pool({ ...ROUTE, ...DEFAULTS, broadcast: 'one' }, new UpstreamGroup(ups), view, { warn: vi.fn() } as unknown as Logger, plainDispatch(new UpstreamGroup(ups)));
     await send(one, 'eth_sendRawTransaction', ['0x02f8']);
     expect(seen.map((s) => s.length).sort()).toEqual([0, 1]);
     expect(one.stats.broadcasts).toBe(0);
@@ -471,7 +475,7 @@ describe('pool routing', () => {
     ]);
     for (const u of ups) u.state = 'down';
     const r = await new Promise<ForwardResult>((resolve) => {
-      pool.dispatch({ res: NO_SINK, streamHead: () => undefined, forwarded: resolve }, request('eth_blockNumber', []));
+      pool.dispatch({ res: UNUSED_SINK, streamHead: () => undefined, forwarded: resolve }, request('eth_blockNumber', []));
     });
     expect(r).toEqual({ kind: 'failed', fail: 'no-upstream', upstream: null });
     expect(pool.stats.tipAnswers).toBe(0);
@@ -484,7 +488,7 @@ describe('pool routing', () => {
         const timer = setTimeout(() => resolve('no answer'), 2000);
         pool.dispatch(
           {
-            res: NO_SINK,
+            res: UNUSED_SINK,
             streamHead: () => undefined,
             forwarded: (r) => {
               clearTimeout(timer);
@@ -525,6 +529,57 @@ describe('pool routing', () => {
     expect(pool.stats.tipAnswers).toBe(1);
     heads(view, ups, [99, null]); // a dips below the tip it had: the tip holds (issue 37, defect 3)
     expect(JSON.parse((await send(pool, 'eth_blockNumber', [])).body).result).toBe(hex(100));
+  });
+});
+
+describe('one Call, parsed once (issue 37)', () => {
+  afterEach(() => {
+    nextId = 1;
+    vi.restoreAllMocks();
+  });
+
+  /** Resolves with the answer's upstream, sending `r` as it is. */
+  const sendRequest = (pool: Pool, r: ForwardRequest): Promise<string> =>
+    new Promise((resolve, reject) => {
+      pool.dispatch({ res: UNUSED_SINK, streamHead: () => reject(new Error('nothing streams here')), forwarded: (o) => (o.kind === 'buffered' ? resolve(o.upstream.name) : reject(new Error(o.kind))) }, r);
+    });
+
+  it("a request that carries its Call is routed by it: the pool does not parse the body again", async () => {
+    const { pool } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+    ]);
+    const parse = vi.spyOn(JSON, 'parse');
+    const parsesOf = (body: unknown) => parse.mock.calls.filter(([text]) => text === body).length;
+    // Without one: the pool reads the body (and the stand-in node reads it too).
+    const bare = request('eth_getBalance', [ADDR, hex(101)]);
+    expect(await sendRequest(pool, bare)).toBe('b');
+    const r = request('eth_getBalance', [ADDR, hex(101)]);
+    const call = new Call(r.body!, 'eth_getBalance');
+    expect(call.block).toBe(101);
+    const before = parsesOf(r.body);
+    expect(await sendRequest(pool, { ...r, call })).toBe('b');
+    expect(parsesOf(r.body) - before).toBe(parsesOf(bare.body) - 1);
+  });
+
+  it('a Call whose body is not the request\'s (a request made from another with other bytes) is not used', async () => {
+    const { pool } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+    ]);
+    const stale = readCall(request('eth_getBalance', [ADDR, hex(101)]).body)!;
+    const names = new Set<string>();
+    for (let i = 0; i < 8; i++) names.add(await sendRequest(pool, { ...request('eth_getBalance', [ADDR, hex(99)]), call: stale }));
+    expect(names).toEqual(new Set(['a', 'b']));
+  });
+
+  it('a Call parses its params at most once, whatever layers ask', () => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'eth_getLogs', params: [{ fromBlock: '0x10', toBlock: 'latest' }] });
+    const parse = vi.spyOn(JSON, 'parse');
+    const call = new Call(body, 'eth_getLogs');
+    expect([call.at, call.from, call.block, call.idJson, call.params.length, call.traits.read]).toEqual([0, 16, 'latest', '7', 1, true]);
+    expect(call.doc).toBe(call.doc);
+    expect(parse.mock.calls.filter(([text]) => text === body)).toHaveLength(1);
   });
 });
 

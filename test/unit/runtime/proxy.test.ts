@@ -4,7 +4,7 @@
 // upstreams got the request and what the outcome was.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Forward, type ForwardRequest, type ForwardResult } from '../../../runtime/proxy.ts';
+import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest } from '../../../runtime/proxy.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
 
@@ -66,7 +66,7 @@ interface Outcome {
 }
 
 /** Forwards one request and resolves with its outcome, the way the server reads it. */
-function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number }, onCircuitOpen: (u: Upstream) => void = () => undefined): Promise<Outcome> {
+function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number }): Promise<Outcome> {
   return new Promise((done) => {
     const chunks: Buffer[] = [];
     // Just what Forward uses of a ServerResponse.
@@ -100,7 +100,7 @@ function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number 
         done({ result, body: r.kind === 'buffered' ? r.body.toString() : Buffer.concat(chunks).toString() });
       },
     };
-    new Forward(g, req, target, onCircuitOpen).start();
+    new Forward(g, req, target).start();
   });
 }
 const calls = (...list: Node[]) => list.map((n) => n.calls);
@@ -158,10 +158,11 @@ describe('Forward: writes', () => {
 });
 
 describe('Forward: circuit breaker', () => {
-  it('three failed requests in a row take the upstream out, and the next finds no upstream without trying', async () => {
+  it('three failed requests in a row take the upstream out (its group listener is told), and the next finds no upstream without trying', async () => {
     const g = chain([node('500')]);
     const opened: string[] = [];
-    for (let i = 0; i < 3; i++) expect((await forward(g, { idempotent: true, retries: 1 }, (u) => opened.push(u.name))).result).toBe('buffered 500 from c#0');
+    g.onCircuitOpen((u) => opened.push(u.name));
+    for (let i = 0; i < 3; i++) expect((await forward(g, { idempotent: true, retries: 1 })).result).toBe('buffered 500 from c#0');
     expect(opened).toEqual(['c#0']);
     expect((await forward(g, { idempotent: true, retries: 1 })).result).toBe('failed no-upstream at none');
     expect(calls(node('500'))).toEqual([3]);
@@ -193,5 +194,39 @@ describe('Forward: per-upstream tally (gateway_upstream_request* metrics, status
       [0, 1, 1],
       [0, 0, 0],
     ]);
+  });
+});
+
+describe('Forward: held mode (hold: true)', () => {
+  /** A held request: its target has nothing to stream into, only `forwarded`. */
+  function held(g: UpstreamGroup, retries: number): Promise<ForwardResult> {
+    return new Promise((forwarded) => {
+      const req: HeldRequest = {
+        method: 'POST',
+        path: () => '/',
+        headers: ['content-type', 'application/json'],
+        body: '{}',
+        idempotent: true,
+        retries,
+        maxBuffer: 1 << 20,
+        timeoutMs: 5000,
+        emptyOk: false,
+        classify: (status) => (status >= 500 ? 'bad' : 'stream'),
+        hold: true,
+      };
+      new Forward(g, req, { forwarded }).start();
+    });
+  }
+
+  it('holds an answer whole that classify would stream, for a target with no client response', async () => {
+    const r = await held(chain([node('ok')]), 0);
+    expect(r.kind === 'buffered' ? `${r.status} ${r.body.toString()}` : r.kind).toBe('200 {"ok":true}');
+  });
+
+  it('retries and fails as a streamed request does, with no client response to look at', async () => {
+    const r = await held(chain([node('500'), node('ok')]), 1);
+    expect(r.kind === 'buffered' ? `${r.status} from ${r.upstream.name}` : r.kind).toBe('200 from c#1');
+    const f = await held(chain([node('hangup')]), 0);
+    expect(f.kind === 'failed' ? f.fail : f.kind).toBe('unavailable');
   });
 });

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChainListener, ChainView } from '../../../runtime/chain-view.ts';
 import type { Dispatch } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/log.ts';
-import type { ForwardTarget } from '../../../runtime/proxy.ts';
+import type { ForwardRequest, HeldTarget } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec } from '../../../runtime/types.ts';
 import type { Upstream } from '../../../runtime/upstream.ts';
 import { ChainFeed, type FeedSubscriber } from '../../../runtime/ws/feed.ts';
@@ -50,7 +50,7 @@ class FakeChain {
     this.extend(to, branch);
   }
 
-  readonly dispatch: Dispatch = (target: ForwardTarget, request) => {
+  readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest) => {
     const call = JSON.parse(String(request.body)) as { method: string; params: unknown[] };
     this.calls.push(call.method);
     let result: unknown = null;
