@@ -22,6 +22,8 @@ export interface ChainModel {
   readonly servedTip: ServedTip;
   /** null: no hedging. */
   readonly hedge: HedgeSpec | null;
+  /** Only when the manifest says weighted (absent: by score). */
+  readonly selection?: 'weighted';
   /** evm-jsonrpc only, like the three after it. */
   readonly rewriteTags?: boolean;
   readonly pruneDepth?: number;

@@ -15,6 +15,7 @@ interface UpstreamConfig {
   role?: UpstreamRole;
   archive?: boolean;
   maxLogRange?: number;
+  rateLimit?: string;
   connections?: number;
   idleTimeoutMs?: number;
   headers?: Record<string, string>;
@@ -39,6 +40,7 @@ interface ChainConfig {
   rewriteTags?: boolean;
   pruneDepth?: number;
   hedge?: { afterMs: number | 'p95' };
+  selection?: 'score' | 'weighted';
   broadcast?: BroadcastMode;
   quorum?: { methods: string[]; of: number };
   websocket?: boolean;
@@ -152,10 +154,17 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
     role: o.role ?? DEFAULTS.role,
     archive: o.archive ?? DEFAULTS.archive,
     ...(o.maxLogRange === undefined ? {} : { maxLogRange: o.maxLogRange }),
+    ...(o.rateLimit === undefined ? {} : { rateLimit: upstreamRate(o.rateLimit) }),
     connections: o.connections ?? DEFAULTS.connections,
     idleTimeoutMs: o.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
     headers,
   };
+}
+
+/** An upstream's rateLimit (the schema's pattern: N/s or N/min) as requests a second. */
+function upstreamRate(text: string): number {
+  const r = parseRate(text)!;
+  return (r.limit * 1000) / r.windowMs;
 }
 
 /**
@@ -180,6 +189,8 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
       retries: c.retries ?? DEFAULTS.retries,
       servedTip: c.servedTip ?? DEFAULTS.servedTip,
       hedge: c.hedge === undefined ? null : { afterMs: c.hedge.afterMs },
+      // Written only when weighted, so a manifest without it builds the model it always did.
+      ...(c.selection === 'weighted' ? { selection: 'weighted' as const } : {}),
     };
     switch (c.interface) {
       case 'evm-jsonrpc': {

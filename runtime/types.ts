@@ -57,6 +57,8 @@ export interface UpstreamSpec {
   readonly archive: boolean;
   /** Most blocks it takes in one eth_getLogs call: wider client ranges are split (log-ranges.ts; evm-jsonrpc). Absent: none known. */
   readonly maxLogRange?: number;
+  /** Most requests a second it is sent, polls included (the manifest's rateLimit; upstream-budget.ts). Absent: no budget. */
+  readonly rateLimit?: number;
   /** Keep-alive pool size. */
   readonly connections: number;
   /** How long an unused connection stays open (undici's keepAliveTimeout). */
@@ -82,6 +84,8 @@ interface RouteBase {
   readonly servedTip: ServedTip;
   /** null: reads are not hedged. */
   readonly hedge: HedgeSpec | null;
+  /** weighted: plain weighted round-robin among the upstreams; absent: by score (upstream-score.ts). */
+  readonly selection?: 'weighted';
 }
 
 export interface EvmRouteSpec extends RouteBase {

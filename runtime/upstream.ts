@@ -5,6 +5,7 @@ import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { UpstreamView, type UpstreamState } from './chain-view.ts';
 import type { UpstreamTally } from './tally.ts';
+import { Scorer, type UpstreamScore } from './upstream-score.ts';
 
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
@@ -39,6 +40,10 @@ export class Upstream {
   requestFails = 0;
   /** Smooth weighted round-robin state. */
   current = 0;
+  /** Its share in the round-robin: its weight, or less while its score is out of the preferred band (upstream-score.ts). */
+  share: number;
+  /** Its window and rank, on a chain that selects by score among more than one (upstream-score.ts); else null. */
+  score: UpstreamScore | null = null;
 
   constructor(spec: UpstreamSpec, route: RouteSpec) {
     const where = `chain ${route.path} (${spec.name})`;
@@ -61,6 +66,7 @@ export class Upstream {
     this.chain = route.path;
     this.role = spec.role;
     this.weight = spec.weight;
+    this.share = spec.weight;
     this.archive = spec.archive;
     this.headers = headers;
     this.headerList = Object.entries(headers).flat();
@@ -133,11 +139,15 @@ export class UpstreamGroup {
   readonly primaries: readonly Upstream[];
   readonly fallbacks: readonly Upstream[];
   readonly all: readonly Upstream[];
+  /** Ranks the primaries (and the fallbacks) by score; null with `selection: weighted`, or with no list of two. */
+  readonly scorer: Scorer | null = null;
 
-  constructor(all: readonly Upstream[]) {
+  /** `scored`: the chain selects by score (the manifest's selection: score, its default). */
+  constructor(all: readonly Upstream[], scored = false) {
     this.all = all;
     this.primaries = all.filter((u) => u.role === 'primary');
     this.fallbacks = all.filter((u) => u.role === 'fallback');
+    if (scored && (this.primaries.length > 1 || this.fallbacks.length > 1)) this.scorer = new Scorer(all, [this.primaries, this.fallbacks]);
   }
 
   /**
@@ -171,18 +181,19 @@ export class UpstreamGroup {
   }
 
   async close(): Promise<void> {
+    this.scorer?.stop();
     await Promise.all(this.all.map((u) => u.pool.close().catch(() => undefined)));
   }
 }
 
-/** Smooth weighted round-robin (as nginx does) over the usable members. */
+/** Smooth weighted round-robin (as nginx does) over the usable members, by their shares (their weights, or as their scores set them). */
 function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean): Upstream | null {
   let best: Upstream | null = null;
   let total = 0;
   for (const u of list) {
     if (!u.usable || tried?.has(u) || (accept !== undefined && !accept(u))) continue;
-    u.current += u.weight;
-    total += u.weight;
+    u.current += u.share;
+    total += u.share;
     if (best === null || u.current > best.current) best = u;
   }
   if (best !== null) best.current -= total;

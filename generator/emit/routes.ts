@@ -71,6 +71,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
   if (chain.broadcast !== undefined) entries.push(['broadcast', lit(chain.broadcast)]);
   if (chain.quorum !== undefined) entries.push(['quorum', lit(chain.quorum)]);
   if (chain.websocket === true) entries.push(['websocket', 'true']);
+  if (chain.selection !== undefined) entries.push(['selection', lit(chain.selection)]);
   const ups = chain.upstreams.map((u) =>
     objectLit(
       [
@@ -80,6 +81,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
         ['role', lit(u.role)],
         ['archive', lit(u.archive)],
         ...(u.maxLogRange === undefined ? [] : [['maxLogRange', lit(u.maxLogRange)] as const]),
+        ...(u.rateLimit === undefined ? [] : [['rateLimit', lit(u.rateLimit)] as const]),
         ['connections', lit(u.connections)],
         ['idleTimeoutMs', lit(u.idleTimeoutMs)],
         ['headers', objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ')],
