@@ -179,6 +179,8 @@ export class StatusBoard {
           p99Ms: p99 === null ? null : round(p99 * 1000),
           // What the poller costs it: health and head polls a second over the window (each one request).
           pollsPerSecond: windowSeconds > 0 ? round(polls / windowSeconds) : null,
+          // Its rateLimit (upstream-budget.ts), as requests a second this process may send it; null: no budget.
+          budgetPerSecond: u.budget === null ? null : u.budget.perSecond,
           attemptsTotal: u.tally.ok + u.tally.failed,
           failedTotal: u.tally.failed,
           // Throttled (throttle.ts): out of client traffic until then (epoch ms; null: not throttled), the throttles in a row, and ever.

@@ -6,6 +6,7 @@ import { resolveTemplate } from './env.ts';
 import { UpstreamView, type UpstreamState } from './chain-view.ts';
 import type { UpstreamTally } from './tally.ts';
 import { Scorer, type UpstreamScore } from './upstream-score.ts';
+import { budgetOf, type Budget } from './upstream-budget.ts';
 
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
@@ -44,6 +45,8 @@ export class Upstream {
   share: number;
   /** Its window and rank, on a chain that selects by score among more than one (upstream-score.ts); else null. */
   score: UpstreamScore | null = null;
+  /** Its rateLimit's token bucket (upstream-budget.ts); null: no budget. */
+  readonly budget: Budget | null;
 
   constructor(spec: UpstreamSpec, route: RouteSpec) {
     const where = `chain ${route.path} (${spec.name})`;
@@ -67,6 +70,7 @@ export class Upstream {
     this.role = spec.role;
     this.weight = spec.weight;
     this.share = spec.weight;
+    this.budget = budgetOf(spec.rateLimit);
     this.archive = spec.archive;
     this.headers = headers;
     this.headerList = Object.entries(headers).flat();
@@ -109,11 +113,11 @@ export class Upstream {
     return s === 'up' || (s === 'unknown' && !v.verify);
   }
 
-  /** May take traffic: serving, and not in a throttle's cooldown (throttle.ts). */
+  /** May take traffic: serving, not in a throttle's cooldown (throttle.ts), and with room in its budget (upstream-budget.ts). */
   get usable(): boolean {
     const v = this.view;
     const s = v.state;
-    return (s === 'up' || (s === 'unknown' && !v.verify)) && (v.throttledUntil === 0 || !v.throttled);
+    return (s === 'up' || (s === 'unknown' && !v.verify)) && (v.throttledUntil === 0 || !v.throttled) && (this.budget === null || this.budget.ready());
   }
 
   /** An answer: the run of failed requests is over, and the run of throttles (throttle.ts). */
@@ -160,7 +164,9 @@ export class UpstreamGroup {
     const p = this.primaries;
     if (p.length === 1 && this.fallbacks.length === 0 && accept === undefined) {
       const only = p[0]!;
-      return only.usable && !tried?.has(only) ? only : null;
+      if (!only.usable || tried?.has(only)) return null;
+      only.budget?.spend();
+      return only;
     }
     return choose(p, tried, accept) ?? choose(this.fallbacks, tried, accept);
   }
@@ -196,6 +202,10 @@ function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null, 
     total += u.share;
     if (best === null || u.current > best.current) best = u;
   }
-  if (best !== null) best.current -= total;
+  if (best !== null) {
+    best.current -= total;
+    // Picked is sent (proxy.ts Forward): the request is taken from its budget.
+    best.budget?.spend();
+  }
   return best;
 }
