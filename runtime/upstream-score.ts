@@ -137,7 +137,8 @@ export function rank(list: readonly Upstream[], bestHead: number): void {
       s.figures = { ...s.figures, lag };
       s.score = scoreOf(s.figures);
     }
-    if (u.usable && s.score !== null && s.score < best) best = s.score;
+    // The best of those that may take traffic (a throttle or a budget out of room for the moment does not move the band).
+    if (u.serving && s.score !== null && s.score < best) best = s.score;
   }
   // The order: known scores, lowest first, then those never scored (by name, so the order is stable).
   const order = [...list].sort((a, b) => (a.score!.score ?? Infinity) - (b.score!.score ?? Infinity) || (a.name < b.name ? -1 : 1));
