@@ -127,7 +127,14 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
   raw.sort((a, b) => byCodeUnit(a[0], b[0]));
   const headers: Record<string, Template> = {};
   for (const [name, v] of raw) headers[name] = parseTemplate(v);
-  return { name: `${chainPath}#${index}`, url: parseTemplate(o.url), ...settingsOf<UpstreamSettings>(upstreamSettings(), o), headers };
+  const rate = o.rateLimit === undefined ? {} : { rateLimit: upstreamRate(o.rateLimit) };
+  return { name: `${chainPath}#${index}`, url: parseTemplate(o.url), ...settingsOf<UpstreamSettings>(upstreamSettings(), o), ...rate, headers };
+}
+
+/** An upstream's rateLimit (the schema's pattern: N/s or N/min) as requests a second. */
+function upstreamRate(text: string): number {
+  const r = parseRate(text)!;
+  return (r.limit * 1000) / r.windowMs;
 }
 
 /**

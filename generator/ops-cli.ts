@@ -13,7 +13,7 @@ import { DEFAULTS } from './normalize.ts';
 export interface RouteRow {
   readonly path: string;
   readonly interface: ChainModel['interface'];
-  readonly upstreams: readonly { readonly name: string; readonly role: string; readonly weight: number; readonly archive: boolean; readonly maxLogRange?: number }[];
+  readonly upstreams: readonly { readonly name: string; readonly role: string; readonly weight: number; readonly archive: boolean; readonly maxLogRange?: number; readonly rateLimit?: number }[];
   /** Allowed JSON-RPC methods (evm-jsonrpc); null for interfaces without an allowlist. */
   readonly methods: number | null;
   /** Parameters checked against the interface's spec (validate: params), or not (off). */
@@ -25,7 +25,7 @@ export interface RouteRow {
 
 /** The pool settings of a chain's kind (the EVM-only ones absent elsewhere), as the build's model has them. */
 export type PoolSettings = Pick<ChainSettings, (typeof POOL_SETTINGS)[number]>;
-const POOL_SETTINGS = ['servedTip', 'hedge', 'rewriteTags', 'pruneDepth', 'broadcast', 'quorum'] as const;
+const POOL_SETTINGS = ['servedTip', 'hedge', 'rewriteTags', 'pruneDepth', 'broadcast', 'quorum', 'selection'] as const;
 
 export interface RouteTable {
   readonly listeners: readonly { readonly name: string; readonly host: string; readonly port: string; readonly routes: readonly RouteRow[] }[];
@@ -47,7 +47,7 @@ export function routeTable(model: GatewayModel): RouteTable {
         .map((c) => ({
           path: `/${c.path}`,
           interface: c.interface,
-          upstreams: c.upstreams.map((u) => ({ name: u.name, role: u.role, weight: u.weight, archive: u.archive, ...(u.maxLogRange === undefined ? {} : { maxLogRange: u.maxLogRange }) })),
+          upstreams: c.upstreams.map((u) => ({ name: u.name, role: u.role, weight: u.weight, archive: u.archive, ...(u.maxLogRange === undefined ? {} : { maxLogRange: u.maxLogRange }), ...(u.rateLimit === undefined ? {} : { rateLimit: u.rateLimit }) })),
           methods: c.methods === undefined ? null : c.methods.length,
           validate: c.validate ? 'params' : 'off',
           limits: c.limits,
@@ -71,6 +71,7 @@ export function poolText(r: RouteRow): string {
   if (p.hedge !== null) out.push(`hedge ${p.hedge.afterMs === 'p95' ? 'p95' : `${p.hedge.afterMs} ms`}`);
   if (p.broadcast !== undefined && p.broadcast !== (r.upstreams.length > 1 ? 'all' : 'one')) out.push(`broadcast ${p.broadcast}`);
   if (p.quorum) out.push(`quorum of ${p.quorum.of} (${p.quorum.methods.join(' ')})`);
+  if (p.selection !== undefined && p.selection !== 'score') out.push(`selection ${p.selection}`);
   return out.length === 0 ? '-' : out.join(', ');
 }
 
@@ -87,7 +88,7 @@ export function formatRouteTable(t: RouteTable): string {
     if (l.routes.length === 0) continue;
     const rows = [['PATH', 'INTERFACE', 'UPSTREAMS', 'METHODS', 'VALIDATE', 'POOL', 'LIMITS']];
     for (const r of l.routes) {
-      const ups = r.upstreams.map((u) => `${u.name} (${u.role}${u.weight === 1 ? '' : `, weight ${u.weight}`}${u.archive ? ', archive' : ''}${u.maxLogRange === undefined ? '' : `, maxLogRange ${u.maxLogRange}`})`).join(', ');
+      const ups = r.upstreams.map((u) => `${u.name} (${u.role}${u.weight === 1 ? '' : `, weight ${u.weight}`}${u.archive ? ', archive' : ''}${u.maxLogRange === undefined ? '' : `, maxLogRange ${u.maxLogRange}`}${u.rateLimit === undefined ? '' : `, rateLimit ${u.rateLimit}/s`})`).join(', ');
       const m = r.limits;
       const limits = `body ${m.maxBodyBytes} B, batch ${m.maxBatchSize}, timeout ${m.timeoutMs} ms, page ${m.maxPageSize}${m.maxLogRange === undefined ? '' : `, maxLogRange ${m.maxLogRange}`}`;
       rows.push([r.path, r.interface, ups, r.methods === null ? '-' : String(r.methods), r.validate, poolText(r), limits]);

@@ -30,6 +30,8 @@ export interface BlockbookChainConfig {
   cache?: "on" | "off";
   /** The chain's served tip, the newest block clients are shown: all, the highest block every usable upstream has; majority, the highest block more than half of them have. eth_blockNumber answers it and never goes back, and a call at latest goes to an upstream at or above it (Blockbook and Rosetta: the newest block served). */
   servedTip?: "all" | "majority";
+  /** How a request picks among the healthy primaries (and, when none is healthy, among the fallbacks). score: ranked by a score of a one-minute window of their recent calls (latency, error and throttle shares, blocks behind), the best sharing the traffic by weight and the others kept to a few percent of probes (docs/upstreams.md, Selection by score). weighted: plain smooth weighted round-robin by weight, whatever the upstreams show. */
+  selection?: "score" | "weighted";
   /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
   hedge?: HedgeConfig;
 }
@@ -68,6 +70,8 @@ export interface EvmJsonrpcChainConfig {
   rewriteTags?: boolean;
   /** Blocks behind the head after which state counts as old: calls for it go to archive upstreams (upstreams[].archive) when the chain has any (evm-jsonrpc only). */
   pruneDepth?: number;
+  /** How a request picks among the healthy primaries (and, when none is healthy, among the fallbacks). score: ranked by a score of a one-minute window of their recent calls (latency, error and throttle shares, blocks behind), the best sharing the traffic by weight and the others kept to a few percent of probes (docs/upstreams.md, Selection by score). weighted: plain smooth weighted round-robin by weight, whatever the upstreams show. */
+  selection?: "score" | "weighted";
   /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
   hedge?: HedgeConfig;
   /** Where eth_sendRawTransaction goes: all, every usable upstream (the client gets the first success); one, a single upstream. Default: all on a chain with more than one upstream, else one (evm-jsonrpc only). */
@@ -102,6 +106,8 @@ export interface RosettaChainConfig {
   finality?: FinalityConfig;
   /** The chain's served tip, the newest block clients are shown: all, the highest block every usable upstream has; majority, the highest block more than half of them have. eth_blockNumber answers it and never goes back, and a call at latest goes to an upstream at or above it (Blockbook and Rosetta: the newest block served). */
   servedTip?: "all" | "majority";
+  /** How a request picks among the healthy primaries (and, when none is healthy, among the fallbacks). score: ranked by a score of a one-minute window of their recent calls (latency, error and throttle shares, blocks behind), the best sharing the traffic by weight and the others kept to a few percent of probes (docs/upstreams.md, Selection by score). weighted: plain smooth weighted round-robin by weight, whatever the upstreams show. */
+  selection?: "score" | "weighted";
   /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
   hedge?: HedgeConfig;
 }
@@ -121,6 +127,8 @@ export interface UpstreamConfig {
   archive?: boolean;
   /** Most blocks this upstream takes in one eth_getLogs call (a provider's cap: Alchemy 2000, Infura 10000, QuickNode's free plan 5). A client range wider than the smallest cap of the upstreams that may take it is split into ranges of at most that many blocks, sent across the usable upstreams and merged (evm-jsonrpc chains that allow eth_getLogs only). */
   maxLogRange?: number;
+  /** Most requests the gateway sends to this upstream (a provider plan's rate), client calls and its own health and head polls together: N/s or N/min. Held within 10% + 2 a second; what goes over goes to other upstreams, or, when none has room, is answered as every upstream throttled (HTTP 429 with Retry-After). Its polls are spaced to take at most a tenth of it. Omitted: no budget. */
+  rateLimit?: string;
   /** Most connections kept open to this upstream (the keep-alive pool size); size it for what the upstream allows. */
   connections?: number;
   /** How long a connection to this upstream may sit unused before the gateway closes it, in milliseconds. Keep it under the upstream's own idle timeout (nginx: 75 s, AWS ALB: 60 s); an upstream that announces Keep-Alive: timeout=N is followed instead. */
@@ -180,6 +188,8 @@ export interface BlockbookSettings {
   readonly coin?: string;
   /** The chain's served tip, the newest block clients are shown: all, the highest block every usable upstream has; majority, the highest block more than half of them have. eth_blockNumber answers it and never goes back, and a call at latest goes to an upstream at or above it (Blockbook and Rosetta: the newest block served). */
   readonly servedTip: "all" | "majority";
+  /** How a request picks among the healthy primaries (and, when none is healthy, among the fallbacks). score: ranked by a score of a one-minute window of their recent calls (latency, error and throttle shares, blocks behind), the best sharing the traffic by weight and the others kept to a few percent of probes (docs/upstreams.md, Selection by score). weighted: plain smooth weighted round-robin by weight, whatever the upstreams show. */
+  readonly selection: "score" | "weighted";
   /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
   readonly hedge: HedgeSpec | null;
 }
@@ -200,6 +210,8 @@ export interface EvmJsonrpcSettings {
   readonly rewriteTags: boolean;
   /** Blocks behind the head after which state counts as old: calls for it go to archive upstreams (upstreams[].archive) when the chain has any (evm-jsonrpc only). */
   readonly pruneDepth: number;
+  /** How a request picks among the healthy primaries (and, when none is healthy, among the fallbacks). score: ranked by a score of a one-minute window of their recent calls (latency, error and throttle shares, blocks behind), the best sharing the traffic by weight and the others kept to a few percent of probes (docs/upstreams.md, Selection by score). weighted: plain smooth weighted round-robin by weight, whatever the upstreams show. */
+  readonly selection: "score" | "weighted";
   /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
   readonly hedge: HedgeSpec | null;
   /** Where eth_sendRawTransaction goes: all, every usable upstream (the client gets the first success); one, a single upstream. Default: all on a chain with more than one upstream, else one (evm-jsonrpc only). */
@@ -218,6 +230,8 @@ export interface RosettaSettings {
   readonly network: "mainnet" | "preprod" | "preview";
   /** The chain's served tip, the newest block clients are shown: all, the highest block every usable upstream has; majority, the highest block more than half of them have. eth_blockNumber answers it and never goes back, and a call at latest goes to an upstream at or above it (Blockbook and Rosetta: the newest block served). */
   readonly servedTip: "all" | "majority";
+  /** How a request picks among the healthy primaries (and, when none is healthy, among the fallbacks). score: ranked by a score of a one-minute window of their recent calls (latency, error and throttle shares, blocks behind), the best sharing the traffic by weight and the others kept to a few percent of probes (docs/upstreams.md, Selection by score). weighted: plain smooth weighted round-robin by weight, whatever the upstreams show. */
+  readonly selection: "score" | "weighted";
   /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
   readonly hedge: HedgeSpec | null;
 }
@@ -241,6 +255,8 @@ export interface ChainSettings {
   readonly coin?: string;
   /** The chain's served tip, the newest block clients are shown: all, the highest block every usable upstream has; majority, the highest block more than half of them have. eth_blockNumber answers it and never goes back, and a call at latest goes to an upstream at or above it (Blockbook and Rosetta: the newest block served). */
   readonly servedTip: "all" | "majority";
+  /** How a request picks among the healthy primaries (and, when none is healthy, among the fallbacks). score: ranked by a score of a one-minute window of their recent calls (latency, error and throttle shares, blocks behind), the best sharing the traffic by weight and the others kept to a few percent of probes (docs/upstreams.md, Selection by score). weighted: plain smooth weighted round-robin by weight, whatever the upstreams show. */
+  readonly selection: "score" | "weighted";
   /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
   readonly hedge: HedgeSpec | null;
   /** EVM chain id (evm-jsonrpc only); unique per listener. The health check asks every upstream eth_chainId (in one batch with eth_blockNumber) and marks one of another chain wrong_chain. */

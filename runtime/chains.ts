@@ -51,7 +51,7 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
   for (const l of spec.listeners) {
     const chains = new Map<string, Chain>();
     for (const [segment, route] of l.routes) {
-      const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)));
+      const group = new UpstreamGroup(route.upstreams.map((u) => new Upstream(u, route)), route.selection !== 'weighted');
       metrics.upstreams(group.all);
       const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);

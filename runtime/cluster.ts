@@ -5,7 +5,6 @@
 // listener itself, with /metrics summed over all workers by prom-client's
 // AggregatorRegistry.
 import cluster from 'node:cluster';
-import { availableParallelism } from 'node:os';
 import { createServer } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import type { GatewaySpec } from './types.ts';
@@ -16,15 +15,8 @@ import { Redis } from 'ioredis';
 import { usageAnswer } from './admin.ts';
 import { Usage } from './usage.ts';
 import { VERSION } from './version.ts';
+export { workerCount } from './workers.ts';
 
-export function workerCount(): number {
-  const raw = process.env.GATEWAY_WORKERS;
-  if (!raw) return 1;
-  if (raw === 'auto') return availableParallelism();
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`GATEWAY_WORKERS must be a positive integer or 'auto', not '${raw}'`);
-  return n;
-}
 
 export function runPrimary(spec: GatewaySpec, workers: number): void {
   const { log, flush } = createLogger();

@@ -92,7 +92,8 @@ export class Poller {
 
   /** Polls each upstream of a chain whose previous poll is over. */
   round(c: PolledChain): Promise<unknown> {
-    return Promise.all(c.group.all.map((u) => (this.polling.has(u) ? undefined : this.poll(c, u))));
+    // A budgeted upstream is polled only as often as keeps its polls within their share of it (upstream-budget.ts).
+    return Promise.all(c.group.all.map((u) => (this.polling.has(u) || u.budget?.pollDue() === false ? undefined : this.poll(c, u))));
   }
 
   /** The first round: in a pool that takes its identity from its upstreams, every answer is in before any counts. */
@@ -115,6 +116,7 @@ export class Poller {
     this.polling.add(u);
     const v = u.view;
     const n = ++v.begun;
+    u.budget?.pollBegins();
     const every = c.everyMs ?? this.opts.intervalMs;
     const start = performance.now();
     // In a pool, a poll out longer than the interval leaves the upstream out of the served tip at once.
@@ -270,6 +272,7 @@ async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Ans
   try {
     const type = req.body === undefined ? null : { 'content-type': 'application/json' };
     const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
+    u.budget?.spend(true);
     const res = await u.pool.request({ path: req.path, method: req.method, headers, body: req.body, headersTimeout: timeout, bodyTimeout: timeout });
     status = res.statusCode;
     text = await res.body.text();

@@ -72,6 +72,16 @@ function upState(u) {
   }
   return box;
 }
+// Where selection by score ranks an upstream, and the window's figures that put it there (upstream-score.ts).
+function why(u) {
+  if (u.rank === null || u.rank === undefined) return '–';
+  const w = u.window;
+  const head = '#' + u.rank + (u.preferred ? ' preferred' : ' probed only');
+  if (w === null || u.score === null) return head + ' · no calls yet';
+  const f = (x) => (x < 10 ? x.toFixed(1) : String(Math.round(x)));
+  return head + ' · score ' + f(u.score) + ' = ' + f(Math.max(5, w.latencyMs)) + ' ms' + (w.latencyMs < 5 ? ' (at least 5)' : '') + ' × (1 + 20 × ' + pct(w.errorRate) + ' errors + 20 × ' + pct(w.throttleRate) + ' throttled)' +
+    (w.lag !== null && w.lag > 1 ? ' × (1 + 0.5 × ' + (w.lag - 1) + ' blocks behind)' : '') + ' · over ' + w.calls + ' calls in ' + w.seconds + ' s';
+}
 // Each value covers its step (t - step, t]: drawn as a flat segment over it, filled down to zero.
 function chart(t, step, values, now, cls, label, f) {
   const svg = document.createElementNS(SVG, 'svg');
@@ -140,6 +150,7 @@ function render(d) {
       { text: rate(c.rps), field: 'rps', n: 1 }, { text: pct(c.errorRate), field: 'errorRate', n: 1 },
       { node: chart(d.chart.t, d.chart.stepMs, c.chart.rps, d.now, 'rps', 'requests per second', rate) },
       { node: chart(d.chart.t, d.chart.stepMs, c.chart.errorRate, d.now, 'err', 'error rate (5xx)', pct) },
+      { text: c.selection === 'weighted' ? 'weighted round-robin' : 'by score', field: 'selection' }, {},
     ]));
     for (const u of c.upstreams) {
       const tr = row('upstream', [
@@ -147,6 +158,7 @@ function render(d) {
         { text: num(u.head), field: 'head', n: 1 }, { text: num(u.lag), field: 'lag', n: 1 },
         { text: ms(u.p50Ms), field: 'p50', n: 1 }, { text: ms(u.p99Ms), field: 'p99', n: 1 },
         { text: pct(u.failedShare), field: 'failedShare', n: 1 }, { text: num(u.attempts), field: 'attempts', n: 1 }, {}, {}, {},
+        { text: why(u), field: 'rank' }, { text: rate(u.pollsPerSecond), field: 'polls', n: 1 },
       ]);
       tr.setAttribute('data-upstream', u.name);
       body.append(tr);
@@ -202,7 +214,7 @@ const HTML = `<!doctype html>
 <main>
 <h2>Chains and upstreams</h2>
 <table id="chains">
-<thead><tr><th>Chain / upstream</th><th>Interface / role</th><th>State</th><th class="n">Head</th><th class="n">Lag</th><th class="n">p50 (1 min)</th><th class="n">p99 (1 min)</th><th class="n">Failed (1 min)</th><th class="n">Req/s · attempts (1 min)</th><th class="n">Errors (1 min)</th><th>Requests/s, 15 min</th><th>Error rate, 15 min</th></tr></thead>
+<thead><tr><th>Chain / upstream</th><th>Interface / role</th><th>State</th><th class="n">Head</th><th class="n">Lag</th><th class="n">p50 (1 min)</th><th class="n">p99 (1 min)</th><th class="n">Failed (1 min)</th><th class="n">Req/s · attempts (1 min)</th><th class="n">Errors (1 min)</th><th>Requests/s, 15 min</th><th>Error rate, 15 min</th><th>Rank · score (why)</th><th class="n">Polls/s</th></tr></thead>
 </table>
 <h2>Top keys by credits today (<span id="day"></span> UTC, this process)</h2>
 <table id="keys">

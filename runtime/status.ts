@@ -24,8 +24,8 @@ const CHART_STEPS = 180;
 const WINDOW_MS = 60_000;
 /** Copies of the upstreams' histograms kept: enough to reach a minute back. */
 const WINDOW_STEPS = Math.ceil(WINDOW_MS / STEP_MS) + 2;
-/** Per upstream in a copy: the histogram's buckets, then ok and failed. */
-const UP_WIDTH = BUCKETS.length + 3;
+/** Per upstream in a copy: the histogram's buckets, then ok, failed and polls begun. */
+const UP_WIDTH = BUCKETS.length + 4;
 const TOP_KEYS = 10;
 
 interface Copy {
@@ -115,6 +115,7 @@ export class StatusBoard {
       ups.set(u.tally.buckets, o);
       ups[o + BUCKETS.length + 1] = u.tally.ok;
       ups[o + BUCKETS.length + 2] = u.tally.failed;
+      ups[o + BUCKETS.length + 3] = u.view.begun;
     });
     return { t, chains, ups };
   }
@@ -162,6 +163,7 @@ export class StatusBoard {
         for (let j = 0; j <= BUCKETS.length; j++) counts[j] = live.ups![o + j]! - base.ups![o + j]!;
         const ok = live.ups![o + BUCKETS.length + 1]! - base.ups![o + BUCKETS.length + 1]!;
         const failed = live.ups![o + BUCKETS.length + 2]! - base.ups![o + BUCKETS.length + 2]!;
+        const polls = live.ups![o + BUCKETS.length + 3]! - base.ups![o + BUCKETS.length + 3]!;
         const p50 = quantile(counts, 0.5);
         const p99 = quantile(counts, 0.99);
         return {
@@ -175,18 +177,25 @@ export class StatusBoard {
           failedShare: ok + failed > 0 ? round(failed / (ok + failed)) : null,
           p50Ms: p50 === null ? null : round(p50 * 1000),
           p99Ms: p99 === null ? null : round(p99 * 1000),
+          // What the poller costs it: health and head polls a second over the window (each one request).
+          pollsPerSecond: windowSeconds > 0 ? round(polls / windowSeconds) : null,
+          // Its rateLimit (upstream-budget.ts), as requests a second this process may send it; null: no budget.
+          budgetPerSecond: u.budget === null ? null : u.budget.perSecond,
           attemptsTotal: u.tally.ok + u.tally.failed,
           failedTotal: u.tally.failed,
           // Throttled (throttle.ts): out of client traffic until then (epoch ms; null: not throttled), the throttles in a row, and ever.
           throttledUntil: u.view.throttledUntil > now ? u.view.throttledUntil : null,
           throttleRun: u.view.throttleRun,
           throttledTotal: u.view.throttledTotal,
+          ...scoreFigures(u),
         };
       });
       return {
         path: r.path,
         listener: r.listener,
         interface: r.interface,
+        // How a request picks among its upstreams: by score, or weighted round-robin (the manifest's selection: weighted).
+        selection: r.selection ?? 'score',
         state: group.healthy ? 'up' : 'down',
         requests,
         rps: windowSeconds > 0 ? round(requests / windowSeconds) : 0,
@@ -228,4 +237,24 @@ function socketFigures(w: WsStats | undefined): object | null {
 function poolFigures(p: PoolStats | undefined): object | null {
   if (p === undefined) return null;
   return { tip: p.tip(), hedges: { ...p.hedges }, retries: { ...p.retries }, broadcasts: p.broadcasts, quorum: { ...p.quorum }, tipAnswers: p.tipAnswers };
+}
+
+/**
+ * Where selection by score ranks an upstream (upstream-score.ts), and why: its
+ * score (lower is better; null: no call yet, or not ranked), its rank among
+ * its role's upstreams (1 = preferred first; null: not ranked: one upstream of
+ * its role, or selection: weighted), whether it is in the preferred band or
+ * only probed, and the window's figures behind the score.
+ */
+function scoreFigures(u: Upstream) {
+  const s = u.score;
+  if (s === null) return { score: null, rank: null, preferred: null, share: u.share, window: null };
+  const f = s.figures;
+  return {
+    score: s.score === null ? null : round(s.score),
+    rank: s.rank === 0 ? null : s.rank,
+    preferred: s.preferred,
+    share: u.share,
+    window: f === null ? null : { calls: f.calls, seconds: f.seconds, latencyMs: round(f.latencyMs), errorRate: round(f.errorRate), throttleRate: round(f.throttleRate), lag: f.lag },
+  };
 }

@@ -140,7 +140,8 @@ export function allThrottled(group: UpstreamGroup, accept: ((u: Upstream) => boo
   const now = Date.now();
   let soonest = Infinity;
   for (const u of group.all) {
-    const until = u.view.throttledUntil;
+    // Throttled, or out of room in its budget (upstream-budget.ts) until then.
+    const until = u.budget === null ? u.view.throttledUntil : Math.max(u.view.throttledUntil, u.budget.readyAt(now));
     if (until > now && u.serving && (accept === undefined || accept(u)) && until < soonest) soonest = until;
   }
   if (soonest === Infinity) return null;

@@ -32,6 +32,8 @@ export interface UpstreamSpec extends UpstreamSettings {
   /** Stable name for logs, metrics and /readyz: `<chain>#<index>`. Never the URL. */
   readonly name: string;
   readonly url: Template;
+  /** Most requests a second it is sent, polls included (the manifest's rateLimit, "N/s" or "N/min", as a number; upstream-budget.ts). Absent: no budget. */
+  readonly rateLimit?: number;
   /** Header name (lower case) to value template, sent with every request to it. */
   readonly headers: Readonly<Record<string, Template>>;
 }

@@ -5,6 +5,8 @@ import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { UpstreamView, type UpstreamState } from './chain-view.ts';
 import type { UpstreamTally } from './tally.ts';
+import { Scorer, type UpstreamScore } from './upstream-score.ts';
+import { budgetOf, type Budget } from './upstream-budget.ts';
 
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
@@ -41,6 +43,12 @@ export class Upstream {
   current = 0;
   /** Told when the circuit breaker takes it out (the server's metrics and log: UpstreamGroup.onCircuitOpen). */
   private circuitListener: ((u: Upstream) => void) | null = null;
+  /** Its share in the round-robin: its weight, or less while its score is out of the preferred band (upstream-score.ts). */
+  share: number;
+  /** Its window and rank, on a chain that selects by score among more than one (upstream-score.ts); else null. */
+  score: UpstreamScore | null = null;
+  /** Its rateLimit's token bucket (upstream-budget.ts); null: no budget. */
+  readonly budget: Budget | null;
 
   constructor(spec: UpstreamSpec, route: RouteSpec) {
     const where = `chain ${route.path} (${spec.name})`;
@@ -63,6 +71,8 @@ export class Upstream {
     this.chain = route.path;
     this.role = spec.role;
     this.weight = spec.weight;
+    this.share = spec.weight;
+    this.budget = budgetOf(spec.rateLimit);
     this.archive = spec.archive;
     this.headers = headers;
     this.headerList = Object.entries(headers).flat();
@@ -105,11 +115,11 @@ export class Upstream {
     return s === 'up' || (s === 'unknown' && !v.verify);
   }
 
-  /** May take traffic: serving, and not in a throttle's cooldown (throttle.ts). */
+  /** May take traffic: serving, not in a throttle's cooldown (throttle.ts), and with room in its budget (upstream-budget.ts). */
   get usable(): boolean {
     const v = this.view;
     const s = v.state;
-    return (s === 'up' || (s === 'unknown' && !v.verify)) && (v.throttledUntil === 0 || !v.throttled);
+    return (s === 'up' || (s === 'unknown' && !v.verify)) && (v.throttledUntil === 0 || !v.throttled) && (this.budget === null || this.budget.ready());
   }
 
   /** An answer: the run of failed requests is over, and the run of throttles (throttle.ts). */
@@ -140,11 +150,15 @@ export class UpstreamGroup {
   readonly primaries: readonly Upstream[];
   readonly fallbacks: readonly Upstream[];
   readonly all: readonly Upstream[];
+  /** Ranks the primaries (and the fallbacks) by score; null with `selection: weighted`, or with no list of two. */
+  readonly scorer: Scorer | null = null;
 
-  constructor(all: readonly Upstream[]) {
+  /** `scored`: the chain selects by score (the manifest's selection: score, its default). */
+  constructor(all: readonly Upstream[], scored = false) {
     this.all = all;
     this.primaries = all.filter((u) => u.role === 'primary');
     this.fallbacks = all.filter((u) => u.role === 'fallback');
+    if (scored && (this.primaries.length > 1 || this.fallbacks.length > 1)) this.scorer = new Scorer(all, [this.primaries, this.fallbacks]);
   }
 
   /**
@@ -157,7 +171,9 @@ export class UpstreamGroup {
     const p = this.primaries;
     if (p.length === 1 && this.fallbacks.length === 0 && accept === undefined) {
       const only = p[0]!;
-      return only.usable && !tried?.has(only) ? only : null;
+      if (!only.usable || tried?.has(only)) return null;
+      only.budget?.spend();
+      return only;
     }
     return choose(p, tried, accept) ?? choose(this.fallbacks, tried, accept);
   }
@@ -183,20 +199,25 @@ export class UpstreamGroup {
   }
 
   async close(): Promise<void> {
+    this.scorer?.stop();
     await Promise.all(this.all.map((u) => u.pool.close().catch(() => undefined)));
   }
 }
 
-/** Smooth weighted round-robin (as nginx does) over the usable members. */
+/** Smooth weighted round-robin (as nginx does) over the usable members, by their shares (their weights, or as their scores set them). */
 function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean): Upstream | null {
   let best: Upstream | null = null;
   let total = 0;
   for (const u of list) {
     if (!u.usable || tried?.has(u) || (accept !== undefined && !accept(u))) continue;
-    u.current += u.weight;
-    total += u.weight;
+    u.current += u.share;
+    total += u.share;
     if (best === null || u.current > best.current) best = u;
   }
-  if (best !== null) best.current -= total;
+  if (best !== null) {
+    best.current -= total;
+    // Picked is sent (proxy.ts Forward): the request is taken from its budget.
+    best.budget?.spend();
+  }
   return best;
 }

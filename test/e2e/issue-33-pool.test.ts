@@ -165,6 +165,8 @@ chains:
     cache: off
     hedge: { afterMs: ${HEDGE_AFTER_MS} }
     broadcast: one
+    # Half the reads must go to the slow node first for hedges to show: selection by score would keep it to probes.
+    selection: weighted
     upstreams: ["\${SLOW}", "\${FAST}"]
   - path: tip
     interface: evm-jsonrpc

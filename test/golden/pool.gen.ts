@@ -33,6 +33,7 @@ const ROUTE_0: RouteSpec = {
   retries: 1,
   sendtx: false,
   servedTip: "majority",
+  selection: "score",
   hedge: { "afterMs": "p95" },
   upstreams: [
     {
@@ -70,6 +71,7 @@ const ROUTE_1: RouteSpec = {
   retries: 1,
   network: "mainnet",
   servedTip: "all",
+  selection: "score",
   hedge: { "afterMs": 100 },
   upstreams: [
     {
@@ -109,6 +111,7 @@ const ROUTE_2: RouteSpec = {
   servedTip: "majority",
   rewriteTags: true,
   pruneDepth: 64,
+  selection: "score",
   hedge: { "afterMs": 250 },
   broadcast: "one",
   quorum: { "methods": ["eth_call", "eth_getBalance"], "of": 2 },
@@ -161,6 +164,7 @@ const ROUTE_3: RouteSpec = {
   servedTip: "all",
   rewriteTags: true,
   pruneDepth: 128,
+  selection: "score",
   hedge: null,
   broadcast: "all",
   quorum: null,
@@ -203,6 +207,7 @@ const ROUTE_4: RouteSpec = {
   servedTip: "all",
   rewriteTags: false,
   pruneDepth: 32,
+  selection: "score",
   hedge: null,
   broadcast: "one",
   quorum: null,

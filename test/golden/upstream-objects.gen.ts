@@ -22,6 +22,7 @@ const ROUTE_0: RouteSpec = {
   retries: 1,
   sendtx: true,
   servedTip: "all",
+  selection: "score",
   hedge: null,
   upstreams: [
     {
@@ -52,6 +53,7 @@ const ROUTE_1: RouteSpec = {
   servedTip: "all",
   rewriteTags: true,
   pruneDepth: 128,
+  selection: "score",
   hedge: null,
   broadcast: "all",
   quorum: null,

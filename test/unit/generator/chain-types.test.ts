@@ -38,12 +38,12 @@ describe('runtime/chain-types.gen.ts', () => {
     chain.properties.websocket = { description: 'WebSocket.', type: 'object', additionalProperties: false, properties: { path: { description: 'Its path.', type: 'string' } } };
     const rosetta = chain.allOf.find((r: any) => r.if.properties.interface.const === 'rosetta');
     rosetta.then.properties.maxLogRange = false;
-    chain.properties.upstreams.items.anyOf[1].properties.rateLimit = { description: 'Calls per second.', type: 'integer', minimum: 1 };
+    chain.properties.upstreams.items.anyOf[1].properties.priority = { description: 'Order among equals.', type: 'integer', minimum: 1 };
     s.properties.limits.properties.maxLogRange = { description: 'Widest eth_getLogs range.', type: 'integer', minimum: 1, default: 10000 };
 
     expect(chainSettings('evm-jsonrpc', s).map((f) => f.name)).toContain('maxLogRange');
     expect(chainSettings('rosetta', s).map((f) => f.name)).not.toContain('maxLogRange');
-    expect(upstreamSettings(s).map((f) => f.name)).toContain('rateLimit');
+    expect(upstreamSettings(s).map((f) => f.name)).toContain('priority');
     const text = emitChainTypes(s);
     const block = (name: string) => text.slice(text.indexOf(`export interface ${name} {`), text.indexOf('\n}', text.indexOf(`export interface ${name} {`)));
     // A default: always there at run time. No default: optional; an object with none: null when left out.
@@ -54,8 +54,8 @@ describe('runtime/chain-types.gen.ts', () => {
     expect(block('RosettaChainConfig')).not.toContain('maxLogRange');
     expect(block('EvmJsonrpcChainConfig')).toContain('/** Widest eth_getLogs range. */\n  maxLogRange?: number;');
     expect(block('ChainSettings')).toContain('readonly maxLogRange?: number;');
-    expect(block('UpstreamSettings')).toContain('readonly rateLimit?: number;');
-    expect(block('UpstreamConfig')).toContain('rateLimit?: number;');
+    expect(block('UpstreamSettings')).toContain('readonly priority?: number;');
+    expect(block('UpstreamConfig')).toContain('priority?: number;');
     expect(block('LimitsSpec')).toContain('readonly maxLogRange: number;');
     expect(text).toContain('export interface WebsocketSpec {\n  /** Its path. */\n  readonly path?: string;\n}');
   });

@@ -73,7 +73,7 @@ describe('gateway routes', { timeout: 30_000 }, () => {
           validate: 'params',
           limits: { maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 5000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 },
           // Nothing set: the defaults the runtime gets.
-          pool: { servedTip: 'all', hedge: null, rewriteTags: true, pruneDepth: 128, broadcast: 'all', quorum: null },
+          pool: { servedTip: 'all', hedge: null, rewriteTags: true, pruneDepth: 128, broadcast: 'all', quorum: null, selection: 'score' },
         },
       ],
     });
@@ -96,11 +96,11 @@ describe('gateway routes', { timeout: 30_000 }, () => {
     const json = await gateway(['routes', 'test/fixtures/valid/pool.yaml', '--json']);
     const routes = JSON.parse(json.stdout).listeners.flatMap((l: { routes: { path: string; pool: unknown }[] }) => l.routes.map((x) => [x.path, x.pool]));
     expect(Object.fromEntries(routes)).toEqual({
-      '/bitcoin': { servedTip: 'majority', hedge: { afterMs: 'p95' } },
-      '/cardano': { servedTip: 'all', hedge: { afterMs: 100 } },
-      '/ethereum': { servedTip: 'majority', hedge: { afterMs: 250 }, rewriteTags: true, pruneDepth: 64, broadcast: 'one', quorum: { methods: ['eth_call', 'eth_getBalance'], of: 2 } },
-      '/gnosis': { servedTip: 'all', hedge: null, rewriteTags: true, pruneDepth: 128, broadcast: 'all', quorum: null },
-      '/polygon': { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 32, broadcast: 'one', quorum: null },
+      '/bitcoin': { servedTip: 'majority', hedge: { afterMs: 'p95' }, selection: 'score' },
+      '/cardano': { servedTip: 'all', hedge: { afterMs: 100 }, selection: 'score' },
+      '/ethereum': { servedTip: 'majority', hedge: { afterMs: 250 }, rewriteTags: true, pruneDepth: 64, broadcast: 'one', quorum: { methods: ['eth_call', 'eth_getBalance'], of: 2 }, selection: 'score' },
+      '/gnosis': { servedTip: 'all', hedge: null, rewriteTags: true, pruneDepth: 128, broadcast: 'all', quorum: null, selection: 'score' },
+      '/polygon': { servedTip: 'all', hedge: null, rewriteTags: false, pruneDepth: 32, broadcast: 'one', quorum: null, selection: 'score' },
     });
   });
 
