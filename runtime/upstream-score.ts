@@ -13,9 +13,9 @@
 // fails fast is not better for it). Upstreams within reach of the best score
 // (ENTER × best to come in, STAY × best to stay: the band is wider for one
 // already in, so ranks near the edge do not flap) are preferred and share
-// the traffic by weight, as before; the others get PROBE of their weight, a
-// few percent, so that their score stays current and they come back when they
-// recover. Selection itself (upstream.ts `choose`) is still smooth weighted
+// the traffic by weight, as before; the others get PROBE of their weight,
+// under 1% (a slow one stays out of the clients' p99), so that their score
+// stays current and they come back when they recover. Selection itself (upstream.ts `choose`) is still smooth weighted
 // round-robin, over these shares. A chain with `selection: weighted`, and a
 // list with one upstream, has no scorer: its shares are its weights.
 // docs/upstreams.md: "Selection by score".
@@ -48,7 +48,7 @@ export const STAY = 2;
 /** Latency below this counts as this. */
 export const FLOOR_MS = 5;
 /** The share of its weight an upstream outside the band keeps (probes). */
-export const PROBE = 1 / 32;
+export const PROBE = 1 / 128;
 
 /** What the window shows of one upstream, and where it ranks. */
 export interface ScoreFigures {

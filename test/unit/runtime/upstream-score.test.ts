@@ -53,14 +53,14 @@ describe('scoreOf', () => {
 });
 
 describe('ranking', () => {
-  it('prefers the fast one and keeps the slow one to probes (1 in 33 picks)', () => {
+  it('prefers the fast one and keeps the slow one to probes (1 in 129 picks)', () => {
     const { g, u } = group('a b');
     calls(u.a!, 40, 5);
     calls(u.b!, 40, 80);
     g.scorer!.tick();
     expect([u.a!.score!.rank, u.b!.score!.rank]).toEqual([1, 2]);
     expect([u.a!.share, u.b!.share]).toEqual([1, PROBE]);
-    expect(count(g, 330)).toEqual({ a: 320, b: 10 });
+    expect(count(g, 1290)).toEqual({ a: 1280, b: 10 });
   });
 
   it('lets two within the band share by weight', () => {
