@@ -13,29 +13,10 @@
 // the pool: it imports only the method traits table and the JSON scanner.
 import { traitsOf, type MethodTraits } from './evm-methods.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
+import { blockParamAt } from './evm-methods.ts';
 
 export type BlockRef = number | 'latest' | 'safe' | 'finalized' | 'pending' | { readonly hash: string } | null;
 
-/** Where a method's block parameter is: a number, a tag, an EIP-1898 object or (eth_getBlockReceipts) a block hash. */
-const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
-  // state at a block
-  ['eth_getBalance', 1],
-  ['eth_getTransactionCount', 1],
-  ['eth_getCode', 1],
-  ['eth_getStorageAt', 2],
-  ['eth_call', 1],
-  ['eth_getProof', 2],
-  ['eth_estimateGas', 1],
-  // blocks by number
-  ['eth_getBlockByNumber', 0],
-  ['eth_getBlockTransactionCountByNumber', 0],
-  ['eth_getUncleCountByBlockNumber', 0],
-  ['eth_getTransactionByBlockNumberAndIndex', 0],
-  ['eth_getUncleByBlockNumberAndIndex', 0],
-  // a block's receipts; fee history up to its newest block
-  ['eth_getBlockReceipts', 0],
-  ['eth_feeHistory', 1],
-]);
 
 /** Methods whose first parameter is a filter object: fromBlock..toBlock (each `latest` when absent), or blockHash. */
 const RANGES: ReadonlySet<string> = new Set(['eth_getLogs']);
@@ -163,7 +144,7 @@ function whereOf(method: string, params: unknown[]): Where {
     if (o.blockHash !== undefined) return { at: 0, block: typeof o.blockHash === 'string' ? { hash: o.blockHash } : null };
     return { at: 0, block: blockOf(o.toBlock), from: blockOf(o.fromBlock) };
   }
-  const at = BLOCK_PARAM.get(method) ?? -1;
+  const at = blockParamAt(method) ?? -1;
   return { at, block: at >= 0 ? blockOf(params[at]) : null };
 }
 

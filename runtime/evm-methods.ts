@@ -101,3 +101,29 @@ export const STATE_METHODS = named((t) => t.state);
 export const MAY_BE_EMPTY = named((t) => t.mayBeEmpty === 'null');
 /** Counts whose 0 about a block above an upstream's finalized block may only mean that node has not seen it yet. */
 export const COUNTS = named((t) => t.mayBeEmpty === 'count');
+
+/** Where a method's block parameter is: a number, a tag, an EIP-1898 object or (eth_getBlockReceipts) a block hash. */
+const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
+  // state at a block
+  ['eth_getBalance', 1],
+  ['eth_getTransactionCount', 1],
+  ['eth_getCode', 1],
+  ['eth_getStorageAt', 2],
+  ['eth_call', 1],
+  ['eth_getProof', 2],
+  ['eth_estimateGas', 1],
+  // blocks by number
+  ['eth_getBlockByNumber', 0],
+  ['eth_getBlockTransactionCountByNumber', 0],
+  ['eth_getUncleCountByBlockNumber', 0],
+  ['eth_getTransactionByBlockNumberAndIndex', 0],
+  ['eth_getUncleByBlockNumberAndIndex', 0],
+  // a block's receipts; fee history up to its newest block
+  ['eth_getBlockReceipts', 0],
+  ['eth_feeHistory', 1],
+]);
+
+/** Where `method`'s block parameter is (undefined: it names no block by number or tag): the pool's and the cache's one table. */
+export function blockParamAt(method: string): number | undefined {
+  return BLOCK_PARAM.get(method);
+}

@@ -2,6 +2,7 @@
 // method (docs/cache.md: "What is kept, and until when"). Anything not listed here is never cached
 // nor coalesced: writes, answers that depend on the caller or the mempool, and
 // node status.
+import { blockParamAt } from '../evm-methods.ts';
 
 /**
  * How long an answer may be served:
@@ -32,21 +33,26 @@ const BY_HASH: ReadonlyMap<string, Scope> = new Map<string, Scope>([
   ['eth_getTransactionByBlockHashAndIndex', { kind: 'hash', located: 'tx' }],
 ]);
 
-/** Where a method's block parameter is (-1: none, the answer is bound to the head). */
-const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
+/** Methods the cache keeps by the block their parameter names (where it is: evm-methods.ts, the pool's table too). */
+const AT_BLOCK = [
   // state at a block
-  ['eth_getBalance', 1],
-  ['eth_getTransactionCount', 1],
-  ['eth_getCode', 1],
-  ['eth_getStorageAt', 2],
-  ['eth_call', 1],
-  ['eth_getProof', 2],
+  'eth_getBalance',
+  'eth_getTransactionCount',
+  'eth_getCode',
+  'eth_getStorageAt',
+  'eth_call',
+  'eth_getProof',
   // blocks by number
-  ['eth_getBlockByNumber', 0],
-  ['eth_getBlockTransactionCountByNumber', 0],
-  ['eth_getUncleCountByBlockNumber', 0],
-  ['eth_getTransactionByBlockNumberAndIndex', 0],
-  ['eth_getUncleByBlockNumberAndIndex', 0],
+  'eth_getBlockByNumber',
+  'eth_getBlockTransactionCountByNumber',
+  'eth_getUncleCountByBlockNumber',
+  'eth_getTransactionByBlockNumberAndIndex',
+  'eth_getUncleByBlockNumberAndIndex',
+] as const;
+
+/** Where a cacheable method's block parameter is (-1: none, the answer is bound to the head). */
+const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
+  ...AT_BLOCK.map((m) => [m, blockParamAt(m)!] as const),
   // by hash: a block can be reorged out, and some nodes keep answering for it;
   // those whose answer says where its block is may be kept forever (BY_HASH)
   ['eth_getBlockByHash', -1],
