@@ -61,7 +61,9 @@ export class MissQueue implements MissSink {
 
   private together(flights: Flight<EvmFlight>[]): void {
     const g = this.batchTakers();
-    if (flights.length > 1 && g !== null && g.all.some((u) => u.usable)) new MissBatch(this.cache, flights, g, this).start();
+    // Whether an upstream is usable now is the dispatch's to say, at the one instant it picks: judged here too, a
+    // throttle's cooldown could end between the two looks, and the calls would go alone to a node that takes batches.
+    if (flights.length > 1 && g !== null) new MissBatch(this.cache, flights, g, this).start();
     else for (const f of flights) f.send();
   }
 
