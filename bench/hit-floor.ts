@@ -9,11 +9,11 @@
 //   bundled by ab.sh: node floor.mjs ANSWER_FILE PORT
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { readFileSync } from 'node:fs';
-import { AccessLog } from '../runtime/access-log.ts';
-import { createLogger } from '../runtime/log.ts';
-import { Metrics, type RouteMetrics } from '../runtime/metrics.ts';
+import { AccessLog } from '../runtime/observe/access-log.ts';
+import { createLogger } from '../runtime/observe/log.ts';
+import { Metrics, type RouteMetrics } from '../runtime/observe/metrics.ts';
 import { nextRequestId } from '../runtime/exchange.ts';
-import { RequestTracker } from '../runtime/tracker.ts';
+import { RequestTracker } from '../runtime/observe/tracker.ts';
 
 const answer = readFileSync(process.argv[2]!);
 const { write } = createLogger();

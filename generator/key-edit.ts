@@ -4,8 +4,8 @@
 // the server would check it, the record written as one-line YAML text, and
 // the one-line summary `keys list` prints. No field is named here but those
 // `keys list` gives a column of their own.
-import { KEY_FIELDS, LINE_FIELDS, recordProblems, TOP_FIELDS, valueOf, type KeyField, type KeyFieldName, type KeyRecord } from '../runtime/key-record.ts';
-import { NOT_STRING } from '../runtime/keys-fast.ts';
+import { KEY_FIELDS, LINE_FIELDS, recordProblems, TOP_FIELDS, valueOf, type KeyField, type KeyFieldName, type KeyRecord } from '../runtime/keys/key-record.ts';
+import { NOT_STRING } from '../runtime/keys/keys-fast.ts';
 import { pathText, type YamlPath } from '../runtime/schema-problems.ts';
 
 export class KeysError extends Error {}

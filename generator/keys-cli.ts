@@ -5,7 +5,7 @@
 // than ending the process, so tests run the commands in-process.
 import { existsSync, readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { FIELDS } from '../runtime/key-record.ts';
+import { FIELDS } from '../runtime/keys/key-record.ts';
 import { checkManifestFile } from './check.ts';
 import { flagValue, KEY_FLAGS, KeysError, type KeyEdit } from './key-edit.ts';
 import { addKey, checkKeysFile, listKeys, revokeKey, setKey } from './keys-file.ts';

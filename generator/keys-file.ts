@@ -6,9 +6,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, writeSync } from 'node:fs';
 import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document, type Node } from 'yaml';
-import { KeyStore } from '../runtime/keys.ts';
-import { KEY_FIELDS, KeysFileError, readKeyRecords, TOP_FIELDS, valueOf, type KeyRecord } from '../runtime/key-record.ts';
-import { GiveUp, KeyScan, type EntrySpan, type ScannedEntry } from '../runtime/keys-fast.ts';
+import { KeyStore } from '../runtime/keys/keys.ts';
+import { KEY_FIELDS, KeysFileError, readKeyRecords, TOP_FIELDS, valueOf, type KeyRecord } from '../runtime/keys/key-record.ts';
+import { GiveUp, KeyScan, type EntrySpan, type ScannedEntry } from '../runtime/keys/keys-fast.ts';
 import { applyEdit, checkRecord, entryText, isLineRecord, keySummary, KeysError, quoted, type KeyEdit, type KeySummary } from './key-edit.ts';
 
 export { KeysError, type KeyEdit, type KeySummary };
@@ -108,7 +108,7 @@ function saveChecked(file: string, doc: Document): void {
 
 // ------------------------------------------------------------------ large files
 //
-// A keys file of the usual shape (what the fast scan reads: runtime/keys-fast.ts)
+// A keys file of the usual shape (what the fast scan reads: runtime/keys/keys-fast.ts)
 // is edited as text: the scan says where each entry is, an entry is appended,
 // replaced or removed in place, and the file is rewritten atomically. A
 // million keys take a few seconds, where the YAML document would take minutes

@@ -1,10 +1,10 @@
 // schema/keys.schema.json -> what the keys file's readers and writers use, so
 // a key's fields are written down once, in the schema:
-//   runtime/keys-schema.gen.ts    the KeyRecord type and KEY_FIELDS, the table
+//   runtime/keys/keys-schema.gen.ts    the KeyRecord type and KEY_FIELDS, the table
 //                                 of fields (names, kinds, patterns, defaults)
 //                                 the fast scan, the Redis store, `keys set`
 //                                 and the CLI's flags read;
-//   runtime/keys-validate.gen.ts  ajv's standalone validator of a keys file
+//   runtime/keys/keys-validate.gen.ts  ajv's standalone validator of a keys file
 //                                 (no ajv at run time), for the full parser;
 //   docs/keys-reference.md        the reference, one row per field.
 // All three are committed; `npm run gen:keys` writes them, and a test keeps
@@ -25,8 +25,8 @@ export const KEYS_SCHEMA_PATH = 'schema/keys.schema.json';
 
 /** Each generated file, by its path from the project root. */
 export const KEYS_ARTEFACTS = {
-  fields: 'runtime/keys-schema.gen.ts',
-  validator: 'runtime/keys-validate.gen.ts',
+  fields: 'runtime/keys/keys-schema.gen.ts',
+  validator: 'runtime/keys/keys-validate.gen.ts',
   reference: 'docs/keys-reference.md',
 } as const;
 
@@ -89,7 +89,7 @@ function interfaces(s: S, name: string, path: readonly string[], out: InterfaceD
   for (const [p, n, at] of nested) interfaces(p, n, at, out);
 }
 
-/** One field of a key, as the table lists it (what runtime/keys-schema.gen.ts's KeyField says). */
+/** One field of a key, as the table lists it (what runtime/keys/keys-schema.gen.ts's KeyField says). */
 export interface FieldRow {
   readonly name: string;
   readonly path: readonly string[];
@@ -153,7 +153,7 @@ function rowText(r: FieldRow): string {
   return `  { ${parts.join(', ')} },`;
 }
 
-/** runtime/keys-schema.gen.ts: the KeyRecord types and the table of fields. */
+/** runtime/keys/keys-schema.gen.ts: the KeyRecord types and the table of fields. */
 export function emitKeysFields(): string {
   const project = new Project({
     useInMemoryFileSystem: true,
@@ -207,7 +207,7 @@ export function emitKeysFields(): string {
     .replace(/\n{3,}/g, '\n\n');
 }
 
-/** runtime/keys-validate.gen.ts: ajv's standalone code for the whole file, every error, verbose (messages use the failing schema). */
+/** runtime/keys/keys-validate.gen.ts: ajv's standalone code for the whole file, every error, verbose (messages use the failing schema). */
 export function emitKeysValidator(): string {
   // unicode: false counts a string's length without ajv's runtime helper, so the code imports
   // nothing (minLength is 1 at most here: the same answer). ajv calls the option deprecated.

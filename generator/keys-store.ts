@@ -1,11 +1,11 @@
 // `gateway keys add|set|list|revoke|import --store redis://...`: the keys of a
-// fleet in Redis (runtime/keys-redis.ts has the layout). Every entry written is
+// fleet in Redis (runtime/keys/keys-redis.ts has the layout). Every entry written is
 // first checked as a keys file entry is; every change is published, so every
 // replica drops its cached answer at once.
 import { createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { CHANGED, IDS, KEY_PREFIX } from '../runtime/keys-redis.ts';
-import { recordOfStore, storeFields, type KeyRecord } from '../runtime/key-record.ts';
+import { CHANGED, IDS, KEY_PREFIX } from '../runtime/keys/keys-redis.ts';
+import { recordOfStore, storeFields, type KeyRecord } from '../runtime/keys/key-record.ts';
 import { checkKeysFile, readRecords } from './keys-file.ts';
 import { applyEdit, checkRecord, keySummary, KeysError, type KeyEdit, type KeySummary } from './key-edit.ts';
 

@@ -135,8 +135,8 @@ export async function probeManifest(
   opts: { readonly timeoutMs: number; readonly env?: NodeJS.ProcessEnv; readonly parallel?: number; readonly progress?: (done: number, total: number) => void },
 ): Promise<ProbeReport> {
   // The runtime's modules, loaded only here: routes and check stay light.
-  const { Upstream } = await import('../runtime/upstream.ts');
-  const { probeWithReason } = await import('../runtime/poller.ts');
+  const { Upstream } = await import('../runtime/upstreams/upstream.ts');
+  const { probeWithReason } = await import('../runtime/upstreams/poller.ts');
   const { resolveTemplate } = await import('../runtime/env.ts');
   const env = opts.env ?? process.env;
   type Job = { chain: ChainModel; index: number };

@@ -2,7 +2,7 @@
 // calls and credits per day, chain and method, from Redis (shared by every
 // replica) or from a running gateway's admin listener (GET /usage).
 import { Redis } from 'ioredis';
-import { daysBetween, totals, Usage, type UsageRow } from '../runtime/usage.ts';
+import { daysBetween, totals, Usage, type UsageRow } from '../runtime/observe/usage.ts';
 
 interface Options {
   readonly key: string;

@@ -9,7 +9,7 @@ import { didYouMean, getAt, isObj, orList, problemsIn, schemaProblems, sortProbl
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
 import type { InterfaceKind, Template } from '../runtime/types.ts';
 import { KNOWN_METHODS, NOT_COMPARABLE } from './known-methods.ts';
-import { ipList } from '../runtime/key-policy.ts';
+import { ipList } from '../runtime/keys/key-policy.ts';
 import { INTERFACES as MODULES } from '../runtime/interfaces/index.ts';
 
 export type { Problem } from './load.ts';

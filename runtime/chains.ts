@@ -4,13 +4,13 @@
 import type { Envelope } from './envelope.ts';
 import type { RouteHandler } from './exchange.ts';
 import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteOf, RouteSpec } from './types.ts';
-import { ChainView } from './chain-view.ts';
+import { ChainView } from './upstreams/chain-view.ts';
 import { cachedForwarder, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf } from './interfaces/index.ts';
 import type { InterfaceModule, RouteServices } from './interfaces/interface.ts';
-import type { Metrics, RouteMetrics } from './metrics.ts';
-import type { PolledChain } from './poller.ts';
-import { Upstream, UpstreamGroup } from './upstream.ts';
+import type { Metrics, RouteMetrics } from './observe/metrics.ts';
+import type { PolledChain } from './upstreams/poller.ts';
+import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { plainDispatch, type Dispatch } from './dispatch.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */

@@ -9,11 +9,11 @@ import { createServer } from 'node:http';
 import { AggregatorRegistry } from 'prom-client';
 import type { GatewaySpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
-import { createLogger } from './log.ts';
+import { createLogger } from './observe/log.ts';
 import { workerExecArgv } from './node-flags.ts';
 import { Redis } from 'ioredis';
-import { usageAnswer } from './admin.ts';
-import { Usage } from './usage.ts';
+import { usageAnswer } from './observe/admin.ts';
+import { Usage } from './observe/usage.ts';
 import { VERSION } from './version.ts';
 export { workerCount } from './workers.ts';
 

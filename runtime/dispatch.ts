@@ -5,7 +5,7 @@
 // sends through the pool, and the pool sends each of its attempts through the
 // plain dispatch below it (chains.ts composes them).
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from './proxy.ts';
-import type { Upstream, UpstreamGroup } from './upstream.ts';
+import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
 /** What a request under way can be told: the client went away. */
 export interface Cancelable {

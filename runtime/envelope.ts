@@ -3,7 +3,7 @@
 // Rosetta Error, Blockbook's {"error": ...}) with its own status; the answers
 // have no request-specific part, so they are made once.
 import type { FailKind } from './proxy.ts';
-import type { PolicyReason } from './key-policy.ts';
+import type { PolicyReason } from './keys/key-policy.ts';
 
 /** A request its key's policy refuses, and which check refused it. */
 export type PolicyRefusal = 'policy-origin' | 'policy-ip' | 'policy-user-agent' | 'policy-expired' | 'policy-jwt' | 'policy-method';

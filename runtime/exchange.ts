@@ -6,15 +6,15 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import { RESETS_AT, type Envelope, type Failure, type Refused } from './envelope.ts';
-import type { KeyEntry } from './keys.ts';
-import type { Logger } from './log.ts';
-import type { RouteMetrics } from './metrics.ts';
+import type { KeyEntry } from './keys/keys.ts';
+import type { Logger } from './observe/log.ts';
+import type { RouteMetrics } from './observe/metrics.ts';
 import { lingerAfterAnswer } from './linger.ts';
 import { endToEndHeaders, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
 import type { Cancelable, Dispatch } from './dispatch.ts';
-import type { Upstream } from './upstream.ts';
-import type { RequestTracker } from './tracker.ts';
-import { RETRY_SOON } from './throttle.ts';
+import type { Upstream } from './upstreams/upstream.ts';
+import type { RequestTracker } from './observe/tracker.ts';
+import { RETRY_SOON } from './upstreams/throttle.ts';
 
 export type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
 

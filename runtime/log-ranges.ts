@@ -21,18 +21,18 @@
 // watched for an error that names a cap.
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
 // each of which comes back here alone.
-import type { ChainView } from './chain-view.ts';
+import type { ChainView } from './upstreams/chain-view.ts';
 import { deliver as handOn, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
-import type { Logger } from './log.ts';
+import type { Logger } from './observe/log.ts';
 import { rangeComplaint } from './log-range-errors.ts';
 import { splitBatch } from './pool/batch.ts';
 import { callOf } from './pool/call.ts';
 import type { BlockRef, Call } from './evm-call.ts';
 import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
-import { UpstreamGroup, type Upstream } from './upstream.ts';
+import { UpstreamGroup, type Upstream } from './upstreams/upstream.ts';
 
 /** Chunks out at once, per client call. */
 export const CHUNKS_AT_ONCE = 4;

@@ -13,8 +13,8 @@ import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Call } from './evm-call.ts';
-import type { Upstream, UpstreamGroup } from './upstream.ts';
-import { allThrottled, throttled } from './throttle.ts';
+import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
+import { allThrottled, throttled } from './upstreams/throttle.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
 export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';

@@ -1,7 +1,7 @@
 // ajv's errors -> problems at FILE:LINE:COL, in words ops read: one message
 // per real mistake (a misspelt field is "unknown field, did you mean", not
 // also "missing required field"), the field's description as the hint. The
-// manifest (generator/validate.ts) and the keys file (runtime/key-record.ts)
+// manifest (generator/validate.ts) and the keys file (runtime/keys/key-record.ts)
 // both report through it; each adds the checks a schema cannot express.
 import { closest, distance } from 'fastest-levenshtein';
 import type { ErrorObject } from 'ajv';

@@ -1,6 +1,6 @@
 // YAML -> plain value, keeping a way back from any YAML path to the line and
 // column of its key or its value, so every problem can point at the exact spot.
-// The manifest (generator/load.ts) and the keys file (runtime/key-record.ts)
+// The manifest (generator/load.ts) and the keys file (runtime/keys/key-record.ts)
 // are both read through it.
 import { readFileSync } from 'node:fs';
 import { isAlias, isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, visit, type Document, type Node } from 'yaml';

@@ -1,9 +1,9 @@
 // What the EVM cache and the Rosetta/Blockbook cache share: the X-Cache
 // header and log field, and how a flight's clients are told its outcome.
 import type { Failure } from '../envelope.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../observe/log.ts';
 import type { ForwardResult } from '../proxy.ts';
-import type { Upstream } from '../upstream.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 
 /**
  * Who waits for a flight's answer: a client's exchange (a single call), or one

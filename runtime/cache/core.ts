@@ -16,11 +16,11 @@
 //    from an upstream at the chain's head since before then;
 //  - forever: kept in the chain's namespace (identity and genesis), dropped
 //    when the chain resets.
-import type { Logger } from '../log.ts';
-import type { ChainListener, ChainView, ResetReason } from '../chain-view.ts';
+import type { Logger } from '../observe/log.ts';
+import type { ChainListener, ChainView, ResetReason } from '../upstreams/chain-view.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { Dispatch } from '../dispatch.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { MAX_HELD, tagFlight, type FlightMember } from './common.ts';
 import { SharedTier, type Parts } from './shared.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';

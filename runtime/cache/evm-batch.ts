@@ -8,7 +8,7 @@ import { mergeBatch, type MergeSlot } from '../guards/evm.ts';
 import { MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { CLOSE, COMMA, OPEN } from './evm-types.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
-import type { Upstream } from '../upstream.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 import { X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import { isCacheable } from './policy.ts';
 import type { BuildRequest, EvmCache, EvmCall } from './evm-types.ts';

@@ -3,7 +3,7 @@
 // body, through the same forwarding as any call.
 import { MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import type { ForwardResult, HeldTarget } from '../proxy.ts';
-import { UpstreamGroup, type Upstream } from '../upstream.ts';
+import { UpstreamGroup, type Upstream } from '../upstreams/upstream.ts';
 import { failFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { Flight } from './core.ts';
 import { CLOSE, COMMA, OPEN, type EvmCache, type EvmFlight, type MissSink } from './evm-types.ts';

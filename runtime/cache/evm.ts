@@ -17,7 +17,7 @@ import type { Exchange } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
-import type { Upstream } from '../upstream.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 import { serveBatch } from './evm-batch.ts';

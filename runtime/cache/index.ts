@@ -1,11 +1,11 @@
 // The cache as the chains see it: one core per cached chain (core.ts), with its
 // interface's rules (evm.ts, doc.ts, as the interface module picks them),
 // wrapped around the chain's forwarding.
-import type { ChainView } from '../chain-view.ts';
+import type { ChainView } from '../upstreams/chain-view.ts';
 import type { Forwarders } from '../forwarders.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../observe/log.ts';
 import type { CacheSpec, InterfaceKind, RouteOf } from '../types.ts';
-import type { UpstreamGroup } from '../upstream.ts';
+import type { UpstreamGroup } from '../upstreams/upstream.ts';
 import type { Dispatch } from '../dispatch.ts';
 import { CacheCore } from './core.ts';
 import { SharedTier } from './shared.ts';

@@ -9,7 +9,7 @@
 // own when Redis answers again.
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../observe/log.ts';
 
 /** How long Redis keeps an entry: final answers do not change, but Redis memory is not ours alone. */
 const TTL_SECONDS = 24 * 3600;

@@ -4,7 +4,7 @@ import type { Dispatch } from '../dispatch.ts';
 import type { Exchange } from '../exchange.ts';
 import type { ForwardRequest, Verdict } from '../proxy.ts';
 import type { RouteSpec } from '../types.ts';
-import type { Upstream } from '../upstream.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 
 /**
  * Largest upstream answer the gateway holds in memory to rewrite it. A batch

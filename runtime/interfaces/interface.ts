@@ -4,16 +4,16 @@
 // the listener's envelope, what credits name, whether `archive` applies). The
 // server, the layers and the build know interfaces only through the table in
 // index.ts, which the compiler keeps complete.
-import type { AdmissionStage } from '../admission.ts';
+import type { AdmissionStage } from '../admission/admission.ts';
 import type { Envelope } from '../envelope.ts';
 import type { RouteHandler } from '../exchange.ts';
-import type { Logger } from '../log.ts';
-import type { Metrics } from '../metrics.ts';
-import type { Usage } from '../usage.ts';
+import type { Logger } from '../observe/log.ts';
+import type { Metrics } from '../observe/metrics.ts';
+import type { Usage } from '../observe/usage.ts';
 import type { ValidatorTables } from '../validators.ts';
 import type { InterfaceKind, RouteOf } from '../types.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
-import type { ChainView, PollReport } from '../chain-view.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
+import type { ChainView, PollReport } from '../upstreams/chain-view.ts';
 import type { Dispatch, Next } from '../dispatch.ts';
 import type { CacheCore } from '../cache/core.ts';
 import type { PoolStats } from '../pool/stats.ts';

@@ -17,9 +17,9 @@ import { deliver, streams, type Cancelable, type Dispatch } from '../dispatch.ts
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../observe/log.ts';
 import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
-import type { Upstream } from '../upstream.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 
 /** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
 const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {

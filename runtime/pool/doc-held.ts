@@ -7,7 +7,7 @@
 // streams, else to its rewrite: dispatch.ts's deliver).
 import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
 import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import type { PoolStats } from './stats.ts';
 
 export type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;

@@ -7,13 +7,13 @@
 // never going back (doc-held.ts). Nothing else changes: the answers are the
 // upstreams' own. The interface module picks how its requests name blocks
 // (ROSETTA_BLOCKS, BLOCKBOOK_BLOCKS).
-import type { ChainView } from '../chain-view.ts';
+import type { ChainView } from '../upstreams/chain-view.ts';
 import type { Dispatch, Next } from '../dispatch.ts';
 import type { ForwardRequest, HeldRequest, HeldTarget } from '../proxy.ts';
 import type { RouteSpec } from '../types.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
-import { blockbookJudged } from '../throttle.ts';
+import { blockbookJudged } from '../upstreams/throttle.ts';
 import { Flow, type FlowHost } from './flow.ts';
 import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
 

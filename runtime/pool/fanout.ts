@@ -4,8 +4,8 @@
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
 import type { Attempt, Cancelable, Next } from '../dispatch.ts';
-import type { Logger } from '../log.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Logger } from '../observe/log.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 

@@ -5,7 +5,7 @@
 // id (eth_getFilterChanges, eth_getFilterLogs, eth_uninstallFilter) to it only.
 // Bounded: the least recently used ids are forgotten first (a node drops a
 // filter nobody polls for five minutes anyway).
-import type { Upstream } from '../upstream.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 
 /** Filter ids remembered per pool, at most. */
 export const MAX_FILTERS = 10_000;

@@ -9,11 +9,11 @@
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
 import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
 import type { Call } from '../evm-call.ts';
 import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
-import { answerThrottled } from '../throttle.ts';
+import { answerThrottled } from '../upstreams/throttle.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;

@@ -16,13 +16,13 @@
 //    far ahead, a node's "state is gone" of an archive node (flow.ts);
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
-import type { ChainView } from '../chain-view.ts';
+import type { ChainView } from '../upstreams/chain-view.ts';
 import type { Cancelable, Dispatch, Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../observe/log.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
-import type { Upstream, UpstreamGroup } from '../upstream.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { splitBatch } from './batch.ts';
 import type { Call } from '../evm-call.ts';
 import { callOf, rewriteTags, STATE_METHODS, type BlockRef } from './call.ts';

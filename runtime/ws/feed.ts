@@ -14,9 +14,9 @@
 // Blocks and logs are asked through the chain's dispatch, like clients' calls.
 // Nothing runs while the chain has no subscriber; the first one starts from the
 // head the gateway knows at that moment.
-import type { ChainListener, ChainView } from '../chain-view.ts';
+import type { ChainListener, ChainView } from '../upstreams/chain-view.ts';
 import type { Dispatch } from '../dispatch.ts';
-import type { Logger } from '../log.ts';
+import type { Logger } from '../observe/log.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import { quantity } from '../json-scan.ts';
 import { rpcCall } from './fetch.ts';

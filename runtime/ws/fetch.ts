@@ -6,7 +6,7 @@ import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Dispatch } from '../dispatch.ts';
 import type { ForwardResult, HeldRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
-import type { Upstream } from '../upstream.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES } from '../interfaces/common.ts';
 
 const HEADERS = ['content-type', 'application/json'];

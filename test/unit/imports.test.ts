@@ -70,7 +70,7 @@ describe('runtime layout', () => {
   it('one place in runtime/ asks upstreams about themselves: poller.ts (requests go through Forward)', () => {
     // pool.request is undici's promise API, the one a poll uses; Forward uses pool.dispatch.
     const asking = runtime.filter((f) => /\.pool\s*\.\s*request\s*\(/.test(text(f))).map(rel);
-    expect(asking).toEqual(['runtime/poller.ts']);
+    expect(asking).toEqual(['runtime/upstreams/poller.ts']);
     const dispatching = runtime.filter((f) => /\.pool\s*\.\s*dispatch\s*\(/.test(text(f))).map(rel);
     expect(dispatching).toEqual(['runtime/proxy.ts']);
   });

@@ -8,7 +8,7 @@ import { Command, CommanderError } from 'commander';
 import { createHash } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseKeysFile, isKeyShaped } from '../../../runtime/keys.ts';
+import { parseKeysFile, isKeyShaped } from '../../../runtime/keys/keys.ts';
 import { addKeysCommands } from '../../../generator/keys-cli.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 

@@ -11,7 +11,7 @@ import { emitKeysFields, emitKeysValidator, fieldRows, keysArtefacts, renderKeys
 import { renderSchemaReference } from '../../../generator/schema-doc.ts';
 import { KEY_FLAGS } from '../../../generator/key-edit.ts';
 import { addKeysCommands } from '../../../generator/keys-cli.ts';
-import { KEY_FIELDS, LINE_FIELDS } from '../../../runtime/key-record.ts';
+import { KEY_FIELDS, LINE_FIELDS } from '../../../runtime/keys/key-record.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 
 type S = Record<string, any>;

@@ -2,7 +2,7 @@
 // be exactly the JSON that pino's format and JSON.stringify would give.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import fc from 'fast-check';
-import { AccessLog } from '../../../runtime/access-log.ts';
+import { AccessLog } from '../../../runtime/observe/access-log.ts';
 
 interface Rec {
   reqId: string;

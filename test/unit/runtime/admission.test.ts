@@ -6,11 +6,11 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createHash } from 'node:crypto';
-import { AdmissionStage, RateStep } from '../../../runtime/admission.ts';
+import { AdmissionStage, RateStep } from '../../../runtime/admission/admission.ts';
 import type { Exchange } from '../../../runtime/exchange.ts';
-import { KeyStore, type KeyEntry } from '../../../runtime/keys.ts';
-import { MemoryRateLimiter, type RateLimiter, type Taken } from '../../../runtime/ratelimit.ts';
-import type { Metrics } from '../../../runtime/metrics.ts';
+import { KeyStore, type KeyEntry } from '../../../runtime/keys/keys.ts';
+import { MemoryRateLimiter, type RateLimiter, type Taken } from '../../../runtime/admission/ratelimit.ts';
+import type { Metrics } from '../../../runtime/observe/metrics.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
 
 const KEY = 'admission-test-key-0123456789';

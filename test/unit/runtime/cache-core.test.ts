@@ -3,16 +3,16 @@
 // Upstreams are real Upstream objects (nothing is ever sent to them); what a
 // poll would report is given to the chain's view directly, as the poller does.
 import { describe, expect, it, vi } from 'vitest';
-import { ChainView, type PollReport, type ResetReason } from '../../../runtime/chain-view.ts';
+import { ChainView, type PollReport, type ResetReason } from '../../../runtime/upstreams/chain-view.ts';
 import { CacheCore, type FlightLanding } from '../../../runtime/cache/core.ts';
 import { BLOCKBOOK_RULES, ROSETTA_RULES } from '../../../runtime/cache/doc-rules.ts';
 import { CacheStore } from '../../../runtime/cache/store.ts';
 import type { SharedTier } from '../../../runtime/cache/shared.ts';
 import type { Exchange } from '../../../runtime/exchange.ts';
-import type { Logger } from '../../../runtime/log.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
 import type { ForwardRequest } from '../../../runtime/proxy.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
-import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
 const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
 

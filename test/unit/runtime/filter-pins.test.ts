@@ -1,7 +1,7 @@
 // A pool's memory of which upstream made which filter (runtime/pool/filters.ts): bounded, least recently used first out.
 import { describe, expect, it } from 'vitest';
 import { FilterPins, MAX_FILTERS } from '../../../runtime/pool/filters.ts';
-import type { Upstream } from '../../../runtime/upstream.ts';
+import type { Upstream } from '../../../runtime/upstreams/upstream.ts';
 
 const a = { name: 'a' } as Upstream;
 const b = { name: 'b' } as Upstream;

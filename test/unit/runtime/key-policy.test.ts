@@ -3,7 +3,7 @@
 // splitting), and the per-call rules for methods and contracts.
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { callRefusal, clientAddress, compilePolicy, ipAllowed, ipList, OriginMatcher, parseOrigin } from '../../../runtime/key-policy.ts';
+import { callRefusal, clientAddress, compilePolicy, ipAllowed, ipList, OriginMatcher, parseOrigin } from '../../../runtime/keys/key-policy.ts';
 
 // ------------------------------------------------------------------ reference matchers
 

@@ -1,4 +1,4 @@
-// The keys file through the manifest's pipeline (runtime/key-record.ts): a
+// The keys file through the manifest's pipeline (runtime/keys/key-record.ts): a
 // bad file is refused with every problem at FILE:LINE:COL, each with a hint,
 // by the server's loader and the CLI alike, and nothing is written; a key
 // store's hash is the same record, its fields encoded by kind.
@@ -8,8 +8,8 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readKeyRecords, recordOfStore, recordProblems, storeFields, type KeyRecord } from '../../../runtime/key-record.ts';
-import { entryFromFields, KeyStore } from '../../../runtime/keys.ts';
+import { readKeyRecords, recordOfStore, recordProblems, storeFields, type KeyRecord } from '../../../runtime/keys/key-record.ts';
+import { entryFromFields, KeyStore } from '../../../runtime/keys/keys.ts';
 import { addKey, checkKeysFile, KeysError, setKey } from '../../../generator/keys-file.ts';
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');

@@ -1,4 +1,4 @@
-// The keys file's fast scan (runtime/keys-fast.ts) against the full parser:
+// The keys file's fast scan (runtime/keys/keys-fast.ts) against the full parser:
 // random keys files in the shapes ops write (block and flow entries, quoted
 // and plain scalars, comments, chains, limits, disabled, expiry, and entries
 // the scan leaves to the full parser; every field the schema's table lets a
@@ -11,8 +11,8 @@ import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KeyStore, parseKeysFile } from '../../../runtime/keys.ts';
-import { GiveUp, KeyScan, type ScannedEntry } from '../../../runtime/keys-fast.ts';
+import { KeyStore, parseKeysFile } from '../../../runtime/keys/keys.ts';
+import { GiveUp, KeyScan, type ScannedEntry } from '../../../runtime/keys/keys-fast.ts';
 
 const sha = (k: string) => createHash('sha256').update(k).digest('hex');
 const quiet = { info() {}, error() {} };

@@ -3,12 +3,12 @@
 // time. Fake timers and fake pools: what is asserted is the order and count of
 // probes, not how long anything takes.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Poller } from '../../../runtime/poller.ts';
-import { ChainView, UpstreamView } from '../../../runtime/chain-view.ts';
-import type { Logger } from '../../../runtime/log.ts';
-import type { Metrics } from '../../../runtime/metrics.ts';
+import { Poller } from '../../../runtime/upstreams/poller.ts';
+import { ChainView, UpstreamView } from '../../../runtime/upstreams/chain-view.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
+import type { Metrics } from '../../../runtime/observe/metrics.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
-import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
 const INTERVAL = 1000;
 

@@ -4,10 +4,10 @@
 // says so.
 import { describe, expect, it } from 'vitest';
 import type { Cancelable, Dispatch } from '../../../runtime/dispatch.ts';
-import type { Logger } from '../../../runtime/log.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
 import { splitBatch } from '../../../runtime/pool/batch.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../runtime/proxy.ts';
-import type { Upstream } from '../../../runtime/upstream.ts';
+import type { Upstream } from '../../../runtime/upstreams/upstream.ts';
 
 const U = { name: 'eth#0', chain: 'eth' } as unknown as Upstream;
 const LOG = { warn: () => undefined, info: () => undefined, error: () => undefined } as unknown as Logger;

@@ -6,8 +6,8 @@
 // poll would report is given to the chain's view directly, as the poller does.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Dispatcher } from 'undici';
-import { ChainView, type PollReport } from '../../../runtime/chain-view.ts';
-import type { Logger } from '../../../runtime/log.ts';
+import { ChainView, type PollReport } from '../../../runtime/upstreams/chain-view.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
 import { Pool } from '../../../runtime/pool/pool.ts';
 import { plainDispatch } from '../../../runtime/dispatch.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
@@ -16,7 +16,7 @@ import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
 import { HedgeBudget } from '../../../runtime/pool/stats.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
-import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
 /** The client side of the targets here: never written to (every request's classify buffers its answer). */
 const UNUSED_SINK = {} as Sink;

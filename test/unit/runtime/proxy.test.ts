@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest } from '../../../runtime/proxy.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
-import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
 type Behaviour = 'ok' | '500' | 'hangup' | 'hold';
 

@@ -1,9 +1,9 @@
-// Counting credits in windows (runtime/ratelimit.ts): the rate limit's fixed
+// Counting credits in windows (runtime/admission/ratelimit.ts): the rate limit's fixed
 // windows aligned to the clock, the quota's UTC calendar days and months, a
 // batch counting as its credits, each key and limit apart. Every instant is
 // given explicitly: the windows are computed from it, nothing waits.
 import { describe, expect, it } from 'vitest';
-import { MemoryRateLimiter, parseQuota, quotaWindow, rateWindow, type Quota, type Rate } from '../../../runtime/ratelimit.ts';
+import { MemoryRateLimiter, parseQuota, quotaWindow, rateWindow, type Quota, type Rate } from '../../../runtime/admission/ratelimit.ts';
 
 /** A whole hour (so also a whole minute and second). */
 const T0 = Date.UTC(2030, 0, 1, 12, 0, 0);

@@ -104,13 +104,13 @@ describe('request headers the runtime reads (issue 32)', () => {
 
   it('finds the reads it must: the key, the JWT, an aliased read and a parameter fed the request headers', () => {
     const at = (name: string) => reads.filter((r) => r.name === name).map((r) => r.at.split(':')[0]);
-    expect(at('x-api-key')).toContain('runtime/admission.ts');
-    expect(at('authorization')).toContain('runtime/admission.ts');
+    expect(at('x-api-key')).toContain('runtime/admission/admission.ts');
+    expect(at('authorization')).toContain('runtime/admission/admission.ts');
     // blockbook.ts: `const h = x.req.headers; h.accept`, and the PASS list read as `x.req.headers[name]`.
     expect(at('accept')).toContain('runtime/interfaces/blockbook.ts');
     expect(at('if-modified-since')).toContain('runtime/interfaces/blockbook.ts');
     // key-policy.ts: requestRefusal(p, headers, ...) is called with x.req.headers.
-    expect(at('user-agent')).toContain('runtime/key-policy.ts');
+    expect(at('user-agent')).toContain('runtime/keys/key-policy.ts');
   });
 
   it('every request header read in runtime/ is in REQUEST_HEADERS (so CORS grants what a script may set), under a name the checker can see', () => {

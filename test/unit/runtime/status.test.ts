@@ -1,15 +1,15 @@
-// The status page's figures (runtime/status.ts): read from the very counters
+// The status page's figures (runtime/observe/status.ts): read from the very counters
 // /metrics renders, with windows worked out from copies taken at known times
 // (copy(now) and json(now) take the time, so nothing here waits).
 import { describe, expect, it } from 'vitest';
-import { Metrics, type RouteMetrics } from '../../../runtime/metrics.ts';
-import { BUCKETS } from '../../../runtime/tally.ts';
-import { quantile, StatusBoard, STEP_MS } from '../../../runtime/status.ts';
+import { Metrics, type RouteMetrics } from '../../../runtime/observe/metrics.ts';
+import { BUCKETS } from '../../../runtime/upstreams/tally.ts';
+import { quantile, StatusBoard, STEP_MS } from '../../../runtime/observe/status.ts';
 import type { GatewaySpec, RouteSpec } from '../../../runtime/types.ts';
-import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
-import { Usage } from '../../../runtime/usage.ts';
-import type { Logger } from '../../../runtime/log.ts';
-import { ChainView } from '../../../runtime/chain-view.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
+import { Usage } from '../../../runtime/observe/usage.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
+import { ChainView } from '../../../runtime/upstreams/chain-view.ts';
 
 const counts = (pairs: [number, number][]): Float64Array => {
   const c = new Float64Array(BUCKETS.length + 1);

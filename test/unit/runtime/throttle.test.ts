@@ -1,9 +1,9 @@
-// The throttle table (runtime/throttle.ts): the providers' texts are throttles,
+// The throttle table (runtime/upstreams/throttle.ts): the providers' texts are throttles,
 // a node's own errors and a range limit are not; Retry-After in both forms;
 // the cooldown doubles with each throttle in a row and an answer ends the run.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { answerThrottled, blockbookThrottled, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS } from '../../../runtime/throttle.ts';
-import { Upstream } from '../../../runtime/upstream.ts';
+import { answerThrottled, blockbookThrottled, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS } from '../../../runtime/upstreams/throttle.ts';
+import { Upstream } from '../../../runtime/upstreams/upstream.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 
 const rpcError = (code: number, message: string) => Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code, message } }));

@@ -1,8 +1,8 @@
-// Per-upstream budgets (runtime/upstream-budget.ts): the token bucket's
+// Per-upstream budgets (runtime/upstreams/upstream-budget.ts): the token bucket's
 // bound (any one second: at most rate × 1.1 + 1 requests), polls taken from
 // it, when it has room again, and how far apart a budgeted upstream's polls are.
 import { describe, expect, it } from 'vitest';
-import { Budget, POLL_SHARE } from '../../../runtime/upstream-budget.ts';
+import { Budget, POLL_SHARE } from '../../../runtime/upstreams/upstream-budget.ts';
 
 /** A sender that sends whenever the bucket has room, checking every `stepMs` from 0 to `ms`; the send times. */
 function greedy(b: Budget, ms: number, stepMs: number): number[] {

@@ -1,10 +1,10 @@
-// Selection by score (runtime/upstream-score.ts): the score of a window, the
+// Selection by score (runtime/upstreams/upstream-score.ts): the score of a window, the
 // preferred band and its hysteresis, probes, weights, and the window that
 // reaches back only as far as it needs calls. Ticks are called by hand.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RouteSpec, UpstreamRole } from '../../../runtime/types.ts';
-import { Upstream, UpstreamGroup } from '../../../runtime/upstream.ts';
-import { MIN_CALLS, PROBE, scoreOf, WINDOW_PERIODS } from '../../../runtime/upstream-score.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
+import { MIN_CALLS, PROBE, scoreOf, WINDOW_PERIODS } from '../../../runtime/upstreams/upstream-score.ts';
 
 const ROUTE = { path: 'c', limits: { timeoutMs: 1000 } } as RouteSpec;
 const groups: UpstreamGroup[] = [];

@@ -1,9 +1,9 @@
-// Weighted selection (runtime/upstream.ts): smooth weighted round-robin, as
+// Weighted selection (runtime/upstreams/upstream.ts): smooth weighted round-robin, as
 // nginx does it, over the usable primaries; fallbacks only when no primary is
 // usable; a request never goes twice to one node. Exact sequences, not shares.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { RouteSpec, UpstreamRole } from '../../../runtime/types.ts';
-import { Upstream, UpstreamGroup, type UpstreamState } from '../../../runtime/upstream.ts';
+import { Upstream, UpstreamGroup, type UpstreamState } from '../../../runtime/upstreams/upstream.ts';
 
 const ROUTE = { path: 'c', limits: { timeoutMs: 1000 } } as RouteSpec;
 const groups: UpstreamGroup[] = [];

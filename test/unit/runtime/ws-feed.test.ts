@@ -4,12 +4,12 @@
 // a head that skips heights, a reorg to a shorter chain with the view going
 // back, a view behind what was sent, and the last subscriber leaving.
 import { describe, expect, it } from 'vitest';
-import type { ChainListener, ChainView } from '../../../runtime/chain-view.ts';
+import type { ChainListener, ChainView } from '../../../runtime/upstreams/chain-view.ts';
 import type { Dispatch } from '../../../runtime/dispatch.ts';
-import type { Logger } from '../../../runtime/log.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
 import type { ForwardRequest, HeldTarget } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec } from '../../../runtime/types.ts';
-import type { Upstream } from '../../../runtime/upstream.ts';
+import type { Upstream } from '../../../runtime/upstreams/upstream.ts';
 import { ChainFeed, type FeedSubscriber } from '../../../runtime/ws/feed.ts';
 import { parseLogFilter, type LogFilter } from '../../../runtime/ws/logs.ts';
 

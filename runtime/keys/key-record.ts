@@ -11,10 +11,10 @@ import { createPublicKey } from 'node:crypto';
 import validateKeysFile from './keys-validate.gen.ts';
 import { KEY_FIELDS, type KeyField, type KeyFieldName, type KeyRecord } from './keys-schema.gen.ts';
 import { ipList, parseOrigin } from './key-policy.ts';
-import { parseRate } from './rate.ts';
-import { parseQuota } from './ratelimit.ts';
-import { formatProblem, getAt, isObj, pathText, problemsIn, schemaProblems, sortProblems, whereInList, type Report } from './schema-problems.ts';
-import { loadYaml, type YamlPath } from './yaml-source.ts';
+import { parseRate } from '../admission/rate.ts';
+import { parseQuota } from '../admission/ratelimit.ts';
+import { formatProblem, getAt, isObj, pathText, problemsIn, schemaProblems, sortProblems, whereInList, type Report } from '../schema-problems.ts';
+import { loadYaml, type YamlPath } from '../yaml-source.ts';
 
 export { KEY_FIELDS };
 export type { KeyField, KeyFieldName, KeyRecord };

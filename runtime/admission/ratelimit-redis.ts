@@ -9,7 +9,7 @@
 // Redis is away (a key can overrun its quota by what it uses on each replica
 // during the outage); counting returns to Redis as soon as it answers again.
 import { Redis } from 'ioredis';
-import type { Logger } from './log.ts';
+import type { Logger } from '../observe/log.ts';
 import { MemoryRateLimiter, type CountWindow, type RateLimiter, type Taken } from './ratelimit.ts';
 
 // KEYS[1] the window's counter; ARGV: credits, the window's end (ms), the limit.

@@ -10,11 +10,11 @@
 // failed polls or when more than maxLag blocks behind, wrong_chain while it
 // serves another chain: the one the manifest names or, in a pool where it
 // names none, the one most of its upstreams serve.
-import type { Logger } from './log.ts';
-import type { Metrics } from './metrics.ts';
-import type { RouteSpec } from './types.ts';
-import { moduleOf } from './interfaces/index.ts';
-import type { ProbeRequest } from './interfaces/interface.ts';
+import type { Logger } from '../observe/log.ts';
+import type { Metrics } from '../observe/metrics.ts';
+import type { RouteSpec } from '../types.ts';
+import { moduleOf } from '../interfaces/index.ts';
+import type { ProbeRequest } from '../interfaces/interface.ts';
 import type { ChainView, PollReport } from './chain-view.ts';
 import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 

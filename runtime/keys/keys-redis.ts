@@ -13,7 +13,7 @@
 // the whole cache is dropped, since changes published meanwhile were missed:
 // a key revoked during an outage cannot come back.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Clock } from './clock.ts';
+import { Clock } from '../clock.ts';
 import { Redis } from 'ioredis';
 import type { KeyCheck, KeyEntry, KeyLookup } from './keys.ts';
 import { entryFromFields } from './keys.ts';

@@ -1,8 +1,8 @@
 // Upstreams: one undici Pool each, what each serves in its view (kept by the
 // poller and by the answers of real requests), and weighted selection per chain.
 import { Pool } from 'undici';
-import type { RouteSpec, UpstreamRole, UpstreamSpec } from './types.ts';
-import { resolveTemplate } from './env.ts';
+import type { RouteSpec, UpstreamRole, UpstreamSpec } from '../types.ts';
+import { resolveTemplate } from '../env.ts';
 import { UpstreamView, type UpstreamState } from './chain-view.ts';
 import type { UpstreamTally } from './tally.ts';
 import { Scorer, type UpstreamScore } from './upstream-score.ts';

@@ -11,16 +11,16 @@
 // directly. Hot path: change with care.
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import { UPSTREAM_STATES, type Upstream } from './upstream.ts';
-import type { PoolStats } from './pool/stats.ts';
-import type { CacheStats } from './cache/store.ts';
-import type { ChainView } from './chain-view.ts';
+import { UPSTREAM_STATES, type Upstream } from '../upstreams/upstream.ts';
+import type { PoolStats } from '../pool/stats.ts';
+import type { CacheStats } from '../cache/store.ts';
+import type { ChainView } from '../upstreams/chain-view.ts';
 
 /** What the cache's gauges read of a chain's view. */
 type CachedChainView = Pick<ChainView, 'number' | 'finalized' | 'headChanges'>;
-import { BUCKETS } from './tally.ts';
-import { LINGER_OUTCOMES, lingerStats } from './linger.ts';
-import type { WsStats } from './ws/stats.ts';
+import { BUCKETS } from '../upstreams/tally.ts';
+import { LINGER_OUTCOMES, lingerStats } from '../linger.ts';
+import type { WsStats } from '../ws/stats.ts';
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {

@@ -5,16 +5,16 @@
 // differences between the live counters and those copies, the way Prometheus'
 // rate() and histogram_quantile() read the same series. Nothing here runs per
 // request. The top keys are the exception: usage per key is kept out of
-// Prometheus on purpose (runtime/usage.ts), so they come from the /usage counters.
-import type { PoolStats } from './pool/stats.ts';
-import type { WsStats } from './ws/stats.ts';
-import type { Chain } from './chains.ts';
+// Prometheus on purpose (runtime/observe/usage.ts), so they come from the /usage counters.
+import type { PoolStats } from '../pool/stats.ts';
+import type { WsStats } from '../ws/stats.ts';
+import type { Chain } from '../chains.ts';
 import type { Metrics } from './metrics.ts';
-import { BUCKETS } from './tally.ts';
-import type { GatewaySpec } from './types.ts';
-import type { Upstream } from './upstream.ts';
+import { BUCKETS } from '../upstreams/tally.ts';
+import type { GatewaySpec } from '../types.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 import type { Usage } from './usage.ts';
-import { VERSION } from './version.ts';
+import { VERSION } from '../version.ts';
 
 /** How often the counters are copied. */
 export const STEP_MS = 5000;

@@ -1,7 +1,7 @@
 // The manifest's CORS policy, in one place: the headers of answers to
 // requests that carry an Origin, and the answer to a preflight.
-import type { Exchange } from './exchange.ts';
-import { CORS_ALLOW_HEADERS } from './request-headers.ts';
+import type { Exchange } from '../exchange.ts';
+import { CORS_ALLOW_HEADERS } from '../request-headers.ts';
 
 /** What a browser dapp may read of an answer: its request id, the cache's word, and its key's limits. */
 const EXPOSE = 'x-request-id, x-cache, x-ratelimit-limit, x-ratelimit-remaining, x-ratelimit-reset, x-credits-used, retry-after';

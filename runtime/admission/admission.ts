@@ -5,15 +5,15 @@
 // limiter) and with a promise only when it must (jose, Redis), so a request
 // pays for a promise only then, and a key without a policy or limits pays a
 // null test for each.
-import type { Exchange } from './exchange.ts';
-import type { Refusal, Refused } from './envelope.ts';
-import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from './keys.ts';
-import type { Metrics } from './metrics.ts';
+import type { Exchange } from '../exchange.ts';
+import type { Refusal, Refused } from '../envelope.ts';
+import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from '../keys/keys.ts';
+import type { Metrics } from '../observe/metrics.ts';
 import { quotaWindow, rateWindow, type RateLimiter, type Taken } from './ratelimit.ts';
-import type { RateLimitSpec, RouteSpec } from './types.ts';
+import type { RateLimitSpec, RouteSpec } from '../types.ts';
 import type { BlockList } from 'node:net';
-import { clientAddress, requestRefusal, type PolicyReason } from './key-policy.ts';
-import { bearerVerifies } from './jwt.ts';
+import { clientAddress, requestRefusal, type PolicyReason } from '../keys/key-policy.ts';
+import { bearerVerifies } from '../keys/jwt.ts';
 
 /**
  * Where a request goes once its key is known: a refusal is answered in its

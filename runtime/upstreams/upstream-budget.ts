@@ -14,7 +14,7 @@
 // POLL_SHARE of the budget. With GATEWAY_WORKERS=N each worker process holds a
 // bucket of its own, of a N-th of the rate.
 // docs/upstreams.md: "Budgets".
-import { workerCount } from './workers.ts';
+import { workerCount } from '../workers.ts';
 
 /** The share of a budget the poller may take. */
 export const POLL_SHARE = 0.1;

@@ -1,9 +1,9 @@
 // The admin listener (status page, metrics, liveness, readiness, usage) and
 // the readiness report that every listener's /readyz shares.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { nextRequestId } from './exchange.ts';
+import { nextRequestId } from '../exchange.ts';
 import type { Metrics } from './metrics.ts';
-import type { Chain } from './chains.ts';
+import type { Chain } from '../chains.ts';
 import { daysBetween, totals, type Usage } from './usage.ts';
 import type { StatusBoard } from './status.ts';
 import { statusPage } from './status-page.ts';
