@@ -4,10 +4,7 @@
 // `credits` says otherwise). This file counts in this process; with REDIS_URL
 // the counts are Redis's (ratelimit-redis.ts), shared by every replica.
 
-export interface Rate {
-  readonly limit: number;
-  readonly windowMs: number;
-}
+import type { Quota, Rate } from '../rate.ts';
 
 /** One window of one limit: what to count against, and when it ends. */
 export interface CountWindow {
@@ -46,11 +43,6 @@ export function rateWindow(rate: Rate, now: number): CountWindow {
   return { slot, start, limit: rate.limit, endsAt: start + rate.windowMs };
 }
 
-export interface Quota {
-  readonly limit: number;
-  readonly per: 'day' | 'month';
-}
-
 /** The current calendar day and month, computed when `now` leaves them (not per request). */
 const CALENDAR = { day: { start: 0, end: 0 }, month: { start: 0, end: 0 } };
 
@@ -65,14 +57,6 @@ export function quotaWindow(q: Quota, now: number): CountWindow {
     c.end = q.per === 'day' ? Date.UTC(y, m, d.getUTCDate() + 1) : Date.UTC(y, m + 1, 1);
   }
   return { slot: q.per === 'day' ? 'q:day' : 'q:month', start: c.start, limit: q.limit, endsAt: c.end };
-}
-
-/** Parses `3000000/day` or `90000000/month`. */
-export function parseQuota(s: string): Quota | null {
-  const m = /^([1-9][0-9]{0,15})\/(day|month)$/.exec(s);
-  if (!m) return null;
-  const limit = Number(m[1]);
-  return Number.isSafeInteger(limit) ? { limit, per: m[2] as 'day' | 'month' } : null;
 }
 
 export class MemoryRateLimiter implements RateLimiter {

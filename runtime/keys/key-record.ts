@@ -11,8 +11,7 @@ import { createPublicKey } from 'node:crypto';
 import validateKeysFile from './keys-validate.gen.ts';
 import { KEY_FIELDS, type KeyField, type KeyFieldName, type KeyRecord } from './keys-schema.gen.ts';
 import { ipList, parseOrigin } from './key-policy.ts';
-import { parseRate } from '../admission/rate.ts';
-import { parseQuota } from '../admission/ratelimit.ts';
+import { parseQuota, parseRate } from '../rate.ts';
 import { formatProblem, getAt, isObj, pathText, problemsIn, schemaProblems, sortProblems, whereInList, type Report } from '../schema-problems.ts';
 import { loadYaml, type YamlPath } from '../yaml-source.ts';
 

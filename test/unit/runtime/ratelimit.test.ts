@@ -3,7 +3,8 @@
 // batch counting as its credits, each key and limit apart. Every instant is
 // given explicitly: the windows are computed from it, nothing waits.
 import { describe, expect, it } from 'vitest';
-import { MemoryRateLimiter, parseQuota, quotaWindow, rateWindow, type Quota, type Rate } from '../../../runtime/admission/ratelimit.ts';
+import { MemoryRateLimiter, quotaWindow, rateWindow } from '../../../runtime/admission/ratelimit.ts';
+import { parseQuota, type Quota, type Rate } from '../../../runtime/rate.ts';
 
 /** A whole hour (so also a whole minute and second). */
 const T0 = Date.UTC(2030, 0, 1, 12, 0, 0);
