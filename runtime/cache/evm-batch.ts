@@ -4,7 +4,8 @@
 // forwarding as any call.
 import type { Exchange } from '../exchange.ts';
 import type { Failure } from '../envelope.ts';
-import { mergeBatch, type MergeSlot } from '../guards/evm.ts';
+import type { MergeSlot } from '../guards/evm.ts';
+import { mergeBatch } from '../batch-merge.ts';
 import { MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { CLOSE, COMMA, OPEN } from './evm-types.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';

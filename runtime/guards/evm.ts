@@ -18,10 +18,10 @@ import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
 import { scanPlainRpc } from './evm-fast.ts';
 import { invalidParamsJson, paramsInvalid, scannedParamsValid, type EvmParamsCheck } from './evm-params.ts';
-import { WRITE_METHODS, type BatchMerge, type EvmDecision, type MergeSlot } from './evm-decision.ts';
+import { WRITE_METHODS, type EvmDecision, type MergeSlot } from './evm-decision.ts';
 
 export type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
-import { hasDuplicateKeys, MAX_ANSWER_DEPTH, MAX_REQUEST_DEPTH, nestsDeeper, splitBatchAnswer } from '../json-scan.ts';
+import { hasDuplicateKeys, MAX_REQUEST_DEPTH, nestsDeeper } from '../json-scan.ts';
 
 interface Item {
   readonly jsonrpc?: unknown;
@@ -227,89 +227,4 @@ function slotsSoFar(forwarded: readonly Item[], n: number): MergeSlot[] {
   const slots: MergeSlot[] = new Array(n);
   for (let k = 0; k < forwarded.length; k++) slots[k] = forwardedSlot(forwarded[k]!);
   return slots;
-}
-
-/**
- * Rebuilds a batch answer: the node's answers matched to forwarded ids, the
- * gateway's own errors in their request positions. Null if the node's answer
- * is not an answer to exactly the calls forwarded: not a JSON-RPC batch
- * answer, an id missing, or an id that was never sent. The node's items are
- * copied as bytes, never parsed whole (see json-scan.ts).
- */
-export function mergeBatch(merge: BatchMerge, upstreamBody: Buffer | string): Buffer | null {
-  const body = typeof upstreamBody === 'string' ? Buffer.from(upstreamBody) : upstreamBody;
-  const expected = new Map<string, number>();
-  for (const slot of merge.slots) if (slot !== null && 'forwardedId' in slot) expected.set(slot.forwardedId, (expected.get(slot.forwardedId) ?? 0) + 1);
-  const parts: Buffer[] = [];
-  const own = (s: string | Buffer) => parts.push(typeof s === 'string' ? Buffer.from(s) : s);
-  // Only notifications went to the node: it answers with no body.
-  if (expected.size === 0 && isBlank(body)) {
-    for (const slot of merge.slots) if (slot !== null && 'ready' in slot) own(slot.ready);
-    return joinArray(parts);
-  }
-  const items = splitBatchAnswer(body, MAX_ANSWER_DEPTH);
-  if (items === null) return wholeBatchError(merge, body);
-  const byId = new Map<string, AnswerSpan[]>();
-  for (const it of items) {
-    if (it.id === null || (expected.get(it.id) ?? 0) === 0) return null;
-    expected.set(it.id, expected.get(it.id)! - 1);
-    const list = byId.get(it.id);
-    if (list) list.push(it);
-    else byId.set(it.id, [it]);
-  }
-  for (const left of expected.values()) if (left !== 0) return null;
-  for (const slot of merge.slots) {
-    if (slot === null) continue;
-    if ('ready' in slot) own(slot.ready);
-    else {
-      const it = byId.get(slot.forwardedId)!.shift()!;
-      parts.push(body.subarray(it.start, it.end));
-    }
-  }
-  return joinArray(parts);
-}
-
-interface AnswerSpan {
-  readonly start: number;
-  readonly end: number;
-}
-
-function isBlank(b: Buffer): boolean {
-  for (const c of b) if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return false;
-  return true;
-}
-
-const OPEN = Buffer.from('[');
-const SEP = Buffer.from(',');
-const CLOSE = Buffer.from(']');
-
-function joinArray(parts: readonly Buffer[]): Buffer {
-  const out: Buffer[] = [OPEN];
-  parts.forEach((p, i) => (i === 0 ? out.push(p) : out.push(SEP, p)));
-  out.push(CLOSE);
-  return Buffer.concat(out);
-}
-
-/**
- * The node refused the whole (forwarded) batch with one error object: each
- * forwarded call gets that error under its own id.
- */
-function wholeBatchError(merge: BatchMerge, body: Buffer): Buffer | null {
-  if (body.length > 65536 || nestsDeeper(body, MAX_ANSWER_DEPTH)) return null;
-  let answer: unknown;
-  try {
-    answer = JSON.parse(body.toString('utf8'));
-  } catch {
-    return null;
-  }
-  if (answer === null || typeof answer !== 'object' || Array.isArray(answer) || !('error' in answer)) return null;
-  const err = (answer as { error: unknown }).error;
-  if (err === null || typeof err !== 'object') return null;
-  const errJson = JSON.stringify(err);
-  const parts: Buffer[] = [];
-  for (const slot of merge.slots) {
-    if (slot === null) continue;
-    parts.push('ready' in slot ? (typeof slot.ready === 'string' ? Buffer.from(slot.ready) : slot.ready) : Buffer.from(`{"jsonrpc":"2.0","id":${slot.forwardedId},"error":${errJson}}`));
-  }
-  return joinArray(parts);
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
-import { checkEvmBody, checkEvmBodyGeneral, mergeBatch, type EvmDecision } from '../../../runtime/guards/evm.ts';
+import { checkEvmBody, checkEvmBodyGeneral, type EvmDecision } from '../../../runtime/guards/evm.ts';
+import { mergeBatch } from '../../../runtime/batch-merge.ts';
 import { scanPlainRpc } from '../../../runtime/guards/evm-fast.ts';
 import { evmParamsCheck } from '../../../runtime/guards/evm-params.ts';
 import { NO_VALIDATORS } from '../../../runtime/validators.ts';

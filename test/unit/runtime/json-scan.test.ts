@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { hasDuplicateKeys, MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer, valueEnd } from '../../../runtime/json-scan.ts';
-import { checkEvmBodyGeneral, mergeBatch, type BatchMerge } from '../../../runtime/guards/evm.ts';
+import { checkEvmBodyGeneral, type BatchMerge } from '../../../runtime/guards/evm.ts';
+import { mergeBatch } from '../../../runtime/batch-merge.ts';
 
 const b = (s: string) => Buffer.from(s);
 const deep = (n: number, inner = '1') => '['.repeat(n) + inner + ']'.repeat(n);
