@@ -11,16 +11,64 @@
 // directly. Hot path: change with care.
 import cluster from 'node:cluster';
 import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import { UPSTREAM_STATES, type Upstream } from '../upstreams/upstream.ts';
-import type { PoolStats } from '../pool/stats.ts';
-import type { CacheStats } from '../cache/store.ts';
-import type { ChainView } from '../upstreams/chain-view.ts';
-
-/** What the cache's gauges read of a chain's view. */
-type CachedChainView = Pick<ChainView, 'number' | 'finalized' | 'headChanges'>;
-import { BUCKETS } from '../upstreams/tally.ts';
+import { BUCKETS, UPSTREAM_STATES, type UpstreamState, type UpstreamTally } from '../upstreams/tally.ts';
 import { LINGER_OUTCOMES, lingerStats } from '../linger.ts';
-import type { WsStats } from '../ws/stats.ts';
+
+// What the metrics read of the layers they count, as narrow shapes declared
+// here: the layers' own objects (Upstream, ChainView, CacheStats, PoolStats,
+// WsStats) fit them, and this file imports none of those layers.
+
+/** An upstream: its attempts, its state and its head (upstreams/upstream.ts's Upstream). */
+export interface UpstreamSeries {
+  readonly chain: string;
+  readonly name: string;
+  readonly usable: boolean;
+  readonly state: UpstreamState;
+  readonly head: number | null;
+  readonly tally: UpstreamTally;
+  readonly view: { readonly throttledTotal: number };
+}
+
+/** A chain's head and finality as its view has them (upstreams/chain-view.ts's ChainView). */
+export interface ChainHeads {
+  readonly number: number;
+  readonly finalized: number;
+  readonly headChanges: number;
+}
+
+/** A chain's cache counters (cache/store.ts's CacheStats). */
+export interface CacheCounts {
+  readonly chain: string;
+  readonly hits: number;
+  readonly misses: number;
+  readonly coalesced: number;
+  readonly evictions: number;
+  readonly bytes: number;
+  readonly sharedHits: number;
+  readonly batched: number;
+  readonly batches: number;
+  readonly resets: { readonly identity: number; readonly finalized_backwards: number };
+}
+
+/** A pool's counters and its served tip (pool/stats.ts's PoolStats). */
+export interface PoolCounts {
+  readonly chain: string;
+  readonly retries: Readonly<Record<string, number>>;
+  readonly hedges: Readonly<Record<string, number>>;
+  readonly quorum: Readonly<Record<string, number>>;
+  readonly broadcasts: number;
+  readonly tipAnswers: number;
+  tip(): number;
+}
+
+/** A chain's WebSocket counters (ws/stats.ts's WsStats). */
+export interface SocketCounts {
+  readonly chain: string;
+  readonly connections: number;
+  readonly subscriptions: Readonly<Record<string, number>>;
+  readonly notifications: Readonly<Record<string, number>>;
+  readonly closed: Readonly<Record<string, number>>;
+}
 
 /** One method (or endpoint, or 'batch', 'refused') of one chain: answers counted by HTTP status. */
 export class LabelTally {
@@ -84,6 +132,18 @@ export class RouteMetrics {
     this.total++;
     return t;
   }
+}
+
+/** One histogram's series as Prometheus has them: cumulative buckets (BUCKETS, then +Inf), sum and count. */
+function histogram(out: MetricValue<string>[], name: string, labels: Readonly<Record<string, string>>, buckets: Float64Array, sum: number, count: number): void {
+  let cumulative = 0;
+  for (let i = 0; i <= BUCKETS.length; i++) {
+    cumulative += buckets[i]!;
+    const le = i === BUCKETS.length ? '+Inf' : String(BUCKETS[i]);
+    out.push({ metricName: `${name}_bucket`, labels: { le, ...labels }, value: cumulative } as MetricValue<string>);
+  }
+  out.push({ metricName: `${name}_sum`, labels, value: sum } as MetricValue<string>);
+  out.push({ metricName: `${name}_count`, labels, value: count } as MetricValue<string>);
 }
 
 /** A prom-client metric that renders what a collector returns, on scrape. */
@@ -181,29 +241,19 @@ export class Metrics {
     this.registry.registerMetric(
       <Metric>(<unknown>new Rendered('gateway_request_duration_seconds', 'Time from request to the end of the answer.', 'histogram', () => {
         const out: MetricValue<string>[] = [];
-        for (const t of this.routes) {
-          if (t.total === 0) continue;
-          let cumulative = 0;
-          for (let i = 0; i <= BUCKETS.length; i++) {
-            cumulative += t.buckets[i]!;
-            const le = i === BUCKETS.length ? '+Inf' : String(BUCKETS[i]);
-            out.push({ metricName: 'gateway_request_duration_seconds_bucket', labels: { le, chain: t.chain, interface: t.iface }, value: cumulative } as MetricValue<string>);
-          }
-          out.push({ metricName: 'gateway_request_duration_seconds_sum', labels: { chain: t.chain, interface: t.iface }, value: t.sum } as MetricValue<string>);
-          out.push({ metricName: 'gateway_request_duration_seconds_count', labels: { chain: t.chain, interface: t.iface }, value: t.total } as MetricValue<string>);
-        }
+        for (const t of this.routes) if (t.total !== 0) histogram(out, 'gateway_request_duration_seconds', { chain: t.chain, interface: t.iface }, t.buckets, t.sum, t.total);
         return out;
       })),
     );
   }
 
-  private readonly caches: CacheStats[] = [];
+  private readonly caches: CacheCounts[] = [];
   /** Each cached chain's view (the same index as `caches`): its head and finality are read there, not copied. */
-  private readonly cachedViews: CachedChainView[] = [];
-  private readonly upstreamList: Upstream[] = [];
+  private readonly cachedViews: ChainHeads[] = [];
+  private readonly upstreamList: UpstreamSeries[] = [];
 
   /** Counts a chain's upstreams' attempts under the gateway_upstream_request* metrics (registered with the first chain). */
-  upstreams(list: readonly Upstream[]): void {
+  upstreams(list: readonly UpstreamSeries[]): void {
     if (this.upstreamList.length === 0) {
       this.registry.registerMetric(
         <Metric>(<unknown>new Rendered('gateway_upstream_requests_total', 'Attempts sent to an upstream, by chain, upstream and outcome (ok, failed: no answer, timeout, 5xx or no answer of the interface).', 'counter', () =>
@@ -216,17 +266,7 @@ export class Metrics {
       this.registry.registerMetric(
         <Metric>(<unknown>new Rendered('gateway_upstream_request_duration_seconds', 'Time from sending an attempt to an upstream to the end of its answer.', 'histogram', () => {
           const out: MetricValue<string>[] = [];
-          for (const u of this.upstreamList) {
-            const t = u.tally;
-            let cumulative = 0;
-            for (let i = 0; i <= BUCKETS.length; i++) {
-              cumulative += t.buckets[i]!;
-              const le = i === BUCKETS.length ? '+Inf' : String(BUCKETS[i]);
-              out.push({ metricName: 'gateway_upstream_request_duration_seconds_bucket', labels: { le, chain: u.chain, upstream: u.name }, value: cumulative } as MetricValue<string>);
-            }
-            out.push({ metricName: 'gateway_upstream_request_duration_seconds_sum', labels: { chain: u.chain, upstream: u.name }, value: t.sum } as MetricValue<string>);
-            out.push({ metricName: 'gateway_upstream_request_duration_seconds_count', labels: { chain: u.chain, upstream: u.name }, value: t.ok + t.failed } as MetricValue<string>);
-          }
+          for (const { chain, name, tally: t } of this.upstreamList) histogram(out, 'gateway_upstream_request_duration_seconds', { chain, upstream: name }, t.buckets, t.sum, t.ok + t.failed);
           return out;
         })),
       );
@@ -240,13 +280,13 @@ export class Metrics {
   }
 
   /** Counts a chain's cache under the gateway_cache_* metrics (registered with the first chain that has one). */
-  cache(stats: CacheStats, view: CachedChainView): void {
+  cache(stats: CacheCounts, view: ChainHeads): void {
     if (this.caches.length === 0) {
-      const ofView = (name: string, help: string, type: 'counter' | 'gauge', field: keyof CachedChainView) =>
+      const ofView = (name: string, help: string, type: 'counter' | 'gauge', field: keyof ChainHeads) =>
         this.registry.registerMetric(
           <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c, i) => ({ labels: { chain: c.chain }, value: this.cachedViews[i]![field] } as MetricValue<string>)))),
         );
-      const per = (name: string, help: string, type: 'counter' | 'gauge', field: Exclude<keyof CacheStats, 'chain' | 'resets'>) =>
+      const per = (name: string, help: string, type: 'counter' | 'gauge', field: Exclude<keyof CacheCounts, 'chain' | 'resets'>) =>
         this.registry.registerMetric(
           <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c) => ({ labels: { chain: c.chain }, value: c[field] } as MetricValue<string>)))),
         );
@@ -274,15 +314,15 @@ export class Metrics {
     this.cachedViews.push(view);
   }
 
-  private readonly pools: PoolStats[] = [];
+  private readonly pools: PoolCounts[] = [];
 
   /** A pool's counters, by chain (the status page shows them); undefined for a chain of one upstream. */
-  poolOf(chain: string): PoolStats | undefined {
+  poolOf(chain: string): PoolCounts | undefined {
     return this.pools.find((p) => p.chain === chain);
   }
 
   /** Counts a pool's retries, hedges, broadcasts and quorums under gateway_pool_* (registered with the first pool). */
-  pool(stats: PoolStats): void {
+  pool(stats: PoolCounts): void {
     if (this.pools.length === 0) {
       const by = <K extends 'retries' | 'hedges' | 'quorum'>(name: string, help: string, field: K, label: string) =>
         this.registry.registerMetric(
@@ -306,15 +346,15 @@ export class Metrics {
     this.pools.push(stats);
   }
 
-  private readonly sockets: WsStats[] = [];
+  private readonly sockets: SocketCounts[] = [];
 
   /** A chain's WebSocket counters (the status page shows them); undefined for a chain without websocket: true. */
-  socketsOf(chain: string): WsStats | undefined {
+  socketsOf(chain: string): SocketCounts | undefined {
     return this.sockets.find((w) => w.chain === chain);
   }
 
   /** A chain that takes WebSockets (issue 38): its sockets, subscriptions, notifications and closes. */
-  websocket(stats: WsStats): void {
+  websocket(stats: SocketCounts): void {
     if (this.sockets.length === 0) {
       const gauge = (name: string, help: string, values: () => MetricValue<string>[], type: 'gauge' | 'counter' = 'gauge') =>
         this.registry.registerMetric(<Metric>(<unknown>new Rendered(name, help, type, values)));
@@ -349,7 +389,7 @@ export class Metrics {
     return r;
   }
 
-  upstream(chain: string, u: Upstream, best: number): void {
+  upstream(chain: string, u: UpstreamSeries, best: number): void {
     this.upstreamUp.labels(chain, u.name).set(u.usable ? 1 : 0);
     this.state(u);
     if (u.head !== null) {
@@ -359,7 +399,7 @@ export class Metrics {
   }
 
   /** The upstream's state series (after a health check or the circuit breaker). */
-  state(u: Upstream): void {
+  state(u: UpstreamSeries): void {
     for (const s of UPSTREAM_STATES) this.upstreamState.labels(u.chain, u.name, s).set(u.state === s ? 1 : 0);
   }
 

@@ -6,10 +6,8 @@
 // rate() and histogram_quantile() read the same series. Nothing here runs per
 // request. The top keys are the exception: usage per key is kept out of
 // Prometheus on purpose (runtime/observe/usage.ts), so they come from the /usage counters.
-import type { PoolStats } from '../pool/stats.ts';
-import type { WsStats } from '../ws/stats.ts';
 import type { Chain } from '../chains.ts';
-import type { Metrics } from './metrics.ts';
+import type { Metrics, PoolCounts, SocketCounts } from './metrics.ts';
 import { BUCKETS } from '../upstreams/tally.ts';
 import type { GatewaySpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
@@ -228,13 +226,13 @@ function round(n: number): number {
 }
 
 /** A chain's open sockets, subscriptions and notifications (null without websocket: true). */
-function socketFigures(w: WsStats | undefined): object | null {
+function socketFigures(w: SocketCounts | undefined): object | null {
   if (w === undefined) return null;
   return { connections: w.connections, subscriptions: { ...w.subscriptions }, notifications: { ...w.notifications }, closed: { ...w.closed } };
 }
 
 /** A pool's served tip and what it did for its calls (null for a chain of one upstream). */
-function poolFigures(p: PoolStats | undefined): object | null {
+function poolFigures(p: PoolCounts | undefined): object | null {
   if (p === undefined) return null;
   return { tip: p.tip(), hedges: { ...p.hedges }, retries: { ...p.retries }, broadcasts: p.broadcasts, quorum: { ...p.quorum }, tipAnswers: p.tipAnswers };
 }

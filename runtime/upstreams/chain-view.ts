@@ -24,11 +24,7 @@
 //  - an upstream's head counts for the tip only while it is current: its last
 //    poll answered with a usable height, within the poll interval, and the
 //    one out now is not overdue. A stale one holds up no one.
-import { UpstreamTally } from './tally.ts';
-
-/** wrong_chain: a poll found it serving another chain (it takes no traffic until a poll finds the right one). */
-export type UpstreamState = 'unknown' | 'up' | 'down' | 'wrong_chain';
-export const UPSTREAM_STATES: readonly UpstreamState[] = ['unknown', 'up', 'down', 'wrong_chain'];
+import { UpstreamTally, type UpstreamState } from './tally.ts';
 
 /** What one poll of one upstream found. */
 export interface PollReport {

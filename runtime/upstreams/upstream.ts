@@ -3,7 +3,8 @@
 import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from '../types.ts';
 import { resolveTemplate } from '../env.ts';
-import { UpstreamView, type UpstreamState } from './chain-view.ts';
+import { UpstreamView } from './chain-view.ts';
+import type { UpstreamState } from './tally.ts';
 import type { UpstreamTally } from './tally.ts';
 import { Scorer, type UpstreamScore } from './upstream-score.ts';
 import { budgetOf, type Budget } from './upstream-budget.ts';
@@ -11,7 +12,7 @@ import { budgetOf, type Budget } from './upstream-budget.ts';
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
 
-export { UPSTREAM_STATES, type UpstreamState } from './chain-view.ts';
+export { UPSTREAM_STATES, type UpstreamState } from './tally.ts';
 
 /** Failed health checks in a row before an upstream is taken out. */
 export const HEALTH_FAILS_TO_DOWN = 2;
