@@ -117,3 +117,88 @@ describe('runtime layout', () => {
     expect(runtime.filter((f) => /NO_SINK|=== 'stream' \? 'buffer'/.test(text(f))).map(rel)).toEqual([]);
   });
 });
+
+
+// The direction of the arrows: a file imports only from its own tier or a lower
+// one, the tiers in the order a request meets them from the bottom up. A leaf
+// (a file that imports nothing of runtime/: tally.ts, log.ts, json-scan.ts...)
+// stands below every tier. What a lower tier needs of a higher one it declares
+// as a narrow shape of its own (observe/metrics.ts's CacheCounts, PoolCounts...)
+// or finds in a file moved down to where both can import it (rate.ts, batch-merge.ts).
+describe('runtime tiers (no import runs back up)', () => {
+  const ROOT_RT = join(ROOT, 'runtime');
+  const TIERS: readonly (readonly string[])[] = [
+    // 0: plain types and parsing, the seam's own types
+    ['types.ts', 'validators.ts', 'validators-module.ts', 'env.ts', 'schema-problems.ts', 'evm-call.ts', 'batch-merge.ts', 'errors/', 'guards/'],
+    // 1: what everything writes to (metrics, logs, usage), and the keys
+    ['observe/metrics.ts', 'observe/log.ts', 'observe/tracker.ts', 'observe/access-log.ts', 'observe/usage.ts', 'keys/'],
+    // 2: the upstreams, their views and the way out to them
+    ['upstreams/', 'proxy.ts', 'dispatch.ts'],
+    // 3: one request and its admission
+    ['envelope.ts', 'exchange.ts', 'admission/'],
+    // 4: the layers over the dispatch
+    ['pool/', 'log-ranges.ts', 'forwarders.ts', 'cache/'],
+    // 5: the interface modules
+    ['interfaces/'],
+    // 6: a chain composed
+    ['chains.ts'],
+    // 7: the edges: listeners, sockets, the admin listener and status, the process
+    ['server.ts', 'client-error.ts', 'ws/', 'observe/admin.ts', 'observe/status.ts', 'observe/status-page.ts', 'cluster.ts', 'main.ts', 'index.ts'],
+  ];
+  /** Arrows that still run back up, each to be turned round (the test fails once one is gone, so it leaves this list). */
+  const KNOWN: readonly string[] = [
+    // The poller asks each interface module for its probe; the probes should be handed to it (or live below it).
+    'runtime/upstreams/poller.ts -> runtime/interfaces/index.ts',
+    'runtime/upstreams/poller.ts -> runtime/interfaces/interface.ts',
+  ];
+  const files = tsFiles(ROOT_RT);
+  const graph = importGraph(files);
+  const inRuntime = (f: string) => f.startsWith(ROOT_RT + '/');
+  const leaf = (f: string) => (graph.get(f) ?? []).every((d) => !inRuntime(d));
+  const tierOf = (f: string): number => {
+    const r = relative(ROOT_RT, f);
+    let best = -1;
+    let len = 0;
+    TIERS.forEach((names, i) => {
+      for (const n of names) if ((n.endsWith('/') ? r.startsWith(n) : r === n) && n.length > len) [best, len] = [i, n.length];
+    });
+    return best;
+  };
+  const upward = () => {
+    const found: string[] = [];
+    for (const [f, deps] of graph) for (const d of deps) if (inRuntime(d) && !leaf(d) && tierOf(d) > tierOf(f)) found.push(`${relative(ROOT, f)} -> ${relative(ROOT, d)}`);
+    return found;
+  };
+
+  it('every file that imports the runtime has a tier (a new folder or file is placed in the table)', () => {
+    expect(files.filter((f) => !leaf(f) && tierOf(f) === -1).map((f) => relative(ROOT, f))).toEqual([]);
+  });
+
+  it('no import runs from a lower tier up to a higher one, beyond the known ones', () => {
+    expect(upward().filter((a) => !KNOWN.includes(a))).toEqual([]);
+    expect(KNOWN.filter((a) => !upward().includes(a))).toEqual([]);
+  });
+
+  it('nothing below the edges imports chains.ts or server.ts; only main.ts and index.ts import server.ts', () => {
+    const importers = (target: string) => files.filter((f) => (graph.get(f) ?? []).includes(join(ROOT_RT, target))).map((f) => relative(ROOT_RT, f));
+    expect(importers('chains.ts').filter((f) => tierOf(join(ROOT_RT, f)) < TIERS.length - 1)).toEqual([]);
+    expect(importers('server.ts').sort()).toEqual(['index.ts', 'main.ts']);
+  });
+
+  it('upstreams/ imports nothing of pool/, cache/ or exchange.ts; interfaces/ only as KNOWN says', () => {
+    const ups = files.filter((f) => relative(ROOT_RT, f).startsWith('upstreams/'));
+    const bad = ups.flatMap((f) => (graph.get(f) ?? []).filter((d) => /^(pool|cache|interfaces)\/|^exchange\.ts$/.test(relative(ROOT_RT, d))).map((d) => `${relative(ROOT, f)} -> ${relative(ROOT, d)}`));
+    expect(bad.filter((a) => !KNOWN.includes(a))).toEqual([]);
+  });
+
+  it('what observe/ counts it reads through narrow shapes: metrics, tracker, access-log, usage and log import only leaves', () => {
+    const sinks = TIERS[1]!.filter((n) => n.startsWith('observe/')).map((n) => join(ROOT_RT, n));
+    expect(sinks.flatMap((f) => (graph.get(f) ?? []).filter((d) => inRuntime(d) && !leaf(d) && !sinks.includes(d)).map((d) => `${relative(ROOT, f)} -> ${relative(ROOT, d)}`))).toEqual([]);
+  });
+
+  it('finds an arrow back up when there is one', () => {
+    const g = new Map([[join(ROOT_RT, 'upstreams/x.ts'), [join(ROOT_RT, 'pool/y.ts')]], [join(ROOT_RT, 'pool/y.ts'), [join(ROOT_RT, 'dispatch.ts')]]]);
+    const arrows = [...g].flatMap(([f, ds]) => ds.filter((d) => tierOf(d) > tierOf(f)).map((d) => `${relative(ROOT_RT, f)} -> ${relative(ROOT_RT, d)}`));
+    expect(arrows).toEqual(['upstreams/x.ts -> pool/y.ts']);
+  });
+});
