@@ -10,6 +10,7 @@ import { AccessLog } from './observe/access-log.ts';
 import { KeyStore, type KeyLookup } from './keys/keys.ts';
 import type { Upstream } from './upstreams/upstream.ts';
 import { Exchange, type ExchangeContext } from './exchange.ts';
+import { RequestTarget } from './url.ts';
 import { AdmissionStage, RateStep } from './admission/admission.ts';
 import { Cors } from './admission/cors.ts';
 import { CacheStore, SharedTier, X_CACHE, X_CACHE_LOG } from './cache/index.ts';
@@ -173,12 +174,8 @@ export class Gateway {
     res.on('close', x.closed);
     if (this.tracker.draining) res.shouldKeepAlive = false;
     try {
-      const url = req.url ?? '/';
-      const q = url.indexOf('?');
-      const path = q === -1 ? url : url.slice(0, q);
-      const slash = path.indexOf('/', 1);
-      const first = slash === -1 ? path.slice(1) : path.slice(1, slash);
-      const chain = path.charCodeAt(0) === 47 ? d.chains.get(first) : undefined;
+      const target = new RequestTarget(req.url ?? '/');
+      const chain = target.first === null ? undefined : d.chains.get(target.first);
       if (chain !== undefined) {
         x.metrics = chain.metrics;
         x.envelope = chain.envelope;
@@ -194,10 +191,10 @@ export class Gateway {
         res.shouldKeepAlive = false;
         return x.fail(expect ? 'expectation-failed' : 'malformed-http');
       }
-      if (chain === undefined) return this.ownRoute(path, x);
+      if (chain === undefined) return this.ownRoute(target.path, x);
       if (req.method === 'OPTIONS') return this.corsPolicy.preflight(x);
       x.handler = chain.handler;
-      chain.handler.handle(x, slash === -1 ? '' : path.slice(slash), q === -1 ? '' : url.slice(q + 1));
+      chain.handler.handle(x, target.rest, target.query);
     } catch (err) {
       x.internal(err);
     }

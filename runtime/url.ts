@@ -11,6 +11,37 @@ export interface SplitQuery {
 const NO_KEYS: string[] = [];
 
 /**
+ * A request's target cut once: the path (before any '?'), the path's first
+ * segment, which names the chain, and, read when asked, the rest of the path
+ * and the query. HTTP (server.ts) and WebSocket upgrades (ws/sockets.ts) cut
+ * it here, so both find the same chain for the same target.
+ */
+export class RequestTarget {
+  readonly path: string;
+  /** The path's first segment (a chain's name); null for a path that does not start with '/'. */
+  readonly first: string | null;
+  private readonly q: number;
+  private readonly slash: number;
+  constructor(readonly url: string) {
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const slash = path.indexOf('/', 1);
+    this.q = q;
+    this.path = path;
+    this.slash = slash;
+    this.first = path.charCodeAt(0) !== 47 ? null : slash === -1 ? path.slice(1) : path.slice(1, slash);
+  }
+  /** The path after its first segment: '', '/', '/<key>', '/v2/block/1'... */
+  get rest(): string {
+    return this.slash === -1 ? '' : this.path.slice(this.slash);
+  }
+  /** The query, without its '?' ('' for none). */
+  get query(): string {
+    return this.q === -1 ? '' : this.url.slice(this.q + 1);
+  }
+}
+
+/**
  * The key a JSON-RPC path carries after its chain: `rest` is the path after
  * `/<chain>`, and only `''`, `/`, `/<key>` and `/<key>/` are a chain's path.
  * null: no key in the path; undefined: not a path of the chain (404). HTTP

@@ -19,7 +19,7 @@ import { RPC_ERRORS, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { Chain, DispatchTable } from '../chains.ts';
-import { pathKeyOf, splitQuery } from '../url.ts';
+import { pathKeyOf, RequestTarget, splitQuery } from '../url.ts';
 import { NO_KEYS } from '../interfaces/common.ts';
 import { ChainFeed } from './feed.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
@@ -139,12 +139,8 @@ export class Sockets {
   upgrade(d: DispatchTable, req: IncomingMessage, socket: Duplex, head: Buffer, http: (req: IncomingMessage, res: ServerResponse) => void): void {
     socket.on('error', () => socket.destroy());
     if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket') return serveAsHttp(req, socket as Socket, head, http);
-    const url = req.url ?? '/';
-    const q = url.indexOf('?');
-    const path = q === -1 ? url : url.slice(0, q);
-    const slash = path.indexOf('/', 1);
-    const first = slash === -1 ? path.slice(1) : path.slice(1, slash);
-    const chain = path.charCodeAt(0) === 47 ? d.chains.get(first) : undefined;
+    const target = new RequestTarget(req.url ?? '/');
+    const chain = target.first === null ? undefined : d.chains.get(target.first);
     const at = chain === undefined ? undefined : this.byChain.get(chain);
     const res = new FrameResponse((status, body, headers) => {
       if (status !== 101 && status !== 0) refuseUpgrade(socket, status, body, headers);
@@ -157,15 +153,15 @@ export class Sockets {
     try {
       if (at === undefined) return x.fail('not-found');
       // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`, as for HTTP.
-      const rest = slash === -1 ? '' : path.slice(slash);
+      const rest = target.rest;
       const pathKey = pathKeyOf(rest);
       if (pathKey === undefined) return x.fail('not-found');
-      const query = q === -1 ? '' : url.slice(q + 1);
+      const query = target.query;
       const queryKeys = query === '' ? NO_KEYS : splitQuery(query).keys;
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
-      const origin: Origin = { headers, url, socket: req.socket as Socket, rest, query, pathKey, queryKeys, key: '' };
+      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, rest, query, pathKey, queryKeys, key: '' };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {
       x.internal(err);

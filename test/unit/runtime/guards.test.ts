@@ -9,7 +9,7 @@ import { NO_VALIDATORS } from '../../../runtime/validators.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH } from '../../../runtime/json-scan.ts';
 import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/rosetta.ts';
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
-import { splitQuery, isSafeSegment } from '../../../runtime/url.ts';
+import { splitQuery, isSafeSegment, RequestTarget } from '../../../runtime/url.ts';
 import { specPath } from '../../support/paths.ts';
 
 const allowed = new Set(['eth_chainId', 'eth_sendRawTransaction']);
@@ -388,6 +388,19 @@ describe('Rosetta guard', () => {
 });
 
 describe('Blockbook guard and URL helpers', () => {
+  it('cuts a request target into its chain, the rest of the path and the query', () => {
+    const cut = (url: string) => {
+      const t = new RequestTarget(url);
+      return [t.path, t.first, t.rest, t.query];
+    };
+    expect(cut('/eth/k1?api_key=2&x=/y')).toEqual(['/eth/k1', 'eth', '/k1', 'api_key=2&x=/y']);
+    expect(cut('/eth')).toEqual(['/eth', 'eth', '', '']);
+    expect(cut('/eth/')).toEqual(['/eth/', 'eth', '/', '']);
+    expect(cut('/?')).toEqual(['/', '', '', '']);
+    expect(cut('*')).toEqual(['*', null, '', '']);
+  });
+
+
   it('strips api_key in any spelling and keeps the rest in order', () => {
     expect(splitQuery('a=1&api_key=K1&b=2&api%5Fkey=K2&c')).toEqual({ keys: ['K1', 'K2'], rest: 'a=1&b=2&c' });
     expect(splitQuery('pageSize=5')).toEqual({ keys: [], rest: 'pageSize=5' });
