@@ -11,7 +11,7 @@ import type { GatewaySpec } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger } from './observe/log.ts';
 import { workerExecArgv } from './node-flags.ts';
-import { Redis } from 'ioredis';
+import { failFastRedis } from './redis.ts';
 import { usageAnswer } from './observe/admin.ts';
 import { Usage } from './observe/usage.ts';
 import { VERSION } from './version.ts';
@@ -54,7 +54,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
   process.once('SIGINT', () => stop('SIGINT'));
 
   let admin: ReturnType<typeof createServer> | null = null;
-  const usage = spec.admin && process.env.REDIS_URL ? new Usage(new Redis(process.env.REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 2000 }).on('error', () => undefined), log) : null;
+  const usage = spec.admin && process.env.REDIS_URL ? new Usage(failFastRedis(process.env.REDIS_URL, { commandTimeout: 2000, retryStepMs: 50, retryMaxMs: 2000 }).on('error', () => undefined), log) : null;
   if (spec.admin) {
     admin = createServer((req, res) => {
       const path = (req.url ?? '/').split('?')[0];

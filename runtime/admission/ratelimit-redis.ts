@@ -8,7 +8,8 @@
 // the log. Availability of the chains wins over exactness of a quota while
 // Redis is away (a key can overrun its quota by what it uses on each replica
 // during the outage); counting returns to Redis as soon as it answers again.
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { failFastRedis } from '../redis.ts';
 import type { Logger } from '../observe/log.ts';
 import { MemoryRateLimiter, type CountWindow, type RateLimiter, type Taken } from './ratelimit.ts';
 
@@ -31,13 +32,7 @@ export class RedisRateLimiter implements RateLimiter {
   private degraded = false;
 
   constructor(url: string, private readonly log: Logger) {
-    this.redis = new Redis(url, {
-      lazyConnect: false,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: 250,
-      retryStrategy: (times) => Math.min(times * 200, 2000),
-    });
+    this.redis = failFastRedis(url, { commandTimeout: 250, retryStepMs: 200, retryMaxMs: 2000 });
     this.redis.defineCommand('gwTake', { numberOfKeys: 1, lua: SCRIPT });
     this.redis.on('error', () => this.setDegraded(true));
     this.redis.on('ready', () => this.setDegraded(false));

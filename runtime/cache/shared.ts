@@ -8,7 +8,8 @@
 // gateway goes to its upstreams as it would without it. It comes back on its
 // own when Redis answers again.
 import { createHash } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { failFastRedis } from '../redis.ts';
 import type { Logger } from '../observe/log.ts';
 
 /** How long Redis keeps an entry: final answers do not change, but Redis memory is not ours alone. */
@@ -28,13 +29,7 @@ export class SharedTier {
     url: string,
     private readonly log: Logger,
   ) {
-    this.redis = new Redis(url, {
-      lazyConnect: false,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 0,
-      commandTimeout: COMMAND_TIMEOUT_MS,
-      retryStrategy: (times) => Math.min(times * 200, 2000),
-    });
+    this.redis = failFastRedis(url, { commandTimeout: COMMAND_TIMEOUT_MS, retryStepMs: 200, retryMaxMs: 2000 });
     this.redis.on('ready', () => this.setUp(true));
     this.redis.on('error', () => this.setUp(false));
     this.redis.on('close', () => this.setUp(false));

@@ -14,7 +14,8 @@
 // a key revoked during an outage cannot come back.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { Clock } from '../clock.ts';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { failFastRedis } from '../redis.ts';
 import type { KeyCheck, KeyEntry, KeyLookup } from './keys.ts';
 import { entryFromFields } from './keys.ts';
 
@@ -52,9 +53,9 @@ export class RedisKeyStore implements KeyLookup {
     private readonly cache: KeyCacheSpec,
     private readonly log: { info(o: object, m: string): void; error(o: object, m: string): void },
   ) {
-    const opts = { enableOfflineQueue: false, maxRetriesPerRequest: 0, commandTimeout: 1000, retryStrategy: (n: number) => Math.min(n * 100, 1000), lazyConnect: true };
-    this.redis = new Redis(url, opts);
-    this.sub = new Redis(url, { ...opts, enableOfflineQueue: true });
+    const times = { commandTimeout: 1000, retryStepMs: 100, retryMaxMs: 1000 };
+    this.redis = failFastRedis(url, times, { lazyConnect: true });
+    this.sub = failFastRedis(url, times, { lazyConnect: true, enableOfflineQueue: true });
     this.redis.on('error', () => this.setUp(false));
     this.redis.on('close', () => this.setUp(false));
     this.redis.on('ready', () => this.setUp(true));
