@@ -221,30 +221,20 @@ export class Metrics {
         this.set(inflight());
       },
     });
-    this.registry.registerMetric(
-      <Metric>(<unknown>new Rendered('gateway_requests_total', 'Requests answered, by chain, interface, method or endpoint, and HTTP status (0: client went away).', 'counter', () =>
-        this.routes.flatMap((r) =>
-          [...r.labels.values()].flatMap((t) =>
-            t.statuses.map((status, i) => ({ labels: { chain: r.chain, interface: r.iface, method: t.label, status: String(status) }, value: t.counts[i]! })),
-          ),
+    this.rendered('gateway_requests_total', 'Requests answered, by chain, interface, method or endpoint, and HTTP status (0: client went away).', 'counter', () =>
+      this.routes.flatMap((r) =>
+        [...r.labels.values()].flatMap((t) =>
+          t.statuses.map((status, i) => ({ labels: { chain: r.chain, interface: r.iface, method: t.label, status: String(status) }, value: t.counts[i]! })),
         ),
-      )),
-    );
-    this.registry.registerMetric(
-      <Metric>(<unknown>new Rendered('gateway_lingering_closes_total', 'Connections closed after an early answer (a body over maxBodyBytes) once the client stopped sending, by how: complete, closed (by the client), idle, time, bytes (a bound hit), busy (too many lingering: closed at once).', 'counter', () =>
-        LINGER_OUTCOMES.map((outcome) => ({ labels: { outcome }, value: lingerStats.outcomes[outcome] })),
-      )),
-    );
-    this.registry.registerMetric(
-      <Metric>(<unknown>new Rendered('gateway_lingering_discarded_bytes_total', 'Bytes of over-limit request bodies read and dropped while lingering.', 'counter', () => [{ labels: {}, value: lingerStats.discardedBytes }])),
-    );
-    this.registry.registerMetric(
-      <Metric>(<unknown>new Rendered('gateway_request_duration_seconds', 'Time from request to the end of the answer.', 'histogram', () => {
-        const out: MetricValue<string>[] = [];
-        for (const t of this.routes) if (t.total !== 0) histogram(out, 'gateway_request_duration_seconds', { chain: t.chain, interface: t.iface }, t.buckets, t.sum, t.total);
-        return out;
-      })),
-    );
+      ));
+    this.rendered('gateway_lingering_closes_total', 'Connections closed after an early answer (a body over maxBodyBytes) once the client stopped sending, by how: complete, closed (by the client), idle, time, bytes (a bound hit), busy (too many lingering: closed at once).', 'counter', () =>
+      LINGER_OUTCOMES.map((outcome) => ({ labels: { outcome }, value: lingerStats.outcomes[outcome] })));
+    this.rendered('gateway_lingering_discarded_bytes_total', 'Bytes of over-limit request bodies read and dropped while lingering.', 'counter', () => [{ labels: {}, value: lingerStats.discardedBytes }]);
+    this.rendered('gateway_request_duration_seconds', 'Time from request to the end of the answer.', 'histogram', () => {
+      const out: MetricValue<string>[] = [];
+      for (const t of this.routes) if (t.total !== 0) histogram(out, 'gateway_request_duration_seconds', { chain: t.chain, interface: t.iface }, t.buckets, t.sum, t.total);
+      return out;
+    });
   }
 
   private readonly caches: CacheCounts[] = [];
@@ -255,26 +245,18 @@ export class Metrics {
   /** Counts a chain's upstreams' attempts under the gateway_upstream_request* metrics (registered with the first chain). */
   upstreams(list: readonly UpstreamSeries[]): void {
     if (this.upstreamList.length === 0) {
-      this.registry.registerMetric(
-        <Metric>(<unknown>new Rendered('gateway_upstream_requests_total', 'Attempts sent to an upstream, by chain, upstream and outcome (ok, failed: no answer, timeout, 5xx or no answer of the interface).', 'counter', () =>
-          this.upstreamList.flatMap((u) => [
-            { labels: { chain: u.chain, upstream: u.name, outcome: 'ok' }, value: u.tally.ok },
-            { labels: { chain: u.chain, upstream: u.name, outcome: 'failed' }, value: u.tally.failed },
-          ]),
-        )),
-      );
-      this.registry.registerMetric(
-        <Metric>(<unknown>new Rendered('gateway_upstream_request_duration_seconds', 'Time from sending an attempt to an upstream to the end of its answer.', 'histogram', () => {
-          const out: MetricValue<string>[] = [];
-          for (const { chain, name, tally: t } of this.upstreamList) histogram(out, 'gateway_upstream_request_duration_seconds', { chain, upstream: name }, t.buckets, t.sum, t.ok + t.failed);
-          return out;
-        })),
-      );
-      this.registry.registerMetric(
-        <Metric>(<unknown>new Rendered('gateway_upstream_throttled_total', 'Answers in which an upstream throttled a call (HTTP 429, a JSON-RPC -32005 or 429, a provider\'s "rate limit" text), by chain and upstream: each took it out of client traffic for its Retry-After or a cooldown (docs/upstreams.md: "Throttling").', 'counter', () =>
-          this.upstreamList.map((u) => ({ labels: { chain: u.chain, upstream: u.name }, value: u.view.throttledTotal })),
-        )),
-      );
+      this.rendered('gateway_upstream_requests_total', 'Attempts sent to an upstream, by chain, upstream and outcome (ok, failed: no answer, timeout, 5xx or no answer of the interface).', 'counter', () =>
+        this.upstreamList.flatMap((u) => [
+          { labels: { chain: u.chain, upstream: u.name, outcome: 'ok' }, value: u.tally.ok },
+          { labels: { chain: u.chain, upstream: u.name, outcome: 'failed' }, value: u.tally.failed },
+        ]));
+      this.rendered('gateway_upstream_request_duration_seconds', 'Time from sending an attempt to an upstream to the end of its answer.', 'histogram', () => {
+        const out: MetricValue<string>[] = [];
+        for (const { chain, name, tally: t } of this.upstreamList) histogram(out, 'gateway_upstream_request_duration_seconds', { chain, upstream: name }, t.buckets, t.sum, t.ok + t.failed);
+        return out;
+      });
+      this.rendered('gateway_upstream_throttled_total', 'Answers in which an upstream throttled a call (HTTP 429, a JSON-RPC -32005 or 429, a provider\'s "rate limit" text), by chain and upstream: each took it out of client traffic for its Retry-After or a cooldown (docs/upstreams.md: "Throttling").', 'counter', () =>
+        this.upstreamList.map((u) => ({ labels: { chain: u.chain, upstream: u.name }, value: u.view.throttledTotal })));
     }
     this.upstreamList.push(...list);
   }
@@ -283,13 +265,9 @@ export class Metrics {
   cache(stats: CacheCounts, view: ChainHeads): void {
     if (this.caches.length === 0) {
       const ofView = (name: string, help: string, type: 'counter' | 'gauge', field: keyof ChainHeads) =>
-        this.registry.registerMetric(
-          <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c, i) => ({ labels: { chain: c.chain }, value: this.cachedViews[i]![field] } as MetricValue<string>)))),
-        );
+        this.rendered(name, help, type, () => this.caches.map((c, i) => ({ labels: { chain: c.chain }, value: this.cachedViews[i]![field] } as MetricValue<string>)));
       const per = (name: string, help: string, type: 'counter' | 'gauge', field: Exclude<keyof CacheCounts, 'chain' | 'resets'>) =>
-        this.registry.registerMetric(
-          <Metric>(<unknown>new Rendered(name, help, type, () => this.caches.map((c) => ({ labels: { chain: c.chain }, value: c[field] } as MetricValue<string>)))),
-        );
+        this.rendered(name, help, type, () => this.caches.map((c) => ({ labels: { chain: c.chain }, value: c[field] } as MetricValue<string>)));
       per('gateway_cache_hits_total', 'Calls answered from the cache, by chain.', 'counter', 'hits');
       per('gateway_cache_misses_total', 'Cacheable calls sent upstream (one per flight), by chain.', 'counter', 'misses');
       per('gateway_cache_coalesced_total', 'Calls that joined an identical call in flight instead of going upstream, by chain.', 'counter', 'coalesced');
@@ -301,13 +279,11 @@ export class Metrics {
       per('gateway_cache_batched_total', 'Misses sent to the node inside a batch with others (cache.batch), by chain. Counted in misses too.', 'counter', 'batched');
       per('gateway_cache_batches_total', 'Batches of misses sent to the node (cache.batch), by chain.', 'counter', 'batches');
       ofView('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
-      this.registry.registerMetric(
-        <Metric>(<unknown>new Rendered(
-          'gateway_cache_resets_total',
-          "Times a chain's forever entries and eth_blockNumber's floor were dropped, by chain and reason: identity (an upstream's chain id, network, coin or genesis hash changed) or finalized_backwards (the chain went back below its finalized block).",
-          'counter',
-          () => this.caches.flatMap((c) => (['identity', 'finalized_backwards'] as const).map((reason) => ({ labels: { chain: c.chain, reason }, value: c.resets[reason] }) as MetricValue<string>)),
-        )),
+      this.rendered(
+        'gateway_cache_resets_total',
+        "Times a chain's forever entries and eth_blockNumber's floor were dropped, by chain and reason: identity (an upstream's chain id, network, coin or genesis hash changed) or finalized_backwards (the chain went back below its finalized block).",
+        'counter',
+        () => this.caches.flatMap((c) => (['identity', 'finalized_backwards'] as const).map((reason) => ({ labels: { chain: c.chain, reason }, value: c.resets[reason] }) as MetricValue<string>)),
       );
     }
     this.caches.push(stats);
@@ -325,23 +301,17 @@ export class Metrics {
   pool(stats: PoolCounts): void {
     if (this.pools.length === 0) {
       const by = <K extends 'retries' | 'hedges' | 'quorum'>(name: string, help: string, field: K, label: string) =>
-        this.registry.registerMetric(
-          <Metric>(<unknown>new Rendered(name, help, 'counter', () =>
-            this.pools.flatMap((p) => Object.entries(p[field]).map(([k, value]) => ({ labels: { chain: p.chain, [label]: k }, value }) as MetricValue<string>)),
-          )),
-        );
+        this.rendered(name, help, 'counter', () =>
+          this.pools.flatMap((p) => Object.entries(p[field]).map(([k, value]) => ({ labels: { chain: p.chain, [label]: k }, value }) as MetricValue<string>)));
       by('gateway_pool_retries_total', 'Calls asked again of another upstream of a pool, by chain and reason: empty (a null or empty answer about data not final), state (a node that no longer has the state asked for).', 'retries', 'reason');
       by('gateway_pool_hedges_total', 'Hedged reads, by chain and outcome: sent (a second upstream asked after hedge.afterMs), won (its answer came first), capped (not sent: hedges are at most 10% of a minute\'s calls).', 'hedges', 'outcome');
       by('gateway_pool_quorum_total', 'Quorum reads, by chain and outcome: agree, disagree (-32603 "upstreams disagree"), short (too few upstreams answered).', 'quorum', 'outcome');
       const one = (name: string, help: string, field: 'broadcasts' | 'tipAnswers') =>
-        this.registry.registerMetric(<Metric>(<unknown>new Rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>))));
+        this.rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>));
       one('gateway_pool_broadcasts_total', 'Transactions sent to every usable upstream of a pool (broadcast: all).', 'broadcasts');
       one('gateway_pool_tip_answers_total', 'eth_blockNumber answered from the served tip, without asking a node.', 'tipAnswers');
-      this.registry.registerMetric(
-        <Metric>(<unknown>new Rendered('gateway_pool_served_tip', "A pool's served tip: the highest block its usable upstreams all have (servedTip: all) or most of them have (majority); -1 while unknown.", 'gauge', () =>
-          this.pools.map((p) => ({ labels: { chain: p.chain }, value: p.tip() }) as MetricValue<string>),
-        )),
-      );
+      this.rendered('gateway_pool_served_tip', "A pool's served tip: the highest block its usable upstreams all have (servedTip: all) or most of them have (majority); -1 while unknown.", 'gauge', () =>
+        this.pools.map((p) => ({ labels: { chain: p.chain }, value: p.tip() }) as MetricValue<string>));
     }
     this.pools.push(stats);
   }
@@ -357,7 +327,7 @@ export class Metrics {
   websocket(stats: SocketCounts): void {
     if (this.sockets.length === 0) {
       const gauge = (name: string, help: string, values: () => MetricValue<string>[], type: 'gauge' | 'counter' = 'gauge') =>
-        this.registry.registerMetric(<Metric>(<unknown>new Rendered(name, help, type, values)));
+        this.rendered(name, help, type, values);
       gauge('gateway_ws_connections', 'WebSocket connections open, by chain.', () => this.sockets.map((w) => ({ labels: { chain: w.chain }, value: w.connections }) as MetricValue<string>));
       gauge('gateway_ws_subscriptions', 'Subscriptions held, by chain and type (newHeads, logs).', () =>
         this.sockets.flatMap((w) => Object.entries(w.subscriptions).map(([type, value]) => ({ labels: { chain: w.chain, type }, value }) as MetricValue<string>)),
@@ -376,6 +346,11 @@ export class Metrics {
       );
     }
     this.sockets.push(stats);
+  }
+
+  /** Registers a metric that renders what `values` returns, on scrape. */
+  private rendered(name: string, help: string, type: 'counter' | 'histogram' | 'gauge', values: () => MetricValue<string>[]): void {
+    this.registry.registerMetric(<Metric>(<unknown>new Rendered(name, help, type, values)));
   }
 
   get contentType(): string {
