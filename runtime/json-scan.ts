@@ -80,7 +80,8 @@ export function hasDuplicateKeys(b: Buffer, doc: unknown, start = 0, end = b.len
   return parsed !== inText;
 }
 
-function skipWs(b: Buffer, p: number): number {
+/** The index of the first byte at or after `p` that is not JSON white space. */
+export function skipWs(b: Buffer, p: number): number {
   const n = b.length;
   while (p < n) {
     const c = b[p]!;
@@ -116,7 +117,7 @@ function stringEnd(b: Buffer, p: number): number {
   return -1;
 }
 
-function isDigit(c: number | undefined): boolean {
+export function isDigit(c: number | undefined): boolean {
   return c !== undefined && c >= 0x30 && c <= 0x39;
 }
 
@@ -147,7 +148,8 @@ function scalarEnd(b: Buffer, p: number): number {
   return p;
 }
 
-function spells(b: Buffer, s: number, word: string): boolean {
+/** The bytes at `s` spell `word`. */
+export function spells(b: Buffer, s: number, word: string): boolean {
   for (let i = 0; i < word.length; i++) if (b[s + i] !== word.charCodeAt(i)) return false;
   return true;
 }

@@ -24,6 +24,7 @@
 // and never answers; a property test checks that whatever it accepts, the
 // general path accepts with the same meaning.
 import { WRITE_METHODS, type EvmDecision } from './evm-decision.ts';
+import { isDigit, skipWs, spells } from '../json-scan.ts';
 
 /** Nesting allowed inside params before the general path takes over. */
 const MAX_DEPTH = 64;
@@ -40,7 +41,6 @@ const RBRACE = 0x7d;
 const MINUS = 0x2d;
 const DOT = 0x2e;
 const ZERO = 0x30;
-const NINE = 0x39;
 const BACKSLASH = 0x5c;
 
 // Keys, as bits of a "seen" mask.
@@ -108,16 +108,6 @@ function lookupMethod(table: Map<number, Known[]>, b: Buffer, s: number, e: numb
   return null;
 }
 
-function skipWs(b: Buffer, p: number): number {
-  const n = b.length;
-  while (p < n) {
-    const c = b[p]!;
-    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
-    p++;
-  }
-  return p;
-}
-
 /** `p` is just past the opening quote; returns the index of the closing quote, or -1. */
 function stringEnd(b: Buffer, p: number): number {
   const n = b.length;
@@ -128,10 +118,6 @@ function stringEnd(b: Buffer, p: number): number {
     p++;
   }
   return -1;
-}
-
-function isDigit(c: number | undefined): boolean {
-  return c !== undefined && c >= ZERO && c <= NINE;
 }
 
 /** A JSON number at `p`; returns the index past it, or -1. */
@@ -208,12 +194,6 @@ function valueEnd(b: Buffer, p: number, depth: number): number {
     default:
       return numberEnd(b, p, true);
   }
-}
-
-/** The bytes at `s` spell `word`. */
-function spells(b: Buffer, s: number, word: string): boolean {
-  for (let i = 0; i < word.length; i++) if (b[s + i] !== word.charCodeAt(i)) return false;
-  return true;
 }
 
 /** Which canonical key the bytes [s, e) spell, or 0. */
