@@ -24,6 +24,15 @@ export const POLICY_REASONS: Readonly<Record<PolicyRefusal, PolicyReason>> = {
   'policy-method': 'method',
 };
 
+/** The key refusals' catalogue names: the same in every interface (docs/errors.md). */
+export const AUTH_NAMES = {
+  'auth-missing': 'GW_AUTH_KEY_MISSING',
+  'auth-invalid': 'GW_AUTH_KEY_INVALID',
+  'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
+  'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
+  'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
+} as const;
+
 /** A policy refusal's catalogue name in every interface: one for all the checks, another (or the same) for the JWT. */
 export function policyNames<N extends string>(policy: N, jwt: N): Readonly<Record<PolicyRefusal, N>> {
   return { 'policy-origin': policy, 'policy-ip': policy, 'policy-user-agent': policy, 'policy-expired': policy, 'policy-jwt': jwt, 'policy-method': policy };

@@ -1,7 +1,7 @@
 // Explorer API, Blockbook-style: `GET /<chain>[/<key>]/v2/<endpoint>/...` to
 // the upstream's `/api/v2/...`. Blockbook's answers pass through unchanged,
 // its own errors included.
-import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { BLOCKBOOK_ENDPOINTS, checkBlockbook, type BlockbookParamsCheck } from '../guards/blockbook.ts';
@@ -18,11 +18,7 @@ import { BLOCKBOOK_BLOCKS, docPool } from '../pool/doc-pool.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
-  'auth-missing': 'GW_AUTH_KEY_MISSING',
-  'auth-invalid': 'GW_AUTH_KEY_INVALID',
-  'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
-  'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
-  'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
+  ...AUTH_NAMES,
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
   'rate-limited': 'GW_BB_RATE_LIMITED',
   'quota-exceeded': 'GW_BB_QUOTA_EXCEEDED',

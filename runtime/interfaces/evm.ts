@@ -1,7 +1,7 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from '../guards/evm-params.ts';
@@ -27,11 +27,7 @@ import { EvmLayer } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
-  'auth-missing': 'GW_AUTH_KEY_MISSING',
-  'auth-invalid': 'GW_AUTH_KEY_INVALID',
-  'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
-  'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
-  'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
+  ...AUTH_NAMES,
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
   'rate-limited': 'GW_RPC_RATE_LIMITED',
   'quota-exceeded': 'GW_RPC_QUOTA_EXCEEDED',

@@ -1,7 +1,7 @@
 // Cardano Rosetta: `POST /<chain>/<endpoint>`, the network check, and the
 // answers the gateway rewrites (errors, always HTTP 500; /network/options,
 // which lists the gateway's own errors too).
-import { envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck } from '../guards/rosetta.ts';
@@ -19,11 +19,7 @@ import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
-  'auth-missing': 'GW_AUTH_KEY_MISSING',
-  'auth-invalid': 'GW_AUTH_KEY_INVALID',
-  'auth-forbidden': 'GW_AUTH_KEY_FORBIDDEN',
-  'auth-conflict': 'GW_AUTH_KEY_CONFLICT',
-  'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
+  ...AUTH_NAMES,
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_POLICY'),
   'rate-limited': 'GW_ROSETTA_RATE_LIMITED',
   'quota-exceeded': 'GW_ROSETTA_QUOTA_EXCEEDED',
