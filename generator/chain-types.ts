@@ -17,7 +17,7 @@
 // keeps it equal to what this module makes.
 import { IndentationText, NewLineKind, Project, QuoteKind, StructureKind, type InterfaceDeclarationStructure, type OptionalKind, type PropertySignatureStructure, type StatementStructures } from 'ts-morph';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
-import { lit } from './emit/literal.ts';
+import { lit, scalarType } from './emit/literal.ts';
 
 export const GATEWAY_SCHEMA_PATH = 'schema/gateway.schema.json';
 export const CHAIN_TYPES_PATH = 'runtime/chain-types.gen.ts';
@@ -141,14 +141,9 @@ class Types {
     if (s.const !== undefined) return lit(s.const);
     if (s.enum !== undefined) return s.enum.map((v) => lit(v)).join(' | ');
     if (s.anyOf !== undefined) return [...new Set(s.anyOf.map((a) => this.of(a, name)))].join(' | ');
+    const scalar = scalarType(s.type);
+    if (scalar !== undefined) return scalar;
     switch (s.type) {
-      case 'string':
-        return 'string';
-      case 'integer':
-      case 'number':
-        return 'number';
-      case 'boolean':
-        return 'boolean';
       case 'array': {
         const item = this.of(s.items!, name);
         const t = /[ |]/.test(item) ? `(${item})` : item;

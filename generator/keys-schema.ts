@@ -14,7 +14,7 @@ import { transformSync } from 'esbuild';
 import standaloneCodeModule from 'ajv/dist/standalone/index.js';
 import { IndentationText, NewLineKind, Project, QuoteKind, StructureKind, VariableDeclarationKind, type InterfaceDeclarationStructure, type OptionalKind, type PropertySignatureStructure, type StatementStructures } from 'ts-morph';
 import schema from '../schema/keys.schema.json' with { type: 'json' };
-import { lit } from './emit/literal.ts';
+import { lit, scalarType } from './emit/literal.ts';
 import { renderSchemaReference } from './schema-doc.ts';
 import { KEY_FLAGS } from './key-edit.ts';
 
@@ -63,14 +63,9 @@ function interfaces(s: S, name: string, path: readonly string[], out: InterfaceD
   const nested: [S, string, string[]][] = [];
   const typeOf = (p: S, at: string[]): string => {
     if (p.enum) return p.enum.map((v) => lit(v)).join(' | ');
+    const scalar = scalarType(p.type);
+    if (scalar !== undefined) return scalar;
     switch (p.type) {
-      case 'string':
-        return 'string';
-      case 'integer':
-      case 'number':
-        return 'number';
-      case 'boolean':
-        return 'boolean';
       case 'array':
         return `${typeOf(p.items!, [...at, 'item'])}[]`;
       case 'object': {

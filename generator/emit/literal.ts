@@ -6,6 +6,11 @@ export function lit(v: unknown): string {
   return JSON.stringify(v).replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
 }
 
+/** The TypeScript type of a JSON Schema scalar type (string, integer, number, boolean); undefined for any other. */
+export function scalarType(type: unknown): string | undefined {
+  return type === 'string' || type === 'boolean' ? type : type === 'integer' || type === 'number' ? 'number' : undefined;
+}
+
 /** A Template as a TS object literal. */
 export function templateLit(t: Template): string {
   return `{ parts: ${lit(t.parts)} }`;
