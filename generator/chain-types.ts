@@ -15,9 +15,10 @@
 // field in the schema is a new setting, typed, filled and emitted with no other
 // change. The file is committed; `npm run gen:types` writes it, and a test
 // keeps it equal to what this module makes.
-import { IndentationText, NewLineKind, Project, QuoteKind, StructureKind, type InterfaceDeclarationStructure, type OptionalKind, type PropertySignatureStructure, type StatementStructures } from 'ts-morph';
+import { StructureKind, type InterfaceDeclarationStructure, type OptionalKind, type PropertySignatureStructure, type StatementStructures } from 'ts-morph';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import { lit, scalarType } from './emit/literal.ts';
+import { declarationsText, generatedProject } from './emit/source.ts';
 
 export const GATEWAY_SCHEMA_PATH = 'schema/gateway.schema.json';
 export const CHAIN_TYPES_PATH = 'runtime/chain-types.gen.ts';
@@ -184,10 +185,7 @@ function header(): string {
 
 /** runtime/chain-types.gen.ts, from the project's schema (or, in a test, another). */
 export function emitChainTypes(root = ROOT): string {
-  const project = new Project({
-    useInMemoryFileSystem: true,
-    manipulationSettings: { indentationText: IndentationText.TwoSpaces, newLineKind: NewLineKind.LineFeed, quoteKind: QuoteKind.Single, useTrailingCommas: true },
-  });
+  const project = generatedProject();
   const kinds = interfaceKinds(root);
   const chain = chainOf(root);
   const config = new Types(false, 'Config');
@@ -268,13 +266,7 @@ export function emitChainTypes(root = ROOT): string {
     ...spec.declarations.values(),
   );
   const file = project.createSourceFile('/chain-types.gen.ts', { statements: [header(), ...statements] });
-  file.formatText({ indentSize: 2, convertTabsToSpaces: true, ensureNewLineAtEndOfFile: true });
-  // A blank line before each declaration (and its comment), for reading.
-  return file
-    .getFullText()
-    .replace(/\n(\/\*\*)/g, '\n\n$1')
-    .replace(/([^/\n])\n(export )/g, '$1\n\n$2')
-    .replace(/\n{3,}/g, '\n\n');
+  return declarationsText(file);
 }
 
 /** Every generated file and its text. */

@@ -12,9 +12,10 @@
 import { Ajv } from 'ajv';
 import { transformSync } from 'esbuild';
 import standaloneCodeModule from 'ajv/dist/standalone/index.js';
-import { IndentationText, NewLineKind, Project, QuoteKind, StructureKind, VariableDeclarationKind, type InterfaceDeclarationStructure, type OptionalKind, type PropertySignatureStructure, type StatementStructures } from 'ts-morph';
+import { StructureKind, VariableDeclarationKind, type InterfaceDeclarationStructure, type OptionalKind, type PropertySignatureStructure, type StatementStructures } from 'ts-morph';
 import schema from '../schema/keys.schema.json' with { type: 'json' };
 import { lit, scalarType } from './emit/literal.ts';
+import { declarationsText, generatedProject } from './emit/source.ts';
 import { renderSchemaReference } from './schema-doc.ts';
 import { KEY_FLAGS } from './key-edit.ts';
 
@@ -150,10 +151,7 @@ function rowText(r: FieldRow): string {
 
 /** runtime/keys/keys-schema.gen.ts: the KeyRecord types and the table of fields. */
 export function emitKeysFields(): string {
-  const project = new Project({
-    useInMemoryFileSystem: true,
-    manipulationSettings: { indentationText: IndentationText.TwoSpaces, newLineKind: NewLineKind.LineFeed, quoteKind: QuoteKind.Single, useTrailingCommas: true },
-  });
+  const project = generatedProject();
   const types: InterfaceDeclarationStructure[] = [];
   interfaces(SCHEMA, 'KeysFile', [], types);
   const rows = fieldRows();
@@ -193,13 +191,7 @@ export function emitKeysFields(): string {
       },
     ],
   });
-  file.formatText({ indentSize: 2, convertTabsToSpaces: true, ensureNewLineAtEndOfFile: true });
-  // A blank line before each declaration (and its comment), for reading.
-  return file
-    .getFullText()
-    .replace(/\n(\/\*\*)/g, '\n\n$1')
-    .replace(/([^/\n])\n(export )/g, '$1\n\n$2')
-    .replace(/\n{3,}/g, '\n\n');
+  return declarationsText(file);
 }
 
 /** runtime/keys/keys-validate.gen.ts: ajv's standalone code for the whole file, every error, verbose (messages use the failing schema). */

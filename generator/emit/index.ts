@@ -1,9 +1,10 @@
 // Model -> TypeScript source of the server entry point. ts-morph builds the
 // file from structures in an in-memory project and prints it once with fixed
 // settings, so the text depends only on the model.
-import { IndentationText, NewLineKind, Project, QuoteKind, StructureKind } from 'ts-morph';
+import { StructureKind } from 'ts-morph';
 import type { GatewayModel } from '../model.ts';
 import { emitHeader } from './header.ts';
+import { generatedProject } from './source.ts';
 import { emitRoutes } from './routes.ts';
 import { emitGateway } from './gateway.ts';
 import { VALIDATORS_SPECIFIER } from '../validators.ts';
@@ -14,15 +15,7 @@ export { emitHeader };
 export const RUNTIME_SPECIFIER = '@gateway/runtime';
 
 export function emitServerSource(model: GatewayModel): string {
-  const project = new Project({
-    useInMemoryFileSystem: true,
-    manipulationSettings: {
-      indentationText: IndentationText.TwoSpaces,
-      newLineKind: NewLineKind.LineFeed,
-      quoteKind: QuoteKind.Single,
-      useTrailingCommas: true,
-    },
-  });
+  const project = generatedProject();
   const { statements, routeIds } = emitRoutes(model);
   const file = project.createSourceFile('/gateway.gen.ts', {
     statements: [
