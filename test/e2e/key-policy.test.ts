@@ -8,10 +8,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SignJWT } from 'jose';
 import { buildManifest, newKey, rawRequest, sha256, startGateway, EVM_METHODS, type RawResponse, type RunningGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { startStandIns, type StandIns } from './three-chains.ts';
 
 const AUDIENCE = 'chain-gateway-test';
 const CONTRACT = '0x00000000000000000000000000000000000000aa';
@@ -34,15 +31,11 @@ const rs = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const pem = (k: KeyObject): string => k.export({ type: 'spki', format: 'pem' }).toString();
 const yamlPem = (k: KeyObject): string => JSON.stringify(pem(k));
 
-let anvil: Anvil;
-let proxy: RecordingProxy;
-let bb: BlockbookStub;
-let rosetta: RosettaStub;
+let up: StandIns;
 let gw: RunningGateway;
 
 beforeAll(async () => {
-  [anvil, bb, rosetta] = await Promise.all([startAnvil({ chainId: 1 }), startBlockbookStub(), startRosettaStub({ network: 'preprod' })]);
-  proxy = await startRecordingProxy(anvil.url);
+  up = await startStandIns();
   const built = await buildManifest(
     'key-policy',
     `
@@ -99,12 +92,12 @@ chains:
     allow: { origins: ["https://app.acme.io"], userAgents: ["AcmeWallet/"] }
 `,
   );
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, ROSETTA_URL: rosetta.url, BB_URL: bb.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: up.env });
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), bb?.close(), rosetta?.close()]);
+  await up?.close();
 });
 
 // ------------------------------------------------------------------ talking
@@ -140,7 +133,7 @@ function blockbook(key: string, rest: string, c: Call = {}): Promise<RawResponse
 }
 
 /** Counts of requests that reached each upstream. */
-const reached = () => ({ evm: proxy.requests.length, rosetta: rosetta.requests.length, bb: bb.requests.length });
+const reached = () => ({ evm: up.proxy.requests.length, rosetta: up.rosetta.requests.length, bb: up.bb.requests.length });
 
 /** Asserts a request-level refusal in each interface's envelope, and that nothing reached an upstream. */
 async function refusedEverywhere(key: string, reason: string, c: Call = {}): Promise<void> {
@@ -273,11 +266,11 @@ describe('key policy: methods and contracts, per call', () => {
       expect((await evm(K.methods, RPC('eth_chainId', [], 1), { placement })).json()).toMatchObject({ result: '0x1' });
       expect((await evm(K.methods, RPC('eth_gasPrice', [], 1), { placement })).json()).toMatchObject({ error: { code: -32044, data: { reason: 'method' } } });
     }
-    const before = proxy.requests.length;
+    const before = up.proxy.requests.length;
     const one = await evm(K.methods, RPC('eth_getBalance', [CONTRACT, 'latest'], 7));
     expect(one.status).toBe(200);
     expect(one.json()).toEqual({ jsonrpc: '2.0', id: 7, error: { code: -32044, message: "Request not allowed by this key's policy", data: { reason: 'method' } } });
-    expect(proxy.requests.length).toBe(before);
+    expect(up.proxy.requests.length).toBe(before);
     const batch = await evm(K.methods, `[${RPC('eth_blockNumber', [], 1)},${RPC('eth_gasPrice', [], 2)},${RPC('eth_chainId', [], 3)}]`);
     expect(batch.status).toBe(200);
     const answers = batch.json() as { id: number; result?: string; error?: { code: number; data: { reason: string } } }[];
@@ -286,7 +279,7 @@ describe('key policy: methods and contracts, per call', () => {
     expect(answers[1]!.error).toMatchObject({ code: -32044, data: { reason: 'method' } });
     expect(answers[2]!.result).toBe('0x1');
     // Only the two allowed calls reached the node.
-    const sent = proxy.requests.slice(before).flatMap((r) => (Array.isArray(r.json) ? r.json : [r.json]) as { method: string }[]);
+    const sent = up.proxy.requests.slice(before).flatMap((r) => (Array.isArray(r.json) ? r.json : [r.json]) as { method: string }[]);
     expect(sent.map((c) => c.method).sort()).toEqual(['eth_blockNumber', 'eth_chainId']);
   });
 
@@ -299,7 +292,7 @@ describe('key policy: methods and contracts, per call', () => {
     expect(r.json()).toMatchObject({ code: 6005, details: { reason: 'method' } });
     const b = await blockbook(K.methods, 'block/1');
     expect(b.status).toBe(200);
-    const t = await blockbook(K.methods, `tx/${bb.txids(1)[0]}`);
+    const t = await blockbook(K.methods, `tx/${up.bb.txids(1)[0]}`);
     expect(t.status).toBe(403);
     expect(t.json()).toEqual({ error: "Request not allowed by this key's policy", reason: 'method' });
     const after = reached();
@@ -308,7 +301,7 @@ describe('key policy: methods and contracts, per call', () => {
   });
 
   it('contracts: eth_call to a listed contract (any case) passes, another or none is refused (reason contract), and what was checked is what the node gets', async () => {
-    const before = proxy.requests.length;
+    const before = up.proxy.requests.length;
     const ok = await evm(K.contracts, RPC('eth_call', [{ to: CONTRACT, data: '0x' }, 'latest'], 1));
     expect(ok.json()).toMatchObject({ id: 1, result: '0x' });
     for (const tx of [{ to: '0x' + 'bb'.repeat(20), data: '0x' }, { data: '0x00' }]) {
@@ -324,7 +317,7 @@ describe('key policy: methods and contracts, per call', () => {
     // Another spelling of "to", which geth would also read: refused.
     const cased = await evm(K.contracts, `{"jsonrpc":"2.0","id":6,"method":"eth_call","params":[{"to":"${CONTRACT}","TO":"0x${'bb'.repeat(20)}"},"latest"]}`);
     expect(cased.json()).toMatchObject({ id: 6, error: { code: -32044, data: { reason: 'contract' } } });
-    const got = proxy.requests.slice(before).map((r) => r.body.toString('utf8'));
+    const got = up.proxy.requests.slice(before).map((r) => r.body.toString('utf8'));
     expect(got.every((b) => !b.includes('bb'.repeat(20)))).toBe(true);
     expect(got).toHaveLength(3);
   });

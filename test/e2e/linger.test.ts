@@ -12,24 +12,17 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect } from 'node:net';
 import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, type RunningGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { startStandIns, type StandIns } from './three-chains.ts';
 
 const KEY = newKey();
 const TRIES = 16;
 /** Over the default maxBodyBytes (1 MiB): where, without lingering, undici failed 8 tries in 20 here. */
 const SIZE = 5_000_000;
-let anvil: Anvil;
-let proxy: RecordingProxy;
-let bb: BlockbookStub;
-let rosetta: RosettaStub;
+let up: StandIns;
 let gw: RunningGateway;
 
 beforeAll(async () => {
-  [anvil, bb, rosetta] = await Promise.all([startAnvil({ chainId: 1 }), startBlockbookStub(), startRosettaStub({ network: 'preprod' })]);
-  proxy = await startRecordingProxy(anvil.url);
+  up = await startStandIns();
   const built = await buildManifest(
     'linger',
     `
@@ -47,12 +40,12 @@ chains:
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'linger', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, ROSETTA_URL: rosetta.url, BB_URL: bb.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: up.env });
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), bb?.close(), rosetta?.close()]);
+  await up?.close();
 });
 
 /** A JSON-RPC batch of eth_blockNumber calls a little over `bytes` long (what a viem or ethers back end might send). */
@@ -92,7 +85,7 @@ async function everyTry(url: string, body: string, expectAnswer: (status: number
 
 describe('an oversize body: the client reads the error every time (lingering close)', () => {
   it(`EVM JSON-RPC: a 5 MB batch through fetch gets 413 / -32005 on all ${TRIES} tries, and nothing reaches the node`, async () => {
-    proxy.clear();
+    up.proxy.clear();
     const before = await lingered();
     const body = bigBatch(SIZE);
     expect(body.length).toBeGreaterThan(SIZE);
@@ -100,7 +93,7 @@ describe('an oversize body: the client reads the error every time (lingering clo
       expect(status).toBe(413);
       expect(json).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32005, message: 'Limit exceeded: request body too large' } });
     });
-    expect(proxy.requests).toHaveLength(0);
+    expect(up.proxy.requests).toHaveLength(0);
     // Each connection lingered once, until the client had sent its body or closed (fetch closes once it has the answer).
     const ended = async () => {
       const now = await lingered();
@@ -113,23 +106,23 @@ describe('an oversize body: the client reads the error every time (lingering clo
   });
 
   it(`Rosetta: a 5 MB body through fetch gets HTTP 500 with code 6012 on all ${TRIES} tries, and nothing reaches the node`, async () => {
-    rosetta.clear();
+    up.rosetta.clear();
     const body = JSON.stringify({ network_identifier: { blockchain: 'cardano', network: 'preprod' }, metadata: { pad: 'x'.repeat(SIZE) } });
     await everyTry(gw.url('rpc', '/cardano-preprod/network/status'), body, (status, json) => {
       expect(status).toBe(500);
       expect(json).toMatchObject({ code: 6012, message: 'Request body too large', retriable: false });
     });
-    expect(rosetta.requests).toHaveLength(0);
+    expect(up.rosetta.requests).toHaveLength(0);
   });
 
   it(`Blockbook: a 5 MB sendtx body (its one POST) through fetch gets 413 {"error"} on all ${TRIES} tries, and nothing reaches the server`, async () => {
-    bb.clear();
+    up.bb.clear();
     const body = 'ab'.repeat(SIZE / 2);
     await everyTry(gw.url('explorer', '/bitcoin/v2/sendtx/'), body, (status, json) => {
       expect(status).toBe(413);
       expect(json).toEqual({ error: 'Request body too large' });
     });
-    expect(bb.requests).toHaveLength(0);
+    expect(up.bb.requests).toHaveLength(0);
   });
 
   it('a body that keeps coming is dropped at the bounds: the connection closes within a few seconds, and the answer was there to read first', async () => {

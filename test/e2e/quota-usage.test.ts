@@ -9,27 +9,20 @@ import { promisify } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildManifest, newKey, rawRequest, ROOT, sha256, startGateway, EVM_METHODS, type Built, type RawResponse, type RunningGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { startStandIns, type StandIns } from './three-chains.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
 const exec = promisify(execFile);
 const K = { metered: newKey(), small: newKey(), free: newKey(), shared: newKey(), outage: newKey() };
 const ADDR = '0x' + '11'.repeat(20);
 
-let anvil: Anvil;
-let proxy: RecordingProxy;
-let bb: BlockbookStub;
-let rosetta: RosettaStub;
+let up: StandIns;
 let redis: RedisServer;
 let built: Built;
 let gw: RunningGateway;
 
 beforeAll(async () => {
-  [anvil, bb, rosetta, redis] = await Promise.all([startAnvil({ chainId: 1 }), startBlockbookStub(), startRosettaStub({ network: 'preprod' }), startRedis()]);
-  proxy = await startRecordingProxy(anvil.url);
+  [up, redis] = await Promise.all([startStandIns(), startRedis()]);
   built = await buildManifest(
     'quota-usage',
     `
@@ -64,11 +57,11 @@ chains:
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), bb?.close(), rosetta?.close(), redis?.stop()]);
+  await Promise.all([up?.close(), redis?.stop()]);
 });
 
 function launch(env: Record<string, string>): Promise<RunningGateway> {
-  return startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, ROSETTA_URL: rosetta.url, BB_URL: bb.url, ...env } });
+  return startGateway({ cwd: built.dir, bundle: built.bundle, env: { ...up.env, ...env } });
 }
 
 const RPC = (method: string, params: unknown[] = [], id = 1) => ({ jsonrpc: '2.0', id, method, params });
@@ -125,7 +118,7 @@ describe('credits and the X-RateLimit headers', () => {
 describe('quotas', () => {
   it('over quota: 429, Retry-After to the window\'s end, reason and resetsAt in each envelope, nothing forwarded', async () => {
     for (let i = 0; i < 4; i++) expect((await balance(gw, K.small)).status).toBe(200);
-    const before = { evm: proxy.requests.length, bb: bb.requests.length, rosetta: rosetta.requests.length };
+    const before = { evm: up.proxy.requests.length, bb: up.bb.requests.length, rosetta: up.rosetta.requests.length };
     const e = await balance(gw, K.small);
     expect(e.status).toBe(429);
     const resetsAt = nextMidnight();
@@ -145,7 +138,7 @@ describe('quotas', () => {
     });
     expect(r.status).toBe(500);
     expect(r.json()).toEqual({ code: 6021, message: 'Quota exceeded', retriable: true, details: { reason: 'quota', resetsAt } });
-    expect({ evm: proxy.requests.length, bb: bb.requests.length, rosetta: rosetta.requests.length }).toEqual(before);
+    expect({ evm: up.proxy.requests.length, bb: up.bb.requests.length, rosetta: up.rosetta.requests.length }).toEqual(before);
   });
 
   it('shared by two gateway processes on Redis, and kept across a restart', { timeout: 60_000 }, async () => {

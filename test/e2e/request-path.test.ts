@@ -7,10 +7,7 @@ import { createServer, type Server } from 'node:http';
 import { writeFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
+import { startStandIns, type StandIns } from './three-chains.ts';
 import { RPC_ERRORS } from '../../runtime/errors/evm-jsonrpc.ts';
 import { ROSETTA_ERRORS } from '../../runtime/errors/rosetta.ts';
 
@@ -19,10 +16,7 @@ const KEY_ETH_ONLY = newKey();
 const KEY_DISABLED = newKey();
 const OTHER_KEY = newKey();
 
-let anvil: Anvil;
-let proxy: RecordingProxy;
-let bb: BlockbookStub;
-let rosetta: RosettaStub;
+let up: StandIns;
 let slow: Server;
 let slowUrl: string;
 let gw: RunningGateway;
@@ -52,10 +46,7 @@ chains:
 }
 
 beforeAll(async () => {
-  anvil = await startAnvil({ chainId: 1 });
-  proxy = await startRecordingProxy(anvil.url);
-  bb = await startBlockbookStub();
-  rosetta = await startRosettaStub({ network: 'preprod' });
+  up = await startStandIns();
   // Answers after 10 s: longer than timeoutMs.
   slow = createServer((_req, res) => setTimeout(() => res.end('{}'), 10_000).unref());
   await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
@@ -73,21 +64,21 @@ beforeAll(async () => {
   gw = await startGateway({
     cwd: dir,
     bundle: built.bundle,
-    env: { ETH_URL: proxy.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url, SLOW_URL: slowUrl },
+    env: { ...up.env, SLOW_URL: slowUrl },
   });
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([proxy?.close(), bb?.close(), rosetta?.close(), anvil?.stop()]);
+  await up?.close();
   slow?.closeAllConnections();
   slow?.close();
 });
 
 beforeEach(() => {
-  proxy.clear();
-  bb.clear();
-  rosetta.clear();
+  up.proxy.clear();
+  up.bb.clear();
+  up.rosetta.clear();
 });
 
 const rpc = (path: string, body: unknown, headers: Record<string, string> = {}) =>
@@ -107,8 +98,8 @@ describe('keys', () => {
       expect(r.status, path).toBe(200);
       expect(r.json()).toEqual({ jsonrpc: '2.0', id: 1, result: '0x1' });
     }
-    expect(proxy.requests).toHaveLength(4);
-    for (const req of proxy.requests) {
+    expect(up.proxy.requests).toHaveLength(4);
+    for (const req of up.proxy.requests) {
       expect(req.path).toBe('/');
       expect(JSON.stringify(req.headers)).not.toContain(KEY);
       expect(req.body.toString()).not.toContain(KEY);
@@ -132,7 +123,7 @@ describe('keys', () => {
       expect(r.text).not.toContain(OTHER_KEY);
       expect(r.text).not.toContain(KEY_DISABLED);
     }
-    expect(proxy.requests).toHaveLength(0);
+    expect(up.proxy.requests).toHaveLength(0);
   });
 
   it('never writes a key to the log', async () => {
@@ -187,7 +178,7 @@ describe('EVM JSON-RPC', () => {
     const r = await rpc('/polygon', call('eth_getBalance', ['0x0000000000000000000000000000000000000000', 'latest']), h());
     expect(r.status).toBe(200);
     expect(r.json().error.code).toBe(-32601);
-    expect(proxy.methodsSeen()).toEqual([]);
+    expect(up.proxy.methodsSeen()).toEqual([]);
   });
 
   it('sends a batch without its refused items and answers every id', async () => {
@@ -200,15 +191,15 @@ describe('EVM JSON-RPC', () => {
     expect(answers[1]!.error!.code).toBe(-32601);
     expect(answers[2]!.error!.code).toBe(-32600);
     expect(typeof answers[3]!.result).toBe('string');
-    expect(proxy.methodsSeen()).toEqual(['eth_chainId', 'eth_blockNumber']);
+    expect(up.proxy.methodsSeen()).toEqual(['eth_chainId', 'eth_blockNumber']);
   });
 
   it('forwards an all-allowed batch in one request', async () => {
     const r = await rpc('/ethereum', [call('eth_chainId', [], 1), call('net_version', [], 2)], h());
     expect(r.status).toBe(200);
     expect(r.json().map((a: { id: number }) => a.id).sort()).toEqual([1, 2]);
-    expect(proxy.requests).toHaveLength(1);
-    expect(proxy.methodsSeen()).toEqual(['eth_chainId', 'net_version']);
+    expect(up.proxy.requests).toHaveLength(1);
+    expect(up.proxy.methodsSeen()).toEqual(['eth_chainId', 'net_version']);
   });
 
   it('refuses an empty batch (400, -32600) and a batch over maxBatchSize whole (413)', async () => {
@@ -218,7 +209,7 @@ describe('EVM JSON-RPC', () => {
     const big = await rpc('/ethereum', Array.from({ length: 6 }, (_, i) => call('eth_chainId', [], i)), h());
     expect(big.status).toBe(413);
     expect(big.json().error.code).toBe(-32005);
-    expect(proxy.requests).toHaveLength(0);
+    expect(up.proxy.requests).toHaveLength(0);
   });
 
   it('accepts params omitted or as "" (no params), refuses params by name (-32602), and rejects other params', async () => {
@@ -227,7 +218,7 @@ describe('EVM JSON-RPC', () => {
       expect(r.status, String(id)).toBe(200);
       expect(r.json(), String(id)).toEqual({ jsonrpc: '2.0', id, result: '0x1' });
     }
-    const seen = proxy.requests.map((r) => r.json);
+    const seen = up.proxy.requests.map((r) => r.json);
     expect(seen[1]).toEqual({ jsonrpc: '2.0', id: 2, method: 'eth_chainId' });
     // By name: nodes such as geth refuse it ("non-array args"); with validate: params the gateway answers for them, alike for every node.
     const byName = await rpc('/ethereum', { jsonrpc: '2.0', id: 3, method: 'eth_chainId', params: {} }, h());
@@ -238,7 +229,7 @@ describe('EVM JSON-RPC', () => {
       expect(r.status, JSON.stringify(bad)).toBe(400);
       expect(r.json().error.code).toBe(-32600);
     }
-    expect(proxy.requests).toHaveLength(2);
+    expect(up.proxy.requests).toHaveLength(2);
   });
 
   it('forwards an allowed notification and answers a refused one with 204 and no body', async () => {
@@ -246,7 +237,7 @@ describe('EVM JSON-RPC', () => {
     expect(refused.status).toBe(204);
     expect(refused.text).toBe('');
     await rpc('/ethereum', { jsonrpc: '2.0', method: 'eth_chainId' }, h());
-    expect(proxy.methodsSeen()).toEqual(['eth_chainId']);
+    expect(up.proxy.methodsSeen()).toEqual(['eth_chainId']);
   });
 
   it('answers invalid JSON with -32700 (400), non-POST with 405, an oversized body with 413', async () => {
@@ -261,7 +252,7 @@ describe('EVM JSON-RPC', () => {
     const big = await rpc('/ethereum', { ...call('eth_chainId'), pad: 'x'.repeat(70_000) }, h());
     expect(big.status).toBe(413);
     expect(big.json().error.code).toBe(-32005);
-    expect(proxy.requests).toHaveLength(0);
+    expect(up.proxy.requests).toHaveLength(0);
   });
 
   it('answers CORS preflight for allowed origins', async () => {
@@ -300,16 +291,16 @@ describe('EVM JSON-RPC', () => {
         const answer = forwarded ? { jsonrpc: '2.0', id: 1, result: '0x1' } : { jsonrpc: '2.0', id: 1, error: { code: -32601, message: 'Method not found' } };
         expect(r.json()).toEqual(body.startsWith('[') ? [answer] : answer);
         if (!forwarded) {
-          expect(proxy.requests).toHaveLength(0);
+          expect(up.proxy.requests).toHaveLength(0);
           return;
         }
         // The node saw one call, with one method key, and only the allowed method.
-        expect(proxy.requests).toHaveLength(1);
-        const text = proxy.requests[0]!.body.toString('utf8');
+        expect(up.proxy.requests).toHaveLength(1);
+        const text = up.proxy.requests[0]!.body.toString('utf8');
         expect(text.toLowerCase()).not.toContain('eth_accounts');
         expect(text.match(/"method"/gi)).toHaveLength(1);
         expect(text).not.toContain('\\');
-        expect(proxy.methodsSeen()).toEqual(['eth_chainId']);
+        expect(up.proxy.methodsSeen()).toEqual(['eth_chainId']);
       });
     }
   });
@@ -328,7 +319,7 @@ describe('EVM JSON-RPC', () => {
   it('passes the node’s own errors through unchanged', async () => {
     const body = JSON.stringify(call('eth_getWork', [], 9));
     const viaGateway = await rpc('/ethereum', body, h());
-    const direct = await rawRequest(`${anvil.url}/`, { body });
+    const direct = await rawRequest(`${up.anvil.url}/`, { body });
     expect(direct.json().error).toBeDefined();
     expect(viaGateway.status).toBe(direct.status);
     expect(viaGateway.json()).toEqual(direct.json());
@@ -349,8 +340,8 @@ describe('Rosetta', () => {
       expect(r.status).toBe(200);
       expect(r.json().current_block_identifier).toBeDefined();
     }
-    expect(rosetta.requests.map((r) => r.path)).toEqual(['/network/status', '/network/status']);
-    expect(JSON.stringify(rosetta.requests)).not.toContain(KEY);
+    expect(up.rosetta.requests.map((r) => r.path)).toEqual(['/network/status', '/network/status']);
+    expect(JSON.stringify(up.rosetta.requests)).not.toContain(KEY);
   });
 
   it('answers a mismatching network with 4002 and a wrong blockchain with 4004, over HTTP 500', async () => {
@@ -361,7 +352,7 @@ describe('Rosetta', () => {
     const chain = await post('/cardano-preprod/network/status', status('preprod', 'bitcoin'));
     expect(chain.status).toBe(500);
     expect(chain.json()).toMatchObject({ code: 4004, message: 'Invalid blockchain', retriable: false });
-    expect(rosetta.requests).toHaveLength(0);
+    expect(up.rosetta.requests).toHaveLength(0);
   });
 
   it('answers every gateway error with HTTP 500 and a Rosetta Error', async () => {
@@ -387,19 +378,19 @@ describe('Rosetta', () => {
     const get = await rawRequest(gw.url('rpc', '/cardano-preprod/network/status'), { headers: { 'x-api-key': KEY } });
     expect(get.status).toBe(500);
     expect(get.json().code).toBe(ROSETTA_ERRORS.GW_ROSETTA_METHOD_NOT_ALLOWED.code);
-    expect(rosetta.requests).toHaveLength(0);
+    expect(up.rosetta.requests).toHaveLength(0);
   });
 
   it('passes upstream errors on unchanged with HTTP 500, also when the upstream sends 400', async () => {
     const body = { network_identifier: { blockchain: 'cardano', network: 'preprod' }, block_identifier: { index: 999_999_999 } };
     const as500 = await post('/cardano-preprod/block', body);
-    rosetta.setNonRetriableStatus(400);
+    up.rosetta.setNonRetriableStatus(400);
     try {
       const as400 = await post('/cardano-preprod/block', body);
       expect(as400.status).toBe(500);
       expect(as400.json()).toEqual(as500.json());
     } finally {
-      rosetta.setNonRetriableStatus(500);
+      up.rosetta.setNonRetriableStatus(500);
     }
     expect(as500.status).toBe(500);
     expect(as500.json()).toMatchObject({ code: 4001, retriable: false });
@@ -416,8 +407,8 @@ describe('Rosetta', () => {
   it('forwards a re-serialization, so duplicate network keys cannot reach another network', async () => {
     const r = await post('/cardano-preprod/network/status', '{"network_identifier":{"blockchain":"cardano","network":"mainnet","network":"preprod"},"metadata":{}}');
     expect(r.status).toBe(200);
-    expect(rosetta.requests).toHaveLength(1);
-    expect(rosetta.requests[0]!.json).toEqual(status('preprod'));
+    expect(up.rosetta.requests).toHaveLength(1);
+    expect(up.rosetta.requests[0]!.json).toEqual(status('preprod'));
   });
 });
 
@@ -435,15 +426,15 @@ describe('Explorer', () => {
       expect(r.status, path).toBe(200);
       expect(r.json().height).toBe(1);
     }
-    expect(bb.requests.map((r) => `${r.path}?${r.query}`)).toEqual(Array(4).fill('/api/v2/block/1?pageSize=10'));
-    for (const req of bb.requests) expect(JSON.stringify(req.headers)).not.toContain(KEY);
+    expect(up.bb.requests.map((r) => `${r.path}?${r.query}`)).toEqual(Array(4).fill('/api/v2/block/1?pageSize=10'));
+    for (const req of up.bb.requests) expect(JSON.stringify(req.headers)).not.toContain(KEY);
   });
 
   it('keeps every other query parameter and its order', async () => {
     const r = await get(`/bitcoin/v2/address/addr1?details=txs&api_key=${KEY}&page=2&from=5`);
     expect(r.status).toBe(200);
-    expect(bb.requests).toHaveLength(1);
-    expect(bb.requests[0]!.query).toBe('details=txs&page=2&from=5');
+    expect(up.bb.requests).toHaveLength(1);
+    expect(up.bb.requests[0]!.query).toBe('details=txs&page=2&from=5');
   });
 
   it('passes Blockbook errors through unchanged', async () => {
@@ -459,7 +450,7 @@ describe('Explorer', () => {
       expect(typeof r.json().error).toBe('string');
     }
     expect((await get('/bitcoin/v2/block/1?pageSize=50&page=3', { 'x-api-key': KEY })).status).toBe(200);
-    expect(bb.requests).toHaveLength(1);
+    expect(up.bb.requests).toHaveLength(1);
   });
 
   it('answers gateway errors in Blockbook’s shape', async () => {
@@ -479,15 +470,15 @@ describe('Explorer', () => {
       expect(Object.keys(r.json())).toEqual(['error']);
       expect(r.text).not.toContain(OTHER_KEY);
     }
-    expect(bb.requests).toHaveLength(0);
+    expect(up.bb.requests).toHaveLength(0);
   });
 
   it('forwards sendtx only where the manifest enables it', async () => {
     const r = await rawRequest(gw.url('explorer', '/bitcoin/v2/sendtx/'), { method: 'POST', body: '0100ff', headers: { 'x-api-key': KEY, 'content-type': 'text/plain' } });
     expect(r.status).toBe(200);
     expect(r.json().result).toBeDefined();
-    expect(bb.requests[0]!.method).toBe('POST');
-    expect(bb.requests[0]!.path).toBe('/api/v2/sendtx/');
+    expect(up.bb.requests[0]!.method).toBe('POST');
+    expect(up.bb.requests[0]!.path).toBe('/api/v2/sendtx/');
   });
 
   it('never lets encoded tricks reach another route or a path outside the route', async () => {
@@ -508,7 +499,7 @@ describe('Explorer', () => {
       expect([400, 403, 404], path).toContain(r.status);
       expect(typeof r.json().error).toBe('string');
     }
-    expect(bb.requests).toHaveLength(0);
+    expect(up.bb.requests).toHaveLength(0);
   });
 });
 
@@ -528,8 +519,8 @@ describe('everywhere', () => {
     expect(given.headers['x-request-id']).toBe('trace-123');
     const r = await rpc('/ethereum', call('eth_chainId'), { 'x-api-key': KEY });
     expect(r.status).toBe(200);
-    expect(proxy.requests[0]!.headers['x-request-id']).toBe('trace-123');
-    expect(proxy.requests[1]!.headers['x-request-id']).toBe(r.headers['x-request-id']);
+    expect(up.proxy.requests[0]!.headers['x-request-id']).toBe('trace-123');
+    expect(up.proxy.requests[1]!.headers['x-request-id']).toBe(r.headers['x-request-id']);
     expect(String(r.headers['x-request-id'])).toMatch(/^[0-9a-f-]{36}$/);
   });
 

@@ -1,7 +1,8 @@
-// What the property and fuzz tests both stand on: the emitted server with one
-// chain of each interface, each in front of an upstream that records what
-// reached it (a real anvil behind a recording proxy, the Blockbook and
-// Rosetta stand-ins), one key, and limits small enough to reach.
+// The upstreams most e2e files stand on, one of each interface, each
+// recording what reached it (a real anvil behind a recording proxy, the
+// Blockbook and Rosetta stand-ins): startStandIns. And what the property and
+// fuzz tests both stand on: the emitted server with one chain in front of
+// each, one key, and limits small enough to reach (startThreeChains).
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { buildManifest, keysYaml, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
@@ -13,25 +14,50 @@ import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
 /** limits.maxBodyBytes of the rig's manifest. */
 export const MAX_BODY = 65536;
 
-export interface ThreeChains {
+/**
+ * One upstream of each interface, as most e2e files put them behind the
+ * gateway: anvil (chain id 1) behind a recording proxy, a Blockbook stand-in
+ * and a Rosetta one (network preprod).
+ */
+export interface StandIns {
   readonly anvil: Anvil;
-  /** In front of anvil: chain `ethereum` on listener rpc. */
+  /** In front of anvil: what a manifest names `${ETH_URL}`. */
   readonly proxy: RecordingProxy;
-  /** Chain `bitcoin` on listener explorer. */
+  /** `${BB_URL}`. */
   readonly bb: BlockbookStub;
-  /** Chain `cardano-preprod` (network preprod) on listener rpc. */
+  /** `${ROSETTA_URL}` (network preprod). */
   readonly rosetta: RosettaStub;
-  readonly gw: RunningGateway;
+  /** ETH_URL, BB_URL and ROSETTA_URL, for startGateway's env. */
+  readonly env: { readonly ETH_URL: string; readonly BB_URL: string; readonly ROSETTA_URL: string };
   /** Requests the three upstreams have had from clients (their health checks are kept apart). */
   arrivals(): number;
+  close(): Promise<void>;
+}
+
+export async function startStandIns(): Promise<StandIns> {
+  const [anvil, bb, rosetta] = await Promise.all([startAnvil({ chainId: 1 }), startBlockbookStub(), startRosettaStub({ network: 'preprod' })]);
+  const proxy = await startRecordingProxy(anvil.url);
+  return {
+    anvil,
+    proxy,
+    bb,
+    rosetta,
+    env: { ETH_URL: proxy.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url },
+    arrivals: () => proxy.requests.length + bb.requests.length + rosetta.requests.length,
+    close: async () => {
+      await Promise.all([proxy.close(), bb.close(), rosetta.close(), anvil.stop()]);
+    },
+  };
+}
+
+/** The stand-ins behind chains `ethereum` and `cardano-preprod` on listener rpc and `bitcoin` on listener explorer. */
+export interface ThreeChains extends Omit<StandIns, 'env' | 'close'> {
+  readonly gw: RunningGateway;
   stop(): Promise<void>;
 }
 
 export async function startThreeChains(name: string, key: string): Promise<ThreeChains> {
-  const anvil = await startAnvil({ chainId: 1 });
-  const proxy = await startRecordingProxy(anvil.url);
-  const bb = await startBlockbookStub();
-  const rosetta = await startRosettaStub({ network: 'preprod' });
+  const up = await startStandIns();
   const built = await buildManifest(
     name,
     `
@@ -51,17 +77,13 @@ chains:
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: name, key }]));
-  const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url } });
+  const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: up.env });
   return {
-    anvil,
-    proxy,
-    bb,
-    rosetta,
+    ...up,
     gw,
-    arrivals: () => proxy.requests.length + bb.requests.length + rosetta.requests.length,
     stop: async () => {
       await gw.stop();
-      await Promise.all([proxy.close(), bb.close(), rosetta.close(), anvil.stop()]);
+      await up.close();
     },
   };
 }
