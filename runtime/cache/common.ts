@@ -7,7 +7,7 @@ import type { Upstream } from '../upstreams/upstream.ts';
 
 /**
  * Who waits for a flight's answer: a client's exchange (a single call), or one
- * call of a client's batch (evm-cache.ts, BatchCall). An Exchange is one as it is.
+ * call of a client's batch (evm-batch.ts, BatchCall). An Exchange is one as it is.
  */
 export interface FlightMember {
   /** The request id, for the log and the upstream's X-Request-Id. */
