@@ -97,6 +97,13 @@ export class Exchange implements ForwardTarget {
         ? ['x-request-id', this.id]
         : ['x-request-id', this.id, 'content-type', 'application/json', 'content-length', String(typeof body === 'string' ? Buffer.byteLength(body) : body.length)];
     if (extra !== undefined) for (let i = 0; i < extra.length; i++) headers.push(extra[i]!);
+    this.ownHeaders(headers);
+    res.writeHead(status, headers);
+    res.end(status === 204 ? undefined : body);
+  }
+
+  /** What the gateway adds to every answer, its own or an upstream's: X-Cache, the X-RateLimit headers, CORS, and `connection: close` while draining. */
+  private ownHeaders(headers: string[]): void {
     const tag = this.cacheTag;
     if (tag !== null) headers.push(tag[0]!, tag[1]!);
     const limits = this.limitHeaders;
@@ -104,8 +111,6 @@ export class Exchange implements ForwardTarget {
     const origin = this.req.headers.origin;
     if (origin !== undefined) this.host.cors(origin, headers);
     if (this.host.tracker.draining) headers.push('connection', 'close');
-    res.writeHead(status, headers);
-    res.end(status === 204 ? undefined : body);
   }
 
   /** An upstream's answer held whole, passed on as it came (its end-to-end headers with it). */
@@ -163,15 +168,9 @@ export class Exchange implements ForwardTarget {
   streamHead(status: number, headers: IncomingHttpHeaders, u?: Upstream): void {
     if (u) this.upstream = u;
     const out = endToEndHeaders(headers, this.id);
-    if (this.cacheTag !== null) {
-      // The gateway's X-Cache is the only one: an upstream's own (a CDN in front of a node) is dropped.
-      for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'x-cache') out.splice(i, 2);
-      out.push(...this.cacheTag);
-    }
-    if (this.limitHeaders !== null) out.push(...this.limitHeaders);
-    const origin = this.req.headers.origin;
-    if (origin !== undefined) this.host.cors(origin, out);
-    if (this.host.tracker.draining) out.push('connection', 'close');
+    // The gateway's X-Cache is the only one: an upstream's own (a CDN in front of a node) is dropped.
+    if (this.cacheTag !== null) for (let i = out.length - 2; i >= 0; i -= 2) if (out[i] === 'x-cache') out.splice(i, 2);
+    this.ownHeaders(out);
     this.res.writeHead(status, out);
   }
 
