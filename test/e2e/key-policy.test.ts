@@ -160,7 +160,7 @@ async function allowedEverywhere(key: string, c: Call = {}): Promise<void> {
 // ------------------------------------------------------------------ request level
 
 describe('key policy: request-level lists, on every interface and key placement', () => {
-  it('a key without a policy is served as before', async () => {
+  it('a key without a policy is served on every interface, in every key placement', async () => {
     for (const placement of PLACEMENTS) await allowedEverywhere(K.open, { placement });
   });
 

@@ -130,7 +130,7 @@ describe('the upgrade', () => {
     await Promise.all([...open, again as RpcSocket].map((s) => s.close()));
   });
 
-  it('leaves HTTP as it was: a POST to either chain is answered as before', async () => {
+  it('a chain with websocket: true still answers HTTP: a POST to either chain gets its eth_chainId', async () => {
     for (const path of ['/live', '/plain']) {
       const r = await request(gw.url('rpc', path), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: '{"jsonrpc":"2.0","id":7,"method":"eth_chainId","params":[]}' });
       expect(r.statusCode).toBe(200);

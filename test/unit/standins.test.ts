@@ -127,6 +127,12 @@ describe('recording', () => {
     expect(list.length).toBeLessThanOrEqual(110);
     expect(list.at(-1)).toBe(999);
     expect(list).toEqual(Array.from({ length: list.length }, (_, k) => 1000 - list.length + k));
+    // In batches: a tenth past the cap is kept, and the next push trims back to the cap at once.
+    const batch: number[] = [];
+    for (let i = 0; i < 110; i++) pushCapped(batch, i, 100);
+    expect(batch).toHaveLength(110);
+    pushCapped(batch, 110, 100);
+    expect(batch).toEqual(Array.from({ length: 100 }, (_, k) => 11 + k));
   });
 });
 
