@@ -2,6 +2,7 @@
 // JSON, listening on 127.0.0.1 with a free port, closing without waiting for
 // idle keep-alive sockets. No test framework in here: the demo uses them too.
 import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
 
 export interface Recorded {
   readonly method: string;
@@ -142,3 +143,32 @@ export function close(server: Server): Promise<void> {
 }
 
 export { createServer };
+
+/** A free port on 127.0.0.1, for a server given its port on the command line (nginx, redis-server). */
+export function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const s = createNetServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => ok(port));
+    });
+  });
+}
+
+/** Waits a stand-in's close() can cut short: `wait(ms)` resolves after `ms`; `clear()` drops every wait still pending. */
+export class Waits {
+  private readonly timers = new Set<NodeJS.Timeout>();
+  readonly wait = (ms: number): Promise<void> =>
+    new Promise((ok) => {
+      const t = setTimeout(() => {
+        this.timers.delete(t);
+        ok();
+      }, ms);
+      this.timers.add(t);
+    });
+  clear(): void {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+  }
+}

@@ -10,9 +10,10 @@
 // connection; the port is a free one the OS picked just before.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { PROJECT_ROOT } from './paths.ts';
+import { freePort } from './http.ts';
 
 export interface RoundRobin {
   /** http://127.0.0.1:PORT; every path goes to the upstreams as it is. */
@@ -32,17 +33,6 @@ export function nginxBinary(): string | null {
     if (existsSync(p)) return p;
   }
   return null;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-  });
 }
 
 function accepts(port: number): Promise<boolean> {

@@ -1,7 +1,7 @@
 // A real redis-server (Debian package, installed by .ci/run) on 127.0.0.1 and
 // a free port, ready when it says so.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
+import { freePort } from './http.ts';
 
 export interface RedisServer {
   readonly url: string;
@@ -16,17 +16,6 @@ export function redisServerPath(): string {
   } catch {
     throw new Error('redis-server is not installed: apt-get install -y redis-server (.ci/run does this)');
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.once('error', fail);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => ok(port));
-    });
-  });
 }
 
 export async function startRedis(port?: number): Promise<RedisServer> {

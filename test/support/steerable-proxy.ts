@@ -12,7 +12,7 @@
 // was sent, so a test can tell when the gateway could first have known a
 // new head. No test framework in here.
 import { request } from 'undici';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record } from './http.ts';
+import { close, createSafeServer, isHealthCheck, listen, parseJson, record, Waits } from './http.ts';
 import { methodsIn, type RecordedRequest } from './recording-proxy.ts';
 
 export interface PollRecord extends RecordedRequest {
@@ -69,19 +69,12 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
   const requests: RecordedRequest[] = [];
   const polls: PollRecord[] = [];
   const armed: Armed[] = [];
-  const timers = new Set<NodeJS.Timeout>();
+  const waits = new Waits();
+  const wait = waits.wait;
   const self = {
     pollDelayMs: 0,
     pollAnswer: null as SteerableProxy['pollAnswer'],
   };
-  const wait = (ms: number): Promise<void> =>
-    new Promise((ok) => {
-      const t = setTimeout(() => {
-        timers.delete(t);
-        ok();
-      }, ms);
-      timers.add(t);
-    });
 
   const server = createSafeServer(async (req, res) => {
     const r = await record(req);
@@ -161,8 +154,7 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
     },
     methodsSeen: () => methodsIn(requests),
     close: async () => {
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
+      waits.clear();
       await close(server);
     },
   };

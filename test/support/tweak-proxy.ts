@@ -7,7 +7,7 @@
 // what reached the node. A held answer goes when its delay is over, or never
 // once the proxy is closed. No test framework in here.
 import { request } from 'undici';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record, type Recorded } from './http.ts';
+import { close, createSafeServer, isHealthCheck, listen, parseJson, record, Waits, type Recorded } from './http.ts';
 
 export interface Arrival extends Recorded {
   /** The body parsed as JSON (undefined when it is not JSON). */
@@ -46,15 +46,8 @@ const HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'te', 'tra
 /** `target`: the node's origin (its path comes from each request). */
 export async function startTweakProxy(target: string): Promise<TweakProxy> {
   const origin = new URL(target).origin;
-  const timers = new Set<NodeJS.Timeout>();
-  const later = (ms: number): Promise<void> =>
-    new Promise((ok) => {
-      const t = setTimeout(() => {
-        timers.delete(t);
-        ok();
-      }, ms);
-      timers.add(t);
-    });
+  const waits = new Waits();
+  const later = waits.wait;
   let closed = false;
   const server = createSafeServer(async (req, res) => {
     const r = await record(req);
@@ -94,8 +87,7 @@ export async function startTweakProxy(target: string): Promise<TweakProxy> {
     count: (what) => proxy.arrivals.filter((a) => (what.startsWith('/') ? a.path.includes(what) : a.rpcMethod === what)).length,
     close: async () => {
       closed = true;
-      for (const t of timers) clearTimeout(t);
-      timers.clear();
+      waits.clear();
       await close(server);
     },
   };
