@@ -14,7 +14,7 @@ import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Call } from './evm-call.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
-import { allThrottled, throttled } from './upstreams/throttle.ts';
+import { allThrottled, mayBeError, throttled } from './upstreams/throttle.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
 export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';
@@ -183,11 +183,11 @@ const enum Mode {
 
 /**
  * A streamed answer is looked at for a throttle (`throttled`) only when its
- * first chunk is this short and holds `"error"`: a provider's throttle answer
- * is a short JSON-RPC error; every other answer streams untouched.
+ * first chunk is this short and holds an `"error"` key before any `"result"`
+ * (throttle.ts mayBeError): a provider's throttle answer is a short JSON-RPC
+ * error; every other answer streams untouched.
  */
 const MAX_STREAM_JUDGED = 512;
-const ERROR_KEY = Buffer.from('"error"');
 
 const EMPTY = Buffer.alloc(0);
 const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
@@ -371,7 +371,7 @@ export class Forward implements Dispatcher.DispatchHandler {
         const res = this.sink!;
         if (this.headPending) {
           // A short first chunk with an error may be a provider's throttle (-32005 in a 200): held until it is whole.
-          if (chunk.length <= MAX_STREAM_JUDGED && this.req.throttled !== undefined && chunk.indexOf(ERROR_KEY) !== -1) {
+          if (chunk.length <= MAX_STREAM_JUDGED && this.req.throttled !== undefined && mayBeError(chunk)) {
             this.mode = Mode.Judge;
             this.chunks = [chunk];
             this.size = chunk.length;
