@@ -14,7 +14,7 @@ import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Call } from './evm-call.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
-import { allThrottled, throttled } from './upstreams/throttle.ts';
+import { allThrottled, mayBeError, throttled } from './upstreams/throttle.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
 export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';
@@ -177,7 +177,17 @@ const enum Mode {
   Retry,
   /** Read and dropped: a 429, the upstream throttled the call (throttle.ts). */
   Throttled,
+  /** A streamed answer whose first bytes may be a throttle error: held (nothing written yet) until it is whole or too long to be one. */
+  Judge,
 }
+
+/**
+ * A streamed answer is looked at for a throttle (`throttled`) only when its
+ * first chunk is this short and holds an `"error"` key before any `"result"`
+ * (throttle.ts mayBeError): a provider's throttle answer is a short JSON-RPC
+ * error; every other answer streams untouched.
+ */
+const MAX_STREAM_JUDGED = 512;
 
 const EMPTY = Buffer.alloc(0);
 const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
@@ -209,7 +219,7 @@ export class Forward implements Dispatcher.DispatchHandler {
   private headers = NO_HEADERS;
   private mode = Mode.Stream;
   private bad = false;
-  /** The answer's body in Buffer mode. */
+  /** The answer's body in Buffer mode, and in Judge mode what came so far. */
   private chunks: Buffer[] | null = null;
   private size = 0;
   private controller: Dispatcher.DispatchController | null = null;
@@ -360,6 +370,14 @@ export class Forward implements Dispatcher.DispatchHandler {
       case Mode.Stream: {
         const res = this.sink!;
         if (this.headPending) {
+          // A short first chunk with an error may be a provider's throttle (-32005 in a 200): held until it is whole.
+          if (chunk.length <= MAX_STREAM_JUDGED && this.req.throttled !== undefined && mayBeError(chunk)) {
+            this.mode = Mode.Judge;
+            this.chunks = [chunk];
+            this.size = chunk.length;
+            held += chunk.length;
+            return;
+          }
           this.headPending = false;
           (this.target as ForwardTarget).streamHead(this.status, this.headers, this.u!);
         }
@@ -369,6 +387,13 @@ export class Forward implements Dispatcher.DispatchHandler {
         }
         return;
       }
+      case Mode.Judge:
+        this.chunks!.push(chunk);
+        this.size += chunk.length;
+        held += chunk.length;
+        // Too long to be a throttle: streamed on from here.
+        if (this.size > MAX_STREAM_JUDGED) this.streamJudged(controller);
+        return;
       case Mode.Buffer:
         if (this.chunks === null) return; // aborted
         if (this.size + chunk.length > this.req.maxBuffer || held + chunk.length > MAX_HELD_BYTES) {
@@ -395,6 +420,18 @@ export class Forward implements Dispatcher.DispatchHandler {
       case Mode.Throttled:
         this.release();
         return this.throttledBy(u);
+      case Mode.Judge: {
+        const chunks = this.chunks!;
+        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
+        if (this.req.throttled!(body)) {
+          this.chunks = null;
+          this.release();
+          this.headPending = false;
+          return this.throttledBy(u);
+        }
+        this.streamJudged(null);
+        return this.onResponseEnd();
+      }
       case Mode.Buffer: {
         const chunks = this.chunks!;
         const body = chunks.length === 0 ? EMPTY : chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
@@ -430,6 +467,24 @@ export class Forward implements Dispatcher.DispatchHandler {
         res.end();
         return this.end({ kind: 'streamed', upstream: u, status: this.status });
       }
+    }
+  }
+
+  /** Judge mode is over without a throttle: the head and what was held go to the client, and the answer streams on. */
+  private streamJudged(controller: Dispatcher.DispatchController | null): void {
+    const chunks = this.chunks!;
+    this.chunks = null;
+    this.release();
+    this.mode = Mode.Stream;
+    this.headPending = false;
+    const res = this.sink!;
+    if (this.cancelled || res.destroyed) return;
+    (this.target as ForwardTarget).streamHead(this.status, this.headers, this.u!);
+    let ok = true;
+    for (const c of chunks) ok = res.write(c);
+    if (!ok && controller !== null && !res.destroyed) {
+      controller.pause();
+      res.once('drain', () => controller.resume());
     }
   }
 

@@ -30,8 +30,9 @@ export function forwardRequest(
   classify: (status: number, headers: IncomingHttpHeaders) => Verdict,
   maxBuffer = MAX_REWRITE_BYTES,
   emptyOk = false,
+  throttled?: (body: Buffer) => boolean,
 ): ForwardRequest {
-  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify };
+  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify, throttled };
 }
 
 /** Rosetta's and Blockbook's forwarding with nothing around it: the request, upstream through `dispatch`. */

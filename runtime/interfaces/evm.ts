@@ -25,6 +25,7 @@ import type { Forwarders } from '../forwarders.ts';
 import { Call } from '../evm-call.ts';
 import { EvmLayer } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
+import { answerThrottled } from '../upstreams/throttle.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   ...AUTH_NAMES,
@@ -138,6 +139,8 @@ class EvmRoute implements RouteHandler {
       merge === null ? classify : classifyMerged,
       merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
       !d.answered,
+      // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (proxy.ts, throttle.ts).
+      answerThrottled,
     );
   };
 

@@ -72,15 +72,19 @@ function upState(u) {
   }
   return box;
 }
-// Where selection by score ranks an upstream, and the window's figures that put it there (upstream-score.ts).
-function why(u) {
+// Where selection by score ranks an upstream, and the window's figures that put it there (upstream-score.ts);
+// one only probed is told the band it is out of: the best score of its role (primaries, or fallbacks) among those up.
+function why(u, all) {
   if (u.rank === null || u.rank === undefined) return '–';
   const w = u.window;
   const head = '#' + u.rank + (u.preferred ? ' preferred' : ' probed only');
   if (w === null || u.score === null) return head + ' · no calls yet';
   const f = (x) => (x < 10 ? x.toFixed(1) : String(Math.round(x)));
+  let best = null;
+  for (const o of all) if (o.role === u.role && o.state === 'up' && o.score !== null && (best === null || o.score < best)) best = o.score;
+  const band = u.preferred || best === null ? '' : ' · out of the band: over 1.5 × the best score (' + f(best) + ') to come in, 2 × to stay';
   return head + ' · score ' + f(u.score) + ' = ' + f(Math.max(5, w.latencyMs)) + ' ms' + (w.latencyMs < 5 ? ' (at least 5)' : '') + ' × (1 + 20 × ' + pct(w.errorRate) + ' errors + 20 × ' + pct(w.throttleRate) + ' throttled)' +
-    (w.lag !== null && w.lag > 1 ? ' × (1 + 0.5 × ' + (w.lag - 1) + ' blocks behind)' : '') + ' · over ' + w.calls + ' calls in ' + w.seconds + ' s';
+    (w.lag !== null && w.lag > 1 ? ' × (1 + 0.5 × ' + (w.lag - 1) + ' blocks behind)' : '') + ' · over ' + w.calls + ' calls in ' + w.seconds + ' s' + band;
 }
 // Each value covers its step (t - step, t]: drawn as a flat segment over it, filled down to zero.
 function chart(t, step, values, now, cls, label, f) {
@@ -158,7 +162,7 @@ function render(d) {
         { text: num(u.head), field: 'head', n: 1 }, { text: num(u.lag), field: 'lag', n: 1 },
         { text: ms(u.p50Ms), field: 'p50', n: 1 }, { text: ms(u.p99Ms), field: 'p99', n: 1 },
         { text: pct(u.failedShare), field: 'failedShare', n: 1 }, { text: num(u.attempts), field: 'attempts', n: 1 }, {}, {}, {},
-        { text: why(u), field: 'rank' }, { text: rate(u.pollsPerSecond), field: 'polls', n: 1 },
+        { text: why(u, c.upstreams), field: 'rank' }, { text: rate(u.pollsPerSecond), field: 'polls', n: 1 },
       ]);
       tr.setAttribute('data-upstream', u.name);
       body.append(tr);

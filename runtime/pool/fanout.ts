@@ -7,6 +7,7 @@ import type { Attempt, Cancelable, Next } from '../dispatch.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { answerSaysStateGone } from './state-errors.ts';
+import { answerThrottled } from '../upstreams/throttle.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -37,6 +38,8 @@ class Fan implements Cancelable {
       maxBuffer: Math.max(this.request.maxBuffer, MAX_HELD),
       accept: (o) => o === u,
       hold: true,
+      // A provider's throttle in a 200 (-32005, "rate limit"...) is no answer: the upstream refused the call (throttle.ts).
+      throttled: answerThrottled,
     };
     return this.next(this.target, held, this.group);
   }
@@ -113,6 +116,9 @@ export function quorum(
   let left = upstreams.length;
   let over = false;
   let spareAt = 0;
+  /** A voter throttled the call (the last such outcome), and whether any vote is missing for another reason. */
+  let throttle: ForwardResult | null = null;
+  let lost = false;
   const fan = new Fan(upstreams, next, group, request, (r) => {
     left--;
     if (over) return;
@@ -121,12 +127,15 @@ export function quorum(
       else if (spareAt < spare.length) {
         left++;
         return fan.add(spare[spareAt++]!);
-      }
-    }
+      } else lost = true;
+    } else if (r.kind === 'failed' && r.fail === 'throttled') throttle = r;
+    else lost = true;
     if (left > 0) return;
     over = true;
     if (got.length < upstreams.length) {
       stats.quorum.short++;
+      // Short only because voters throttled it: "every upstream throttled", with their Retry-After (throttle.ts).
+      if (throttle !== null && !lost) return deliver(throttle);
       const failed = r.kind === 'buffered' ? null : r;
       return failed !== null && got.length === 0 ? deliver(failed) : deliver(disagreement(got[0] ?? r, idJson, 'too few upstreams answered'));
     }

@@ -31,6 +31,7 @@ import { FilterPins } from './filters.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
 import { learnHashes } from './learn.ts';
 import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
+import { allThrottled } from '../upstreams/throttle.ts';
 
 export class Pool implements FlowHost {
   readonly stats: PoolStats;
@@ -74,7 +75,7 @@ export class Pool implements FlowHost {
         const all = group.all.filter((u) => u.usable && able(u));
         const at = all.slice(0, q.of);
         // Too few able to serve it: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
-        if (at.length < q.of) return this.tooFew(target);
+        if (at.length < q.of) return this.tooFew(target, group, able, all.length, q.of);
         // In place of a node whose state is gone: the others, archive nodes first.
         const spare = all.slice(q.of).sort((a, b) => Number(b.archive) - Number(a.archive));
         return quorum(this.next, this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, (r) => target.forwarded(r));
@@ -167,10 +168,19 @@ export class Pool implements FlowHost {
     learnHashes(method, body, (hash, n) => this.view.learnNumber(hash, n));
   }
 
-  /** A quorum call with fewer than `of` usable upstreams at the served tip: no upstream can take it (as when none is usable). */
-  private tooFew(target: HeldTarget): Cancelable {
+  /**
+   * A quorum call with fewer than `of` usable upstreams at the served tip: no
+   * upstream can take it (as when none is usable). When those that could vote
+   * but for a throttle (or a budget out of room) would make up the quorum, the
+   * client gets "every upstream throttled", with the seconds until the soonest
+   * is free again (throttle.ts).
+   */
+  private tooFew(target: HeldTarget, group: UpstreamGroup, able: (u: Upstream) => boolean, usable: number, of: number): Cancelable {
     this.stats.quorum.short++;
-    queueMicrotask(() => target.forwarded({ kind: 'failed', fail: 'no-upstream', upstream: null }));
+    let waiting = 0;
+    for (const u of group.all) if (u.serving && !u.usable && able(u)) waiting++;
+    const r = usable + waiting >= of ? allThrottled(group, able, null) : null;
+    queueMicrotask(() => target.forwarded(r ?? { kind: 'failed', fail: 'no-upstream', upstream: null }));
     return NOTHING;
   }
 

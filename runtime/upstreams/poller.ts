@@ -9,13 +9,19 @@
 // report also decides the upstream's state: down after HEALTH_FAILS_TO_DOWN
 // failed polls or when more than maxLag blocks behind, wrong_chain while it
 // serves another chain: the one the manifest names or, in a pool where it
-// names none, the one most of its upstreams serve.
+// names none, the one most of its upstreams serve. A poll the upstream
+// throttles (HTTP 429, or a throttle error in the answer: throttle.ts) is no
+// failed poll: the upstream is throttled as by a client call's throttle (its
+// Retry-After, or the cooldown), its state stays, and it is not polled again
+// before the throttle is over.
 import type { Logger } from '../observe/log.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { RouteSpec } from '../types.ts';
 import { moduleOf } from '../interfaces/index.ts';
 import type { ProbeRequest } from '../interfaces/interface.ts';
+import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { ChainView, PollReport } from './chain-view.ts';
+import { saysThrottled, throttled } from './throttle.ts';
 import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
 /** Groups of chains polled together, spread over each interval. */
@@ -92,8 +98,17 @@ export class Poller {
 
   /** Polls each upstream of a chain whose previous poll is over. */
   round(c: PolledChain): Promise<unknown> {
-    // A budgeted upstream is polled only as often as keeps its polls within their share of it (upstream-budget.ts).
-    return Promise.all(c.group.all.map((u) => (this.polling.has(u) || u.budget?.pollDue() === false ? undefined : this.poll(c, u))));
+    // A budgeted upstream is polled only as often as keeps its polls within their share of it (upstream-budget.ts);
+    // a throttled one not before its throttle is over (throttle.ts).
+    return Promise.all(c.group.all.map((u) => (this.polling.has(u) || u.budget?.pollDue() === false || this.inThrottle(c, u) ? undefined : this.poll(c, u))));
+  }
+
+  /** Throttled (throttle.ts): not polled before the throttle is over; in a pool, its head (not asked meanwhile) is left out of the served tip. */
+  private inThrottle(c: PolledChain, u: Upstream): boolean {
+    const v = u.view;
+    if (v.throttledUntil === 0 || !v.throttled) return false;
+    if (c.group.all.length > 1) c.view.pollOverdue(v);
+    return true;
   }
 
   /** The first round: in a pool that takes its identity from its upstreams, every answer is in before any counts. */
@@ -119,13 +134,15 @@ export class Poller {
     u.budget?.pollBegins();
     const every = c.everyMs ?? this.opts.intervalMs;
     const start = performance.now();
+    const sentAt = Date.now();
     // In a pool, a poll out longer than the interval leaves the upstream out of the served tip at once.
     const overdue = c.group.all.length > 1 ? setTimeout(() => c.view.pollOverdue(v), every) : null;
     overdue?.unref();
     try {
       const heads = c.heads;
       const outcome = await pollOnce(c.route, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
-      return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every };
+      const throttle = 'failure' in outcome ? (outcome.failure.throttle ?? null) : null;
+      return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every, throttle, sentAt };
     } catch (err) {
       this.log.error({ event: 'internal_error', chain: c.route.path, upstream: u.name, error: (err as Error)?.message }, 'internal error in a poll');
       return null;
@@ -136,10 +153,17 @@ export class Poller {
   }
 
   /** One poll's outcome: the upstream's state, its view and the chain's. */
-  private apply(c: PolledChain, u: Upstream, { report, n, late }: Poll): void {
+  private apply(c: PolledChain, u: Upstream, { report, n, late, throttle, sentAt }: Poll): void {
     const v = u.view;
     const before = v.state;
     const path = c.route.path;
+    if (throttle !== null) {
+      // Throttled: no word on its head or its health. Out of traffic for the throttle, as after a client call's (throttle.ts).
+      throttled(u, throttle, sentAt);
+      c.view.report(v, null, late);
+      v.settled(n, false);
+      return;
+    }
     let best = c.view.best();
     let r = report;
     const election = this.elections.get(c);
@@ -190,6 +214,10 @@ interface Poll {
   readonly report: PollReport | null;
   readonly n: number;
   readonly late: boolean;
+  /** The upstream throttled the poll: its answer's headers (Retry-After); null: it did not. */
+  readonly throttle: IncomingHttpHeaders | null;
+  /** When it was sent (epoch ms). */
+  readonly sentAt: number;
 }
 
 /**
@@ -213,7 +241,8 @@ class Election {
   }
 }
 
-export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string };
+/** Why a poll has no report; `throttle`: the upstream throttled it (the answer's headers, for its Retry-After). */
+export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string; readonly throttle?: IncomingHttpHeaders };
 
 /**
  * One poll of one upstream, as the poller and `gateway check --probe` make
@@ -238,7 +267,8 @@ export async function pollOnce(
   }
   const read = probe.read(route, answers.map((a) => (isDoc(a) ? a.doc : null)), heads);
   if (typeof read !== 'string') return { report: read };
-  // The answer that was not one says why; else the reading does.
+  // The answer that was not one says why (a throttle first); else the reading does.
+  for (const a of answers) if (!isDoc(a) && a.throttle !== undefined) return { failure: a };
   for (const a of answers) if (!isDoc(a)) return { failure: a };
   return { failure: { kind: 'failing', reason: read } };
 }
@@ -269,25 +299,49 @@ function isDoc(a: Answer): a is { readonly doc: Record<string, any> } {
 async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Answer> {
   let status: number;
   let text: string;
+  let got: IncomingHttpHeaders;
   try {
     const type = req.body === undefined ? null : { 'content-type': 'application/json' };
     const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
     u.budget?.spend(true);
     const res = await u.pool.request({ path: req.path, method: req.method, headers, body: req.body, headersTimeout: timeout, bodyTimeout: timeout });
     status = res.statusCode;
+    got = res.headers;
     text = await res.body.text();
   } catch (err) {
     const code = (err as { code?: unknown }).code;
     return { kind: 'unreachable', reason: typeof code === 'string' ? (REASONS[code] ?? code) : 'no answer' };
   }
-  if (status !== 200) return { kind: 'failing', reason: `HTTP ${status}` };
+  if (status === 429) return { kind: 'failing', reason: 'throttled (HTTP 429)', throttle: got };
+  let doc: Record<string, any> | null = null;
   try {
-    const doc = JSON.parse(text) as Record<string, any>;
-    if (doc !== null && typeof doc === 'object') return { doc };
+    const parsed = JSON.parse(text) as unknown;
+    if (parsed !== null && typeof parsed === 'object') doc = parsed as Record<string, any>;
   } catch {
     // below
   }
+  // A provider's throttle in the answer, whatever its status: -32005, "rate limit"... (a JSON-RPC error, in a batch's answers too), or Blockbook's {"error": ...}.
+  if (doc !== null && (status !== 200 || text.length <= MAX_THROTTLE_TEXT) && throttleIn(doc, text)) return { kind: 'failing', reason: 'throttled', throttle: got };
+  if (status !== 200) return { kind: 'failing', reason: `HTTP ${status}` };
+  if (doc !== null) return { doc };
   return { kind: 'failing', reason: 'the answer is not JSON' };
+}
+
+/** Longest poll answer looked at for a throttle: a throttle's answer is short (a batch's of a few calls too). */
+const MAX_THROTTLE_TEXT = 8192;
+
+/** Whether a poll's answer (a call's, each of a batch's, or Blockbook's) is a throttle error. */
+function throttleIn(doc: Record<string, any>, text: string): boolean {
+  return text.includes('"error"') && (Array.isArray(doc) ? doc.some(saysThrottledIn) : saysThrottledIn(doc));
+}
+
+/** Whether one answer's error (JSON-RPC's {code, message}, or Blockbook's text) says the upstream throttled it. */
+function saysThrottledIn(d: unknown): boolean {
+  const e = d !== null && typeof d === 'object' ? (d as { error?: unknown }).error : undefined;
+  if (typeof e === 'string') return saysThrottled(undefined, e);
+  if (e === null || typeof e !== 'object') return false;
+  const { code, message } = e as { code?: unknown; message?: unknown };
+  return saysThrottled(code, typeof message === 'string' ? message : '');
 }
 
 const REASONS: Readonly<Record<string, string>> = {

@@ -69,6 +69,24 @@ export function answerThrottled(body: Buffer): boolean {
 
 const MAX_JUDGED = 4096;
 
+/**
+ * Whether the first chunk of an answer that streams may be an error answer
+ * (then held and judged with answerThrottled): the first `"result` or
+ * `"error"` in it is `"error"`. A byte loop that stops at the result key: an
+ * answer with a result (geth and the providers write it after "jsonrpc" and
+ * "id") pays a few dozen byte reads, where Buffer.indexOf costs a native call.
+ */
+export function mayBeError(b: Buffer): boolean {
+  const n = b.length - 6;
+  for (let i = 0; i < n; i++) {
+    if (b[i] !== 0x22) continue; // "
+    const c = b[i + 1];
+    if (c === 0x72 && b[i + 2] === 0x65 && b[i + 3] === 0x73 && b[i + 4] === 0x75 && b[i + 5] === 0x6c && b[i + 6] === 0x74) return false; // "result
+    if (c === 0x65 && b[i + 2] === 0x72 && b[i + 3] === 0x72 && b[i + 4] === 0x6f && b[i + 5] === 0x72 && b[i + 6] === 0x22) return true; // "error"
+  }
+  return false;
+}
+
 /** Whether a Blockbook error answer ({"error": "..."}) says the upstream throttled the call. */
 export function blockbookThrottled(body: Buffer): boolean {
   if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1) return false;

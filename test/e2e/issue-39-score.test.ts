@@ -172,6 +172,10 @@ describe('selection by score', () => {
       expect(await cell('latency#1', 'rank').textContent()).toMatch(/^#1 preferred · score [\d.]+ = [\d.]+ ms × \(1 \+ 20 × 0\.0% errors \+ 20 × 0\.0% throttled\) · over \d+ calls in \d+ s$/);
       const slowOne = await cell('latency#0', 'rank').textContent();
       expect(slowOne).toMatch(/^#2 probed only · score (\d+) = (\d+) ms × /);
+      // And the band it is out of: the best score, the fast one's.
+      const fastScore = /score ([\d.]+)/.exec((await cell('latency#1', 'rank').textContent())!)![1];
+      expect(slowOne).toMatch(/ · out of the band: over 1\.5 × the best score \([\d.]+\) to come in, 2 × to stay$/);
+      expect(slowOne).toContain(`the best score (${fastScore})`);
       expect(Number(/= (\d+) ms/.exec(slowOne!)![1])).toBeGreaterThanOrEqual(80);
       expect(await page.locator('tbody[data-chain="weighted"] tr.chain [data-field="selection"]').textContent()).toBe('weighted round-robin');
       expect(await cell('weighted#0', 'rank').textContent()).toBe('–');

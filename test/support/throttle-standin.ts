@@ -1,7 +1,7 @@
 // A provider that throttles (issue 39): a proxy in front of a real node
 // (anvil, or the Blockbook or Rosetta stand-in) that passes every request on,
-// and answers the client requests a test picks (never the gateway's polls) the
-// way providers refuse calls over a plan: HTTP 429 with or without
+// and answers the client requests a test picks (and, apart, the gateway's
+// polls it picks) the way providers refuse calls over a plan: HTTP 429 with or without
 // Retry-After (seconds or an HTTP date), or a JSON-RPC error in a 200. Every
 // client request is recorded with its arrival time (Date.now(), the clock the
 // gateway's cooldowns use) and whether it was throttled, so a test can count
@@ -56,6 +56,10 @@ export interface ThrottleStandin {
   readonly arrivals: ThrottleArrival[];
   /** How a client request is answered: undefined passes the node's answer on. */
   throttle: (a: ThrottleArrival) => Throttle | undefined;
+  /** The gateway's polls (health and head), in arrival order. */
+  readonly polls: ThrottleArrival[];
+  /** How a poll is answered: undefined (the default) passes the node's answer on. */
+  throttlePoll: (a: ThrottleArrival) => Throttle | undefined;
   /** Client requests answered with a throttle. */
   throttledCount(): number;
   close(): Promise<void>;
@@ -72,8 +76,8 @@ export async function startThrottleStandin(target: string): Promise<ThrottleStan
     const single = json !== null && typeof json === 'object' && !Array.isArray(json) ? (json as { id?: unknown; method?: unknown }) : undefined;
     const poll = isHealthCheck(r);
     const arrival: ThrottleArrival = { ...r, json, rpcMethod: typeof single?.method === 'string' ? single.method : undefined, at: Date.now(), throttled: false };
-    if (!poll) standin.arrivals.push(arrival);
-    const t = poll ? undefined : standin.throttle(arrival);
+    (poll ? standin.polls : standin.arrivals).push(arrival);
+    const t = poll ? standin.throttlePoll(arrival) : standin.throttle(arrival);
     if (t !== undefined) {
       arrival.throttled = true;
       const body = t.error !== undefined ? JSON.stringify({ jsonrpc: '2.0', id: single?.id ?? null, error: t.error }) : (t.body ?? '');
@@ -94,6 +98,8 @@ export async function startThrottleStandin(target: string): Promise<ThrottleStan
     url,
     arrivals: [],
     throttle: () => undefined,
+    polls: [],
+    throttlePoll: () => undefined,
     throttledCount: () => standin.arrivals.filter((a) => a.throttled).length,
     close: () => close(server),
   };

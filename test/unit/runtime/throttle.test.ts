@@ -2,11 +2,20 @@
 // a node's own errors and a range limit are not; Retry-After in both forms;
 // the cooldown doubles with each throttle in a row and an answer ends the run.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { answerThrottled, blockbookThrottled, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS } from '../../../runtime/upstreams/throttle.ts';
+import { answerThrottled, blockbookThrottled, mayBeError, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS } from '../../../runtime/upstreams/throttle.ts';
 import { Upstream } from '../../../runtime/upstreams/upstream.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 
 const rpcError = (code: number, message: string) => Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code, message } }));
+
+describe('mayBeError: which first chunks of a streamed answer are held to be judged', () => {
+  it('an error answer, whatever the order of its keys; not an answer whose result comes first', () => {
+    const held = ['{"jsonrpc":"2.0","id":1,"error":{"code":-32005,"message":"project ID request rate exceeded"}}', '{"jsonrpc":"2.0","error":{"code":-32005,"message":"limit exceeded"},"id":"a"}', '{"error":{"code":429,"message":"x"}}'];
+    for (const t of held) expect(mayBeError(Buffer.from(t)), t).toBe(true);
+    const streamed = ['{"jsonrpc":"2.0","id":1,"result":"0x10d4f"}', '{"jsonrpc":"2.0","result":{"error":"a field of the result"},"id":1}', '{"jsonrpc":"2.0","id":1,"result":null}', '', '{"error'];
+    for (const t of streamed) expect(mayBeError(Buffer.from(t)), t).toBe(false);
+  });
+});
 
 describe('throttle texts', () => {
   it('the providers\' answers, as they write them, are throttles', () => {

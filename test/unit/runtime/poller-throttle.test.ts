@@ -1,0 +1,57 @@
+// A poll the upstream throttles (runtime/upstreams/poller.ts pollOnce): which
+// answers are a throttle (HTTP 429 with its headers, a JSON-RPC throttle error
+// in the answer or in one of a batch's answers, a Blockbook or rate limiter's
+// {"error": ...} text) and which are a failed poll as before. Fake pools: the
+// upstream answers what each case says.
+import { afterEach, describe, expect, it } from 'vitest';
+import { pollOnce } from '../../../runtime/upstreams/poller.ts';
+import type { RouteSpec } from '../../../runtime/types.ts';
+import { Upstream } from '../../../runtime/upstreams/upstream.ts';
+
+const EVM = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 }, upstreams: [{}] } as unknown as RouteSpec;
+const opened: Upstream[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((u) => u.pool.close()));
+});
+
+/** An upstream whose every request is answered with `status`, `headers` and `body`. */
+function answering(status: number, body: string, headers: Record<string, string> = {}): Upstream {
+  const u = new Upstream({ name: 'a', url: { parts: ['http://127.0.0.1:1'] }, weight: 1, role: 'primary', archive: false, connections: 1, idleTimeoutMs: 1000, headers: {} }, EVM);
+  opened.push(u);
+  const real = u.pool;
+  Object.defineProperty(u, 'pool', { value: { request: async () => ({ statusCode: status, headers, body: { text: async () => body } }), close: () => real.close() } });
+  return u;
+}
+
+const INFURA = '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"project ID request rate exceeded"}}';
+
+describe('a throttled poll', () => {
+  it('HTTP 429: a throttle, with its Retry-After', async () => {
+    const out = await pollOnce(EVM, answering(429, INFURA, { 'retry-after': '30' }), 1000, false);
+    expect('failure' in out && out.failure.throttle).toEqual({ 'retry-after': '30' });
+  });
+
+  it('a -32005 in a 200, for the whole batch (Infura), or in one of a batch\'s answers: a throttle', async () => {
+    for (const body of [INFURA, `[{"jsonrpc":"2.0","id":1,"result":"0x1"},${INFURA.replace('null', '2')}]`]) {
+      const out = await pollOnce(EVM, answering(200, body), 1000, false);
+      expect('failure' in out && out.failure.throttle !== undefined, body).toBe(true);
+    }
+  });
+
+  it('a rate limiter\'s {"error": "Too many requests"} in a 503: a throttle', async () => {
+    const out = await pollOnce(EVM, answering(503, '{"error":"Too many requests, rate limit exceeded"}'), 1000, false);
+    expect('failure' in out && out.failure.throttle !== undefined).toBe(true);
+  });
+
+  it('a 500, a node\'s own error and a -32005 that names a result limit: failed polls, not throttles', async () => {
+    const bodies: [number, string][] = [
+      [500, 'Internal Server Error'],
+      [200, '{"jsonrpc":"2.0","id":null,"error":{"code":-32601,"message":"the method eth_chainId does not exist/is not available"}}'],
+      [200, '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"query returned more than 10000 results"}}'],
+    ];
+    for (const [status, body] of bodies) {
+      const out = await pollOnce(EVM, answering(status, body), 1000, false);
+      expect('failure' in out && out.failure.throttle, body).toBeUndefined();
+    }
+  });
+});
