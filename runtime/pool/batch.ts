@@ -112,8 +112,9 @@ class PoolBatch implements Cancelable {
   }
 
   start(single: Dispatch): void {
-    // Each call's answer is held: it is one item of the batch's answer.
-    const held: HeldRequest = { ...this.request, hold: true };
+    // Each call's answer is held: it is one item of the batch's answer. The calls are one client batch: those the
+    // pool sends to the same upstreams may go there together (forward-batch.ts).
+    const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this };
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
@@ -145,7 +146,7 @@ class PoolBatch implements Cancelable {
         return id === idJson ? r.body : Buffer.concat([r.body.subarray(0, s.idStart), Buffer.from(idJson), r.body.subarray(s.idEnd)]);
       }
       this.log.warn({ event: 'upstream_bad_response', chain: this.chain, upstream: r.upstream.name, status: r.status }, 'upstream answer is not JSON-RPC (a call of a batch)');
-    } else if (r.kind === 'failed' && r.upstream !== null) {
+    } else if (r.kind === 'failed' && r.upstream !== null && r.logged !== true) {
       this.log.warn({ event: 'upstream_failed', chain: this.chain, upstream: r.upstream.name, fail: r.fail }, 'upstream failed (a call of a batch)');
     }
     // 'aborted' here is an answer that broke off: as a lost connection.

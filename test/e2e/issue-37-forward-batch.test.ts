@@ -1,0 +1,149 @@
+// The forward layer's batches (issue 37: "the forward layer is where calls
+// bound for the same upstream may go as one upstream batch; cache.batch moves
+// there"). A cached pool of two nodes, each a recording proxy in front of the
+// same anvil, so that every upstream request is counted and anvil's own
+// answer is the truth. Before the layer, the pool sent each call of a client
+// batch alone (one upstream request per call), and the cache's batched misses
+// were split again at the pool: cache.batch saved nothing in a pool.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.ts';
+
+const KEY = newKey();
+const CHAIN_ID = 31337;
+/** cache.batch: at most this many calls in one upstream batch. */
+const BATCH = 4;
+
+let anvil: Anvil;
+let a: RecordingProxy;
+let b: RecordingProxy;
+let gw: RunningGateway;
+let accounts: string[] = [];
+
+beforeAll(async () => {
+  anvil = await startAnvil({ chainId: CHAIN_ID, args: ['--no-mining'] });
+  await anvil.mine(12);
+  accounts = (await anvil.rpc('eth_accounts')).result as string[];
+  [a, b] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
+  const built = await buildManifest(
+    'issue-37-forward-batch',
+    `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+cache: { maxBytes: 8388608, headPollMs: 200, batch: ${BATCH} }
+health: { intervalMs: 200, timeoutMs: 1000 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}]
+chains:
+  - { path: pool, interface: evm-jsonrpc, listener: rpc, chainId: ${CHAIN_ID}, methods: evm, upstreams: ["\${A}", "\${B}"] }
+`,
+  );
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fwd', key: KEY }]));
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url } });
+  await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="pool"}')) === 12, 'the gateway knows the head');
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([a?.close(), b?.close()]);
+  await anvil?.stop();
+});
+
+const hex = (n: number): string => `0x${n.toString(16)}`;
+
+/** The requests clients' calls caused at both nodes since `since` (the gateway's own polls are kept apart by the proxies). */
+function sent(since: readonly [number, number]): RecordedRequest[] {
+  return [...a.requests.slice(since[0]), ...b.requests.slice(since[1])];
+}
+function mark(): [number, number] {
+  return [a.requests.length, b.requests.length];
+}
+function callsIn(requests: readonly RecordedRequest[]): Record<string, unknown>[] {
+  return requests.flatMap((r) => (Array.isArray(r.json) ? r.json : [r.json])) as Record<string, unknown>[];
+}
+
+/** N distinct reads the cache has not seen: balances, nonces and code at blocks 1..12, a block by number. */
+function reads(n: number, salt: number): [string, unknown[]][] {
+  const out = new Map<string, [string, unknown[]]>();
+  for (let i = 0; out.size < n; i++) {
+    const who = accounts[(i + salt) % accounts.length]!;
+    const at = hex(1 + ((i * 5 + salt) % 12));
+    const kind = i % 4;
+    const c: [string, unknown[]] = kind === 0 ? ['eth_getBalance', [who, at]] : kind === 1 ? ['eth_getTransactionCount', [who, at]] : kind === 2 ? ['eth_getCode', [who, at]] : ['eth_getBlockByNumber', [at, false]];
+    out.set(JSON.stringify(c), c);
+  }
+  return [...out.values()];
+}
+
+describe('a pool: calls bound for the same nodes go as one upstream batch (forward-batch.ts)', () => {
+  it('a client batch of 20 reads costs fewer than 20 upstream requests, in batches of at most cache.batch, and every answer is anvil\'s own with the client\'s id', { timeout: 30_000 }, async () => {
+    const calls = reads(20, 0);
+    const truth = await Promise.all(calls.map(([m, p]) => anvil.rpc(m, p)));
+    const since = mark();
+    const ids = calls.map((_, i) => `q${i}`);
+    const r = await request(gw.url('rpc', '/pool'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify(calls.map(([method, params], i) => ({ jsonrpc: '2.0', id: ids[i], method, params }))),
+    });
+    const text = await r.body.text();
+    expect(r.statusCode, text).toBe(200);
+    const items = JSON.parse(text) as { id: string; result?: unknown; error?: unknown }[];
+    expect(items.map((x) => x.id)).toEqual(ids);
+    items.forEach((x, i) => expect(x, `${calls[i]![0]} ${JSON.stringify(calls[i]![1])}`).toEqual({ jsonrpc: '2.0', id: ids[i], result: truth[i]!.result }));
+    const got = sent(since);
+    // Every call reached a node once; in batches of at most cache.batch, each with its place as its id.
+    expect(callsIn(got)).toHaveLength(calls.length);
+    for (const req of got.filter((x) => Array.isArray(x.json))) {
+      const batch = req.json as { id: unknown }[];
+      expect(batch.length).toBeLessThanOrEqual(BATCH);
+      expect(batch.map((c) => c.id)).toEqual(batch.map((_, i) => i));
+    }
+    expect(got.length).toBeGreaterThanOrEqual(calls.length / BATCH);
+    expect(got.length).toBeLessThan(calls.length);
+    console.log(`forward batches: a client batch of ${calls.length} reads reached the pool's nodes in ${got.length} requests`);
+  });
+
+  it('single calls of one turn (cache.batch) go together in a pool too: fewer upstream requests than calls, each client anvil\'s answer', { timeout: 30_000 }, async () => {
+    // Addresses none of the other cases asks about: misses.
+    const calls: [string, unknown[]][] = [1, 2, 3, 4, 5, 6, 7, 8].map((k) => ['eth_getBalance', [`0x${String(k).padStart(4, '0').repeat(10)}`, hex(k)]]);
+    const truth = await Promise.all(calls.map(([m, p]) => anvil.rpc(m, p)));
+    const since = mark();
+    const batchesBefore = await metricValue(gw, 'gateway_cache_batches_total', '{chain="pool"}');
+    const answers = await pipelinedRequests(
+      gw.ports.rpc!,
+      '/pool',
+      KEY,
+      calls.map(([method, params], i) => JSON.stringify({ jsonrpc: '2.0', id: i, method, params })),
+    );
+    answers.forEach((x, i) => {
+      expect(x.status, x.text).toBe(200);
+      expect(JSON.parse(x.text)).toEqual({ jsonrpc: '2.0', id: i, result: truth[i]!.result });
+    });
+    const got = sent(since);
+    expect(callsIn(got)).toHaveLength(calls.length);
+    expect(got.length).toBeLessThan(calls.length);
+    expect(await metricValue(gw, 'gateway_cache_batches_total', '{chain="pool"}')).toBeGreaterThan(batchesBefore);
+  });
+
+  it('the same batch again is answered from memory: nothing reaches a node', { timeout: 30_000 }, async () => {
+    const calls = reads(20, 0);
+    const since = mark();
+    const r = await request(gw.url('rpc', '/pool'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify(calls.map(([method, params], i) => ({ jsonrpc: '2.0', id: i, method, params }))),
+    });
+    expect(r.statusCode).toBe(200);
+    expect(r.headers['x-cache']).toBe('HIT');
+    await r.body.text();
+    expect(sent(since)).toHaveLength(0);
+  });
+});
