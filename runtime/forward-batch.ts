@@ -134,7 +134,8 @@ export class ForwardBatches {
     this.notice();
   }
 
-  failed(r: ForwardResult, u: Upstream | null, n: number): void {
+  /** A batch failed: logged once, for all its calls. */
+  failed(r: Exclude<ForwardResult, { kind: 'aborted' }>, u: Upstream | null, n: number): void {
     if (u === null) return;
     if (r.kind === 'buffered') this.log.warn({ event: 'upstream_bad_response', chain: this.path, upstream: u.name, status: r.status, calls: n }, 'upstream failed a batch of calls');
     else this.log.warn({ event: 'upstream_failed', chain: this.path, upstream: u.name, fail: r.kind === 'failed' ? r.fail : 'unavailable', calls: n }, 'upstream failed a batch of calls');
@@ -267,10 +268,12 @@ class UpstreamBatch implements HeldTarget {
 
   forwarded(r: ForwardResult): void {
     const calls = this.calls;
+    // Every call was cancelled (their clients went away, a hedge won): nothing to tell anyone.
+    if (r.kind === 'aborted') return;
     if (r.kind !== 'buffered' || r.status >= 500) {
       // The batch failed (after the retries): each call as that failure fails a lone call, logged once here.
       this.layer.failed(r, r.upstream, calls.length);
-      const out: ForwardResult = r.kind === 'buffered' ? { kind: 'failed', fail: 'bad-response', upstream: r.upstream, logged: true } : r.kind === 'failed' ? { ...r, logged: true } : r;
+      const out: ForwardResult = r.kind === 'failed' ? { ...r, logged: true } : { kind: 'failed', fail: 'bad-response', upstream: r.upstream, logged: true };
       for (const h of calls) h.forwarded(out);
       return;
     }

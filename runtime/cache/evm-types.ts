@@ -14,10 +14,6 @@ export type BuildRequest = (x: Exchange, d: EvmCall) => ForwardRequest;
 export interface EvmFlight {
   readonly method: string;
   readonly scope: Scope;
-  /** The call's bytes, and where its id is in them (a batch of misses puts its own there). */
-  readonly body: Buffer;
-  readonly idStart: number;
-  readonly idEnd: number;
 }
 
 /** The EVM cache, as its batches see it (evm.ts). */

@@ -104,7 +104,7 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     const scope = scopeOf(method, doc?.params);
     if (scope === null) return false;
     const request = template === null ? { ...build(x, d), call } : { ...template, body: b, emptyOk: false, call };
-    const f = core.open<EvmFlight>(key, { method, scope, body: b, idStart, idEnd }, this, request);
+    const f = core.open<EvmFlight>(key, { method, scope }, this, request);
     f.join(m, idJson);
     // An answer that may be final may be in Redis already: asked first, then the node.
     const mayLast = scope.kind === 'forever' || scope.kind === 'hash' || (scope.kind === 'block' && core.view.isFinal(scope.number));
