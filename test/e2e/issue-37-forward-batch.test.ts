@@ -4,7 +4,10 @@
 // same anvil, so that every upstream request is counted and anvil's own
 // answer is the truth. Before the layer, the pool sent each call of a client
 // batch alone (one upstream request per call), and the cache's batched misses
-// were split again at the pool: cache.batch saved nothing in a pool.
+// were split again at the pool: cache.batch saved nothing in a pool. A second
+// cached pool, a laggard 3 blocks behind and a healthy node
+// (test/support/pool-standins.ts), shows that only the calls the pool sends to
+// the same nodes go together: a call above the laggard's head never reaches it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,6 +15,7 @@ import { request } from 'undici';
 import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.ts';
+import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 
 const KEY = newKey();
 const CHAIN_ID = 31337;
@@ -21,6 +25,8 @@ const BATCH = 4;
 let anvil: Anvil;
 let a: RecordingProxy;
 let b: RecordingProxy;
+let laggard: PoolStandin;
+let healthy: PoolStandin;
 let gw: RunningGateway;
 let accounts: string[] = [];
 
@@ -29,6 +35,7 @@ beforeAll(async () => {
   await anvil.mine(12);
   accounts = (await anvil.rpc('eth_accounts')).result as string[];
   [a, b] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
+  [laggard, healthy] = await Promise.all([startPoolStandin(anvil.url, { role: 'laggard', lag: 3 }), startPoolStandin(anvil.url, { role: 'healthy' })]);
   const built = await buildManifest(
     'issue-37-forward-batch',
     `
@@ -43,20 +50,35 @@ methodSets:
   evm: [${EVM_METHODS.join(', ')}]
 chains:
   - { path: pool, interface: evm-jsonrpc, listener: rpc, chainId: ${CHAIN_ID}, methods: evm, upstreams: ["\${A}", "\${B}"] }
+  - { path: lagging, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LAGGARD}", "\${HEALTHY}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fwd', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url } });
-  await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="pool"}')) === 12, 'the gateway knows the head');
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url, LAGGARD: laggard.url, HEALTHY: healthy.url } });
+  // servedTip: all: the lagging pool's tip is the laggard's head (a tip set before the laggard's first report stays
+  // until the laggard passes it: four blocks more), 13 once anvil is at 16.
+  await anvil.mine(4);
+  await until(async () => (await rpc('lagging', 'eth_blockNumber', [])).result === hex(13), "the lagging pool serves the laggard's head");
+  // Nothing moves from here on: answers kept for the head stay kept.
+  await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="pool"}')) === 16, 'the pool knows the new head');
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([a?.close(), b?.close()]);
+  await Promise.all([a?.close(), b?.close(), laggard?.close(), healthy?.close()]);
   await anvil?.stop();
 });
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
+
+let nextId = 1;
+async function post(chain: string, body: string): Promise<{ status: number; xCache: unknown; text: string }> {
+  const r = await request(gw.url('rpc', `/${chain}`), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body });
+  return { status: r.statusCode, xCache: r.headers['x-cache'], text: await r.body.text() };
+}
+async function rpc(chain: string, method: string, params: unknown[]): Promise<{ result?: unknown; error?: unknown }> {
+  return JSON.parse((await post(chain, JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }))).text) as { result?: unknown; error?: unknown };
+}
 
 /** The requests clients' calls caused at both nodes since `since` (the gateway's own polls are kept apart by the proxies). */
 function sent(since: readonly [number, number]): RecordedRequest[] {
@@ -145,5 +167,32 @@ describe('a pool: calls bound for the same nodes go as one upstream batch (forwa
     expect(r.headers['x-cache']).toBe('HIT');
     await r.body.text();
     expect(sent(since)).toHaveLength(0);
+  });
+
+  it('a pool with a laggard: calls at the served tip and calls above the laggard\'s head go apart; none above its head reaches it, and every answer is anvil\'s', { timeout: 30_000 }, async () => {
+    const calls: [string, unknown[]][] = [
+      ...accounts.slice(0, 5).map((who): [string, unknown[]] => ['eth_getBalance', [who, hex(13)]]),
+      ['eth_getBlockByNumber', [hex(13), false]],
+      ...accounts.slice(0, 5).map((who): [string, unknown[]] => ['eth_getBalance', [who, hex(16)]]),
+      ['eth_getBlockByNumber', [hex(15), false]],
+    ];
+    const truth = await Promise.all(calls.map(([m, p]) => anvil.rpc(m, p)));
+    const since = [laggard.requests.length, healthy.requests.length];
+    // (Its `rewritten` count moves with the gateway's polls: not looked at.)
+    const altered = { nulls: laggard.altered.nulls, headerNotFound: laggard.altered.headerNotFound };
+    const r = await post('lagging', JSON.stringify(calls.map(([method, params], i) => ({ jsonrpc: '2.0', id: i, method, params }))));
+    expect(r.status, r.text).toBe(200);
+    const items = JSON.parse(r.text) as unknown[];
+    items.forEach((x, i) => expect(x, `${calls[i]![0]} ${JSON.stringify(calls[i]![1])}`).toEqual({ jsonrpc: '2.0', id: i, result: truth[i]!.result }));
+    const toLaggard = laggard.requests.slice(since[0]);
+    const toHealthy = healthy.requests.slice(since[1]);
+    console.log(`forward batches, lagging pool: ${calls.length} calls in ${toLaggard.length} requests to the laggard, ${toHealthy.length} to the healthy node`);
+    // The laggard answered nothing it does not have: no call was rescued by a try again, each was routed.
+    expect({ nulls: laggard.altered.nulls, headerNotFound: laggard.altered.headerNotFound }).toEqual(altered);
+    for (const c of callsIn(toLaggard)) expect(JSON.stringify(c.params), 'a call above the laggard\'s head reached it').not.toMatch(/"0x(e|f|10)"/);
+    expect(callsIn([...toLaggard, ...toHealthy])).toHaveLength(calls.length);
+    // The six calls at the tip went together, and so did the six above it (on the healthy node).
+    expect(toLaggard.length + toHealthy.length).toBeLessThan(calls.length);
+    expect(toHealthy.some((x) => Array.isArray(x.json) && (x.json as { params: unknown[] }[]).every((c) => JSON.stringify(c.params).includes(`"${hex(15)}"`) || JSON.stringify(c.params).includes(`"${hex(16)}"`)))).toBe(true);
   });
 });
