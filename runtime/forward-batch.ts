@@ -66,7 +66,12 @@ export class ForwardBatches {
     return this.hold(target, request as HeldRequest, group) ?? this.next(target, request as HeldRequest, group);
   };
 
-  /** The call held until the end of the turn; null when it goes alone now (not one call with an id, or no upstream of its set takes batches). */
+  /**
+   * The call held until the end of the turn; null when it goes alone now (not
+   * one call with an id, no upstream it may go to takes batches, a group of
+   * more than MAX_SET). Its set is narrowed to the upstreams that take batches,
+   * as the cache's batches of misses were.
+   */
   private hold(target: HeldTarget, request: HeldRequest, group: UpstreamGroup): Held | null {
     const raw = request.body;
     if (raw === null) return null;
