@@ -16,6 +16,8 @@ import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startG
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
+import { close, createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
+import type { Server } from 'node:http';
 
 const KEY = newKey();
 const CHAIN_ID = 31337;
@@ -25,6 +27,11 @@ const BATCH = 4;
 let anvil: Anvil;
 let a: RecordingProxy;
 let b: RecordingProxy;
+let c: RecordingProxy;
+/** In front of anvil too, but answers a batch with a 429 while `limitBatches` > 0 (a provider's rate limit): its requests' bodies. */
+let limiter: Server;
+const limited: unknown[] = [];
+let limitBatches = 0;
 let laggard: PoolStandin;
 let healthy: PoolStandin;
 let gw: RunningGateway;
@@ -35,6 +42,22 @@ beforeAll(async () => {
   await anvil.mine(12);
   accounts = (await anvil.rpc('eth_accounts')).result as string[];
   [a, b] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
+  c = await startRecordingProxy(anvil.url);
+  limiter = createSafeServer(async (req, res) => {
+    const r = await record(req);
+    const doc = parseJson(r.body);
+    if (!isHealthCheck(r)) limited.push(doc);
+    if (Array.isArray(doc) && !isHealthCheck(r) && limitBatches-- > 0) {
+      // As Infura answers a request over its rate: 429, Retry-After, a JSON-RPC error -32005.
+      const text = JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32005, message: 'project ID request rate exceeded' } });
+      res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1', 'content-length': Buffer.byteLength(text) }).end(text);
+      return;
+    }
+    const up = await request(anvil.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: r.body });
+    const text = await up.body.text();
+    res.writeHead(up.statusCode, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+  });
+  const limiterUrl = await listen(limiter);
   [laggard, healthy] = await Promise.all([startPoolStandin(anvil.url, { role: 'laggard', lag: 3 }), startPoolStandin(anvil.url, { role: 'healthy' })]);
   const built = await buildManifest(
     'issue-37-forward-batch',
@@ -51,25 +74,36 @@ methodSets:
 chains:
   - { path: pool, interface: evm-jsonrpc, listener: rpc, chainId: ${CHAIN_ID}, methods: evm, upstreams: ["\${A}", "\${B}"] }
   - { path: lagging, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LAGGARD}", "\${HEALTHY}"] }
+  - { path: limited, interface: evm-jsonrpc, listener: rpc, methods: evm, selection: weighted, upstreams: [{ url: "\${LIMITER}", weight: 100 }, "\${C}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fwd', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url, LAGGARD: laggard.url, HEALTHY: healthy.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url, LAGGARD: laggard.url, HEALTHY: healthy.url, LIMITER: limiterUrl, C: c.url } });
   // servedTip: all: the lagging pool's tip is the laggard's head (a tip set before the laggard's first report stays
   // until the laggard passes it: four blocks more), 13 once anvil is at 16.
   await anvil.mine(4);
   await until(async () => (await rpc('lagging', 'eth_blockNumber', [])).result === hex(13), "the lagging pool serves the laggard's head");
+  await until(async () => (await rpc('limited', 'eth_blockNumber', [])).result === hex(16), 'the limited pool knows the head');
   // Nothing moves from here on: answers kept for the head stay kept.
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="pool"}')) === 16, 'the pool knows the new head');
 }, 60_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([a?.close(), b?.close(), laggard?.close(), healthy?.close()]);
+  await Promise.all([a?.close(), b?.close(), c?.close(), limiter && close(limiter), laggard?.close(), healthy?.close()]);
   await anvil?.stop();
 });
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
+
+/** gateway_upstream_throttled_total of a chain, its upstreams summed. */
+async function throttles(chain: string): Promise<number> {
+  const text = await (await fetch(gw.url('admin', '/metrics'))).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('gateway_upstream_throttled_total{') && l.includes(`chain="${chain}"`))
+    .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+}
 
 let nextId = 1;
 async function post(chain: string, body: string): Promise<{ status: number; xCache: unknown; text: string }> {
@@ -194,5 +228,26 @@ describe('a pool: calls bound for the same nodes go as one upstream batch (forwa
     // The six calls at the tip went together, and so did the six above it (on the healthy node).
     expect(toLaggard.length + toHealthy.length).toBeLessThan(calls.length);
     expect(toHealthy.some((x) => Array.isArray(x.json) && (x.json as { params: unknown[] }[]).every((c) => JSON.stringify(c.params).includes(`"${hex(15)}"`) || JSON.stringify(c.params).includes(`"${hex(16)}"`)))).toBe(true);
+  });
+
+  it('a batch a node rate-limits (429): that node is throttled and the batch goes to the other node of its set, whole; every call gets anvil\'s answer', { timeout: 30_000 }, async () => {
+    // cache.batch calls: one batch.
+    const calls: [string, unknown[]][] = [2, 3, 4, 5].map((k) => ['eth_getBalance', [`0x${String(k).padStart(4, '0').repeat(10)}`, hex(k)]]);
+    const truth = await Promise.all(calls.map(([m, p]) => anvil.rpc(m, p)));
+    const since = [limited.length, c.requests.length];
+    limitBatches = 1;
+    const throttledBefore = await throttles('limited');
+    const r = await post('limited', JSON.stringify(calls.map(([method, params], i) => ({ jsonrpc: '2.0', id: i, method, params }))));
+    expect(r.status, r.text).toBe(200);
+    (JSON.parse(r.text) as unknown[]).forEach((x, i) => expect(x).toEqual({ jsonrpc: '2.0', id: i, result: truth[i]!.result }));
+    // The limiter (weight 100: picked first) got the batch once and said 429; the other node got it whole, once.
+    expect(limited.slice(since[0])).toHaveLength(1);
+    expect(limited[since[0]!]).toHaveLength(calls.length);
+    const toC = c.requests.slice(since[1]);
+    expect(toC).toHaveLength(1);
+    expect(toC[0]!.json).toHaveLength(calls.length);
+    // Counted as a throttle of that node (issue 39), not taken for a node that refuses batches.
+    expect(await throttles('limited')).toBe(throttledBefore + 1);
+    expect(gw.lines.some((l) => l.includes('"upstream_refused_batch"') && l.includes('"chain":"limited"'))).toBe(false);
   });
 });
