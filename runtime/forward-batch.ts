@@ -6,7 +6,8 @@
 // block, quorum legs, tries again) before it is held: only calls the pool
 // sends to the same set of upstreams go together, and each still gets what
 // it would have got alone (docs/upstreams.md, "Batches"; docs/cache.md):
-//  - its own answer item, with its own id (the batch puts its place there);
+//  - its own answer item, with its own id (the batch puts its place there,
+//    and the item gets the call's id back);
 //  - an item the node leaves out, or one that is not an answer, goes again
 //    alone; an error item is that call's answer, judged by its pool;
 //  - a batch that fails (a 5xx after the retries, a timeout) fails each call
@@ -38,6 +39,8 @@ const CLOSE = Buffer.from(']');
 const HEADERS = { 'content-type': 'application/json' } as const;
 /** The set of upstreams a call may go to is a bit mask over its group's list: pools larger than this send calls alone. */
 const MAX_SET = 30;
+/** A batch answer and its items are read whole; a deep one (a call trace) is not refused for its depth (as pool/flow.ts). */
+const ANY_DEPTH = 1 << 20;
 
 export class ForwardBatches {
   /** Where the batches are counted (chains.ts hands the cache's counters once the cache is made). */
@@ -202,6 +205,13 @@ class Held implements Attempt {
     this.own = this.layer.send(this.target, skip === undefined ? r : { ...r, skip: r.skip === undefined ? skip : new Set([...r.skip, ...skip]) }, this.group);
   }
 
+  /** Its answer item with the id the call came with, in place of its place in the batch. */
+  withOwnId(item: Buffer): Buffer {
+    const s = answerSpans(item, ANY_DEPTH);
+    if (s === null || s.idStart === -1) return item;
+    return Buffer.concat([item.subarray(0, s.idStart), this.body.subarray(this.idStart, this.idEnd), item.subarray(s.idEnd)]);
+  }
+
   /** Its outcome, unless it was cancelled. */
   forwarded(r: ForwardResult): void {
     if (!this.cancelled) this.target.forwarded(r);
@@ -261,7 +271,7 @@ class UpstreamBatch implements HeldTarget {
       accept: (u) => u.takesBatches && (set & (1 << group.all.indexOf(u))) !== 0,
       skip: undefined,
       // A batch answer, or one answer object (a node that takes no batches says so in one); a pool's check otherwise.
-      isAnswer: first.isAnswer === undefined ? undefined : (b) => splitBatchAnswer(b, MAX_ANSWER_DEPTH) !== null || first.isAnswer!(b),
+      isAnswer: first.isAnswer === undefined ? undefined : (b) => splitBatchAnswer(b, ANY_DEPTH) !== null || first.isAnswer!(b),
     };
     this.attempt = this.layer.send(this, request, group);
   }
@@ -283,7 +293,7 @@ class UpstreamBatch implements HeldTarget {
       return;
     }
     const u = r.upstream;
-    const items = r.status === 200 ? splitBatchAnswer(r.body, MAX_ANSWER_DEPTH) : null;
+    const items = r.status === 200 ? splitBatchAnswer(r.body, ANY_DEPTH) : null;
     // Not a batch answer (one error object, a 4xx): the node takes no batches; each call goes alone.
     if (items === null) {
       this.layer.refused(u);
@@ -311,7 +321,7 @@ class UpstreamBatch implements HeldTarget {
         }
         return h.alone(throttledAt);
       }
-      h.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body: item });
+      h.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body: h.withOwnId(item) });
     });
   }
 }
