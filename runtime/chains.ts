@@ -12,6 +12,7 @@ import type { Metrics, RouteMetrics } from './observe/metrics.ts';
 import type { PolledChain } from './upstreams/poller.ts';
 import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { plainDispatch, type Dispatch } from './dispatch.ts';
+import { ForwardBatches } from './forward-batch.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 export interface Chain {
@@ -90,8 +91,11 @@ function chainFlow<K extends InterfaceKind>(
   cache: CacheServices | null,
 ): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch } {
   // The layers, composed: a pool over the plain dispatch (Forward) where the chain has several upstreams, the
-  // module's own layer over that, the cache around the forwarding.
-  const forwards = plainDispatch(group);
+  // module's own layer over that, the cache around the forwarding. A cached EVM chain's calls bound for the same
+  // upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over the plain dispatch.
+  const plain = plainDispatch(group);
+  const batches = cache !== null && route.interface === 'evm-jsonrpc' ? new ForwardBatches(plain, group, cache.spec.batch, services.log, route.path) : null;
+  const forwards = batches === null ? plain : batches.dispatch;
   let dispatch: Dispatch = forwards;
   const pooled = group.all.length > 1;
   if (pooled) {
@@ -106,6 +110,7 @@ function chainFlow<K extends InterfaceKind>(
     const c = cachedForwarder(m.cached, route, group, view, dispatch, cache);
     forward = c.forward;
     metrics.cache(c.stats, view);
+    if (batches !== null) batches.counts = c.stats;
   }
   return { handler: m.handler(route, { ...services, group, forward }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
 }

@@ -65,6 +65,11 @@ export interface ForwardRequest {
    * bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
    */
   readonly call?: Call;
+  /**
+   * The calls of one client's batch share this: the forward layer sends them
+   * to a node together, with cache.batch 1 too (forward-batch.ts).
+   */
+  readonly together?: object;
 }
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
@@ -96,7 +101,8 @@ export type ForwardResult =
       readonly body: Buffer;
     }
   /** retryAfter: seconds until the soonest throttled upstream is free again (fail 'throttled'). */
-  | { readonly kind: 'failed'; readonly fail: FailKind; readonly upstream: Upstream | null; readonly retryAfter?: number }
+  /** logged: the layer that failed it logged it (once for a batch of calls): its receivers do not. */
+  | { readonly kind: 'failed'; readonly fail: FailKind; readonly upstream: Upstream | null; readonly retryAfter?: number; readonly logged?: boolean }
   /** The client went away, or the answer broke after it had started. */
   | { readonly kind: 'aborted'; readonly upstream: Upstream | null };
 

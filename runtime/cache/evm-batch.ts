@@ -40,25 +40,19 @@ export function serveBatch(cache: EvmCache, x: Exchange, d: EvmCall, build: Buil
     if (slot === slots.length) return false;
     at[i] = slot++;
   }
-  const template = build(x, d);
+  // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others): the
+  // forward layer holds them till the end of the turn and sends those bound for the same upstreams as one batch.
+  const template: ForwardRequest = { ...build(x, d), together: x };
   const batch = new CachedBatch(x, slots);
   const rest: Buffer[] = [];
   let restAnswered = false;
-  const misses = cache.misses;
-  // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others).
-  misses.gather();
-  try {
-    for (let i = 0; i < items.length; i++) {
-      const it = items[i]!;
-      const call = b.subarray(it.start, it.end);
-      // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
-      if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, call, template, x, d, build)) continue;
-      rest.push(call);
-      if (at[i] !== -1) restAnswered = true;
-    }
-  } finally {
-    // Sent even if taking a call apart threw: other clients may have joined them.
-    misses.release();
+  for (let i = 0; i < items.length; i++) {
+    const it = items[i]!;
+    const call = b.subarray(it.start, it.end);
+    // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
+    if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, call, template, x, d, build)) continue;
+    rest.push(call);
+    if (at[i] !== -1) restAnswered = true;
   }
   if (batch.parts === 0) return false;
   if (rest.length > 0) {

@@ -1,9 +1,9 @@
-// What the EVM cache's parts (evm.ts, evm-batch.ts, evm-misses.ts) know of each other.
+// What the EVM cache's parts (evm.ts, evm-batch.ts) know of each other.
 import type { Exchange } from '../exchange.ts';
 import type { EvmDecision } from '../guards/evm.ts';
 import type { ForwardRequest } from '../proxy.ts';
 import type { FlightMember } from './common.ts';
-import type { CacheCore, Flight } from './core.ts';
+import type { CacheCore } from './core.ts';
 import type { Scope } from './policy.ts';
 
 /** What the EVM route hands its forwarder: the guard's decision on the call or batch. */
@@ -14,25 +14,12 @@ export type BuildRequest = (x: Exchange, d: EvmCall) => ForwardRequest;
 export interface EvmFlight {
   readonly method: string;
   readonly scope: Scope;
-  /** The call's bytes, and where its id is in them (a batch of misses puts its own there). */
-  readonly body: Buffer;
-  readonly idStart: number;
-  readonly idEnd: number;
 }
 
 /** The EVM cache, as its batches see it (evm.ts). */
 export interface EvmCache {
   readonly core: CacheCore;
-  readonly misses: MissSink;
   take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, x: Exchange, d: EvmCall, build: BuildRequest): boolean;
-}
-
-/** Where a new flight goes: upstream now, or with the others of its turn. */
-export interface MissSink {
-  add(f: Flight<EvmFlight>): void;
-  /** While a client's batch is taken apart: its misses wait, and go together once it is. */
-  gather(): void;
-  release(): void;
 }
 
 export const OPEN = Buffer.from('[');

@@ -21,7 +21,6 @@ import type { Upstream } from '../upstreams/upstream.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 import { serveBatch } from './evm-batch.ts';
-import { MissQueue } from './evm-misses.ts';
 import type { BuildRequest, EvmCall, EvmFlight } from './evm-types.ts';
 import { isCacheable, scopeOf, type Located } from './policy.ts';
 
@@ -32,18 +31,15 @@ const NULL = Buffer.from('null');
 export class EvmLayer implements FlightLanding<EvmFlight> {
   /** eth_chainId and net_version's results, where the manifest names the chain id. */
   private readonly constants: ReadonlyMap<string, string> | null;
-  readonly misses: MissQueue;
   /** What every key of the chain starts with: the store holds every chain's entries. */
   private readonly keyPrefix: string;
 
   constructor(
     readonly route: EvmRouteSpec,
     readonly core: CacheCore,
-    batchMax: number,
   ) {
     const id = route.chainId;
     this.constants = id === undefined ? null : new Map([['eth_chainId', `"0x${id.toString(16)}"`], ['net_version', `"${id}"`]]);
-    this.misses = new MissQueue(this, batchMax);
     this.keyPrefix = `${route.listener}/${route.path} `;
   }
 
@@ -108,13 +104,14 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     const scope = scopeOf(method, doc?.params);
     if (scope === null) return false;
     const request = template === null ? { ...build(x, d), call } : { ...template, body: b, emptyOk: false, call };
-    const f = core.open<EvmFlight>(key, { method, scope, body: b, idStart, idEnd }, this, request);
+    const f = core.open<EvmFlight>(key, { method, scope }, this, request);
     f.join(m, idJson);
     // An answer that may be final may be in Redis already: asked first, then the node.
     const mayLast = scope.kind === 'forever' || scope.kind === 'hash' || (scope.kind === 'block' && core.view.isFinal(scope.number));
     const shared = mayLast ? core.sharedGet(key) : null;
-    if (shared === null) this.misses.add(f);
-    else void shared.then((parts) => (parts === null ? this.misses.add(f) : this.fromShared(f, parts[0], parts[1])), (err: unknown) => f.crashed(err));
+    // Misses of one turn bound for the same upstreams go together below (cache.batch: forward-batch.ts).
+    if (shared === null) f.send();
+    else void shared.then((parts) => (parts === null ? f.send() : this.fromShared(f, parts[0], parts[1])), (err: unknown) => f.crashed(err));
     return true;
   }
 

@@ -285,7 +285,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   handler: (route, services) => new EvmRoute(route, services),
   // A pool reads what the guard found (the method, the id's place) as a Call made of it, not the body again.
   forwarder: (dispatch, pooled) => (pooled ? pooledEvmForwarder(dispatch) : (x, d, build) => x.forwardWith(dispatch, build(x, d))),
-  cached: (route, core, spec) => new EvmLayer(route, core, spec.batch).forward,
+  cached: (route, core) => new EvmLayer(route, core).forward,
   pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),
   // Tags are rewritten to the safe and finalized blocks the upstreams report.
   poolHeads: (route) => route.rewriteTags,

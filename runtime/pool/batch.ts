@@ -1,8 +1,10 @@
-// A JSON-RPC batch through a pool (a client's, or the cache's batched misses):
-// split at the pool's entry into its calls, each of which goes through the
-// pool's single-call path as if it had come alone (served tip, tag rewriting,
-// block routing, tries again, quorum, broadcast, hedge), one upstream request
-// (or more) per call. The answers are merged in the batch's order, each with
+// A JSON-RPC batch through a pool (a client's, or the part of it the cache
+// does not take): split at the pool's entry into its calls, each of which goes
+// through the pool's single-call path as if it had come alone (served tip, tag
+// rewriting, block routing, tries again, quorum, broadcast, hedge), one
+// upstream request (or more) per call; on a cached chain the forward layer
+// below puts the calls bound for the same upstreams back into one upstream
+// batch (forward-batch.ts). The answers are merged in the batch's order, each with
 // the id bytes its call came with (docs/upstreams.md, "What a pool does"):
 //  - a call that fails (no usable upstream, timeout, an answer that is not
 //    JSON-RPC) gets the gateway's JSON-RPC error for that failure in its slot,
@@ -41,8 +43,7 @@ const CLOSE = Buffer.from(']');
  * A batch body sent through `single` call by call; null when `request` is not
  * a batch with a call to answer (a single call, a body that is not a batch, a
  * batch of notifications only): the caller sends it as it is. Each call goes
- * to the chain's upstreams, whatever group the batch was bound for (the
- * cache's upstreams that take batches): it goes alone.
+ * to the chain's upstreams, whatever group the batch was bound for.
  */
 export function splitBatch(single: Dispatch, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
   const body = request.body;
@@ -112,8 +113,9 @@ class PoolBatch implements Cancelable {
   }
 
   start(single: Dispatch): void {
-    // Each call's answer is held: it is one item of the batch's answer.
-    const held: HeldRequest = { ...this.request, hold: true };
+    // Each call's answer is held: it is one item of the batch's answer. The calls are one client batch: those the
+    // pool sends to the same upstreams may go there together (forward-batch.ts).
+    const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this };
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
@@ -145,7 +147,7 @@ class PoolBatch implements Cancelable {
         return id === idJson ? r.body : Buffer.concat([r.body.subarray(0, s.idStart), Buffer.from(idJson), r.body.subarray(s.idEnd)]);
       }
       this.log.warn({ event: 'upstream_bad_response', chain: this.chain, upstream: r.upstream.name, status: r.status }, 'upstream answer is not JSON-RPC (a call of a batch)');
-    } else if (r.kind === 'failed' && r.upstream !== null) {
+    } else if (r.kind === 'failed' && r.upstream !== null && r.logged !== true) {
       this.log.warn({ event: 'upstream_failed', chain: this.chain, upstream: r.upstream.name, fail: r.fail }, 'upstream failed (a call of a batch)');
     }
     // 'aborted' here is an answer that broke off: as a lost connection.

@@ -19,7 +19,7 @@ export function readCall(body: Buffer | string | null): Call | null {
 /** The call `request`'s body is: the one a layer above made of it (parsed once), else read here; null when it is not one call. */
 export function callOf(request: ForwardRequest): Call | null {
   const c = request.call;
-  // A request made from another with other bytes (a batch of misses) is not that call.
+  // A request made from another with other bytes (tags rewritten, a batch) is not that call.
   return c !== undefined && c.body === request.body ? c : Call.read(request.body);
 }
 

@@ -126,6 +126,9 @@ export class Flow implements Cancelable {
     if (this.over || this.expired || this.legs.length !== 1 || this.legs[0]!.done) return;
     if (!this.host.takeHedge()) return void this.host.stats.hedges.capped++;
     this.host.stats.hedges.sent++;
+    // The first leg's upstream, where it was not known at its start (held for a batch below: forward-batch.ts).
+    const first = this.legs[0]!.forward?.upstream;
+    if (first) this.tried.add(first);
     this.launch(this.plan.accept, true);
   };
 
