@@ -60,9 +60,11 @@ export class LogRanges {
   constructor(
     readonly route: EvmRouteSpec,
     private readonly group: UpstreamGroup,
-    private readonly view: ChainView,
+    readonly view: ChainView,
     readonly inner: Dispatch,
     readonly log: Logger,
+    /** The chain has a cache, whose layer is `inner`: chunks fall on multiples of the width, and final ranges go by number. */
+    readonly cached = false,
   ) {
     this.clientLimit = route.limits.maxLogRange ?? 0;
     this.pooled = group.all.length > 1;
@@ -129,8 +131,8 @@ export class LogRanges {
 const NOTHING: Cancelable = { cancel: () => undefined };
 
 /** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
-function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer): void {
-  const r: ForwardResult = { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body };
+function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: 'hit' | 'coalesced' | 'miss'): void {
+  const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body, cache };
   if (request.hold !== true && request.classify(200, HEADERS) === 'stream') return handOn(target, request, r);
   if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
   target.forwarded(r);
@@ -152,11 +154,19 @@ interface Chunk {
   readonly tried: Set<Upstream>;
 }
 
-/** Splits [from, to] into chunks of at most `width` blocks. */
-export function splitRange(from: number, to: number, width: number): { from: number; to: number }[] {
+/**
+ * Splits [from, to] into chunks of at most `width` blocks; `aligned`: each
+ * chunk but the first starts at a multiple of the width, so that overlapping
+ * ranges share their inner chunks (a cached chain's: the cache keeps each).
+ */
+export function splitRange(from: number, to: number, width: number, aligned = false): { from: number; to: number }[] {
   const out: { from: number; to: number }[] = [];
   const w = Number.isFinite(width) && width >= 1 ? Math.floor(width) : to - from + 1;
-  for (let a = from; a <= to; a += w) out.push({ from: a, to: Math.min(to, a + w - 1) });
+  for (let a = from; a <= to; ) {
+    const end = Math.min(to, aligned ? a - (a % w) + w - 1 : a + w - 1);
+    out.push({ from: a, to: end });
+    a = end + 1;
+  }
   return out;
 }
 
@@ -212,6 +222,10 @@ class RangeCall implements Cancelable {
   /** The request each chunk goes as: held whole, safe to send again. */
   private readonly chunkRequest: HeldRequest;
   private readonly filter: Record<string, unknown>;
+  /** A whole range goes as the client's own call; not on a cached chain when its ends are tags and it is final (by number, it is kept). */
+  private readonly asItCame: boolean;
+  /** What the cache's layer said of the chunks (cache/evm-logs.ts): from memory, joined, sent for it; and chunks it took no part in. */
+  private readonly cache = { hit: 0, coalesced: 0, miss: 0, none: 0 };
 
   constructor(
     private readonly host: LogRanges,
@@ -225,13 +239,15 @@ class RangeCall implements Cancelable {
     // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
     this.chunkRequest = { ...request, hold: true, call: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_CHUNK_BYTES };
     this.filter = call.params[0] as Record<string, unknown>;
+    this.asItCame = !(host.cached && (typeof call.from !== 'number' || typeof call.block !== 'number') && host.view.isFinal(to));
   }
 
   start(): void {
     this.deadline = setTimeout(this.expire, this.request.timeoutMs);
     this.deadline.unref();
     const width = this.host.widthFor(this.group);
-    const chunks = splitRange(this.from, this.to, width);
+    // A range within every cap goes whole; a wider one on a cached chain is split on multiples of the width.
+    const chunks = splitRange(this.from, this.to, width, this.host.cached && this.to - this.from + 1 > width);
     // More requests than one call may cost: refused as a range over limits.maxLogRange is, naming the widest that fits.
     if (chunks.length > MAX_CHUNK_SENDS) return this.refuse(width * MAX_CHUNK_SENDS);
     for (const c of chunks) this.queue.push({ ...c, whole: chunks.length === 1, tried: new Set() });
@@ -263,7 +279,7 @@ class RangeCall implements Cancelable {
   }
 
   private chunkBody(c: Chunk): Buffer | string {
-    if (c.whole === true && this.request.body !== null) return this.request.body;
+    if (c.whole === true && this.asItCame && this.request.body !== null) return this.request.body;
     const params = this.call.params.slice();
     params[0] = { ...this.filter, fromBlock: `0x${c.from.toString(16)}`, toBlock: `0x${c.to.toString(16)}` };
     // An id of its own: a node need not take the client's (anvil refuses a 30-digit number); the answer gets the client's back.
@@ -279,7 +295,9 @@ class RangeCall implements Cancelable {
     const u = r.upstream;
     const spans = r.status === 200 ? answerSpans(r.body, MAX_ANSWER_DEPTH) : null;
     if (spans !== null && !spans.hasError && spans.resultStart !== -1 && r.body[spans.resultStart] === 0x5b) {
-      this.upstream ??= u;
+      // An answer from memory names no upstream of its own: the merged answer's is one that was asked.
+      if (r.cache !== 'hit') this.upstream ??= u;
+      this.cache[r.cache ?? 'none']++;
       const result = r.body.subarray(spans.resultStart, spans.resultEnd);
       this.held += result.length;
       if (this.held > MAX_MERGED_BYTES) return this.fail('bad-response', u, 'merged eth_getLogs answer too large');
@@ -323,14 +341,26 @@ class RangeCall implements Cancelable {
     this.over = true;
     this.end();
     const chunks = [...this.logs.keys()].sort((a, b) => a - b).map((k) => this.logs.get(k)!);
-    deliver(this.target, this.request, this.upstream ?? this.group.all[0]!, mergeLogs(this.call.idJson, chunks));
+    deliver(this.target, this.request, this.upstream ?? this.group.all[0]!, mergeLogs(this.call.idJson, chunks), this.cacheSays());
+  }
+
+  /**
+   * What X-Cache says of the merged answer, as of a client's batch
+   * (docs/cache.md): hit (every chunk from memory), coalesced (none sent for
+   * it, some joined calls in flight), miss (some went to a node); undefined
+   * when the cache took part in no chunk.
+   */
+  private cacheSays(): 'hit' | 'coalesced' | 'miss' | undefined {
+    const c = this.cache;
+    if (c.hit + c.coalesced + c.miss === 0) return undefined;
+    return c.miss + c.none > 0 ? 'miss' : c.coalesced > 0 ? 'coalesced' : 'hit';
   }
 
   /** A node's error, which every upstream asked gave (or that is the call's own fault), under the client's id. */
   private answerError(u: Upstream, error: Record<string, unknown>): void {
     this.over = true;
     this.end();
-    deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`));
+    deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`), this.cacheSays() === undefined ? undefined : 'miss');
   }
 
   /** A range that would take more chunk requests than one call may cost: -32602, naming the widest range that fits. */

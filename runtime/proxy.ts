@@ -94,6 +94,8 @@ export type ForwardResult =
       readonly status: number;
       readonly headers: IncomingHttpHeaders;
       readonly body: Buffer;
+      /** Where the cache's layer (cache/evm-logs.ts) took part: the answer came from memory, joined a call in flight, or was sent for it. */
+      readonly cache?: 'hit' | 'coalesced' | 'miss';
     }
   /** retryAfter: seconds until the soonest throttled upstream is free again (fail 'throttled'). */
   | { readonly kind: 'failed'; readonly fail: FailKind; readonly upstream: Upstream | null; readonly retryAfter?: number }

@@ -1,0 +1,221 @@
+// The cache's layer below the eth_getLogs ranges layer (issues 37 and 39:
+// ranges -> cache -> pool -> forward; "chunks in final blocks are cacheable
+// like any final answer"): through the built gateway, against anvil with real
+// logs (a contract whose code is LOG0). Each upstream is a stand-in in front of
+// anvil that takes 50 blocks at most and records every range that reached it
+// (test/support/range-capped-node.ts), so a chunk served from memory is one
+// the nodes never saw. The oracle is anvil itself, asked for the whole range.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRangeCappedNode, type LogsSeen, type RangeCappedNode } from '../support/range-capped-node.ts';
+
+const KEY = newKey();
+/** anvil's first dev account (unlocked). */
+const FROM = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
+/** Init code that deploys the runtime code 0x60006000a0: PUSH1 0 PUSH1 0 LOG0 (a log with no topics and no data). */
+const DEPLOY_LOG0 = '0x6460006000a06000526005601bf3';
+
+let anvil: Anvil;
+let gw: RunningGateway;
+let contract = '';
+/** The first block of the final ranges asked: a multiple of 50, so that the chunks fall where the test says. */
+let a0 = 0;
+const nodes: Record<string, RangeCappedNode> = {};
+
+const MANIFEST = `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+health: { intervalMs: 200, timeoutMs: 2000 }
+cache: { headPollMs: 100 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}, eth_getLogs]
+chains:
+  # One node that takes 50 blocks: no pool.
+  - path: one
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    upstreams: [{ url: "\${ONE}", maxLogRange: 50 }]
+  # A pool of two such nodes.
+  - path: pool
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    upstreams: [{ url: "\${POOL_A}", maxLogRange: 50 }, { url: "\${POOL_B}", maxLogRange: 50 }]
+`;
+
+const ENV: Record<string, string> = { ONE: 'one', POOL_A: 'pool-a', POOL_B: 'pool-b' };
+
+async function send(method: string, params: unknown[]): Promise<any> {
+  const r = await anvil.rpc(method, params);
+  if (r.error) throw new Error(`${method}: ${r.error.message}`);
+  return r.result;
+}
+
+const hex = (n: number): string => `0x${n.toString(16)}`;
+const logsCall = (id: string | number, filter: Record<string, unknown>): string => `{"jsonrpc":"2.0","id":${id},"method":"eth_getLogs","params":[${JSON.stringify(filter)}]}`;
+
+beforeAll(async () => {
+  anvil = await startAnvil({ args: ['--no-mining'] });
+  const deploy = await send('eth_sendTransaction', [{ from: FROM, data: DEPLOY_LOG0, gas: '0x30000' }]);
+  await anvil.mine(1);
+  contract = ((await send('eth_getTransactionReceipt', [deploy])) as { contractAddress: string }).contractAddress;
+  const first = Number.parseInt(await send('eth_blockNumber', []), 16) + 1;
+  a0 = Math.ceil(first / 50) * 50;
+  // Logs in two blocks of every three, up to a0 + 399; then 100 blocks more: anvil's finalized block (64 below its
+  // head) is past them all.
+  for (let n = first; n < a0 + 400; n++) {
+    if (n % 3 !== 2) await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
+    await anvil.mine(1);
+  }
+  await anvil.mine(100);
+  // A log in the head block: not final.
+  await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
+  await anvil.mine(1);
+  for (const id of Object.values(ENV)) nodes[id] = await startRangeCappedNode(anvil.url, { cap: 50 });
+  const built = await buildManifest('cache-logs', MANIFEST);
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'logs', key: KEY }]));
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url])) });
+}, 120_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all(Object.values(nodes).map((n) => n.close()));
+  await anvil?.stop();
+});
+
+/** A raw call through the gateway: its status, X-Cache and text. */
+async function raw(chain: string, body: string): Promise<{ status: number; xCache: unknown; text: string }> {
+  const r = await request(gw.url('rpc', `/${chain}`), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body });
+  return { status: r.statusCode, xCache: r.headers['x-cache'], text: await r.body.text() };
+}
+
+/** anvil's own answer to the range. */
+async function oracle(filter: Record<string, unknown>): Promise<unknown[]> {
+  const r = await anvil.rpc('eth_getLogs', [filter]);
+  expect(r.error).toBeUndefined();
+  return r.result as unknown[];
+}
+
+/** The ranges that reached the chain's nodes since `marks` was taken, in block order. */
+function seenSince(ids: readonly string[], marks: readonly number[]): { from: LogsSeen['from']; to: LogsSeen['to'] }[] {
+  return ids
+    .flatMap((id, i) => nodes[id]!.logs.slice(marks[i]))
+    .map((s) => ({ from: s.from, to: s.to }))
+    .sort((a, b) => Number(a.from) - Number(b.from));
+}
+
+const marksOf = (ids: readonly string[]): number[] => ids.map((id) => nodes[id]!.logs.length);
+
+/** The gateway's view has anvil's head (and so its finalized block): polled after the last block was mined. */
+async function caughtUp(chain: string): Promise<void> {
+  const head = await send('eth_blockNumber', []);
+  await until(async () => JSON.parse((await raw(chain, '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}')).text).result === head, `${chain} at anvil's head`);
+}
+
+describe('the cache below the eth_getLogs ranges layer (issues 37 and 39)', () => {
+  for (const [chain, ids] of [
+    ['one', ['one']],
+    ['pool', ['pool-a', 'pool-b']],
+  ] as const) {
+    it(`${chain}: a second overlapping final range gets its shared chunks from memory (X-Cache MISS), the first again all of them (HIT), each equal to anvil's answer`, async () => {
+      await caughtUp(chain);
+      const A = { fromBlock: hex(a0), toBlock: hex(a0 + 199) };
+      const B = { fromBlock: hex(a0 + 100), toBlock: hex(a0 + 299) };
+      let marks = marksOf(ids);
+      const a = await raw(chain, logsCall(1, A));
+      expect(a.status).toBe(200);
+      expect(a.xCache).toBe('MISS');
+      expect((JSON.parse(a.text) as { result: unknown[] }).result).toEqual(await oracle(A));
+      expect(seenSince(ids, marks)).toEqual([0, 50, 100, 150].map((k) => ({ from: a0 + k, to: a0 + k + 49 })));
+
+      // B shares [a0+100, a0+199] with A: only its other two chunks reach a node.
+      marks = marksOf(ids);
+      const b = await raw(chain, logsCall('"b"', B));
+      expect(b.xCache).toBe('MISS');
+      expect(JSON.parse(b.text)).toEqual({ jsonrpc: '2.0', id: 'b', result: await oracle(B) });
+      expect(seenSince(ids, marks)).toEqual([200, 250].map((k) => ({ from: a0 + k, to: a0 + k + 49 })));
+
+      // A again, with a long id: every chunk from memory, nothing reaches a node, the id's bytes are the client's.
+      marks = marksOf(ids);
+      const again = await raw(chain, logsCall('123456789012345678901234567890', A));
+      expect(again.xCache).toBe('HIT');
+      expect(again.text.slice(0, 63)).toBe('{"jsonrpc":"2.0","id":123456789012345678901234567890,"result":[');
+      expect((JSON.parse(again.text) as { result: unknown[] }).result).toEqual(await oracle(A));
+      expect(seenSince(ids, marks)).toEqual([]);
+    }, 30_000);
+  }
+
+  it('one: a range within the cap by the finalized tag is kept by number; a range above the finalized block is never kept (BYPASS, asked each time)', async () => {
+    await caughtUp('one');
+    const finalized = Number.parseInt(((await send('eth_getBlockByNumber', ['finalized', false])) as { number: string }).number, 16);
+    const F = { fromBlock: hex(finalized - 9), toBlock: 'finalized' };
+    let marks = marksOf(['one']);
+    const f1 = await raw('one', logsCall(1, F));
+    expect(f1.xCache).toBe('MISS');
+    expect((JSON.parse(f1.text) as { result: unknown[] }).result).toEqual(await oracle(F));
+    expect(seenSince(['one'], marks)).toEqual([{ from: finalized - 9, to: finalized }]);
+    marks = marksOf(['one']);
+    expect((await raw('one', logsCall(2, F))).xCache).toBe('HIT');
+    expect(seenSince(['one'], marks)).toEqual([]);
+
+    const head = Number.parseInt(await send('eth_blockNumber', []), 16);
+    const N = { fromBlock: hex(head - 3), toBlock: hex(head) };
+    for (const id of [1, 2]) {
+      marks = marksOf(['one']);
+      const n = await raw('one', logsCall(id, N));
+      expect(n.xCache).toBe('BYPASS');
+      expect((JSON.parse(n.text) as { result: unknown[] }).result).toEqual(await oracle(N));
+      expect(seenSince(['one'], marks)).toEqual([{ from: head - 3, to: head }]);
+    }
+  }, 30_000);
+
+  it('one: a range reaching past the finalized block keeps its final chunks only; after anvil_reorg of the head block the client gets the new logs, not the old', async () => {
+    await caughtUp('one');
+    const head = Number.parseInt(await send('eth_blockNumber', []), 16);
+    const finalized = Number.parseInt(((await send('eth_getBlockByNumber', ['finalized', false])) as { number: string }).number, 16);
+    expect(finalized).toBeGreaterThanOrEqual(a0 + 399);
+    const R = { fromBlock: hex(a0 + 300), toBlock: hex(head) };
+    const chunks = (from: number): { from: number; to: number }[] => {
+      const out: { from: number; to: number }[] = [];
+      for (let s = from; s <= head; s = s - (s % 50) + 50) out.push({ from: s, to: Math.min(head, s - (s % 50) + 49) });
+      return out;
+    };
+    // The chunks that reach above the finalized block: asked every time.
+    const open = chunks(a0 + 300).filter((c) => c.to > finalized);
+    expect(open.length).toBeGreaterThan(0);
+    let marks = marksOf(['one']);
+    const r1 = await raw('one', logsCall(1, R));
+    expect(r1.xCache).toBe('MISS');
+    const before = await oracle(R);
+    expect((JSON.parse(r1.text) as { result: unknown[] }).result).toEqual(before);
+    expect(seenSince(['one'], marks)).toEqual(chunks(a0 + 300));
+    marks = marksOf(['one']);
+    const r2 = await raw('one', logsCall(2, R));
+    expect(r2.xCache).toBe('MISS');
+    expect((JSON.parse(r2.text) as { result: unknown[] }).result).toEqual(before);
+    expect(seenSince(['one'], marks), 'only the chunks above the finalized block reach the node again').toEqual(open);
+
+    // The head block, with one log, replaced by one with two (other block hash, other transactions).
+    const reorg = await anvil.rpc('anvil_reorg', [
+      1,
+      [
+        [{ from: FROM, to: contract, gas: '0x10000' }, 0],
+        [{ from: FROM, to: contract, gas: '0x10000' }, 0],
+      ],
+    ]);
+    expect(reorg.error).toBeUndefined();
+    const after = await oracle(R);
+    expect(after).not.toEqual(before);
+    marks = marksOf(['one']);
+    const r3 = await raw('one', logsCall(3, R));
+    expect((JSON.parse(r3.text) as { result: unknown[] }).result).toEqual(after);
+    expect(seenSince(['one'], marks)).toEqual(open);
+  }, 30_000);
+});
