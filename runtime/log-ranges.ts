@@ -1,7 +1,8 @@
 // eth_getLogs ranges (issue 39; docs/upstreams.md, "eth_getLogs ranges"): a
-// layer above the chain's dispatch (the pool's, or the plain one of a chain of
-// one upstream). Each chunk of a range is a call of its own that goes through
-// that dispatch like any other call (block routing, retries, hedges).
+// layer above the chain's dispatch (the cache's layer, the pool's, or the
+// plain one of a chain of one upstream). Each chunk of a range is a call of
+// its own that goes through that dispatch like any other call (block routing,
+// retries, hedges).
 //  - fromBlock and toBlock are resolved to the blocks served (latest: the
 //    served tip, or a lone upstream's head; safe, finalized; earliest 0); a
 //    range whose ends are not known (pending, a tag with no head known, a
@@ -19,6 +20,10 @@
 //  - the chunks' logs are merged in block order, under the client's id.
 // A range within every cap goes as the client's own call (one chunk), only
 // watched for an error that names a cap.
+// On a cached chain the layer below is the cache's (cache/evm-logs.ts), which
+// keeps chunks in final blocks: there a wider range is split at multiples of
+// the width (overlapping ranges share their inner chunks), a final range given
+// by tags goes by number, and the merged answer says how the cache took part.
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
 // each of which comes back here alone.
 import type { ChainView } from './upstreams/chain-view.ts';

@@ -11,7 +11,10 @@
 //  - an answer addressed by hash (a block, a transaction, a receipt) is kept
 //    forever only once its block is final and its hash is the canonical one
 //    at that number (a poll asks an upstream at the head); a transaction not
-//    yet in a block is never kept.
+//    yet in a block is never kept;
+//  - eth_getLogs is kept by the cache's layer below the ranges layer
+//    (evm-logs.ts), chunk by chunk; here it is only sent held, so that its
+//    answer says X-Cache as its chunks went.
 import { Call } from '../evm-call.ts';
 import type { Exchange } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
