@@ -12,6 +12,7 @@ import { request } from 'undici';
 import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRangeCappedNode, type LogsSeen, type RangeCappedNode } from '../support/range-capped-node.ts';
+import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 
 const KEY = newKey();
 /** anvil's first dev account (unlocked). */
@@ -25,6 +26,12 @@ let contract = '';
 /** The first block of the final ranges asked: a multiple of 50, so that the chunks fall where the test says. */
 let a0 = 0;
 const nodes: Record<string, RangeCappedNode> = {};
+/** A pool of a node at the head and one 80 blocks behind (anvil-like: above its head, eth_getLogs answers what it has, or an empty list). */
+let healthy: PoolStandin;
+let laggard: PoolStandin;
+const LAG = 80;
+/** anvil's state before any log: evm_revert to it takes the chain back below its finalized block. */
+let snapshot = '';
 
 const MANIFEST = `
 version: 1
@@ -48,6 +55,14 @@ chains:
     listener: rpc
     methods: evm
     upstreams: [{ url: "\${POOL_A}", maxLogRange: 50 }, { url: "\${POOL_B}", maxLogRange: 50 }]
+  # A node at the head and a laggard, taking turns (weighted), both still usable.
+  - path: lag
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    maxLag: 100
+    selection: weighted
+    upstreams: [{ url: "\${HEALTHY}", maxLogRange: 50 }, { url: "\${LAGGARD}", maxLogRange: 50 }]
 `;
 
 const ENV: Record<string, string> = { ONE: 'one', POOL_A: 'pool-a', POOL_B: 'pool-b' };
@@ -66,27 +81,29 @@ beforeAll(async () => {
   const deploy = await send('eth_sendTransaction', [{ from: FROM, data: DEPLOY_LOG0, gas: '0x30000' }]);
   await anvil.mine(1);
   contract = ((await send('eth_getTransactionReceipt', [deploy])) as { contractAddress: string }).contractAddress;
+  snapshot = (await anvil.rpc('evm_snapshot')).result as string;
   const first = Number.parseInt(await send('eth_blockNumber', []), 16) + 1;
   a0 = Math.ceil(first / 50) * 50;
-  // Logs in two blocks of every three, up to a0 + 399; then 100 blocks more: anvil's finalized block (64 below its
-  // head) is past them all.
-  for (let n = first; n < a0 + 400; n++) {
+  // Logs in two blocks of every three, up to a0 + 499: anvil's finalized block (64 below its head) is past
+  // a0 + 399, the laggard's head (80 below) too.
+  for (let n = first; n < a0 + 500; n++) {
     if (n % 3 !== 2) await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
     await anvil.mine(1);
   }
-  await anvil.mine(100);
   // A log in the head block: not final.
   await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
   await anvil.mine(1);
   for (const id of Object.values(ENV)) nodes[id] = await startRangeCappedNode(anvil.url, { cap: 50 });
+  [healthy, laggard] = await Promise.all([startPoolStandin(anvil.url, { role: 'healthy' }), startPoolStandin(anvil.url, { role: 'laggard', lag: LAG, node: 'anvil' })]);
   const built = await buildManifest('cache-logs', MANIFEST);
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'logs', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url])) });
+  const env = Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url]));
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ...env, HEALTHY: healthy.url, LAGGARD: laggard.url } });
 }, 120_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all(Object.values(nodes).map((n) => n.close()));
+  await Promise.all([...Object.values(nodes), healthy, laggard].map((n) => n?.close()));
   await anvil?.stop();
 });
 
@@ -109,6 +126,16 @@ function seenSince(ids: readonly string[], marks: readonly number[]): { from: Lo
     .flatMap((id, i) => nodes[id]!.logs.slice(marks[i]))
     .map((s) => ({ from: s.from, to: s.to }))
     .sort((a, b) => Number(a.from) - Number(b.from));
+}
+
+/** The eth_getLogs ranges a pool stand-in was asked since request `from`, in block order. */
+function logsSeen(n: PoolStandin, from: number): { from: number; to: number }[] {
+  return n.requests
+    .slice(from)
+    .map((r) => r.json as { method?: string; params?: { fromBlock?: string; toBlock?: string }[] })
+    .filter((j) => j?.method === 'eth_getLogs')
+    .map((j) => ({ from: Number.parseInt(j.params![0]!.fromBlock!, 16), to: Number.parseInt(j.params![0]!.toBlock!, 16) }))
+    .sort((a, b) => a.from - b.from);
 }
 
 const marksOf = (ids: readonly string[]): number[] => ids.map((id) => nodes[id]!.logs.length);
@@ -218,4 +245,64 @@ describe('the cache below the eth_getLogs ranges layer (issues 37 and 39)', () =
     expect((JSON.parse(r3.text) as { result: unknown[] }).result).toEqual(after);
     expect(seenSince(['one'], marks)).toEqual(open);
   }, 30_000);
+  it('lag: a range beyond the laggard\'s head is not final to the chain (never kept, however final anvil calls it); of a final range, only the chunks the node at the head answered are kept', async () => {
+    const head = Number.parseInt(await send('eth_blockNumber', []), 16);
+    // The chain's finalized block is the lowest the usable upstreams report: the laggard's (its head), as the pool
+    // rewrites the tag.
+    await until(async () => JSON.parse((await raw('lag', '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["finalized",false]}')).text).result?.number === hex(head - LAG), 'finalized at the laggard\'s head');
+    const anvilFinal = Number.parseInt(((await send('eth_getBlockByNumber', ['finalized', false])) as { number: string }).number, 16);
+    expect(anvilFinal).toBeGreaterThan(head - LAG);
+    // Final to anvil, above the laggard's head (where it would answer an empty list): never kept, right every time.
+    const X = { fromBlock: hex(head - LAG + 1), toBlock: hex(anvilFinal) };
+    const want = await oracle(X);
+    expect(want.length).toBeGreaterThan(0);
+    for (const id of [1, 2]) {
+      const from = healthy.requests.length;
+      const x = await raw('lag', logsCall(id, X));
+      expect(x.xCache).toBe('BYPASS');
+      expect((JSON.parse(x.text) as { result: unknown[] }).result).toEqual(want);
+      expect(logsSeen(healthy, from), 'the node at the head is asked every time').toEqual([{ from: head - LAG + 1, to: anvilFinal }]);
+    }
+
+    // Final to the chain: the chunks go to the two nodes in turn; the laggard's answers (not at the head) are not kept.
+    const Y = { fromBlock: hex(a0), toBlock: hex(a0 + 399) };
+    const [h1, l1] = [healthy.requests.length, laggard.requests.length];
+    const y1 = await raw('lag', logsCall(1, Y));
+    expect((JSON.parse(y1.text) as { result: unknown[] }).result).toEqual(await oracle(Y));
+    const byHealthy = logsSeen(healthy, h1);
+    const byLaggard = logsSeen(laggard, l1);
+    expect(byHealthy.length, 'the node at the head took chunks').toBeGreaterThan(0);
+    expect(byLaggard.length, 'the laggard took chunks').toBeGreaterThan(0);
+    const [h2, l2] = [healthy.requests.length, laggard.requests.length];
+    const y2 = await raw('lag', logsCall(2, Y));
+    expect(y2.xCache).toBe('MISS');
+    expect((JSON.parse(y2.text) as { result: unknown[] }).result).toEqual(await oracle(Y));
+    const again = [...logsSeen(healthy, h2), ...logsSeen(laggard, l2)].sort((a, b) => a.from - b.from);
+    expect(again, 'asked again: exactly the chunks the laggard answered').toEqual(byLaggard.filter((c) => !byHealthy.some((h) => h.from === c.from)));
+  }, 30_000);
+
+  // Last: it takes anvil back to before the logs.
+  it('one: after evm_revert below the finalized block (a reset), a range final again is asked anew and answered as anvil does now', async () => {
+    const A = { fromBlock: hex(a0), toBlock: hex(a0 + 199) };
+    const old = await oracle(A);
+    expect((await raw('one', logsCall(1, A))).xCache).toBe('HIT');
+    expect((await anvil.rpc('evm_revert', [snapshot])).result).toBe(true);
+    // The gateway has seen the chain go back (its eth_blockNumber floor goes with the reset).
+    await caughtUp('one');
+    // Other logs this time: one in every block.
+    const first = Number.parseInt(await send('eth_blockNumber', []), 16) + 1;
+    for (let n = first; n < a0 + 400; n++) {
+      await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
+      await anvil.mine(1);
+    }
+    await anvil.mine(100);
+    await caughtUp('one');
+    const now = await oracle(A);
+    expect(now).not.toEqual(old);
+    const marks = marksOf(['one']);
+    const a = await raw('one', logsCall(2, A));
+    expect(a.xCache).toBe('MISS');
+    expect((JSON.parse(a.text) as { result: unknown[] }).result).toEqual(now);
+    expect(seenSince(['one'], marks)).toEqual([0, 50, 100, 150].map((k) => ({ from: a0 + k, to: a0 + k + 49 })));
+  }, 60_000);
 });
