@@ -34,7 +34,7 @@ import type { Logger } from './observe/log.ts';
 import { rangeComplaint } from './log-range-errors.ts';
 import { splitBatch } from './pool/batch.ts';
 import { callOf } from './pool/call.ts';
-import type { BlockRef, Call } from './evm-call.ts';
+import { Call, type BlockRef } from './evm-call.ts';
 import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { UpstreamGroup, type Upstream } from './upstreams/upstream.ts';
@@ -277,7 +277,10 @@ class RangeCall implements Cancelable {
       const group = c.tried.size === 0 ? this.group : new UpstreamGroup(this.group.all.filter((u) => !c.tried.has(u)));
       const left = this.request.timeoutMs - (performance.now() - this.started);
       const t = new ChunkTarget(this, c);
-      t.running = this.host.inner(t, { ...this.chunkRequest, body: this.chunkBody(c), timeoutMs: Math.max(1, Math.round(left)) }, group);
+      // Each chunk carries its Call, so that the layers below (the cache's, the pool) parse its body once between them.
+      const body = this.chunkBody(c);
+      const call = body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
+      t.running = this.host.inner(t, { ...this.chunkRequest, body, call, timeoutMs: Math.max(1, Math.round(left)) }, group);
       if (!t.finished) this.running.add(t.running);
     }
     if (!this.over && this.running.size === 0 && this.queue.length === 0) this.finish();

@@ -95,7 +95,8 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
       joined.data.waiters.push(w);
       return waiting(w);
     }
-    const f = core.open<LogsFlight>(key, { to, waiters: [w] }, this, request);
+    // The Call goes down with the request: the pool reads it instead of the body again.
+    const f = core.open<LogsFlight>(key, { to, waiters: [w] }, this, request.call === call ? request : { ...request, call });
     // A final answer may be in Redis already: asked first, then the node.
     const shared = core.sharedGet(key);
     if (shared === null) this.send(f);

@@ -32,6 +32,36 @@ describe('splitRange', () => {
   it('keeps the range whole with no cap', () => {
     expect(splitRange(4, 900, Infinity)).toEqual([{ from: 4, to: 900 }]);
   });
+
+  it('aligned (a cached chain): every chunk but the first starts at a multiple of the width, so overlapping ranges share chunks', () => {
+    expect(splitRange(120, 299, 50, true)).toEqual([
+      { from: 120, to: 149 },
+      { from: 150, to: 199 },
+      { from: 200, to: 249 },
+      { from: 250, to: 299 },
+    ]);
+    expect(splitRange(100, 201, 50, true)).toEqual([
+      { from: 100, to: 149 },
+      { from: 150, to: 199 },
+      { from: 200, to: 201 },
+    ]);
+    for (const [from, to, w] of [
+      [0, 299, 50],
+      [7, 7, 3],
+      [5, 1000, 7],
+      [49, 51, 50],
+    ] as const) {
+      const chunks = splitRange(from, to, w, true);
+      expect(chunks[0]!.from).toBe(from);
+      expect(chunks.at(-1)!.to).toBe(to);
+      chunks.forEach((c, i) => {
+        expect(c.to - c.from + 1).toBeLessThanOrEqual(w);
+        expect(Math.floor(c.from / w)).toBe(Math.floor(c.to / w));
+        if (i > 0) expect(c.from).toBe(chunks[i - 1]!.to + 1);
+        if (i > 0) expect(c.from % w).toBe(0);
+      });
+    }
+  });
 });
 
 describe('mergeLogs', () => {
