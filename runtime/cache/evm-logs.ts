@@ -31,7 +31,8 @@ import { MAX_HELD } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 
 const HEADERS = { 'content-type': 'application/json' } as const;
-const REMOVED = Buffer.from('"removed":true');
+/** A log's `removed: true`, as nodes write it (compact; with a space after the colon). */
+const REMOVED = [Buffer.from('"removed":true'), Buffer.from('"removed": true')];
 
 /** One caller waiting on a flight: where its answer goes, and its id. */
 interface Waiter {
@@ -148,7 +149,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
   private keeps(f: Flight<LogsFlight>, u: Upstream, result: Buffer): boolean {
     const core = this.core;
     // A log a reorg took back says so: never kept (in final blocks there should be none).
-    if (result.includes(REMOVED)) return false;
+    if (REMOVED.some((r) => result.includes(r))) return false;
     // Identity unchanged since it was sent, one epoch (no reset between: finality going back ends it), an upstream at
     // the head since before it was sent (it has the whole range), and the range still final.
     return core.trusted(f as Flight<unknown>, u) && core.current(f as Flight<unknown>, u) && core.view.isFinal(f.data.to);

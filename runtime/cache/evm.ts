@@ -232,7 +232,8 @@ class LogsAnswer implements HeldTarget {
     if (r.kind !== 'buffered' || r.cache === undefined) return x.forwarded(r);
     x.cacheTag = X_CACHE[r.cache];
     x.cacheLog = X_CACHE_LOG[r.cache];
-    if (r.cache !== 'hit') return x.forwarded(r);
+    // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
+    if (r.cache !== 'hit') x.upstream = r.upstream;
     x.forward = null;
     x.later(() => x.send(r.status, r.body));
   }
