@@ -303,7 +303,8 @@ describe('the cache below the eth_getLogs ranges layer (issues 37 and 39)', () =
     // Kept (again: anvil_reorg may have shown a lower finalized block for a moment, and a reset dropped it).
     await until(async () => (await raw('one', logsCall(1, A))).xCache === 'HIT', 'A kept');
     expect((await anvil.rpc('evm_revert', [snapshot])).result).toBe(true);
-    // The gateway has seen the chain go back (its eth_blockNumber floor goes with the reset).
+    // The gateway has seen the chain go back: a reset, which drops what was kept as final.
+    await until(async () => gw.lines.some((l) => l.includes('"event":"cache_reset"') && l.includes('"chain":"one"')), 'a cache_reset on one');
     await caughtUp('one');
     // Other logs this time: one in every block.
     const first = Number.parseInt(await send('eth_blockNumber', []), 16) + 1;
