@@ -22,14 +22,16 @@
 // watched for an error that names a cap.
 // On a cached chain the layer below is the cache's (cache/evm-logs.ts), which
 // keeps chunks in final blocks: there a wider range is split at multiples of
-// the width (overlapping ranges share their inner chunks), a final range given
-// by tags goes by number, and the merged answer says how the cache took part.
+// the width, an edge chunk inside a final aligned chunk asks for the whole of
+// it and keeps only the logs within the range (overlapping ranges share every
+// chunk), a final range given by tags goes by number, and the merged answer
+// says how the cache took part.
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
 // each of which comes back here alone.
 import type { ChainView } from './upstreams/chain-view.ts';
 import { deliver as handOn, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
-import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
+import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint } from './log-range-errors.ts';
 import { splitBatch } from './pool/batch.ts';
@@ -50,6 +52,8 @@ const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 const CALLERS_FAULT = new Set([-32600, -32601, -32602]);
 const HEADERS = { 'content-type': 'application/json' } as const;
 const COMMA = Buffer.from(',');
+const OPEN = Buffer.from('[');
+const CLOSE = Buffer.from(']');
 
 /** Whether a chain gets the layer: it allows eth_getLogs, and has a cap (an upstream's, the chain's limit) or a pool (whose upstreams' errors may teach one). */
 export function wantsLogRanges(route: EvmRouteSpec): boolean {
@@ -194,6 +198,32 @@ export function mergeLogs(idJson: string, results: readonly Buffer[]): Buffer {
   return Buffer.concat(parts);
 }
 
+/**
+ * The logs of an answer's result (a JSON array's text) whose blockNumber is
+ * within [from, to], each with its bytes as it came; null when one cannot be
+ * read.
+ */
+export function trimLogs(result: Buffer, from: number, to: number): Buffer | null {
+  const items = splitBatchAnswer(result, MAX_ANSWER_DEPTH);
+  if (items === null) return null;
+  const parts: Buffer[] = [OPEN];
+  for (const it of items) {
+    const log = result.subarray(it.start, it.end);
+    let n: number;
+    try {
+      n = quantity((JSON.parse(log.toString('utf8')) as { blockNumber?: unknown }).blockNumber);
+    } catch {
+      return null;
+    }
+    if (n < 0) return null;
+    if (n < from || n > to) continue;
+    if (parts.length > 1) parts.push(COMMA);
+    parts.push(log);
+  }
+  parts.push(CLOSE);
+  return Buffer.concat(parts);
+}
+
 /** A JSON array's text without its brackets and the blanks inside them. */
 function arrayInner(a: Buffer): Buffer {
   let s = 0;
@@ -252,11 +282,27 @@ class RangeCall implements Cancelable {
     this.deadline.unref();
     const width = this.host.widthFor(this.group);
     // A range within every cap goes whole; a wider one on a cached chain is split on multiples of the width.
-    const chunks = splitRange(this.from, this.to, width, this.host.cached && this.to - this.from + 1 > width);
+    const aligned = this.host.cached && this.to - this.from + 1 > width;
+    const chunks = splitRange(this.from, this.to, width, aligned);
+    if (aligned) this.widen(chunks, width);
     // More requests than one call may cost: refused as a range over limits.maxLogRange is, naming the widest that fits.
     if (chunks.length > MAX_CHUNK_SENDS) return this.refuse(width * MAX_CHUNK_SENDS);
     for (const c of chunks) this.queue.push({ ...c, whole: chunks.length === 1, tried: new Set() });
     this.pump();
+  }
+
+  /**
+   * A cached chain's split: an edge chunk that is part of a final aligned
+   * chunk asks for the whole of it (kept, and shared with every range that
+   * overlaps it); the logs outside the client's range are dropped (trimLogs).
+   */
+  private widen(chunks: { from: number; to: number }[], w: number): void {
+    const first = chunks[0]!;
+    const a = first.from - (first.from % w);
+    if (a !== first.from && this.host.view.isFinal(a + w - 1)) chunks[0] = { from: a, to: first.to };
+    const last = chunks[chunks.length - 1]!;
+    const b = last.to - (last.to % w) + w - 1;
+    if (b !== last.to && this.host.view.isFinal(b)) chunks[chunks.length - 1] = { from: last.from, to: b };
   }
 
   cancel(): void {
@@ -306,7 +352,10 @@ class RangeCall implements Cancelable {
       // An answer from memory names no upstream of its own: the merged answer's is one that was asked.
       if (r.cache !== 'hit') this.upstream ??= u;
       this.cache[r.cache ?? 'none']++;
-      const result = r.body.subarray(spans.resultStart, spans.resultEnd);
+      let result: Buffer | null = r.body.subarray(spans.resultStart, spans.resultEnd);
+      // A chunk widened past the client's range (widen): only the logs within it.
+      if (c.from < this.from || c.to > this.to) result = trimLogs(result, this.from, this.to);
+      if (result === null) return this.fail('bad-response', u, 'eth_getLogs answer whose logs name no block number');
       this.held += result.length;
       if (this.held > MAX_MERGED_BYTES) return this.fail('bad-response', u, 'merged eth_getLogs answer too large');
       this.logs.set(c.from, result);

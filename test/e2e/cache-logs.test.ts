@@ -151,7 +151,7 @@ describe('the cache below the eth_getLogs ranges layer (issues 37 and 39)', () =
     ['one', ['one']],
     ['pool', ['pool-a', 'pool-b']],
   ] as const) {
-    it(`${chain}: a second overlapping final range gets its shared chunks from memory (X-Cache MISS), the first again all of them (HIT), each equal to anvil's answer`, async () => {
+    it(`${chain}: a second overlapping final range gets its shared chunks from memory (X-Cache MISS), one off the chunk boundaries its edges too (HIT), the first again all of them (HIT), each equal to anvil's answer`, async () => {
       await caughtUp(chain);
       const A = { fromBlock: hex(a0), toBlock: hex(a0 + 199) };
       const B = { fromBlock: hex(a0 + 100), toBlock: hex(a0 + 299) };
@@ -172,6 +172,21 @@ describe('the cache below the eth_getLogs ranges layer (issues 37 and 39)', () =
       expect(b.xCache).toBe('MISS');
       expect(JSON.parse(b.text)).toEqual({ jsonrpc: '2.0', id: 'b', result: await oracle(B) });
       expect(seenSince(ids, marks)).toEqual([200, 250].map((k) => ({ from: a0 + k, to: a0 + k + 49 })));
+
+      // Ranges that do not fall on multiples of 50: an edge chunk asks for the whole final chunk it is part of (kept),
+      // and only the logs within the range are answered. C is all from memory; D's last edge goes to a node once.
+      const C = { fromBlock: hex(a0 + 30), toBlock: hex(a0 + 220) };
+      marks = marksOf(ids);
+      const c = await raw(chain, logsCall(3, C));
+      expect(c.xCache).toBe('HIT');
+      expect((JSON.parse(c.text) as { result: unknown[] }).result).toEqual(await oracle(C));
+      expect(seenSince(ids, marks)).toEqual([]);
+      const D = { fromBlock: hex(a0 + 240), toBlock: hex(a0 + 310) };
+      marks = marksOf(ids);
+      const d = await raw(chain, logsCall(4, D));
+      expect(d.xCache).toBe('MISS');
+      expect((JSON.parse(d.text) as { result: unknown[] }).result).toEqual(await oracle(D));
+      expect(seenSince(ids, marks)).toEqual([{ from: a0 + 300, to: a0 + 349 }]);
 
       // A again, with a long id: every chunk from memory, nothing reaches a node, the id's bytes are the client's.
       marks = marksOf(ids);
@@ -254,21 +269,21 @@ describe('the cache below the eth_getLogs ranges layer (issues 37 and 39)', () =
     const head = Number.parseInt(await send('eth_blockNumber', []), 16);
     const finalized = Number.parseInt(((await send('eth_getBlockByNumber', ['finalized', false])) as { number: string }).number, 16);
     expect(finalized).toBeGreaterThanOrEqual(a0 + 399);
-    const R = { fromBlock: hex(a0 + 300), toBlock: hex(head) };
+    const R = { fromBlock: hex(a0 + 350), toBlock: hex(head) };
     const chunks = (from: number): { from: number; to: number }[] => {
       const out: { from: number; to: number }[] = [];
       for (let s = from; s <= head; s = s - (s % 50) + 50) out.push({ from: s, to: Math.min(head, s - (s % 50) + 49) });
       return out;
     };
     // The chunks that reach above the finalized block: asked every time.
-    const open = chunks(a0 + 300).filter((c) => c.to > finalized);
+    const open = chunks(a0 + 350).filter((c) => c.to > finalized);
     expect(open.length).toBeGreaterThan(0);
     let marks = marksOf(['one']);
     const r1 = await raw('one', logsCall(1, R));
     expect(r1.xCache).toBe('MISS');
     const before = await oracle(R);
     expect((JSON.parse(r1.text) as { result: unknown[] }).result).toEqual(before);
-    expect(seenSince(['one'], marks)).toEqual(chunks(a0 + 300));
+    expect(seenSince(['one'], marks)).toEqual(chunks(a0 + 350));
     // Asked again until the final chunks come from memory (each is kept once an answer comes back within one epoch);
     // the chunks above the finalized block reach the node every time.
     await until(async () => {

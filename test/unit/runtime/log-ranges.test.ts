@@ -1,7 +1,7 @@
 // eth_getLogs ranges (issue 39): the split, the merge, and what each
 // provider's refusal says (runtime/log-ranges.ts, runtime/log-range-errors.ts).
 import { describe, expect, it } from 'vitest';
-import { mergeLogs, splitRange, wantsLogRanges } from '../../../runtime/log-ranges.ts';
+import { mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
 import { refusal, type CapText } from '../../support/range-capped-node.ts';
@@ -61,6 +61,16 @@ describe('splitRange', () => {
         if (i > 0) expect(c.from % w).toBe(0);
       });
     }
+  });
+});
+
+describe('trimLogs', () => {
+  it("keeps the logs whose blockNumber is within the range, with their bytes; null for a log without one", () => {
+    const r = Buffer.from('[{"blockNumber":"0x9","logIndex":"0x0"}, {"blockNumber":"0xa","logIndex":"0x0"},{"blockNumber":"0xb", "logIndex":"0x1"},{"blockNumber":"0xc"}]');
+    expect(trimLogs(r, 10, 11)?.toString()).toBe('[{"blockNumber":"0xa","logIndex":"0x0"},{"blockNumber":"0xb", "logIndex":"0x1"}]');
+    expect(trimLogs(r, 20, 30)?.toString()).toBe('[]');
+    expect(trimLogs(Buffer.from('[ ]'), 1, 2)?.toString()).toBe('[]');
+    expect(trimLogs(Buffer.from('[{"logIndex":"0x0"}]'), 1, 2)).toBeNull();
   });
 });
 
