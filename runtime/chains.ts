@@ -79,8 +79,8 @@ const POOL_POLL_MS = 1000;
  * A chain's flow as its interface module makes it: the pool's dispatch where
  * there is more than one upstream, the cache's layer and its front around the
  * forwarding where the chain is cached, the module's own layer, and the
- * handler. Generic in the kind, so that the compiler
- * ties every piece to the route's kind.
+ * handler. Generic in the kind, so that the compiler ties every piece to the
+ * route's kind.
  */
 function chainFlow<K extends InterfaceKind>(
   m: InterfaceModule<K>,

@@ -29,11 +29,11 @@ export function cacheCore(route: { readonly path: string }, group: UpstreamGroup
 }
 
 /**
- * The cache's two places in a chain: its layer over the dispatch below it
- * (`layer`, its module's: EVM eth_getLogs in final blocks; `next` itself where
- * it has none), and its front around the route's forwarding (`rules`: hits
- * answer the exchange before any request exists), whose misses go through
- * `top`, the chain's layers from the top.
+ * The cache's front around a chain's forwarding (`rules`, its interface
+ * module's: hits answer the exchange before any request exists), whose misses
+ * go through `top`, the chain's layers from the top; the cache's other place,
+ * its layer in the chain's dispatch, is the module's `cacheLayer` over the same
+ * core (chains.ts composes it).
  */
 export function cachedForwarder<K extends InterfaceKind>(
   rules: (route: RouteOf<K>, core: CacheCore, spec: CacheSpec) => Forwarders[K],
