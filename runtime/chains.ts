@@ -1,11 +1,12 @@
 // Each chain of the manifest as the server runs it: its upstreams and their
-// view, its forwarding (with the cache around it where the manifest has
-// one), its flow, envelope and counters; and each listener's dispatch table.
+// view, its layers (module's own -> cache -> pool -> forward) and the cache's
+// front around its forwarding where the manifest has a cache, its flow,
+// envelope and counters; and each listener's dispatch table.
 import type { Envelope } from './envelope.ts';
 import type { RouteHandler } from './exchange.ts';
 import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteOf, RouteSpec } from './types.ts';
 import { ChainView } from './upstreams/chain-view.ts';
-import { cachedForwarder, type CacheServices } from './cache/index.ts';
+import { cacheCore, cachedForwarder, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf } from './interfaces/index.ts';
 import type { InterfaceModule, RouteServices } from './interfaces/interface.ts';
 import type { Metrics, RouteMetrics } from './observe/metrics.ts';
@@ -77,9 +78,10 @@ const POOL_POLL_MS = 1000;
 
 /**
  * A chain's flow as its interface module makes it: the pool's dispatch where
- * there is more than one upstream, the cache around the forwarding where the
- * chain is cached, and the handler. Generic in the kind, so that the compiler
- * ties every piece to the route's kind.
+ * there is more than one upstream, the cache's layer and its front around the
+ * forwarding where the chain is cached, the module's own layer, and the
+ * handler. Generic in the kind, so that the compiler ties every piece to the
+ * route's kind.
  */
 function chainFlow<K extends InterfaceKind>(
   m: InterfaceModule<K>,
@@ -90,9 +92,11 @@ function chainFlow<K extends InterfaceKind>(
   metrics: Metrics,
   cache: CacheServices | null,
 ): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch } {
-  // The layers, composed: a pool over the plain dispatch (Forward) where the chain has several upstreams, the
-  // module's own layer over that, the cache around the forwarding. A cached EVM chain's calls bound for the same
-  // upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over the plain dispatch.
+  // The layers, composed from the bottom, as undici's compose() stacks interceptors: a pool over the plain dispatch
+  // (Forward) where the chain has several upstreams, the cache's layer over that where the chain is cached, the
+  // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer); the cache's front
+  // around the forwarding, whose misses go through them all from the top. A cached EVM chain's calls bound for the
+  // same upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over the plain dispatch.
   const plain = plainDispatch(group);
   const batches = cache !== null && route.interface === 'evm-jsonrpc' ? new ForwardBatches(plain, group, cache.spec.batch, services.log, route.path) : null;
   const forwards = batches === null ? plain : batches.dispatch;
@@ -103,11 +107,12 @@ function chainFlow<K extends InterfaceKind>(
     dispatch = pool.dispatch;
     metrics.pool(pool.stats);
   }
-  // The module's own layer above the pool (or the one upstream), below the cache (EVM: eth_getLogs ranges).
-  dispatch = m.below(route, group, view, dispatch, services.log);
+  const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
+  if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
+  dispatch = m.below(route, group, view, dispatch, services.log, core !== null);
   let forward = m.forwarder(dispatch, pooled);
-  if (cache !== null) {
-    const c = cachedForwarder(m.cached, route, group, view, dispatch, cache);
+  if (core !== null && cache !== null) {
+    const c = cachedForwarder(m.cached, route, core, dispatch, cache);
     forward = c.forward;
     metrics.cache(c.stats, view);
     if (batches !== null) batches.counts = c.stats;

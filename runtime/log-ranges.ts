@@ -1,7 +1,8 @@
 // eth_getLogs ranges (issue 39; docs/upstreams.md, "eth_getLogs ranges"): a
-// layer above the chain's dispatch (the pool's, or the plain one of a chain of
-// one upstream). Each chunk of a range is a call of its own that goes through
-// that dispatch like any other call (block routing, retries, hedges).
+// layer above the chain's dispatch (the cache's layer, the pool's, or the
+// plain one of a chain of one upstream). Each chunk of a range is a call of
+// its own that goes through that dispatch like any other call (block routing,
+// retries, hedges).
 //  - fromBlock and toBlock are resolved to the blocks served (latest: the
 //    served tip, or a lone upstream's head; safe, finalized; earliest 0); a
 //    range whose ends are not known (pending, a tag with no head known, a
@@ -19,17 +20,23 @@
 //  - the chunks' logs are merged in block order, under the client's id.
 // A range within every cap goes as the client's own call (one chunk), only
 // watched for an error that names a cap.
+// On a cached chain the layer below is the cache's (cache/evm-logs.ts), which
+// keeps chunks in final blocks: there a wider range is split at multiples of
+// the width, an edge chunk inside a final aligned chunk asks for the whole of
+// it and keeps only the logs within the range (overlapping ranges share every
+// chunk), a final range given by tags goes by number, and the merged answer
+// says how the cache took part.
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
 // each of which comes back here alone.
 import type { ChainView } from './upstreams/chain-view.ts';
 import { deliver as handOn, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
-import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
+import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint } from './log-range-errors.ts';
 import { splitBatch } from './pool/batch.ts';
 import { callOf } from './pool/call.ts';
-import type { BlockRef, Call } from './evm-call.ts';
+import { Call, type BlockRef } from './evm-call.ts';
 import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { UpstreamGroup, type Upstream } from './upstreams/upstream.ts';
@@ -45,6 +52,8 @@ const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 const CALLERS_FAULT = new Set([-32600, -32601, -32602]);
 const HEADERS = { 'content-type': 'application/json' } as const;
 const COMMA = Buffer.from(',');
+const OPEN = Buffer.from('[');
+const CLOSE = Buffer.from(']');
 
 /** Whether a chain gets the layer: it allows eth_getLogs, and has a cap (an upstream's, the chain's limit) or a pool (whose upstreams' errors may teach one). */
 export function wantsLogRanges(route: EvmRouteSpec): boolean {
@@ -60,9 +69,11 @@ export class LogRanges {
   constructor(
     readonly route: EvmRouteSpec,
     private readonly group: UpstreamGroup,
-    private readonly view: ChainView,
+    readonly view: ChainView,
     readonly inner: Dispatch,
     readonly log: Logger,
+    /** The chain has a cache, whose layer is `inner`: chunks fall on multiples of the width, and final ranges go by number. */
+    readonly cached = false,
   ) {
     this.clientLimit = route.limits.maxLogRange ?? 0;
     this.pooled = group.all.length > 1;
@@ -129,8 +140,8 @@ export class LogRanges {
 const NOTHING: Cancelable = { cancel: () => undefined };
 
 /** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
-function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer): void {
-  const r: ForwardResult = { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body };
+function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: 'hit' | 'coalesced' | 'miss'): void {
+  const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body, cache };
   if (request.hold !== true && request.classify(200, HEADERS) === 'stream') return handOn(target, request, r);
   if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
   target.forwarded(r);
@@ -152,11 +163,19 @@ interface Chunk {
   readonly tried: Set<Upstream>;
 }
 
-/** Splits [from, to] into chunks of at most `width` blocks. */
-export function splitRange(from: number, to: number, width: number): { from: number; to: number }[] {
+/**
+ * Splits [from, to] into chunks of at most `width` blocks; `aligned`: each
+ * chunk but the first starts at a multiple of the width, so that overlapping
+ * ranges share their inner chunks (a cached chain's: the cache keeps each).
+ */
+export function splitRange(from: number, to: number, width: number, aligned = false): { from: number; to: number }[] {
   const out: { from: number; to: number }[] = [];
   const w = Number.isFinite(width) && width >= 1 ? Math.floor(width) : to - from + 1;
-  for (let a = from; a <= to; a += w) out.push({ from: a, to: Math.min(to, a + w - 1) });
+  for (let a = from; a <= to; ) {
+    const end = Math.min(to, aligned ? a - (a % w) + w - 1 : a + w - 1);
+    out.push({ from: a, to: end });
+    a = end + 1;
+  }
   return out;
 }
 
@@ -176,6 +195,32 @@ export function mergeLogs(idJson: string, results: readonly Buffer[]): Buffer {
     any = true;
   }
   parts.push(Buffer.from(']}'));
+  return Buffer.concat(parts);
+}
+
+/**
+ * The logs of an answer's result (a JSON array's text) whose blockNumber is
+ * within [from, to], each with its bytes as it came; null when one cannot be
+ * read.
+ */
+export function trimLogs(result: Buffer, from: number, to: number): Buffer | null {
+  const items = splitBatchAnswer(result, MAX_ANSWER_DEPTH);
+  if (items === null) return null;
+  const parts: Buffer[] = [OPEN];
+  for (const it of items) {
+    const log = result.subarray(it.start, it.end);
+    let n: number;
+    try {
+      n = quantity((JSON.parse(log.toString('utf8')) as { blockNumber?: unknown }).blockNumber);
+    } catch {
+      return null;
+    }
+    if (n < 0) return null;
+    if (n < from || n > to) continue;
+    if (parts.length > 1) parts.push(COMMA);
+    parts.push(log);
+  }
+  parts.push(CLOSE);
   return Buffer.concat(parts);
 }
 
@@ -212,6 +257,10 @@ class RangeCall implements Cancelable {
   /** The request each chunk goes as: held whole, safe to send again. */
   private readonly chunkRequest: HeldRequest;
   private readonly filter: Record<string, unknown>;
+  /** A whole range goes as the client's own call; not on a cached chain when its ends are tags and it is final (by number, it is kept). */
+  private readonly asItCame: boolean;
+  /** What the cache's layer said of the chunks (cache/evm-logs.ts): from memory, joined, sent for it; and chunks it took no part in. */
+  private readonly cache = { hit: 0, coalesced: 0, miss: 0, none: 0 };
 
   constructor(
     private readonly host: LogRanges,
@@ -225,17 +274,35 @@ class RangeCall implements Cancelable {
     // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
     this.chunkRequest = { ...request, hold: true, call: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_CHUNK_BYTES };
     this.filter = call.params[0] as Record<string, unknown>;
+    this.asItCame = !(host.cached && (typeof call.from !== 'number' || typeof call.block !== 'number') && host.view.isFinal(to));
   }
 
   start(): void {
     this.deadline = setTimeout(this.expire, this.request.timeoutMs);
     this.deadline.unref();
     const width = this.host.widthFor(this.group);
-    const chunks = splitRange(this.from, this.to, width);
+    // A range within every cap goes whole; a wider one on a cached chain is split on multiples of the width.
+    const aligned = this.host.cached && this.to - this.from + 1 > width;
+    const chunks = splitRange(this.from, this.to, width, aligned);
+    if (aligned) this.widen(chunks, width);
     // More requests than one call may cost: refused as a range over limits.maxLogRange is, naming the widest that fits.
     if (chunks.length > MAX_CHUNK_SENDS) return this.refuse(width * MAX_CHUNK_SENDS);
     for (const c of chunks) this.queue.push({ ...c, whole: chunks.length === 1, tried: new Set() });
     this.pump();
+  }
+
+  /**
+   * A cached chain's split: an edge chunk that is part of a final aligned
+   * chunk asks for the whole of it (kept, and shared with every range that
+   * overlaps it); the logs outside the client's range are dropped (trimLogs).
+   */
+  private widen(chunks: { from: number; to: number }[], w: number): void {
+    const first = chunks[0]!;
+    const a = first.from - (first.from % w);
+    if (a !== first.from && this.host.view.isFinal(a + w - 1)) chunks[0] = { from: a, to: first.to };
+    const last = chunks[chunks.length - 1]!;
+    const b = last.to - (last.to % w) + w - 1;
+    if (b !== last.to && this.host.view.isFinal(b)) chunks[chunks.length - 1] = { from: last.from, to: b };
   }
 
   cancel(): void {
@@ -256,14 +323,17 @@ class RangeCall implements Cancelable {
       const group = c.tried.size === 0 ? this.group : new UpstreamGroup(this.group.all.filter((u) => !c.tried.has(u)));
       const left = this.request.timeoutMs - (performance.now() - this.started);
       const t = new ChunkTarget(this, c);
-      t.running = this.host.inner(t, { ...this.chunkRequest, body: this.chunkBody(c), timeoutMs: Math.max(1, Math.round(left)) }, group);
+      // Each chunk carries its Call, so that the layers below (the cache's, the pool) parse its body once between them.
+      const body = this.chunkBody(c);
+      const call = body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
+      t.running = this.host.inner(t, { ...this.chunkRequest, body, call, timeoutMs: Math.max(1, Math.round(left)) }, group);
       if (!t.finished) this.running.add(t.running);
     }
     if (!this.over && this.running.size === 0 && this.queue.length === 0) this.finish();
   }
 
   private chunkBody(c: Chunk): Buffer | string {
-    if (c.whole === true && this.request.body !== null) return this.request.body;
+    if (c.whole === true && this.asItCame && this.request.body !== null) return this.request.body;
     const params = this.call.params.slice();
     params[0] = { ...this.filter, fromBlock: `0x${c.from.toString(16)}`, toBlock: `0x${c.to.toString(16)}` };
     // An id of its own: a node need not take the client's (anvil refuses a 30-digit number); the answer gets the client's back.
@@ -279,8 +349,13 @@ class RangeCall implements Cancelable {
     const u = r.upstream;
     const spans = r.status === 200 ? answerSpans(r.body, MAX_ANSWER_DEPTH) : null;
     if (spans !== null && !spans.hasError && spans.resultStart !== -1 && r.body[spans.resultStart] === 0x5b) {
-      this.upstream ??= u;
-      const result = r.body.subarray(spans.resultStart, spans.resultEnd);
+      // An answer from memory names no upstream of its own: the merged answer's is one that was asked.
+      if (r.cache !== 'hit') this.upstream ??= u;
+      this.cache[r.cache ?? 'none']++;
+      let result: Buffer | null = r.body.subarray(spans.resultStart, spans.resultEnd);
+      // A chunk widened past the client's range (widen): only the logs within it.
+      if (c.from < this.from || c.to > this.to) result = trimLogs(result, this.from, this.to);
+      if (result === null) return this.fail('bad-response', u, 'eth_getLogs answer whose logs name no block number');
       this.held += result.length;
       if (this.held > MAX_MERGED_BYTES) return this.fail('bad-response', u, 'merged eth_getLogs answer too large');
       this.logs.set(c.from, result);
@@ -323,14 +398,26 @@ class RangeCall implements Cancelable {
     this.over = true;
     this.end();
     const chunks = [...this.logs.keys()].sort((a, b) => a - b).map((k) => this.logs.get(k)!);
-    deliver(this.target, this.request, this.upstream ?? this.group.all[0]!, mergeLogs(this.call.idJson, chunks));
+    deliver(this.target, this.request, this.upstream ?? this.group.all[0]!, mergeLogs(this.call.idJson, chunks), this.cacheSays());
+  }
+
+  /**
+   * What X-Cache says of the merged answer, as of a client's batch
+   * (docs/cache.md): hit (every chunk from memory), coalesced (none sent for
+   * it, some joined calls in flight), miss (some went to a node); undefined
+   * when the cache took part in no chunk.
+   */
+  private cacheSays(): 'hit' | 'coalesced' | 'miss' | undefined {
+    const c = this.cache;
+    if (c.hit + c.coalesced + c.miss === 0) return undefined;
+    return c.miss + c.none > 0 ? 'miss' : c.coalesced > 0 ? 'coalesced' : 'hit';
   }
 
   /** A node's error, which every upstream asked gave (or that is the call's own fault), under the client's id. */
   private answerError(u: Upstream, error: Record<string, unknown>): void {
     this.over = true;
     this.end();
-    deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`));
+    deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`), this.cacheSays() === undefined ? undefined : 'miss');
   }
 
   /** A range that would take more chunk requests than one call may cost: -32602, naming the widest range that fits. */

@@ -99,6 +99,8 @@ export type ForwardResult =
       readonly status: number;
       readonly headers: IncomingHttpHeaders;
       readonly body: Buffer;
+      /** Where the cache's layer (cache/evm-logs.ts) took part: the answer came from memory, joined a call in flight, or was sent for it. */
+      readonly cache?: 'hit' | 'coalesced' | 'miss';
     }
   /** retryAfter: seconds until the soonest throttled upstream is free again (fail 'throttled'). */
   /** logged: the layer that failed it logged it (once for a batch of calls): its receivers do not. */

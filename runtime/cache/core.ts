@@ -45,8 +45,12 @@ export class CacheCore implements ChainListener {
     readonly view: ChainView,
     readonly shared: SharedTier | null,
     readonly log: Logger,
-    /** The chain's one way upstream: misses go the way uncached calls go. */
-    readonly dispatch: Dispatch,
+    /**
+     * Where the front's misses go: the way uncached calls go, from the top of
+     * the chain's layers (the module's own, then the cache's layer). chains.ts
+     * sets it once the layers are composed.
+     */
+    public dispatch: Dispatch,
   ) {
     this.stats = new CacheStats(path);
     view.listen(this);

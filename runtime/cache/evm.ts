@@ -11,11 +11,15 @@
 //  - an answer addressed by hash (a block, a transaction, a receipt) is kept
 //    forever only once its block is final and its hash is the canonical one
 //    at that number (a poll asks an upstream at the head); a transaction not
-//    yet in a block is never kept.
+//    yet in a block is never kept;
+//  - eth_getLogs is kept by the cache's layer below the ranges layer
+//    (evm-logs.ts), chunk by chunk; here it is only sent held, so that its
+//    answer says X-Cache as its chunks went.
 import { Call } from '../evm-call.ts';
 import type { Exchange } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
-import type { ForwardRequest, ForwardResult } from '../proxy.ts';
+import type { Dispatch } from '../dispatch.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
@@ -33,6 +37,8 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
   private readonly constants: ReadonlyMap<string, string> | null;
   /** What every key of the chain starts with: the store holds every chain's entries. */
   private readonly keyPrefix: string;
+  /** Whether the chain allows eth_getLogs: then the cache's layer below the ranges keeps its final chunks (evm-logs.ts). */
+  private readonly logs: boolean;
 
   constructor(
     readonly route: EvmRouteSpec,
@@ -41,6 +47,7 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     const id = route.chainId;
     this.constants = id === undefined ? null : new Map([['eth_chainId', `"0x${id.toString(16)}"`], ['net_version', `"${id}"`]]);
     this.keyPrefix = `${route.listener}/${route.path} `;
+    this.logs = route.methods.has('eth_getLogs');
   }
 
   /** The chain's forwarder: what the cache takes it answers, joins or sends as a flight; the rest goes upstream as usual. */
@@ -51,6 +58,8 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
         if (this.take(x, d.label, body, d.idStart, d.idEnd, null, x, d, build)) return;
       }
     } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, build)) return;
+    // eth_getLogs: held, so that what the cache's layer below the ranges did with its chunks can say X-Cache.
+    if (d.methods === null && this.logs && d.label === 'eth_getLogs') return sendLogs(x, this.core.dispatch, build(x, d));
     x.forwardWith(this.core.dispatch, build(x, d));
   };
 
@@ -196,6 +205,34 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     const e = core.keepForHead(f.key, prefix, suffix, number);
     // By hash, in a final block whose canonical hash is not known yet: the next poll asks for it.
     if (e !== null && at !== null && view.isFinal(at.number)) core.awaitCanonical(f.key, at.number, at.hash);
+  }
+}
+
+/** Largest eth_getLogs answer held for a client: the ranges layer's merged answer at most (log-ranges.ts). */
+const MAX_LOGS_ANSWER = 128 * 1024 * 1024;
+
+/** A client's eth_getLogs, held: its answer says X-Cache as the chunks the cache's layer took part in went. */
+function sendLogs(x: Exchange, dispatch: Dispatch, request: ForwardRequest): void {
+  x.forward = dispatch(new LogsAnswer(x), { ...request, hold: true, maxBuffer: Math.max(request.maxBuffer, MAX_LOGS_ANSWER) });
+}
+
+/**
+ * Where a client's eth_getLogs answer comes: X-Cache HIT (every chunk from
+ * memory: no upstream is named), COALESCED (none sent for it, some joined
+ * calls in flight), MISS (some went to a node), BYPASS (no chunk took part).
+ */
+class LogsAnswer implements HeldTarget {
+  constructor(private readonly x: Exchange) {}
+
+  forwarded(r: ForwardResult): void {
+    const x = this.x;
+    if (r.kind !== 'buffered' || r.cache === undefined) return x.forwarded(r);
+    x.cacheTag = X_CACHE[r.cache];
+    x.cacheLog = X_CACHE_LOG[r.cache];
+    // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
+    if (r.cache !== 'hit') x.upstream = r.upstream;
+    x.forward = null;
+    x.later(() => x.send(r.status, r.body));
   }
 }
 

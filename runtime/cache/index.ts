@@ -1,6 +1,7 @@
 // The cache as the chains see it: one core per cached chain (core.ts), with its
-// interface's rules (evm.ts, doc.ts, as the interface module picks them),
-// wrapped around the chain's forwarding.
+// interface's rules (evm.ts, doc.ts, as the interface module picks them):
+// a front around the chain's forwarding, and a layer in the chain's dispatch
+// (evm-logs.ts) where the module has one.
 import type { ChainView } from '../upstreams/chain-view.ts';
 import type { Forwarders } from '../forwarders.ts';
 import type { Logger } from '../observe/log.ts';
@@ -22,15 +23,25 @@ export interface CacheServices {
   readonly log: Logger;
 }
 
-/** A chain's forwarding with its cache around it (its interface module's rules, `rules`, over the chain's core), and the cache's counters. */
+/** A cached chain's core (its dispatch is set once the chain's layers are composed: chains.ts). */
+export function cacheCore(route: { readonly path: string }, group: UpstreamGroup, view: ChainView, below: Dispatch, s: CacheServices): CacheCore {
+  return new CacheCore(route.path, group, s.store, view, s.shared, s.log, below);
+}
+
+/**
+ * The cache's front around a chain's forwarding (`rules`, its interface
+ * module's: hits answer the exchange before any request exists), whose misses
+ * go through `top`, the chain's layers from the top; the cache's other place,
+ * its layer in the chain's dispatch, is the module's `cacheLayer` over the same
+ * core (chains.ts composes it).
+ */
 export function cachedForwarder<K extends InterfaceKind>(
   rules: (route: RouteOf<K>, core: CacheCore, spec: CacheSpec) => Forwarders[K],
   route: RouteOf<K>,
-  group: UpstreamGroup,
-  view: ChainView,
-  dispatch: Dispatch,
+  core: CacheCore,
+  top: Dispatch,
   s: CacheServices,
 ): { forward: Forwarders[K]; stats: CacheStats } {
-  const core = new CacheCore(route.path, group, s.store, view, s.shared, s.log, dispatch);
+  core.dispatch = top;
   return { forward: rules(route, core, s.spec), stats: core.stats };
 }

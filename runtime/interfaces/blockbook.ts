@@ -130,6 +130,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,
+  cacheLayer: (_route, _core, next) => next,
   below: (_route, _group, _view, next) => next,
   creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'],
   archive: false,

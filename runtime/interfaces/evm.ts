@@ -19,6 +19,7 @@ import { pathKeyOf, splitQuery } from '../url.ts';
 import { quantity } from '../json-scan.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { LogRanges, wantsLogRanges } from '../log-ranges.ts';
+import { LogsLayer } from '../cache/evm-logs.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 import type { Dispatch } from '../dispatch.ts';
 import type { Forwarders } from '../forwarders.ts';
@@ -286,12 +287,16 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   // A pool reads what the guard found (the method, the id's place) as a Call made of it, not the body again.
   forwarder: (dispatch, pooled) => (pooled ? pooledEvmForwarder(dispatch) : (x, d, build) => x.forwardWith(dispatch, build(x, d))),
   cached: (route, core) => new EvmLayer(route, core).forward,
+  // Below the ranges layer: its chunks in final blocks (cache/evm-logs.ts).
+  cacheLayer: (route, core, next) => (route.methods.has('eth_getLogs') ? new LogsLayer(route, core, next).dispatch : next),
   pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),
   // Tags are rewritten to the safe and finalized blocks the upstreams report.
   poolHeads: (route) => route.rewriteTags,
   followsHeads: (route) => route.websocket === true,
-  // eth_getLogs ranges split above the pool (or the one upstream), below the cache (log-ranges.ts).
-  below: (route, group, view, next, log) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log).dispatch : next),
+  // eth_getLogs ranges split above the cache's layer and the pool (or the one upstream), below the cache's front
+  // (log-ranges.ts); on a cached chain always, so that a range's final chunks are kept.
+  below: (route, group, view, next, log, cached) =>
+    wantsLogRanges(route) || (cached && route.methods.has('eth_getLogs')) ? new LogRanges(route, group, view, next, log, cached).dispatch : next,
   creditNames: null,
   archive: true,
   probe: {

@@ -89,16 +89,22 @@ export interface InterfaceModule<K extends InterfaceKind> {
   readonly probe: ChainProbe<K>;
   /** Its chains' forwarding with nothing around it: upstream through `dispatch` (`pooled`: a pool's, which reads what the guard found). */
   forwarder(dispatch: Dispatch, pooled: boolean): Forwarders[K];
-  /** Its cache rules, as the layer around a cached chain's forwarding (the core is the chain's). */
+  /** Its cache rules, as the front around a cached chain's forwarding (the core is the chain's). */
   cached(route: RouteOf<K>, core: CacheCore, spec: CacheSpec): Forwarders[K];
+  /** Its cache's layer over the dispatch below the cache (the pool, or Forward), for the held calls of the layers above (EVM: eth_getLogs in final blocks); `next` itself where it has none. */
+  cacheLayer(route: RouteOf<K>, core: CacheCore, next: Dispatch): Dispatch;
   /** The pool of a chain with more than one upstream, with its way of reading the block a request names. */
   pool(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, log: Logger, next: Next): ChainPool;
   /** Whether a pool without a cache needs its upstreams' head hashes and finalized blocks polled. */
   poolHeads(route: RouteOf<K>): boolean;
   /** Whether the chain follows its head (and its hash) even with one upstream (EVM: WebSocket subscribers, websocket: true). */
   followsHeads(route: RouteOf<K>): boolean;
-  /** Its own layer above the pool (or the one upstream) and below the cache; `next` itself where it has none (EVM: eth_getLogs ranges). */
-  below(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, next: Dispatch, log: Logger): Dispatch;
+  /**
+   * Its own layer above the cache's layer (or the pool, or the one upstream);
+   * `next` itself where it has none (EVM: eth_getLogs ranges). `cached`: the
+   * chain has a cache, whose layer is `next`.
+   */
+  below(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, next: Dispatch, log: Logger, cached: boolean): Dispatch;
   /**
    * What the manifest's `credits` may name for it: its endpoints; null: the
    * JSON-RPC method names the build knows (generator/known-methods.ts).

@@ -138,6 +138,7 @@ export const rosetta: InterfaceModule<'rosetta'> = {
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, ROSETTA_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,
+  cacheLayer: (_route, _core, next) => next,
   below: (_route, _group, _view, next) => next,
   creditNames: [...ROSETTA_ENDPOINTS.keys()],
   archive: false,

@@ -1,7 +1,7 @@
 // eth_getLogs ranges (issue 39): the split, the merge, and what each
 // provider's refusal says (runtime/log-ranges.ts, runtime/log-range-errors.ts).
 import { describe, expect, it } from 'vitest';
-import { mergeLogs, splitRange, wantsLogRanges } from '../../../runtime/log-ranges.ts';
+import { mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
 import { refusal, type CapText } from '../../support/range-capped-node.ts';
@@ -31,6 +31,46 @@ describe('splitRange', () => {
 
   it('keeps the range whole with no cap', () => {
     expect(splitRange(4, 900, Infinity)).toEqual([{ from: 4, to: 900 }]);
+  });
+
+  it('aligned (a cached chain): every chunk but the first starts at a multiple of the width, so overlapping ranges share chunks', () => {
+    expect(splitRange(120, 299, 50, true)).toEqual([
+      { from: 120, to: 149 },
+      { from: 150, to: 199 },
+      { from: 200, to: 249 },
+      { from: 250, to: 299 },
+    ]);
+    expect(splitRange(100, 201, 50, true)).toEqual([
+      { from: 100, to: 149 },
+      { from: 150, to: 199 },
+      { from: 200, to: 201 },
+    ]);
+    for (const [from, to, w] of [
+      [0, 299, 50],
+      [7, 7, 3],
+      [5, 1000, 7],
+      [49, 51, 50],
+    ] as const) {
+      const chunks = splitRange(from, to, w, true);
+      expect(chunks[0]!.from).toBe(from);
+      expect(chunks.at(-1)!.to).toBe(to);
+      chunks.forEach((c, i) => {
+        expect(c.to - c.from + 1).toBeLessThanOrEqual(w);
+        expect(Math.floor(c.from / w)).toBe(Math.floor(c.to / w));
+        if (i > 0) expect(c.from).toBe(chunks[i - 1]!.to + 1);
+        if (i > 0) expect(c.from % w).toBe(0);
+      });
+    }
+  });
+});
+
+describe('trimLogs', () => {
+  it("keeps the logs whose blockNumber is within the range, with their bytes; null for a log without one", () => {
+    const r = Buffer.from('[{"blockNumber":"0x9","logIndex":"0x0"}, {"blockNumber":"0xa","logIndex":"0x0"},{"blockNumber":"0xb", "logIndex":"0x1"},{"blockNumber":"0xc"}]');
+    expect(trimLogs(r, 10, 11)?.toString()).toBe('[{"blockNumber":"0xa","logIndex":"0x0"},{"blockNumber":"0xb", "logIndex":"0x1"}]');
+    expect(trimLogs(r, 20, 30)?.toString()).toBe('[]');
+    expect(trimLogs(Buffer.from('[ ]'), 1, 2)?.toString()).toBe('[]');
+    expect(trimLogs(Buffer.from('[{"logIndex":"0x0"}]'), 1, 2)).toBeNull();
   });
 });
 
