@@ -101,7 +101,7 @@ function chainFlow<K extends InterfaceKind>(
   }
   // The module's own layer above the pool (or the one upstream), below the cache (EVM: eth_getLogs ranges).
   dispatch = m.below(route, group, view, dispatch, services.log);
-  let forward = m.forwarder(dispatch, pooled);
+  let forward = m.forwarder(dispatch);
   if (cache !== null) {
     const c = cachedForwarder(m.cached, route, group, view, dispatch, cache);
     forward = c.forward;

@@ -65,9 +65,9 @@ export interface ForwardRequest {
    */
   readonly hold?: boolean;
   /**
-   * The EVM call the body is, where a layer made it (evm-call.ts: its method,
-   * id, params parsed once, block): the layers below read it instead of the
-   * bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
+   * The EVM call the body is, as the guard decided it (evm-call.ts: its
+   * method, id, params parsed once, block): the layers below read it instead
+   * of the bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
    */
   readonly call?: Call;
 }

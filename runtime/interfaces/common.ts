@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Dispatch } from '../dispatch.ts';
 import type { Exchange } from '../exchange.ts';
 import type { ForwardRequest, Verdict } from '../proxy.ts';
+import type { Call } from '../evm-call.ts';
 import type { RouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 
@@ -30,8 +31,9 @@ export function forwardRequest(
   classify: (status: number, headers: IncomingHttpHeaders) => Verdict,
   maxBuffer = MAX_REWRITE_BYTES,
   emptyOk = false,
+  call: Call | null = null,
 ): ForwardRequest {
-  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify };
+  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify, call: call ?? undefined };
 }
 
 /** Rosetta's and Blockbook's forwarding with nothing around it: the request, upstream through `dispatch`. */

@@ -19,9 +19,6 @@ import { quantity } from '../json-scan.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { LogRanges, wantsLogRanges } from '../log-ranges.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
-import type { Dispatch } from '../dispatch.ts';
-import type { Forwarders } from '../forwarders.ts';
-import { Call } from '../evm-call.ts';
 import { EvmLayer } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 
@@ -111,7 +108,7 @@ class EvmRoute implements RouteHandler {
       fast !== null &&
       fast.kind === 'forward' &&
       (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams))) &&
-      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods))
+      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call))
     )
       return fast;
     return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
@@ -141,6 +138,7 @@ class EvmRoute implements RouteHandler {
       merge === null ? classify : classifyMerged,
       merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
       !d.answered,
+      d.call,
     );
   };
 
@@ -283,8 +281,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   })),
   answersStrays: true,
   handler: (route, services) => new EvmRoute(route, services),
-  // A pool reads what the guard found (the method, the id's place) as a Call made of it, not the body again.
-  forwarder: (dispatch, pooled) => (pooled ? pooledEvmForwarder(dispatch) : (x, d, build) => x.forwardWith(dispatch, build(x, d))),
+  // The request carries the guard's Call (a single call's): a pool reads it, not the body again.
+  forwarder: (dispatch) => (x, d, build) => x.forwardWith(dispatch, build(x, d)),
   cached: (route, core, spec) => new EvmLayer(route, core, spec.batch).forward,
   pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),
   // Tags are rewritten to the safe and finalized blocks the upstreams report.
@@ -351,15 +349,3 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     },
   },
 };
-
-/**
- * An EVM pool's forwarding with nothing around it: a single call's request
- * carries its Call, made of what the guard found (the method, the id's place),
- * so the pool reads the body at most once (its params, when it needs them).
- */
-function pooledEvmForwarder(dispatch: Dispatch): Forwarders['evm-jsonrpc'] {
-  return (x, d, build) => {
-    const r = build(x, d);
-    x.forwardWith(dispatch, d.methods === null && r.body !== null ? { ...r, call: new Call(r.body, d.label, d.idStart, d.idEnd) } : r);
-  };
-}

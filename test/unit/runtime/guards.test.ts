@@ -10,6 +10,7 @@ import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/ros
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
 import { splitQuery, isSafeSegment } from '../../../runtime/url.ts';
 import { specPath } from '../../support/paths.ts';
+import { Call } from '../../../runtime/evm-call.ts';
 
 const allowed = new Set(['eth_chainId', 'eth_sendRawTransaction']);
 const body = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v));
@@ -223,7 +224,10 @@ describe('EVM guard fast path', () => {
       const b = Buffer.from(text);
       // A single call's id where the answer scanner (the cache's own way) finds it.
       const id = method === null ? { idStart: -1, idEnd: -1 } : answerSpans(b, MAX_ANSWER_DEPTH)!;
-      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null, idStart: id.idStart, idEnd: id.idEnd });
+      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null, idStart: id.idStart, idEnd: id.idEnd, call: method === null ? null : expect.any(Call) });
+      // A single call's Call: its method and id as the scan found them, its body the very bytes.
+      const call = (scanPlainRpc(b, many, 10) as Extract<EvmDecision, { kind: 'forward' }>).call;
+      if (method !== null) expect([call!.body, call!.method, call!.idJson]).toEqual([b, method, b.toString('utf8', id.idStart, id.idEnd)]);
     }
     // Only notifications: the node answers with no body, and that is a good answer.
     expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
@@ -352,7 +356,9 @@ describe('EVM guard fast path', () => {
         if (general.kind !== 'forward') throw new Error(`general path refused a body the fast path took: ${buf.toString('latin1')}`);
         // The same decision, except that the general path may send a re-serialization of the same document.
         if (fast.kind !== 'forward') throw new Error('the fast path only forwards');
-        expect({ ...general, body: buf, idStart: fast.idStart, idEnd: fast.idEnd }).toEqual(fast);
+        expect({ ...general, body: buf, idStart: fast.idStart, idEnd: fast.idEnd, call: fast.call }).toEqual(fast);
+        // The same call: the general path's Call (parsed) and the fast path's (read when asked) name the same method and params.
+        expect([general.call?.method, general.call?.params]).toEqual([fast.call?.method, fast.call?.params]);
         // A single call's id where the cache's answer scanner finds it (the cache trusts the fast path's span).
         {
           const spans = fast.label === 'batch' ? null : answerSpans(buf, MAX_ANSWER_DEPTH);
