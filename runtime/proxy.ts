@@ -13,6 +13,7 @@ import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Call } from './evm-call.ts';
+import type { DocCall } from './doc-call.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { allThrottled, throttled } from './upstreams/throttle.ts';
 
@@ -70,6 +71,8 @@ export interface ForwardRequest {
    * of the bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
    */
   readonly call?: Call;
+  /** The Blockbook or Rosetta call the request is, as its guard decided it (doc-call.ts: endpoint, block, read or write). */
+  readonly doc?: DocCall;
 }
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */

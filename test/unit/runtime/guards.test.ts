@@ -411,11 +411,50 @@ describe('Blockbook guard and URL helpers', () => {
   });
 
   it('forwards known endpoints only', () => {
-    expect(checkBlockbook('GET', 'block/1', 'pageSize=5', false, 10)).toEqual({ kind: 'forward', endpoint: 'block', path: '/v2/block/1' });
-    expect(checkBlockbook('GET', 'tickers/', '', false, 10)).toEqual({ kind: 'forward', endpoint: 'tickers', path: '/v2/tickers/' });
+    expect(checkBlockbook('GET', 'block/1', 'pageSize=5', false, 10)).toEqual({ kind: 'forward', endpoint: 'block', path: '/v2/block/1', call: { endpoint: 'block', block: 1, read: true } });
+    expect(checkBlockbook('GET', 'tickers/', '', false, 10)).toEqual({ kind: 'forward', endpoint: 'tickers', path: '/v2/tickers/', call: { endpoint: 'tickers', block: null, read: true } });
     expect(checkBlockbook('GET', 'admin/1', '', false, 10)).toMatchObject({ kind: 'error', name: 'GW_BB_NOT_FOUND' });
     expect(checkBlockbook('GET', 'block/1', 'pageSize=11', false, 10)).toMatchObject({ kind: 'error', name: 'GW_BB_BAD_PAGE_SIZE' });
     expect(checkBlockbook('POST', 'sendtx/', '', false, 10)).toMatchObject({ kind: 'error', name: 'GW_BB_NOT_FOUND' });
     expect(checkBlockbook('POST', 'sendtx/', '', true, 10)).toMatchObject({ kind: 'forward', path: '/v2/sendtx/' });
+  });
+
+  it('says which block a read names (by height or by hash alone), and that sendtx, GET or POST, is a write (issue 37)', () => {
+    const hash = 'ab'.repeat(32);
+    const call = (method: string, rest: string) => {
+      const d = checkBlockbook(method, rest, '', true, 10);
+      return d.kind === 'forward' ? d.call : d;
+    };
+    expect(call('GET', 'block/123')).toEqual({ endpoint: 'block', block: 123, read: true });
+    expect(call('GET', 'block/123/')).toEqual({ endpoint: 'block', block: 123, read: true });
+    expect(call('GET', 'block-index/7')).toEqual({ endpoint: 'block-index', block: 7, read: true });
+    expect(call('GET', 'rawblock/7')).toEqual({ endpoint: 'rawblock', block: 7, read: true });
+    for (const e of ['block', 'rawblock', 'feestats']) expect(call('GET', `${e}/${hash}`), e).toEqual({ endpoint: e, block: { hash }, read: true });
+    // A transaction's hash, an address, a height where the endpoint takes none: no block.
+    expect(call('GET', `tx/${hash}`)).toEqual({ endpoint: 'tx', block: null, read: true });
+    expect(call('GET', 'feestats/123')).toEqual({ endpoint: 'feestats', block: null, read: true });
+    expect(call('GET', 'address/1234')).toEqual({ endpoint: 'address', block: null, read: true });
+    expect(call('GET', 'sendtx/0200')).toEqual({ endpoint: 'sendtx', block: null, read: false });
+    expect(call('POST', 'sendtx/')).toEqual({ endpoint: 'sendtx', block: null, read: false });
+  });
+});
+
+describe('Rosetta guard: the call it forwards (issue 37)', () => {
+  const net = { blockchain: 'cardano', network: 'preprod' };
+  const call = (endpoint: string, body: unknown) => {
+    const d = checkRosettaBody(Buffer.from(JSON.stringify(body)), endpoint, 'preprod');
+    if (d.kind !== 'forward') throw new Error(d.body);
+    return d.call;
+  };
+  it('says which block a request names (block_identifier: its index, else its hash alone), and which endpoints are writes', () => {
+    const hash = 'cd'.repeat(32);
+    expect(call('block', { network_identifier: net, block_identifier: { index: 42 } })).toEqual({ endpoint: 'block', block: 42, read: true });
+    expect(call('block', { network_identifier: net, block_identifier: { index: 42, hash } })).toEqual({ endpoint: 'block', block: 42, read: true });
+    expect(call('block', { network_identifier: net, block_identifier: { hash } })).toEqual({ endpoint: 'block', block: { hash }, read: true });
+    expect(call('account/balance', { network_identifier: net, account_identifier: { address: 'addr' }, block_identifier: { index: 3 } })).toEqual({ endpoint: 'account/balance', block: 3, read: true });
+    expect(call('block', { network_identifier: net, block_identifier: { index: -1, hash } })).toEqual({ endpoint: 'block', block: null, read: true });
+    expect(call('network/status', { network_identifier: net })).toEqual({ endpoint: 'network/status', block: null, read: true });
+    expect(call('construction/submit', { network_identifier: net, signed_transaction: 'ab' })).toEqual({ endpoint: 'construction/submit', block: null, read: false });
+    expect(call('call', { network_identifier: net, method: 'x', parameters: {} })).toEqual({ endpoint: 'call', block: null, read: false });
   });
 });
