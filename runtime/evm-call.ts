@@ -8,10 +8,11 @@
 // parsed anyway (the params it checked with validate: params, or the whole
 // call on its general path). Where the guard parsed nothing (its fast path
 // with validate: off), the body is parsed when a layer first asks, once. The
-// pool makes one for each call of a batch (pool/batch.ts), and reads one from
-// a body that came without it (pool/call.ts). Every layer reads the same Call
-// from the ForwardRequest (`call`). Below the cache and the pool: it imports
-// only the method traits table and the JSON scanner.
+// cache and the pool make one for each call of a batch they split (a batch's
+// decision has none), and the pool reads one from a body that came without it
+// (pool/call.ts). Every layer reads the same Call from the ForwardRequest
+// (`call`). Below the guard, the cache and the pool: it imports only the
+// method traits table and the JSON scanner.
 import { traitsOf, type MethodTraits } from './evm-methods.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
 import { blockParamAt } from './evm-methods.ts';
