@@ -110,7 +110,7 @@ function chainFlow<K extends InterfaceKind>(
   const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
   if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
   dispatch = m.below(route, group, view, dispatch, services.log, core !== null);
-  let forward = m.forwarder(dispatch, pooled);
+  let forward = m.forwarder(dispatch);
   if (core !== null && cache !== null) {
     const c = cachedForwarder(m.cached, route, core, dispatch, cache);
     forward = c.forward;

@@ -3,14 +3,16 @@
 // it names (a number, a tag, a hash; for a range, its two ends), read with the
 // block-parameter table below, and its method's traits (evm-methods.ts).
 //
-// It is made from what the guard found (the method and, on the fast path,
-// the id's span) where a layer needs more than the bytes: by the cache for a
-// call it takes, by a pooled chain's forwarding (chains.ts) for one that has
-// no cache, and by the pool for each call of a batch or a body that came
-// without one. The params are parsed at most once, when a layer first asks,
-// and every later layer reads the same Call from the ForwardRequest (`call`).
-// A chain with one upstream and no cache never makes one. Below the cache and
-// the pool: it imports only the method traits table and the JSON scanner.
+// The guard's decision is one (guards/evm*.ts), for every single call it lets
+// through: made of what it found (the method, the id's span) and of what it
+// parsed anyway (the params it checked with validate: params, or the whole
+// call on its general path). Where the guard parsed nothing (its fast path
+// with validate: off), the body is parsed when a layer first asks, once. The
+// cache and the pool make one for each call of a batch they split (a batch's
+// decision has none), and the pool reads one from a body that came without it
+// (pool/call.ts). Every layer reads the same Call from the ForwardRequest
+// (`call`). Below the guard, the cache and the pool: it imports only the
+// method traits table and the JSON scanner.
 import { traitsOf, type MethodTraits } from './evm-methods.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
 import { blockParamAt } from './evm-methods.ts';
@@ -39,24 +41,28 @@ interface Where {
 
 const NOT_PARSED = Symbol('not parsed');
 
+/** Bodies parsed whole by a Call, in this process (for tests: a call is parsed at most once, by the guard or here). */
+export const callParses = { count: 0 };
+
 export class Call {
   private parsed: unknown = NOT_PARSED;
-  private id: string | null;
+  /** The params as the guard read them, where it read them without the rest of the body (null: from the body). */
+  private given: readonly unknown[] | null = null;
+  private id: string | null = null;
   private where: Where | null = null;
 
   /**
    * `body`: the call's own text, exactly as it goes upstream (a layer that
    * sends other bytes makes its request without this Call); `idStart`/`idEnd`:
    * where its id is in it, -1 when not known yet (found when first asked).
+   * Nothing is read of the body until a layer asks.
    */
   constructor(
     readonly body: Buffer | string,
     readonly method: string,
-    idStart = -1,
-    idEnd = -1,
-  ) {
-    this.id = idStart < 0 ? null : bytes(body).toString('utf8', idStart, idEnd);
-  }
+    private readonly idStart = -1,
+    private readonly idEnd = -1,
+  ) {}
 
   /**
    * The call in `body`, parsed, or null when it is not a single call (a
@@ -70,6 +76,7 @@ export class Call {
     while (first < b.length && (b[first] === 0x20 || b[first] === 0x0a || b[first] === 0x0d || b[first] === 0x09)) first++;
     if (b[first] !== 0x7b) return null; // '{': a batch or nothing
     let doc: unknown;
+    callParses.count++;
     try {
       doc = JSON.parse(b.toString('utf8'));
     } catch {
@@ -82,12 +89,27 @@ export class Call {
     return c;
   }
 
+  /** A call whose body a layer has parsed already (the guard's general path): `doc` is what JSON.parse reads of `body`. */
+  static parsedAs(body: Buffer | string, method: string, doc: unknown): Call {
+    const c = new Call(body, method);
+    c.parsed = doc;
+    return c;
+  }
+
+  /** The params, as the guard read them from their own bytes (validate: params): the body need not be parsed for them. */
+  paramsAre(params: readonly unknown[]): void {
+    this.given = params;
+  }
+
   /** The id's JSON text as the client wrote it (a long number keeps its digits); 'null' when it has none. */
   get idJson(): string {
     if (this.id === null) {
       const b = bytes(this.body);
-      const spans = answerSpans(b, MAX_ANSWER_DEPTH);
-      this.id = spans === null || spans.idStart === -1 ? 'null' : b.toString('utf8', spans.idStart, spans.idEnd);
+      if (this.idStart >= 0) this.id = b.toString('utf8', this.idStart, this.idEnd);
+      else {
+        const spans = answerSpans(b, MAX_ANSWER_DEPTH);
+        this.id = spans === null || spans.idStart === -1 ? 'null' : b.toString('utf8', spans.idStart, spans.idEnd);
+      }
     }
     return this.id;
   }
@@ -95,6 +117,7 @@ export class Call {
   /** The call parsed (once, at the first ask); undefined when its body is not JSON. */
   get doc(): unknown {
     if (this.parsed === NOT_PARSED) {
+      callParses.count++;
       try {
         this.parsed = JSON.parse(typeof this.body === 'string' ? this.body : this.body.toString('utf8'));
       } catch {
@@ -104,7 +127,9 @@ export class Call {
     return this.parsed;
   }
 
-  get params(): unknown[] {
+  /** The params by position ([] when by name or none); not to be changed (copy them to rewrite). */
+  get params(): readonly unknown[] {
+    if (this.given !== null) return this.given;
     const d = this.doc;
     const p = d !== null && typeof d === 'object' ? (d as { params?: unknown }).params : undefined;
     return Array.isArray(p) ? p : [];
@@ -135,7 +160,7 @@ function bytes(body: Buffer | string): Buffer {
   return typeof body === 'string' ? Buffer.from(body) : body;
 }
 
-function whereOf(method: string, params: unknown[]): Where {
+function whereOf(method: string, params: readonly unknown[]): Where {
   if (BY_BLOCK_HASH.has(method)) return { at: -1, block: typeof params[0] === 'string' ? { hash: params[0] } : null };
   if (RANGES.has(method)) {
     const f = params[0];

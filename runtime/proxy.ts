@@ -13,6 +13,7 @@ import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Call } from './evm-call.ts';
+import type { DocCall } from './doc-call.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { allThrottled, mayBeError, throttled } from './upstreams/throttle.ts';
 
@@ -39,7 +40,12 @@ export interface ForwardRequest {
   readonly retries: number;
   /** Largest answer the gateway will hold in memory when it must rewrite it. */
   readonly maxBuffer: number;
-  /** An answer the gateway holds must be whole within this many ms of the attempt's start. */
+  /**
+   * The call's one deadline, in ms from the request's first attempt: every
+   * attempt's wait for an answer's head, an answer held whole, and the
+   * retries all end within it (a retry gets what is left, none once it is
+   * over).
+   */
   readonly timeoutMs: number;
   /** A 2xx with no body is a good answer (JSON-RPC notifications); otherwise only a 304 may be empty. */
   readonly emptyOk: boolean;
@@ -60,9 +66,9 @@ export interface ForwardRequest {
    */
   readonly hold?: boolean;
   /**
-   * The EVM call the body is, where a layer made it (evm-call.ts: its method,
-   * id, params parsed once, block): the layers below read it instead of the
-   * bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
+   * The EVM call the body is, as the guard decided it (evm-call.ts: its
+   * method, id, params parsed once, block): the layers below read it instead
+   * of the bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
    */
   readonly call?: Call;
   /**
@@ -70,6 +76,8 @@ export interface ForwardRequest {
    * to a node together, with cache.batch 1 too (forward-batch.ts).
    */
   readonly together?: object;
+  /** The Blockbook or Rosetta call the request is, as its guard decided it (doc-call.ts: endpoint, block, read or write). */
+  readonly doc?: DocCall;
 }
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
@@ -234,6 +242,8 @@ export class Forward implements Dispatcher.DispatchHandler {
   /** Stream mode: the head is written with the first body byte, so an answer that breaks before it can still fail cleanly. */
   private headPending = false;
   private sentAt = 0;
+  /** When the first attempt went: the call's deadline is timeoutMs from here. */
+  private began = 0;
   private deadline: NodeJS.Timeout | null = null;
   /** The client went away: abort whatever attempt is under way. */
   private cancelled = false;
@@ -288,6 +298,11 @@ export class Forward implements Dispatcher.DispatchHandler {
   private next(): void {
     const { group, req } = this;
     if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
+    const now = performance.now();
+    if (this.attempt === 0) this.began = now;
+    // One deadline per call: a retry gets what is left of it, and none once it is over.
+    const left = req.timeoutMs - (now - this.began);
+    if (left < 1) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
     const tried = this.tried;
     const u = tried === null ? group.pick(null, req.accept) : group.pickRetry(tried, req.accept);
     if (u === null) return this.end(this.last ?? allThrottled(group, req.accept, null) ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
@@ -297,9 +312,11 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.mode = Mode.Stream;
     this.bad = false;
     this.controller = null;
-    this.sentAt = performance.now();
+    this.sentAt = now;
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
-    u.pool.dispatch({ path: req.path(u), method: req.method, headers, body: req.body }, this);
+    // The head is waited for until the deadline: less than the pool's own wait on a retry, or for a shortened request (a pool's try again).
+    const wait = Math.max(1, Math.round(left));
+    u.pool.dispatch({ path: req.path(u), method: req.method, headers, body: req.body, headersTimeout: wait < u.timeoutMs ? wait : undefined }, this);
   }
 
   private retryElsewhere(u: Upstream, last: ForwardResult): void {
@@ -350,11 +367,12 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * undici's timeouts bound the head and each gap between chunks; an answer
-   * read whole before anything reaches the client must also end in time.
+   * undici's timeouts bound the head (what is left of the call's timeoutMs)
+   * and each gap between chunks; an answer read whole before anything
+   * reaches the client must also end within the call's deadline.
    */
   private startDeadline(): void {
-    const left = this.req.timeoutMs - (performance.now() - this.sentAt);
+    const left = this.req.timeoutMs - (performance.now() - this.began);
     this.deadline = setTimeout(this.tooSlow, Math.max(0, left));
   }
 

@@ -101,16 +101,22 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
       joined.join(m, idJson);
       return true;
     }
-    // The call as it goes upstream (the route's own body, or this call of a client's batch), parsed once here: the
-    // layers below (a pool) read the same Call from the request.
-    const call = new Call(template === null ? d.body : b, method, idStart, idEnd);
-    const doc = call.doc as { params?: unknown } | undefined;
-    if (doc === undefined) return false;
+    // The call as it goes upstream: the guard's (the route's own body), or this call of a client's batch, made
+    // here. Its body is parsed at most once (the guard may have: its params, with validate: params); the layers
+    // below (a pool) read the same Call from the request.
+    const call = template === null && d.call !== null ? d.call : new Call(template === null ? d.body : b, method, idStart, idEnd);
     // Params that name a key twice may mean another block to the node than to JSON.parse: forwarded, never kept
     // or coalesced. Only a chain with validate: off sends them as they came; where params are checked, the guard
     // has already re-serialized them.
-    if (!this.route.validate && hasDuplicateKeys(b, doc)) return false;
-    const scope = scopeOf(method, doc?.params);
+    let params: unknown;
+    // Checked by the guard: by position (or none), and read there.
+    if (this.route.validate && template === null) params = call.params;
+    else {
+      const doc = call.doc as { params?: unknown } | undefined;
+      if (doc === undefined || (!this.route.validate && hasDuplicateKeys(b, doc))) return false;
+      params = doc?.params;
+    }
+    const scope = scopeOf(method, params);
     if (scope === null) return false;
     const request = template === null ? { ...build(x, d), call } : { ...template, body: b, emptyOk: false, call };
     const f = core.open<EvmFlight>(key, { method, scope }, this, request);

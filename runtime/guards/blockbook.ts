@@ -2,6 +2,7 @@
 import type { BlockbookErrorName } from '../errors/blockbook.ts';
 import { decodeOrNull, isSafeSegment, queryValues } from '../url.ts';
 import { describe, type BlockbookValidator, type ParamKind } from '../validators.ts';
+import type { DocBlock, DocCall } from '../doc-call.ts';
 
 /** A chain's parameter check (validate: params): each endpoint's validator from the spec. */
 export interface BlockbookParamsCheck {
@@ -36,7 +37,28 @@ export type BlockbookDecision =
   | { readonly kind: 'error'; readonly name: BlockbookErrorName }
   /** A parameter the endpoint takes, with a value the spec does not allow: HTTP 400, the message names it. */
   | { readonly kind: 'invalid'; readonly parameter: string; readonly message: string }
-  | { readonly kind: 'forward'; readonly endpoint: string; /** Upstream path below the base, e.g. `/v2/block/1`. */ readonly path: string };
+  | {
+      readonly kind: 'forward';
+      readonly endpoint: string;
+      /** Upstream path below the base, e.g. `/v2/block/1`. */
+      readonly path: string;
+      /** The call as it travels (doc-call.ts): the block it names, read or write. */
+      readonly call: DocCall;
+    };
+
+/** Endpoints that name a block by height: /v2/block/<height>, /v2/block-index/<height>, /v2/rawblock/<height>. */
+const BY_HEIGHT: ReadonlySet<string> = new Set(['block', 'block-index', 'rawblock']);
+/** Endpoints that take a block by hash: /v2/block/<hash>, /v2/rawblock/<hash>, /v2/feestats/<hash>. */
+const BY_HASH: ReadonlySet<string> = new Set(['block', 'rawblock', 'feestats']);
+const HEIGHT = /^\d{1,12}$/;
+const HASH = /^[0-9a-fA-F]{64}$/;
+
+/** The block a read's path parameter names (`p`: the parameter, no trailing slash). */
+function blockOf(endpoint: string, p: string): DocBlock {
+  if (BY_HEIGHT.has(endpoint) && HEIGHT.test(p)) return Number(p);
+  if (BY_HASH.has(endpoint) && HASH.test(p)) return { hash: p };
+  return null;
+}
 
 function isPositiveInt(s: string): boolean {
   if (s.length === 0 || s.length > 9 || s.charCodeAt(0) === 48) return false;
@@ -65,17 +87,20 @@ export function checkBlockbook(
 
   if (endpoint === 'sendtx') {
     if (!sendtx) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
+    // GET or POST, a write: sent once, never hedged, never again after an answer.
+    const call: DocCall = { endpoint, block: null, read: false };
     if (method === 'POST') {
-      return param === '' ? { kind: 'forward', endpoint, path: '/v2/sendtx/' } : { kind: 'error', name: 'GW_BB_NOT_FOUND' };
+      return param === '' ? { kind: 'forward', endpoint, path: '/v2/sendtx/', call } : { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     }
     if (method !== 'GET') return { kind: 'error', name: 'GW_BB_METHOD_NOT_ALLOWED' };
     if (!isSafeSegment(param)) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
-    return (check === null ? null : paramsInvalid(check, endpoint, param, query)) ?? { kind: 'forward', endpoint, path: `/v2/sendtx/${param}` };
+    return (check === null ? null : paramsInvalid(check, endpoint, param, query)) ?? { kind: 'forward', endpoint, path: `/v2/sendtx/${param}`, call };
   }
   const spec = BLOCKBOOK_ENDPOINTS.get(endpoint);
   if (spec === undefined) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
   if (method !== 'GET') return { kind: 'error', name: 'GW_BB_METHOD_NOT_ALLOWED' };
   let path: string;
+  let block: DocBlock = null;
   if (spec.params === 0) {
     if (param !== '') return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     path = `/v2/${endpoint}/`;
@@ -87,6 +112,7 @@ export function checkBlockbook(
       for (const piece of p.split('/')) if (!isSafeSegment(piece)) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     }
     path = `/v2/${endpoint}/${p}`;
+    block = blockOf(endpoint, p);
   }
   if (query !== '') {
     for (const v of queryValues(query, 'page')) if (!isPositiveInt(v)) return { kind: 'error', name: 'GW_BB_BAD_PAGE' };
@@ -98,7 +124,7 @@ export function checkBlockbook(
     const bad = paramsInvalid(check, endpoint, spec.params === 0 ? '' : path.slice(endpoint.length + 5), query);
     if (bad !== null) return bad;
   }
-  return { kind: 'forward', endpoint, path };
+  return { kind: 'forward', endpoint, path, call: { endpoint, block, read: true } };
 }
 
 /**

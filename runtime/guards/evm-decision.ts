@@ -1,5 +1,6 @@
 // What the JSON-RPC guard decides about a body, shared by its general path
 // (evm.ts) and its fast path (evm-fast.ts), so neither imports the other.
+import type { Call } from '../evm-call.ts';
 
 /** Methods that change state: a retry could execute them twice. */
 export const WRITE_METHODS: ReadonlySet<string> = new Set(['eth_sendRawTransaction', 'eth_sendTransaction']);
@@ -31,6 +32,12 @@ export type EvmDecision =
       /** A single call's id in `body`, [idStart, idEnd), as the fast path found it; -1 when not known (the cache finds it). */
       readonly idStart: number;
       readonly idEnd: number;
+      /**
+       * A single call as it travels (evm-call.ts): its body is `body`, and it
+       * holds what the guard parsed of it (the params it checked, or the
+       * whole call), so no layer parses it again; null for a batch.
+       */
+      readonly call: Call | null;
     };
 
 export interface BatchMerge {

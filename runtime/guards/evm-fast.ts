@@ -25,6 +25,7 @@
 // general path accepts with the same meaning.
 import { WRITE_METHODS, type EvmDecision } from './evm-decision.ts';
 import { isDigit, skipWs, spells } from '../json-scan.ts';
+import { Call } from '../evm-call.ts';
 
 /** Nesting allowed inside params before the general path takes over. */
 const MAX_DEPTH = 64;
@@ -315,10 +316,11 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
       p = skipWs(buf, p + 1);
     }
     if (skipWs(buf, p + 1) !== buf.length) return null;
-    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null, methods, idStart: -1, idEnd: -1 };
+    return { kind: 'forward', body: buf, label: 'batch', count, idempotent: !writes, answered, merge: null, methods, idStart: -1, idEnd: -1, call: null };
   }
   call = 0;
   p = callEnd(buf, p, table);
   if (p === -1 || skipWs(buf, p) !== buf.length) return null;
-  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null, idStart, idEnd };
+  // The Call reads nothing of the body until asked (the params, where validate: params has checked them, are given it then).
+  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null, idStart, idEnd, call: new Call(buf, method, idStart, idEnd) };
 }

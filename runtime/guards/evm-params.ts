@@ -12,6 +12,7 @@ import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn, type ValidatorTables } from '../validators.ts';
 import { paramSpans } from './evm-fast.ts';
 import { hasDuplicateKeys } from '../json-scan.ts';
+import type { Call } from '../evm-call.ts';
 
 export interface EvmParamsCheck {
   /** Allowed method -> its validator; null for a method the OpenRPC document does not describe (limits only). */
@@ -31,8 +32,10 @@ const EMPTY: readonly unknown[] = [];
 /**
  * The calls the fast path just scanned, `methods` in order (a single call:
  * `label`), all have valid params. False sends the body to the general path.
+ * A single call's `call` is given the params as read here: no layer parses
+ * the body for them again.
  */
-export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: string, methods: readonly string[] | null): boolean {
+export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: string, methods: readonly string[] | null, call: Call | null = null): boolean {
   const n = methods === null ? 1 : methods.length;
   const { starts, ends } = paramSpans;
   for (let i = 0; i < n; i++) {
@@ -55,6 +58,7 @@ export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: st
       }
     }
     if (validate !== null && !validate(params)) return false;
+    if (call !== null) call.paramsAre(params as readonly unknown[]);
   }
   return true;
 }

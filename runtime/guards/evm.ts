@@ -22,6 +22,7 @@ import { WRITE_METHODS, type EvmDecision, type MergeSlot } from './evm-decision.
 
 export type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
 import { hasDuplicateKeys, MAX_REQUEST_DEPTH, nestsDeeper } from '../json-scan.ts';
+import { Call } from '../evm-call.ts';
 
 interface Item {
   readonly jsonrpc?: unknown;
@@ -68,6 +69,14 @@ function canonicalJson(it: Item): string {
   return s + '}';
 }
 
+/** What JSON.parse reads of canonicalJson(it): the same keys and values. */
+function canonicalDoc(it: Item): Item {
+  const doc: { jsonrpc: string; id?: unknown; method: unknown; params?: unknown } = { jsonrpc: '2.0', method: it.method };
+  if (it.id !== undefined) doc.id = it.id;
+  if (it.params !== undefined && it.params !== '') doc.params = it.params;
+  return doc;
+}
+
 function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecision {
   return { kind: 'reply', status: RPC_ERRORS[name].status, body: rpcErrorJson(name, idJson), label, count: 1 };
 }
@@ -78,7 +87,7 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
  */
 export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null): EvmDecision {
   const fast = scanPlainRpc(buf, allowed, maxBatchSize);
-  if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods)))) return fast;
+  if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods, fast.call)))) return fast;
   return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params);
 }
 
@@ -135,9 +144,10 @@ export function checkEvmBodyGeneral(
       return { kind: 'reply', status: 200, body: denied, label: 'refused', count: 0 };
     }
     const raw = state === 0 && rawSafe && !hasDuplicateKeys(buf, doc);
+    const body = raw ? buf : canonicalJson(it);
     return {
       kind: 'forward',
-      body: raw ? buf : canonicalJson(it),
+      body,
       label: method,
       count: 1,
       idempotent: !WRITE_METHODS.has(method),
@@ -146,6 +156,8 @@ export function checkEvmBodyGeneral(
       methods: null,
       idStart: -1,
       idEnd: -1,
+      // Parsed here: the Call is what was parsed, as the body sent reads (the canonical one has only the four keys).
+      call: Call.parsedAs(body, method, raw ? doc : canonicalDoc(it)),
     };
   }
 
@@ -191,9 +203,9 @@ export function checkEvmBodyGeneral(
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
     if (allCanonical && rawSafe && !hasDuplicateKeys(buf, doc)) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1 };
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null };
     }
-    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1 };
+    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null };
   }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { ready: string } => s !== null && 'ready' in s).map((s) => s.ready);
@@ -201,7 +213,7 @@ export function checkEvmBodyGeneral(
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
   const body = `[${forwarded.map(canonicalJson).join(',')}]`;
-  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded), idStart: -1, idEnd: -1 };
+  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null };
 }
 
 /** A call check that asks the key's own check (if any), then refuses invalid params. */

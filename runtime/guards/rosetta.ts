@@ -5,6 +5,7 @@ import { rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import type { RosettaNetwork } from '../types.ts';
 import { MAX_REQUEST_DEPTH, nestsDeeper } from '../json-scan.ts';
 import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn } from '../validators.ts';
+import type { DocBlock, DocCall } from '../doc-call.ts';
 
 /** A chain's body check (validate: params): each endpoint's validator from the spec, and the limits. */
 export interface RosettaBodyCheck {
@@ -43,7 +44,8 @@ export const ROSETTA_ENDPOINTS: ReadonlyMap<string, { readonly needsNetwork: boo
 
 export type RosettaDecision =
   | { readonly kind: 'reply'; readonly body: string }
-  | { readonly kind: 'forward'; readonly body: string };
+  /** `call`: the call as it travels (doc-call.ts): the block its block_identifier names, read or write. */
+  | { readonly kind: 'forward'; readonly body: string; readonly call: DocCall };
 
 function fail(name: RosettaErrorName, details?: Record<string, unknown>): RosettaDecision {
   return { kind: 'reply', body: rosettaErrorJson(name, details) };
@@ -105,7 +107,16 @@ function valid(doc: unknown, endpoint: string, check: RosettaBodyCheck | null): 
     const validate = check.endpoints.get(endpoint);
     if (validate !== undefined && !validate(doc)) return invalid(describe(validate.errors));
   }
-  return { kind: 'forward', body: JSON.stringify(doc) };
+  return { kind: 'forward', body: JSON.stringify(doc), call: { endpoint, block: blockOf(doc), read: ROSETTA_ENDPOINTS.get(endpoint)?.idempotent ?? false } };
+}
+
+/** The block a request's block_identifier names: its index, else its hash when that is all it gives; null: none. */
+function blockOf(doc: unknown): DocBlock {
+  const b = (doc as { block_identifier?: unknown }).block_identifier;
+  if (b === null || typeof b !== 'object') return null;
+  const { index, hash } = b as { index?: unknown; hash?: unknown };
+  if (typeof index === 'number' && Number.isSafeInteger(index) && index >= 0) return index;
+  return typeof hash === 'string' && index === undefined ? { hash } : null;
 }
 
 function invalid(why: Invalid): RosettaDecision {

@@ -11,7 +11,8 @@ import type { Verdict } from '../proxy.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
-import { docForwarder, forwardRequest } from './common.ts';
+import { docForwarder, forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
+import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
 import { BLOCKBOOK_BLOCKS, docPool } from '../pool/doc-pool.ts';
@@ -40,11 +41,12 @@ const PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-
 const ALLOW = ['allow', 'GET, OPTIONS'];
 const CLOSE = ['connection', 'close'];
 
-/** What goes upstream: the path below the base, the query without the key, and a sendtx body. */
+/** What goes upstream: the path below the base, the query without the key, a sendtx body, and the guard's call (doc-call.ts). */
 interface Call {
   readonly path: string;
   readonly query: string;
   readonly body: Buffer | null;
+  readonly doc: DocCall;
 }
 
 class BlockbookRoute implements RouteHandler {
@@ -80,17 +82,17 @@ class BlockbookRoute implements RouteHandler {
       return x.send(BLOCKBOOK_ERRORS.GW_BB_INVALID_PARAM.status, JSON.stringify({ error: d.message, parameter: d.parameter }));
     }
     x.label = d.endpoint;
-    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, sq.keys, d.endpoint), this.keyed, { path: d.path, query: sq.rest, body: null });
+    whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, sq.keys, d.endpoint), this.keyed, { path: d.path, query: sq.rest, body: null, doc: d.call });
   }
 
   private readonly keyed = (x: Exchange, key: KeyEntry, c: Call): void => {
-    if (x.req.method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, c.path, c.query, buf));
+    if (x.req.method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, c, buf));
     else this.s.admission.admit(x, key, this.cost(x.label), this.forward, c);
   };
 
-  private body(x: Exchange, key: KeyEntry, path: string, query: string, buf: Buffer | null): void {
+  private body(x: Exchange, key: KeyEntry, c: Call, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
-    this.s.admission.admit(x, key, this.cost(x.label), this.forward, { path, query, body: buf });
+    this.s.admission.admit(x, key, this.cost(x.label), this.forward, { ...c, body: buf });
   }
 
   private cost(endpoint: string): number {
@@ -105,8 +107,8 @@ class BlockbookRoute implements RouteHandler {
       if (typeof v === 'string') headers.push(name, v);
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
-    // sendtx, GET or POST, is a write: sent once, never hedged, never again after an answer or a 502.
-    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.body === null && x.label !== 'sendtx', classify);
+    // sendtx, GET or POST, is a write (the guard's call says): sent once, never hedged, never again after an answer or a 502.
+    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, undefined, null, c.doc);
     this.s.forward(x, request, tail);
   };
 

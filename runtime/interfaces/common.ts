@@ -3,6 +3,8 @@ import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Dispatch } from '../dispatch.ts';
 import type { Exchange } from '../exchange.ts';
 import type { ForwardRequest, Verdict } from '../proxy.ts';
+import type { Call } from '../evm-call.ts';
+import type { DocCall } from '../doc-call.ts';
 import type { RouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 
@@ -31,8 +33,10 @@ export function forwardRequest(
   maxBuffer = MAX_REWRITE_BYTES,
   emptyOk = false,
   throttled?: (body: Buffer) => boolean,
+  call: Call | null = null,
+  doc: DocCall | null = null,
 ): ForwardRequest {
-  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify, throttled };
+  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify, throttled, call: call ?? undefined, doc: doc ?? undefined };
 }
 
 /** Rosetta's and Blockbook's forwarding with nothing around it: the request, upstream through `dispatch`. */

@@ -21,9 +21,6 @@ import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } f
 import { LogRanges, wantsLogRanges } from '../log-ranges.ts';
 import { LogsLayer } from '../cache/evm-logs.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
-import type { Dispatch } from '../dispatch.ts';
-import type { Forwarders } from '../forwarders.ts';
-import { Call } from '../evm-call.ts';
 import { EvmLayer } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
@@ -110,7 +107,7 @@ class EvmRoute implements RouteHandler {
       fast !== null &&
       fast.kind === 'forward' &&
       (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams))) &&
-      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods))
+      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call))
     )
       return fast;
     return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
@@ -142,6 +139,7 @@ class EvmRoute implements RouteHandler {
       !d.answered,
       // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (proxy.ts, throttle.ts).
       answerThrottled,
+      d.call,
     );
   };
 
@@ -284,8 +282,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   })),
   answersStrays: true,
   handler: (route, services) => new EvmRoute(route, services),
-  // A pool reads what the guard found (the method, the id's place) as a Call made of it, not the body again.
-  forwarder: (dispatch, pooled) => (pooled ? pooledEvmForwarder(dispatch) : (x, d, build) => x.forwardWith(dispatch, build(x, d))),
+  // The request carries the guard's Call (a single call's): a pool reads it, not the body again.
+  forwarder: (dispatch) => (x, d, build) => x.forwardWith(dispatch, build(x, d)),
   cached: (route, core) => new EvmLayer(route, core).forward,
   // Below the ranges layer: its chunks in final blocks (cache/evm-logs.ts).
   cacheLayer: (route, core, next) => (route.methods.has('eth_getLogs') ? new LogsLayer(route, core, next).dispatch : next),
@@ -356,15 +354,3 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     },
   },
 };
-
-/**
- * An EVM pool's forwarding with nothing around it: a single call's request
- * carries its Call, made of what the guard found (the method, the id's place),
- * so the pool reads the body at most once (its params, when it needs them).
- */
-function pooledEvmForwarder(dispatch: Dispatch): Forwarders['evm-jsonrpc'] {
-  return (x, d, build) => {
-    const r = build(x, d);
-    x.forwardWith(dispatch, d.methods === null && r.body !== null ? { ...r, call: new Call(r.body, d.label, d.idStart, d.idEnd) } : r);
-  };
-}

@@ -87,8 +87,8 @@ export interface InterfaceModule<K extends InterfaceKind> {
   /** The flow of one chain, made once at start. */
   handler(route: RouteOf<K>, services: RouteServices<K>): RouteHandler;
   readonly probe: ChainProbe<K>;
-  /** Its chains' forwarding with nothing around it: upstream through `dispatch` (`pooled`: a pool's, which reads what the guard found). */
-  forwarder(dispatch: Dispatch, pooled: boolean): Forwarders[K];
+  /** Its chains' forwarding with nothing around it: upstream through `dispatch` (the request carries what the guard found). */
+  forwarder(dispatch: Dispatch): Forwarders[K];
   /** Its cache rules, as the front around a cached chain's forwarding (the core is the chain's). */
   cached(route: RouteOf<K>, core: CacheCore, spec: CacheSpec): Forwarders[K];
   /** Its cache's layer over the dispatch below the cache (the pool, or Forward), for the held calls of the layers above (EVM: eth_getLogs in final blocks); `next` itself where it has none. */

@@ -4,7 +4,7 @@
 import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
-import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck } from '../guards/rosetta.ts';
+import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck, type RosettaDecision } from '../guards/rosetta.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import { MAX_ANSWER_DEPTH, nestsDeeper } from '../json-scan.ts';
 import type { KeyEntry } from '../keys/keys.ts';
@@ -12,7 +12,7 @@ import type { Verdict } from '../proxy.ts';
 import type { RosettaRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { splitQuery } from '../url.ts';
-import { docForwarder, forwardRequest, isHtml, NO_KEYS } from './common.ts';
+import { docForwarder, forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
@@ -37,6 +37,8 @@ const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
 };
 
 const OPTIONS = 'network/options';
+/** The guard's decision on a request that goes on: its body and its call (doc-call.ts). */
+type Forwarded = Extract<RosettaDecision, { kind: 'forward' }>;
 const ALLOW = ['allow', 'POST, OPTIONS'];
 const CLOSE = ['connection', 'close'];
 
@@ -74,17 +76,16 @@ class RosettaRoute implements RouteHandler {
     if (buf === null) return x.fail('body-too-large', CLOSE);
     const d = checkRosettaBody(buf, x.label, this.route.network, this.check);
     if (d.kind === 'reply') return x.send(500, d.body);
-    this.s.admission.admit(x, key, this.s.credits === null ? 1 : this.s.credits(x.label), this.forward, d.body);
+    this.s.admission.admit(x, key, this.s.credits === null ? 1 : this.s.credits(x.label), this.forward, d);
   }
 
-  private readonly forward = (x: Exchange, body: string): void => {
+  private readonly forward = (x: Exchange, d: Forwarded): void => {
     const endpoint = x.label;
     this.s.usage.record(x.key!.id, this.route.path, endpoint, 1, this.s.credits === null ? 1 : this.s.credits(endpoint));
     const headers = ['content-type', 'application/json', 'x-request-id', x.id];
     const accept = x.req.headers.accept;
     if (accept) headers.push('accept', accept);
-    const idempotent = ROSETTA_ENDPOINTS.get(endpoint)!.idempotent;
-    const request = forwardRequest(this.route, 'POST', PATHS.get(endpoint)!, headers, body, idempotent, endpoint === OPTIONS ? classifyOptions : classify);
+    const request = forwardRequest(this.route, 'POST', PATHS.get(endpoint)!, headers, d.body, d.call.read, endpoint === OPTIONS ? classifyOptions : classify, MAX_REWRITE_BYTES, false, undefined, null, d.call);
     this.s.forward(x, request, endpoint);
   };
 

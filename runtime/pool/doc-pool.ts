@@ -5,8 +5,11 @@
 // that a node answers "Block not found" is asked again of another upstream at
 // or above the served tip, and Rosetta's /network/status names the served tip,
 // never going back (doc-held.ts). Nothing else changes: the answers are the
-// upstreams' own. The interface module picks how its requests name blocks
-// (ROSETTA_BLOCKS, BLOCKBOOK_BLOCKS).
+// upstreams' own. The block a request names, and whether it is a read, are
+// its guard's (the request's `doc`, doc-call.ts): the pool never reads the
+// path or the body for them. The interface module picks how a node says it
+// has no such block, and which read names the head (ROSETTA_BLOCKS,
+// BLOCKBOOK_BLOCKS).
 import type { ChainView } from '../upstreams/chain-view.ts';
 import type { Dispatch, Next } from '../dispatch.ts';
 import type { ForwardRequest, HeldRequest, HeldTarget } from '../proxy.ts';
@@ -17,25 +20,17 @@ import { blockbookJudged } from '../upstreams/throttle.ts';
 import { Flow, type FlowHost } from './flow.ts';
 import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
 
-/** Blockbook's endpoints that name a block by height: /v2/block/<height>, /v2/block-index/<height>, /v2/rawblock/<height>. */
-const BLOCKBOOK_HEIGHT = /\/v2\/(?:block|block-index|rawblock)\/(\d{1,12})(?:[/?]|$)/;
-/** Blockbook's endpoints that take a block by hash: /v2/block/<hash>, /v2/rawblock/<hash>, /v2/feestats/<hash>. */
-const BLOCKBOOK_HASH = /\/v2\/(?:block|rawblock|feestats)\/[0-9a-fA-F]{64}(?:[/?]|$)/;
 /** Rosetta's error for a block the node does not have (../shared/specs/cardano-rosetta-errors.json). */
 const ROSETTA_BLOCK_NOT_FOUND = 4001;
 /** Error answers judged at most this long (a "Block not found" is a few dozen bytes). */
 const MAX_JUDGED = 4096;
 
-/** How a pool reads the block a request names, and a node's "Block not found": the interface module picks its own. */
+/** How a pool reads a node's "Block not found", and which read names the head: the interface module picks its own. */
 export interface DocBlocks {
-  /** The block a read names by number (-1: none). `below`: the request's path below the upstreams' base. */
-  number(request: ForwardRequest, below: string): number;
-  /** Whether a read names its block by hash alone. */
-  byHash(request: ForwardRequest, below: string): boolean;
   /** The answer is the node's "Block not found". */
   notFound(r: Buffered): boolean;
-  /** The read (its path below the base) whose answer names the head, and how it is served from the served tip; null: none is. */
-  readonly head: { readonly path: string; rules(view: ChainView, group: UpstreamGroup): HeadRules } | null;
+  /** The read (its endpoint, as the guard's call names it) whose answer names the head, and how it is served from the served tip; null: none is. */
+  readonly head: { readonly endpoint: string; rules(view: ChainView, group: UpstreamGroup): HeadRules } | null;
   /** The request as the pool sends it: where the interface's error answers must be judged for a throttle (throttle.ts). */
   judged(request: ForwardRequest): ForwardRequest;
 }
@@ -46,16 +41,12 @@ interface HeadRules extends HeldRules {
 }
 
 export const ROSETTA_BLOCKS: DocBlocks = {
-  number: (request) => rosettaIndex(request),
-  byHash: (request) => rosettaByHash(request),
   notFound: (r) => notFound(r, true),
-  head: { path: '/network/status', rules: (view, group) => new RosettaHead(view, group) },
+  head: { endpoint: 'network/status', rules: (view, group) => new RosettaHead(view, group) },
   judged: (request) => request,
 };
 
 export const BLOCKBOOK_BLOCKS: DocBlocks = {
-  number: (request, below) => blockbookHeight(request, below),
-  byHash: (request, below) => request.method === 'GET' && BLOCKBOOK_HASH.test(below),
   notFound: (r) => notFound(r, false),
   head: null,
   // Blockbook's error answers are judged for a provider's throttle text.
@@ -75,7 +66,7 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
     record: (ms) => times.record(ms),
   };
   const hedge = route.hedge;
-  const head = blocks.head === null ? null : { path: blocks.head.path, rules: blocks.head.rules(view, group) };
+  const head = blocks.head === null ? null : { endpoint: blocks.head.endpoint, rules: blocks.head.rules(view, group) };
   /** Any other upstream at or above the served tip. */
   const atTip = (u: Upstream) => (u.view.head ?? -1) >= view.tip;
   const byHash: HeldRules = {
@@ -85,22 +76,24 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
   const dispatch: Dispatch = (target, request, g = group) => {
     budget.call();
     request = blocks.judged(request);
-    const below = belowBase(request, g);
-    if (head !== null && below === head.path && view.tip >= 0) {
+    // What the guard found (doc-call.ts); a request without it names no block.
+    const call = request.doc;
+    if (head !== null && call?.endpoint === head.endpoint && view.tip >= 0) {
       const held = new HeldDoc(next, target, request, g, head.rules.accept(), head.rules, stats);
       held.start();
       return held;
     }
-    if (blocks.byHash(request, below)) {
+    const block = call?.block ?? null;
+    if (block !== null && typeof block === 'object') {
       const held = new HeldDoc(next, target, request, g, undefined, byHash, stats);
       held.start();
       return held;
     }
-    const n = blocks.number(request, below);
+    const n = typeof block === 'number' ? block : -1;
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
     // Nobody is known to have it yet: any upstream answers as its node would.
     if (accept !== undefined && !g.all.some((u) => u.usable && accept!(u))) accept = undefined;
-    if (hedge !== null && request.idempotent) {
+    if (hedge !== null && (call?.read ?? request.idempotent)) {
       const after = hedge.afterMs === 'p95' ? times.p95() : hedge.afterMs;
       const flow = new Flow(host, target, request, g, null, { accept, block: n, hedgeAfterMs: after });
       flow.start();
@@ -187,43 +180,6 @@ class RosettaHead implements HeadRules {
       this.floor = index;
       this.floorHash = hash;
     }
-  }
-}
-
-/** The request's path below the upstreams' base path ('' when the group is empty). */
-function belowBase(request: ForwardRequest, group: UpstreamGroup): string {
-  const u = group.all[0];
-  return u === undefined ? '' : request.path(u).slice(u.basePath.length);
-}
-
-/** The height a Blockbook read names in its path (-1: none). */
-function blockbookHeight(request: ForwardRequest, below: string): number {
-  if (request.method !== 'GET') return -1;
-  const m = BLOCKBOOK_HEIGHT.exec(below);
-  return m === null ? -1 : Number(m[1]);
-}
-
-/** The block_identifier.index a Rosetta read names (-1: none). */
-function rosettaIndex(request: ForwardRequest): number {
-  const body = request.body;
-  if (typeof body !== 'string' || body.indexOf('"index"') === -1) return -1;
-  try {
-    const index: unknown = (JSON.parse(body) as { block_identifier?: { index?: unknown } }).block_identifier?.index;
-    return typeof index === 'number' && Number.isSafeInteger(index) && index >= 0 ? index : -1;
-  } catch {
-    return -1;
-  }
-}
-
-/** A Rosetta read that names its block by hash alone (block_identifier.hash, no index). */
-function rosettaByHash(request: ForwardRequest): boolean {
-  const body = request.body;
-  if (typeof body !== 'string' || body.indexOf('"hash"') === -1) return false;
-  try {
-    const b = (JSON.parse(body) as { block_identifier?: { index?: unknown; hash?: unknown } }).block_identifier;
-    return typeof b?.hash === 'string' && b.index === undefined;
-  } catch {
-    return false;
   }
 }
 

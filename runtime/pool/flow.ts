@@ -134,10 +134,10 @@ export class Flow implements Cancelable {
 
   /**
    * The call's timeoutMs is over: what it has (a null kept while asking
-   * again), else the gateway's timeout. The first attempt alone, with its own
-   * retries after a failure (a 5xx, a timeout), goes on as it would on a chain
-   * with one upstream, where each retry has its timeoutMs (docs/upstreams.md:
-   * "Retries"); once it answers, that answer is final.
+   * again), else the gateway's timeout. The first attempt alone ends by
+   * itself: its retries after a failure (a 5xx, a timeout) share its
+   * deadline, which is this one (proxy.ts), and the gateway's timeout it
+   * ends with counts against the upstream.
    */
   private readonly expire = (): void => {
     this.deadline = null;

@@ -28,6 +28,8 @@ export class Upstream {
   readonly weight: number;
   /** An archive node: a pool sends calls for old state here. */
   readonly archive: boolean;
+  /** How long its pool waits for an answer's head, and between its chunks: the chain's timeoutMs. */
+  readonly timeoutMs: number;
   readonly pool: Pool;
   /** Path part of the configured URL without a trailing slash ('' for none). */
   readonly basePath: string;
@@ -75,6 +77,7 @@ export class Upstream {
     this.share = spec.weight;
     this.budget = budgetOf(spec.rateLimit);
     this.archive = spec.archive;
+    this.timeoutMs = route.limits.timeoutMs;
     this.headers = headers;
     this.headerList = Object.entries(headers).flat();
     this.basePath = url.pathname === '/' ? '' : url.pathname.replace(/\/+$/, '');

@@ -11,6 +11,7 @@ import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/ros
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
 import { splitQuery, isSafeSegment, RequestTarget } from '../../../runtime/url.ts';
 import { specPath } from '../../support/paths.ts';
+import { Call } from '../../../runtime/evm-call.ts';
 
 const allowed = new Set(['eth_chainId', 'eth_sendRawTransaction']);
 const body = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v));
@@ -224,7 +225,10 @@ describe('EVM guard fast path', () => {
       const b = Buffer.from(text);
       // A single call's id where the answer scanner (the cache's own way) finds it.
       const id = method === null ? { idStart: -1, idEnd: -1 } : answerSpans(b, MAX_ANSWER_DEPTH)!;
-      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null, idStart: id.idStart, idEnd: id.idEnd });
+      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null, idStart: id.idStart, idEnd: id.idEnd, call: method === null ? null : expect.any(Call) });
+      // A single call's Call: its method and id as the scan found them, its body the very bytes.
+      const call = (scanPlainRpc(b, many, 10) as Extract<EvmDecision, { kind: 'forward' }>).call;
+      if (method !== null) expect([call!.body, call!.method, call!.idJson]).toEqual([b, method, b.toString('utf8', id.idStart, id.idEnd)]);
     }
     // Only notifications: the node answers with no body, and that is a good answer.
     expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
@@ -353,7 +357,9 @@ describe('EVM guard fast path', () => {
         if (general.kind !== 'forward') throw new Error(`general path refused a body the fast path took: ${buf.toString('latin1')}`);
         // The same decision, except that the general path may send a re-serialization of the same document.
         if (fast.kind !== 'forward') throw new Error('the fast path only forwards');
-        expect({ ...general, body: buf, idStart: fast.idStart, idEnd: fast.idEnd }).toEqual(fast);
+        expect({ ...general, body: buf, idStart: fast.idStart, idEnd: fast.idEnd, call: fast.call }).toEqual(fast);
+        // The same call: the general path's Call (parsed) and the fast path's (read when asked) name the same method and params.
+        expect([general.call?.method, general.call?.params]).toEqual([fast.call?.method, fast.call?.params]);
         // A single call's id where the cache's answer scanner finds it (the cache trusts the fast path's span).
         {
           const spans = fast.label === 'batch' ? null : answerSpans(buf, MAX_ANSWER_DEPTH);
@@ -419,11 +425,50 @@ describe('Blockbook guard and URL helpers', () => {
   });
 
   it('forwards known endpoints only', () => {
-    expect(checkBlockbook('GET', 'block/1', 'pageSize=5', false, 10)).toEqual({ kind: 'forward', endpoint: 'block', path: '/v2/block/1' });
-    expect(checkBlockbook('GET', 'tickers/', '', false, 10)).toEqual({ kind: 'forward', endpoint: 'tickers', path: '/v2/tickers/' });
+    expect(checkBlockbook('GET', 'block/1', 'pageSize=5', false, 10)).toEqual({ kind: 'forward', endpoint: 'block', path: '/v2/block/1', call: { endpoint: 'block', block: 1, read: true } });
+    expect(checkBlockbook('GET', 'tickers/', '', false, 10)).toEqual({ kind: 'forward', endpoint: 'tickers', path: '/v2/tickers/', call: { endpoint: 'tickers', block: null, read: true } });
     expect(checkBlockbook('GET', 'admin/1', '', false, 10)).toMatchObject({ kind: 'error', name: 'GW_BB_NOT_FOUND' });
     expect(checkBlockbook('GET', 'block/1', 'pageSize=11', false, 10)).toMatchObject({ kind: 'error', name: 'GW_BB_BAD_PAGE_SIZE' });
     expect(checkBlockbook('POST', 'sendtx/', '', false, 10)).toMatchObject({ kind: 'error', name: 'GW_BB_NOT_FOUND' });
     expect(checkBlockbook('POST', 'sendtx/', '', true, 10)).toMatchObject({ kind: 'forward', path: '/v2/sendtx/' });
+  });
+
+  it('says which block a read names (by height or by hash alone), and that sendtx, GET or POST, is a write (issue 37)', () => {
+    const hash = 'ab'.repeat(32);
+    const call = (method: string, rest: string) => {
+      const d = checkBlockbook(method, rest, '', true, 10);
+      return d.kind === 'forward' ? d.call : d;
+    };
+    expect(call('GET', 'block/123')).toEqual({ endpoint: 'block', block: 123, read: true });
+    expect(call('GET', 'block/123/')).toEqual({ endpoint: 'block', block: 123, read: true });
+    expect(call('GET', 'block-index/7')).toEqual({ endpoint: 'block-index', block: 7, read: true });
+    expect(call('GET', 'rawblock/7')).toEqual({ endpoint: 'rawblock', block: 7, read: true });
+    for (const e of ['block', 'rawblock', 'feestats']) expect(call('GET', `${e}/${hash}`), e).toEqual({ endpoint: e, block: { hash }, read: true });
+    // A transaction's hash, an address, a height where the endpoint takes none: no block.
+    expect(call('GET', `tx/${hash}`)).toEqual({ endpoint: 'tx', block: null, read: true });
+    expect(call('GET', 'feestats/123')).toEqual({ endpoint: 'feestats', block: null, read: true });
+    expect(call('GET', 'address/1234')).toEqual({ endpoint: 'address', block: null, read: true });
+    expect(call('GET', 'sendtx/0200')).toEqual({ endpoint: 'sendtx', block: null, read: false });
+    expect(call('POST', 'sendtx/')).toEqual({ endpoint: 'sendtx', block: null, read: false });
+  });
+});
+
+describe('Rosetta guard: the call it forwards (issue 37)', () => {
+  const net = { blockchain: 'cardano', network: 'preprod' };
+  const call = (endpoint: string, body: unknown) => {
+    const d = checkRosettaBody(Buffer.from(JSON.stringify(body)), endpoint, 'preprod');
+    if (d.kind !== 'forward') throw new Error(d.body);
+    return d.call;
+  };
+  it('says which block a request names (block_identifier: its index, else its hash alone), and which endpoints are writes', () => {
+    const hash = 'cd'.repeat(32);
+    expect(call('block', { network_identifier: net, block_identifier: { index: 42 } })).toEqual({ endpoint: 'block', block: 42, read: true });
+    expect(call('block', { network_identifier: net, block_identifier: { index: 42, hash } })).toEqual({ endpoint: 'block', block: 42, read: true });
+    expect(call('block', { network_identifier: net, block_identifier: { hash } })).toEqual({ endpoint: 'block', block: { hash }, read: true });
+    expect(call('account/balance', { network_identifier: net, account_identifier: { address: 'addr' }, block_identifier: { index: 3 } })).toEqual({ endpoint: 'account/balance', block: 3, read: true });
+    expect(call('block', { network_identifier: net, block_identifier: { index: -1, hash } })).toEqual({ endpoint: 'block', block: null, read: true });
+    expect(call('network/status', { network_identifier: net })).toEqual({ endpoint: 'network/status', block: null, read: true });
+    expect(call('construction/submit', { network_identifier: net, signed_transaction: 'ab' })).toEqual({ endpoint: 'construction/submit', block: null, read: false });
+    expect(call('call', { network_identifier: net, method: 'x', parameters: {} })).toEqual({ endpoint: 'call', block: null, read: false });
   });
 });

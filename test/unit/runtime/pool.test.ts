@@ -11,7 +11,10 @@ import type { Logger } from '../../../runtime/observe/log.ts';
 import { Pool } from '../../../runtime/pool/pool.ts';
 import { plainDispatch } from '../../../runtime/dispatch.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
-import { Call } from '../../../runtime/evm-call.ts';
+import { Call, callParses } from '../../../runtime/evm-call.ts';
+import { checkEvmBody } from '../../../runtime/guards/evm.ts';
+import { evmParamsCheck } from '../../../runtime/guards/evm-params.ts';
+import { NO_VALIDATORS } from '../../../runtime/validators.ts';
 import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
 import { HedgeBudget } from '../../../runtime/pool/stats.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../runtime/proxy.ts';
@@ -571,6 +574,30 @@ describe('one Call, parsed once (issue 37)', () => {
     const names = new Set<string>();
     for (let i = 0; i < 8; i++) names.add(await sendRequest(pool, { ...request('eth_getBalance', [ADDR, hex(99)]), call: stale }));
     expect(names).toEqual(new Set(['a', 'b']));
+  });
+
+  it("the guard's decision is the Call: with validate: params it holds the params the guard read, and the pool routes by it with no parse of the body", async () => {
+    const { pool } = poolOf([
+      { name: 'a', head: 100 },
+      { name: 'b', head: 103 },
+    ]);
+    const allowed = new Set(['eth_getBalance', 'eth_call']);
+    const check = evmParamsCheck(allowed, { maxParamsDepth: 32, maxArrayItems: 10_000, maxHexBytes: 262_144 }, NO_VALIDATORS);
+    // A flat params list (read from its bytes), params with an object (JSON.parse of the params alone), and a body
+    // only the general path takes (an unknown key: parsed whole there, re-serialized).
+    for (const body of [
+      `{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":["${ADDR}","${hex(101)}"]}`,
+      `{"jsonrpc":"2.0","id":2,"method":"eth_call","params":[{"to":"${ADDR}","data":"0x"},"${hex(101)}"]}`,
+      `{"jsonrpc":"2.0","id":3,"method":"eth_getBalance","params":["${ADDR}","${hex(101)}"],"x":1}`,
+    ]) {
+      const before = callParses.count;
+      const d = checkEvmBody(Buffer.from(body), allowed, 10, check);
+      if (d.kind !== 'forward' || d.call === null) throw new Error(`not forwarded as one call: ${body}`);
+      expect(d.call.body).toBe(d.body);
+      expect(await sendRequest(pool, { ...request('eth_getBalance', []), body: d.body, call: d.call }), body).toBe('b');
+      expect([d.call.block, d.call.idJson]).toEqual([101, String(JSON.parse(body).id)]);
+      expect(callParses.count - before, `bodies parsed after the guard: ${body}`).toBe(0);
+    }
   });
 
   it('a Call parses its params at most once, whatever layers ask', () => {

@@ -1,0 +1,125 @@
+// Issue 37, "one Call, parsed once": the guard's decision is the Call that
+// travels (evm-call.ts), holding what the guard parsed, so no layer below it
+// (the cache, the pool) parses the call's body again. The gateway runs with a
+// preload (test/support/count-parses.mjs) that logs every JSON.parse of a
+// text holding a marker; each call here carries a marker of its own in its
+// params (eth_call data), so the log says how many times the gateway parsed
+// that call. Two nodes (anvil behind recording proxies) make each chain a
+// pool. Before the guard's decision carried the Call, a pooled cache miss was
+// parsed twice (its params by the guard, its body again by the cache's Call),
+// and so was a pooled call without a cache (by the pool's Call).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { buildManifest, keysYaml, newKey, startGateway, until, type RunningGateway } from './harness.ts';
+import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+
+const KEY = newKey();
+const MARK = 'c0ffee37';
+const PRELOAD = fileURLToPath(new URL('../support/count-parses.mjs', import.meta.url));
+const TO = '0x70997970c51812dc3a635b40f0e2b2c5b1b1e5a6';
+
+let anvil: Anvil;
+let node1: RecordingProxy;
+let node2: RecordingProxy;
+let gw: RunningGateway;
+let parseLog: string;
+
+const MANIFEST = `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+cache: { maxBytes: 1048576, headPollMs: 100 }
+health: { intervalMs: 200, timeoutMs: 2000 }
+chains:
+  - { path: cached, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], upstreams: ["\${NODE1}", "\${NODE2}"] }
+  - { path: pooled, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], cache: off, upstreams: ["\${NODE1}", "\${NODE2}"] }
+  - { path: unchecked, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], validate: off, upstreams: ["\${NODE1}", "\${NODE2}"] }
+`;
+
+beforeAll(async () => {
+  anvil = await startAnvil();
+  await anvil.mine(4);
+  [node1, node2] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
+  const built = await buildManifest('issue-37-call', MANIFEST);
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'call', key: KEY }]));
+  parseLog = join(built.dir, 'parses.log');
+  gw = await startGateway({
+    cwd: built.dir,
+    bundle: built.bundle,
+    nodeArgs: [NO_MEMORY_REDUCER, '--import', PRELOAD],
+    env: { NODE1: node1.url, NODE2: node2.url, PARSE_MARK: MARK, PARSE_LOG: parseLog },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([node1?.close(), node2?.close()]);
+  await anvil?.stop();
+});
+
+let serial = 0;
+
+/** An eth_call whose data is this call's own marker, at block 1 (cacheable by number). */
+async function markedCall(chain: string): Promise<{ status: number; xCache: string | undefined; result: unknown; data: string }> {
+  const data = `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`;
+  const r = await request(gw.url('rpc', `/${chain}`), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+    body: JSON.stringify({ jsonrpc: '2.0', id: serial, method: 'eth_call', params: [{ to: TO, data }, '0x1'] }),
+  });
+  const json = (await r.body.json()) as { result?: unknown };
+  const x = r.headers['x-cache'];
+  return { status: r.statusCode, xCache: typeof x === 'string' ? x : undefined, result: json.result, data };
+}
+
+/** How many times the gateway parsed a text holding `data`. */
+function parsesOf(data: string): number {
+  if (!existsSync(parseLog)) return 0;
+  return readFileSync(parseLog, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes(data)).length;
+}
+
+/** How many of the nodes' requests carried `data`. */
+const reached = (data: string) => [...node1.requests, ...node2.requests].filter((r) => JSON.stringify(r.json).includes(data)).length;
+
+describe('one Call, parsed once (issue 37)', () => {
+  beforeAll(async () => {
+    for (const chain of ['cached', 'pooled', 'unchecked']) {
+      await until(async () => (await request(gw.url('rpc', `/${chain}`), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' })).statusCode === 200, `${chain} serving`);
+    }
+  }, 30_000);
+
+  it('a pooled cache miss (validate: params): the guard parses its params, and neither the cache nor the pool parses the body again', async () => {
+    const a = await markedCall('cached');
+    expect(a.status).toBe(200);
+    expect(a.result).toBe('0x');
+    expect(a.xCache, 'a cache miss').toBe('MISS');
+    expect(reached(a.data), 'sent to one node').toBe(1);
+    expect(parsesOf(a.data), 'parses of the call in the gateway').toBe(1);
+  });
+
+  it('a pooled call without a cache (validate: params): parsed once, by the guard', async () => {
+    const a = await markedCall('pooled');
+    expect(a.status).toBe(200);
+    expect(a.result).toBe('0x');
+    expect(reached(a.data), 'sent to one node').toBe(1);
+    expect(parsesOf(a.data), 'parses of the call in the gateway').toBe(1);
+  });
+
+  it('a pooled cache miss with validate: off: the guard parses nothing, and the Call parses the body once, when the cache first asks', async () => {
+    const a = await markedCall('unchecked');
+    expect(a.status).toBe(200);
+    expect(a.result).toBe('0x');
+    expect(a.xCache, 'a cache miss').toBe('MISS');
+    expect(reached(a.data), 'sent to one node').toBe(1);
+    expect(parsesOf(a.data), 'parses of the call in the gateway').toBe(1);
+  });
+});
