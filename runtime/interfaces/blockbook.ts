@@ -8,6 +8,7 @@ import { BLOCKBOOK_ENDPOINTS, checkBlockbook, type BlockbookParamsCheck } from '
 import { whenIdentified } from '../admission/admission.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Verdict } from '../proxy.ts';
+import { blockbookThrottled } from '../upstreams/throttle.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
@@ -108,7 +109,7 @@ class BlockbookRoute implements RouteHandler {
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
     // sendtx, GET or POST, is a write (the guard's call says): sent once, never hedged, never again after an answer or a 502.
-    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, undefined, null, c.doc);
+    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, blockbookThrottled, null, c.doc);
     this.s.forward(x, request, tail);
   };
 
@@ -119,8 +120,14 @@ class BlockbookRoute implements RouteHandler {
 }
 
 /** Blockbook answers pass through unchanged, its own 4xx/500 errors included; 502-504 mean the upstream is in trouble. */
+/**
+ * A 502 or more is a failed attempt; Blockbook's own error answers (4xx, 500,
+ * 501: {"error": ...}, short and rare) are held whole, to be judged for a
+ * provider's throttle text (throttle.ts blockbookThrottled), also on a chain
+ * of one upstream, and passed on unchanged when they are no throttle.
+ */
 function classify(status: number): Verdict {
-  return status >= 502 ? 'bad' : 'stream';
+  return status >= 502 ? 'bad' : status >= 400 ? 'buffer' : 'stream';
 }
 
 export const blockbook: InterfaceModule<'blockbook'> = {

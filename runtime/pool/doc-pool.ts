@@ -12,11 +12,10 @@
 // BLOCKBOOK_BLOCKS).
 import type { ChainView } from '../upstreams/chain-view.ts';
 import type { Dispatch, Next } from '../dispatch.ts';
-import type { ForwardRequest, HeldRequest, HeldTarget } from '../proxy.ts';
+import type { HeldRequest, HeldTarget } from '../proxy.ts';
 import type { RouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
-import { blockbookJudged } from '../upstreams/throttle.ts';
 import { Flow, type FlowHost } from './flow.ts';
 import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
 
@@ -31,8 +30,6 @@ export interface DocBlocks {
   notFound(r: Buffered): boolean;
   /** The read (its endpoint, as the guard's call names it) whose answer names the head, and how it is served from the served tip; null: none is. */
   readonly head: { readonly endpoint: string; rules(view: ChainView, group: UpstreamGroup): HeadRules } | null;
-  /** The request as the pool sends it: where the interface's error answers must be judged for a throttle (throttle.ts). */
-  judged(request: ForwardRequest): ForwardRequest;
 }
 
 /** The rules of a held head read, and the upstreams it may be asked of. */
@@ -43,14 +40,11 @@ interface HeadRules extends HeldRules {
 export const ROSETTA_BLOCKS: DocBlocks = {
   notFound: (r) => notFound(r, true),
   head: { endpoint: 'network/status', rules: (view, group) => new RosettaHead(view, group) },
-  judged: (request) => request,
 };
 
 export const BLOCKBOOK_BLOCKS: DocBlocks = {
   notFound: (r) => notFound(r, false),
   head: null,
-  // Blockbook's error answers are judged for a provider's throttle text.
-  judged: (request) => blockbookJudged(request),
 };
 
 export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView, next: Next, blocks: DocBlocks): { dispatch: Dispatch; stats: PoolStats } {
@@ -75,7 +69,6 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
   };
   const dispatch: Dispatch = (target, request, g = group) => {
     budget.call();
-    request = blocks.judged(request);
     // What the guard found (doc-call.ts); a request without it names no block.
     const call = request.doc;
     if (head !== null && call?.endpoint === head.endpoint && view.tip >= 0) {

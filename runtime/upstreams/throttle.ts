@@ -98,23 +98,6 @@ export function blockbookThrottled(body: Buffer): boolean {
   }
 }
 
-/**
- * A Blockbook request in a pool, with its error answers (4xx, 500, 501:
- * Blockbook's own {"error": ...}) held whole and judged for a throttle; the
- * rest streams as the route asked. A held error that is no throttle is passed
- * on unchanged (interfaces/blockbook.ts).
- */
-export function blockbookJudged<R extends Judged>(request: R): R {
-  const classify = request.classify;
-  return { ...request, classify: (status: number, headers: IncomingHttpHeaders) => (status >= 400 && status < 502 ? 'buffer' : classify(status, headers)), throttled: blockbookThrottled };
-}
-
-/** What blockbookJudged changes of a request (proxy.ts ForwardRequest; named here without importing it, which imports this module). */
-interface Judged {
-  readonly classify: (status: number, headers: IncomingHttpHeaders) => 'stream' | 'buffer' | 'bad';
-  readonly throttled?: (body: Buffer) => boolean;
-}
-
 /** The first cooldown without a Retry-After, and the longest. */
 export const COOLDOWN_FIRST_MS = 1000;
 export const COOLDOWN_MAX_MS = 60_000;

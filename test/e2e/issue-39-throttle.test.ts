@@ -61,6 +61,7 @@ ${[
   - { path: writes, interface: evm-jsonrpc, listener: rpc, methods: evm, broadcast: one, upstreams: ["\${W1}", "\${W2}", "\${W3}"] }
   - { path: writes2, interface: evm-jsonrpc, listener: rpc, methods: evm, broadcast: one, upstreams: ["\${X1}", "\${X2}"] }
   - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB1}", "\${BB2}"] }
+  - { path: bitcoin-one, interface: blockbook, listener: explorer, upstreams: ["\${BB3}"] }
   - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${RO1}", "\${RO2}"] }
 `;
 
@@ -70,13 +71,14 @@ beforeAll(async () => {
   [ro1, ro2] = await Promise.all([startRosettaStub({ network: 'preprod' }), startRosettaStub({ network: 'preprod' })]);
   const evm = await Promise.all(EVM_NAMES.map(() => startThrottleStandin(anvil.url)));
   EVM_NAMES.forEach((n, i) => (S[n] = evm[i]!));
-  [S.BB1, S.BB2, S.RO1, S.RO2] = await Promise.all([startThrottleStandin(bb1.url), startThrottleStandin(bb2.url), startThrottleStandin(ro1.url), startThrottleStandin(ro2.url)]);
+  [S.BB1, S.BB2, S.BB3, S.RO1, S.RO2] = await Promise.all([startThrottleStandin(bb1.url), startThrottleStandin(bb2.url), startThrottleStandin(bb1.url), startThrottleStandin(ro1.url), startThrottleStandin(ro2.url)]);
   const built = await buildManifest('issue-39-throttle', MANIFEST);
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'throttle', key: KEY }]));
   const env: Record<string, string> = {};
   for (const n of EVM_NAMES) env[n] = S[n]!.url;
   env.BB1 = `${S.BB1!.url}/api`;
   env.BB2 = `${S.BB2!.url}/api`;
+  env.BB3 = `${S.BB3!.url}/api`;
   env.RO1 = S.RO1!.url;
   env.RO2 = S.RO2!.url;
   gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
@@ -321,6 +323,38 @@ describe('Blockbook: an {"error": ...} answer with a throttle text is a throttle
     const own = await request(`${S.BB2!.url}/api/v2/block/999999`);
     expect(r.statusCode).toBe(own.statusCode);
     expect(await r.body.text()).toBe(await own.body.text());
+  });
+});
+
+describe('Blockbook, a chain of one upstream: its {"error": ...} throttle is judged too', () => {
+  it('a 500 {"error":"...rate limit exceeded"}: the client gets 429 {"error":"Every upstream throttled"} with Retry-After, nothing reaches the node during its cooldown, then it answers again; its other errors pass on unchanged', async () => {
+    const get = async (id: string) => {
+      const r = await request(gw.url('explorer', `/bitcoin-one/v2/block/${id}`), { headers: { 'x-api-key': KEY } });
+      return { status: r.statusCode, headers: r.headers, text: await r.body.text() };
+    };
+    const bb = S.BB3!;
+    // Blockbook's own error that says nothing of a limit: as the node gave it (status and body), not a throttle.
+    const own = await request(`${bb.url}/api/v2/block/999999`);
+    const ownText = await own.body.text();
+    const notFound = await get('999999');
+    expect(notFound.status).toBe(own.statusCode);
+    expect(notFound.text).toBe(ownText);
+    expect(bb.throttledCount()).toBe(0);
+    let first = true;
+    bb.throttle = () => (first ? ((first = false), { status: 500, body: '{"error":"Too many requests, rate limit exceeded"}', retryAfter: '3' }) : undefined);
+    const a = await get('1');
+    expect(a.status, a.text).toBe(429);
+    expect(JSON.parse(a.text)).toEqual({ error: 'Every upstream throttled' });
+    expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(bb.throttledCount()).toBe(1);
+    // In its cooldown (its Retry-After: 3 s): answered by the gateway, the node not asked.
+    const asked = bb.arrivals.length;
+    const b = await get('1');
+    expect(b.status, b.text).toBe(429);
+    expect(bb.arrivals.length).toBe(asked);
+    // And back after it, with the node's own block.
+    await until(async () => (await get('1')).status === 200, 'the node back after its cooldown');
+    expect(JSON.parse((await get('1')).text).height).toBe(1);
   });
 });
 
