@@ -95,10 +95,14 @@ function chainFlow<K extends InterfaceKind>(
   // The layers, composed from the bottom, as undici's compose() stacks interceptors: a pool over the plain dispatch
   // (Forward) where the chain has several upstreams, the cache's layer over that where the chain is cached, the
   // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer); the cache's front
-  // around the forwarding, whose misses go through them all from the top. A cached EVM chain's calls bound for the
-  // same upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over the plain dispatch.
+  // around the forwarding, whose misses go through them all from the top. A cached EVM chain's (or an EVM pool's)
+  // calls bound for the same upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over
+  // the plain dispatch.
   const plain = plainDispatch(group);
-  const batches = cache !== null && route.interface === 'evm-jsonrpc' ? new ForwardBatches(plain, group, cache.spec.batch, services.log, route.path) : null;
+  // An EVM pool without the cache still sends each client batch's calls together where the pool sends them to the
+  // same upstreams (batch 1: only the calls of one client batch); a chain of one upstream without it pays nothing.
+  const batches =
+    route.interface === 'evm-jsonrpc' && (cache !== null || group.all.length > 1) ? new ForwardBatches(plain, group, cache?.spec.batch ?? 1, services.log, route.path) : null;
   const forwards = batches === null ? plain : batches.dispatch;
   let dispatch: Dispatch = forwards;
   const pooled = group.all.length > 1;

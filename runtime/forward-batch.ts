@@ -18,8 +18,10 @@
 //  - an upstream that answers a batch with anything but a batch answer takes
 //    no batches (Upstream.takesBatches, logged once): the calls go alone.
 // Held means a request with `hold` (a cache's flight, a pool's leg): nothing
-// is streamed to a client from here. A chain without the layer (no cache, or
-// a chain not EVM) pays nothing: chains.ts does not compose it.
+// is streamed to a client from here. An EVM pool without the cache has the
+// layer with batch 1 (only the calls of one client batch go together); a
+// chain without it (one upstream and no cache, or a chain not EVM) pays
+// nothing: chains.ts does not compose it.
 import type { Attempt, Next } from './dispatch.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';

@@ -28,6 +28,9 @@ let anvil: Anvil;
 let a: RecordingProxy;
 let b: RecordingProxy;
 let c: RecordingProxy;
+/** The two nodes of a pool with cache: off. */
+let d: RecordingProxy;
+let e: RecordingProxy;
 /** In front of anvil too, but answers a batch with a 429 while `limitBatches` > 0 (a provider's rate limit): its requests' bodies. */
 let limiter: Server;
 const limited: unknown[] = [];
@@ -43,6 +46,7 @@ beforeAll(async () => {
   accounts = (await anvil.rpc('eth_accounts')).result as string[];
   [a, b] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
   c = await startRecordingProxy(anvil.url);
+  [d, e] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
   limiter = createSafeServer(async (req, res) => {
     const r = await record(req);
     const doc = parseJson(r.body);
@@ -74,11 +78,12 @@ methodSets:
 chains:
   - { path: pool, interface: evm-jsonrpc, listener: rpc, chainId: ${CHAIN_ID}, methods: evm, upstreams: ["\${A}", "\${B}"] }
   - { path: lagging, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LAGGARD}", "\${HEALTHY}"] }
+  - { path: nocache, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: off, upstreams: ["\${D}", "\${E}"] }
   - { path: limited, interface: evm-jsonrpc, listener: rpc, methods: evm, selection: weighted, upstreams: [{ url: "\${LIMITER}", weight: 100 }, "\${C}"] }
 `,
   );
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fwd', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url, LAGGARD: laggard.url, HEALTHY: healthy.url, LIMITER: limiterUrl, C: c.url } });
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url, LAGGARD: laggard.url, HEALTHY: healthy.url, LIMITER: limiterUrl, C: c.url, D: d.url, E: e.url } });
   // servedTip: all: the lagging pool's tip is the laggard's head (a tip set before the laggard's first report stays
   // until the laggard passes it: four blocks more), 13 once anvil is at 16.
   await anvil.mine(4);
@@ -90,7 +95,7 @@ chains:
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all([a?.close(), b?.close(), c?.close(), limiter && close(limiter), laggard?.close(), healthy?.close()]);
+  await Promise.all([a?.close(), b?.close(), c?.close(), d?.close(), e?.close(), limiter && close(limiter), laggard?.close(), healthy?.close()]);
   await anvil?.stop();
 });
 
@@ -165,6 +170,35 @@ describe('a pool: calls bound for the same nodes go as one upstream batch (forwa
     expect(got.length).toBeGreaterThanOrEqual(calls.length / BATCH);
     expect(got.length).toBeLessThan(calls.length);
     console.log(`forward batches: a client batch of ${calls.length} reads reached the pool's nodes in ${got.length} requests`);
+  });
+
+  it('a pool with cache: off: a client batch of 20 reads still costs fewer than 20 upstream requests (its calls go together where the pool sends them to the same node), every answer anvil\'s own with the client\'s id; single calls go alone', { timeout: 30_000 }, async () => {
+    await until(async () => (await rpc('nocache', 'eth_blockNumber', [])).result === hex(16), 'the uncached pool knows the head');
+    const calls = reads(20, 7);
+    const truth = await Promise.all(calls.map(([m, p]) => anvil.rpc(m, p)));
+    const since: [number, number] = [d.requests.length, e.requests.length];
+    const ids = calls.map((_, i) => 1000 + i);
+    const r = await request(gw.url('rpc', '/nocache'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify(calls.map(([method, params], i) => ({ jsonrpc: '2.0', id: ids[i], method, params }))),
+    });
+    const text = await r.body.text();
+    expect(r.statusCode, text).toBe(200);
+    const items = JSON.parse(text) as { id: number; result?: unknown }[];
+    items.forEach((x, i) => expect(x, `${calls[i]![0]} ${JSON.stringify(calls[i]![1])}`).toEqual({ jsonrpc: '2.0', id: ids[i], result: truth[i]!.result }));
+    const got = [...d.requests.slice(since[0]), ...e.requests.slice(since[1])];
+    expect(callsIn(got)).toHaveLength(calls.length);
+    expect(got.length).toBeLessThan(calls.length);
+    // Without the cache, single calls of one turn are not held for others (batch 1): each goes alone.
+    const before: [number, number] = [d.requests.length, e.requests.length];
+    const singles = reads(4, 11);
+    const answers = await pipelinedRequests(gw.ports.rpc!, '/nocache', KEY, singles.map(([method, params], i) => JSON.stringify({ jsonrpc: '2.0', id: i + 1, method, params })));
+    for (const x of answers) expect(x.status).toBe(200);
+    const alone = [...d.requests.slice(before[0]), ...e.requests.slice(before[1])];
+    expect(alone).toHaveLength(singles.length);
+    expect(alone.some((x) => Array.isArray(x.json))).toBe(false);
+    console.log(`forward batches, cache: off: a client batch of ${calls.length} reads reached the pool's nodes in ${got.length} requests`);
   });
 
   it('single calls of one turn (cache.batch) go together in a pool too: fewer upstream requests than calls, each client anvil\'s answer', { timeout: 30_000 }, async () => {
