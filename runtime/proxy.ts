@@ -247,6 +247,8 @@ export class Forward implements Dispatcher.DispatchHandler {
   private deadline: NodeJS.Timeout | null = null;
   /** The client went away: abort whatever attempt is under way. */
   private cancelled = false;
+  /** The call's deadline passed before undici started the attempt (it waited for a connection): aborted when it starts. */
+  private late = false;
   private ended = false;
 
   /** Where a streamed answer is written; null for a held request. */
@@ -316,6 +318,10 @@ export class Forward implements Dispatcher.DispatchHandler {
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
     // The head is waited for until the deadline: less than the pool's own wait on a retry, or for a shortened request (a pool's try again).
     const wait = Math.max(1, Math.round(left));
+    this.clearDeadline();
+    this.late = false;
+    // undici's head timeout alone overshoots a short wait by up to a second (its coarse timers): a timer of our own ends it.
+    if (wait < u.timeoutMs) this.deadline = setTimeout(this.tooSlow, wait);
     u.pool.dispatch({ path: req.path(u), method: req.method, headers, body: req.body, headersTimeout: wait < u.timeoutMs ? wait : undefined }, this);
   }
 
@@ -330,10 +336,13 @@ export class Forward implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     if (this.cancelled) controller.abort(clientGone());
+    else if (this.late) controller.abort(answerLate());
   }
 
   onResponseStart(controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
     if (status < 200) return; // 1xx: the answer follows
+    // The head came: a retry's own timer for it is done (a held answer gets the rest of the deadline below).
+    this.clearDeadline();
     this.status = status;
     this.headers = headers;
     const req = this.req;
@@ -378,8 +387,16 @@ export class Forward implements Dispatcher.DispatchHandler {
 
   private readonly tooSlow = (): void => {
     this.deadline = null;
-    this.controller?.abort(Object.assign(new Error('upstream answer not complete in time'), { code: 'GW_ANSWER_TIMEOUT' }));
+    if (this.controller === null) this.late = true;
+    else this.controller.abort(answerLate());
   };
+
+  private clearDeadline(): void {
+    if (this.deadline !== null) {
+      clearTimeout(this.deadline);
+      this.deadline = null;
+    }
+  }
 
   /** Ends Buffer mode's bookkeeping: the deadline and the bytes held. */
   private release(): void {
@@ -544,6 +561,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     const u = this.u;
     const res = this.sink;
     this.headPending = false;
+    this.clearDeadline();
     if (this.mode !== Mode.Stream) {
       this.chunks = null;
       this.release();
@@ -562,6 +580,10 @@ export class Forward implements Dispatcher.DispatchHandler {
     if (this.canRetry && (this.req.idempotent || c.neverReceived)) return this.retryElsewhere(u, last);
     this.end(last);
   }
+}
+
+function answerLate(): Error {
+  return Object.assign(new Error('upstream answer not complete in time'), { code: 'GW_ANSWER_TIMEOUT' });
 }
 
 function clientGone(): Error {

@@ -67,6 +67,14 @@ beforeAll(async () => {
       else setTimeout(answer, 3000).unref();
     });
   });
+  // Slow like s1: slowchain's second upstream.
+  const s1b = await serve((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c)).on('end', () => {
+      if (body.includes('eth_blockNumber')) res.writeHead(200, { 'content-type': 'application/json' }).end(pollAnswer(body, '0x1'));
+      else setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x1"}'), 3000).unref();
+    });
+  });
   const s2 = await serve((req, res) => req.resume().on('end', () => res.writeHead(200, { 'content-type': 'text/html' }).end('<html>502 Bad Gateway</html>')));
   // Passes health checks (eth_blockNumber), fails every real request. Once
   // `failHoldsChecks` is set, a failed call also makes it hold health checks
@@ -181,7 +189,7 @@ chains:
       - { url: "\${C_URL}", role: fallback }
       - "\${D_URL}"
   # Pools of a toy node that answers eth_blockNumber alone: rewriteTags off, or the polls for the tags' blocks would find no head.
-  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, upstreams: [{ url: "${s1.url}", weight: 100 }, "\${B_URL}"] }
+  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, upstreams: ["${s1.url}", "${s1b.url}"] }
   - { path: garbagechain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, upstreams: [{ url: "${s2.url}", weight: 100 }, "\${B_URL}"] }
   - { path: failchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["${s3.url}"] }
   - { path: bigchain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "${s4.url}", connections: 2 }] }
@@ -349,13 +357,17 @@ describe('failover', () => {
 });
 
 describe('bad upstreams', () => {
-  it('retries a read on another upstream after a timeout', async () => {
+  it('a read whose upstreams give no answer within timeoutMs gets the timeout (504) at that one deadline: a retry on the other upstream does not run past it', async () => {
     await until((ups) => ups.every((u) => u.state === 'up'), 'slowchain');
-    pb.clear();
+    // Both answer in 3 s, the call's timeoutMs is 800. Before one deadline per call, the retry on the other got
+    // 800 ms more: the client waited 1.6 s or more. The bound is twice the deadline, far above the deadline's own.
+    const began = performance.now();
     const r = await send('/slowchain');
-    expect(r.status).toBe(200);
-    expect(r.json().result).toBe('0x1');
-    expect(pb.requests).toHaveLength(1);
+    const took = performance.now() - began;
+    expect(r.status, r.text).toBe(504);
+    expect(r.json().error.code).toBe(-32051);
+    expect(took).toBeLessThan(1600);
+    expect(gw.lines.some((l) => l.includes('"upstream_failed"') && l.includes('"slowchain#') && l.includes('"timeout"'))).toBe(true);
   });
 
   it('treats an HTML answer as a failure and retries the read elsewhere', async () => {
