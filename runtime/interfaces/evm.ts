@@ -107,7 +107,7 @@ class EvmRoute implements RouteHandler {
       fast !== null &&
       fast.kind === 'forward' &&
       (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams))) &&
-      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call))
+      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call, fast.calls))
     )
       return fast;
     return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
@@ -126,7 +126,7 @@ class EvmRoute implements RouteHandler {
   /** The upstream request of a call or batch (made only when something goes upstream). */
   private readonly request = (x: Exchange, d: Forwarded): ForwardRequest => {
     const merge = d.merge;
-    return forwardRequest(
+    const r = forwardRequest(
       this.route,
       'POST',
       rpcPath,
@@ -141,6 +141,8 @@ class EvmRoute implements RouteHandler {
       answerThrottled,
       d.call,
     );
+    // A batch's calls as the guard made them: a pool splits the batch with them (a single call pays nothing).
+    return d.calls === null ? r : { ...r, calls: d.calls };
   };
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
