@@ -52,12 +52,15 @@ const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 class EvmRoute implements RouteHandler {
   /** null with validate: off. */
   private readonly params: EvmParamsCheck | null;
+  /** Whether a layer below splits a client batch (splitsBatches): the guard makes each call's Call for it. */
+  private readonly batchCalls: boolean;
 
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly s: RouteServices<'evm-jsonrpc'>,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
+    this.batchCalls = splitsBatches(route);
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -81,7 +84,7 @@ class EvmRoute implements RouteHandler {
     const d =
       p !== null && (p.methods !== null || p.contracts !== null)
         ? this.checkWithPolicy(buf, p, max)
-        : checkEvmBody(buf, this.route.methods, max, this.params);
+        : checkEvmBody(buf, this.route.methods, max, this.params, this.batchCalls);
     x.label = d.label;
     if (d.kind === 'reply') {
       // Only a batch over the limit is answered with more calls than the limit: refused as the chain's
@@ -102,7 +105,7 @@ class EvmRoute implements RouteHandler {
    * upstream is the canonical call that was checked.
    */
   private checkWithPolicy(buf: Buffer, p: KeyPolicy, max: number): EvmDecision {
-    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max);
+    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max, this.batchCalls);
     if (
       fast !== null &&
       fast.kind === 'forward' &&
@@ -356,3 +359,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     },
   },
 };
+
+/** Whether a layer of the chain splits a client batch into its calls: a pool, the cache's batch path, the eth_getLogs ranges. */
+function splitsBatches(route: EvmRouteSpec): boolean {
+  return route.cache === true || route.upstreams.length > 1 || wantsLogRanges(route);
+}

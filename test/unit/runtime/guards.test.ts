@@ -238,6 +238,8 @@ describe('EVM guard fast path', () => {
       ['{"method":"eth_chainId","jsonrpc":"2.0"}', 'eth_chainId', 'null', true, [], null],
     ]);
     expect((calls[0]!.body as Buffer).buffer, "a view of the body, not a copy").toBe(batch.buffer);
+    // Where no layer splits batches (one upstream, no cache): none is made.
+    expect(scanPlainRpc(batch, many, 10, false)).toMatchObject({ kind: 'forward', methods: ['eth_getBalance', 'eth_chainId'], calls: null });
     // Only notifications: the node answers with no body, and that is a good answer.
     expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
     expect(scan('[{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber"}]')).toMatchObject({ kind: 'forward', answered: false });
