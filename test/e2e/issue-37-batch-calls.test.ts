@@ -9,7 +9,8 @@
 // call. Two nodes (anvil behind recording proxies) make each chain a pool.
 // Before the batch's decision carried its Calls, each call of a pooled batch
 // was parsed twice: its params by the guard, then its body again by the
-// cache's Call (cache on) or the pool's split (cache off).
+// cache's Call (cache on) or the pool's split (cache off, and the calls a
+// cache does not take, which go on together as the batch's rest).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -74,8 +75,8 @@ interface Sent {
   data: string[];
 }
 
-/** A batch: two eth_calls whose data are their own markers, at block 1 (cacheable by number), and an eth_chainId. */
-async function markedBatch(chain: string): Promise<Sent> {
+/** A batch: two eth_calls whose data are their own markers, at block 1 (cacheable by number) or at `second`, and an eth_chainId. */
+async function markedBatch(chain: string, second = '0x1'): Promise<Sent> {
   const data = [0, 1].map(() => `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`);
   const first = serial;
   const r = await request(gw.url('rpc', `/${chain}`), {
@@ -83,7 +84,7 @@ async function markedBatch(chain: string): Promise<Sent> {
     headers: { 'content-type': 'application/json', 'x-api-key': KEY },
     body: JSON.stringify([
       { jsonrpc: '2.0', id: first - 1, method: 'eth_call', params: [{ to: TO, data: data[0] }, '0x1'] },
-      { jsonrpc: '2.0', id: first, method: 'eth_call', params: [{ to: TO, data: data[1] }, '0x1'] },
+      { jsonrpc: '2.0', id: first, method: 'eth_call', params: [{ to: TO, data: data[1] }, second] },
       { jsonrpc: '2.0', id: 'chain', method: 'eth_chainId' },
     ]),
   });
@@ -120,6 +121,16 @@ describe("a client batch's calls, parsed once each (issue 37)", () => {
 
   it("a pooled batch of cache misses (validate: params): the guard parses each call's params, and neither the cache nor the pool parses a call again", async () => {
     const s = await markedBatch('cached');
+    expectAnswered(s);
+    expect(s.xCache, 'the calls went upstream').toBe('MISS');
+    for (const data of s.data) {
+      expect(reached(data), 'each call sent to one node').toBe(1);
+      expect(parsesOf(data), 'parses of the call in the gateway').toBe(1);
+    }
+  });
+
+  it('a pooled batch with a call the cache does not take (at pending): that call goes on with the rest, and the pool splits the rest with the guard\'s Calls', async () => {
+    const s = await markedBatch('cached', 'pending');
     expectAnswered(s);
     expect(s.xCache, 'the calls went upstream').toBe('MISS');
     for (const data of s.data) {
