@@ -7,10 +7,13 @@
 // through: made of what it found (the method, the id's span) and of what it
 // parsed anyway (the params it checked with validate: params, or the whole
 // call on its general path). Where the guard parsed nothing (its fast path
-// with validate: off), the body is parsed when a layer first asks, once. The
-// cache and the pool make one for each call of a batch they split (a batch's
-// decision has none), and the pool reads one from a body that came without it
-// (pool/call.ts). Every layer reads the same Call from the ForwardRequest
+// with validate: off), the body is parsed when a layer first asks, once. For
+// a batch on its fast path the guard makes one per call too (the decision's
+// `calls`, each with its own bytes of the body and its id's span), and the
+// cache and the pool split the batch with those while the body is still the
+// guard's; elsewhere they make one for each call of a batch they split, and
+// the pool reads one from a body that came without it (pool/call.ts). Every
+// layer reads the same Call from the ForwardRequest
 // (`call`). Below the guard, the cache and the pool: it imports only the
 // method traits table and the JSON scanner.
 import { traitsOf, type MethodTraits } from './evm-methods.ts';
@@ -41,6 +44,9 @@ interface Where {
 
 const NOT_PARSED = Symbol('not parsed');
 
+/** A Call's id start when the guard found it has none (a notification of a batch). */
+export const NO_ID = -2;
+
 /** Bodies parsed whole by a Call, in this process (for tests: a call is parsed at most once, by the guard or here). */
 export const callParses = { count: 0 };
 
@@ -54,7 +60,8 @@ export class Call {
   /**
    * `body`: the call's own text, exactly as it goes upstream (a layer that
    * sends other bytes makes its request without this Call); `idStart`/`idEnd`:
-   * where its id is in it, -1 when not known yet (found when first asked).
+   * where its id is in it, -1 when not known yet (found when first asked),
+   * NO_ID for a call of a batch that has none (a notification).
    * Nothing is read of the body until a layer asks.
    */
   constructor(
@@ -106,12 +113,18 @@ export class Call {
     if (this.id === null) {
       const b = bytes(this.body);
       if (this.idStart >= 0) this.id = b.toString('utf8', this.idStart, this.idEnd);
+      else if (this.idStart === NO_ID) this.id = 'null';
       else {
         const spans = answerSpans(b, MAX_ANSWER_DEPTH);
         this.id = spans === null || spans.idStart === -1 ? 'null' : b.toString('utf8', spans.idStart, spans.idEnd);
       }
     }
     return this.id;
+  }
+
+  /** A notification: a call of a batch the guard found without an id (the node answers nothing for it). */
+  get notification(): boolean {
+    return this.idStart === NO_ID;
   }
 
   /** The call parsed (once, at the first ask); undefined when its body is not JSON. */

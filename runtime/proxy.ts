@@ -72,6 +72,14 @@ export interface ForwardRequest {
    */
   readonly call?: Call;
   /**
+   * A client batch's calls, in order, as the guard made them (each with its
+   * own bytes of `body` and its id): the pool splits the batch with them
+   * instead of the bytes. Only as long as `body` is the batch they were
+   * made of: a layer that sends other bytes sets it to what they are, or
+   * leaves it out.
+   */
+  readonly calls?: readonly Call[];
+  /**
    * The calls of one client's batch share this: the forward layer sends them
    * to a node together, with cache.batch 1 too (forward-batch.ts).
    */

@@ -10,6 +10,7 @@ import { MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { CLOSE, COMMA, OPEN } from './evm-types.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
+import type { Call } from '../evm-call.ts';
 import { X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import { isCacheable } from './policy.ts';
 import type { BuildRequest, EvmCache, EvmCall } from './evm-types.ts';
@@ -26,8 +27,8 @@ const EMPTY_BATCH = Buffer.from('[]');
  */
 export function serveBatch(cache: EvmCache, x: Exchange, d: EvmCall, build: BuildRequest): boolean {
   const methods = d.methods!;
-  const b = typeof d.body === 'string' ? Buffer.from(d.body) : d.body;
-  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
+  // The guard's calls where it made them (each its own bytes and id: nothing is parsed again), or the body split here.
+  const items = d.calls !== null ? d.calls.map(guardItem) : bodyItems(d.body);
   if (items === null || items.length !== methods.length) return false;
   // The client's positions: the guard's own (refused calls answered in place), or one per call.
   const slots: MergeSlot[] = d.merge !== null ? d.merge.slots.slice() : items.map((it) => (it.id === null ? null : { forwardedId: it.id }));
@@ -42,26 +43,46 @@ export function serveBatch(cache: EvmCache, x: Exchange, d: EvmCall, build: Buil
   }
   // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others): the
   // forward layer holds them till the end of the turn and sends those bound for the same upstreams as one batch.
-  const template: ForwardRequest = { ...build(x, d), together: x };
+  const template: ForwardRequest = { ...build(x, d), together: x, calls: undefined };
   const batch = new CachedBatch(x, slots);
   const rest: Buffer[] = [];
+  const restCalls: Call[] = [];
   let restAnswered = false;
   for (let i = 0; i < items.length; i++) {
     const it = items[i]!;
-    const call = b.subarray(it.start, it.end);
     // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
-    if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, call, template, x, d, build)) continue;
-    rest.push(call);
+    if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, it.text, template, x, d, build, it.call)) continue;
+    rest.push(it.text);
+    if (it.call !== null) restCalls.push(it.call);
     if (at[i] !== -1) restAnswered = true;
   }
   if (batch.parts === 0) return false;
   if (rest.length > 0) {
     const body = Buffer.concat([OPEN, ...rest.flatMap((c, k) => (k === 0 ? [c] : [COMMA, c])), CLOSE]);
     batch.expectRest();
-    cache.core.send(new RestPart(batch, cache), { ...template, body, emptyOk: !restAnswered });
+    // The rest's calls are the guard's, where it made them: the pool splits the rest with them.
+    const calls = restCalls.length === rest.length ? restCalls : undefined;
+    cache.core.send(new RestPart(batch, cache), { ...template, body, emptyOk: !restAnswered, calls });
   }
   batch.sent();
   return true;
+}
+
+/** A call of the client's batch: its own bytes, its id as it came (null: a notification), the guard's Call if any. */
+interface Item {
+  readonly text: Buffer;
+  readonly id: string | null;
+  readonly call: Call | null;
+}
+
+function guardItem(c: Call): Item {
+  return { text: typeof c.body === 'string' ? Buffer.from(c.body) : c.body, id: c.notification ? null : c.idJson, call: c };
+}
+
+function bodyItems(body: Buffer | string): Item[] | null {
+  const b = typeof body === 'string' ? Buffer.from(body) : body;
+  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
+  return items === null ? null : items.map((it) => ({ text: b.subarray(it.start, it.end), id: it.id, call: null }));
 }
 
 function isForwarded(slot: MergeSlot): boolean {
@@ -89,9 +110,9 @@ class CachedBatch {
     private readonly slots: MergeSlot[],
   ) {}
 
-  take(cache: EvmCache, slot: number, method: string, call: Buffer, template: ForwardRequest, x: Exchange, d: EvmCall, build: BuildRequest): boolean {
+  take(cache: EvmCache, slot: number, method: string, call: Buffer, template: ForwardRequest, x: Exchange, d: EvmCall, build: BuildRequest, given: Call | null): boolean {
     this.pending++;
-    if (cache.take(new BatchCall(this, slot), method, call, -1, -1, template, x, d, build)) {
+    if (cache.take(new BatchCall(this, slot), method, call, -1, -1, template, x, d, build, given)) {
       this.parts++;
       return true;
     }

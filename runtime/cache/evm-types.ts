@@ -5,6 +5,7 @@ import type { ForwardRequest } from '../proxy.ts';
 import type { FlightMember } from './common.ts';
 import type { CacheCore } from './core.ts';
 import type { Scope } from './policy.ts';
+import type { Call } from '../evm-call.ts';
 
 /** What the EVM route hands its forwarder: the guard's decision on the call or batch. */
 export type EvmCall = Extract<EvmDecision, { kind: 'forward' }>;
@@ -19,7 +20,7 @@ export interface EvmFlight {
 /** The EVM cache, as its batches see it (evm.ts). */
 export interface EvmCache {
   readonly core: CacheCore;
-  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, x: Exchange, d: EvmCall, build: BuildRequest): boolean;
+  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, x: Exchange, d: EvmCall, build: BuildRequest, given?: Call | null): boolean;
 }
 
 export const OPEN = Buffer.from('[');

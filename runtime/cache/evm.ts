@@ -68,8 +68,9 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
    * False when the cache does not take it. `idStart`/`idEnd`: where the id is,
    * as the guard's fast path found it (-1 to find it here). The request that
    * goes upstream is `template` with this call as its body, or the route's own.
+   * `given`: a batch's call as the guard made it (its body is `b`).
    */
-  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, x: Exchange, d: EvmCall, build: BuildRequest): boolean {
+  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, x: Exchange, d: EvmCall, build: BuildRequest, given: Call | null = null): boolean {
     // The key is the call as sent with its id cut out. (The guard has checked the body: one object, this one method.)
     if (idStart < 0) {
       const spans = answerSpans(b, MAX_ANSWER_DEPTH);
@@ -101,16 +102,16 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
       joined.join(m, idJson);
       return true;
     }
-    // The call as it goes upstream: the guard's (the route's own body), or this call of a client's batch, made
-    // here. Its body is parsed at most once (the guard may have: its params, with validate: params); the layers
+    // The call as it goes upstream: the guard's (the route's own body, or this call of a client's batch, where the
+    // guard made one), or this call of a client's batch, made here. Its body is parsed at most once (the guard may have: its params, with validate: params); the layers
     // below (a pool) read the same Call from the request.
-    const call = template === null && d.call !== null ? d.call : new Call(template === null ? d.body : b, method, idStart, idEnd);
+    const call = given ?? (template === null && d.call !== null ? d.call : new Call(template === null ? d.body : b, method, idStart, idEnd));
     // Params that name a key twice may mean another block to the node than to JSON.parse: forwarded, never kept
     // or coalesced. Only a chain with validate: off sends them as they came; where params are checked, the guard
     // has already re-serialized them.
     let params: unknown;
     // Checked by the guard: by position (or none), and read there.
-    if (this.route.validate && template === null) params = call.params;
+    if (this.route.validate && (template === null || given !== null)) params = call.params;
     else {
       const doc = call.doc as { params?: unknown } | undefined;
       if (doc === undefined || (!this.route.validate && hasDuplicateKeys(b, doc))) return false;

@@ -38,6 +38,14 @@ export type EvmDecision =
        * whole call), so no layer parses it again; null for a batch.
        */
       readonly call: Call | null;
+      /**
+       * A batch's forwarded calls, in order, each as it travels (its own
+       * bytes of `body`, its id, the params the guard read of it): the
+       * layers that split the batch (the cache, the pool) read them instead
+       * of the bytes. Only while the body is `body`; null for a single call,
+       * or where the guard made none (the body is split as it comes).
+       */
+      readonly calls: readonly Call[] | null;
     };
 
 export interface BatchMerge {

@@ -32,10 +32,10 @@ const EMPTY: readonly unknown[] = [];
 /**
  * The calls the fast path just scanned, `methods` in order (a single call:
  * `label`), all have valid params. False sends the body to the general path.
- * A single call's `call` is given the params as read here: no layer parses
- * the body for them again.
+ * A single call's `call` (a batch's `calls`, each) is given the params as
+ * read here: no layer parses the body for them again.
  */
-export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: string, methods: readonly string[] | null, call: Call | null = null): boolean {
+export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: string, methods: readonly string[] | null, call: Call | null = null, calls: readonly Call[] | null = null): boolean {
   const n = methods === null ? 1 : methods.length;
   const { starts, ends } = paramSpans;
   for (let i = 0; i < n; i++) {
@@ -59,6 +59,7 @@ export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: st
     }
     if (validate !== null && !validate(params)) return false;
     if (call !== null) call.paramsAre(params as readonly unknown[]);
+    else if (calls !== null) calls[i]!.paramsAre(params as readonly unknown[]);
   }
   return true;
 }

@@ -84,10 +84,11 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 /**
  * Parses and checks one request body. `buf` is already within maxBodyBytes.
  * With `params` (validate: params), every call's params are checked too.
+ * `batchCalls`: a batch's decision carries its calls' Calls (where a layer splits batches).
  */
-export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null): EvmDecision {
-  const fast = scanPlainRpc(buf, allowed, maxBatchSize);
-  if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods, fast.call)))) return fast;
+export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null, batchCalls = true): EvmDecision {
+  const fast = scanPlainRpc(buf, allowed, maxBatchSize, batchCalls);
+  if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods, fast.call, fast.calls)))) return fast;
   return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params);
 }
 
@@ -158,6 +159,7 @@ export function checkEvmBodyGeneral(
       idEnd: -1,
       // Parsed here: the Call is what was parsed, as the body sent reads (the canonical one has only the four keys).
       call: Call.parsedAs(body, method, raw ? doc : canonicalDoc(it)),
+      calls: null,
     };
   }
 
@@ -203,9 +205,9 @@ export function checkEvmBodyGeneral(
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
     if (allCanonical && rawSafe && !hasDuplicateKeys(buf, doc)) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null };
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: null };
     }
-    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null };
+    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: null };
   }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { ready: string } => s !== null && 'ready' in s).map((s) => s.ready);
@@ -213,7 +215,7 @@ export function checkEvmBodyGeneral(
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
   const body = `[${forwarded.map(canonicalJson).join(',')}]`;
-  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null };
+  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: null };
 }
 
 /** A call check that asks the key's own check (if any), then refuses invalid params. */

@@ -52,12 +52,15 @@ const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 class EvmRoute implements RouteHandler {
   /** null with validate: off. */
   private readonly params: EvmParamsCheck | null;
+  /** Whether a layer below splits a client batch (splitsBatches): the guard makes each call's Call for it. */
+  private readonly batchCalls: boolean;
 
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly s: RouteServices<'evm-jsonrpc'>,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
+    this.batchCalls = splitsBatches(route);
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -81,7 +84,7 @@ class EvmRoute implements RouteHandler {
     const d =
       p !== null && (p.methods !== null || p.contracts !== null)
         ? this.checkWithPolicy(buf, p, max)
-        : checkEvmBody(buf, this.route.methods, max, this.params);
+        : checkEvmBody(buf, this.route.methods, max, this.params, this.batchCalls);
     x.label = d.label;
     if (d.kind === 'reply') {
       // Only a batch over the limit is answered with more calls than the limit: refused as the chain's
@@ -102,12 +105,12 @@ class EvmRoute implements RouteHandler {
    * upstream is the canonical call that was checked.
    */
   private checkWithPolicy(buf: Buffer, p: KeyPolicy, max: number): EvmDecision {
-    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max);
+    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max, this.batchCalls);
     if (
       fast !== null &&
       fast.kind === 'forward' &&
       (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams))) &&
-      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call))
+      (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call, fast.calls))
     )
       return fast;
     return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
@@ -126,7 +129,7 @@ class EvmRoute implements RouteHandler {
   /** The upstream request of a call or batch (made only when something goes upstream). */
   private readonly request = (x: Exchange, d: Forwarded): ForwardRequest => {
     const merge = d.merge;
-    return forwardRequest(
+    const r = forwardRequest(
       this.route,
       'POST',
       rpcPath,
@@ -141,6 +144,8 @@ class EvmRoute implements RouteHandler {
       answerThrottled,
       d.call,
     );
+    // A batch's calls as the guard made them: a pool splits the batch with them (a single call pays nothing).
+    return d.calls === null ? r : { ...r, calls: d.calls };
   };
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
@@ -354,3 +359,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     },
   },
 };
+
+/** Whether a layer of the chain splits a client batch into its calls: a pool, the cache's batch path, the eth_getLogs ranges. */
+function splitsBatches(route: EvmRouteSpec): boolean {
+  return route.cache === true || route.upstreams.length > 1 || wantsLogRanges(route);
+}

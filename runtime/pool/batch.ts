@@ -48,6 +48,28 @@ const CLOSE = Buffer.from(']');
 export function splitBatch(single: Dispatch, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
   const body = request.body;
   if (body === null || firstByte(body) !== 0x5b) return null; // '['
+  // The guard's calls, while the body is still the batch it made them of: nothing is parsed again.
+  const calls = request.calls === undefined ? readItems(body) : guardItems(request.calls);
+  if (calls === null) return null;
+  const batch = new PoolBatch(target, request, calls, log, chain);
+  batch.start(single);
+  return batch;
+}
+
+/** The calls of a batch as the guard made them; null when none has an id (sent as it is). */
+function guardItems(calls: readonly Call[]): BatchItem[] | null {
+  const items: BatchItem[] = [];
+  let answered = 0;
+  for (const c of calls) {
+    const idJson = c.notification ? null : c.idJson;
+    if (idJson !== null) answered++;
+    items.push({ text: typeof c.body === 'string' ? Buffer.from(c.body) : c.body, idJson, call: c });
+  }
+  return answered === 0 ? null : items;
+}
+
+/** The calls of a batch body, each parsed once here; null when it is not a batch with a call to answer. */
+function readItems(body: Buffer | string): BatchItem[] | null {
   const b = typeof body === 'string' ? Buffer.from(body) : body;
   const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
   if (items === null || items.length === 0) return null;
@@ -61,10 +83,7 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
     if (idJson !== null) answered++;
     calls.push({ text, idJson, call: Call.read(text, spans.idStart, spans.idEnd) });
   }
-  if (answered === 0) return null;
-  const batch = new PoolBatch(target, request, calls, log, chain);
-  batch.start(single);
-  return batch;
+  return answered === 0 ? null : calls;
 }
 
 function firstByte(body: Buffer | string): number {
@@ -82,7 +101,7 @@ interface BatchItem {
   readonly text: Buffer;
   /** Its id as it came (a long number keeps its digits); null: a notification. */
   readonly idJson: string | null;
-  /** The call, parsed once here: the pool reads it from the call's request (null: not a JSON-RPC call). */
+  /** The call, the guard's or parsed once here: the pool reads it from the call's request (null: not a JSON-RPC call). */
   readonly call: Call | null;
 }
 
@@ -115,7 +134,7 @@ class PoolBatch implements Cancelable {
   start(single: Dispatch): void {
     // Each call's answer is held: it is one item of the batch's answer. The calls are one client batch: those the
     // pool sends to the same upstreams may go there together (forward-batch.ts).
-    const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this };
+    const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this, calls: undefined };
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;

@@ -225,11 +225,21 @@ describe('EVM guard fast path', () => {
       const b = Buffer.from(text);
       // A single call's id where the answer scanner (the cache's own way) finds it.
       const id = method === null ? { idStart: -1, idEnd: -1 } : answerSpans(b, MAX_ANSWER_DEPTH)!;
-      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null, idStart: id.idStart, idEnd: id.idEnd, call: method === null ? null : expect.any(Call) });
+      expect(scanPlainRpc(b, many, 10), text).toEqual({ kind: 'forward', body: b, label: method ?? 'batch', count, idempotent: true, answered: true, merge: null, methods: method === null ? ['eth_chainId', 'eth_blockNumber'] : null, idStart: id.idStart, idEnd: id.idEnd, call: method === null ? null : expect.any(Call), calls: method === null ? [expect.any(Call), expect.any(Call)] : null });
       // A single call's Call: its method and id as the scan found them, its body the very bytes.
       const call = (scanPlainRpc(b, many, 10) as Extract<EvmDecision, { kind: 'forward' }>).call;
       if (method !== null) expect([call!.body, call!.method, call!.idJson]).toEqual([b, method, b.toString('utf8', id.idStart, id.idEnd)]);
     }
+    // A batch's Calls: each its own bytes of the body, its method, its id (or none: a notification), its params.
+    const batch = Buffer.from('[{"jsonrpc":"2.0","id":"a","method":"eth_getBalance","params":["0x742d35cc6634c0532925a3b844bc454e4438f44e","0x1"]}, {"method":"eth_chainId","jsonrpc":"2.0"}]');
+    const calls = (scanPlainRpc(batch, many, 10) as Extract<EvmDecision, { kind: 'forward' }>).calls!;
+    expect(calls.map((c) => [c.body.toString(), c.method, c.idJson, c.notification, c.params, c.block])).toEqual([
+      ['{"jsonrpc":"2.0","id":"a","method":"eth_getBalance","params":["0x742d35cc6634c0532925a3b844bc454e4438f44e","0x1"]}', 'eth_getBalance', '"a"', false, ['0x742d35cc6634c0532925a3b844bc454e4438f44e', '0x1'], 1],
+      ['{"method":"eth_chainId","jsonrpc":"2.0"}', 'eth_chainId', 'null', true, [], null],
+    ]);
+    expect((calls[0]!.body as Buffer).buffer, "a view of the body, not a copy").toBe(batch.buffer);
+    // Where no layer splits batches (one upstream, no cache): none is made.
+    expect(scanPlainRpc(batch, many, 10, false)).toMatchObject({ kind: 'forward', methods: ['eth_getBalance', 'eth_chainId'], calls: null });
     // Only notifications: the node answers with no body, and that is a good answer.
     expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
     expect(scan('[{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber"}]')).toMatchObject({ kind: 'forward', answered: false });
@@ -357,7 +367,12 @@ describe('EVM guard fast path', () => {
         if (general.kind !== 'forward') throw new Error(`general path refused a body the fast path took: ${buf.toString('latin1')}`);
         // The same decision, except that the general path may send a re-serialization of the same document.
         if (fast.kind !== 'forward') throw new Error('the fast path only forwards');
-        expect({ ...general, body: buf, idStart: fast.idStart, idEnd: fast.idEnd, call: fast.call }).toEqual(fast);
+        expect({ ...general, body: buf, idStart: fast.idStart, idEnd: fast.idEnd, call: fast.call, calls: fast.calls }).toEqual(fast);
+        // A batch's Calls: each call of the document, in order, with its id (none: a notification).
+        if (fast.calls !== null) {
+          const doc = JSON.parse(buf.toString('utf8')) as { id?: unknown; method: string; params?: unknown }[];
+          expect(fast.calls.map((c) => [JSON.parse(c.body.toString()), c.method, c.notification, c.notification ? undefined : JSON.parse(c.idJson)])).toEqual(doc.map((d) => [d, d.method, d.id === undefined, d.id]));
+        }
         // The same call: the general path's Call (parsed) and the fast path's (read when asked) name the same method and params.
         expect([general.call?.method, general.call?.params]).toEqual([fast.call?.method, fast.call?.params]);
         // A single call's id where the cache's answer scanner finds it (the cache trusts the fast path's span).

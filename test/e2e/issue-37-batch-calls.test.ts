@@ -1,0 +1,150 @@
+// Issue 37, "one Call, parsed once", for a client's batch: the guard's
+// decision on a batch carries one Call per call (evm-call.ts; the fast path
+// makes them, with the params it read for validate: params), and the layers
+// that split the batch, the cache (cache/evm-batch.ts) and the pool
+// (pool/batch.ts), use those instead of parsing each call again. The gateway
+// runs with a preload (test/support/count-parses.mjs) that logs every
+// JSON.parse of a text holding a marker; each eth_call of a batch carries a
+// marker of its own, so the log says how many times the gateway parsed that
+// call. Two nodes (anvil behind recording proxies) make each chain a pool.
+// Before the batch's decision carried its Calls, each call of a pooled batch
+// was parsed twice: its params by the guard, then its body again by the
+// cache's Call (cache on) or the pool's split (cache off, and the calls a
+// cache does not take, which go on together as the batch's rest).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { buildManifest, keysYaml, newKey, startGateway, until, type RunningGateway } from './harness.ts';
+import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
+import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+
+const KEY = newKey();
+const MARK = 'c0ffee37';
+const PRELOAD = fileURLToPath(new URL('../support/count-parses.mjs', import.meta.url));
+const TO = '0x70997970c51812dc3a635b40f0e2b2c5b1b1e5a6';
+
+let anvil: Anvil;
+let node1: RecordingProxy;
+let node2: RecordingProxy;
+let gw: RunningGateway;
+let parseLog: string;
+
+const MANIFEST = `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+cache: { maxBytes: 1048576, headPollMs: 100 }
+health: { intervalMs: 200, timeoutMs: 2000 }
+chains:
+  - { path: cached, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], upstreams: ["\${NODE1}", "\${NODE2}"] }
+  - { path: pooled, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], cache: off, upstreams: ["\${NODE1}", "\${NODE2}"] }
+`;
+
+beforeAll(async () => {
+  anvil = await startAnvil();
+  await anvil.mine(4);
+  [node1, node2] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
+  const built = await buildManifest('issue-37-batch-calls', MANIFEST);
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'call', key: KEY }]));
+  parseLog = join(built.dir, 'parses.log');
+  gw = await startGateway({
+    cwd: built.dir,
+    bundle: built.bundle,
+    nodeArgs: [NO_MEMORY_REDUCER, '--import', PRELOAD],
+    env: { NODE1: node1.url, NODE2: node2.url, PARSE_MARK: MARK, PARSE_LOG: parseLog },
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await Promise.all([node1?.close(), node2?.close()]);
+  await anvil?.stop();
+});
+
+let serial = 0;
+
+interface Sent {
+  status: number;
+  xCache: string | undefined;
+  answers: { id?: unknown; result?: unknown }[];
+  data: string[];
+}
+
+/** A batch: two eth_calls whose data are their own markers, at block 1 (cacheable by number) or at `second`, and an eth_chainId. */
+async function markedBatch(chain: string, second = '0x1'): Promise<Sent> {
+  const data = [0, 1].map(() => `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`);
+  const first = serial;
+  const r = await request(gw.url('rpc', `/${chain}`), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+    body: JSON.stringify([
+      { jsonrpc: '2.0', id: first - 1, method: 'eth_call', params: [{ to: TO, data: data[0] }, '0x1'] },
+      { jsonrpc: '2.0', id: first, method: 'eth_call', params: [{ to: TO, data: data[1] }, second] },
+      { jsonrpc: '2.0', id: 'chain', method: 'eth_chainId' },
+    ]),
+  });
+  const answers = (await r.body.json()) as Sent['answers'];
+  const x = r.headers['x-cache'];
+  return { status: r.statusCode, xCache: typeof x === 'string' ? x : undefined, answers, data };
+}
+
+/** How many times the gateway parsed a text holding `data`. */
+function parsesOf(data: string): number {
+  if (!existsSync(parseLog)) return 0;
+  return readFileSync(parseLog, 'utf8')
+    .split('\n')
+    .filter((line) => line.includes(data)).length;
+}
+
+/** How many of the nodes' requests carried `data`. */
+const reached = (data: string) => [...node1.requests, ...node2.requests].filter((r) => JSON.stringify(r.json).includes(data)).length;
+
+function expectAnswered(s: Sent): void {
+  expect(s.status).toBe(200);
+  expect(s.answers.map((a) => a.id)).toEqual([serial - 1, serial, 'chain']);
+  expect(s.answers[0]!.result).toBe('0x');
+  expect(s.answers[1]!.result).toBe('0x');
+  expect(s.answers[2]!.result).toBe('0x7a69');
+}
+
+describe("a client batch's calls, parsed once each (issue 37)", () => {
+  beforeAll(async () => {
+    for (const chain of ['cached', 'pooled']) {
+      await until(async () => (await request(gw.url('rpc', `/${chain}`), { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' })).statusCode === 200, `${chain} serving`);
+    }
+  }, 30_000);
+
+  it("a pooled batch of cache misses (validate: params): the guard parses each call's params, and neither the cache nor the pool parses a call again", async () => {
+    const s = await markedBatch('cached');
+    expectAnswered(s);
+    expect(s.xCache, 'the calls went upstream').toBe('MISS');
+    for (const data of s.data) {
+      expect(reached(data), 'each call sent to one node').toBe(1);
+      expect(parsesOf(data), 'parses of the call in the gateway').toBe(1);
+    }
+  });
+
+  it('a pooled batch with a call the cache does not take (at pending): that call goes on with the rest, and the pool splits the rest with the guard\'s Calls', async () => {
+    const s = await markedBatch('cached', 'pending');
+    expectAnswered(s);
+    expect(s.xCache, 'the calls went upstream').toBe('MISS');
+    for (const data of s.data) {
+      expect(reached(data), 'each call sent to one node').toBe(1);
+      expect(parsesOf(data), 'parses of the call in the gateway').toBe(1);
+    }
+  });
+
+  it("a pooled batch without a cache (validate: params): each call parsed once, by the guard, and not again by the pool's split", async () => {
+    const s = await markedBatch('pooled');
+    expectAnswered(s);
+    for (const data of s.data) {
+      expect(reached(data), 'each call sent to one node').toBe(1);
+      expect(parsesOf(data), 'parses of the call in the gateway').toBe(1);
+    }
+  });
+});
