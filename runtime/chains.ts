@@ -102,7 +102,7 @@ function chainFlow<K extends InterfaceKind>(
   // An EVM pool without the cache still sends each client batch's calls together where the pool sends them to the
   // same upstreams (batch 1: only the calls of one client batch); a chain of one upstream without it pays nothing.
   const batches =
-    route.interface === 'evm-jsonrpc' && (cache !== null || group.all.length > 1) ? new ForwardBatches(plain, group, cache?.spec.batch ?? 1, services.log, route.path) : null;
+    m.batchesCalls && (cache !== null || group.all.length > 1) ? new ForwardBatches(plain, group, cache?.spec.batch ?? 1, services.log, route.path) : null;
   const forwards = batches === null ? plain : batches.dispatch;
   let dispatch: Dispatch = forwards;
   const pooled = group.all.length > 1;

@@ -133,6 +133,7 @@ function classify(status: number): Verdict {
 export const blockbook: InterfaceModule<'blockbook'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
   answersStrays: false,
+  batchesCalls: false,
   handler: (route, services) => new BlockbookRoute(route, services),
   forwarder: docForwarder,
   cached: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).forward,

@@ -286,6 +286,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
     body: rpcErrorJson(n, 'null', reason === undefined ? undefined : reason === 'quota' ? `{"reason":"quota","resetsAt":"${RESETS_AT}"}` : `{"reason":"${reason}"}`),
   })),
   answersStrays: true,
+  batchesCalls: true,
   handler: (route, services) => new EvmRoute(route, services),
   // The request carries the guard's Call (a single call's): a pool reads it, not the body again.
   forwarder: (dispatch) => (x, d, build) => x.forwardWith(dispatch, build(x, d)),

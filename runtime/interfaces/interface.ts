@@ -84,6 +84,12 @@ export interface InterfaceModule<K extends InterfaceKind> {
    * says so, the listener answers in the plain {"error": ...} (index.ts).
    */
   readonly answersStrays: boolean;
+  /**
+   * Whether calls of its kind may go upstream several in one request (a
+   * JSON-RPC batch): then a cached chain's, or a pool's, held calls bound for
+   * the same upstreams go together (forward-batch.ts).
+   */
+  readonly batchesCalls: boolean;
   /** The flow of one chain, made once at start. */
   handler(route: RouteOf<K>, services: RouteServices<K>): RouteHandler;
   readonly probe: ChainProbe<K>;

@@ -133,6 +133,7 @@ function classifyOptions(status: number, h: Record<string, string | string[] | u
 export const rosetta: InterfaceModule<'rosetta'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : reason === 'quota' ? { reason, resetsAt: RESETS_AT } : { reason }) })),
   answersStrays: false,
+  batchesCalls: false,
   handler: (route, services) => new RosettaRoute(route, services),
   forwarder: docForwarder,
   cached: (_route, core) => new DocLayer(core, ROSETTA_RULES).forward,
