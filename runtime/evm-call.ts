@@ -16,9 +16,8 @@
 // layer reads the same Call from the ForwardRequest
 // (`call`). Below the guard, the cache and the pool: it imports only the
 // method traits table and the JSON scanner.
-import { traitsOf, type MethodTraits } from './evm-methods.ts';
+import { blockParamAt, traitsOf, type MethodTraits } from './evm-methods.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
-import { blockParamAt } from './evm-methods.ts';
 
 export type BlockRef = number | 'latest' | 'safe' | 'finalized' | 'pending' | { readonly hash: string } | null;
 
