@@ -115,7 +115,7 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     else {
       const doc = call.doc as { params?: unknown } | undefined;
       if (doc === undefined || (!this.route.validate && hasDuplicateKeys(b, doc))) return false;
-      params = doc?.params;
+      params = doc.params;
     }
     const scope = scopeOf(method, params);
     if (scope === null) return false;
