@@ -292,10 +292,11 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
 /**
  * The fast path: the decision to forward `buf` as it is when it is plain
  * JSON-RPC whose every call is allowed, or null when the general path must
- * decide. `batchCalls`: a batch's decision carries a Call per call (false on
- * a chain where no layer splits batches: none is made).
+ * decide. `withCalls`: the decision carries the call's Call, or a batch's a
+ * Call per call (false on a chain where no layer reads them, neither a pool,
+ * nor the cache, nor the eth_getLogs ranges: none is made).
  */
-export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, batchCalls = true): EvmDecision | null {
+export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, withCalls = true): EvmDecision | null {
   const table = tableOf(allowed);
   writes = false;
   answered = false;
@@ -304,7 +305,7 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
     let count = 0;
     const methods: string[] = [];
     // Each call as it travels, with its own bytes and its id's span in them (NO_ID: a notification).
-    const calls: Call[] | null = batchCalls ? [] : null;
+    const calls: Call[] | null = withCalls ? [] : null;
     p = skipWs(buf, p + 1);
     for (;;) {
       if (++count > maxBatchSize) return null;
@@ -331,5 +332,5 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
   const idStart = idStarts[0]!;
   const idEnd = idStart === -1 ? -1 : idEnds[0]!;
   // The Call reads nothing of the body until asked (the params, where validate: params has checked them, are given it then).
-  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null, idStart, idEnd, call: new Call(buf, method, idStart, idEnd), calls: null };
+  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null, idStart, idEnd, call: withCalls ? new Call(buf, method, idStart, idEnd) : null, calls: null };
 }

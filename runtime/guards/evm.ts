@@ -84,10 +84,10 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 /**
  * Parses and checks one request body. `buf` is already within maxBodyBytes.
  * With `params` (validate: params), every call's params are checked too.
- * `batchCalls`: a batch's decision carries its calls' Calls (where a layer splits batches).
+ * `withCalls`: the fast path's decision carries its Calls (where a layer reads them: interfaces/evm.ts readsCalls).
  */
-export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null, batchCalls = true): EvmDecision {
-  const fast = scanPlainRpc(buf, allowed, maxBatchSize, batchCalls);
+export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null, withCalls = true): EvmDecision {
+  const fast = scanPlainRpc(buf, allowed, maxBatchSize, withCalls);
   if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods, fast.call, fast.calls)))) return fast;
   return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params);
 }

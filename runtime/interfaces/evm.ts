@@ -52,15 +52,15 @@ const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 class EvmRoute implements RouteHandler {
   /** null with validate: off. */
   private readonly params: EvmParamsCheck | null;
-  /** Whether a layer below splits a client batch (splitsBatches): the guard makes each call's Call for it. */
-  private readonly batchCalls: boolean;
+  /** Whether a layer below reads the guard's Calls (readsCalls): the guard makes them only then. */
+  private readonly withCalls: boolean;
 
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly s: RouteServices<'evm-jsonrpc'>,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
-    this.batchCalls = splitsBatches(route);
+    this.withCalls = readsCalls(route);
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -84,7 +84,7 @@ class EvmRoute implements RouteHandler {
     const d =
       p !== null && (p.methods !== null || p.contracts !== null)
         ? this.checkWithPolicy(buf, p, max)
-        : checkEvmBody(buf, this.route.methods, max, this.params, this.batchCalls);
+        : checkEvmBody(buf, this.route.methods, max, this.params, this.withCalls);
     x.label = d.label;
     if (d.kind === 'reply') {
       // Only a batch over the limit is answered with more calls than the limit: refused as the chain's
@@ -105,7 +105,7 @@ class EvmRoute implements RouteHandler {
    * upstream is the canonical call that was checked.
    */
   private checkWithPolicy(buf: Buffer, p: KeyPolicy, max: number): EvmDecision {
-    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max, this.batchCalls);
+    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max, this.withCalls);
     if (
       fast !== null &&
       fast.kind === 'forward' &&
@@ -361,7 +361,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   },
 };
 
-/** Whether a layer of the chain splits a client batch into its calls: a pool, the cache's batch path, the eth_getLogs ranges. */
-function splitsBatches(route: EvmRouteSpec): boolean {
+/** Whether a layer of the chain reads a call's Call (and splits a client batch into its calls): a pool, the cache, the eth_getLogs ranges. */
+function readsCalls(route: EvmRouteSpec): boolean {
   return route.cache === true || route.upstreams.length > 1 || wantsLogRanges(route);
 }
