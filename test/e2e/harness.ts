@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { SPEC_METHODS } from '../../generator/known-methods.ts';
 import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
+import { request as undiciRequest } from 'undici';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const run = promisify(execFile);
@@ -261,4 +262,41 @@ export async function until(cond: () => Promise<boolean>, what: string, ms = 15_
     if (Date.now() > deadline) throw new Error(`not within ${ms / 1000} s: ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** A gateway's answer to a POST: status, headers, text, and the text parsed (undefined when it is not JSON). */
+export interface JsonAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly text: string;
+  readonly json: any;
+}
+
+/** POSTs `body` (JSON) to `url` with the API key `key`. */
+export async function postJson(url: string, key: string, body: string): Promise<JsonAnswer> {
+  const r = await undiciRequest(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': key }, body });
+  const text = await r.body.text();
+  let json: any;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status: r.statusCode, headers: r.headers, text, json };
+}
+
+/** One upstream's throttle state, as the admin listener's status.json gives it. */
+export interface UpstreamThrottleStatus {
+  name: string;
+  state: string;
+  throttledUntil: number | null;
+  throttleRun: number;
+  throttledTotal: number;
+}
+
+/** The upstream `name` from `g`'s status.json (throws when no chain has it). */
+export async function upstreamStatus(g: RunningGateway, name: string): Promise<UpstreamThrottleStatus> {
+  const doc = (await (await fetch(g.url('admin', '/status.json'))).json()) as { chains: { upstreams: UpstreamThrottleStatus[] }[] };
+  for (const c of doc.chains) for (const u of c.upstreams) if (u.name === name) return u;
+  throw new Error(`no upstream ${name} in status.json`);
 }

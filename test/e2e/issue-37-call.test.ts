@@ -9,25 +9,16 @@
 // parsed twice (its params by the guard, its body again by the cache's Call),
 // and so was a pooled call without a cache (by the pool's Call).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, type RunningGateway } from './harness.ts';
-import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { startParseCountedPool, type ParseCountedPool } from '../support/parse-count.ts';
 
 const KEY = newKey();
 const MARK = 'c0ffee37';
-const PRELOAD = fileURLToPath(new URL('../support/count-parses.mjs', import.meta.url));
 const TO = '0x70997970c51812dc3a635b40f0e2b2c5b1b1e5a6';
 
-let anvil: Anvil;
-let node1: RecordingProxy;
-let node2: RecordingProxy;
+let pool: ParseCountedPool;
 let gw: RunningGateway;
-let parseLog: string;
 
 const MANIFEST = `
 version: 1
@@ -44,24 +35,12 @@ chains:
 `;
 
 beforeAll(async () => {
-  anvil = await startAnvil();
-  await anvil.mine(4);
-  [node1, node2] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
-  const built = await buildManifest('issue-37-call', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'call', key: KEY }]));
-  parseLog = join(built.dir, 'parses.log');
-  gw = await startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
-    nodeArgs: [NO_MEMORY_REDUCER, '--import', PRELOAD],
-    env: { NODE1: node1.url, NODE2: node2.url, PARSE_MARK: MARK, PARSE_LOG: parseLog },
-  });
+  pool = await startParseCountedPool('issue-37-call', MANIFEST, KEY, MARK);
+  gw = pool.gw;
 }, 60_000);
 
 afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([node1?.close(), node2?.close()]);
-  await anvil?.stop();
+  await pool?.close();
 });
 
 let serial = 0;
@@ -79,16 +58,8 @@ async function markedCall(chain: string): Promise<{ status: number; xCache: stri
   return { status: r.statusCode, xCache: typeof x === 'string' ? x : undefined, result: json.result, data };
 }
 
-/** How many times the gateway parsed a text holding `data`. */
-function parsesOf(data: string): number {
-  if (!existsSync(parseLog)) return 0;
-  return readFileSync(parseLog, 'utf8')
-    .split('\n')
-    .filter((line) => line.includes(data)).length;
-}
-
-/** How many of the nodes' requests carried `data`. */
-const reached = (data: string) => [...node1.requests, ...node2.requests].filter((r) => JSON.stringify(r.json).includes(data)).length;
+const parsesOf = (data: string) => pool.parsesOf(data);
+const reached = (data: string) => pool.reached(data);
 
 describe('one Call, parsed once (issue 37)', () => {
   beforeAll(async () => {

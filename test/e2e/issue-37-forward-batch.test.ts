@@ -169,7 +169,6 @@ describe('a pool: calls bound for the same nodes go as one upstream batch (forwa
     }
     expect(got.length).toBeGreaterThanOrEqual(calls.length / BATCH);
     expect(got.length).toBeLessThan(calls.length);
-    console.log(`forward batches: a client batch of ${calls.length} reads reached the pool's nodes in ${got.length} requests`);
   });
 
   it('a pool with cache: off: a client batch of 20 reads still costs fewer than 20 upstream requests (its calls go together where the pool sends them to the same node), every answer anvil\'s own with the client\'s id; single calls go alone', { timeout: 30_000 }, async () => {
@@ -198,7 +197,6 @@ describe('a pool: calls bound for the same nodes go as one upstream batch (forwa
     const alone = [...d.requests.slice(before[0]), ...e.requests.slice(before[1])];
     expect(alone).toHaveLength(singles.length);
     expect(alone.some((x) => Array.isArray(x.json))).toBe(false);
-    console.log(`forward batches, cache: off: a client batch of ${calls.length} reads reached the pool's nodes in ${got.length} requests`);
   });
 
   it('single calls of one turn (cache.batch) go together in a pool too: fewer upstream requests than calls, each client anvil\'s answer', { timeout: 30_000 }, async () => {
@@ -254,7 +252,6 @@ describe('a pool: calls bound for the same nodes go as one upstream batch (forwa
     items.forEach((x, i) => expect(x, `${calls[i]![0]} ${JSON.stringify(calls[i]![1])}`).toEqual({ jsonrpc: '2.0', id: i, result: truth[i]!.result }));
     const toLaggard = laggard.requests.slice(since[0]);
     const toHealthy = healthy.requests.slice(since[1]);
-    console.log(`forward batches, lagging pool: ${calls.length} calls in ${toLaggard.length} requests to the laggard, ${toHealthy.length} to the healthy node`);
     // The laggard answered nothing it does not have: no call was rescued by a try again, each was routed.
     expect({ nulls: laggard.altered.nulls, headerNotFound: laggard.altered.headerNotFound }).toEqual(altered);
     for (const c of callsIn(toLaggard)) expect(JSON.stringify(c.params), 'a call above the laggard\'s head reached it').not.toMatch(/"0x(e|f|10)"/);

@@ -8,9 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { request } from 'undici';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type JsonAnswer, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { PROVIDER, startThrottleStandin, type ThrottleStandin } from '../support/throttle-standin.ts';
 
@@ -64,29 +63,10 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------- helpers
 
-interface Answer {
-  readonly status: number;
-  readonly headers: Record<string, string | string[] | undefined>;
-  readonly text: string;
-  readonly json: any;
-}
+type Answer = JsonAnswer;
 
 let nextId = 1;
-async function rpc(path: string, method: string, params: unknown[] = []): Promise<Answer> {
-  const r = await request(gw.url('rpc', `/${path}`), {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-api-key': KEY },
-    body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }),
-  });
-  const text = await r.body.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: r.statusCode, headers: r.headers, text, json };
-}
+const rpc = (path: string, method: string, params: unknown[] = []): Promise<Answer> => postJson(gw.url('rpc', `/${path}`), KEY, JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }));
 
 /** A read that must be anvil's own answer (never a throttle). */
 async function realRead(path: string): Promise<void> {
@@ -95,18 +75,7 @@ async function realRead(path: string): Promise<void> {
   expect(a.json.result, a.text).toBe((await anvil.rpc('eth_getBalance', [ADDR, 'latest'])).result);
 }
 
-interface UpstreamStatus {
-  name: string;
-  state: string;
-  throttledUntil: number | null;
-  throttleRun: number;
-  throttledTotal: number;
-}
-async function upstream(name: string): Promise<UpstreamStatus> {
-  const doc = (await (await fetch(gw.url('admin', '/status.json'))).json()) as { chains: { upstreams: UpstreamStatus[] }[] };
-  for (const c of doc.chains) for (const u of c.upstreams) if (u.name === name) return u;
-  throw new Error(`no upstream ${name} in status.json`);
-}
+const upstream = (name: string) => upstreamStatus(gw, name);
 
 /** Waits until `s` has had `n` more polls than now. */
 const morePolls = (s: ThrottleStandin, n: number, what: string) => {

@@ -13,7 +13,7 @@ import { request } from 'undici';
 import { chromium } from 'playwright-core';
 import type { Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type JsonAnswer, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
@@ -93,25 +93,10 @@ afterAll(async () => {
 
 // ---------------------------------------------------------------- helpers
 
-interface Answer {
-  readonly status: number;
-  readonly headers: Record<string, string | string[] | undefined>;
-  readonly text: string;
-  readonly json: any;
-}
+type Answer = JsonAnswer;
 
 let nextId = 1;
-async function post(url: string, body: string): Promise<Answer> {
-  const r = await request(url, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': KEY }, body });
-  const text = await r.body.text();
-  let json: any;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: r.statusCode, headers: r.headers, text, json };
-}
+const post = (url: string, body: string): Promise<Answer> => postJson(url, KEY, body);
 const rpc = (chain: string, method: string, params: unknown[] = []): Promise<Answer> => post(gw.url('rpc', `/${chain}`), JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }));
 
 /** anvil's own balance of ADDR: what every answer through the gateway must be. */
@@ -126,17 +111,7 @@ async function realRead(chain: string): Promise<void> {
   expect(a.json.result, a.text).toBe(await anvilBalance());
 }
 
-interface UpstreamStatus {
-  name: string;
-  throttledUntil: number | null;
-  throttleRun: number;
-  throttledTotal: number;
-}
-async function upstream(name: string): Promise<UpstreamStatus> {
-  const doc = (await (await fetch(gw.url('admin', '/status.json'))).json()) as { chains: { upstreams: UpstreamStatus[] }[] };
-  for (const c of doc.chains) for (const u of c.upstreams) if (u.name === name) return u;
-  throw new Error(`no upstream ${name} in status.json`);
-}
+const upstream = (name: string) => upstreamStatus(gw, name);
 
 const throttledMetric = (chain: string, name: string): Promise<number> => fetchSeries(gw.url('admin', '/metrics'), 'gateway_upstream_throttled_total', { chain, upstream: name });
 

@@ -138,11 +138,13 @@ describe('forward batches', () => {
     expect(text(t1.got[0])).toBe('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
     expect(t2.got).toHaveLength(0);
     expect(String(sent[1]!.request.body)).toBe(String(call('2', '0x02').body));
+    const t4 = target();
     layer.dispatch(t3, call('3', '0x03'));
-    layer.dispatch(target(), call('4', '0x04'));
+    layer.dispatch(t4, call('4', '0x04'));
     await turn();
     sent[2]!.target.forwarded({ kind: 'buffered', upstream: ups[0]!, status: 503, headers: {}, body: Buffer.from('{"error":"overloaded"}') });
     expect(t3.got[0]).toMatchObject({ kind: 'failed', fail: 'bad-response', logged: true });
+    expect(t4.got[0]).toMatchObject({ kind: 'failed', fail: 'bad-response', logged: true });
     expect(log.warn).toHaveBeenCalledTimes(1);
   });
 });

@@ -51,6 +51,7 @@ describe('a throttled poll', () => {
     ];
     for (const [status, body] of bodies) {
       const out = await pollOnce(EVM, answering(status, body), 1000, false);
+      expect('failure' in out, `a failed poll: ${body}`).toBe(true);
       expect('failure' in out && out.failure.throttle, body).toBeUndefined();
     }
   });

@@ -1,0 +1,60 @@
+// A gateway whose every JSON.parse of a text holding a marker is logged
+// (test/support/count-parses.mjs, preloaded), in front of a pool of two nodes
+// (anvil behind two recording proxies: NODE1, NODE2 in the manifest), so an
+// issue-37 test can count how many times the gateway parsed a call it sent
+// and how many of the nodes' requests carried it. The manifest is the test's.
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { buildManifest, keysYaml, startGateway, type RunningGateway } from '../e2e/harness.ts';
+import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
+import { startAnvil, type Anvil } from './anvil.ts';
+import { startRecordingProxy, type RecordingProxy } from './recording-proxy.ts';
+
+const PRELOAD = fileURLToPath(new URL('./count-parses.mjs', import.meta.url));
+
+export interface ParseCountedPool {
+  readonly anvil: Anvil;
+  readonly node1: RecordingProxy;
+  readonly node2: RecordingProxy;
+  readonly gw: RunningGateway;
+  /** How many times the gateway parsed a text holding `data`. */
+  parsesOf(data: string): number;
+  /** How many of the nodes' requests carried `data`. */
+  reached(data: string): number;
+  close(): Promise<void>;
+}
+
+/** Anvil (4 blocks mined), two recording proxies before it, and the gateway built from `manifest` with key `key` (id `call`), counting parses of `mark`. */
+export async function startParseCountedPool(name: string, manifest: string, key: string, mark: string): Promise<ParseCountedPool> {
+  const anvil = await startAnvil();
+  await anvil.mine(4);
+  const [node1, node2] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
+  const built = await buildManifest(name, manifest);
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'call', key }]));
+  const parseLog = join(built.dir, 'parses.log');
+  const gw = await startGateway({
+    cwd: built.dir,
+    bundle: built.bundle,
+    nodeArgs: [NO_MEMORY_REDUCER, '--import', PRELOAD],
+    env: { NODE1: node1.url, NODE2: node2.url, PARSE_MARK: mark, PARSE_LOG: parseLog },
+  });
+  return {
+    anvil,
+    node1,
+    node2,
+    gw,
+    parsesOf: (data) =>
+      existsSync(parseLog)
+        ? readFileSync(parseLog, 'utf8')
+            .split('\n')
+            .filter((line) => line.includes(data)).length
+        : 0,
+    reached: (data) => [...node1.requests, ...node2.requests].filter((r) => JSON.stringify(r.json).includes(data)).length,
+    close: async () => {
+      await gw.stop();
+      await Promise.all([node1.close(), node2.close()]);
+      await anvil.stop();
+    },
+  };
+}
