@@ -89,9 +89,11 @@ describe('forward batches', () => {
     layer.dispatch(target(), call('1', '0x01', { accept: (u) => u === ups[0] }));
     layer.dispatch(target(), call('2', '0x02', { accept: (u) => u === ups[1] }));
     layer.dispatch(target(), call('3', '0x03', { idempotent: false }));
-    expect(sent).toHaveLength(1);
+    const { hold: _held, ...notHeld } = call('4', '0x04');
+    layer.dispatch(target() as never, notHeld);
+    expect(sent).toHaveLength(2);
     await turn();
-    expect(sent).toHaveLength(3);
+    expect(sent).toHaveLength(4);
     expect(sent.every((s) => !String(s.request.body).startsWith('['))).toBe(true);
   });
 
