@@ -408,10 +408,7 @@ export class Forward implements Dispatcher.DispatchHandler {
 
   /** Ends Buffer mode's bookkeeping: the deadline and the bytes held. */
   private release(): void {
-    if (this.deadline !== null) {
-      clearTimeout(this.deadline);
-      this.deadline = null;
-    }
+    this.clearDeadline();
     held -= this.size;
     this.size = 0;
   }
