@@ -99,13 +99,12 @@ function chainFlow<K extends InterfaceKind>(
   // calls bound for the same upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over
   // the plain dispatch.
   const plain = plainDispatch(group);
+  const pooled = group.all.length > 1;
   // An EVM pool without the cache still sends each client batch's calls together where the pool sends them to the
   // same upstreams (batch 1: only the calls of one client batch); a chain of one upstream without it pays nothing.
-  const batches =
-    m.batchesCalls && (cache !== null || group.all.length > 1) ? new ForwardBatches(plain, group, cache?.spec.batch ?? 1, services.log, route.path) : null;
+  const batches = m.batchesCalls && (cache !== null || pooled) ? new ForwardBatches(plain, group, cache?.spec.batch ?? 1, services.log, route.path) : null;
   const forwards = batches === null ? plain : batches.dispatch;
   let dispatch: Dispatch = forwards;
-  const pooled = group.all.length > 1;
   if (pooled) {
     const pool = m.pool(route, group, view, services.log, forwards);
     dispatch = pool.dispatch;

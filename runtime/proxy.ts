@@ -56,7 +56,7 @@ export interface ForwardRequest {
   readonly skip?: ReadonlySet<Upstream>;
   /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
   readonly isAnswer?: (body: Buffer) => boolean;
-  /** Whether an answer held whole (not a 5xx) says the upstream throttled the call (a pool's JSON-RPC -32005 in a 200); absent: only a 429 does. */
+  /** Whether an answer held whole (not a 5xx), or a short streamed one (Judge), says the upstream throttled the call (EVM's JSON-RPC -32005 in a 200, every EVM chain); absent: only a 429 does. */
   readonly throttled?: (body: Buffer) => boolean;
   /**
    * Hold every answer whole, also those `classify` would stream: a layer that
@@ -408,10 +408,7 @@ export class Forward implements Dispatcher.DispatchHandler {
 
   /** Ends Buffer mode's bookkeeping: the deadline and the bytes held. */
   private release(): void {
-    if (this.deadline !== null) {
-      clearTimeout(this.deadline);
-      this.deadline = null;
-    }
+    this.clearDeadline();
     held -= this.size;
     this.size = 0;
   }
@@ -540,8 +537,8 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * The upstream throttled the call (a 429, or a pool's 200 with a throttle
-   * error): it refused it, so nothing ran. A read goes to another usable
+   * The upstream throttled the call (a 429, or a 200 whose body `throttled`
+   * calls a throttle, held or judged): it refused it, so nothing ran. A read goes to another usable
    * upstream, whatever `retries` says; a write to one more, once. With none
    * left, every upstream it could go to is throttled.
    */
