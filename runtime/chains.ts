@@ -37,7 +37,7 @@ export interface DispatchTable {
 }
 
 /** What every chain's flow is given, but its own upstreams and forwarding. */
-export type SharedServices = Omit<RouteServices, 'group' | 'forward'>;
+export type SharedServices = Omit<RouteServices, 'group' | 'forward' | 'layered'>;
 
 export interface Chains {
   readonly all: readonly Chain[];
@@ -120,5 +120,5 @@ function chainFlow<K extends InterfaceKind>(
     metrics.cache(c.stats, view);
     if (batches !== null) batches.counts = c.stats;
   }
-  return { handler: m.handler(route, { ...services, group, forward }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
+  return { handler: m.handler(route, { ...services, group, forward, layered: dispatch !== plain || core !== null }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
 }

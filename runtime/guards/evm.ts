@@ -84,7 +84,7 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 /**
  * Parses and checks one request body. `buf` is already within maxBodyBytes.
  * With `params` (validate: params), every call's params are checked too.
- * `withCalls`: the fast path's decision carries its Calls (where a layer reads them: interfaces/evm.ts readsCalls).
+ * `withCalls`: the fast path's decision carries its Calls (where a layer reads them: RouteServices.layered).
  */
 export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null, withCalls = true): EvmDecision {
   const fast = scanPlainRpc(buf, allowed, maxBatchSize, withCalls);

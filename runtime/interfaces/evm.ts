@@ -52,7 +52,7 @@ const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 class EvmRoute implements RouteHandler {
   /** null with validate: off. */
   private readonly params: EvmParamsCheck | null;
-  /** Whether a layer below reads the guard's Calls (readsCalls): the guard makes them only then. */
+  /** Whether a layer below reads the guard's Calls (RouteServices.layered): the guard makes them only then. */
   private readonly withCalls: boolean;
 
   constructor(
@@ -60,7 +60,7 @@ class EvmRoute implements RouteHandler {
     private readonly s: RouteServices<'evm-jsonrpc'>,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
-    this.withCalls = readsCalls(route);
+    this.withCalls = s.layered;
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -361,7 +361,3 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   },
 };
 
-/** Whether a layer of the chain reads a call's Call (and splits a client batch into its calls): a pool, the cache, the eth_getLogs ranges. */
-function readsCalls(route: EvmRouteSpec): boolean {
-  return route.cache === true || route.upstreams.length > 1 || wantsLogRanges(route);
-}

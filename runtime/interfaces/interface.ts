@@ -31,6 +31,8 @@ export interface RouteServices<K extends InterfaceKind = InterfaceKind> {
   readonly log: Logger;
   readonly metrics: Metrics;
   readonly forward: Forwarders[K];
+  /** Whether layers below the route read a request's Call (a pool, the cache, the module's own); false: only Forward, which never does. */
+  readonly layered: boolean;
   /** What a method or endpoint costs, when the manifest has `credits`; null: every call costs 1. */
   readonly credits: ((name: string) => number) | null;
   /** Calls and credits per key, day, chain and method. */
