@@ -8,11 +8,13 @@
 // parsed anyway (the params it checked with validate: params, or the whole
 // call on its general path). Where the guard parsed nothing (its fast path
 // with validate: off), the body is parsed when a layer first asks, once. For
-// a batch on its fast path the guard makes one per call too (the decision's
-// `calls`, each with its own bytes of the body and its id's span), and the
-// cache and the pool split the batch with those while the body is still the
-// guard's; elsewhere they make one for each call of a batch they split, and
-// the pool reads one from a body that came without it (pool/call.ts). Every
+// a batch the guard makes one per call too (the decision's `calls`, each
+// with its own bytes of the body that goes upstream, its id's span, and what
+// the guard read of it: the params on the fast path, the whole call on the
+// general one), and the cache and the pool split the batch with those while
+// the body is still the guard's; elsewhere they make one for each call of a
+// batch they split, and the pool reads one from a body that came without it
+// (pool/call.ts). Every
 // layer reads the same Call from the ForwardRequest
 // (`call`). Below the guard, the cache and the pool: it imports only the
 // method traits table and the JSON scanner.
@@ -95,9 +97,13 @@ export class Call {
     return c;
   }
 
-  /** A call whose body a layer has parsed already (the guard's general path): `doc` is what JSON.parse reads of `body`. */
-  static parsedAs(body: Buffer | string, method: string, doc: unknown): Call {
-    const c = new Call(body, method);
+  /**
+   * A call whose body a layer has parsed already (the guard's general path):
+   * `doc` is what JSON.parse reads of `body`; `idStart`/`idEnd` as for the
+   * constructor.
+   */
+  static parsedAs(body: Buffer | string, method: string, doc: unknown, idStart = -1, idEnd = -1): Call {
+    const c = new Call(body, method, idStart, idEnd);
     c.parsed = doc;
     return c;
   }
