@@ -21,7 +21,7 @@ import { invalidParamsJson, paramsInvalid, scannedParamsValid, type EvmParamsChe
 import { WRITE_METHODS, type BatchMerge, type EvmDecision, type MergeSlot } from './evm-decision.ts';
 
 export type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
-import { hasDuplicateKeys, MAX_ANSWER_DEPTH, MAX_REQUEST_DEPTH, nestsDeeper, splitBatchAnswer } from '../json-scan.ts';
+import { hasDuplicateKeys, MAX_ANSWER_DEPTH, MAX_REQUEST_DEPTH, nestsDeeper, skipWs, valueEnd } from '../json-scan.ts';
 import { Call, NO_ID } from '../evm-call.ts';
 
 interface Item {
@@ -261,12 +261,17 @@ function canonicalBatch(forwarded: readonly Item[], count: number, idempotent: b
  * (the layers split the body as it comes).
  */
 function rawCalls(buf: Buffer, forwarded: readonly Item[]): Call[] | null {
-  const spans = splitBatchAnswer(buf, MAX_ANSWER_DEPTH);
-  if (spans === null || spans.length !== forwarded.length) return null;
-  return spans.map((s, k) => {
-    const it = forwarded[k]!;
-    return Call.parsedAs(buf.subarray(s.start, s.end), it.method as string, it, it.id === undefined ? NO_ID : -1, it.id === undefined ? NO_ID : -1);
-  });
+  const calls: Call[] = [];
+  let p = skipWs(buf, 0) + 1; // past '['
+  for (const it of forwarded) {
+    const s = skipWs(buf, p);
+    const e = valueEnd(buf, s, MAX_ANSWER_DEPTH);
+    if (e === -1) return null;
+    const id = it.id === undefined ? NO_ID : -1;
+    calls.push(Call.parsedAs(buf.subarray(s, e), it.method as string, it, id, id));
+    p = skipWs(buf, e) + 1; // past ',' (or the closing ']')
+  }
+  return calls;
 }
 
 /** A call check that asks the key's own check (if any), then refuses invalid params. */
