@@ -287,6 +287,57 @@ describe('EVM guard fast path', () => {
     expect(checkEvmBody(Buffer.from('{"jsonrpc":"2.0","id":"\\u0061","method":"eth_chainId"}'), many, 10, null, false)).toMatchObject({ call: null });
   });
 
+  it("general path: whatever the batch, its Calls are its forwarded calls as sent, each read as its own bytes read (property)", () => {
+    const many = new Set(['eth_chainId', 'eth_getBalance']);
+    const id = fc.oneof(fc.constant(undefined), fc.constant(null), fc.integer(), fc.string({ unit: 'binary', maxLength: 4 }));
+    const item = fc.record({
+      id,
+      method: fc.constantFrom('eth_chainId', 'eth_getBalance', 'admin_peers'),
+      params: fc.oneof(fc.constant(undefined), fc.array(fc.oneof(fc.string({ unit: 'binary', maxLength: 3 }), fc.integer()), { maxLength: 2 })),
+      extra: fc.boolean(),
+      escape: fc.boolean(),
+      space: fc.constantFrom('', ' ', '\n '),
+    });
+    fc.assert(
+      fc.property(fc.array(item, { minLength: 1, maxLength: 5 }), fc.boolean(), (items, keyChecks) => {
+        const texts = items.map((it) => {
+          const o: Record<string, unknown> = { jsonrpc: '2.0', method: it.method };
+          if (it.id !== undefined) o.id = it.id;
+          if (it.params !== undefined) o.params = it.params;
+          if (it.extra) o.x = 1;
+          const t = JSON.stringify(o);
+          // An escape the node reads as the same text.
+          return it.escape ? t.replace('"jsonrpc"', '"jsonrp\\u0063"') : t;
+        });
+        const raw = Buffer.from(`[${texts.map((t, k) => items[k]!.space + t).join(',')}]`);
+        const check: CallCheck | null = keyChecks ? () => null : null;
+        const d = checkEvmBodyGeneral(raw, many, 10, check);
+        if (d.kind !== 'forward') return;
+        const calls = d.calls!;
+        expect(calls.map((c) => c.method)).toEqual(d.methods);
+        const sent = typeof d.body === 'string' ? d.body : d.body.toString();
+        const parsed = JSON.parse(sent) as { id?: unknown }[];
+        expect(calls).toHaveLength(parsed.length);
+        // Each Call's bytes are the body's, in order.
+        let at = 0;
+        for (const c of calls) {
+          const own = Buffer.from(c.body).toString();
+          at = sent.indexOf(own, at);
+          expect(at, own).toBeGreaterThan(0);
+          at += own.length;
+        }
+        calls.forEach((c, k) => {
+          const own = JSON.parse(Buffer.from(c.body).toString()) as { id?: unknown };
+          expect(own).toEqual(parsed[k]);
+          expect(c.doc).toEqual(own);
+          expect(c.notification).toBe(own.id === undefined);
+          if (own.id !== undefined) expect(JSON.parse(c.idJson)).toEqual(own.id);
+        });
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it('keeps one method table per allowlist', () => {
     const b = Buffer.from('{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[]}');
     for (let i = 0; i < 2; i++) {
