@@ -8,11 +8,13 @@
 // parsed anyway (the params it checked with validate: params, or the whole
 // call on its general path). Where the guard parsed nothing (its fast path
 // with validate: off), the body is parsed when a layer first asks, once. For
-// a batch on its fast path the guard makes one per call too (the decision's
-// `calls`, each with its own bytes of the body and its id's span), and the
-// cache and the pool split the batch with those while the body is still the
-// guard's; elsewhere they make one for each call of a batch they split, and
-// the pool reads one from a body that came without it (pool/call.ts). Every
+// a batch the guard makes one per call too (the decision's `calls`, each
+// with its own bytes of the body that goes upstream, its id's span, and what
+// the guard read of it: the params on the fast path, the whole call on the
+// general one), and the cache and the pool split the batch with those while
+// the body is still the guard's; elsewhere they make one for each call of a
+// batch they split, and the pool reads one from a body that came without it
+// (pool/call.ts). Every
 // layer reads the same Call from the ForwardRequest
 // (`call`). Below the guard, the cache and the pool: it imports only the
 // method traits table and the JSON scanner.
@@ -95,9 +97,13 @@ export class Call {
     return c;
   }
 
-  /** A call whose body a layer has parsed already (the guard's general path): `doc` is what JSON.parse reads of `body`. */
-  static parsedAs(body: Buffer | string, method: string, doc: unknown): Call {
-    const c = new Call(body, method);
+  /**
+   * A call whose body a layer has parsed already (the guard's general path):
+   * `doc` is what JSON.parse reads of `body`; `idStart`/`idEnd` as for the
+   * constructor.
+   */
+  static parsedAs(body: Buffer | string, method: string, doc: unknown, idStart = -1, idEnd = -1): Call {
+    const c = new Call(body, method, idStart, idEnd);
     c.parsed = doc;
     return c;
   }
@@ -179,21 +185,53 @@ function whereOf(method: string, params: readonly unknown[]): Where {
     if (f === null || typeof f !== 'object' || Array.isArray(f)) return { at: -1, block: null };
     const o = f as { fromBlock?: unknown; toBlock?: unknown; blockHash?: unknown };
     if (o.blockHash !== undefined) return { at: 0, block: typeof o.blockHash === 'string' ? { hash: o.blockHash } : null };
-    return { at: 0, block: blockOf(o.toBlock), from: blockOf(o.fromBlock) };
+    return { at: 0, block: rangeEndOf(o.toBlock), from: rangeEndOf(o.fromBlock) };
   }
   const at = blockParamAt(method) ?? -1;
   return { at, block: at >= 0 ? blockOf(params[at]) : null };
 }
 
-function blockOf(v: unknown): BlockRef {
-  if (v === undefined || v === 'latest') return 'latest';
-  if (v === 'safe' || v === 'finalized' || v === 'pending') return v;
-  if (v === 'earliest') return 0;
-  if (typeof v === 'string') return QUANTITY.test(v) ? Number.parseInt(v, 16) : HASH.test(v) ? { hash: v } : null;
-  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
-    const o = v as { blockNumber?: unknown; blockHash?: unknown };
-    if (typeof o.blockHash === 'string') return { hash: o.blockHash };
-    if (o.blockNumber !== undefined) return blockOf(o.blockNumber);
+/**
+ * The block a block parameter names, as geth reads it (rpc.BlockNumberOrHash),
+ * or null when it names none, or names one that another reading could take
+ * for another block: the one reader of block parameters, for the pool (which
+ * routes by it) and the cache (cache/policy.ts: how long an answer is kept).
+ *  - absent: `latest`; the tags as they are, `earliest` block 0;
+ *  - a quantity: hex digits of either case (geth's hexutil takes both, so
+ *    `0xA` and `0xa` name the same block), no leading zero (`0x010` is
+ *    refused by geth), at most 13 digits;
+ *  - a 32-byte hash, as a string or EIP-1898 `{blockHash[, requireCanonical]}`;
+ *  - EIP-1898 `{blockNumber[, requireCanonical]}`: a tag or a quantity.
+ * An object with both blockHash and blockNumber is null (geth refuses it:
+ * "cannot specify both BlockHash and BlockNumber, choose one or the other"),
+ * and so is one with any other key: Go matches keys case-insensitively (and
+ * folds K and ſ), so a key JSON.parse does not read as blockNumber may be the
+ * block to the node.
+ */
+export function blockOf(v: unknown): BlockRef {
+  if (v === undefined) return 'latest';
+  if (typeof v === 'string') return blockNamed(v) ?? (HASH.test(v) ? { hash: v } : null);
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
+  let number: unknown;
+  let hash: unknown;
+  const o = v as Record<string, unknown>;
+  for (const k in o) {
+    if (k === 'blockNumber') number = o[k];
+    else if (k === 'blockHash') hash = o[k];
+    else if (k !== 'requireCanonical') return null;
   }
-  return null;
+  if (hash !== undefined) return number === undefined && typeof hash === 'string' && HASH.test(hash) ? { hash } : null;
+  return typeof number === 'string' ? blockNamed(number) : null;
+}
+
+/** A range's end (eth_getLogs' fromBlock, toBlock: rpc.BlockNumber, never a hash): absent is `latest`. */
+function rangeEndOf(v: unknown): BlockRef {
+  return v === undefined ? 'latest' : typeof v === 'string' ? blockNamed(v) : null;
+}
+
+/** A tag or a quantity (rpc.BlockNumber); null for anything else. */
+function blockNamed(v: string): BlockRef {
+  if (v === 'latest' || v === 'safe' || v === 'finalized' || v === 'pending') return v;
+  if (v === 'earliest') return 0;
+  return QUANTITY.test(v) ? Number.parseInt(v, 16) : null;
 }

@@ -3,6 +3,7 @@
 // nor coalesced: writes, answers that depend on the caller or the mempool, and
 // node status.
 import { blockParamAt } from '../evm-methods.ts';
+import { blockOf, type BlockRef } from '../evm-call.ts';
 
 /**
  * How long an answer may be served:
@@ -69,23 +70,16 @@ const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
 
 const CONSTANT = new Set(['eth_chainId', 'net_version', 'web3_sha3']);
 
-const QUANTITY = /^0x(0|[1-9a-f][0-9a-f]{0,12})$/;
-
-/** The block a block parameter names: a number, 'head' for the tags bound to the head, or null (pending, or not a block parameter). */
-function blockOf(v: unknown): number | 'head' | null {
-  if (v === undefined || v === 'latest' || v === 'safe' || v === 'finalized') return 'head';
-  if (v === 'earliest') return 0;
-  if (typeof v === 'string') return QUANTITY.test(v) ? Number.parseInt(v, 16) : null;
-  if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
-    // EIP-1898: {blockNumber} or {blockHash[, requireCanonical]}
-    const o = v as { blockNumber?: unknown; blockHash?: unknown };
-    if (o.blockHash !== undefined) return o.blockNumber === undefined && typeof o.blockHash === 'string' ? 'head' : null;
-    if (o.blockNumber !== undefined && Object.keys(o).length === 1) {
-      const n = blockOf(o.blockNumber);
-      return typeof n === 'number' ? n : null;
-    }
-  }
-  return null;
+/**
+ * How long an answer at the block a block parameter names may be kept: a
+ * number, by that number; the tags bound to the head (`latest`, `safe`,
+ * `finalized`) and a block hash, until the head moves; `pending`, or no block
+ * the reader is sure of, never. The block is read by the one reader the pool
+ * routes by (evm-call.ts `blockOf`).
+ */
+function scopeAt(b: BlockRef): Scope | null {
+  if (typeof b === 'number') return { kind: 'block', number: b };
+  return b === null || b === 'pending' ? null : HEAD;
 }
 
 /** May a call of this method ever be cached or coalesced? (Its params decide the rest: scopeOf.) */
@@ -101,7 +95,5 @@ export function scopeOf(method: string, params: unknown): Scope | null {
   if (at === -1) return BY_HASH.get(method) ?? HEAD;
   const list = params === undefined ? [] : params;
   if (!Array.isArray(list)) return null;
-  const b = blockOf(list[at]);
-  if (b === null) return null;
-  return b === 'head' ? HEAD : { kind: 'block', number: b };
+  return scopeAt(blockOf(list[at]));
 }

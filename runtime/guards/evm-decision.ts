@@ -35,15 +35,17 @@ export type EvmDecision =
       /**
        * A single call as it travels (evm-call.ts): its body is `body`, and it
        * holds what the guard parsed of it (the params it checked, or the
-       * whole call), so no layer parses it again; null for a batch.
+       * whole call), so no layer parses it again; null for a batch, or where
+       * no layer reads it (RouteServices.layered).
        */
       readonly call: Call | null;
       /**
        * A batch's forwarded calls, in order, each as it travels (its own
-       * bytes of `body`, its id, the params the guard read of it): the
-       * layers that split the batch (the cache, the pool) read them instead
-       * of the bytes. Only while the body is `body`; null for a single call,
-       * or where the guard made none (the body is split as it comes).
+       * bytes of `body`, its id, what the guard read of it: the params on
+       * the fast path, the whole call on the general one): the layers that
+       * split the batch (the cache, the pool) read them instead of the
+       * bytes. Only while the body is `body`; null for a single call, or
+       * where the guard made none (the body is split as it comes).
        */
       readonly calls: readonly Call[] | null;
     };

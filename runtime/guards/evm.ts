@@ -18,11 +18,11 @@ import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
 import { scanPlainRpc } from './evm-fast.ts';
 import { invalidParamsJson, paramsInvalid, scannedParamsValid, type EvmParamsCheck } from './evm-params.ts';
-import { WRITE_METHODS, type EvmDecision, type MergeSlot } from './evm-decision.ts';
+import { WRITE_METHODS, type BatchMerge, type EvmDecision, type MergeSlot } from './evm-decision.ts';
 
 export type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
-import { hasDuplicateKeys, MAX_REQUEST_DEPTH, nestsDeeper } from '../json-scan.ts';
-import { Call } from '../evm-call.ts';
+import { hasDuplicateKeys, MAX_ANSWER_DEPTH, MAX_REQUEST_DEPTH, nestsDeeper, skipWs, valueEnd } from '../json-scan.ts';
+import { Call, NO_ID } from '../evm-call.ts';
 
 interface Item {
   readonly jsonrpc?: unknown;
@@ -61,6 +61,9 @@ function inspect(v: unknown): -1 | 0 | 1 {
   return canonical;
 }
 
+/** Where the id starts in canonicalJson's text, where there is one. */
+const ID_AT = '{"jsonrpc":"2.0","id":'.length;
+
 function canonicalJson(it: Item): string {
   let s = '{"jsonrpc":"2.0"';
   if (it.id !== undefined) s += `,"id":${JSON.stringify(it.id)}`;
@@ -89,7 +92,7 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null, withCalls = true): EvmDecision {
   const fast = scanPlainRpc(buf, allowed, maxBatchSize, withCalls);
   if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods, fast.call, fast.calls)))) return fast;
-  return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params);
+  return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params, withCalls);
 }
 
 /**
@@ -99,13 +102,20 @@ export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
  */
 export type CallCheck = (method: string, params: unknown, idJson: string) => string | null;
 
-/** The general path: any body, with JSON.parse and every rule (exported for tests). With `calls`, every call also passes the key's checks, and what goes upstream is always the canonical re-serialization of what was checked. */
+/**
+ * The general path: any body, with JSON.parse and every rule (exported for
+ * tests). With `calls`, every call also passes the key's checks, and what
+ * goes upstream is always the canonical re-serialization of what was checked.
+ * `withCalls`: the decision carries the call's Call, or a batch's a Call per
+ * forwarded call, made of what was parsed here (as on the fast path).
+ */
 export function checkEvmBodyGeneral(
   buf: Buffer,
   allowed: ReadonlySet<string>,
   maxBatchSize: number,
   calls: CallCheck | null = null,
   params: EvmParamsCheck | null = null,
+  withCalls = true,
 ): EvmDecision {
   // Invalid UTF-8 could decode differently here and at the node.
   if (!isUtf8(buf)) return reply('GW_RPC_PARSE_ERROR');
@@ -158,7 +168,7 @@ export function checkEvmBodyGeneral(
       idStart: -1,
       idEnd: -1,
       // Parsed here: the Call is what was parsed, as the body sent reads (the canonical one has only the four keys).
-      call: Call.parsedAs(body, method, raw ? doc : canonicalDoc(it)),
+      call: withCalls ? Call.parsedAs(body, method, raw ? doc : canonicalDoc(it)) : null,
       calls: null,
     };
   }
@@ -205,17 +215,63 @@ export function checkEvmBodyGeneral(
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
     if (allCanonical && rawSafe && !hasDuplicateKeys(buf, doc)) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: null };
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: withCalls ? rawCalls(buf, forwarded) : null };
     }
-    return { kind: 'forward', body: `[${forwarded.map(canonicalJson).join(',')}]`, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: null };
+    return canonicalBatch(forwarded, n, idempotent, answered, null, withCalls);
   }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { ready: string } => s !== null && 'ready' in s).map((s) => s.ready);
     if (errors.length === 0) return { kind: 'reply', status: 204, body: '', label: 'batch', count: n };
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
-  const body = `[${forwarded.map(canonicalJson).join(',')}]`;
-  return { kind: 'forward', body, label: 'batch', count: forwarded.length, idempotent, answered, merge: { slots }, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: null };
+  return canonicalBatch(forwarded, forwarded.length, idempotent, answered, { slots }, withCalls);
+}
+
+/**
+ * A batch forwarded as the canonical re-serialization of its calls; with
+ * `withCalls`, a Call per call: its own bytes of the body (a view of the
+ * body's bytes), its id's span in them, and what JSON.parse reads of them
+ * (canonicalDoc), so no layer parses it again.
+ */
+function canonicalBatch(forwarded: readonly Item[], count: number, idempotent: boolean, answered: boolean, merge: BatchMerge | null, withCalls: boolean): EvmDecision {
+  const methods = methodsOf(forwarded);
+  const texts = forwarded.map(canonicalJson);
+  const body = `[${texts.join(',')}]`;
+  let calls: Call[] | null = null;
+  if (withCalls) {
+    const b = Buffer.from(body);
+    calls = [];
+    let at = 1;
+    for (let k = 0; k < forwarded.length; k++) {
+      const it = forwarded[k]!;
+      const end = at + Buffer.byteLength(texts[k]!);
+      // The id, where there is one, comes right after '{"jsonrpc":"2.0","id":' (canonicalJson).
+      const idEnd = it.id === undefined ? NO_ID : ID_AT + Buffer.byteLength(JSON.stringify(it.id));
+      calls.push(Call.parsedAs(b.subarray(at, end), methods[k]!, canonicalDoc(it), it.id === undefined ? NO_ID : ID_AT, idEnd));
+      at = end + 1;
+    }
+  }
+  return { kind: 'forward', body, label: 'batch', count, idempotent, answered, merge, methods, idStart: -1, idEnd: -1, call: null, calls };
+}
+
+/**
+ * A Call per call of a batch forwarded as its own bytes (`buf`, every call of
+ * it forwarded, each parsed here as `forwarded`): each its own bytes of `buf`
+ * (its id's span is found when first asked); null when the bytes do not split
+ * (the layers split the body as it comes).
+ */
+function rawCalls(buf: Buffer, forwarded: readonly Item[]): Call[] | null {
+  const calls: Call[] = [];
+  let p = skipWs(buf, 0) + 1; // past '['
+  for (const it of forwarded) {
+    const s = skipWs(buf, p);
+    const e = valueEnd(buf, s, MAX_ANSWER_DEPTH);
+    if (e === -1) return null;
+    const id = it.id === undefined ? NO_ID : -1;
+    calls.push(Call.parsedAs(buf.subarray(s, e), it.method as string, it, id, id));
+    p = skipWs(buf, e) + 1; // past ',' (or the closing ']')
+  }
+  return calls;
 }
 
 /** A call check that asks the key's own check (if any), then refuses invalid params. */

@@ -113,7 +113,7 @@ class EvmRoute implements RouteHandler {
       (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call, fast.calls))
     )
       return fast;
-    return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
+    return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params, this.withCalls);
   }
 
   private readonly forward = (x: Exchange, d: Forwarded): void => {

@@ -224,6 +224,11 @@ const blockParam = fc.oneof(
   fc.integer({ min: 66, max: 90 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
   fc.integer({ min: 0, max: 6 }).map((back) => (_p: Pick, head: number) => ({ blockNumber: num(Math.max(0, head - back)) })),
   fc.constant((p: Pick) => ({ blockHash: p(blockHashes) })),
+  // Other spellings geth reads (the one block-parameter reader, evm-call.ts): hex digits in upper case, a tag in
+  // EIP-1898's object, a hash as a string. Each is kept as its own text, by the block it names.
+  fc.integer({ min: 0, max: 6 }).map((back) => (_p: Pick, head: number) => `0x${Math.max(0, head - back).toString(16).toUpperCase()}`),
+  fc.constantFrom('latest', 'safe', 'finalized').map((tag) => () => ({ blockNumber: tag })),
+  fc.constant((p: Pick) => p(blockHashes)),
 );
 type BlockArg = string | ((p: Pick, head: number) => unknown);
 const at = (b: BlockArg, p: Pick, head: number): unknown => (typeof b === 'string' ? b : b(p, head));
@@ -623,6 +628,25 @@ describe('cache: every answer agrees with the node (anvil as the oracle)', () =>
     const b = await send('unchecked');
     expect([a.xCache, b.xCache]).toEqual(['BYPASS', 'BYPASS']);
     expect(balances(before)).toEqual([body, body]);
+  });
+
+  it("a block parameter is kept by the block the pool's reader names (one reader): upper-case hex and a tag in EIP-1898's object are kept, both blockHash and blockNumber never", async () => {
+    const head = hexToNum((await anvil.rpc('eth_blockNumber')).result);
+    const n = Math.max(1, head - 1);
+    const upper = `0x${n.toString(16).toUpperCase()}`;
+    const want = (await anvil.rpc('eth_getBalance', [accounts[1], `0x${n.toString(16)}`])).result;
+    // geth's hexutil reads either case: the same block, kept by its number.
+    expect(await viaGateway('eth_getBalance', [accounts[1], upper])).toMatchObject({ body: { result: want } });
+    expect(await viaGateway('eth_getBalance', [accounts[1], upper])).toMatchObject({ xCache: 'HIT', body: { result: want } });
+    // A tag inside EIP-1898's object: kept until the head moves, as a bare tag is.
+    const tagged = async () => viaGateway('eth_getTransactionCount', [accounts[1], { blockNumber: 'safe' }]);
+    await tagged();
+    expect((await tagged()).xCache).toBe('HIT');
+    // Both: geth refuses it ("cannot specify both BlockHash and BlockNumber"); never kept.
+    const hash = ((await anvil.rpc('eth_getBlockByNumber', [`0x${n.toString(16)}`, false])).result as { hash: string }).hash;
+    const both = async () => viaGateway('eth_getBalance', [accounts[1], { blockHash: hash, blockNumber: `0x${n.toString(16)}` }]);
+    await both();
+    expect((await both()).xCache).not.toBe('HIT');
   });
 
   it('never coalesces or keeps writes (X-Cache: BYPASS); a batch\'s calls take part one by one (cache-client-batch.test.ts)', async () => {

@@ -25,13 +25,13 @@ export interface ParseCountedPool {
   close(): Promise<void>;
 }
 
-/** Anvil (4 blocks mined), two recording proxies before it, and the gateway built from `manifest` with key `key` (id `call`), counting parses of `mark`. */
-export async function startParseCountedPool(name: string, manifest: string, key: string, mark: string): Promise<ParseCountedPool> {
+/** Anvil (4 blocks mined), two recording proxies before it, and the gateway built from `manifest` with key `key` (id `call`; or the keys file `keys`), counting parses of `mark`. */
+export async function startParseCountedPool(name: string, manifest: string, key: string, mark: string, keys = keysYaml([{ id: 'call', key }])): Promise<ParseCountedPool> {
   const anvil = await startAnvil();
   await anvil.mine(4);
   const [node1, node2] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
   const built = await buildManifest(name, manifest);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'call', key }]));
+  writeFileSync(join(built.dir, 'keys.yaml'), keys);
   const parseLog = join(built.dir, 'parses.log');
   const gw = await startGateway({
     cwd: built.dir,

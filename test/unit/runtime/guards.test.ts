@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
-import { checkEvmBody, checkEvmBodyGeneral, type EvmDecision } from '../../../runtime/guards/evm.ts';
+import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from '../../../runtime/guards/evm.ts';
 import { mergeBatch } from '../../../runtime/batch-merge.ts';
 import { scanPlainRpc } from '../../../runtime/guards/evm-fast.ts';
 import { evmParamsCheck } from '../../../runtime/guards/evm-params.ts';
@@ -11,7 +11,7 @@ import { ROSETTA_ENDPOINTS, checkRosettaBody } from '../../../runtime/guards/ros
 import { checkBlockbook } from '../../../runtime/guards/blockbook.ts';
 import { splitQuery, isSafeSegment, RequestTarget } from '../../../runtime/url.ts';
 import { specPath } from '../../support/paths.ts';
-import { Call } from '../../../runtime/evm-call.ts';
+import { Call, callParses } from '../../../runtime/evm-call.ts';
 
 const allowed = new Set(['eth_chainId', 'eth_sendRawTransaction']);
 const body = (v: unknown) => Buffer.from(typeof v === 'string' ? v : JSON.stringify(v));
@@ -245,6 +245,97 @@ describe('EVM guard fast path', () => {
     expect(scan('[{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber"}]')).toMatchObject({ kind: 'forward', answered: false });
     expect(scan('{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x00"]}')).toMatchObject({ idempotent: false });
     expect(scan('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_sendRawTransaction","params":["0x00"]}]')).toMatchObject({ idempotent: false });
+  });
+
+  it("general path: a batch's decision carries a Call per forwarded call, its own bytes of the body that goes upstream, made of what was parsed (issue 37)", () => {
+    const many = new Set(['eth_chainId', 'eth_getBalance']);
+    const forward = (d: EvmDecision) => d as Extract<EvmDecision, { kind: 'forward' }>;
+    const described = (calls: readonly Call[]) => calls.map((c) => [Buffer.from(c.body).toString(), c.method, c.idJson, c.notification, c.params, c.block]);
+    // Sent as it came (outside ASCII, so not the fast path's): each Call a view of the very bytes.
+    const raw = Buffer.from('[{"jsonrpc":"2.0","id":"é","method":"eth_getBalance","params":["0x742d35cc6634c0532925a3b844bc454e4438f44e","0x1"]} , {"method":"eth_chainId","jsonrpc":"2.0"}]');
+    const parses = callParses.count;
+    const r = forward(checkEvmBody(raw, many, 10));
+    expect(r.body).toBe(raw);
+    expect(described(r.calls!)).toEqual([
+      ['{"jsonrpc":"2.0","id":"é","method":"eth_getBalance","params":["0x742d35cc6634c0532925a3b844bc454e4438f44e","0x1"]}', 'eth_getBalance', '"é"', false, ['0x742d35cc6634c0532925a3b844bc454e4438f44e', '0x1'], 1],
+      ['{"method":"eth_chainId","jsonrpc":"2.0"}', 'eth_chainId', 'null', true, [], null],
+    ]);
+    expect((r.calls![0]!.body as Buffer).buffer, 'a view of the body, not a copy').toBe(raw.buffer);
+    // Sent as the canonical calls (an escape, a key dropped, a refused call answered in place): each Call's bytes are
+    // the body's, in order, and read as what was checked.
+    const text = '[{"jsonrpc":"2.0","id":"\\u00e9\\u0031","method":"eth_getBalance","params":["0x742d35cc6634c0532925a3b844bc454e4438f44e","latest"],"x":1},{"jsonrpc":"2.0","id":2,"method":"admin_peers"},{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","id":3,"method":"eth_chainId","params":[]}]';
+    const c = forward(checkEvmBody(Buffer.from(text), many, 10));
+    expect(typeof c.body).toBe('string');
+    expect(c.merge).not.toBeNull();
+    expect(`[${c.calls!.map((k) => Buffer.from(k.body).toString()).join(',')}]`).toBe(c.body);
+    expect(described(c.calls!)).toEqual([
+      ['{"jsonrpc":"2.0","id":"é1","method":"eth_getBalance","params":["0x742d35cc6634c0532925a3b844bc454e4438f44e","latest"]}', 'eth_getBalance', '"é1"', false, ['0x742d35cc6634c0532925a3b844bc454e4438f44e', 'latest'], 'latest'],
+      ['{"jsonrpc":"2.0","method":"eth_chainId"}', 'eth_chainId', 'null', true, [], null],
+      ['{"jsonrpc":"2.0","id":3,"method":"eth_chainId","params":[]}', 'eth_chainId', '3', false, [], null],
+    ]);
+    expect(c.calls![0]!.doc).toEqual(JSON.parse(Buffer.from(c.calls![0]!.body).toString()));
+    expect(callParses.count, 'no Call parsed its body again').toBe(parses);
+    // A key's lists: its check's refusal answered in place, the rest carried as Calls.
+    const check: CallCheck = (method, _params, idJson) => (method === 'eth_getBalance' ? `{"jsonrpc":"2.0","id":${idJson},"error":{"code":-32601,"message":"no"}}` : null);
+    const k = forward(checkEvmBodyGeneral(Buffer.from('[{"jsonrpc":"2.0","id":1,"method":"eth_getBalance","params":[]},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'), many, 10, check));
+    expect(described(k.calls!)).toEqual([['{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}', 'eth_chainId', '2', false, [], null]]);
+    // A single call carries its own, as before.
+    expect(forward(checkEvmBody(Buffer.from('{"jsonrpc":"2.0","id":"\\u0061","method":"eth_chainId"}'), many, 10)).call!.idJson).toBe('"a"');
+    // Where no layer splits batches (one upstream, no cache): none is made.
+    expect(checkEvmBody(raw, many, 10, null, false)).toMatchObject({ calls: null });
+    expect(checkEvmBody(Buffer.from(text), many, 10, null, false)).toMatchObject({ calls: null });
+    expect(checkEvmBody(Buffer.from('{"jsonrpc":"2.0","id":"\\u0061","method":"eth_chainId"}'), many, 10, null, false)).toMatchObject({ call: null });
+  });
+
+  it("general path: whatever the batch, its Calls are its forwarded calls as sent, each read as its own bytes read (property)", () => {
+    const many = new Set(['eth_chainId', 'eth_getBalance']);
+    const id = fc.oneof(fc.constant(undefined), fc.constant(null), fc.integer(), fc.string({ unit: 'binary', maxLength: 4 }));
+    const item = fc.record({
+      id,
+      method: fc.constantFrom('eth_chainId', 'eth_getBalance', 'admin_peers'),
+      params: fc.oneof(fc.constant(undefined), fc.array(fc.oneof(fc.string({ unit: 'binary', maxLength: 3 }), fc.integer()), { maxLength: 2 })),
+      extra: fc.boolean(),
+      escape: fc.boolean(),
+      space: fc.constantFrom('', ' ', '\n '),
+    });
+    fc.assert(
+      fc.property(fc.array(item, { minLength: 1, maxLength: 5 }), fc.boolean(), (items, keyChecks) => {
+        const texts = items.map((it) => {
+          const o: Record<string, unknown> = { jsonrpc: '2.0', method: it.method };
+          if (it.id !== undefined) o.id = it.id;
+          if (it.params !== undefined) o.params = it.params;
+          if (it.extra) o.x = 1;
+          const t = JSON.stringify(o);
+          // An escape the node reads as the same text.
+          return it.escape ? t.replace('"jsonrpc"', '"jsonrp\\u0063"') : t;
+        });
+        const raw = Buffer.from(`[${texts.map((t, k) => items[k]!.space + t).join(',')}]`);
+        const check: CallCheck | null = keyChecks ? () => null : null;
+        const d = checkEvmBodyGeneral(raw, many, 10, check);
+        if (d.kind !== 'forward') return;
+        const calls = d.calls!;
+        expect(calls.map((c) => c.method)).toEqual(d.methods);
+        const sent = typeof d.body === 'string' ? d.body : d.body.toString();
+        const parsed = JSON.parse(sent) as { id?: unknown }[];
+        expect(calls).toHaveLength(parsed.length);
+        // Each Call's bytes are the body's, in order.
+        let at = 0;
+        for (const c of calls) {
+          const own = Buffer.from(c.body).toString();
+          at = sent.indexOf(own, at);
+          expect(at, own).toBeGreaterThan(0);
+          at += own.length;
+        }
+        calls.forEach((c, k) => {
+          const own = JSON.parse(Buffer.from(c.body).toString()) as { id?: unknown };
+          expect(own).toEqual(parsed[k]);
+          expect(c.doc).toEqual(own);
+          expect(c.notification).toBe(own.id === undefined);
+          if (own.id !== undefined) expect(JSON.parse(c.idJson)).toEqual(own.id);
+        });
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('keeps one method table per allowlist', () => {
