@@ -17,10 +17,9 @@
 import type { Logger } from '../observe/log.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { RouteSpec } from '../types.ts';
-import { moduleOf } from '../interfaces/index.ts';
-import type { ProbeRequest } from '../interfaces/interface.ts';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { ChainView, PollReport } from './chain-view.ts';
+import type { ChainProbe, ProbeRequest } from './probe.ts';
 import { saysThrottled, throttled } from './throttle.ts';
 import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
@@ -42,6 +41,8 @@ export interface PolledChain {
   readonly everyMs: number | null;
   /** Whether the chain's cache needs heads: then the poll asks for the head's hash, finality and genesis too. */
   readonly heads: boolean;
+  /** How its upstreams are asked: its interface module's probe (chains.ts hands it in). */
+  readonly probe: ChainProbe;
 }
 
 export class Poller {
@@ -59,7 +60,7 @@ export class Poller {
   ) {
     // Where the manifest says which chain an upstream must serve, none takes traffic before a poll says it does.
     for (const c of chains) {
-      const names = moduleOf(c.route.interface).probe.names(c.route);
+      const names = c.probe.names(c.route);
       if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
       if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
     }
@@ -140,7 +141,7 @@ export class Poller {
     overdue?.unref();
     try {
       const heads = c.heads;
-      const outcome = await pollOnce(c.route, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
+      const outcome = await pollOnce(c.route, c.probe, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
       const throttle = 'failure' in outcome ? (outcome.failure.throttle ?? null) : null;
       return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every, throttle, sentAt };
     } catch (err) {
@@ -245,18 +246,18 @@ class Election {
 export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string; readonly throttle?: IncomingHttpHeaders };
 
 /**
- * One poll of one upstream, as the poller and `gateway check --probe` make
- * it: its report, or why there is none. Reasons are error codes and
+ * One poll of one upstream with its chain's probe, as the poller and
+ * `gateway check --probe` make it: its report, or why there is none. Reasons are error codes and
  * statuses, never an error's message, which may carry the upstream's address.
  */
 export async function pollOnce(
   route: RouteSpec,
+  probe: ChainProbe,
   u: Upstream,
   timeoutMs: number,
   heads: boolean,
   lookups: readonly number[] = NONE,
 ): Promise<{ readonly report: PollReport } | { readonly failure: PollFailure }> {
-  const probe = moduleOf(route.interface).probe;
   let requests = probe.requests(route, u, heads, lookups);
   let answers = await Promise.all(requests.map((r) => ask(u, r, timeoutMs)));
   // One object for a batch: a node that takes no batches. Asked call by call, now and from then on.
@@ -280,10 +281,11 @@ export async function pollOnce(
  */
 export async function probeWithReason(
   route: RouteSpec,
+  probe: ChainProbe,
   u: Upstream,
   timeoutMs: number,
 ): Promise<{ readonly result: number | null | { readonly wrong: string }; readonly failure?: PollFailure }> {
-  const out = await pollOnce(route, u, timeoutMs, false);
+  const out = await pollOnce(route, probe, u, timeoutMs, false);
   if ('failure' in out) return { result: null, failure: out.failure };
   const r = out.report;
   return { result: r.own ? r.number : { wrong: r.identity } };

@@ -5,10 +5,12 @@
 // upstream answers what each case says.
 import { afterEach, describe, expect, it } from 'vitest';
 import { pollOnce } from '../../../runtime/upstreams/poller.ts';
+import { moduleOf } from '../../../runtime/interfaces/index.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
 import { Upstream } from '../../../runtime/upstreams/upstream.ts';
 
 const EVM = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 }, upstreams: [{}] } as unknown as RouteSpec;
+const PROBE = moduleOf('evm-jsonrpc').probe;
 const opened: Upstream[] = [];
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((u) => u.pool.close()));
@@ -27,19 +29,19 @@ const INFURA = '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"pro
 
 describe('a throttled poll', () => {
   it('HTTP 429: a throttle, with its Retry-After', async () => {
-    const out = await pollOnce(EVM, answering(429, INFURA, { 'retry-after': '30' }), 1000, false);
+    const out = await pollOnce(EVM, PROBE, answering(429, INFURA, { 'retry-after': '30' }), 1000, false);
     expect('failure' in out && out.failure.throttle).toEqual({ 'retry-after': '30' });
   });
 
   it('a -32005 in a 200, for the whole batch (Infura), or in one of a batch\'s answers: a throttle', async () => {
     for (const body of [INFURA, `[{"jsonrpc":"2.0","id":1,"result":"0x1"},${INFURA.replace('null', '2')}]`]) {
-      const out = await pollOnce(EVM, answering(200, body), 1000, false);
+      const out = await pollOnce(EVM, PROBE, answering(200, body), 1000, false);
       expect('failure' in out && out.failure.throttle !== undefined, body).toBe(true);
     }
   });
 
   it('a rate limiter\'s {"error": "Too many requests"} in a 503: a throttle', async () => {
-    const out = await pollOnce(EVM, answering(503, '{"error":"Too many requests, rate limit exceeded"}'), 1000, false);
+    const out = await pollOnce(EVM, PROBE, answering(503, '{"error":"Too many requests, rate limit exceeded"}'), 1000, false);
     expect('failure' in out && out.failure.throttle !== undefined).toBe(true);
   });
 
@@ -50,7 +52,7 @@ describe('a throttled poll', () => {
       [200, '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"query returned more than 10000 results"}}'],
     ];
     for (const [status, body] of bodies) {
-      const out = await pollOnce(EVM, answering(status, body), 1000, false);
+      const out = await pollOnce(EVM, PROBE, answering(status, body), 1000, false);
       expect('failure' in out, `a failed poll: ${body}`).toBe(true);
       expect('failure' in out && out.failure.throttle, body).toBeUndefined();
     }
