@@ -13,7 +13,8 @@
 // throttles (HTTP 429, or a throttle error in the answer: throttle.ts) is no
 // failed poll: the upstream is throttled as by a client call's throttle (its
 // Retry-After, or the cooldown), its state stays, and it is not polled again
-// before the throttle is over.
+// before the throttle is over. A poll that answers ends the run of throttles
+// (the cooldown starts again at its first length), as a client call's answer does.
 import type { Logger } from '../observe/log.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { RouteSpec } from '../types.ts';
@@ -165,6 +166,8 @@ export class Poller {
       v.settled(n, false);
       return;
     }
+    // An answer (of this chain or another): the run of throttles is over, as after a client call's answer (upstream.ts markSuccess).
+    if (report !== null && v.throttleRun !== 0) v.throttleRun = 0;
     let best = c.view.best();
     let r = report;
     const election = this.elections.get(c);
