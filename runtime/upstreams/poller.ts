@@ -15,6 +15,9 @@
 // Retry-After, or the cooldown), its state stays, and it is not polled again
 // before the throttle is over. A poll that answers ends the run of throttles
 // (the cooldown starts again at its first length), as a client call's answer does.
+// An upstream that must be verified and whose polls were throttled from the
+// start stays out of traffic until a poll answers, but counts as throttled
+// (throttle.ts allThrottled): its clients are told when to come back.
 import type { Logger } from '../observe/log.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { RouteSpec } from '../types.ts';
@@ -162,10 +165,12 @@ export class Poller {
     if (throttle !== null) {
       // Throttled: no word on its head or its health. Out of traffic for the throttle, as after a client call's (throttle.ts).
       throttled(u, throttle, sentAt);
+      v.pollThrottled = true;
       c.view.report(v, null, late);
       v.settled(n, false);
       return;
     }
+    v.pollThrottled = false;
     // An answer (of this chain or another): the run of throttles is over, as after a client call's answer (upstream.ts markSuccess).
     if (report !== null && v.throttleRun !== 0) v.throttleRun = 0;
     let best = c.view.best();
