@@ -255,8 +255,9 @@ export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly r
 
 /**
  * One poll of one upstream with its chain's probe, as the poller and
- * `gateway check --probe` make it: its report, or why there is none. Reasons are error codes and
- * statuses, never an error's message, which may carry the upstream's address.
+ * `gateway check --probe` make it: its report, or why there is none. Reasons
+ * are error codes and statuses, never an error's message, which may carry the
+ * upstream's address.
  */
 export async function pollOnce(
   route: RouteSpec,

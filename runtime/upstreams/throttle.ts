@@ -3,11 +3,14 @@
 // was not run): a read goes at once to another usable upstream, a write to
 // another one once, and the upstream takes no client traffic until its
 // Retry-After has passed, or, without one, for a cooldown of 1 s that doubles
-// with each throttle in a row up to 60 s (a success ends the run). The
+// with each throttle in a row up to 60 s (an answer, to a call or a poll, ends
+// the run). The
 // cooldown is upstream state, in its view (chain-view.ts UpstreamView), so
 // that selection (upstream.ts `usable`) and the pools skip it; with every
 // upstream of a chain throttled the client gets its interface's "every
-// upstream throttled" (HTTP 429, Retry-After: the soonest one is free again).
+// upstream throttled" (HTTP 429, Retry-After: the soonest one is free again),
+// also where they are out only because their polls were throttled before the
+// first one verified them.
 // docs/upstreams.md: "Throttling".
 //
 // Each entry of the table names the provider that says it and where the text
@@ -152,8 +155,8 @@ export function allThrottled(group: UpstreamGroup, accept: ((u: Upstream) => boo
   const now = Date.now();
   let soonest = Infinity;
   for (const u of group.all) {
-    const first = !u.serving && throttledBeforeVerified(u);
-    if (!u.serving && !first) continue;
+    const first = throttledBeforeVerified(u);
+    if (!first && !u.serving) continue;
     // Throttled, or out of room in its budget (upstream-budget.ts) until then.
     let until = u.budget === null ? u.view.throttledUntil : Math.max(u.view.throttledUntil, u.budget.readyAt(now));
     // Throttled before its first good poll: once the throttle is over, the poll that may verify it is at most an interval away.
