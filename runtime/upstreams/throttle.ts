@@ -4,13 +4,12 @@
 // another one once, and the upstream takes no client traffic until its
 // Retry-After has passed, or, without one, for a cooldown of 1 s that doubles
 // with each throttle in a row up to 60 s (an answer, to a call or a poll, ends
-// the run). The
-// cooldown is upstream state, in its view (chain-view.ts UpstreamView), so
-// that selection (upstream.ts `usable`) and the pools skip it; with every
-// upstream of a chain throttled the client gets its interface's "every
-// upstream throttled" (HTTP 429, Retry-After: the soonest one is free again),
-// also where they are out only because their polls were throttled before the
-// first one verified them.
+// the run). The cooldown is upstream state, in its view (chain-view.ts
+// UpstreamView), so that selection (upstream.ts `usable`) and the pools skip
+// it; with every upstream of a chain throttled the client gets its
+// interface's "every upstream throttled" (HTTP 429, Retry-After: the soonest
+// one is free again), also where they are out only because their polls were
+// throttled before one verified them.
 // docs/upstreams.md: "Throttling".
 //
 // Each entry of the table names the provider that says it and where the text
