@@ -1,9 +1,10 @@
 // Issue 39, a throttle before the first good poll: on a chain that verifies
 // its upstreams' identity (a chainId in the manifest, or a pool that takes its
-// identity from most of its upstreams' first polls), an upstream takes no
-// traffic before a poll finds it on the chain. When the provider throttles
-// those polls from the start (test/support/throttle-standin.ts in front of
-// anvil, answering as Infura does: HTTP 429 with -32005 and Retry-After), the
+// identity from most of its upstreams' first polls, or a Blockbook chain with
+// a coin), an upstream takes no traffic before a poll finds it on the chain.
+// When the provider throttles those polls from the start
+// (test/support/throttle-standin.ts in front of anvil or the Blockbook
+// stand-in, answering as Infura does: HTTP 429 with -32005 and Retry-After), the
 // client is told "every upstream throttled" (HTTP 429, Retry-After, -32005),
 // as when they are throttled later, not "no healthy upstream"; and once the
 // polls answer, the identity is checked as always: an upstream of another
@@ -12,20 +13,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { request } from 'undici';
 import { mnemonicToAccount } from 'viem/accounts';
 import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type JsonAnswer, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { PROVIDER, startThrottleStandin, type ThrottleStandin } from '../support/throttle-standin.ts';
 
 const KEY = newKey();
 const ADDR = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: 0 }).address;
 
 let anvil: Anvil;
+let bb: BlockbookStub;
 let gw: RunningGateway;
 
 /** The stand-ins, by the env name the manifest gives their URL. */
 const S: Record<string, ThrottleStandin> = {};
-const NAMES = ['NAMED_A', 'NAMED_B', 'ELECTED_A', 'ELECTED_B', 'OTHER_A', 'OTHER_B', 'Q_A', 'Q_B'];
+const NAMES = ['NAMED_A', 'NAMED_B', 'ELECTED_A', 'ELECTED_B', 'OTHER_A', 'OTHER_B', 'Q_A', 'Q_B', 'BTC'];
 /** Stand-ins whose polls are still throttled (every one, from the gateway's start on). */
 const holding = new Set<string>(NAMES);
 
@@ -37,6 +41,7 @@ const MANIFEST = `
 version: 1
 listeners:
   rpc: { host: 127.0.0.1, port: "0" }
+  explorer: { host: 127.0.0.1, port: "0" }
 admin: { host: 127.0.0.1, port: "0" }
 keys: ./keys.yaml
 health: { intervalMs: 200, timeoutMs: 2000 }
@@ -47,11 +52,13 @@ ${chain('named', ['NAMED_A', 'NAMED_B'], ', chainId: 31337')}
 ${chain('elected', ['ELECTED_A', 'ELECTED_B'])}
 ${chain('other', ['OTHER_A', 'OTHER_B'], ', chainId: 1')}
 ${chain('quorum', ['Q_A', 'Q_B'], ', quorum: { methods: [eth_getBalance], of: 2 }')}
+  - { path: bitcoin, interface: blockbook, listener: explorer, coin: Bitcoin, upstreams: ["\${BTC}"] }
 `;
 
 beforeAll(async () => {
   anvil = await startAnvil();
-  const all = await Promise.all(NAMES.map(() => startThrottleStandin(anvil.url)));
+  bb = await startBlockbookStub();
+  const all = await Promise.all(NAMES.map((n) => startThrottleStandin(n === 'BTC' ? bb.url : anvil.url)));
   NAMES.forEach((n, i) => {
     const s = all[i]!;
     S[n] = s;
@@ -62,6 +69,7 @@ beforeAll(async () => {
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'first-poll', key: KEY }]));
   const env: Record<string, string> = {};
   for (const n of NAMES) env[n] = S[n]!.url;
+  env.BTC = `${S.BTC!.url}/api`;
   gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
 }, 60_000);
 
@@ -69,6 +77,7 @@ afterAll(async () => {
   await gw?.stop();
   await Promise.all(Object.values(S).map((s) => s.close()));
   await anvil?.stop();
+  await bb?.close();
 });
 
 let nextId = 1;
@@ -136,6 +145,32 @@ describe('every upstream of a verifying chain throttled before its first good po
     const served = await pastThrottle('quorum');
     expect(served.status, served.text).toBe(200);
     expect(served.json.result, served.text).toBe((await anvil.rpc('eth_getBalance', [ADDR, 'latest'])).result);
+  }, 60_000);
+
+  it('Blockbook with a coin: 429 {"error":"Every upstream throttled"} with Retry-After, not 503; served once a poll verifies the coin', async () => {
+    const block = async () => {
+      const r = await request(gw.url('explorer', '/bitcoin/v2/block/1'), { headers: { 'x-api-key': KEY } });
+      return { status: r.statusCode, headers: r.headers, text: await r.body.text() };
+    };
+    const a = await block();
+    expect(a.status, a.text).toBe(429);
+    expect(JSON.parse(a.text)).toEqual({ error: 'Every upstream throttled' });
+    expect(Number(a.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(S.BTC!.arrivals.length).toBe(0);
+    await release('BTC');
+    let last = a;
+    await until(
+      async () => {
+        last = await block();
+        if (last.status !== 429) return true;
+        expect(JSON.parse(last.text)).toEqual({ error: 'Every upstream throttled' });
+        return false;
+      },
+      'bitcoin past its throttled first polls',
+      30_000,
+    );
+    expect(last.status, last.text).toBe(200);
+    expect(JSON.parse(last.text).height).toBe(1);
   }, 60_000);
 
   it('upstreams of another chain than the manifest names: 429 while throttled, then wrong_chain and 503; never a call to a node', async () => {
