@@ -137,6 +137,7 @@ export async function probeManifest(
   // The runtime's modules, loaded only here: routes and check stay light.
   const { Upstream } = await import('../runtime/upstreams/upstream.ts');
   const { probeWithReason } = await import('../runtime/upstreams/poller.ts');
+  const { moduleOf } = await import('../runtime/interfaces/index.ts');
   const { resolveTemplate } = await import('../runtime/env.ts');
   const env = opts.env ?? process.env;
   type Job = { chain: ChainModel; index: number };
@@ -161,7 +162,7 @@ export async function probeManifest(
       return;
     }
     try {
-      const { result: r, failure } = await probeWithReason(route, u, opts.timeoutMs);
+      const { result: r, failure } = await probeWithReason(route, moduleOf(route.interface).probe, u, opts.timeoutMs);
       if (r === null) results.set(job, { state: failure!.kind, head: null, detail: failure!.reason });
       else if (typeof r === 'object') results.set(job, { state: 'wrong_chain', head: null, detail: `serves ${r.wrong}` });
       else results.set(job, { state: 'up', head: Number.isNaN(r) ? null : r, detail: '' });

@@ -66,7 +66,7 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       // often, and a pool may need the hashes and finalized blocks its upstreams report (its module says). A chain
       // with WebSocket subscribers follows its head (and its hash: a reorg at the same height) as a pool does.
       const heads = cached || followsHeads || (pooled && poolHeads);
-      polled.push({ route, group, view, everyMs: cached ? cache.spec.headPollMs : pooled || followsHeads ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null, heads });
+      polled.push({ route, group, view, everyMs: cached ? cache.spec.headPollMs : pooled || followsHeads ? Math.min(spec.health.intervalMs, POOL_POLL_MS) : null, heads, probe: moduleOf(route.interface).probe });
     }
     dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
   }

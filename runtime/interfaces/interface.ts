@@ -12,8 +12,10 @@ import type { Metrics } from '../observe/metrics.ts';
 import type { Usage } from '../observe/usage.ts';
 import type { ValidatorTables } from '../validators.ts';
 import type { InterfaceKind, RouteOf } from '../types.ts';
-import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import type { ChainView, PollReport } from '../upstreams/chain-view.ts';
+import type { UpstreamGroup } from '../upstreams/upstream.ts';
+import type { ChainView } from '../upstreams/chain-view.ts';
+// How its chains' upstreams are polled: the probe's shape, beside the poller that uses it.
+import type { ChainProbe } from '../upstreams/probe.ts';
 import type { Dispatch, Next } from '../dispatch.ts';
 import type { CacheCore } from '../cache/core.ts';
 import type { PoolStats } from '../pool/stats.ts';
@@ -39,36 +41,6 @@ export interface RouteServices<K extends InterfaceKind = InterfaceKind> {
   readonly usage: Usage;
   /** The request validators the build emitted (used by chains with validate: params). */
   readonly validators: ValidatorTables;
-}
-
-export interface ProbeRequest {
-  readonly path: string;
-  readonly method: 'GET' | 'POST';
-  readonly body?: string;
-  /** A JSON-RPC batch: a node that answers it with one object takes no batches (then `requests` is asked again). */
-  readonly batch?: boolean;
-}
-
-/**
- * How a chain's upstreams are polled (poller.ts): one poll tells what an
- * upstream serves, its head and, where the chain needs heads, the head's
- * hash, the finalized and safe blocks and the genesis hash.
- */
-export interface ChainProbe<K extends InterfaceKind> {
-  /** Whether the manifest names what the chain's upstreams must serve (then none takes traffic before a poll says it does). */
-  names(route: RouteOf<K>): boolean;
-  /**
-   * The requests of one poll of `u`, sent together. `heads`: the chain needs
-   * hashes and finality; `lookups`: final blocks whose canonical
-   * hash to ask for (EVM).
-   */
-  requests(route: RouteOf<K>, u: Upstream, heads: boolean, lookups: readonly number[]): readonly ProbeRequest[];
-  /**
-   * The report in the answers (in the order of the requests; null for one
-   * that brought no proper answer), or why they are not one. Identity first:
-   * a node of another network may fail the head request (Rosetta's 4002).
-   */
-  read(route: RouteOf<K>, answers: readonly (Record<string, any> | null)[], heads: boolean): PollReport | string;
 }
 
 /** A chain's pool: its dispatch in place of the plain one, and its counters. */

@@ -31,7 +31,7 @@ import { FilterPins } from './filters.ts';
 import { Flow, type FlowHost, type FlowPlan } from './flow.ts';
 import { learnHashes } from './learn.ts';
 import { HedgeBudget, LatencyWindow, PoolStats } from './stats.ts';
-import { allThrottled } from '../upstreams/throttle.ts';
+import { allThrottled, throttledBeforeVerified } from '../upstreams/throttle.ts';
 
 export class Pool implements FlowHost {
   readonly stats: PoolStats;
@@ -171,14 +171,15 @@ export class Pool implements FlowHost {
   /**
    * A quorum call with fewer than `of` usable upstreams at the served tip: no
    * upstream can take it (as when none is usable). When those that could vote
-   * but for a throttle (or a budget out of room) would make up the quorum, the
-   * client gets "every upstream throttled", with the seconds until the soonest
-   * is free again (throttle.ts).
+   * but for a throttle (or a budget out of room, or a throttle before their
+   * first good poll) would make up the quorum, the client gets "every
+   * upstream throttled", with the seconds until the soonest is free again
+   * (throttle.ts).
    */
   private tooFew(target: HeldTarget, group: UpstreamGroup, able: (u: Upstream) => boolean, usable: number, of: number): Cancelable {
     this.stats.quorum.short++;
     let waiting = 0;
-    for (const u of group.all) if (u.serving && !u.usable && able(u)) waiting++;
+    for (const u of group.all) if ((u.serving || throttledBeforeVerified(u)) && !u.usable && able(u)) waiting++;
     const r = usable + waiting >= of ? allThrottled(group, able, null) : null;
     queueMicrotask(() => target.forwarded(r ?? { kind: 'failed', fail: 'no-upstream', upstream: null }));
     return NOTHING;

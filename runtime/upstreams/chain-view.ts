@@ -86,6 +86,8 @@ export class UpstreamView {
   throttleRun = 0;
   throttleSince = 0;
   throttledTotal = 0;
+  /** Its last poll was throttled (poller.ts): until one answers, nothing more is known of it. */
+  pollThrottled = false;
   /** Polls begun (whenVerified waits for one begun after it was asked). */
   begun = 0;
   /** Work waiting for the next poll that begins after it was queued: [poll number it waits for, what to run if that poll verifies]. */

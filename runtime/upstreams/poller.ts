@@ -13,14 +13,17 @@
 // throttles (HTTP 429, or a throttle error in the answer: throttle.ts) is no
 // failed poll: the upstream is throttled as by a client call's throttle (its
 // Retry-After, or the cooldown), its state stays, and it is not polled again
-// before the throttle is over.
+// before the throttle is over. A poll that answers ends the run of throttles
+// (the cooldown starts again at its first length), as a client call's answer does.
+// An upstream that must be verified and whose polls were throttled from the
+// start stays out of traffic until a poll answers, but counts as throttled
+// (throttle.ts allThrottled): its clients are told when to come back.
 import type { Logger } from '../observe/log.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { RouteSpec } from '../types.ts';
-import { moduleOf } from '../interfaces/index.ts';
-import type { ProbeRequest } from '../interfaces/interface.ts';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { ChainView, PollReport } from './chain-view.ts';
+import type { ChainProbe, ProbeRequest } from './probe.ts';
 import { saysThrottled, throttled } from './throttle.ts';
 import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
@@ -42,6 +45,8 @@ export interface PolledChain {
   readonly everyMs: number | null;
   /** Whether the chain's cache needs heads: then the poll asks for the head's hash, finality and genesis too. */
   readonly heads: boolean;
+  /** How its upstreams are asked: its interface module's probe (chains.ts hands it in). */
+  readonly probe: ChainProbe;
 }
 
 export class Poller {
@@ -59,7 +64,7 @@ export class Poller {
   ) {
     // Where the manifest says which chain an upstream must serve, none takes traffic before a poll says it does.
     for (const c of chains) {
-      const names = moduleOf(c.route.interface).probe.names(c.route);
+      const names = c.probe.names(c.route);
       if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
       if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
     }
@@ -140,7 +145,7 @@ export class Poller {
     overdue?.unref();
     try {
       const heads = c.heads;
-      const outcome = await pollOnce(c.route, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
+      const outcome = await pollOnce(c.route, c.probe, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
       const throttle = 'failure' in outcome ? (outcome.failure.throttle ?? null) : null;
       return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every, throttle, sentAt };
     } catch (err) {
@@ -160,10 +165,14 @@ export class Poller {
     if (throttle !== null) {
       // Throttled: no word on its head or its health. Out of traffic for the throttle, as after a client call's (throttle.ts).
       throttled(u, throttle, sentAt);
+      v.pollThrottled = true;
       c.view.report(v, null, late);
       v.settled(n, false);
       return;
     }
+    v.pollThrottled = false;
+    // An answer (of this chain or another): the run of throttles is over, as after a client call's answer (upstream.ts markSuccess).
+    if (report !== null && v.throttleRun !== 0) v.throttleRun = 0;
     let best = c.view.best();
     let r = report;
     const election = this.elections.get(c);
@@ -245,18 +254,19 @@ class Election {
 export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string; readonly throttle?: IncomingHttpHeaders };
 
 /**
- * One poll of one upstream, as the poller and `gateway check --probe` make
- * it: its report, or why there is none. Reasons are error codes and
- * statuses, never an error's message, which may carry the upstream's address.
+ * One poll of one upstream with its chain's probe, as the poller and
+ * `gateway check --probe` make it: its report, or why there is none. Reasons
+ * are error codes and statuses, never an error's message, which may carry the
+ * upstream's address.
  */
 export async function pollOnce(
   route: RouteSpec,
+  probe: ChainProbe,
   u: Upstream,
   timeoutMs: number,
   heads: boolean,
   lookups: readonly number[] = NONE,
 ): Promise<{ readonly report: PollReport } | { readonly failure: PollFailure }> {
-  const probe = moduleOf(route.interface).probe;
   let requests = probe.requests(route, u, heads, lookups);
   let answers = await Promise.all(requests.map((r) => ask(u, r, timeoutMs)));
   // One object for a batch: a node that takes no batches. Asked call by call, now and from then on.
@@ -280,10 +290,11 @@ export async function pollOnce(
  */
 export async function probeWithReason(
   route: RouteSpec,
+  probe: ChainProbe,
   u: Upstream,
   timeoutMs: number,
 ): Promise<{ readonly result: number | null | { readonly wrong: string }; readonly failure?: PollFailure }> {
-  const out = await pollOnce(route, u, timeoutMs, false);
+  const out = await pollOnce(route, probe, u, timeoutMs, false);
   if ('failure' in out) return { result: null, failure: out.failure };
   const r = out.report;
   return { result: r.own ? r.number : { wrong: r.identity } };

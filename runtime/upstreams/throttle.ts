@@ -3,11 +3,13 @@
 // was not run): a read goes at once to another usable upstream, a write to
 // another one once, and the upstream takes no client traffic until its
 // Retry-After has passed, or, without one, for a cooldown of 1 s that doubles
-// with each throttle in a row up to 60 s (a success ends the run). The
-// cooldown is upstream state, in its view (chain-view.ts UpstreamView), so
-// that selection (upstream.ts `usable`) and the pools skip it; with every
-// upstream of a chain throttled the client gets its interface's "every
-// upstream throttled" (HTTP 429, Retry-After: the soonest one is free again).
+// with each throttle in a row up to 60 s (an answer, to a call or a poll, ends
+// the run). The cooldown is upstream state, in its view (chain-view.ts
+// UpstreamView), so that selection (upstream.ts `usable`) and the pools skip
+// it; with every upstream of a chain throttled the client gets its
+// interface's "every upstream throttled" (HTTP 429, Retry-After: the soonest
+// one is free again), also where they are out only because their polls were
+// throttled before one verified them.
 // docs/upstreams.md: "Throttling".
 //
 // Each entry of the table names the provider that says it and where the text
@@ -133,17 +135,32 @@ export function throttled(u: Upstream, headers: IncomingHttpHeaders, sentAt: num
 }
 
 /**
+ * Not yet verified (the manifest names what it must serve, or its pool takes
+ * that from its upstreams) only because its polls so far were throttled: it
+ * takes no traffic before a poll answers, but what keeps it out is the throttle.
+ */
+export function throttledBeforeVerified(u: Upstream): boolean {
+  const v = u.view;
+  return v.pollThrottled && v.state === 'unknown' && v.verify;
+}
+
+/**
  * No upstream could take a request: when one it could have gone to is only
- * throttled, the client gets "every upstream throttled", with the seconds
- * until the soonest is free again; null otherwise (no healthy upstream).
+ * throttled (or throttled before its first good poll), the client gets "every
+ * upstream throttled", with the seconds until the soonest is free again; null
+ * otherwise (no healthy upstream).
  */
 export function allThrottled(group: UpstreamGroup, accept: ((u: Upstream) => boolean) | undefined, upstream: Upstream | null): { kind: 'failed'; fail: 'throttled'; upstream: Upstream | null; retryAfter: number } | null {
   const now = Date.now();
   let soonest = Infinity;
   for (const u of group.all) {
+    const first = throttledBeforeVerified(u);
+    if (!first && !u.serving) continue;
     // Throttled, or out of room in its budget (upstream-budget.ts) until then.
-    const until = u.budget === null ? u.view.throttledUntil : Math.max(u.view.throttledUntil, u.budget.readyAt(now));
-    if (until > now && u.serving && (accept === undefined || accept(u)) && until < soonest) soonest = until;
+    let until = u.budget === null ? u.view.throttledUntil : Math.max(u.view.throttledUntil, u.budget.readyAt(now));
+    // Throttled before its first good poll: once the throttle is over, the poll that may verify it is at most an interval away.
+    if (first) until = Math.max(until, now + 1);
+    if (until > now && (accept === undefined || accept(u)) && until < soonest) soonest = until;
   }
   if (soonest === Infinity) return null;
   return { kind: 'failed', fail: 'throttled', upstream, retryAfter: Math.max(1, Math.ceil((soonest - now) / 1000)) };

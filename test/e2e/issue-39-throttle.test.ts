@@ -52,12 +52,13 @@ ${[
   ['forms', 'FORMS_T', 'FORMS_H'],
   ['cool', 'COOL_T', 'COOL_H'],
   ['after', 'AFTER_T', 'AFTER_H'],
-  ['double', 'DOUBLE_T', 'DOUBLE_H'],
   ['allthrottled', 'ALL_1', 'ALL_2'],
   ['single', 'SINGLE'],
 ]
   .map(([path, ...ups]) => `  - { path: ${path}, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [${ups.map((u) => `"\${${u}}"`).join(', ')}] }`)
   .join('\n')}
+  # weighted: the throttling node gets every other read once its cooldown is over, not a score's few probes.
+  - { path: double, interface: evm-jsonrpc, listener: rpc, methods: evm, selection: weighted, upstreams: ["\${DOUBLE_T}", "\${DOUBLE_H}"] }
   - { path: writes, interface: evm-jsonrpc, listener: rpc, methods: evm, broadcast: one, upstreams: ["\${W1}", "\${W2}", "\${W3}"] }
   - { path: writes2, interface: evm-jsonrpc, listener: rpc, methods: evm, broadcast: one, upstreams: ["\${X1}", "\${X2}"] }
   - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB1}", "\${BB2}"] }
@@ -251,17 +252,39 @@ describe('the throttled upstream takes no traffic during its Retry-After, and ta
 });
 
 describe('without Retry-After: a cooldown of 1 s that doubles with each throttle in a row, reset by an answer', () => {
-  it('1 s, 2 s, 4 s between the requests the node gets; its answer starts the run again', async () => {
+  it('1 s, 2 s, 4 s between the requests the node gets while it throttles them all (its polls too); its answer starts the run again', async () => {
     const t = S.DOUBLE_T!;
     t.throttle = (a) => (a.rpcMethod === 'eth_getBalance' ? PROVIDER.alchemy429 : undefined);
+    // Reads at a block both nodes have (the node's head as its last poll said): while its polls are throttled, its
+    // head is not current and it takes no call at the tip.
+    const { head } = (await upstream('double#0')) as unknown as { head: number };
+    const block = `0x${head.toString(16)}`;
+    const balance = (await anvil.rpc('eth_getBalance', [ADDR, block])).result;
+    const readAtUntil = (n: number, what: string) =>
+      until(
+        async () => {
+          const a = await rpc('double', 'eth_getBalance', [ADDR, block]);
+          expect(a.status, a.text).toBe(200);
+          expect(a.json.result, a.text).toBe(balance);
+          return t.arrivals.length >= n;
+        },
+        what,
+        30_000,
+      );
+    // Over its plan, the provider throttles the gateway's polls too: a poll it answered would end the run as a call's answer does.
+    t.throttlePoll = () => PROVIDER.alchemy429;
     for (let k = 1; k <= 3; k++) {
-      await readUntilArrivals('double', t, k, `throttle ${k}`);
+      await readAtUntil(k, `throttle ${k}`);
       expect(t.arrivals[k - 1]!.throttled).toBe(true);
-      expect((await upstream('double#0')).throttleRun).toBe(k);
+      // Each call's throttle is one more in the run, and so is each throttled poll between them.
+      const run = (await upstream('double#0')).throttleRun;
+      expect(run).toBeGreaterThanOrEqual(k);
+      expect(run).toBeLessThanOrEqual(k + t.polls.filter((p) => p.throttled).length);
       if (k > 1) expect(t.arrivals[k - 1]!.at - t.arrivals[k - 2]!.at).toBeGreaterThanOrEqual(1000 * 2 ** (k - 2));
     }
     // The fourth comes after at least 4 s; this time the node answers, and the run is over.
     t.throttle = () => undefined;
+    t.throttlePoll = () => undefined;
     await readUntilArrivals('double', t, 4, 'the node asked after its third cooldown');
     expect(t.arrivals[3]!.at - t.arrivals[2]!.at).toBeGreaterThanOrEqual(4000);
     expect(t.arrivals[3]!.throttled).toBe(false);
@@ -272,7 +295,7 @@ describe('without Retry-After: a cooldown of 1 s that doubles with each throttle
     await readUntilArrivals('double', t, n + 1, 'a new throttle');
     expect(t.arrivals[n]!.throttled).toBe(true);
     expect((await upstream('double#0')).throttleRun).toBe(1);
-    expect(await throttledMetric('double', 'double#0')).toBe(t.throttledCount());
+    expect(await throttledMetric('double', 'double#0')).toBe(t.throttledCount() + t.polls.filter((p) => p.throttled).length);
   }, 90_000);
 });
 

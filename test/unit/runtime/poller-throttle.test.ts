@@ -1,14 +1,20 @@
 // A poll the upstream throttles (runtime/upstreams/poller.ts pollOnce): which
 // answers are a throttle (HTTP 429 with its headers, a JSON-RPC throttle error
 // in the answer or in one of a batch's answers, a Blockbook or rate limiter's
-// {"error": ...} text) and which are a failed poll as before. Fake pools: the
-// upstream answers what each case says.
-import { afterEach, describe, expect, it } from 'vitest';
-import { pollOnce } from '../../../runtime/upstreams/poller.ts';
+// {"error": ...} text) and which are a failed poll as before; and a poll that
+// answers after throttles ends their run (Poller). Fake pools: the upstream
+// answers what each case says; fake timers for the cooldown's clock.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Poller, pollOnce } from '../../../runtime/upstreams/poller.ts';
+import { ChainView } from '../../../runtime/upstreams/chain-view.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
+import type { Metrics } from '../../../runtime/observe/metrics.ts';
+import { moduleOf } from '../../../runtime/interfaces/index.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
-import { Upstream } from '../../../runtime/upstreams/upstream.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
 const EVM = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 }, upstreams: [{}] } as unknown as RouteSpec;
+const PROBE = moduleOf('evm-jsonrpc').probe;
 const opened: Upstream[] = [];
 afterEach(async () => {
   await Promise.all(opened.splice(0).map((u) => u.pool.close()));
@@ -27,19 +33,19 @@ const INFURA = '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"pro
 
 describe('a throttled poll', () => {
   it('HTTP 429: a throttle, with its Retry-After', async () => {
-    const out = await pollOnce(EVM, answering(429, INFURA, { 'retry-after': '30' }), 1000, false);
+    const out = await pollOnce(EVM, PROBE, answering(429, INFURA, { 'retry-after': '30' }), 1000, false);
     expect('failure' in out && out.failure.throttle).toEqual({ 'retry-after': '30' });
   });
 
   it('a -32005 in a 200, for the whole batch (Infura), or in one of a batch\'s answers: a throttle', async () => {
     for (const body of [INFURA, `[{"jsonrpc":"2.0","id":1,"result":"0x1"},${INFURA.replace('null', '2')}]`]) {
-      const out = await pollOnce(EVM, answering(200, body), 1000, false);
+      const out = await pollOnce(EVM, PROBE, answering(200, body), 1000, false);
       expect('failure' in out && out.failure.throttle !== undefined, body).toBe(true);
     }
   });
 
   it('a rate limiter\'s {"error": "Too many requests"} in a 503: a throttle', async () => {
-    const out = await pollOnce(EVM, answering(503, '{"error":"Too many requests, rate limit exceeded"}'), 1000, false);
+    const out = await pollOnce(EVM, PROBE, answering(503, '{"error":"Too many requests, rate limit exceeded"}'), 1000, false);
     expect('failure' in out && out.failure.throttle !== undefined).toBe(true);
   });
 
@@ -50,9 +56,34 @@ describe('a throttled poll', () => {
       [200, '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"query returned more than 10000 results"}}'],
     ];
     for (const [status, body] of bodies) {
-      const out = await pollOnce(EVM, answering(status, body), 1000, false);
+      const out = await pollOnce(EVM, PROBE, answering(status, body), 1000, false);
       expect('failure' in out, `a failed poll: ${body}`).toBe(true);
       expect('failure' in out && out.failure.throttle, body).toBeUndefined();
     }
+  });
+});
+
+describe('a poll that answers after throttled ones', () => {
+  afterEach(() => void vi.useRealTimers());
+
+  it('ends the run of throttles, as a client call\'s answer does: the next throttle\'s cooldown is the first one (1 s), not the doubled one', async () => {
+    vi.useFakeTimers();
+    const answers = [INFURA, '{"jsonrpc":"2.0","id":1,"result":"0x10"}', INFURA];
+    const u = answering(200, '');
+    Object.defineProperty(u, 'pool', { value: { request: async () => ({ statusCode: 200, headers: {}, body: { text: async () => answers.shift()! } }), close: async () => undefined } });
+    const chain = { route: EVM, group: new UpstreamGroup([u]), view: new ChainView([u]), everyMs: null, heads: false, probe: PROBE };
+    const poller = new Poller([chain], { intervalMs: 1000, timeoutMs: 1000 }, { warn: vi.fn(), error: vi.fn() } as unknown as Logger, { upstream: vi.fn() } as unknown as Metrics);
+    await poller.round(chain);
+    expect(u.view.throttleRun).toBe(1);
+    expect(u.view.throttledUntil - Date.now()).toBe(1000);
+    vi.advanceTimersByTime(1500); // the cooldown is over: polled again
+    await poller.round(chain);
+    expect(u.state).toBe('up');
+    expect(u.view.throttleRun).toBe(0);
+    vi.advanceTimersByTime(500);
+    await poller.round(chain);
+    expect(u.view.throttleRun).toBe(1);
+    expect(u.view.throttledUntil - Date.now()).toBe(1000);
+    expect(answers).toEqual([]);
   });
 });

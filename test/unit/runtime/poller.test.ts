@@ -4,6 +4,7 @@
 // probes, not how long anything takes.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Poller } from '../../../runtime/upstreams/poller.ts';
+import { moduleOf } from '../../../runtime/interfaces/index.ts';
 import { ChainView, UpstreamView } from '../../../runtime/upstreams/chain-view.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
 import type { Metrics } from '../../../runtime/observe/metrics.ts';
@@ -23,7 +24,7 @@ interface FakeChain {
 /** The poller of these chains, each polled at the health interval (no cache). */
 function poller(routes: RouteSpec[], groups: Map<RouteSpec, UpstreamGroup>, opts: { intervalMs: number; timeoutMs: number }, log: Logger, metrics: Metrics): Poller {
   return new Poller(
-    routes.map((route) => ({ route, group: groups.get(route)!, view: new ChainView(groups.get(route)!.all), everyMs: null, heads: false })),
+    routes.map((route) => ({ route, group: groups.get(route)!, view: new ChainView(groups.get(route)!.all), everyMs: null, heads: false, probe: moduleOf(route.interface).probe })),
     opts,
     log,
     metrics,
