@@ -11,7 +11,7 @@ import type { Logger } from './observe/log.ts';
 import type { RouteMetrics } from './observe/metrics.ts';
 import { lingerAfterAnswer } from './linger.ts';
 import { endToEndHeaders, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
-import type { Cancelable, Dispatch } from './dispatch.ts';
+import type { Cancelable } from './dispatch.ts';
 import type { Upstream } from './upstreams/upstream.ts';
 import type { RequestTracker } from './observe/tracker.ts';
 import { RETRY_SOON } from './upstreams/throttle.ts';
@@ -35,7 +35,41 @@ export interface ExchangeContext {
   readonly tracker: RequestTracker;
 }
 
-export class Exchange implements ForwardTarget {
+/**
+ * A client as the top of a chain's layers sees it: what a layer there (the
+ * cache's front) may answer itself, with no upstream request (a hit, a
+ * constant, a client batch merged of its parts), or hand on down as the
+ * target of the chain's dispatch. The Exchange is one; cache/common.ts's
+ * FlightMember is the part a flight's clients share.
+ */
+export interface ClientTarget extends ForwardTarget {
+  /** The request id, for the log and the upstream's X-Request-Id. */
+  readonly id: string;
+  /** The client's request headers (what shapes an answer: Accept, Accept-Encoding...). */
+  readonly req: Pick<IncomingMessage, 'headers'>;
+  upstream: Upstream | null;
+  /** X-Cache and the access log's field. */
+  cacheTag: readonly string[] | null;
+  cacheLog: string;
+  /** The gateway's own answer. */
+  send(status: number, body: string | Buffer, extra?: readonly string[]): void;
+  /** A failure, in the interface's envelope. */
+  fail(f: Failure, extra?: readonly string[]): void;
+  /** An upstream's answer held whole, passed on as it came. */
+  passOn(status: number, headers: IncomingHttpHeaders, body: Buffer): void;
+  internal(err: unknown): void;
+  later(step: () => void): void;
+}
+
+/**
+ * The top of a chain's layers, where its route sends each request it has
+ * checked and admitted (chains.ts composes it): the chain's dispatch itself,
+ * or the cache's front over it, which may answer the client without any
+ * upstream. It returns what the client's going away cancels.
+ */
+export type Front = (target: ClientTarget, request: ForwardRequest) => Cancelable;
+
+export class Exchange implements ClientTarget {
   readonly id: string;
   /** The id as JSON text, for the access log. */
   readonly idJson: string;
@@ -157,9 +191,9 @@ export class Exchange implements ForwardTarget {
     }
   }
 
-  /** Forwards to the chain's upstreams, through its dispatch (retries, breaker and streaming are Forward's). */
-  forwardWith(dispatch: Dispatch, request: ForwardRequest): void {
-    this.forward = dispatch(this, request);
+  /** Sends `request` down the chain's layers from `front`, their top (the cache's front, or the dispatch: retries, breaker and streaming are Forward's). */
+  forwardWith(front: Front, request: ForwardRequest): void {
+    this.forward = front(this, request);
   }
 
   // ---------------------------------------------------- ForwardTarget

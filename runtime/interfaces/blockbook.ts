@@ -12,7 +12,7 @@ import { blockbookThrottled } from '../upstreams/throttle.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
-import { docForwarder, forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
+import { forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
 import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
@@ -56,7 +56,7 @@ class BlockbookRoute implements RouteHandler {
 
   constructor(
     private readonly route: BlockbookRouteSpec,
-    private readonly s: RouteServices<'blockbook'>,
+    private readonly s: RouteServices,
   ) {
     this.check = route.validate ? { endpoints: s.validators.blockbook } : null;
   }
@@ -109,8 +109,8 @@ class BlockbookRoute implements RouteHandler {
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
     // sendtx, GET or POST, is a write (the guard's call says): sent once, never hedged, never again after an answer or a 502.
-    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, blockbookThrottled, null, c.doc);
-    this.s.forward(x, request, tail);
+    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, blockbookThrottled, null, c.doc, null, null, tail);
+    x.forwardWith(this.s.dispatch, request);
   };
 
   /** A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged. */
@@ -135,8 +135,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   answersStrays: false,
   batchesCalls: false,
   handler: (route, services) => new BlockbookRoute(route, services),
-  forwarder: docForwarder,
-  cached: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).forward,
+  cacheFront: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,

@@ -57,7 +57,7 @@ class EvmRoute implements RouteHandler {
 
   constructor(
     private readonly route: EvmRouteSpec,
-    private readonly s: RouteServices<'evm-jsonrpc'>,
+    private readonly s: RouteServices,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
     this.withCalls = s.layered;
@@ -123,13 +123,13 @@ class EvmRoute implements RouteHandler {
     if (d.methods === null) addUsage(bucket, d.label, 1, cost === null ? 1 : cost(d.label));
     else for (const m of d.methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
     x.plan = d.merge;
-    this.s.forward(x, d, this.request);
+    x.forwardWith(this.s.dispatch, this.request(x, d));
   };
 
-  /** The upstream request of a call or batch (made only when something goes upstream). */
-  private readonly request = (x: Exchange, d: Forwarded): ForwardRequest => {
+  /** The request of a call or batch, with the guard's decision on it (the layers at the top read that, and may answer with no upstream request). */
+  private request(x: Exchange, d: Forwarded): ForwardRequest {
     const merge = d.merge;
-    const r = forwardRequest(
+    return forwardRequest(
       this.route,
       'POST',
       rpcPath,
@@ -143,10 +143,12 @@ class EvmRoute implements RouteHandler {
       // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (proxy.ts, throttle.ts).
       answerThrottled,
       d.call,
+      null,
+      // A batch's calls as the guard made them: a pool splits the batch with them.
+      d.calls,
+      d,
     );
-    // A batch's calls as the guard made them: a pool splits the batch with them (a single call pays nothing).
-    return d.calls === null ? r : { ...r, calls: d.calls };
-  };
+  }
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
   rewrite(x: Exchange, r: BufferedResult): void {
@@ -288,9 +290,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   answersStrays: true,
   batchesCalls: true,
   handler: (route, services) => new EvmRoute(route, services),
-  // The request carries the guard's Call (a single call's): a pool reads it, not the body again.
-  forwarder: (dispatch) => (x, d, build) => x.forwardWith(dispatch, build(x, d)),
-  cached: (route, core) => new EvmLayer(route, core).forward,
+  cacheFront: (route, core) => new EvmLayer(route, core).front,
   // Below the ranges layer: its chunks in final blocks (cache/evm-logs.ts).
   cacheLayer: (route, core, next) => (route.methods.has('eth_getLogs') ? new LogsLayer(route, core, next).dispatch : next),
   pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),

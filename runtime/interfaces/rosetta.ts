@@ -12,7 +12,7 @@ import type { Verdict } from '../proxy.ts';
 import type { RosettaRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { splitQuery } from '../url.ts';
-import { docForwarder, forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import { forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
@@ -53,7 +53,7 @@ class RosettaRoute implements RouteHandler {
 
   constructor(
     private readonly route: RosettaRouteSpec,
-    private readonly s: RouteServices<'rosetta'>,
+    private readonly s: RouteServices,
   ) {
     this.check = route.validate ? { endpoints: new Map(Object.entries(s.validators.rosetta)), limits: route.limits } : null;
   }
@@ -86,7 +86,7 @@ class RosettaRoute implements RouteHandler {
     const accept = x.req.headers.accept;
     if (accept) headers.push('accept', accept);
     const request = forwardRequest(this.route, 'POST', PATHS.get(endpoint)!, headers, d.body, d.call.read, endpoint === OPTIONS ? classifyOptions : classify, MAX_REWRITE_BYTES, false, undefined, null, d.call);
-    this.s.forward(x, request, endpoint);
+    x.forwardWith(this.s.dispatch, request);
   };
 
   rewrite(x: Exchange, r: BufferedResult): void {
@@ -135,8 +135,7 @@ export const rosetta: InterfaceModule<'rosetta'> = {
   answersStrays: false,
   batchesCalls: false,
   handler: (route, services) => new RosettaRoute(route, services),
-  forwarder: docForwarder,
-  cached: (_route, core) => new DocLayer(core, ROSETTA_RULES).forward,
+  cacheFront: (_route, core) => new DocLayer(core, ROSETTA_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, ROSETTA_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,
