@@ -1,7 +1,7 @@
 // Each chain of the manifest as the server runs it: its upstreams and their
-// view, its layers (the cache's front -> module's own -> cache's layer ->
-// pool -> forward batches -> plain) composed, its flow, envelope and
-// counters; and each listener's dispatch table.
+// view, its layers (admission's admit step -> the cache's front -> module's
+// own -> cache's layer -> pool -> forward batches -> plain) composed, its
+// flow, envelope and counters; and each listener's dispatch table.
 import type { Envelope } from './envelope.ts';
 import type { Front, RouteHandler } from './exchange.ts';
 import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteOf, RouteSpec } from './types.ts';
@@ -14,6 +14,7 @@ import type { PolledChain } from './upstreams/poller.ts';
 import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { plainDispatch, type Dispatch } from './dispatch.ts';
 import { ForwardBatches } from './forward-batch.ts';
+import { AdmitLayer } from './admission/admission.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 export interface Chain {
@@ -117,8 +118,8 @@ function chainFlow<K extends InterfaceKind>(
   const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
   if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
   dispatch = m.below(route, group, view, dispatch, services.log, core !== null);
-  // The top, where the route sends: the cache's front, whose hits answer the client with no upstream request and
-  // whose flights go through the layers below (the core's dispatch); a chain without a cache has its dispatch.
+  // The cache's front over them, whose hits answer the client with no upstream request and whose flights go through
+  // the layers below (the core's dispatch); a chain without a cache has none.
   let front: Front = dispatch;
   if (core !== null) {
     core.dispatch = dispatch;
@@ -126,5 +127,8 @@ function chainFlow<K extends InterfaceKind>(
     metrics.cache(core.stats, view);
     if (batches !== null) batches.counts = core.stats;
   }
+  // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
+  // hit is limited and counted as any call.
+  front = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front).front;
   return { handler: m.handler(route, { ...services, group, dispatch: front, layered: dispatch !== plain || core !== null }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
 }

@@ -45,12 +45,22 @@ export interface ExchangeContext {
 export interface ClientTarget extends ForwardTarget {
   /** The request id, for the log and the upstream's X-Request-Id. */
   readonly id: string;
-  /** The client's request headers (what shapes an answer: Accept, Accept-Encoding...). */
-  readonly req: Pick<IncomingMessage, 'headers'>;
+  /** The client's request headers (what shapes an answer: Accept, Accept-Encoding...; the JWT). */
+  readonly req: IncomingMessage;
+  /** The key, verified before the body was read (admission.ts identify). */
+  readonly key: KeyEntry | null;
+  /** A single call's method or the endpoint; 'batch' for a batch. */
+  readonly label: string;
   upstream: Upstream | null;
   /** X-Cache and the access log's field. */
   cacheTag: readonly string[] | null;
   cacheLog: string;
+  /** X-RateLimit-* and X-Credits-Used, for a key with a rate limit or quota. */
+  limitHeaders: readonly string[] | null;
+  /** What the client's going away cancels: set by a layer that sends on later (admission waiting for jose or a store). */
+  forward: Cancelable | null;
+  /** A refusal, in the interface's envelope (Retry-After, a quota's resetsAt). */
+  refuse(r: Refused): void;
   /** The gateway's own answer. */
   send(status: number, body: string | Buffer, extra?: readonly string[]): void;
   /** A failure, in the interface's envelope. */
@@ -62,12 +72,15 @@ export interface ClientTarget extends ForwardTarget {
 }
 
 /**
- * The top of a chain's layers, where its route sends each request it has
- * checked and admitted (chains.ts composes it): the chain's dispatch itself,
- * or the cache's front over it, which may answer the client without any
- * upstream. It returns what the client's going away cancels.
+ * A layer at the top of a chain, where its route sends each request it has
+ * checked (chains.ts composes them: admission's admit step, then the
+ * cache's front where the chain has a cache, then the chain's dispatch): it
+ * may answer the client without any upstream (a refusal, a cache hit). It
+ * returns what the client's going away cancels; null: nothing now (the call
+ * was answered, joined a flight, or goes on later and says so itself in
+ * `forward`).
  */
-export type Front = (target: ClientTarget, request: ForwardRequest) => Cancelable;
+export type Front = (target: ClientTarget, request: ForwardRequest) => Cancelable | null;
 
 export class Exchange implements ClientTarget {
   readonly id: string;

@@ -37,8 +37,6 @@ interface DocFlight {
 /** Headers kept with an entry: those that describe its bytes. */
 const KEPT_HEADERS = ['content-type', 'content-encoding', 'etag', 'last-modified', 'vary'];
 const EMPTY = Buffer.alloc(0);
-/** What the front returns for a read it answers or joins to a flight: a client going away cancels nothing (a flight serves others too). */
-const KEPT: Cancelable = { cancel() {} };
 
 export class DocLayer implements FlightLanding<DocFlight> {
   constructor(
@@ -47,11 +45,12 @@ export class DocLayer implements FlightLanding<DocFlight> {
   ) {}
 
   /**
-   * The chain's front (its top layer): a read the rules take, by the guard's
+   * The cache's front, a layer at the top of the chain (under admission's
+   * admit step; chains.ts): a read the rules take, by the guard's
    * DocCall the route's request carries, is answered from memory, joins one
    * in flight, or goes as a flight; the rest goes on down the layers.
    */
-  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable => {
+  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable | null => {
     const core = this.core;
     const doc = request.doc;
     const k = doc === undefined ? null : this.rules.key(x, request, doc);
@@ -64,12 +63,12 @@ export class DocLayer implements FlightLanding<DocFlight> {
       x.cacheTag = X_CACHE.hit;
       x.cacheLog = X_CACHE_LOG.hit;
       deliver(x, request, 200, e.headers ?? {}, e.prefix, null);
-      return KEPT;
+      return null;
     }
     const joined = core.joinable(key);
     if (joined !== undefined) {
       joined.join(x, '');
-      return KEPT;
+      return null;
     }
     const sent = typeof request.body === 'string' ? request.body : '';
     const f = core.open<DocFlight>(key, { endpoint, sent }, this, request);
@@ -77,7 +76,7 @@ export class DocLayer implements FlightLanding<DocFlight> {
     const shared = this.rules.mayLast(endpoint) ? core.sharedGet(key) : null;
     if (shared === null) {
       f.send();
-      return KEPT;
+      return null;
     }
     // Maybe final: another replica may have kept it in Redis.
     void shared.then((parts) => {
@@ -97,7 +96,7 @@ export class DocLayer implements FlightLanding<DocFlight> {
         f.crashed(err);
       }
     }, (err: unknown) => f.crashed(err));
-    return KEPT;
+    return null;
   };
 
   landed(f: Flight<DocFlight>, r: ForwardResult): void {

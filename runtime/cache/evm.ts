@@ -30,8 +30,6 @@ import { isCacheable, scopeOf, type Located } from './policy.ts';
 
 const NULL = Buffer.from('null');
 
-/** What the front returns for a call it answers or joins to a flight: a client going away cancels nothing (a flight serves others too). */
-const KEPT: Cancelable = { cancel() {} };
 
 export class EvmLayer implements FlightLanding<EvmFlight> {
   /** eth_chainId and net_version's results, where the manifest names the chain id. */
@@ -52,19 +50,20 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
   }
 
   /**
-   * The chain's front (its top layer): a call or batch the cache takes, by
+   * The cache's front, a layer at the top of the chain (under admission's
+   * admit step; chains.ts): a call or batch the cache takes, by
    * the guard's decision the route's request carries, is answered, joined to
    * a flight or sent as one; the rest goes on down the layers as it came.
    */
-  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable => {
+  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable | null => {
     const d = request.decision;
     if (d === undefined) return this.core.dispatch(x, request);
     if (d.methods === null) {
       if (d.merge === null && d.answered && d.idempotent && isCacheable(d.label)) {
         const body = typeof d.body === 'string' ? Buffer.from(d.body) : d.body;
-        if (this.take(x, d.label, body, d.idStart, d.idEnd, null, request, d)) return KEPT;
+        if (this.take(x, d.label, body, d.idStart, d.idEnd, null, request, d)) return null;
       }
-    } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, request)) return KEPT;
+    } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, request)) return null;
     // eth_getLogs: held, so that what the cache's layer below the ranges did with its chunks can say X-Cache.
     if (d.methods === null && this.logs && d.label === 'eth_getLogs') return sendLogs(x, this.core.dispatch, request);
     return this.core.dispatch(x, request);

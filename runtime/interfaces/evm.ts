@@ -9,7 +9,6 @@ import { checkEvmBody, checkEvmBodyGeneral, type BatchMerge, type CallCheck, typ
 import { mergeBatch } from '../batch-merge.ts';
 import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../keys/key-policy.ts';
 import { scanPlainRpc } from '../guards/evm-fast.ts';
-import { add as addUsage } from '../observe/usage.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { ForwardRequest, Verdict } from '../proxy.ts';
@@ -92,8 +91,9 @@ class EvmRoute implements RouteHandler {
       if (max !== chainMax && d.count > max) return x.send(RPC_ERRORS.GW_RPC_BATCH_TOO_LARGE.status, rpcErrorJson('GW_RPC_BATCH_TOO_LARGE', 'null', `{"reason":"key","maxBatchSize":${max}}`));
       return x.send(d.status, d.body);
     }
-    const cost = this.s.credits;
-    this.s.admission.admit(x, key, cost === null ? d.count : d.methods === null ? cost(d.label) : sumCredits(d.methods, cost), this.forward, d);
+    // On to the chain's layers, from their top: admission's admit step (JWT, rate limit, quota, usage count).
+    x.plan = d.merge;
+    x.forwardWith(this.s.dispatch, this.request(x, d));
   }
 
   /**
@@ -115,16 +115,6 @@ class EvmRoute implements RouteHandler {
       return fast;
     return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
   }
-
-  private readonly forward = (x: Exchange, d: Forwarded): void => {
-    // Admitted: counted as used, per method.
-    const cost = this.s.credits;
-    const bucket = this.s.usage.bucket(x.key!.id, this.route.path);
-    if (d.methods === null) addUsage(bucket, d.label, 1, cost === null ? 1 : cost(d.label));
-    else for (const m of d.methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
-    x.plan = d.merge;
-    x.forwardWith(this.s.dispatch, this.request(x, d));
-  };
 
   /** The request of a call or batch, with the guard's decision on it (the layers at the top read that, and may answer with no upstream request). */
   private request(x: Exchange, d: Forwarded): ForwardRequest {
@@ -164,12 +154,6 @@ class EvmRoute implements RouteHandler {
     this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
     x.fail('bad-response');
   }
-}
-
-function sumCredits(methods: readonly string[], cost: (name: string) => number): number {
-  let n = 0;
-  for (const m of methods) n += cost(m);
-  return n;
 }
 
 /** The key's per-call check, made once per policy. */

@@ -18,14 +18,15 @@ import type { Dispatch, Next } from '../dispatch.ts';
 import type { CacheCore } from '../cache/core.ts';
 import type { PoolStats } from '../pool/stats.ts';
 
-/** What the server gives each chain's handler. */
+/** What the server gives each chain's handler (and chains.ts its admit layer: admission, credits, usage). */
 export interface RouteServices {
+  /** The handler identifies the key (before it reads a body); the admit step is the chain's top layer. */
   readonly admission: AdmissionStage;
   /** The chain's upstreams. */
   readonly group: UpstreamGroup;
   readonly log: Logger;
   readonly metrics: Metrics;
-  /** The top of the chain's layers, where the handler sends each request it has checked and admitted (`x.forwardWith`). */
+  /** The top of the chain's layers (admission's admit step), where the handler sends each request it has checked (`x.forwardWith`). */
   readonly dispatch: Front;
   /** Whether layers below the route read a request's Call (a pool, the cache, the module's own); false: only Forward, which never does. */
   readonly layered: boolean;
