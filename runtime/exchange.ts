@@ -36,16 +36,17 @@ export interface ExchangeContext {
 }
 
 /**
- * A client as the top of a chain's layers sees it: what a layer there (the
- * cache's front) may answer itself, with no upstream request (a hit, a
- * constant, a client batch merged of its parts), or hand on down as the
- * target of the chain's dispatch. The Exchange is one; cache/common.ts's
- * FlightMember is the part a flight's clients share.
+ * A client as the top layers of a chain see it: what a layer there
+ * (admission's admit step, the cache's front) may answer itself, with no
+ * upstream request (a refusal, a hit, a constant, a client batch merged of
+ * its parts), or hand on down as the target of the chain's dispatch. The
+ * Exchange is one; cache/common.ts's FlightMember is the part a flight's
+ * clients share.
  */
 export interface ClientTarget extends ForwardTarget {
   /** The request id, for the log and the upstream's X-Request-Id. */
   readonly id: string;
-  /** The client's request headers (what shapes an answer: Accept, Accept-Encoding...; the JWT). */
+  /** The client's request: its headers (what shapes an answer: Accept, Accept-Encoding...; the JWT). */
   readonly req: IncomingMessage;
   /** The key, verified before the body was read (admission.ts identify). */
   readonly key: KeyEntry | null;

@@ -90,9 +90,10 @@ export interface ForwardRequest {
   /**
    * The EVM guard's decision the request was made of (a single call's
    * method and id span, a batch's methods and calls, the merge plan of a
-   * batch with refused calls): the cache's front reads it, at the top of
-   * the layers. Only on a route's own request: a layer that sends other
-   * bytes leaves it out.
+   * batch with refused calls): the layers at the top read it (admission's
+   * admit step: a batch's methods, for credits and usage; the cache's
+   * front). Only on a route's own request: a layer that sends other bytes
+   * leaves it out.
    */
   readonly decision?: EvmForward;
   /** What names a Blockbook read below the upstream's base (its path and query): with its headers, what the cache's front keys it by. */
