@@ -46,7 +46,6 @@ type Forwarded = Extract<EvmDecision, { kind: 'forward' }>;
 
 const ALLOW = ['allow', 'POST, OPTIONS'];
 const CLOSE = ['connection', 'close'];
-const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 
 class EvmRoute implements RouteHandler {
   /** null with validate: off. */
@@ -124,7 +123,7 @@ class EvmRoute implements RouteHandler {
       'POST',
       rpcPath,
       // undici adds content-length from the body.
-      JSON_HEADERS.concat(x.id),
+      ['content-type', 'application/json', 'x-request-id', x.id],
       d.body,
       d.idempotent,
       merge === null ? classify : classifyMerged,
