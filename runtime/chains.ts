@@ -1,12 +1,12 @@
 // Each chain of the manifest as the server runs it: its upstreams and their
-// view, its layers (module's own -> cache -> pool -> forward) and the cache's
-// front around its forwarding where the manifest has a cache, its flow,
-// envelope and counters; and each listener's dispatch table.
+// view, its layers (admission's admit step -> the cache's front -> module's
+// own -> cache's layer -> pool -> forward batches -> plain) composed, its
+// flow, envelope and counters; and each listener's dispatch table.
 import type { Envelope } from './envelope.ts';
-import type { RouteHandler } from './exchange.ts';
+import type { Front, RouteHandler } from './exchange.ts';
 import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteOf, RouteSpec } from './types.ts';
 import { ChainView } from './upstreams/chain-view.ts';
-import { cacheCore, cachedForwarder, type CacheServices } from './cache/index.ts';
+import { cacheCore, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf } from './interfaces/index.ts';
 import type { InterfaceModule, RouteServices } from './interfaces/interface.ts';
 import type { Metrics, RouteMetrics } from './observe/metrics.ts';
@@ -14,13 +14,18 @@ import type { PolledChain } from './upstreams/poller.ts';
 import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { plainDispatch, type Dispatch } from './dispatch.ts';
 import { ForwardBatches } from './forward-batch.ts';
+import { AdmitLayer } from './admission/admission.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
 export interface Chain {
   readonly route: RouteSpec;
   readonly group: UpstreamGroup;
   readonly view: ChainView;
-  /** How its upstream requests go out (the pool's, or plain Forward): the WebSocket feed fetches blocks and logs through it. */
+  /**
+   * Its layers below the cache's front (the module's own, the cache's layer, the pool's, or plain Forward): the
+   * WebSocket feed fetches blocks and logs through it (held, with no client to answer: the front's hits and
+   * flights are for clients' calls).
+   */
   readonly dispatch: Dispatch;
   readonly handler: RouteHandler;
   readonly envelope: Envelope;
@@ -37,7 +42,7 @@ export interface DispatchTable {
 }
 
 /** What every chain's flow is given, but its own upstreams and forwarding. */
-export type SharedServices = Omit<RouteServices, 'group' | 'forward' | 'layered'>;
+export type SharedServices = Omit<RouteServices, 'group' | 'dispatch' | 'layered'>;
 
 export interface Chains {
   readonly all: readonly Chain[];
@@ -77,11 +82,11 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
 const POOL_POLL_MS = 1000;
 
 /**
- * A chain's flow as its interface module makes it: the pool's dispatch where
- * there is more than one upstream, the cache's layer and its front around the
- * forwarding where the chain is cached, the module's own layer, and the
- * handler. Generic in the kind, so that the compiler ties every piece to the
- * route's kind.
+ * A chain's flow as its interface module makes it: its layers (the pool's
+ * dispatch where there is more than one upstream, the cache's layer and its
+ * front where the chain is cached, the module's own layer) and the handler.
+ * Generic in the kind, so that the compiler ties every piece to the route's
+ * kind.
  */
 function chainFlow<K extends InterfaceKind>(
   m: InterfaceModule<K>,
@@ -94,10 +99,10 @@ function chainFlow<K extends InterfaceKind>(
 ): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch } {
   // The layers, composed from the bottom, as undici's compose() stacks interceptors: a pool over the plain dispatch
   // (Forward) where the chain has several upstreams, the cache's layer over that where the chain is cached, the
-  // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer); the cache's front
-  // around the forwarding, whose misses go through them all from the top. A cached EVM chain's (or an EVM pool's)
-  // calls bound for the same upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over
-  // the plain dispatch.
+  // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer), and the cache's
+  // front on top, whose flights and other calls go through them all. A cached EVM chain's (or an EVM pool's) calls
+  // bound for the same upstreams go as one batch (cache.batch, and a client batch's calls): a layer right over the
+  // plain dispatch.
   const plain = plainDispatch(group);
   const pooled = group.all.length > 1;
   // An EVM pool without the cache still sends each client batch's calls together where the pool sends them to the
@@ -113,12 +118,17 @@ function chainFlow<K extends InterfaceKind>(
   const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
   if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
   dispatch = m.below(route, group, view, dispatch, services.log, core !== null);
-  let forward = m.forwarder(dispatch);
-  if (core !== null && cache !== null) {
-    const c = cachedForwarder(m.cached, route, core, dispatch, cache);
-    forward = c.forward;
-    metrics.cache(c.stats, view);
-    if (batches !== null) batches.counts = c.stats;
+  // The cache's front over them, whose hits answer the client with no upstream request and whose flights go through
+  // the layers below (the core's dispatch); a chain without a cache has none.
+  let front: Front = dispatch;
+  if (core !== null) {
+    core.dispatch = dispatch;
+    front = m.cacheFront(route, core);
+    metrics.cache(core.stats, view);
+    if (batches !== null) batches.counts = core.stats;
   }
-  return { handler: m.handler(route, { ...services, group, forward, layered: dispatch !== plain || core !== null }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
+  // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
+  // hit is limited and counted as any call.
+  front = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front).front;
+  return { handler: m.handler(route, { ...services, group, dispatch: front, layered: dispatch !== plain || core !== null }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
 }

@@ -1,5 +1,6 @@
-// The seam every upstream request of a chain crosses: a route's forwarding and
-// the cache's misses. Plain: one Forward (selection, retries, timeouts,
+// The seam every upstream request of a chain crosses: a route's requests and
+// the cache front's misses (the front itself, the top layer, is a dispatch
+// whose target is a client: exchange.ts `Front`). Plain: one Forward (selection, retries, timeouts,
 // breaker, streaming). A layer takes the dispatch below it and is a dispatch
 // itself, as undici's interceptors are: a chain with a pool of upstreams
 // sends through the pool, and the pool sends each of its attempts through the

@@ -11,7 +11,7 @@ import type { Logger } from './observe/log.ts';
 import type { RouteMetrics } from './observe/metrics.ts';
 import { lingerAfterAnswer } from './linger.ts';
 import { endToEndHeaders, type ForwardRequest, type ForwardResult, type ForwardTarget } from './proxy.ts';
-import type { Cancelable, Dispatch } from './dispatch.ts';
+import type { Cancelable } from './dispatch.ts';
 import type { Upstream } from './upstreams/upstream.ts';
 import type { RequestTracker } from './observe/tracker.ts';
 import { RETRY_SOON } from './upstreams/throttle.ts';
@@ -35,7 +35,55 @@ export interface ExchangeContext {
   readonly tracker: RequestTracker;
 }
 
-export class Exchange implements ForwardTarget {
+/**
+ * A client as the top layers of a chain see it: what a layer there
+ * (admission's admit step, the cache's front) may answer itself, with no
+ * upstream request (a refusal, a hit, a constant, a client batch merged of
+ * its parts), or hand on down as the target of the chain's dispatch. The
+ * Exchange is one; cache/common.ts's FlightMember is the part a flight's
+ * clients share.
+ */
+export interface ClientTarget extends ForwardTarget {
+  /** The request id, for the log and the upstream's X-Request-Id. */
+  readonly id: string;
+  /** The client's request: its headers (what shapes an answer: Accept, Accept-Encoding...; the JWT). */
+  readonly req: IncomingMessage;
+  /** The key, verified before the body was read (admission.ts identify). */
+  readonly key: KeyEntry | null;
+  /** A single call's method or the endpoint; 'batch' for a batch. */
+  readonly label: string;
+  upstream: Upstream | null;
+  /** X-Cache and the access log's field. */
+  cacheTag: readonly string[] | null;
+  cacheLog: string;
+  /** X-RateLimit-* and X-Credits-Used, for a key with a rate limit or quota. */
+  limitHeaders: readonly string[] | null;
+  /** What the client's going away cancels: set by a layer that sends on later (admission waiting for jose or a store). */
+  forward: Cancelable | null;
+  /** A refusal, in the interface's envelope (Retry-After, a quota's resetsAt). */
+  refuse(r: Refused): void;
+  /** The gateway's own answer. */
+  send(status: number, body: string | Buffer, extra?: readonly string[]): void;
+  /** A failure, in the interface's envelope. */
+  fail(f: Failure, extra?: readonly string[]): void;
+  /** An upstream's answer held whole, passed on as it came. */
+  passOn(status: number, headers: IncomingHttpHeaders, body: Buffer): void;
+  internal(err: unknown): void;
+  later(step: () => void): void;
+}
+
+/**
+ * A layer at the top of a chain, where its route sends each request it has
+ * checked (chains.ts composes them: admission's admit step, then the
+ * cache's front where the chain has a cache, then the chain's dispatch): it
+ * may answer the client without any upstream (a refusal, a cache hit). It
+ * returns what the client's going away cancels; null: nothing now (the call
+ * was answered, joined a flight, or goes on later and says so itself in
+ * `forward`).
+ */
+export type Front = (target: ClientTarget, request: ForwardRequest) => Cancelable | null;
+
+export class Exchange implements ClientTarget {
   readonly id: string;
   /** The id as JSON text, for the access log. */
   readonly idJson: string;
@@ -157,9 +205,9 @@ export class Exchange implements ForwardTarget {
     }
   }
 
-  /** Forwards to the chain's upstreams, through its dispatch (retries, breaker and streaming are Forward's). */
-  forwardWith(dispatch: Dispatch, request: ForwardRequest): void {
-    this.forward = dispatch(this, request);
+  /** Sends `request` down the chain's layers from `front`, their top (the cache's front, or the dispatch: retries, breaker and streaming are Forward's). */
+  forwardWith(front: Front, request: ForwardRequest): void {
+    this.forward = front(this, request);
   }
 
   // ---------------------------------------------------- ForwardTarget

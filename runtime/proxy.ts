@@ -14,6 +14,7 @@ import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Call } from './evm-call.ts';
 import type { DocCall } from './doc-call.ts';
+import type { EvmDecision } from './guards/evm-decision.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { allThrottled, mayBeError, throttled } from './upstreams/throttle.ts';
 
@@ -86,7 +87,21 @@ export interface ForwardRequest {
   readonly together?: object;
   /** The Blockbook or Rosetta call the request is, as its guard decided it (doc-call.ts: endpoint, block, read or write). */
   readonly doc?: DocCall;
+  /**
+   * The EVM guard's decision the request was made of (a single call's
+   * method and id span, a batch's methods and calls, the merge plan of a
+   * batch with refused calls): the layers at the top read it (admission's
+   * admit step: a batch's methods, for credits and usage; the cache's
+   * front). Only on a route's own request: a layer that sends other bytes
+   * leaves it out.
+   */
+  readonly decision?: EvmForward;
+  /** What names a Blockbook read below the upstream's base (its path and query): with its headers, what the cache's front keys it by. */
+  readonly tail?: string;
 }
+
+/** The EVM guard's decision on a call or batch that goes on. */
+export type EvmForward = Extract<EvmDecision, { readonly kind: 'forward' }>;
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
 export type HeldRequest = ForwardRequest & { readonly hold: true };

@@ -1,11 +1,15 @@
-// The admission stage every interface calls the same way: who is asking (the
-// key: extraction, verification, the chain's scope, the key's policy), then
-// whether they may be served now (its JWT, its rate limit and quota, in
-// credits). A step answers at once when it can (a Map lookup, the in-memory
-// limiter) and with a promise only when it must (jose, Redis), so a request
-// pays for a promise only then, and a key without a policy or limits pays a
-// null test for each.
-import type { Exchange } from '../exchange.ts';
+// Admission, in two places: who is asking (identify: the key's extraction,
+// verification, the chain's scope, the key's policy), which every interface
+// calls before it reads a body; and whether they may be served now (admit:
+// its JWT, its rate limit and quota, in credits, then the usage count), the
+// top layer of every chain (AdmitLayer, composed by chains.ts over the cache's
+// front or the chain's dispatch). A step answers at once when it can (a Map
+// lookup, the in-memory limiter) and with a promise only when it must (jose,
+// Redis), so a request pays for a promise only then, and a key without a
+// policy or limits pays a null test for each.
+import type { ClientTarget, Exchange, Front } from '../exchange.ts';
+import type { ForwardRequest } from '../proxy.ts';
+import { add as addUsage, type Usage } from '../observe/usage.ts';
 import type { Refusal, Refused } from '../envelope.ts';
 import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
@@ -37,8 +41,8 @@ export function isRefused(v: KeyEntry | Refused): v is Refused {
   return (v as Refused).ok === false;
 }
 
-/** Where an admitted request goes on: a method of the interface's route handler, with its own argument. */
-export type Next<T> = (x: Exchange, arg: T) => void;
+/** Where an admitted request goes on, with its own argument (no closure on the hot path). */
+export type Next<T> = (x: ClientTarget, arg: T) => void;
 
 const refused = (reason: Refusal, retryAfter = 0): Refused => ({ ok: false, reason, retryAfter });
 const MISSING = refused('auth-missing');
@@ -170,12 +174,17 @@ export class AdmissionStage {
     return r.entry;
   }
 
+  /** Whether `key` has nothing to wait for or count before it is served: no JWT, no rate limit, no quota. */
+  open(key: KeyEntry): boolean {
+    return !key.policy?.jwt && this.rate.idle(key);
+  }
+
   /**
    * Runs the steps for a request of `credits` credits of `key`; if all pass,
    * `next(x, arg)`, at once when every step answered at once. A refusal is
    * answered here, in the exchange's envelope.
    */
-  admit<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T): void {
+  admit<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T): void {
     const jwt = key.policy?.jwt;
     if (jwt) {
       // A key with a JWT waits for its verification (asynchronous: only such keys pay for it).
@@ -188,7 +197,7 @@ export class AdmissionStage {
     this.limit(x, key, credits, next, arg);
   }
 
-  private limit<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T): void {
+  private limit<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T): void {
     if (this.rate.idle(key)) return next(x, arg);
     const now = Date.now();
     const r = this.rate.rate(key, credits, now);
@@ -199,7 +208,7 @@ export class AdmissionStage {
     );
   }
 
-  private afterRate<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null): void {
+  private afterRate<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null): void {
     if (r !== null && !r.ok) {
       this.rate.rateLimited(key);
       x.limitHeaders = limitHeaders(r, null, 0, now);
@@ -213,7 +222,7 @@ export class AdmissionStage {
     );
   }
 
-  private afterQuota<T>(x: Exchange, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null, q: Taken | null): void {
+  private afterQuota<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null, q: Taken | null): void {
     if (q !== null && !q.ok) {
       this.rate.quotaExceeded(key);
       x.limitHeaders = limitHeaders(r, q, 0, now);
@@ -221,5 +230,62 @@ export class AdmissionStage {
     }
     x.limitHeaders = limitHeaders(r, q, credits, now);
     next(x, arg);
+  }
+}
+
+/**
+ * Admission's admit step as a layer, the top of every chain (chains.ts): a
+ * request of a verified key (`x.key`) is served only if its JWT, rate limit
+ * and quota allow, in credits (the manifest's `credits`, else one per call);
+ * a refusal is answered in the interface's envelope. An admitted request is
+ * counted as used, per method (a batch's each), and goes on to `next` (the
+ * cache's front, or the chain's dispatch): a cache hit is limited and
+ * counted as any call. A key without JWT or limits pays a null test.
+ */
+export class AdmitLayer {
+  constructor(
+    private readonly stage: AdmissionStage,
+    /** The chain's path, for the usage count. */
+    private readonly chain: string,
+    private readonly usage: Usage,
+    /** What a method or endpoint costs, where the manifest has `credits`; null: every call costs 1. */
+    private readonly cost: ((name: string) => number) | null,
+    private readonly next: Front,
+  ) {}
+
+  readonly front = (x: ClientTarget, request: ForwardRequest): ReturnType<Front> => {
+    const key = x.key!;
+    if (this.stage.open(key)) {
+      this.count(x, key, request);
+      return this.next(x, request);
+    }
+    this.stage.admit(x, key, this.credits(x, request), this.admitted, request);
+    // Admitted at once: admitted() sent it on, and x.forward is what it sent; else it goes on once jose or the store answers.
+    return x.forward;
+  };
+
+  private readonly admitted = (x: ClientTarget, request: ForwardRequest): void => {
+    this.count(x, x.key!, request);
+    x.forward = this.next(x, request);
+  };
+
+  /** The request's credits: each call's method (a batch's methods, from the guard's decision) or the endpoint; without `credits`, one per call. */
+  private credits(x: ClientTarget, request: ForwardRequest): number {
+    const cost = this.cost;
+    const d = request.decision;
+    if (cost === null) return d === undefined ? 1 : d.count;
+    if (d === undefined || d.methods === null) return cost(x.label);
+    let n = 0;
+    for (const m of d.methods) n += cost(m);
+    return n;
+  }
+
+  /** Counted as used: one call per method (each of a batch's), at its credits. */
+  private count(x: ClientTarget, key: KeyEntry, request: ForwardRequest): void {
+    const cost = this.cost;
+    const bucket = this.usage.bucket(key.id, this.chain);
+    const methods = request.decision?.methods ?? null;
+    if (methods === null) addUsage(bucket, x.label, 1, cost === null ? 1 : cost(x.label));
+    else for (const m of methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
   }
 }

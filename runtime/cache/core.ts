@@ -46,9 +46,9 @@ export class CacheCore implements ChainListener {
     readonly shared: SharedTier | null,
     readonly log: Logger,
     /**
-     * Where the front's misses go: the way uncached calls go, from the top of
-     * the chain's layers (the module's own, then the cache's layer). chains.ts
-     * sets it once the layers are composed.
+     * Where the front's flights and the calls it does not take go: the
+     * chain's layers below the front (the module's own, then the cache's
+     * layer...). chains.ts sets it once they are composed.
      */
     public dispatch: Dispatch,
   ) {

@@ -16,7 +16,7 @@ const KEEP_HEAD: Keep = { kind: 'head' };
  * endpoints never take part.
  */
 export const ROSETTA_RULES: DocRules = {
-  key: (x, request, endpoint) => (request.idempotent ? `${endpoint}\n${x.req.headers.accept ?? ''}\n${request.body as string}` : null),
+  key: (x, request, doc) => (request.idempotent ? `${doc.endpoint}\n${x.req.headers.accept ?? ''}\n${request.body as string}` : null),
   mayLast: (endpoint) => endpoint === 'block' || endpoint === 'block/transaction',
   keep(endpoint, sent, body): Keep | null {
     if (endpoint !== 'block' && endpoint !== 'block/transaction') return null;
@@ -53,9 +53,10 @@ export const ROSETTA_RULES: DocRules = {
  */
 const HEAD_BOUND = new Set(['block', 'block-index', 'rawblock']);
 export const BLOCKBOOK_RULES: DocRules = {
-  key(x, request, tail) {
+  key(x, request, doc) {
     const h = x.req.headers;
-    if (request.method !== 'GET' || x.label === 'sendtx' || h['if-none-match'] !== undefined || h['if-modified-since'] !== undefined) return null;
+    const tail = request.tail;
+    if (request.method !== 'GET' || tail === undefined || doc.endpoint === 'sendtx' || h['if-none-match'] !== undefined || h['if-modified-since'] !== undefined) return null;
     // Identical: the same upstream URL and the same headers that shape the answer.
     return `${tail}\n${h['accept-encoding'] ?? ''}\n${h.accept ?? ''}\n${h['accept-language'] ?? ''}`;
   },

@@ -9,7 +9,9 @@
 //    is the canonical one at that number (as an upstream at the head answered
 //    for that number); bound to the head before that.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Exchange } from '../exchange.ts';
+import type { ClientTarget } from '../exchange.ts';
+import type { Cancelable } from '../dispatch.ts';
+import type { DocCall } from '../doc-call.ts';
 import type { ForwardRequest, ForwardResult } from '../proxy.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
@@ -20,7 +22,7 @@ export type Keep = { readonly kind: 'head' } | { readonly kind: 'block'; readonl
 /** An interface's rules, as data the core applies. */
 export interface DocRules {
   /** What makes two reads identical (everything that reaches the upstream), or null when the read does not take part. */
-  key(x: Exchange, request: ForwardRequest, call: string): string | null;
+  key(x: ClientTarget, request: ForwardRequest, doc: DocCall): string | null;
   /** Could the answer be kept forever (so worth asking the shared tier first)? */
   mayLast(endpoint: string): boolean;
   /** What may be kept of a 200 answer (the interface's own description of it); null: nothing. */
@@ -42,26 +44,40 @@ export class DocLayer implements FlightLanding<DocFlight> {
     private readonly rules: DocRules,
   ) {}
 
-  /** The chain's forwarder: a read the rules take is answered from memory, joins one in flight, or goes as a flight. */
-  readonly forward = (x: Exchange, request: ForwardRequest, call: string): void => {
+  /**
+   * The cache's front, a layer at the top of the chain (under admission's
+   * admit step; chains.ts): a read the rules take, by the guard's
+   * DocCall the route's request carries, is answered from memory, joins one
+   * in flight, or goes as a flight; the rest goes on down the layers.
+   */
+  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable | null => {
     const core = this.core;
-    const k = this.rules.key(x, request, call);
-    if (k === null) return x.forwardWith(core.dispatch, request);
+    const doc = request.doc;
+    const k = doc === undefined ? null : this.rules.key(x, request, doc);
+    if (k === null || doc === undefined) return core.dispatch(x, request);
+    const endpoint = doc.endpoint;
     const key = `${core.path} ${k}`;
     const e = core.hit(key);
     if (e !== undefined) {
       core.stats.hits++;
       x.cacheTag = X_CACHE.hit;
       x.cacheLog = X_CACHE_LOG.hit;
-      return deliver(x, request, 200, e.headers ?? {}, e.prefix, null);
+      deliver(x, request, 200, e.headers ?? {}, e.prefix, null);
+      return null;
     }
     const joined = core.joinable(key);
-    if (joined !== undefined) return joined.join(x, '');
+    if (joined !== undefined) {
+      joined.join(x, '');
+      return null;
+    }
     const sent = typeof request.body === 'string' ? request.body : '';
-    const f = core.open<DocFlight>(key, { endpoint: x.label, sent }, this, request);
+    const f = core.open<DocFlight>(key, { endpoint, sent }, this, request);
     f.join(x, '');
-    const shared = this.rules.mayLast(x.label) ? core.sharedGet(key) : null;
-    if (shared === null) return f.send();
+    const shared = this.rules.mayLast(endpoint) ? core.sharedGet(key) : null;
+    if (shared === null) {
+      f.send();
+      return null;
+    }
     // Maybe final: another replica may have kept it in Redis.
     void shared.then((parts) => {
       try {
@@ -74,12 +90,13 @@ export class DocLayer implements FlightLanding<DocFlight> {
         for (const m of f.members) {
           m.cacheTag = X_CACHE.hit;
           m.cacheLog = X_CACHE_LOG.hit;
-          m.later(() => deliver(m as Exchange, request, 200, headers, parts[1], null));
+          m.later(() => deliver(m as ClientTarget, request, 200, headers, parts[1], null));
         }
       } catch (err) {
         f.crashed(err);
       }
     }, (err: unknown) => f.crashed(err));
+    return null;
   };
 
   landed(f: Flight<DocFlight>, r: ForwardResult): void {
@@ -89,7 +106,7 @@ export class DocLayer implements FlightLanding<DocFlight> {
     if (r.kind !== 'buffered') return failFlight(core.log, r, f.members);
     for (const m of f.members) {
       m.upstream = r.upstream;
-      const x = m as Exchange;
+      const x = m as ClientTarget;
       x.later(() => deliver(x, f.request, r.status, r.headers, r.body, r));
     }
     core.stats.misses++;
@@ -111,8 +128,8 @@ export class DocLayer implements FlightLanding<DocFlight> {
   }
 }
 
-/** An answer as the route would give it without the cache: streamed as it came where the route would stream it, else rewritten by the route. */
-function deliver(x: Exchange, request: ForwardRequest, status: number, headers: IncomingHttpHeaders, body: Buffer, r: Extract<ForwardResult, { kind: 'buffered' }> | null): void {
+/** An answer as the route would give it without the cache: streamed as it came where the route would stream it, else to the client as an answer held whole (its route rewrites it). */
+function deliver(x: ClientTarget, request: ForwardRequest, status: number, headers: IncomingHttpHeaders, body: Buffer, r: Extract<ForwardResult, { kind: 'buffered' }> | null): void {
   if (request.classify(status, headers) === 'stream') return x.passOn(status, headers, body);
-  x.handler!.rewrite(x, r ?? { kind: 'buffered', status, headers, body, upstream: x.upstream! });
+  x.forwarded(r ?? { kind: 'buffered', status, headers, body, upstream: x.upstream! });
 }

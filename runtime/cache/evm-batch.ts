@@ -1,19 +1,20 @@
-// A client's batch and the EVM cache: its calls take part one by one
+// A client's batch and the EVM cache's front: its calls take part one by one
 // (CachedBatch); the calls the cache does not take go upstream together, as
 // the client's own request with those calls as its body, through the same
-// forwarding as any call.
-import type { Exchange } from '../exchange.ts';
+// layers below the front as any call.
+import type { ClientTarget } from '../exchange.ts';
 import type { Failure } from '../envelope.ts';
 import type { MergeSlot } from '../guards/evm.ts';
 import { mergeBatch } from '../batch-merge.ts';
 import { MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { CLOSE, COMMA, OPEN } from './evm-types.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
+import type { EvmForward, ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import type { Call } from '../evm-call.ts';
 import { X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import { isCacheable } from './policy.ts';
-import type { BuildRequest, EvmCache, EvmCall } from './evm-types.ts';
+import type { EvmCache } from './evm-types.ts';
+import type { Logger } from '../observe/log.ts';
 
 /** What mergeBatch is given when nothing else went upstream: every slot is ready. */
 const EMPTY_BATCH = Buffer.from('[]');
@@ -25,7 +26,7 @@ const EMPTY_BATCH = Buffer.from('[]');
  * The client gets one batch answer, in its own order, once every part is in.
  * False when no call takes part: the batch is forwarded as it is.
  */
-export function serveBatch(cache: EvmCache, x: Exchange, d: EvmCall, build: BuildRequest): boolean {
+export function serveBatch(cache: EvmCache, x: ClientTarget, d: EvmForward, request: ForwardRequest): boolean {
   const methods = d.methods!;
   // The guard's calls where it made them (each its own bytes and id: nothing is parsed again), or the body split here.
   const items = d.calls !== null ? d.calls.map(guardItem) : bodyItems(d.body);
@@ -43,15 +44,15 @@ export function serveBatch(cache: EvmCache, x: Exchange, d: EvmCall, build: Buil
   }
   // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others): the
   // forward layer holds them till the end of the turn and sends those bound for the same upstreams as one batch.
-  const template: ForwardRequest = { ...build(x, d), together: x, calls: undefined };
-  const batch = new CachedBatch(x, slots);
+  const template: ForwardRequest = { ...request, together: x, calls: undefined, decision: undefined };
+  const batch = new CachedBatch(x, slots, cache.core.log);
   const rest: Buffer[] = [];
   const restCalls: Call[] = [];
   let restAnswered = false;
   for (let i = 0; i < items.length; i++) {
     const it = items[i]!;
     // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
-    if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, it.text, template, x, d, build, it.call)) continue;
+    if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, it.text, template, request, d, it.call)) continue;
     rest.push(it.text);
     if (it.call !== null) restCalls.push(it.call);
     if (at[i] !== -1) restAnswered = true;
@@ -105,14 +106,15 @@ class CachedBatch {
   private went = 0;
 
   constructor(
-    readonly x: Exchange,
+    readonly x: ClientTarget,
     /** The client's calls in order: ready answers (refusals, then the parts' own), or forwarded ids. */
     private readonly slots: MergeSlot[],
+    private readonly log: Logger,
   ) {}
 
-  take(cache: EvmCache, slot: number, method: string, call: Buffer, template: ForwardRequest, x: Exchange, d: EvmCall, build: BuildRequest, given: Call | null): boolean {
+  take(cache: EvmCache, slot: number, method: string, call: Buffer, template: ForwardRequest, request: ForwardRequest, d: EvmForward, given: Call | null): boolean {
     this.pending++;
-    if (cache.take(new BatchCall(this, slot), method, call, -1, -1, template, x, d, build, given)) {
+    if (cache.take(new BatchCall(this, slot), method, call, -1, -1, template, request, d, given)) {
       this.parts++;
       return true;
     }
@@ -152,7 +154,7 @@ class CachedBatch {
     x.cacheLog = X_CACHE_LOG[tag];
     const merged = mergeBatch({ slots: this.slots }, this.restBody ?? EMPTY_BATCH);
     if (merged === null) {
-      x.host.log.warn({ event: 'upstream_bad_response', upstream: x.upstream?.name, reqId: x.id }, 'upstream answer is not JSON-RPC');
+      this.log.warn({ event: 'upstream_bad_response', upstream: x.upstream?.name, reqId: x.id }, 'upstream answer is not JSON-RPC');
       return x.fail('bad-response');
     }
     x.send(200, merged);

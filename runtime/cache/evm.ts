@@ -16,21 +16,20 @@
 //    (evm-logs.ts), chunk by chunk; here it is only sent held, so that its
 //    answer says X-Cache as its chunks went.
 import { Call } from '../evm-call.ts';
-import type { Exchange } from '../exchange.ts';
+import type { ClientTarget } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
-import type { Dispatch } from '../dispatch.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
+import type { Cancelable, Dispatch } from '../dispatch.ts';
+import type { EvmForward, ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 import { serveBatch } from './evm-batch.ts';
-import type { BuildRequest, EvmCall, EvmFlight } from './evm-types.ts';
+import type { EvmFlight } from './evm-types.ts';
 import { isCacheable, scopeOf, type Located } from './policy.ts';
 
-export type { BuildRequest, EvmCall } from './evm-types.ts';
-
 const NULL = Buffer.from('null');
+
 
 export class EvmLayer implements FlightLanding<EvmFlight> {
   /** eth_chainId and net_version's results, where the manifest names the chain id. */
@@ -50,27 +49,35 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     this.logs = route.methods.has('eth_getLogs');
   }
 
-  /** The chain's forwarder: what the cache takes it answers, joins or sends as a flight; the rest goes upstream as usual. */
-  readonly forward = (x: Exchange, d: EvmCall, build: BuildRequest): void => {
+  /**
+   * The cache's front, a layer at the top of the chain (under admission's
+   * admit step; chains.ts): a call or batch the cache takes, by
+   * the guard's decision the route's request carries, is answered, joined to
+   * a flight or sent as one; the rest goes on down the layers as it came.
+   */
+  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable | null => {
+    const d = request.decision;
+    if (d === undefined) return this.core.dispatch(x, request);
     if (d.methods === null) {
       if (d.merge === null && d.answered && d.idempotent && isCacheable(d.label)) {
         const body = typeof d.body === 'string' ? Buffer.from(d.body) : d.body;
-        if (this.take(x, d.label, body, d.idStart, d.idEnd, null, x, d, build)) return;
+        if (this.take(x, d.label, body, d.idStart, d.idEnd, null, request, d)) return null;
       }
-    } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, build)) return;
+    } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, request)) return null;
     // eth_getLogs: held, so that what the cache's layer below the ranges did with its chunks can say X-Cache.
-    if (d.methods === null && this.logs && d.label === 'eth_getLogs') return sendLogs(x, this.core.dispatch, build(x, d));
-    x.forwardWith(this.core.dispatch, build(x, d));
+    if (d.methods === null && this.logs && d.label === 'eth_getLogs') return sendLogs(x, this.core.dispatch, request);
+    return this.core.dispatch(x, request);
   };
 
   /**
    * One call: from memory (a hit), joined to a flight, or sent as a new one.
    * False when the cache does not take it. `idStart`/`idEnd`: where the id is,
    * as the guard's fast path found it (-1 to find it here). The request that
-   * goes upstream is `template` with this call as its body, or the route's own.
-   * `given`: a batch's call as the guard made it (its body is `b`).
+   * goes upstream is `template` with this call as its body, or the route's own
+   * (`request`, made of the guard's decision `d`). `given`: a batch's call as
+   * the guard made it (its body is `b`).
    */
-  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, x: Exchange, d: EvmCall, build: BuildRequest, given: Call | null = null): boolean {
+  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, request: ForwardRequest, d: EvmForward, given: Call | null = null): boolean {
     // The key is the call as sent with its id cut out. (The guard has checked the body: one object, this one method.)
     if (idStart < 0) {
       const spans = answerSpans(b, MAX_ANSWER_DEPTH);
@@ -119,8 +126,8 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     }
     const scope = scopeOf(method, params);
     if (scope === null) return false;
-    const request = template === null ? { ...build(x, d), call } : { ...template, body: b, emptyOk: false, call };
-    const f = core.open<EvmFlight>(key, { method, scope }, this, request);
+    const sent = template === null ? (call === request.call ? request : { ...request, call }) : { ...template, body: b, emptyOk: false, call };
+    const f = core.open<EvmFlight>(key, { method, scope }, this, sent);
     f.join(m, idJson);
     // An answer that may be final may be in Redis already: asked first, then the node.
     const mayLast = scope.kind === 'forever' || scope.kind === 'hash' || (scope.kind === 'block' && core.view.isFinal(scope.number));
@@ -219,8 +226,8 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
 const MAX_LOGS_ANSWER = 128 * 1024 * 1024;
 
 /** A client's eth_getLogs, held: its answer says X-Cache as the chunks the cache's layer took part in went. */
-function sendLogs(x: Exchange, dispatch: Dispatch, request: ForwardRequest): void {
-  x.forward = dispatch(new LogsAnswer(x), { ...request, hold: true, maxBuffer: Math.max(request.maxBuffer, MAX_LOGS_ANSWER) });
+function sendLogs(x: ClientTarget, dispatch: Dispatch, request: ForwardRequest): Cancelable {
+  return dispatch(new LogsAnswer(x), { ...request, hold: true, maxBuffer: Math.max(request.maxBuffer, MAX_LOGS_ANSWER) });
 }
 
 /**
@@ -229,7 +236,7 @@ function sendLogs(x: Exchange, dispatch: Dispatch, request: ForwardRequest): voi
  * calls in flight), MISS (some went to a node), BYPASS (no chunk took part).
  */
 class LogsAnswer implements HeldTarget {
-  constructor(private readonly x: Exchange) {}
+  constructor(private readonly x: ClientTarget) {}
 
   forwarded(r: ForwardResult): void {
     const x = this.x;
@@ -238,7 +245,6 @@ class LogsAnswer implements HeldTarget {
     x.cacheLog = X_CACHE_LOG[r.cache];
     // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
     if (r.cache !== 'hit') x.upstream = r.upstream;
-    x.forward = null;
     x.later(() => x.send(r.status, r.body));
   }
 }

@@ -12,7 +12,7 @@ import { blockbookThrottled } from '../upstreams/throttle.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
-import { docForwarder, forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
+import { forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
 import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
@@ -56,7 +56,7 @@ class BlockbookRoute implements RouteHandler {
 
   constructor(
     private readonly route: BlockbookRouteSpec,
-    private readonly s: RouteServices<'blockbook'>,
+    private readonly s: RouteServices,
   ) {
     this.check = route.validate ? { endpoints: s.validators.blockbook } : null;
   }
@@ -86,22 +86,18 @@ class BlockbookRoute implements RouteHandler {
     whenIdentified(x, this.s.admission.identify(x, this.route, pathKey, sq.keys, d.endpoint), this.keyed, { path: d.path, query: sq.rest, body: null, doc: d.call });
   }
 
-  private readonly keyed = (x: Exchange, key: KeyEntry, c: Call): void => {
-    if (x.req.method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, c, buf));
-    else this.s.admission.admit(x, key, this.cost(x.label), this.forward, c);
+  private readonly keyed = (x: Exchange, _key: KeyEntry, c: Call): void => {
+    if (x.req.method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, c, buf));
+    else this.forward(x, c);
   };
 
-  private body(x: Exchange, key: KeyEntry, c: Call, buf: Buffer | null): void {
+  private body(x: Exchange, c: Call, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
-    this.s.admission.admit(x, key, this.cost(x.label), this.forward, { ...c, body: buf });
+    this.forward(x, { ...c, body: buf });
   }
 
-  private cost(endpoint: string): number {
-    return this.s.credits === null ? 1 : this.s.credits(endpoint);
-  }
-
-  private readonly forward = (x: Exchange, c: Call): void => {
-    this.s.usage.record(x.key!.id, this.route.path, x.label, 1, this.cost(x.label));
+  /** On to the chain's layers, from their top: admission's admit step (JWT, rate limit, quota, usage count). */
+  private forward(x: Exchange, c: Call): void {
     const headers = ['x-request-id', x.id];
     for (const name of PASS) {
       const v = x.req.headers[name];
@@ -109,9 +105,9 @@ class BlockbookRoute implements RouteHandler {
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
     // sendtx, GET or POST, is a write (the guard's call says): sent once, never hedged, never again after an answer or a 502.
-    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, blockbookThrottled, null, c.doc);
-    this.s.forward(x, request, tail);
-  };
+    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, blockbookThrottled, null, c.doc, null, null, tail);
+    x.forwardWith(this.s.dispatch, request);
+  }
 
   /** A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged. */
   rewrite(x: Exchange, r: BufferedResult): void {
@@ -135,8 +131,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   answersStrays: false,
   batchesCalls: false,
   handler: (route, services) => new BlockbookRoute(route, services),
-  forwarder: docForwarder,
-  cached: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).forward,
+  cacheFront: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,

@@ -1,8 +1,6 @@
 // Pieces the interfaces share when they hand a request to Forward.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Dispatch } from '../dispatch.ts';
-import type { Exchange } from '../exchange.ts';
-import type { ForwardRequest, Verdict } from '../proxy.ts';
+import type { EvmForward, ForwardRequest, Verdict } from '../proxy.ts';
 import type { Call } from '../evm-call.ts';
 import type { DocCall } from '../doc-call.ts';
 import type { RouteSpec } from '../types.ts';
@@ -35,13 +33,28 @@ export function forwardRequest(
   throttled?: (body: Buffer) => boolean,
   call: Call | null = null,
   doc: DocCall | null = null,
+  calls: readonly Call[] | null = null,
+  decision: EvmForward | null = null,
+  tail: string | null = null,
 ): ForwardRequest {
-  return { method, path, headers, body, idempotent, retries: route.retries, maxBuffer, timeoutMs: route.limits.timeoutMs, emptyOk, classify, throttled, call: call ?? undefined, doc: doc ?? undefined };
-}
-
-/** Rosetta's and Blockbook's forwarding with nothing around it: the request, upstream through `dispatch`. */
-export function docForwarder(dispatch: Dispatch): (x: Exchange, request: ForwardRequest, call: string) => void {
-  return (x, request) => x.forwardWith(dispatch, request);
+  return {
+    method,
+    path,
+    headers,
+    body,
+    idempotent,
+    retries: route.retries,
+    maxBuffer,
+    timeoutMs: route.limits.timeoutMs,
+    emptyOk,
+    classify,
+    throttled,
+    call: call ?? undefined,
+    calls: calls ?? undefined,
+    doc: doc ?? undefined,
+    decision: decision ?? undefined,
+    tail: tail ?? undefined,
+  };
 }
 
 /** An HTML page is a proxy's or load balancer's error page, never a node's answer. */

@@ -9,7 +9,6 @@ import { checkEvmBody, checkEvmBodyGeneral, type BatchMerge, type CallCheck, typ
 import { mergeBatch } from '../batch-merge.ts';
 import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../keys/key-policy.ts';
 import { scanPlainRpc } from '../guards/evm-fast.ts';
-import { add as addUsage } from '../observe/usage.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { ForwardRequest, Verdict } from '../proxy.ts';
@@ -47,7 +46,6 @@ type Forwarded = Extract<EvmDecision, { kind: 'forward' }>;
 
 const ALLOW = ['allow', 'POST, OPTIONS'];
 const CLOSE = ['connection', 'close'];
-const JSON_HEADERS = ['content-type', 'application/json', 'x-request-id'];
 
 class EvmRoute implements RouteHandler {
   /** null with validate: off. */
@@ -57,7 +55,7 @@ class EvmRoute implements RouteHandler {
 
   constructor(
     private readonly route: EvmRouteSpec,
-    private readonly s: RouteServices<'evm-jsonrpc'>,
+    private readonly s: RouteServices,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
     this.withCalls = s.layered;
@@ -92,8 +90,9 @@ class EvmRoute implements RouteHandler {
       if (max !== chainMax && d.count > max) return x.send(RPC_ERRORS.GW_RPC_BATCH_TOO_LARGE.status, rpcErrorJson('GW_RPC_BATCH_TOO_LARGE', 'null', `{"reason":"key","maxBatchSize":${max}}`));
       return x.send(d.status, d.body);
     }
-    const cost = this.s.credits;
-    this.s.admission.admit(x, key, cost === null ? d.count : d.methods === null ? cost(d.label) : sumCredits(d.methods, cost), this.forward, d);
+    // On to the chain's layers, from their top: admission's admit step (JWT, rate limit, quota, usage count).
+    x.plan = d.merge;
+    x.forwardWith(this.s.dispatch, this.request(x, d));
   }
 
   /**
@@ -116,25 +115,15 @@ class EvmRoute implements RouteHandler {
     return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params, this.withCalls);
   }
 
-  private readonly forward = (x: Exchange, d: Forwarded): void => {
-    // Admitted: counted as used, per method.
-    const cost = this.s.credits;
-    const bucket = this.s.usage.bucket(x.key!.id, this.route.path);
-    if (d.methods === null) addUsage(bucket, d.label, 1, cost === null ? 1 : cost(d.label));
-    else for (const m of d.methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
-    x.plan = d.merge;
-    this.s.forward(x, d, this.request);
-  };
-
-  /** The upstream request of a call or batch (made only when something goes upstream). */
-  private readonly request = (x: Exchange, d: Forwarded): ForwardRequest => {
+  /** The request of a call or batch, with the guard's decision on it (the layers at the top read that, and may answer with no upstream request). */
+  private request(x: Exchange, d: Forwarded): ForwardRequest {
     const merge = d.merge;
-    const r = forwardRequest(
+    return forwardRequest(
       this.route,
       'POST',
       rpcPath,
       // undici adds content-length from the body.
-      JSON_HEADERS.concat(x.id),
+      ['content-type', 'application/json', 'x-request-id', x.id],
       d.body,
       d.idempotent,
       merge === null ? classify : classifyMerged,
@@ -143,10 +132,12 @@ class EvmRoute implements RouteHandler {
       // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (proxy.ts, throttle.ts).
       answerThrottled,
       d.call,
+      null,
+      // A batch's calls as the guard made them: a pool splits the batch with them.
+      d.calls,
+      d,
     );
-    // A batch's calls as the guard made them: a pool splits the batch with them (a single call pays nothing).
-    return d.calls === null ? r : { ...r, calls: d.calls };
-  };
+  }
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
   rewrite(x: Exchange, r: BufferedResult): void {
@@ -162,12 +153,6 @@ class EvmRoute implements RouteHandler {
     this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
     x.fail('bad-response');
   }
-}
-
-function sumCredits(methods: readonly string[], cost: (name: string) => number): number {
-  let n = 0;
-  for (const m of methods) n += cost(m);
-  return n;
 }
 
 /** The key's per-call check, made once per policy. */
@@ -288,9 +273,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   answersStrays: true,
   batchesCalls: true,
   handler: (route, services) => new EvmRoute(route, services),
-  // The request carries the guard's Call (a single call's): a pool reads it, not the body again.
-  forwarder: (dispatch) => (x, d, build) => x.forwardWith(dispatch, build(x, d)),
-  cached: (route, core) => new EvmLayer(route, core).forward,
+  cacheFront: (route, core) => new EvmLayer(route, core).front,
   // Below the ranges layer: its chunks in final blocks (cache/evm-logs.ts).
   cacheLayer: (route, core, next) => (route.methods.has('eth_getLogs') ? new LogsLayer(route, core, next).dispatch : next),
   pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),

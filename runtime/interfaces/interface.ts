@@ -6,7 +6,7 @@
 // index.ts, which the compiler keeps complete.
 import type { AdmissionStage } from '../admission/admission.ts';
 import type { Envelope } from '../envelope.ts';
-import type { RouteHandler } from '../exchange.ts';
+import type { Front, RouteHandler } from '../exchange.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { Usage } from '../observe/usage.ts';
@@ -19,20 +19,17 @@ import type { ChainProbe } from '../upstreams/probe.ts';
 import type { Dispatch, Next } from '../dispatch.ts';
 import type { CacheCore } from '../cache/core.ts';
 import type { PoolStats } from '../pool/stats.ts';
-import type { CacheSpec } from '../types.ts';
 
-// Where a chain's handler sends what it has checked: the seam's types, in a file below every layer that implements them.
-import type { Forwarders } from '../forwarders.ts';
-export type { EvmForward, Forwarders } from '../forwarders.ts';
-
-/** What the server gives each chain's handler. */
-export interface RouteServices<K extends InterfaceKind = InterfaceKind> {
+/** What the server gives each chain's handler (and chains.ts its admit layer: admission, credits, usage). */
+export interface RouteServices {
+  /** The handler identifies the key (before it reads a body); the admit step is the chain's top layer. */
   readonly admission: AdmissionStage;
   /** The chain's upstreams. */
   readonly group: UpstreamGroup;
   readonly log: Logger;
   readonly metrics: Metrics;
-  readonly forward: Forwarders[K];
+  /** The top of the chain's layers (admission's admit step), where the handler sends each request it has checked (`x.forwardWith`). */
+  readonly dispatch: Front;
   /** Whether layers below the route read a request's Call (a pool, the cache, the module's own); false: only Forward, which never does. */
   readonly layered: boolean;
   /** What a method or endpoint costs, when the manifest has `credits`; null: every call costs 1. */
@@ -65,12 +62,16 @@ export interface InterfaceModule<K extends InterfaceKind> {
    */
   readonly batchesCalls: boolean;
   /** The flow of one chain, made once at start. */
-  handler(route: RouteOf<K>, services: RouteServices<K>): RouteHandler;
+  handler(route: RouteOf<K>, services: RouteServices): RouteHandler;
   readonly probe: ChainProbe<K>;
-  /** Its chains' forwarding with nothing around it: upstream through `dispatch` (the request carries what the guard found). */
-  forwarder(dispatch: Dispatch): Forwarders[K];
-  /** Its cache rules, as the front around a cached chain's forwarding (the core is the chain's). */
-  cached(route: RouteOf<K>, core: CacheCore, spec: CacheSpec): Forwarders[K];
+  /**
+   * Its cache rules, as the cache's front: the top layer of a cached chain,
+   * over the core's dispatch (the chain's layers below it). It reads what the
+   * route's request carries (EVM: the guard's decision; Rosetta and
+   * Blockbook: the DocCall and the tail) and answers hits and joined flights
+   * itself; the rest goes on through the core's dispatch.
+   */
+  cacheFront(route: RouteOf<K>, core: CacheCore): Front;
   /** Its cache's layer over the dispatch below the cache (the pool, or Forward), for the held calls of the layers above (EVM: eth_getLogs in final blocks); `next` itself where it has none. */
   cacheLayer(route: RouteOf<K>, core: CacheCore, next: Dispatch): Dispatch;
   /** The pool of a chain with more than one upstream, with its way of reading the block a request names. */

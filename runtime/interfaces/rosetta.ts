@@ -7,12 +7,11 @@ import { readBody, type BufferedResult, type Exchange, type RouteHandler } from 
 import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck, type RosettaDecision } from '../guards/rosetta.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import { MAX_ANSWER_DEPTH, nestsDeeper } from '../json-scan.ts';
-import type { KeyEntry } from '../keys/keys.ts';
 import type { Verdict } from '../proxy.ts';
 import type { RosettaRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { splitQuery } from '../url.ts';
-import { docForwarder, forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import { forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
@@ -53,7 +52,7 @@ class RosettaRoute implements RouteHandler {
 
   constructor(
     private readonly route: RosettaRouteSpec,
-    private readonly s: RouteServices<'rosetta'>,
+    private readonly s: RouteServices,
   ) {
     this.check = route.validate ? { endpoints: new Map(Object.entries(s.validators.rosetta)), limits: route.limits } : null;
   }
@@ -68,26 +67,26 @@ class RosettaRoute implements RouteHandler {
     whenIdentified(x, this.s.admission.identify(x, this.route, null, query === '' ? NO_KEYS : splitQuery(query).keys, endpoint), this.keyed, null);
   }
 
-  private readonly keyed = (x: Exchange, key: KeyEntry): void => {
-    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, buf));
+  private readonly keyed = (x: Exchange): void => {
+    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, buf));
   };
 
-  private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {
+  private body(x: Exchange, buf: Buffer | null): void {
     if (buf === null) return x.fail('body-too-large', CLOSE);
     const d = checkRosettaBody(buf, x.label, this.route.network, this.check);
     if (d.kind === 'reply') return x.send(500, d.body);
-    this.s.admission.admit(x, key, this.s.credits === null ? 1 : this.s.credits(x.label), this.forward, d);
+    this.forward(x, d);
   }
 
-  private readonly forward = (x: Exchange, d: Forwarded): void => {
+  /** On to the chain's layers, from their top: admission's admit step (JWT, rate limit, quota, usage count). */
+  private forward(x: Exchange, d: Forwarded): void {
     const endpoint = x.label;
-    this.s.usage.record(x.key!.id, this.route.path, endpoint, 1, this.s.credits === null ? 1 : this.s.credits(endpoint));
     const headers = ['content-type', 'application/json', 'x-request-id', x.id];
     const accept = x.req.headers.accept;
     if (accept) headers.push('accept', accept);
     const request = forwardRequest(this.route, 'POST', PATHS.get(endpoint)!, headers, d.body, d.call.read, endpoint === OPTIONS ? classifyOptions : classify, MAX_REWRITE_BYTES, false, undefined, null, d.call);
-    this.s.forward(x, request, endpoint);
-  };
+    x.forwardWith(this.s.dispatch, request);
+  }
 
   rewrite(x: Exchange, r: BufferedResult): void {
     const isOptions = x.label === OPTIONS;
@@ -135,8 +134,7 @@ export const rosetta: InterfaceModule<'rosetta'> = {
   answersStrays: false,
   batchesCalls: false,
   handler: (route, services) => new RosettaRoute(route, services),
-  forwarder: docForwarder,
-  cached: (_route, core) => new DocLayer(core, ROSETTA_RULES).forward,
+  cacheFront: (_route, core) => new DocLayer(core, ROSETTA_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, ROSETTA_BLOCKS),
   poolHeads: () => false,
   followsHeads: () => false,

@@ -137,7 +137,7 @@ describe('runtime tiers (no import runs back up)', () => {
     // 3: one request and its admission
     ['envelope.ts', 'exchange.ts', 'admission/'],
     // 4: the layers over the dispatch
-    ['pool/', 'log-ranges.ts', 'forward-batch.ts', 'forwarders.ts', 'cache/'],
+    ['pool/', 'log-ranges.ts', 'forward-batch.ts', 'cache/'],
     // 5: the interface modules
     ['interfaces/'],
     // 6: a chain composed

@@ -8,7 +8,8 @@ import { CacheCore, type FlightLanding } from '../../../runtime/cache/core.ts';
 import { BLOCKBOOK_RULES, ROSETTA_RULES } from '../../../runtime/cache/doc-rules.ts';
 import { CacheStore } from '../../../runtime/cache/store.ts';
 import type { SharedTier } from '../../../runtime/cache/shared.ts';
-import type { Exchange } from '../../../runtime/exchange.ts';
+import type { ClientTarget } from '../../../runtime/exchange.ts';
+import type { DocCall } from '../../../runtime/doc-call.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
 import type { ForwardRequest } from '../../../runtime/proxy.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
@@ -232,13 +233,14 @@ describe('cache core', () => {
 });
 
 describe('the rules of Rosetta and Blockbook, as data', () => {
-  const x = (label: string, headers: Record<string, string> = {}) => ({ label, req: { headers } }) as unknown as Exchange;
+  const x = (headers: Record<string, string> = {}) => ({ req: { headers } }) as unknown as ClientTarget;
   const post = (body: string, idempotent = true) => ({ ...REQUEST, body, idempotent }) as ForwardRequest;
-  const get = { ...REQUEST, method: 'GET', body: null } as unknown as ForwardRequest;
+  const get = (tail: string) => ({ ...REQUEST, method: 'GET', body: null, tail }) as unknown as ForwardRequest;
+  const doc = (endpoint: string, read = true): DocCall => ({ endpoint, block: null, read });
 
   it('Rosetta: reads take part, construction does not; a block by number is final-able, the tip is head-bound', () => {
-    expect(ROSETTA_RULES.key(x('block'), post('{"b":1}'), 'block')).toBe('block\n\n{"b":1}');
-    expect(ROSETTA_RULES.key(x('construction/submit'), post('{}', false), 'construction/submit')).toBeNull();
+    expect(ROSETTA_RULES.key(x(), post('{"b":1}'), doc('block'))).toBe('block\n\n{"b":1}');
+    expect(ROSETTA_RULES.key(x(), post('{}', false), doc('construction/submit', false))).toBeNull();
     expect(ROSETTA_RULES.mayLast('block')).toBe(true);
     expect(ROSETTA_RULES.mayLast('account/balance')).toBe(false);
     const block = (index: number, hash: string) => b(JSON.stringify({ block: { block_identifier: { index, hash } } }));
@@ -250,9 +252,9 @@ describe('the rules of Rosetta and Blockbook, as data', () => {
   });
 
   it('Blockbook: plain reads take part (never sendtx, never conditional); blocks and confirmed transactions until the next block', () => {
-    expect(BLOCKBOOK_RULES.key(x('block', { accept: 'application/json' }), get, '/block/5')).toBe('/block/5\n\napplication/json\n');
-    expect(BLOCKBOOK_RULES.key(x('sendtx'), get, '/sendtx/00')).toBeNull();
-    expect(BLOCKBOOK_RULES.key(x('block', { 'if-none-match': '"e"' }), get, '/block/5')).toBeNull();
+    expect(BLOCKBOOK_RULES.key(x({ accept: 'application/json' }), get('/block/5'), doc('block'))).toBe('/block/5\n\napplication/json\n');
+    expect(BLOCKBOOK_RULES.key(x(), get('/sendtx/00'), doc('sendtx', false))).toBeNull();
+    expect(BLOCKBOOK_RULES.key(x({ 'if-none-match': '"e"' }), get('/block/5'), doc('block'))).toBeNull();
     expect(BLOCKBOOK_RULES.mayLast('block')).toBe(false);
     expect(BLOCKBOOK_RULES.keep('block', '', b('{}'), {})).toEqual({ kind: 'head' });
     expect(BLOCKBOOK_RULES.keep('tx', '', b('{"confirmations":2}'), {})).toEqual({ kind: 'head' });
