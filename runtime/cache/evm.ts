@@ -30,7 +30,6 @@ import { isCacheable, scopeOf, type Located } from './policy.ts';
 
 const NULL = Buffer.from('null');
 
-
 export class EvmLayer implements FlightLanding<EvmFlight> {
   /** eth_chainId and net_version's results, where the manifest names the chain id. */
   private readonly constants: ReadonlyMap<string, string> | null;
