@@ -179,7 +179,8 @@ export class Pool implements FlowHost {
   private tooFew(target: HeldTarget, group: UpstreamGroup, able: (u: Upstream) => boolean, usable: number, of: number): Cancelable {
     this.stats.quorum.short++;
     let waiting = 0;
-    for (const u of group.all) if ((u.serving || throttledBeforeVerified(u)) && !u.usable && able(u)) waiting++;
+    // One throttled before its first good poll has no head yet to judge by: it waits for that poll whatever the call's block.
+    for (const u of group.all) if (!u.usable && (throttledBeforeVerified(u) || (u.serving && able(u)))) waiting++;
     const r = usable + waiting >= of ? allThrottled(group, able, null) : null;
     queueMicrotask(() => target.forwarded(r ?? { kind: 'failed', fail: 'no-upstream', upstream: null }));
     return NOTHING;

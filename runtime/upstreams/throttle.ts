@@ -160,7 +160,8 @@ export function allThrottled(group: UpstreamGroup, accept: ((u: Upstream) => boo
     let until = u.budget === null ? u.view.throttledUntil : Math.max(u.view.throttledUntil, u.budget.readyAt(now));
     // Throttled before its first good poll: once the throttle is over, the poll that may verify it is at most an interval away.
     if (first) until = Math.max(until, now + 1);
-    if (until > now && (accept === undefined || accept(u)) && until < soonest) soonest = until;
+    // Routing by block cannot judge one throttled before its first good poll (no head yet): it counts for any call.
+    if (until > now && (first || accept === undefined || accept(u)) && until < soonest) soonest = until;
   }
   if (soonest === Infinity) return null;
   return { kind: 'failed', fail: 'throttled', upstream, retryAfter: Math.max(1, Math.ceil((soonest - now) / 1000)) };

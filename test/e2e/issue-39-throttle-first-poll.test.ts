@@ -141,7 +141,13 @@ describe('every upstream of a verifying chain throttled before its first good po
   it('a quorum (of 2) whose voters are all throttled before their first good poll: 429 with Retry-After and -32005, not 503; answered once the polls verify them', async () => {
     expectEveryThrottled(await balance('quorum'));
     expect(S.Q_A!.arrivals.length + S.Q_B!.arrivals.length).toBe(0);
-    await release('Q_A', 'Q_B');
+    // One voter verified (with a head), the other still throttled before its first good poll (no head to route by):
+    // still "every upstream throttled", not "no healthy upstream".
+    await release('Q_A');
+    await until(async () => (await upstreamStatus(gw, 'quorum#0')).state === 'up', 'quorum#0 verified by a poll');
+    expect((await upstreamStatus(gw, 'quorum#1')).state).toBe('unknown');
+    expectEveryThrottled(await balance('quorum'));
+    await release('Q_B');
     const served = await pastThrottle('quorum');
     expect(served.status, served.text).toBe(200);
     expect(served.json.result, served.text).toBe((await anvil.rpc('eth_getBalance', [ADDR, 'latest'])).result);

@@ -2,8 +2,8 @@
 // a node's own errors and a range limit are not; Retry-After in both forms;
 // the cooldown doubles with each throttle in a row and an answer ends the run.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { answerThrottled, blockbookThrottled, mayBeError, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS } from '../../../runtime/upstreams/throttle.ts';
-import { Upstream } from '../../../runtime/upstreams/upstream.ts';
+import { allThrottled, answerThrottled, blockbookThrottled, mayBeError, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS } from '../../../runtime/upstreams/throttle.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 
 const rpcError = (code: number, message: string) => Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code, message } }));
@@ -105,5 +105,29 @@ describe('cooldown', () => {
     throttled(u, { 'retry-after': '30' }, Date.now());
     expect(u.view.throttledUntil - Date.now()).toBe(30_000);
     await u.pool.close();
+  });
+});
+
+describe('every upstream throttled, with one throttled before its first good poll', () => {
+  const route = { path: 'q', limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+  const spec = (i: number) => ({ name: `q#${i}`, url: { parts: ['http://127.0.0.1:9'] }, role: 'primary', weight: 1, archive: false, headers: {}, connections: 1, idleTimeoutMs: 1000 }) as unknown as UpstreamSpec;
+
+  it('counts it for a call routed by block although it has no head yet: "throttled", not null (no healthy upstream)', async () => {
+    const [a, b] = [new Upstream(spec(0), route), new Upstream(spec(1), route)];
+    // a: verified by its first good poll, at block 100; b: its polls so far throttled, so no head and no identity yet.
+    a.state = 'up';
+    a.view.head = 100;
+    b.view.verify = true;
+    b.view.pollThrottled = true;
+    const group = new UpstreamGroup([a, b]);
+    // A call at the tip that a alone cannot serve (a quorum of two needs b too): routing asks for a head at 100.
+    const atTip = (u: Upstream) => (u.view.head ?? -1) >= 100;
+    const r = allThrottled(group, atTip, null);
+    expect(r).toMatchObject({ kind: 'failed', fail: 'throttled' });
+    expect(r!.retryAfter).toBeGreaterThanOrEqual(1);
+    // Once a poll has answered it is judged as any other: not throttled, so no such answer.
+    b.view.pollThrottled = false;
+    expect(allThrottled(group, atTip, null)).toBeNull();
+    await Promise.all([a.pool.close(), b.pool.close()]);
   });
 });
