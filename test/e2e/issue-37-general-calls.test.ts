@@ -14,7 +14,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { keysYaml, newKey, sha256, until, type RunningGateway } from './harness.ts';
-import { startParseCountedPool, type ParseCountedPool } from '../support/parse-count.ts';
+import { parseCountManifest, startParseCountedPool, type ParseCountedPool } from '../support/parse-count.ts';
 
 const KEY = newKey();
 const CONTRACTS_KEY = newKey();
@@ -24,18 +24,7 @@ const TO = '0x70997970c51812dc3a635b40f0e2b2c5b1b1e5a6';
 let pool: ParseCountedPool;
 let gw: RunningGateway;
 
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 1048576, headPollMs: 100 }
-health: { intervalMs: 200, timeoutMs: 2000 }
-chains:
-  - { path: cached, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], upstreams: ["\${NODE1}", "\${NODE2}"] }
-  - { path: pooled, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], cache: off, upstreams: ["\${NODE1}", "\${NODE2}"] }
-`;
+const MANIFEST = parseCountManifest();
 
 const KEYS = `${keysYaml([{ id: 'call', key: KEY }])}  - id: contracts
     sha256: "${sha256(CONTRACTS_KEY)}"

@@ -13,6 +13,25 @@ import { startRecordingProxy, type RecordingProxy } from './recording-proxy.ts';
 
 const PRELOAD = fileURLToPath(new URL('./count-parses.mjs', import.meta.url));
 
+/**
+ * The manifest the parse-counting tests share: two chains over the same two nodes (NODE1, NODE2), one cached and
+ * one pooled without the cache; `extra` adds chains (YAML lines of the list).
+ */
+export function parseCountManifest(extra = ''): string {
+  return `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+admin: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+cache: { maxBytes: 1048576, headPollMs: 100 }
+health: { intervalMs: 200, timeoutMs: 2000 }
+chains:
+  - { path: cached, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], upstreams: ["\${NODE1}", "\${NODE2}"] }
+  - { path: pooled, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber, eth_call], cache: off, upstreams: ["\${NODE1}", "\${NODE2}"] }
+${extra}`;
+}
+
 export interface ParseCountedPool {
   readonly anvil: Anvil;
   readonly node1: RecordingProxy;
