@@ -58,6 +58,7 @@ export interface PoolCounts {
   readonly quorum: Readonly<Record<string, number>>;
   readonly broadcasts: number;
   readonly tipAnswers: number;
+  readonly tipWaits: number;
   tip(): number;
 }
 
@@ -306,10 +307,11 @@ export class Metrics {
       by('gateway_pool_retries_total', 'Calls asked again of another upstream of a pool, by chain and reason: empty (a null or empty answer about data not final), state (a node that no longer has the state asked for).', 'retries', 'reason');
       by('gateway_pool_hedges_total', 'Hedged reads, by chain and outcome: sent (a second upstream asked after hedge.afterMs), won (its answer came first), capped (not sent: hedges are at most 10% of a minute\'s calls).', 'hedges', 'outcome');
       by('gateway_pool_quorum_total', 'Quorum reads, by chain and outcome: agree, disagree (-32603 "upstreams disagree"), short (too few upstreams answered).', 'quorum', 'outcome');
-      const one = (name: string, help: string, field: 'broadcasts' | 'tipAnswers') =>
+      const one = (name: string, help: string, field: 'broadcasts' | 'tipAnswers' | 'tipWaits') =>
         this.rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>));
       one('gateway_pool_broadcasts_total', 'Transactions sent to every usable upstream of a pool (broadcast: all).', 'broadcasts');
       one('gateway_pool_tip_answers_total', 'eth_blockNumber answered from the served tip, without asking a node.', 'tipAnswers');
+      one('gateway_pool_tip_waits_total', 'Calls about a block at or below the served tip that no usable upstream had yet: they waited for one to reach it, within their timeoutMs.', 'tipWaits');
       this.rendered('gateway_pool_served_tip', "A pool's served tip: the highest block its usable upstreams all have (servedTip: all) or most of them have (majority); -1 while unknown.", 'gauge', () =>
         this.pools.map((p) => ({ labels: { chain: p.chain }, value: p.tip() }) as MetricValue<string>));
     }

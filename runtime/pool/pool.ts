@@ -11,7 +11,9 @@
 //    an upstream whose head is at least N, a range (eth_getLogs) only to one
 //    whose head covers its highest block; state older than pruneDepth blocks
 //    goes to archive upstreams; with rewriteTags, the tags become the numbers
-//    the gateway serves;
+//    the gateway serves; a call about a block at or below the served tip
+//    that no usable upstream has yet waits for one to reach it, within its
+//    timeoutMs (wait), instead of taking a behind node's null;
 //  - a null about data not final is asked of one other upstream at least as
 //    far ahead, a node's "state is gone" of an archive node (flow.ts);
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
@@ -41,6 +43,8 @@ export class Pool implements FlowHost {
   private readonly times = new LatencyWindow();
   /** Which upstream made which filter: a filter's calls go to it only (filters.ts). */
   private readonly filters = new FilterPins();
+  /** The calls waiting for an upstream to reach their block (wait): each looks again at every poll's report. */
+  private readonly waiting = new Set<() => void>();
 
   constructor(
     private readonly route: EvmRouteSpec,
@@ -52,14 +56,22 @@ export class Pool implements FlowHost {
   ) {
     this.stats = new PoolStats(route.path, () => view.tip);
     this.quorumMethods = new Set(route.quorum?.methods ?? []);
+    const none = (): void => undefined;
+    // After the report is taken (not inside the poller's call): a waiting call may go out, or fail, at once.
+    const wake = (): void => this.waiting.forEach((look) => look());
+    view.listen({ epoch: none, reset: none, canonical: none, heard: () => void (this.waiting.size > 0 && queueMicrotask(wake)) });
   }
 
   readonly dispatch: Dispatch = (target, request, group = this.group) => {
     // A batch: each of its calls comes back here alone (batch.ts).
     const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request);
     if (batch !== null) return batch;
-    const call = callOf(request);
     this.budget.call();
+    return this.send(target, request, group, callOf(request));
+  };
+
+  /** One call (or a body that is no call) on its way: answered here, fanned out, or one flow. */
+  private send(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup, call: Call | null): Cancelable {
     if (call !== null) {
       // With no usable upstream there is no served tip: the call fails as any other does then.
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
@@ -67,11 +79,16 @@ export class Pool implements FlowHost {
         const usable = group.all.filter((u) => u.usable);
         if (usable.length > 1) return broadcast(this.next, request, group, usable, this.stats, (r) => target.forwarded(r));
       }
+    }
+    const planned = this.plan(call, group);
+    if (planned.wait) return this.wait(target, request, group, call!);
+    let plan: FlowPlan = planned;
+    if (call !== null) {
       const q = this.route.quorum;
       if (q !== null && this.quorumMethods.has(call.method)) {
         const tip = this.view.tip;
         // Only upstreams able to serve the call's block: block routing and archive routing as for one upstream.
-        const able = this.plan(call, group).accept ?? ((u: Upstream) => (u.view.head ?? -1) >= tip);
+        const able = plan.accept ?? ((u: Upstream) => (u.view.head ?? -1) >= tip);
         const all = group.all.filter((u) => u.usable && able(u));
         const at = all.slice(0, q.of);
         // Too few able to serve it: no quorum can be had. Not one node's answer served as agreed, and not a call left without an answer.
@@ -80,13 +97,42 @@ export class Pool implements FlowHost {
         const spare = all.slice(q.of).sort((a, b) => Number(b.archive) - Number(a.archive));
         return quorum(this.next, this.rewritten(request, call), group, at, spare, this.stats, this.log, this.route.path, call.idJson, (r) => target.forwarded(r));
       }
+      plan = this.pinned(call, plan);
     }
-    let plan = this.plan(call, group);
-    if (call !== null) plan = this.pinned(call, plan);
     const flow = new Flow(this, target, call === null ? request : this.rewritten(request, call), group, call, plan);
     flow.start();
     return flow;
-  };
+  }
+
+  /**
+   * A call about a block at or below the served tip that no usable upstream
+   * has yet (the upstreams that set the tip went down, or came back behind):
+   * it waits, within its timeoutMs, until a poll finds one that has it, and
+   * goes then with what is left of that time. None in time: the gateway's
+   * timeout, never a behind node's null for a block the chain has.
+   */
+  private wait(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup, call: Call): Cancelable {
+    this.stats.tipWaits++;
+    const started = performance.now();
+    let flow: Cancelable | null = null;
+    const end = (): void => {
+      clearTimeout(timer);
+      this.waiting.delete(look);
+    };
+    const look = (): void => {
+      if (this.plan(call, group).wait) return;
+      end();
+      const left = request.timeoutMs - (performance.now() - started);
+      flow = this.send(target, { ...request, timeoutMs: Math.max(1, Math.round(left)) }, group, call);
+    };
+    const timer = setTimeout(() => {
+      end();
+      target.forwarded({ kind: 'failed', fail: group.all.some((u) => u.usable) ? 'timeout' : 'no-upstream', upstream: null });
+    }, request.timeoutMs);
+    timer.unref();
+    this.waiting.add(look);
+    return { cancel: () => (flow !== null ? flow.cancel() : end()) };
+  }
 
   /** A filter's calls: the upstream that answered with a filter id is remembered, and the calls naming that id go to it only. */
   private pinned(call: Call, plan: FlowPlan): FlowPlan {
@@ -116,8 +162,8 @@ export class Pool implements FlowHost {
     return body === null ? request : { ...request, body };
   }
 
-  /** Where a call may go, and how long before a hedge. */
-  private plan(call: Call | null, group: UpstreamGroup): FlowPlan {
+  /** Where a call may go, and how long before a hedge; or that it waits for an upstream to reach its block. */
+  private plan(call: Call | null, group: UpstreamGroup): FlowPlan & { readonly wait: boolean } {
     const v = this.view;
     let n = -1;
     // A range: its highest block.
@@ -131,14 +177,20 @@ export class Pool implements FlowHost {
     if (call !== null && n >= 0 && STATE_METHODS.has(call.method) && v.number - n > this.route.pruneDepth) {
       accept = this.archiveFor(n, group, NO_TRIED) ?? accept;
     }
-    // Nobody is known to have it (the polls have not seen it yet, or it is not there): the ones furthest ahead
-    // (at the tip, of those whose head is current, where one is).
-    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) accept = furthest(group, atTip);
+    let wait = false;
+    if (accept !== undefined && !group.all.some((u) => u.usable && accept!(u))) {
+      // A block at or below the served tip, as the call sends it (a number, a hash, or a tag rewritten to one): the
+      // chain has it and a client may have been told of it. It waits for an upstream that has it (wait above).
+      if (call !== null && n <= v.tip && (this.route.rewriteTags || (!isTag(call.block) && !isTag(call.from))) && group.all.some((u) => u.usable)) wait = true;
+      // Above the tip (the polls have not seen it yet, or it is not there): the ones furthest ahead
+      // (at the tip, of those whose head is current, where one is).
+      else accept = furthest(group, atTip);
+    }
     const hedge = this.route.hedge;
     // Only what the method traits table calls a read is hedged (evm-methods.ts; flow.ts asks again only reads too).
     const read = call !== null && traitsOf(call.method).read;
     const after = hedge === null || !read ? -1 : hedge.afterMs === 'p95' ? this.p95() : hedge.afterMs;
-    return { accept, block: call !== null && typeof call.block === 'number' ? call.block : n, hedgeAfterMs: after };
+    return { accept, block: call !== null && typeof call.block === 'number' ? call.block : n, hedgeAfterMs: after, wait };
   }
 
   /** The block number a block reference names, as the gateway serves it (-1: not known). */
@@ -208,6 +260,9 @@ export class Pool implements FlowHost {
 }
 
 const NO_TRIED: ReadonlySet<Upstream> = new Set();
+
+/** A tag the upstream resolves itself (a range's absent end is `latest`). */
+const isTag = (b: BlockRef | undefined): boolean => typeof b === 'string';
 
 /** The usable upstreams with the highest head the polls saw (undefined: no head known, any); `current`: of those whose head is current, where one is. */
 function furthest(group: UpstreamGroup, current: boolean): ((u: Upstream) => boolean) | undefined {

@@ -12,6 +12,8 @@ export class PoolStats {
   readonly quorum = { agree: 0, disagree: 0, short: 0 };
   /** eth_blockNumber answered from the served tip, without asking a node. */
   tipAnswers = 0;
+  /** Calls that waited for an upstream to reach their block, at or below the served tip (pool.ts, wait). */
+  tipWaits = 0;
   constructor(
     readonly chain: string,
     /** The chain's served tip now (-1: none yet). */

@@ -141,6 +141,8 @@ export interface ChainListener {
   canonical(n: number, hash: string): void;
   /** The served tip moved (it may move without an epoch: a lagging upstream catching up). */
   tip?(): void;
+  /** A poll's report was taken: an upstream's head or state may have changed (a pool's waiting calls look again). */
+  heard?(): void;
 }
 
 interface Member {
@@ -237,6 +239,7 @@ export class ChainView {
     }
     this.settle();
     this.settleTip(reset !== null);
+    for (const l of this.listeners) l.heard?.();
   }
 
   /** An upstream's poll has been out longer than the poll interval: its head is left out of the tip until it answers on time. */

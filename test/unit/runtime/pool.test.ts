@@ -352,6 +352,83 @@ describe('pool routing', () => {
     expect(await spread(pool, 'eth_getCode', [ADDR, 'latest'])).toEqual(new Set(['a', 'b']));
   });
 
+  it('a call at or below the tip that no usable upstream has yet waits for a poll to find one; above the tip, or a tag left as it is, goes to the furthest at once', async () => {
+    const { pool, ups, view, seen } = poolOf(
+      [
+        { name: 'a', head: 100 },
+        { name: 'b', head: 97 },
+      ],
+      { rewriteTags: true },
+    );
+    heads(view, ups, [103, 103]);
+    // a set the tip and went down; b came back behind it.
+    ups[0]!.state = 'down';
+    view.report(ups[0]!.view, null);
+    view.report(ups[1]!.view, report(101));
+    expect(view.tip).toBe(103);
+    const b = seen.get('b')!;
+    const before = b.length;
+    const latest = send(pool, 'eth_getBlockByNumber', ['latest', false]);
+    const named = send(pool, 'eth_getCode', [ADDR, hex(102)]);
+    // Above the tip: the furthest answers at once (its null would be the chain's answer).
+    expect((await send(pool, 'eth_getBlockByNumber', [hex(104), false])).upstream).toBe('b');
+    expect(b.slice(before).map((c) => c.params[0])).toEqual([hex(104)]);
+    expect(pool.stats.tipWaits).toBe(2);
+    view.report(ups[1]!.view, report(102)); // b has 102, not the tip yet: only the call about 102 goes
+    expect((await named).upstream).toBe('b');
+    view.report(ups[1]!.view, report(103));
+    expect((await latest).upstream).toBe('b');
+    expect(b.slice(before).map((c) => c.params[0])).toEqual([hex(104), ADDR, hex(103)]);
+
+    // Without rewriteTags a call at latest is the node's own latest: no wait.
+    const plain = poolOf(
+      [
+        { name: 'a', head: 100 },
+        { name: 'b', head: 100 },
+      ],
+      { rewriteTags: false },
+    );
+    plain.ups[0]!.state = 'down';
+    plain.view.report(plain.ups[0]!.view, null);
+    plain.view.report(plain.ups[1]!.view, report(99));
+    expect(plain.view.tip).toBe(100);
+    expect((await send(plain.pool, 'eth_getBlockByNumber', ['latest', false])).upstream).toBe('b');
+    expect(plain.pool.stats.tipWaits).toBe(0);
+  });
+
+  it('a waiting call that no upstream catches up for ends at its timeoutMs with the gateway timeout; cancelled, it is forgotten', async () => {
+    const { pool, ups, view, seen } = poolOf(
+      [
+        { name: 'a', head: 100 },
+        { name: 'b', head: 100 },
+      ],
+      { rewriteTags: true },
+    );
+    ups[0]!.state = 'down';
+    view.report(ups[0]!.view, null);
+    view.report(ups[1]!.view, report(99));
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const results: ForwardResult[] = [];
+      const target = { res: UNUSED_SINK, streamHead: () => undefined, forwarded: (r: ForwardResult) => void results.push(r) } as ForwardTarget;
+      pool.dispatch(target, request('eth_getBlockByNumber', ['latest', false]));
+      const cancelled = pool.dispatch(target, request('eth_getBlockByNumber', [hex(100), false]));
+      cancelled.cancel();
+      vi.advanceTimersByTime(999);
+      expect(results).toEqual([]);
+      vi.advanceTimersByTime(1);
+      expect(results).toEqual([{ kind: 'failed', fail: 'timeout', upstream: null }]);
+      vi.advanceTimersByTime(5000);
+      expect(results).toHaveLength(1);
+    } finally {
+      vi.useRealTimers();
+    }
+    // Neither reached the node behind: not when it caught up later either.
+    view.report(ups[1]!.view, report(100));
+    await new Promise((r) => setImmediate(r));
+    expect(seen.get('b')!.filter((c) => c.method === 'eth_getBlockByNumber')).toEqual([]);
+  });
+
   it('a call at latest skips an upstream whose head is stale (no height, or its poll overdue), even at the tip and when no one is at the tip; a call at an older block may still go there', async () => {
     const { pool, ups, view } = poolOf([
       { name: 'a', head: 100 },
