@@ -8,6 +8,9 @@
 import { Forward, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
+/** The headers of a JSON answer a layer made itself (a merged batch or range, an answer from memory, the served tip). */
+export const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+
 /** What a request under way can be told: the client went away. */
 export interface Cancelable {
   cancel(): void;

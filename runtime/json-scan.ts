@@ -9,6 +9,8 @@
 export const MAX_REQUEST_DEPTH = 128;
 /** Nesting allowed in an upstream answer the gateway parses to rewrite (Rosetta /network/options, a batch-wide error). */
 export const MAX_ANSWER_DEPTH = 512;
+/** Nesting allowed in an upstream answer a layer only locates the id, result or error of: any (a call trace may be deep; the scan does not recurse). */
+export const ANY_DEPTH = 1 << 20;
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -1,13 +1,12 @@
 // Calls a pool sends to several upstreams at once: a transaction broadcast to
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
-import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
-import type { Attempt, Cancelable, Next } from '../dispatch.ts';
+import { JSON_HEADERS, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { answerSaysStateGone } from './state-errors.ts';
-import { answerThrottled } from '../upstreams/throttle.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
@@ -37,9 +36,8 @@ class Fan implements Cancelable {
       retries: 0,
       maxBuffer: Math.max(this.request.maxBuffer, MAX_HELD),
       accept: (o) => o === u,
+      // A provider's throttle in a 200 (-32005, "rate limit"...) is no answer: the route's request judges it (throttle.ts).
       hold: true,
-      // A provider's throttle in a 200 (-32005, "rate limit"...) is no answer: the upstream refused the call (throttle.ts).
-      throttled: answerThrottled,
     };
     return this.next(this.target, held, this.group);
   }
@@ -163,12 +161,12 @@ function resultOf(body: Buffer): string | null {
 }
 
 function isResult(body: Buffer): boolean {
-  const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+  const spans = answerSpans(body, ANY_DEPTH);
   return spans !== null && !spans.hasError && spans.resultStart !== -1;
 }
 
 /** The gateway's own -32603 answer, as a node's answer would come (so the route passes it on). */
 function disagreement(like: ForwardResult, idJson: string, reason: string): Buffered {
   const body = Buffer.from(`{"jsonrpc":"2.0","id":${idJson},"error":{"code":-32603,"message":"Internal error","data":{"reason":${JSON.stringify(reason)}}}}`);
-  return { kind: 'buffered', upstream: like.upstream!, status: 200, headers: { 'content-type': 'application/json' }, body };
+  return { kind: 'buffered', upstream: like.upstream!, status: 200, headers: JSON_HEADERS, body };
 }

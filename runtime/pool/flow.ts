@@ -6,7 +6,7 @@
 // legs are cancelled. Only reads (the method traits table, evm-methods.ts) are
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends within the call's timeoutMs.
-import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
 import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
@@ -49,8 +49,6 @@ export interface FlowPlan {
 const MAX_JUDGED = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
-/** An answer is checked whole to be JSON-RPC; a deep one (a call trace) is not refused for its depth. */
-const ANY_DEPTH = 1 << 20;
 
 /** A single call's answer: one JSON-RPC answer object, with a result or an error. */
 function isAnswer(body: Buffer): boolean {
@@ -92,8 +90,9 @@ export class Flow implements Cancelable {
       hold: true,
       // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
       isAnswer: call === null ? undefined : isAnswer,
-      // A provider's throttle in a 200 (-32005, "rate limit"...): another upstream is asked (throttle.ts).
-      throttled: call === null ? undefined : answerThrottled,
+      // A provider's throttle (the route's own check: EVM's -32005 in a 200, Blockbook's {"error"}; EVM's where a request came
+      // without one): another upstream is asked (throttle.ts).
+      throttled: request.throttled ?? (call === null ? undefined : answerThrottled),
     };
   }
 
@@ -186,7 +185,7 @@ export class Flow implements Cancelable {
     const traits = this.traits;
     // A write's answer is final, whatever it says: it is never sent twice.
     if (call === null || traits === null || !traits.read || r.status !== 200) return 'ok';
-    const spans = answerSpans(r.body, MAX_ANSWER_DEPTH);
+    const spans = answerSpans(r.body, ANY_DEPTH);
     if (spans === null) return 'ok';
     if (spans.hasError) {
       const message = errorMessage(r.body);

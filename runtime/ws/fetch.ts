@@ -4,6 +4,7 @@
 // fetches go this way (feed.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Dispatch } from '../dispatch.ts';
+import { answerThrottled } from '../upstreams/throttle.ts';
 import type { ForwardResult, HeldRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
@@ -36,7 +37,7 @@ export function rpcCall(dispatch: Dispatch, route: EvmRouteSpec, method: string,
       resolve(v.result);
     };
     // Held whole (`hold`): whatever the layers below do with it, the answer comes back as one buffer.
-    const request: HeldRequest = { ...forwardRequest(route, 'POST', rpcPath, HEADERS.slice(), body, true, classify, MAX_MERGE_BYTES), hold: true };
+    const request: HeldRequest = { ...forwardRequest(route, 'POST', rpcPath, HEADERS.slice(), body, true, classify, MAX_MERGE_BYTES, false, answerThrottled), hold: true };
     dispatch({ forwarded }, request);
   });
 }

@@ -63,6 +63,8 @@ ${[
   - { path: writes2, interface: evm-jsonrpc, listener: rpc, methods: evm, broadcast: one, upstreams: ["\${X1}", "\${X2}"] }
   - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB1}", "\${BB2}"] }
   - { path: bitcoin-one, interface: blockbook, listener: explorer, upstreams: ["\${BB3}"] }
+  # Hedged: its reads go through the pool's flow (pool/flow.ts), not straight to one node.
+  - { path: bitcoin-hedged, interface: blockbook, listener: explorer, hedge: { afterMs: 5000 }, upstreams: ["\${BB4}", "\${BB5}"] }
   - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${RO1}", "\${RO2}"] }
 `;
 
@@ -72,7 +74,7 @@ beforeAll(async () => {
   [ro1, ro2] = await Promise.all([startRosettaStub({ network: 'preprod' }), startRosettaStub({ network: 'preprod' })]);
   const evm = await Promise.all(EVM_NAMES.map(() => startThrottleStandin(anvil.url)));
   EVM_NAMES.forEach((n, i) => (S[n] = evm[i]!));
-  [S.BB1, S.BB2, S.BB3, S.RO1, S.RO2] = await Promise.all([startThrottleStandin(bb1.url), startThrottleStandin(bb2.url), startThrottleStandin(bb1.url), startThrottleStandin(ro1.url), startThrottleStandin(ro2.url)]);
+  [S.BB1, S.BB2, S.BB3, S.BB4, S.BB5, S.RO1, S.RO2] = await Promise.all([startThrottleStandin(bb1.url), startThrottleStandin(bb2.url), startThrottleStandin(bb1.url), startThrottleStandin(bb1.url), startThrottleStandin(bb2.url), startThrottleStandin(ro1.url), startThrottleStandin(ro2.url)]);
   const built = await buildManifest('issue-39-throttle', MANIFEST);
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'throttle', key: KEY }]));
   const env: Record<string, string> = {};
@@ -80,6 +82,8 @@ beforeAll(async () => {
   env.BB1 = `${S.BB1!.url}/api`;
   env.BB2 = `${S.BB2!.url}/api`;
   env.BB3 = `${S.BB3!.url}/api`;
+  env.BB4 = `${S.BB4!.url}/api`;
+  env.BB5 = `${S.BB5!.url}/api`;
   env.RO1 = S.RO1!.url;
   env.RO2 = S.RO2!.url;
   gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
@@ -300,13 +304,17 @@ describe('without Retry-After: a cooldown of 1 s that doubles with each throttle
 });
 
 describe('Blockbook: an {"error": ...} answer with a throttle text is a throttle', () => {
-  it('a 500 {"error":"Too many requests, rate limit exceeded"}: the client gets the other node\'s block, the node is out for its cooldown', async () => {
-    const total = (await upstream('bitcoin#0')).throttledTotal;
+  it.each([
+    ['bitcoin', 'BB1'],
+    ['bitcoin-hedged', 'BB4'],
+  ])('%s: a 500 {"error":"Too many requests, rate limit exceeded"}: the client gets the other node\'s block, the node is out for its cooldown', async (chain, node) => {
+    await until(async () => (await request(gw.url('explorer', `/${chain}/v2/block/1`), { headers: { 'x-api-key': KEY } })).statusCode === 200, `${chain} serving`);
+    const total = (await upstream(`${chain}#0`)).throttledTotal;
     let first = true;
-    S.BB1!.throttle = () => (first ? ((first = false), { status: 500, body: '{"error":"Too many requests, rate limit exceeded"}' }) : undefined);
+    S[node]!.throttle = () => (first ? ((first = false), { status: 500, body: '{"error":"Too many requests, rate limit exceeded"}' }) : undefined);
     await until(
       async () => {
-        const r = await request(gw.url('explorer', '/bitcoin/v2/block/1'), { headers: { 'x-api-key': KEY } });
+        const r = await request(gw.url('explorer', `/${chain}/v2/block/1`), { headers: { 'x-api-key': KEY } });
         const text = await r.body.text();
         expect(r.statusCode, text).toBe(200);
         expect(JSON.parse(text).height).toBe(1);
@@ -314,8 +322,11 @@ describe('Blockbook: an {"error": ...} answer with a throttle text is a throttle
       },
       'the first Blockbook node asked',
     );
-    expect((await upstream('bitcoin#0')).throttledTotal).toBe(total + 1);
-    // Blockbook's own errors that say nothing of a limit pass on as they came.
+    expect((await upstream(`${chain}#0`)).throttledTotal).toBe(total + 1);
+    S[node]!.throttle = () => undefined;
+  });
+
+  it("Blockbook's own errors that say nothing of a limit pass on as they came", async () => {
     S.BB1!.throttle = () => undefined;
     const r = await request(gw.url('explorer', '/bitcoin/v2/block/999999'), { headers: { 'x-api-key': KEY } });
     const own = await request(`${S.BB2!.url}/api/v2/block/999999`);
