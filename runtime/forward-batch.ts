@@ -22,8 +22,8 @@
 // layer with batch 1 (only the calls of one client batch go together); a
 // chain without it (one upstream and no cache, or a chain not EVM) pays
 // nothing: chains.ts does not compose it.
-import type { Attempt, Next } from './dispatch.ts';
-import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
+import { JSON_HEADERS, type Attempt, type Next } from './dispatch.ts';
+import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from './proxy.ts';
 import { throttled } from './upstreams/throttle.ts';
@@ -38,11 +38,8 @@ export interface BatchCounts {
 const OPEN = Buffer.from('[');
 const COMMA = Buffer.from(',');
 const CLOSE = Buffer.from(']');
-const HEADERS = { 'content-type': 'application/json' } as const;
 /** The set of upstreams a call may go to is a bit mask over its group's list: pools larger than this send calls alone. */
 const MAX_SET = 30;
-/** A batch answer and its items are read whole; a deep one (a call trace) is not refused for its depth (as pool/flow.ts). */
-const ANY_DEPTH = 1 << 20;
 
 export class ForwardBatches {
   /** Where the batches are counted (chains.ts hands the cache's counters once the cache is made). */
@@ -323,7 +320,7 @@ class UpstreamBatch implements HeldTarget {
         }
         return h.alone(throttledAt);
       }
-      h.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body: h.withOwnId(item) });
+      h.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: h.withOwnId(item) });
     });
   }
 }

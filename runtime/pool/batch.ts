@@ -15,9 +15,9 @@
 //  - a notification (no id) goes through the pool alone too; it has no slot
 //    (nodes answer nothing for it), and the batch is answered once it is done.
 //    A batch of notifications only is sent whole, and gets what a node gives.
-import { deliver, streams, type Cancelable, type Dispatch } from '../dispatch.ts';
+import { deliver, JSON_HEADERS, streams, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
-import { answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
 import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
@@ -34,7 +34,6 @@ const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 
-const HEADERS = { 'content-type': 'application/json' } as const;
 const OPEN = Buffer.from('[');
 const COMMA = Buffer.from(',');
 const CLOSE = Buffer.from(']');
@@ -134,7 +133,7 @@ class PoolBatch implements Cancelable {
   start(single: Dispatch): void {
     // Each call's answer is held: it is one item of the batch's answer. The calls are one client batch: those the
     // pool sends to the same upstreams may go there together (forward-batch.ts).
-    const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this, calls: undefined };
+    const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this, calls: undefined, decision: undefined };
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
@@ -159,7 +158,7 @@ class PoolBatch implements Cancelable {
   /** The answer item of a call, with the id it came with; or why there is none. */
   private item(r: ForwardResult, idJson: string): Buffer | Failed {
     if (r.kind === 'buffered') {
-      const s = answerSpans(r.body, MAX_ANSWER_DEPTH);
+      const s = answerSpans(r.body, ANY_DEPTH);
       if (s !== null && s.idStart !== -1 && (s.resultStart !== -1 || s.hasError)) {
         if (this.upstream === null) this.upstream = r.upstream;
         const id = r.body.toString('utf8', s.idStart, s.idEnd);
@@ -197,7 +196,7 @@ class PoolBatch implements Cancelable {
     const u = this.upstream;
     // No call answered: the batch fails as one call does, with its first call's failure.
     if (ok === 0 || u === null) return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
-    const r: Buffered = { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body: Buffer.concat(parts) };
+    const r: Buffered = { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: Buffer.concat(parts) };
     // As the route asked: an answer it would stream is written as it is; the rest goes to its rewrite (or the cache), within its maxBuffer.
     if (!streams(this.request, r) && r.body.length > this.request.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
     deliver(t, this.request, r);

@@ -86,6 +86,16 @@ describe('a batch at the pool', () => {
     expect(items[0]!.error).toEqual({ code: -32052, message: 'No healthy upstream' });
   });
 
+  it('a deep answer (a call trace) is a call\'s answer in a batch, as it is alone (pool/flow.ts): not refused for its depth', () => {
+    const { single, sent } = fake();
+    const c = client();
+    splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_call"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
+    const deep = `${'['.repeat(600)}${']'.repeat(600)}`;
+    sent[0]!.target.forwarded(answer(`{"jsonrpc":"2.0","id":1,"result":${deep}}`));
+    sent[1]!.target.forwarded(answer('{"jsonrpc":"2.0","id":2,"result":"0x1"}'));
+    expect(bodyOf(c.outcome[0])).toBe(`[{"jsonrpc":"2.0","id":1,"result":${deep}},{"jsonrpc":"2.0","id":2,"result":"0x1"}]`);
+  });
+
   it('a node error answer is the call\'s answer, not a failure', () => {
     const { single, sent } = fake();
     const c = client();
