@@ -41,8 +41,8 @@ export interface DispatchTable {
   readonly envelope: Envelope;
 }
 
-/** What every chain's flow is given, but its own upstreams and forwarding. */
-export type SharedServices = Omit<RouteServices, 'group' | 'dispatch' | 'layered'>;
+/** What every chain's flow is given, but where its handler sends (the top of its layers) and whether they read a Call. */
+export type SharedServices = Omit<RouteServices, 'dispatch' | 'layered'>;
 
 export interface Chains {
   readonly all: readonly Chain[];
@@ -130,5 +130,5 @@ function chainFlow<K extends InterfaceKind>(
   // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
   // hit is limited and counted as any call.
   front = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front).front;
-  return { handler: m.handler(route, { ...services, group, dispatch: front, layered: dispatch !== plain || core !== null }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
+  return { handler: m.handler(route, { ...services, dispatch: front, layered: dispatch !== plain || core !== null }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
 }

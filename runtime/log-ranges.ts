@@ -29,7 +29,7 @@
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
 // each of which comes back here alone.
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, type Cancelable, type Dispatch } from './dispatch.ts';
+import { deliver as handOn, JSON_HEADERS, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
@@ -50,7 +50,6 @@ const MAX_CHUNK_BYTES = 32 * 1024 * 1024;
 const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 /** JSON-RPC errors that are the call's own fault: every node answers them alike, so no other is asked. */
 const CALLERS_FAULT = new Set([-32600, -32601, -32602]);
-const HEADERS = { 'content-type': 'application/json' } as const;
 const COMMA = Buffer.from(',');
 const OPEN = Buffer.from('[');
 const CLOSE = Buffer.from(']');
@@ -141,8 +140,8 @@ const NOTHING: Cancelable = { cancel: () => undefined };
 
 /** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
 function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: 'hit' | 'coalesced' | 'miss'): void {
-  const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body, cache };
-  if (request.hold !== true && request.classify(200, HEADERS) === 'stream') return handOn(target, request, r);
+  const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body, cache };
+  if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') return handOn(target, request, r);
   if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
   target.forwarded(r);
 }
@@ -272,7 +271,7 @@ class RangeCall implements Cancelable {
     private readonly to: number,
   ) {
     // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
-    this.chunkRequest = { ...request, hold: true, call: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_CHUNK_BYTES };
+    this.chunkRequest = { ...request, hold: true, call: undefined, decision: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_CHUNK_BYTES };
     this.filter = call.params[0] as Record<string, unknown>;
     this.asItCame = !(host.cached && (typeof call.from !== 'number' || typeof call.block !== 'number') && host.view.isFinal(to));
   }

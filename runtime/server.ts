@@ -92,7 +92,7 @@ export class Gateway {
     });
     this.shared = spec.cache?.redis ? new SharedTier(requiredRedisUrl(), log) : null;
     const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared, log } : null;
-    const chains = buildChains(spec, { admission, log, metrics: this.metrics, credits, usage: this.usage, validators: spec.validators }, this.metrics, cache);
+    const chains = buildChains(spec, { admission, log, credits, usage: this.usage, validators: spec.validators }, this.metrics, cache);
     for (const c of chains.all) c.group.onCircuitOpen(this.circuitOpen);
     this.chains = chains.all;
     this.dispatch = chains.dispatch;

@@ -22,7 +22,7 @@
 //  - identical calls in flight share one request; a chunk tried again on
 //    other upstreams (its group narrowed) goes on alone.
 import { callOf } from '../pool/call.ts';
-import type { Cancelable, Dispatch } from '../dispatch.ts';
+import { JSON_HEADERS, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
@@ -30,7 +30,6 @@ import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { MAX_HELD } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 
-const HEADERS = { 'content-type': 'application/json' } as const;
 /** A log's `removed: true`, as nodes write it (compact; with a space after the colon). */
 const REMOVED = [Buffer.from('"removed":true'), Buffer.from('"removed": true')];
 
@@ -84,7 +83,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
       const answer = withId(e.prefix, idJson, e.suffix);
       const u = core.group.all[0]!;
       queueMicrotask(() => {
-        if (!w.gone) target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body: answer, cache: 'hit' });
+        if (!w.gone) target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: answer, cache: 'hit' });
       });
       return waiting(w);
     }
@@ -118,7 +117,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     const u = core.group.all[0]!;
     for (const w of f.data.waiters) {
       core.stats.hits++;
-      if (!w.gone) w.target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: HEADERS, body: withId(prefix, w.idJson, suffix), cache: 'hit' });
+      if (!w.gone) w.target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: withId(prefix, w.idJson, suffix), cache: 'hit' });
     }
   }
 

@@ -109,13 +109,12 @@ class BlockbookRoute implements RouteHandler {
     x.forwardWith(this.s.dispatch, request);
   }
 
-  /** A 502-504 with no healthy peer to retry on: Blockbook's answers pass through unchanged. */
+  /** An answer held whole (Blockbook's own 4xx/500 error that is no throttle, a 502-504 with no peer to retry on): passed on unchanged. */
   rewrite(x: Exchange, r: BufferedResult): void {
     x.passOn(r.status, r.headers, r.body);
   }
 }
 
-/** Blockbook answers pass through unchanged, its own 4xx/500 errors included; 502-504 mean the upstream is in trouble. */
 /**
  * A 502 or more is a failed attempt; Blockbook's own error answers (4xx, 500,
  * 501: {"error": ...}, short and rare) are held whole, to be judged for a

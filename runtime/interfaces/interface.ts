@@ -8,7 +8,6 @@ import type { AdmissionStage } from '../admission/admission.ts';
 import type { Envelope } from '../envelope.ts';
 import type { Front, RouteHandler } from '../exchange.ts';
 import type { Logger } from '../observe/log.ts';
-import type { Metrics } from '../observe/metrics.ts';
 import type { Usage } from '../observe/usage.ts';
 import type { ValidatorTables } from '../validators.ts';
 import type { InterfaceKind, RouteOf } from '../types.ts';
@@ -24,10 +23,7 @@ import type { PoolStats } from '../pool/stats.ts';
 export interface RouteServices {
   /** The handler identifies the key (before it reads a body); the admit step is the chain's top layer. */
   readonly admission: AdmissionStage;
-  /** The chain's upstreams. */
-  readonly group: UpstreamGroup;
   readonly log: Logger;
-  readonly metrics: Metrics;
   /** The top of the chain's layers (admission's admit step), where the handler sends each request it has checked (`x.forwardWith`). */
   readonly dispatch: Front;
   /** Whether layers below the route read a request's Call (a pool, the cache, the module's own); false: only Forward, which never does. */

@@ -19,7 +19,7 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../upstreams/chain-view.ts';
-import type { Cancelable, Dispatch, Next } from '../dispatch.ts';
+import { JSON_HEADERS, type Cancelable, type Dispatch, type Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../observe/log.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
@@ -244,7 +244,7 @@ export class Pool implements FlowHost {
     const tip = this.view.tip;
     const at = this.group.all.find((u) => u.usable && (u.view.head ?? -1) >= tip) ?? this.group.all[0]!;
     const body = Buffer.from(`{"jsonrpc":"2.0","id":${call.idJson},"result":"0x${tip.toString(16)}"}`);
-    const r: ForwardResult = { kind: 'buffered', upstream: at, status: 200, headers: { 'content-type': 'application/json' }, body };
+    const r: ForwardResult = { kind: 'buffered', upstream: at, status: 200, headers: JSON_HEADERS, body };
     queueMicrotask(() => target.forwarded(r));
     return NOTHING;
   }

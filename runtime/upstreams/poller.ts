@@ -111,7 +111,7 @@ export class Poller {
   /** Throttled (throttle.ts): not polled before the throttle is over; in a pool, its head (not asked meanwhile) is left out of the served tip. */
   private inThrottle(c: PolledChain, u: Upstream): boolean {
     const v = u.view;
-    if (v.throttledUntil === 0 || !v.throttled) return false;
+    if (!v.throttled) return false;
     if (c.group.all.length > 1) c.view.pollOverdue(v);
     return true;
   }
