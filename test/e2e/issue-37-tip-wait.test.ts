@@ -75,6 +75,19 @@ async function post(chain: string, method: string, params: unknown[] = []): Prom
   return { status: r.statusCode, doc: JSON.parse(await r.body.text()) };
 }
 
+/** A client batch (as ethers v6 sends by default): the answer items by id. */
+async function postBatch(chain: string, calls: [string, unknown[]][]): Promise<{ status: number; items: { id: number; result?: unknown; error?: { code?: number; message?: string } }[] }> {
+  const first = nextId;
+  nextId += calls.length;
+  const r = await request(gw.url('rpc', `/${chain}`), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+    body: JSON.stringify(calls.map(([method, params], i) => ({ jsonrpc: '2.0', id: first + i, method, params }))),
+  });
+  const items = JSON.parse(await r.body.text()) as { id: number }[];
+  return { status: r.statusCode, items: [...items].sort((a, b) => a.id - b.id) };
+}
+
 const num = (hex: unknown): number => Number.parseInt(String(hex), 16);
 async function blockNumber(chain: string): Promise<number> {
   const { status, doc } = await post(chain, 'eth_blockNumber');
@@ -92,7 +105,7 @@ async function upstreams(chain: string): Promise<{ head: number | null; state: s
 const waits = (chain: string): Promise<number> => metricValue(gw, 'gateway_pool_tip_waits_total', `{chain="${chain}"}`);
 
 describe('issue 37: a call at or below the served tip that no usable upstream has yet waits for one', () => {
-  it('the node that set the tip goes down, the other is behind: latest is never null; it waits for the block, or fails with the gateway error', { timeout: 90_000 }, async () => {
+  it('the node that set the tip goes down, the other is behind: latest is never null, alone or in a batch; it waits for the block, or fails with the gateway error', { timeout: 90_000 }, async () => {
     const n = num((await anvil.rpc('eth_blockNumber')).result);
     for (const chain of ['wait', 'short']) {
       await until(async () => {
@@ -121,18 +134,34 @@ describe('issue 37: a call at or below the served tip that no usable upstream ha
       expect(doc.error?.message).toBeTypeOf('string');
       expect(doc.error?.message).not.toMatch(/header not found/);
     }
+    // In a client batch, the call at latest gets the gateway's error in its slot; the other call is answered.
+    const batch = await postBatch('short', [
+      ['eth_getBlockByNumber', ['latest', false]],
+      ['eth_chainId', []],
+    ]);
+    expect(batch.items, JSON.stringify(batch.items)).toHaveLength(2);
+    expect(batch.items[0]!.result, JSON.stringify(batch.items)).toBeUndefined();
+    expect(batch.items[0]!.error?.message).toBeTypeOf('string');
+    expect(batch.items[1]!.result).toBe((await anvil.rpc('eth_chainId')).result);
     expect(laggard.altered.nulls, 'no call was sent to the node behind the block').toBe(nullsBefore);
     expect(await blockNumber('short')).toBe(n);
 
-    expect(await waits('short')).toBe(3);
+    expect(await waits('short')).toBe(4);
 
     // The laggard reaches the tip while the calls wait (the gateway counts them waiting first): they get the block
     // eth_blockNumber named, and the state at it.
     const latest = post('wait', 'eth_getBlockByNumber', ['latest', false]);
     const balance = post('wait', 'eth_getBalance', [ADDRESS, 'latest']);
-    await until(async () => (await waits('wait')) === 2, 'both calls waiting');
+    const batched = postBatch('wait', [
+      ['eth_getBlockByNumber', ['latest', false]],
+      ['eth_blockNumber', []],
+    ]);
+    await until(async () => (await waits('wait')) === 3, 'the three calls at latest waiting');
     await anvil.mine(LAG);
-    const [block, state] = await Promise.all([latest, balance]);
+    const [block, state, inBatch] = await Promise.all([latest, balance, batched]);
+    expect(inBatch.status).toBe(200);
+    expect(num((inBatch.items[0]!.result as { number: string } | null)?.number), JSON.stringify(inBatch.items)).toBe(n);
+    expect(num(inBatch.items[1]!.result)).toBe(n);
     expect(block.status).toBe(200);
     expect(block.doc.result, JSON.stringify(block.doc)).not.toBeNull();
     expect(num((block.doc.result as { number: string }).number)).toBe(n);

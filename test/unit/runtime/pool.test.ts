@@ -376,6 +376,8 @@ describe('pool routing', () => {
     expect(pool.stats.tipWaits).toBe(2);
     view.report(ups[1]!.view, report(102)); // b has 102, not the tip yet: only the call about 102 goes
     expect((await named).upstream).toBe('b');
+    // The call at latest (the tip, 103) still waits: nothing more reached b.
+    expect(b.slice(before).map((c) => c.params[0])).toEqual([hex(104), ADDR]);
     view.report(ups[1]!.view, report(103));
     expect((await latest).upstream).toBe('b');
     expect(b.slice(before).map((c) => c.params[0])).toEqual([hex(104), ADDR, hex(103)]);
