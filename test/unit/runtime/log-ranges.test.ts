@@ -1,8 +1,13 @@
 // eth_getLogs ranges (issue 39): the split, the merge, and what each
 // provider's refusal says (runtime/log-ranges.ts, runtime/log-range-errors.ts).
-import { describe, expect, it } from 'vitest';
-import { mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { LogRanges, mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
+import type { Dispatch } from '../../../runtime/dispatch.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime/proxy.ts';
+import { ChainView } from '../../../runtime/upstreams/chain-view.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
 import { refusal, type CapText } from '../../support/range-capped-node.ts';
 
@@ -154,5 +159,54 @@ describe('wantsLogRanges: who pays anything', () => {
     expect(wantsLogRanges(route(['eth_getLogs'], [up(50)]))).toBe(true);
     expect(wantsLogRanges(route(['eth_getLogs'], [up()], 100))).toBe(true);
     expect(wantsLogRanges(route(['eth_getLogs'], [up(), up()]))).toBe(true);
+  });
+});
+
+describe('a cap learned from an error is not forever (issue 43 rule 2)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** One upstream that refuses more than 100 blocks, behind the layer (held answers: a pool's or a cache's way). */
+  function node(): { ranges: LogRanges; seen: [number, number][] } {
+    const spec = { name: 'c#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000, archive: false } as unknown as UpstreamSpec;
+    const route = { path: 'c', interface: 'evm-jsonrpc', methods: new Set(['eth_getLogs']), upstreams: [spec], limits: {}, maxLag: 10 } as unknown as EvmRouteSpec;
+    const u = new Upstream(spec, route);
+    u.state = 'up';
+    const group = new UpstreamGroup([u]);
+    const seen: [number, number][] = [];
+    const inner = ((target: HeldTarget, request: ForwardRequest) => {
+      const f = (JSON.parse(String(request.body)) as { params: { fromBlock: string; toBlock: string }[] }).params[0]!;
+      const [from, to] = [Number.parseInt(f.fromBlock, 16), Number.parseInt(f.toBlock, 16)];
+      seen.push([from, to]);
+      const answer = to - from + 1 > 100 ? '{"jsonrpc":"2.0","id":1,"error":{"code":-32701,"message":"exceed maximum block range: 100"}}' : '{"jsonrpc":"2.0","id":1,"result":[]}';
+      queueMicrotask(() => target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: {}, body: Buffer.from(answer) }));
+      return { cancel: () => undefined };
+    }) as unknown as Dispatch;
+    const ranges = new LogRanges(route, group, new ChainView(group.all), inner, { warn: () => undefined } as unknown as Logger);
+    return { ranges, seen };
+  }
+
+  function range(ranges: LogRanges, from: number, to: number): Promise<ForwardResult> {
+    const body = `{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x${from.toString(16)}","toBlock":"0x${to.toString(16)}"}]}`;
+    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as ForwardRequest;
+    return new Promise((resolve) => ranges.dispatch({ forwarded: resolve }, request as ForwardRequest & { hold: true }));
+  }
+
+  it('keeps it for 10 minutes; then one range as wide as the rest allow tries the upstream again', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const { ranges, seen } = node();
+    const ok = (r: ForwardResult): string => (r.kind === 'buffered' ? r.body.toString() : r.kind);
+    expect(ok(await range(ranges, 1000, 1299))).toBe('{"jsonrpc":"2.0","id":7,"result":[]}');
+    // Refused whole, then split to the cap it named.
+    expect(seen).toEqual([[1000, 1299], [1000, 1099], [1100, 1199], [1200, 1299]]);
+    seen.length = 0;
+    vi.advanceTimersByTime(10 * 60 * 1000 - 1);
+    await range(ranges, 1000, 1299);
+    expect(seen, 'within 10 minutes: split from the start').toEqual([[1000, 1099], [1100, 1199], [1200, 1299]]);
+    seen.length = 0;
+    vi.advanceTimersByTime(1);
+    expect(ok(await range(ranges, 1000, 1299))).toBe('{"jsonrpc":"2.0","id":7,"result":[]}');
+    expect(seen, 'after 10 minutes: the whole range once, refused, and the cap learned again').toEqual([[1000, 1299], [1000, 1099], [1100, 1199], [1200, 1299]]);
   });
 });
