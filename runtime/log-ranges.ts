@@ -596,10 +596,13 @@ class RangeCall implements Cancelable {
       const t = this.target as ForwardTarget;
       let length = 0;
       for (const p of parts) length += p.length;
-      t.streamHead(200, { ...JSON_HEADERS, 'content-length': String(length) }, u);
       const res = t.res;
-      if (res.destroyed) this.drop();
-      else res.once('close', () => this.drop());
+      if (res.destroyed) {
+        this.drop();
+        return t.forwarded({ kind: 'aborted', upstream: u });
+      }
+      t.streamHead(200, { ...JSON_HEADERS, 'content-length': String(length) }, u);
+      res.once('close', () => this.drop());
       for (const p of parts) res.write(p);
       res.end();
       return t.forwarded({ kind: 'streamed', upstream: u, status: 200 });
