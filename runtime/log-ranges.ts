@@ -325,8 +325,9 @@ class RangeCall implements Cancelable {
   private readonly cache = { hit: 0, coalesced: 0, miss: 0, none: 0 };
   /** Where first-time chunks go (LogRanges.place). */
   private placed!: Placement;
-  /** The range's end, clamped to `head` once it is split. */
+  /** The range's end, clamped to `head` once it is split (`clamped`: lowered so). */
   private to: number;
+  private clamped = false;
 
   constructor(
     private readonly host: LogRanges,
@@ -365,7 +366,9 @@ class RangeCall implements Cancelable {
       const fits = this.budgetFits();
       if (chunks.length > fits) return this.refuse(Math.max(1, fits) * width, "more than the upstreams' rateLimit lets be asked within timeoutMs");
     }
-    for (const c of chunks) this.queue.push({ ...c, whole: chunks.length === 1, tried: new Set() });
+    // A clamped range is no longer the client's call: even as one chunk it goes by number.
+    const whole = chunks.length === 1 && !this.clamped;
+    for (const c of chunks) this.queue.push({ ...c, whole, tried: new Set() });
     this.pump();
   }
 
@@ -388,6 +391,7 @@ class RangeCall implements Cancelable {
     const head = this.head;
     if (head < 0 || this.to <= head) return true;
     this.to = head;
+    this.clamped = true;
     if (this.from <= head) return true;
     this.over = true;
     const parts = mergedParts(this.call.idJson, []);
@@ -452,6 +456,7 @@ class RangeCall implements Cancelable {
   };
 
   private pump(): void {
+    if (this.pacer !== null) clearTimeout(this.pacer);
     this.pacer = null;
     while (!this.over && this.running.size < CHUNKS_AT_ONCE && this.queue.length > 0) {
       const c = this.queue[0]!;

@@ -212,6 +212,10 @@ describe('eth_getLogs ranges keep their promises (issue 43)', () => {
     expect(r.status).toBe(200);
     expect(JSON.parse(r.text)).toEqual({ jsonrpc: '2.0', id: 8, result: await oracle({ fromBlock: hex(last - 120), toBlock: hex(head) }) });
     expect(node.logs.slice(at).every((s) => typeof s.to === 'number' && s.to <= head), 'no chunk asked past the head').toBe(true);
+    // Clamped to one chunk: it goes by number, to the head, not as the client wrote it.
+    const one = node.logs.length;
+    expect(JSON.parse((await raw('clamp', logsCall(12, { fromBlock: hex(head - 10), toBlock: hex(head + 100) }))).text).result).toEqual(await oracle({ fromBlock: hex(head - 10), toBlock: hex(head) }));
+    expect(node.logs.slice(one)).toEqual([{ from: head - 10, to: head, refused: false }]);
     // Wholly above the head: no block of it exists at that head, so no log.
     const above = node.logs.length;
     expect(JSON.parse((await raw('clamp', logsCall(9, { fromBlock: hex(head + 1), toBlock: hex(head + 200) }))).text)).toEqual({ jsonrpc: '2.0', id: 9, result: [] });
