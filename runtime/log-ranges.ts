@@ -154,9 +154,9 @@ export class LogRanges {
   }
 
   /**
-   * Where a call's chunks go, among `list` (the upstreams it may go to): the
-   * open primaries (else the open fallbacks; open: usable, or waiting only for
-   * room in its budget); each chunk as wide as the widest cap among them
+   * Where a call's chunks go, among `group`'s upstreams but those in `skip`:
+   * the open primaries (else the open fallbacks; open: usable, or waiting only
+   * for room in its budget); each chunk as wide as the widest cap among them
    * (Infinity: one has none), sent only to those whose cap takes it.
    */
   place(group: UpstreamGroup, skip?: ReadonlySet<Upstream>): Placement {
@@ -394,8 +394,8 @@ class RangeCall implements Cancelable {
     this.clamped = true;
     if (this.from <= head) return true;
     this.over = true;
-    const parts = mergedParts(this.call.idJson, []);
-    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, Buffer.concat(parts)));
+    const body = mergeLogs(this.call.idJson, []);
+    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
     return false;
   }
 
