@@ -157,6 +157,13 @@ describe('eth_getLogs ranges keep their promises (issue 43)', () => {
     const one = node.logs.length;
     expect(JSON.parse((await raw('solo', logsCall(3, narrow))).text)).toEqual({ jsonrpc: '2.0', id: 3, result: await oracle(narrow) });
     expect(node.logs.slice(one)).toEqual([{ from: first, to: first + 9, refused: false }]);
+    // A short error that refuses no range is the node's answer, byte for byte (anvil: blocks past its head).
+    const head = Number.parseInt(await send('eth_blockNumber', []), 16);
+    const past = logsCall(13, { fromBlock: hex(head + 5), toBlock: hex(head + 6) });
+    const direct = await request(anvil.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: past });
+    const own = await direct.body.text();
+    expect(own).toContain('"error"');
+    expect(await raw('solo', past)).toEqual({ status: 200, text: own });
   }, 30_000);
 
   it('rule 2: Alchemy\'s "Log response size exceeded ... up to a 2K block range" splits by the range it suggests, and keeps no cap', async () => {
