@@ -16,7 +16,9 @@
 //    to those whose cap takes them, at most 4 out at once, at most 1000 per
 //    call, paced to the budget (rateLimit) where every one of them has one;
 //  - a range that is split is first clamped to the head the call started
-//    with: one snapshot, as one node at that head answers;
+//    with (a pool's served tip; a lone upstream's own head, asked of it when
+//    the range reaches past the polled one): one snapshot, as one node at that
+//    head answers;
 //  - an answer that names a range limit (log-range-errors.ts) splits that chunk
 //    further (and a block-range cap is kept in that upstream's view for
 //    LEARNED_CAP_MS); a chunk that fails on one upstream is asked of another,
@@ -328,6 +330,8 @@ class RangeCall implements Cancelable {
   /** The range's end, clamped to `head` once it is split (`clamped`: lowered so). */
   private to: number;
   private clamped = false;
+  /** A lone upstream was asked its head (atHead). */
+  private asked = false;
 
   constructor(
     private readonly host: LogRanges,
@@ -337,8 +341,8 @@ class RangeCall implements Cancelable {
     private readonly call: Call,
     private readonly from: number,
     to: number,
-    /** The head when the call came (the served tip, or the lone upstream's; -1: not known): a split range's one snapshot. */
-    private readonly head: number,
+    /** The head when the call came (the served tip, or the lone upstream's as the last poll said; -1: not known): a split range's one snapshot. */
+    private head: number,
   ) {
     this.to = to;
     // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
@@ -349,13 +353,20 @@ class RangeCall implements Cancelable {
 
   start(): void {
     this.placed = this.host.place(this.group);
-    const width = this.placed.width;
     // A range within a cap goes whole: on a chain of one upstream without a cache, streamed as any call there.
-    if (this.to - this.from + 1 <= width) {
-      if (this.streams()) return this.sendJudged();
-    } else if (!this.clamp()) return;
+    const whole = this.to - this.from + 1 <= this.placed.width;
+    if (whole && this.streams()) return this.sendJudged();
     this.deadline = setTimeout(this.expire, this.request.timeoutMs);
     this.deadline.unref();
+    if (whole) return this.split();
+    this.atHead(() => {
+      if (this.clamp()) this.split();
+    });
+  }
+
+  /** The range (clamped, where it is split) in chunks of the placed width, queued and sent. */
+  private split(): void {
+    const width = this.placed.width;
     // A wider one on a cached chain is split on multiples of the width.
     const aligned = this.host.cached && this.to - this.from + 1 > width;
     const chunks = splitRange(this.from, this.to, width, aligned);
@@ -381,6 +392,34 @@ class RangeCall implements Cancelable {
   }
 
   /**
+   * Runs `then` once the call's head is known. A pool's is its served tip when
+   * the call came, which is also what its clients are told eth_blockNumber is.
+   * A lone upstream's clients ask the node itself: its head may be past what
+   * the last poll said, so a range that reaches past that asks the node for
+   * its head first (once), lest blocks a client knows of be answered absent.
+   */
+  private atHead(then: () => void): void {
+    if (this.host.pooled || this.asked || this.head < 0 || this.to <= this.head) return then();
+    this.asked = true;
+    const body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
+    const t = {
+      running: null as Cancelable | null,
+      finished: false,
+      forwarded: (r: ForwardResult): void => {
+        t.finished = true;
+        if (t.running !== null) this.running.delete(t.running);
+        if (this.over) return;
+        // No usable answer: the head the last poll said.
+        const text = r.kind === 'buffered' && r.status === 200 ? resultText(r.body) : null;
+        if (text !== null) this.head = Math.max(this.head, quantity(text.length > 2 && text.startsWith('"') && text.endsWith('"') ? text.slice(1, -1) : text));
+        then();
+      },
+    };
+    t.running = this.host.inner(t, { ...this.chunkRequest, body, call: new Call(body, 'eth_blockNumber'), maxBuffer: 4096 }, this.group);
+    if (!t.finished) this.running.add(t.running);
+  }
+
+  /**
    * One snapshot: a range about to be split ends at the head the call came
    * with, so that blocks mined while its chunks are out are not half in it,
    * and no chunk asks past every node's head. Blocks above are answered as
@@ -394,6 +433,7 @@ class RangeCall implements Cancelable {
     this.clamped = true;
     if (this.from <= head) return true;
     this.over = true;
+    this.end();
     const body = mergeLogs(this.call.idJson, []);
     queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
     return false;
@@ -552,26 +592,27 @@ class RangeCall implements Cancelable {
 
   /** An upstream refused chunk `c`'s range: split it further (clamped to the call's head first, if it was the whole range) ahead of the rest. */
   private complain(c: Chunk, u: Upstream, error: Record<string, unknown>, complaint: RangeComplaint): void {
-    let width = c.to - c.from + 1;
     if (complaint.kind === 'limit') {
-      this.host.learn(u, complaint.blocks ?? Math.ceil(width / 2));
+      this.host.learn(u, complaint.blocks ?? Math.ceil((c.to - c.from + 1) / 2));
       // The chunks from here go to every upstream whose cap takes them, this one too.
       this.placed = this.host.place(this.group);
     }
-    let to = c.to;
-    if (c.whole === true) {
-      if (!this.clamp()) return this.end();
-      to = this.to;
-      width = to - c.from + 1;
-    }
-    let w = complaint.kind === 'limit' && complaint.blocks !== null && complaint.blocks < width ? complaint.blocks : (complaint.suggested ?? 0);
-    if (w <= 0 || w >= width) w = Math.ceil(width / 2);
-    const pieces = splitRange(c.from, to, w);
-    // Past what one call may cost: the node's refusal is the answer.
-    if (this.sends + this.queue.length + pieces.length > MAX_CHUNK_SENDS) return this.answerError(u, error);
-    // Split further, ahead of the chunks not yet sent (they may go anywhere: each is at most this upstream's cap).
-    this.queue.unshift(...pieces.map((p) => ({ ...p, tried: new Set<Upstream>() })));
-    this.pump();
+    const resplit = (to: number): void => {
+      const width = to - c.from + 1;
+      let w = complaint.kind === 'limit' && complaint.blocks !== null && complaint.blocks < width ? complaint.blocks : (complaint.suggested ?? 0);
+      if (w <= 0 || w >= width) w = Math.ceil(width / 2);
+      const pieces = splitRange(c.from, to, w);
+      // Past what one call may cost: the node's refusal is the answer.
+      if (this.sends + this.queue.length + pieces.length > MAX_CHUNK_SENDS) return this.answerError(u, error);
+      // Split further, ahead of the chunks not yet sent (they may go anywhere: each is at most this upstream's cap).
+      this.queue.unshift(...pieces.map((p) => ({ ...p, tried: new Set<Upstream>() })));
+      this.pump();
+    };
+    // The whole range is split from here: clamped first.
+    if (c.whole !== true) return resplit(c.to);
+    this.atHead(() => {
+      if (this.clamp()) resplit(this.to);
+    });
   }
 
   /** The chunk asked of another upstream it has not failed on, if one is open; else `none`. */
@@ -672,6 +713,12 @@ class RangeCall implements Cancelable {
     for (const r of this.running) r.cancel();
     this.running.clear();
   }
+}
+
+/** A JSON-RPC answer's result, as its text (null: an error, or not JSON-RPC). */
+function resultText(body: Buffer): string | null {
+  const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+  return spans === null || spans.hasError || spans.resultStart === -1 ? null : body.toString('utf8', spans.resultStart, spans.resultEnd);
 }
 
 /** A JSON-RPC answer's error object (null: none, or not JSON). */

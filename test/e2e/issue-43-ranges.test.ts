@@ -12,6 +12,8 @@ import { request } from 'undici';
 import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRangeCappedNode, type LogsSeen, type RangeCappedNode } from '../support/range-capped-node.ts';
+import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
+import { startSplitNode, type SplitNode } from '../support/split-node.ts';
 
 const KEY = newKey();
 /** anvil's first dev account (unlocked). */
@@ -29,6 +31,9 @@ let contract = '';
 let first = 0;
 let last = 0;
 const nodes: Record<string, RangeCappedNode> = {};
+/** The polls of the `behind` chain reach a laggard 3 blocks behind; its calls reach a capped node at anvil's head. */
+let laggard: PoolStandin;
+let behind: SplitNode;
 
 const MANIFEST = `
 version: 1
@@ -66,6 +71,12 @@ chains:
     listener: rpc
     methods: evm
     upstreams: [{ url: "\${CLAMP}", maxLogRange: 50 }]
+  # Rule 5: one node that takes 50 blocks, whose polls report a head 3 blocks behind the one its calls see.
+  - path: behind
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    upstreams: [{ url: "\${BEHIND}", maxLogRange: 50 }]
   # Rule 9: a provider that takes one block, and the own node that takes any range.
   - path: sized
     interface: evm-jsonrpc
@@ -74,7 +85,7 @@ chains:
     upstreams: [{ url: "\${TINY}", maxLogRange: 1 }, "\${OWN}"]
 `;
 
-const ENV: Record<string, string> = { SOLO: 'solo', ALCHEMY: 'alchemy', PACED: 'paced', CLAMP: 'clamp', TINY: 'tiny', OWN: 'own' };
+const ENV: Record<string, string> = { SOLO: 'solo', ALCHEMY: 'alchemy', PACED: 'paced', CLAMP: 'clamp', CALLS: 'calls', TINY: 'tiny', OWN: 'own' };
 
 async function send(method: string, params: unknown[]): Promise<any> {
   const r = await anvil.rpc(method, params);
@@ -101,18 +112,22 @@ beforeAll(async () => {
     alchemy: { cap: 100, text: 'alchemy-size' },
     paced: { cap: 50 },
     clamp: { cap: 50 },
+    calls: { cap: 50 },
     tiny: { cap: 1 },
     own: { cap: null },
   };
   for (const id of Object.values(ENV)) nodes[id] = await startRangeCappedNode(anvil.url, caps[id]);
+  laggard = await startPoolStandin(anvil.url, { role: 'laggard', lag: 3 });
+  behind = await startSplitNode({ polls: laggard.url, calls: nodes.calls!.url });
   const built = await buildManifest('issue-43-ranges', MANIFEST);
   writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ranges', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url])) });
+  const env = Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url]));
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ...env, BEHIND: behind.url } });
 }, 180_000);
 
 afterAll(async () => {
   await gw?.stop();
-  await Promise.all(Object.values(nodes).map((n) => n.close()));
+  await Promise.all([...Object.values(nodes).map((n) => n.close()), behind?.close(), laggard?.close()]);
   await anvil?.stop();
 });
 
@@ -253,6 +268,23 @@ describe('eth_getLogs ranges keep their promises (issue 43)', () => {
       node.before = null;
     }
     expect(Number.parseInt(await send('eth_blockNumber', []), 16), 'blocks were mined meanwhile').toBeGreaterThan(head);
+  }, 30_000);
+
+  it("rule 5: on a chain of one upstream the head is the node's own: blocks its clients know of (past the last poll's head) are not answered absent", async () => {
+    // Logs in the top blocks: the ones the polls do not report yet.
+    for (let i = 0; i < 3; i++) {
+      await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
+      await anvil.mine(1);
+    }
+    const head = Number.parseInt(await send('eth_blockNumber', []), 16);
+    await until(async () => (await metricValue(gw, 'gateway_upstream_head', '{chain="behind",upstream="behind#0"}')) === head - 3, 'the polls report the laggard\'s head');
+    // The client asks the node its head, as any client of a chain of one upstream does, and the logs up to it.
+    expect(JSON.parse((await raw('behind', '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}')).text).result).toBe(hex(head));
+    const filter = { fromBlock: hex(head - 120), toBlock: hex(head) };
+    const want = await oracle(filter);
+    expect((want as { blockNumber: string }[]).slice(-3).map((l) => Number.parseInt(l.blockNumber, 16))).toEqual([head - 2, head - 1, head]);
+    const r = await raw('behind', logsCall(14, filter));
+    expect(JSON.parse(r.text)).toEqual({ jsonrpc: '2.0', id: 14, result: want });
   }, 30_000);
 
   it('rule 9: chunks are sized per upstream: a range of 1050 blocks goes whole to the own node, though the provider takes one block', async () => {
