@@ -383,11 +383,14 @@ class RangeCall implements Cancelable {
     this.pump();
   }
 
-  /** Requests the placed upstreams' budgets let be sent within the call's timeoutMs (their share past the poller's). */
+  /** Requests the placed upstreams' budgets let be sent within the call's timeoutMs (their share past the poller's, less the request each leaves to other calls: waitFor). */
   private budgetFits(): number {
     const seconds = this.request.timeoutMs / 1000;
     let n = 0;
-    for (const u of this.placed.takers) n += u.budget!.available() + Math.floor(u.budget!.perSecond * (1 - POLL_SHARE) * seconds);
+    for (const u of this.placed.takers) {
+      const b = u.budget!;
+      n += Math.max(0, b.available() - (b.burst > 1 ? 1 : 0)) + Math.floor(b.perSecond * (1 - POLL_SHARE) * seconds);
+    }
     return n;
   }
 
@@ -535,14 +538,26 @@ class RangeCall implements Cancelable {
     return null;
   }
 
-  /** Milliseconds until one of `group`'s upstreams has room in its budget (0: one is usable now, or none waits on a budget). */
+  /**
+   * Milliseconds until one of `group`'s upstreams has room in its budget for
+   * a chunk (0: one has now, or none waits on a budget). A chunk leaves the
+   * last request a bucket holds to other calls where it holds more than one:
+   * a range yields to them, and never takes all of an upstream's budget.
+   */
   private waitFor(group: UpstreamGroup): number {
     if (!this.placed.paced) return 0;
     const now = Date.now();
     let at = Infinity;
     for (const u of group.all) {
-      if (u.usable) return 0;
-      if (u.budget !== null && open(u)) at = Math.min(at, u.budget.readyAt(now));
+      const b = u.budget;
+      if (b === null) {
+        if (u.usable) return 0;
+        continue;
+      }
+      if (!open(u)) continue;
+      const need = Math.min(2, b.burst);
+      if (u.usable && b.available(now) >= need) return 0;
+      at = Math.min(at, b.availableAt(need, now));
     }
     return Number.isFinite(at) ? Math.max(1, at - now) : 0;
   }

@@ -76,6 +76,12 @@ export class Budget {
     return Math.max(0, Math.floor(this.tokens));
   }
 
+  /** When the bucket will hold `n` requests (epoch ms; now when it does). */
+  availableAt(n: number, now = Date.now()): number {
+    this.refill(now);
+    return this.tokens >= n ? now : now + Math.ceil(((n - this.tokens) * 1000) / this.perSecond);
+  }
+
   /** Whether a poll may begin: the last one began long enough ago that polls take at most POLL_SHARE of the budget. */
   pollDue(now = Date.now()): boolean {
     return now - this.pollAt >= this.pollGapMs;

@@ -5,7 +5,7 @@
 // split into ten chunks of 1,000 blocks) from a node whose logs are made from
 // the block number (test/support/big-logs-node.ts). Before, the six took the
 // gateway to 1.2 GiB. Now its peak RSS stays under the bound plus
-// MARGIN_MIB, the margin docs/upstreams.md names (the process itself, ~70 MiB;
+// MARGIN_MIB, the margin docs/upstreams.md names (the process itself, ~100 MiB;
 // chunks being read and joined; answers let go but not yet collected:
 // 413-437 MiB measured here); each call is
 // answered complete, byte for byte, or with the documented error for an

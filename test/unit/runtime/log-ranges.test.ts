@@ -210,3 +210,39 @@ describe('a cap learned from an error is not forever (issue 43 rule 2)', () => {
     expect(seen, 'after 10 minutes: the whole range once, refused, and the cap learned again').toEqual([[1000, 1299], [1000, 1099], [1100, 1199], [1200, 1299]]);
   });
 });
+
+describe('a split range on an upstream with rateLimit is paced (issue 43 rule 3)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('sends each chunk when the bucket has room for it and one request more: other calls always find one', async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
+    const spec = { name: 'c#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000, archive: false, maxLogRange: 10, rateLimit: 20 } as unknown as UpstreamSpec;
+    const route = { path: 'c', interface: 'evm-jsonrpc', methods: new Set(['eth_getLogs']), upstreams: [spec], limits: {}, maxLag: 10 } as unknown as EvmRouteSpec;
+    const u = new Upstream(spec, route);
+    u.state = 'up';
+    const budget = u.budget!;
+    expect(budget.burst).toBe(3);
+    const group = new UpstreamGroup([u]);
+    /** Requests the bucket held when each chunk was sent (before it took its own). */
+    const room: number[] = [];
+    const inner = ((target: HeldTarget) => {
+      room.push(budget.available());
+      // What Forward's pick does: the request is taken from the budget.
+      budget.spend();
+      queueMicrotask(() => target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: {}, body: Buffer.from('{"jsonrpc":"2.0","id":1,"result":[]}') }));
+      return { cancel: () => undefined };
+    }) as unknown as Dispatch;
+    const ranges = new LogRanges(route, group, new ChainView(group.all), inner, { warn: () => undefined } as unknown as Logger);
+    const body = '{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x63"}]}';
+    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as ForwardRequest;
+    let result: ForwardResult | null = null;
+    ranges.dispatch({ forwarded: (r) => (result = r) }, request as ForwardRequest & { hold: true });
+    // Ten chunks at 20/s: about half a second of pacing.
+    for (let i = 0; i < 100 && result === null; i++) await vi.advanceTimersByTimeAsync(50);
+    expect(result).toMatchObject({ kind: 'buffered', body: Buffer.from('{"jsonrpc":"2.0","id":7,"result":[]}') });
+    expect(room).toHaveLength(10);
+    expect(Math.min(...room), 'a chunk never takes the last request the bucket holds').toBeGreaterThanOrEqual(2);
+  });
+});
