@@ -125,7 +125,7 @@ export interface UpstreamConfig {
   role?: "primary" | "fallback";
   /** An archive node: it keeps all historical state. EVM calls for state more than the chain's pruneDepth blocks behind the head go to archive upstreams, and a full node's 'state is gone' answer is asked again of one (evm-jsonrpc chains only). */
   archive?: boolean;
-  /** Most blocks this upstream takes in one eth_getLogs call (a provider's cap: Alchemy 2000, Infura 10000, QuickNode's free plan 5). A client range wider than the smallest cap of the upstreams that may take it is split into ranges of at most that many blocks, sent across the usable upstreams and merged (evm-jsonrpc chains that allow eth_getLogs only). */
+  /** Most blocks this upstream takes in one eth_getLogs call (a provider's cap: Alchemy 2000, Infura 10000, QuickNode's free plan 5). A client range goes whole to an upstream whose cap takes it; a wider one is split into ranges of the widest cap of the usable upstreams, sent to those whose cap takes them, and merged (evm-jsonrpc chains that allow eth_getLogs only). */
   maxLogRange?: number;
   /** Most requests the gateway sends to this upstream (a provider plan's rate), client calls and its own health and head polls together: N/s or N/min. Held within 10% + 2 a second; what goes over goes to other upstreams, or, when none has room, is answered as every upstream throttled (HTTP 429 with Retry-After). Its polls are spaced to take at most a tenth of it. Omitted: no budget. */
   rateLimit?: string;
@@ -283,7 +283,7 @@ export interface UpstreamSettings {
   readonly role: "primary" | "fallback";
   /** An archive node: it keeps all historical state. EVM calls for state more than the chain's pruneDepth blocks behind the head go to archive upstreams, and a full node's 'state is gone' answer is asked again of one (evm-jsonrpc chains only). */
   readonly archive: boolean;
-  /** Most blocks this upstream takes in one eth_getLogs call (a provider's cap: Alchemy 2000, Infura 10000, QuickNode's free plan 5). A client range wider than the smallest cap of the upstreams that may take it is split into ranges of at most that many blocks, sent across the usable upstreams and merged (evm-jsonrpc chains that allow eth_getLogs only). */
+  /** Most blocks this upstream takes in one eth_getLogs call (a provider's cap: Alchemy 2000, Infura 10000, QuickNode's free plan 5). A client range goes whole to an upstream whose cap takes it; a wider one is split into ranges of the widest cap of the usable upstreams, sent to those whose cap takes them, and merged (evm-jsonrpc chains that allow eth_getLogs only). */
   readonly maxLogRange?: number;
   /** Most connections kept open to this upstream (the keep-alive pool size); size it for what the upstream allows. */
   readonly connections: number;

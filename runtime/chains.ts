@@ -117,6 +117,10 @@ function chainFlow<K extends InterfaceKind>(
   }
   const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
   if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
+  // The guard gives each request its Call where a layer reads every call's: the pool's, the cache's. The module's own
+  // (EVM: eth_getLogs ranges, on every chain that allows the method) reads only its method's, and parses those itself
+  // where no Call came: a chain of one upstream keeps the guard's plain path.
+  const layered = dispatch !== plain || core !== null;
   dispatch = m.below(route, group, view, dispatch, services.log, core !== null);
   // The cache's front over them, whose hits answer the client with no upstream request and whose flights go through
   // the layers below (the core's dispatch); a chain without a cache has none.
@@ -130,5 +134,5 @@ function chainFlow<K extends InterfaceKind>(
   // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
   // hit is limited and counted as any call.
   front = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front).front;
-  return { handler: m.handler(route, { ...services, dispatch: front, layered: dispatch !== plain || core !== null }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
+  return { handler: m.handler(route, { ...services, dispatch: front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
 }

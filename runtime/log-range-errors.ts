@@ -11,7 +11,7 @@
 // | reth | `query exceeds max block range 100000` (-32602), `query exceeds max results 20000` | paradigmxyz/reth `EthFilterError` (crates/rpc/rpc/src/eth/filter.rs) |
 // | Infura (live API) | `range 1000000 exceeds limit of 10000` (-32602) | INFURA/infura#237 |
 // | Infura (documented) | `query returned more than 10000 results. Try with this block range [0xBDE5F8, 0x102DBCC].` (-32005, data `{from, to, limit}`) | INFURA/infura#237, omni/bridge-ui#214, OffchainLabs/prysm#7827 |
-// | Alchemy | `Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range and no limit on the response size, or you can request any block range with a cap of 10K logs in the response. Based on your parameters and the response size limit, this block range should work: [0xc5dc00, 0xc614a7]` (-32602) | bancorprotocol/webapp#523; provider texts quoted in user code |
+// | Alchemy (too many logs, though it names a 2K range) | `Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range and no limit on the response size, or you can request any block range with a cap of 10K logs in the response. Based on your parameters and the response size limit, this block range should work: [0xc5dc00, 0xc614a7]` (-32602) | bancorprotocol/webapp#523; provider texts quoted in user code |
 // | Alchemy free tier | `Under the Free tier plan, you can make eth_getLogs requests with up to a 10 block range. Based on your parameters, this block range should work: [0x1180fca, 0x1180fd3]. ...` (-32600) | lasso-rpc's Alchemy adapter |
 // | QuickNode | `eth_getLogs is limited to a 10,000 range` (-32614); the free plan's `eth_getLogs is limited to a 5 range` | OffchainLabs/arbitrum-sdk#609 |
 // | 1rpc | `eth_getLogs is limited to 0 - 50 blocks range` (-32602) | quoted in user tests |
@@ -57,6 +57,9 @@ export function rangeComplaint(error: { readonly message?: unknown; readonly dat
   const data = error.data;
   const text = data === undefined ? message : `${message} ${typeof data === 'string' ? data : JSON.stringify(data)}`;
   const suggested = suggestedWidth(text, data);
+  // Results first: Alchemy's "Log response size exceeded" also says "up to a 2K block range", yet it is about this
+  // range's logs (a 2K range of busy blocks can exceed it too); read as a cap it would be kept for the upstream.
+  if (RESULTS.some((re) => re.test(text))) return { kind: 'results', suggested };
   for (const re of LIMITS) {
     const m = re.exec(text);
     if (m !== null) {
@@ -64,7 +67,6 @@ export function rangeComplaint(error: { readonly message?: unknown; readonly dat
       if (n > 0) return { kind: 'limit', blocks: n, suggested };
     }
   }
-  if (RESULTS.some((re) => re.test(text))) return { kind: 'results', suggested };
   if (UNNAMED.some((re) => re.test(text))) return { kind: 'limit', blocks: null, suggested };
   return null;
 }

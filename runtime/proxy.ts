@@ -240,6 +240,22 @@ export const MAX_HELD_BYTES = 256 * 1024 * 1024;
 let held = 0;
 
 /**
+ * A layer keeps `n` bytes of answers past their Forward (a merged eth_getLogs
+ * range's chunks, until its client has them): counted under MAX_HELD_BYTES
+ * until `releaseHeld(n)`. False, and nothing counted, when they would take
+ * the total past it.
+ */
+export function holdBytes(n: number): boolean {
+  if (held + n > MAX_HELD_BYTES) return false;
+  held += n;
+  return true;
+}
+
+export function releaseHeld(n: number): void {
+  held -= n;
+}
+
+/**
  * Sends one request upstream, retrying on another upstream where safe, and
  * reports the outcome to `target.forwarded` exactly once. A request that is
  * not held (`hold`) needs a target that can be streamed to (`ForwardTarget`).

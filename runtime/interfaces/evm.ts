@@ -281,9 +281,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   poolHeads: (route) => route.rewriteTags,
   followsHeads: (route) => route.websocket === true,
   // eth_getLogs ranges split above the cache's layer and the pool (or the one upstream), below the cache's front
-  // (log-ranges.ts); on a cached chain always, so that a range's final chunks are kept.
-  below: (route, group, view, next, log, cached) =>
-    wantsLogRanges(route) || (cached && route.methods.has('eth_getLogs')) ? new LogRanges(route, group, view, next, log, cached).dispatch : next,
+  // (log-ranges.ts), on every chain that allows eth_getLogs: any upstream, a lone one too, may refuse a range.
+  below: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
   creditNames: null,
   archive: true,
   probe: {

@@ -26,7 +26,7 @@ export interface RouteServices {
   readonly log: Logger;
   /** The top of the chain's layers (admission's admit step), where the handler sends each request it has checked (`x.forwardWith`). */
   readonly dispatch: Front;
-  /** Whether layers below the route read a request's Call (a pool, the cache, the module's own); false: only Forward, which never does. */
+  /** Whether layers below the route read every request's Call (a pool, the cache); false: only Forward and the module's own layer, which parses what it reads. */
   readonly layered: boolean;
   /** What a method or endpoint costs, when the manifest has `credits`; null: every call costs 1. */
   readonly credits: ((name: string) => number) | null;

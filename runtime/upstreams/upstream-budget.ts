@@ -70,6 +70,18 @@ export class Budget {
     return this.tokens >= 1 ? now : now + Math.ceil(((1 - this.tokens) * 1000) / this.perSecond);
   }
 
+  /** Requests that may be sent now without waiting (the bucket's whole tokens; 0 while it is below one). */
+  available(now = Date.now()): number {
+    this.refill(now);
+    return Math.max(0, Math.floor(this.tokens));
+  }
+
+  /** When the bucket will hold `n` requests (epoch ms; now when it does). */
+  availableAt(n: number, now = Date.now()): number {
+    this.refill(now);
+    return this.tokens >= n ? now : now + Math.ceil(((n - this.tokens) * 1000) / this.perSecond);
+  }
+
   /** Whether a poll may begin: the last one began long enough ago that polls take at most POLL_SHARE of the budget. */
   pollDue(now = Date.now()): boolean {
     return now - this.pollAt >= this.pollGapMs;

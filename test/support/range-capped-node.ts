@@ -7,7 +7,7 @@ import { request } from 'undici';
 import { close, createSafeServer, listen, parseJson, readAll } from './http.ts';
 
 /** How the node refuses a range wider than its cap, as each provider answers. */
-export type CapText = 'publicnode' | 'infura-range' | 'infura-results' | 'alchemy' | 'quicknode' | 'reth';
+export type CapText = 'publicnode' | 'infura-range' | 'infura-results' | 'alchemy' | 'alchemy-size' | 'quicknode' | 'reth';
 
 export interface LogsSeen {
   readonly from: number | string | undefined;
@@ -22,6 +22,8 @@ export interface RangeCappedNode {
   text: CapText;
   /** Every eth_getLogs answered with a 503 HTML page. */
   failLogs: boolean;
+  /** Run before each eth_getLogs is answered (a block mined while a split range is out); null: none. */
+  before: (() => Promise<void>) | null;
   /** Every eth_getLogs that reached it, in order (numbers where the range was numeric, else the tag as sent). */
   readonly logs: LogsSeen[];
   close(): Promise<void>;
@@ -48,6 +50,12 @@ export function refusal(text: CapText, from: number, to: number, k: number): { c
         code: -32600,
         message: `Under the Free tier plan, you can make eth_getLogs requests with up to a ${k} block range. Based on your parameters, this block range should work: [${hex(from)}, ${hex(from + k - 1)}]. Upgrade to PAYG for expanded block range.`,
       };
+    // Alchemy's too-many-logs answer: it names a 2K block range too, and suggests a range that holds fewer logs.
+    case 'alchemy-size':
+      return {
+        code: -32602,
+        message: `Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range and no limit on the response size, or you can request any block range with a cap of 10K logs in the response. Based on your parameters and the response size limit, this block range should work: [${hex(from)}, ${hex(from + k - 1)}]`,
+      };
     case 'quicknode':
       return { code: -32614, message: `eth_getLogs is limited to a ${k.toLocaleString('en-US')} range` };
     case 'reth':
@@ -68,6 +76,7 @@ export async function startRangeCappedNode(anvilUrl: string, opts: { cap?: numbe
     cap: opts.cap ?? null,
     text: opts.text ?? 'publicnode',
     failLogs: false,
+    before: null as (() => Promise<void>) | null,
   };
   const forward = async (body: Buffer): Promise<{ status: number; body: Buffer }> => {
     const up = await request(anvilUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
@@ -80,6 +89,7 @@ export async function startRangeCappedNode(anvilUrl: string, opts: { cap?: numbe
       const f = (json.params?.[0] ?? {}) as { fromBlock?: unknown; toBlock?: unknown; blockHash?: unknown };
       const from = blockOf(f.fromBlock, -1);
       const to = blockOf(f.toBlock, -1);
+      if (node.before !== null) await node.before();
       if (node.failLogs) {
         logs.push({ from, to, refused: true });
         const page = '<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>';

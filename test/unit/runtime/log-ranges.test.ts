@@ -1,8 +1,13 @@
 // eth_getLogs ranges (issue 39): the split, the merge, and what each
 // provider's refusal says (runtime/log-ranges.ts, runtime/log-range-errors.ts).
-import { describe, expect, it } from 'vitest';
-import { mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { LogRanges, mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
+import type { Dispatch } from '../../../runtime/dispatch.ts';
+import type { Logger } from '../../../runtime/observe/log.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime/proxy.ts';
+import { ChainView } from '../../../runtime/upstreams/chain-view.ts';
+import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
 import { refusal, type CapText } from '../../support/range-capped-node.ts';
 
@@ -112,13 +117,14 @@ describe('rangeComplaint: the providers\' texts', () => {
     expect(rangeComplaint({ message: 'ranges over 10000 blocks are not supported on freetier' })).toMatchObject({ kind: 'limit', blocks: 10000 });
     expect(rangeComplaint({ message: 'block range is too wide (maximum 10)' })).toMatchObject({ kind: 'limit', blocks: 10 });
     expect(rangeComplaint({ message: 'invalid params', data: { payload: 'range 9009594 is bigger than range limit 2000' } })).toMatchObject({ kind: 'limit', blocks: 2000 });
-    // Alchemy's response-size text: any 2K block range is answered whatever its size, so 2000 is a cap.
+    // Alchemy's response-size text names a 2K block range too, but it is about this range's logs (issue 43 rule 2):
+    // results are matched before caps, and the range it suggests is what splits.
     expect(
       rangeComplaint({
         message:
           'Log response size exceeded. You can make eth_getLogs requests with up to a 2K block range and no limit on the response size, or you can request any block range with a cap of 10K logs in the response. Based on your parameters and the response size limit, this block range should work: [0xc5dc00, 0xc614a7]',
       }),
-    ).toEqual({ kind: 'limit', blocks: 2000, suggested: 0xc614a7 - 0xc5dc00 + 1 });
+    ).toEqual({ kind: 'results', suggested: 0xc614a7 - 0xc5dc00 + 1 });
     // No number: half the range asked is taken (log-ranges.ts).
     expect(rangeComplaint({ message: 'block range too large' })).toEqual({ kind: 'limit', blocks: null, suggested: null });
     expect(rangeComplaint({ message: 'block range is bigger than maxBlockRange' })).toEqual({ kind: 'limit', blocks: null, suggested: null });
@@ -143,14 +149,100 @@ describe('wantsLogRanges: who pays anything', () => {
   const route = (methods: string[], upstreams: UpstreamSpec[], maxLogRange?: number): EvmRouteSpec =>
     ({ interface: 'evm-jsonrpc', methods: new Set(methods), upstreams, limits: maxLogRange === undefined ? {} : { maxLogRange } }) as unknown as EvmRouteSpec;
 
-  it('no chain without eth_getLogs, and no chain of one upstream without a cap', () => {
+  it('no chain without eth_getLogs', () => {
     expect(wantsLogRanges(route(['eth_call'], [up(50), up()], 100))).toBe(false);
-    expect(wantsLogRanges(route(['eth_getLogs'], [up()]))).toBe(false);
+    expect(wantsLogRanges(route(['eth_call'], [up()]))).toBe(false);
   });
 
-  it('a chain that allows eth_getLogs with a cap, a limit, or a pool (whose errors may teach a cap)', () => {
+  it('every chain that allows eth_getLogs, a chain of one upstream without a cap too (issue 43 rule 10: its node may refuse a range)', () => {
+    expect(wantsLogRanges(route(['eth_getLogs'], [up()]))).toBe(true);
     expect(wantsLogRanges(route(['eth_getLogs'], [up(50)]))).toBe(true);
     expect(wantsLogRanges(route(['eth_getLogs'], [up()], 100))).toBe(true);
     expect(wantsLogRanges(route(['eth_getLogs'], [up(), up()]))).toBe(true);
+  });
+});
+
+describe('a cap learned from an error is not forever (issue 43 rule 2)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  /** One upstream that refuses more than 100 blocks, behind the layer (held answers: a pool's or a cache's way). */
+  function node(): { ranges: LogRanges; seen: [number, number][] } {
+    const spec = { name: 'c#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000, archive: false } as unknown as UpstreamSpec;
+    const route = { path: 'c', interface: 'evm-jsonrpc', methods: new Set(['eth_getLogs']), upstreams: [spec], limits: {}, maxLag: 10 } as unknown as EvmRouteSpec;
+    const u = new Upstream(spec, route);
+    u.state = 'up';
+    const group = new UpstreamGroup([u]);
+    const seen: [number, number][] = [];
+    const inner = ((target: HeldTarget, request: ForwardRequest) => {
+      const f = (JSON.parse(String(request.body)) as { params: { fromBlock: string; toBlock: string }[] }).params[0]!;
+      const [from, to] = [Number.parseInt(f.fromBlock, 16), Number.parseInt(f.toBlock, 16)];
+      seen.push([from, to]);
+      const answer = to - from + 1 > 100 ? '{"jsonrpc":"2.0","id":1,"error":{"code":-32701,"message":"exceed maximum block range: 100"}}' : '{"jsonrpc":"2.0","id":1,"result":[]}';
+      queueMicrotask(() => target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: {}, body: Buffer.from(answer) }));
+      return { cancel: () => undefined };
+    }) as unknown as Dispatch;
+    const ranges = new LogRanges(route, group, new ChainView(group.all), inner, { warn: () => undefined } as unknown as Logger);
+    return { ranges, seen };
+  }
+
+  function range(ranges: LogRanges, from: number, to: number): Promise<ForwardResult> {
+    const body = `{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x${from.toString(16)}","toBlock":"0x${to.toString(16)}"}]}`;
+    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as ForwardRequest;
+    return new Promise((resolve) => ranges.dispatch({ forwarded: resolve }, request as ForwardRequest & { hold: true }));
+  }
+
+  it('keeps it for 10 minutes; then one range as wide as the rest allow tries the upstream again', async () => {
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const { ranges, seen } = node();
+    const ok = (r: ForwardResult): string => (r.kind === 'buffered' ? r.body.toString() : r.kind);
+    expect(ok(await range(ranges, 1000, 1299))).toBe('{"jsonrpc":"2.0","id":7,"result":[]}');
+    // Refused whole, then split to the cap it named.
+    expect(seen).toEqual([[1000, 1299], [1000, 1099], [1100, 1199], [1200, 1299]]);
+    seen.length = 0;
+    vi.advanceTimersByTime(10 * 60 * 1000 - 1);
+    await range(ranges, 1000, 1299);
+    expect(seen, 'within 10 minutes: split from the start').toEqual([[1000, 1099], [1100, 1199], [1200, 1299]]);
+    seen.length = 0;
+    vi.advanceTimersByTime(1);
+    expect(ok(await range(ranges, 1000, 1299))).toBe('{"jsonrpc":"2.0","id":7,"result":[]}');
+    expect(seen, 'after 10 minutes: the whole range once, refused, and the cap learned again').toEqual([[1000, 1299], [1000, 1099], [1100, 1199], [1200, 1299]]);
+  });
+});
+
+describe('a split range on an upstream with rateLimit is paced (issue 43 rule 3)', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('sends each chunk when the bucket has room for it and one request more: other calls always find one', async () => {
+    vi.useFakeTimers({ toFake: ['Date', 'setTimeout', 'clearTimeout'] });
+    const spec = { name: 'c#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000, archive: false, maxLogRange: 10, rateLimit: 20 } as unknown as UpstreamSpec;
+    const route = { path: 'c', interface: 'evm-jsonrpc', methods: new Set(['eth_getLogs']), upstreams: [spec], limits: {}, maxLag: 10 } as unknown as EvmRouteSpec;
+    const u = new Upstream(spec, route);
+    u.state = 'up';
+    const budget = u.budget!;
+    expect(budget.burst).toBe(3);
+    const group = new UpstreamGroup([u]);
+    /** Requests the bucket held when each chunk was sent (before it took its own). */
+    const room: number[] = [];
+    const inner = ((target: HeldTarget) => {
+      room.push(budget.available());
+      // What Forward's pick does: the request is taken from the budget.
+      budget.spend();
+      queueMicrotask(() => target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: {}, body: Buffer.from('{"jsonrpc":"2.0","id":1,"result":[]}') }));
+      return { cancel: () => undefined };
+    }) as unknown as Dispatch;
+    const ranges = new LogRanges(route, group, new ChainView(group.all), inner, { warn: () => undefined } as unknown as Logger);
+    const body = '{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x63"}]}';
+    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as ForwardRequest;
+    let result: ForwardResult | null = null;
+    ranges.dispatch({ forwarded: (r) => (result = r) }, request as ForwardRequest & { hold: true });
+    // Ten chunks at 20/s: about half a second of pacing.
+    for (let i = 0; i < 100 && result === null; i++) await vi.advanceTimersByTimeAsync(50);
+    expect(result).toMatchObject({ kind: 'buffered', body: Buffer.from('{"jsonrpc":"2.0","id":7,"result":[]}') });
+    expect(room).toHaveLength(10);
+    expect(Math.min(...room), 'a chunk never takes the last request the bucket holds').toBeGreaterThanOrEqual(2);
   });
 });
