@@ -11,7 +11,7 @@ export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
 /** Worker to primary. */
 export type FromWorker =
-  | { gw: 'ready'; manifestSha256: string }
+  | { gw: 'ready'; manifestSha256: string; addresses: string[] }
   | { gw: 'failed'; reason: string }
   | { gw: 'metrics'; id: number; metrics: MetricsJson }
   | { gw: 'status'; id: number; body: string | null }
@@ -53,7 +53,7 @@ export function runWorker(make: () => Gateway, problem: (err: Error) => string):
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
   gw.start().then(
-    () => tell({ gw: 'ready', manifestSha256: gw.spec.manifestSha256 }),
+    () => tell({ gw: 'ready', manifestSha256: gw.spec.manifestSha256, addresses: gw.addresses().filter((a) => a.listener !== 'admin').map((a) => `${a.host}:${a.port}`) }),
     (err: Error) => fail(problem(err), gw),
   );
 }
@@ -65,4 +65,20 @@ function fail(reason: string, gw: Gateway | null): void {
     if (gw === null) process.exit(1);
     else void gw.shutdown('start_failed').then(() => process.exit(1));
   });
+}
+
+/** What the primary passes a new worker: the addresses the workers serve now, `host:port` separated by spaces. */
+export const SERVED_ENV = 'GATEWAY_SERVED';
+
+/**
+ * The order a worker binds its listeners in: addresses no worker serves yet
+ * first. Those the workers serve now always bind (the primary holds the
+ * socket); a new one may not (a port in use), and a worker that cannot start
+ * should fail before it has taken a connection.
+ */
+export function bindOrder<T extends { readonly host: string; readonly port: number }>(list: T[], served = process.env[SERVED_ENV]): T[] {
+  if (served === undefined || served === '') return list;
+  const known = new Set(served.split(' '));
+  const isServed = (a: T): number => (known.has(`${a.host}:${a.port}`) ? 1 : 0);
+  return [...list].sort((a, b) => isServed(a) - isServed(b));
 }

@@ -41,7 +41,7 @@ import { usageAnswer } from './observe/admin.ts';
 import { statusPage } from './observe/status-page.ts';
 import { Usage } from './observe/usage.ts';
 import { VERSION } from './version.ts';
-import type { FromWorker, ToWorker } from './cluster-worker.ts';
+import { SERVED_ENV, type FromWorker, type ToWorker } from './cluster-worker.ts';
 import { WorkerMetrics } from './cluster-metrics.ts';
 export { workerCount } from './workers.ts';
 
@@ -68,6 +68,8 @@ class Member {
   ready = false;
   retiring = false;
   manifestSha256: string | null = null;
+  /** Its public listeners, `host:port`. */
+  addresses: readonly string[] = [];
   /** Resolves once the worker is ready (null), or with why it cannot start. */
   readonly started: Promise<string | null>;
   readonly exited: Promise<void>;
@@ -151,12 +153,14 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
   const fork = (build: Build): Member => {
     // Workers run with V8's memory reducer off whatever the primary's command line (node-flags.ts).
     cluster.setupPrimary({ exec: build.file, execArgv: workerExecArgv() });
-    const m = new Member(cluster.fork({ GATEWAY_WORKER: '1' }), build);
+    const served = new Set([...members.values()].flatMap((w) => w.addresses));
+    const m = new Member(cluster.fork({ GATEWAY_WORKER: '1', [SERVED_ENV]: [...served].join(' ') }), build);
     members.set(m.worker.id, m);
     m.worker.on('message', (msg: FromWorker) => {
       if (msg.gw === 'ready') {
         m.ready = true;
         m.manifestSha256 = msg.manifestSha256;
+        m.addresses = msg.addresses;
         m.settle(null);
       } else if (msg.gw === 'failed') m.settle(msg.reason);
       else if (msg.gw === 'closed') m.close();

@@ -31,6 +31,7 @@ import { answerClientError } from './client-error.ts';
 import { RequestTracker } from './observe/tracker.ts';
 import { Sockets } from './ws/sockets.ts';
 import { Connections } from './drain.ts';
+import { bindOrder } from './cluster-worker.ts';
 
 export interface Listening {
   readonly spec: ListenerSpec | null;
@@ -121,10 +122,11 @@ export class Gateway {
     await this.limiter.ready();
     // The first poll of every upstream before the first request: an upstream on another chain never gets one.
     await this.poller.start();
-    // Every address is resolved before the first is bound: a variable without a value refuses the start before any
-    // listener takes a connection (in a roll, a new worker that cannot start must not have taken any).
+    // Every address is resolved before the first is bound, and those no worker serves yet are bound first: a variable
+    // without a value or a port in use refuses the start before any listener takes a connection (in a roll, a new
+    // worker that cannot start must not have taken any).
     const addresses = this.dispatch.map((d) => ({ d, host: resolveTemplate(d.spec.host, `listener ${d.spec.name}`), port: parsePort(resolveTemplate(d.spec.port, `listener ${d.spec.name}`), `listener ${d.spec.name}`) }));
-    for (const { d, host, port } of addresses) {
+    for (const { d, host, port } of bindOrder(addresses)) {
       const l = d.spec;
       // A missing Host and an Expect the gateway does not meet are answered
       // in handle(), in the interface's envelope, not by Node's bare 400 and 417.
