@@ -16,12 +16,14 @@ type Value = Metric['values'][number] & { metricName?: string };
 export class WorkerMetrics {
   /** Each live worker's last answer, by worker id. */
   private readonly seen = new Map<number, MetricsJson>();
+  /** Workers gone: an answer of theirs that comes late (sent before they went) is not counted again. */
+  private readonly left = new Set<number>();
   /** What workers gone counted: counters and histograms (sums), by metric name, then by series. */
   private readonly retired = new Map<string, { metric: Metric; series: Map<string, Value> }>();
 
   /** A live worker's answer to a scrape. */
   seenFrom(id: number, metrics: MetricsJson): void {
-    this.seen.set(id, metrics);
+    if (!this.left.has(id)) this.seen.set(id, metrics);
   }
 
   /**
@@ -29,6 +31,8 @@ export class WorkerMetrics {
    * last answer) stays in the sums. Gauges go with it.
    */
   gone(id: number, final?: MetricsJson): void {
+    if (this.left.has(id)) return;
+    this.left.add(id);
     const last = final ?? this.seen.get(id);
     this.seen.delete(id);
     if (last === undefined) return;

@@ -306,7 +306,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
       if (path === '/metrics' && req.method === 'GET') {
         // Every worker that can answer does; one that cannot (starting, or gone) counts with its last answer.
         const ready = [...members.values()].filter((m) => m.ready);
-        void Promise.all(ready.map((m) => asks.ask(m, 'metrics').then((a) => a !== null && a.gw === 'metrics' && members.has(m.worker.id) && metrics.seenFrom(m.worker.id, a.metrics))))
+        void Promise.all(ready.map((m) => asks.ask(m, 'metrics').then((a) => a !== null && a.gw === 'metrics' && metrics.seenFrom(m.worker.id, a.metrics))))
           .then(() => metrics.render())
           .then(
             (text) => res.writeHead(200, { 'content-type': metrics.contentType }).end(text),
