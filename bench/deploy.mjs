@@ -5,7 +5,10 @@
 // same run. GATEWAY_WORKERS=2 on one fixed port, 8 keep-alive clients at
 // about 250 requests a second in all, each answer checked; ROUNDS deploys of
 // each kind, alternating two builds (the second adds a chain). A client whose
-// request failed goes on after its pause, as a client would. Loopback only.
+// request failed goes on after its pause, as a client would. Then the same
+// with a keys file of SCALE keys (default 1,000,000; 0 skips it): the start of
+// both workers, and one roll (each new worker loads the keys before it takes
+// traffic). Loopback only.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
@@ -19,6 +22,7 @@ const WORK = join(ROOT, '.tmp', 'bench-deploy');
 const CLI = join(ROOT, 'bin/gateway.mjs');
 const KEY = 'deploy-bench-key-0123456789abcdef';
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const SCALE = Number(process.env.SCALE ?? 1_000_000);
 const CLIENTS = 8;
 /** Each client's pause between two requests: 8 clients at 32 ms, about 250 requests a second. */
 const PAUSE_MS = 32;
@@ -43,8 +47,8 @@ const port = await new Promise((ok) => {
 const ENV = { PATH: process.env.PATH, GATEWAY_WORKERS: '2', RPC_PORT: String(port), UPSTREAM_URL: `http://127.0.0.1:${up.address().port}` };
 
 /** Starts the served file; resolves once both workers have started. */
-function start(file) {
-  const p = spawn(process.execPath, ['--no-memory-reducer', file], { cwd: WORK, env: ENV, stdio: ['ignore', 'pipe', 'inherit'] });
+function start(file, env = {}) {
+  const p = spawn(process.execPath, ['--no-memory-reducer', file], { cwd: WORK, env: { ...ENV, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   const waiters = [];
   let buf = '';
   p.stdout.setEncoding('utf8').on('data', (c) => {
@@ -138,14 +142,16 @@ async function restarts() {
 }
 
 /** The roll: the new file renamed over the old, SIGHUP; timed until the primary logs `reloaded`. */
-async function rolls() {
+async function rolls(rounds = ROUNDS, env = {}, kind = 'roll') {
   const served = join(WORK, 'served-roll.mjs');
   copyFileSync(join(WORK, 'a.mjs'), served);
-  const gw = start(served);
+  const t0 = performance.now();
+  const gw = start(served, env);
   await gw.ready;
+  const started = performance.now() - t0;
   const l = load();
   await sleep(2000);
-  for (let i = 0; i < ROUNDS; i++) {
+  for (let i = 0; i < rounds; i++) {
     const before = l.lost();
     copyFileSync(join(WORK, i % 2 === 0 ? 'b.mjs' : 'a.mjs'), `${served}.new`);
     const t0 = performance.now();
@@ -156,19 +162,28 @@ async function rolls() {
     if (line.event !== 'reloaded') throw new Error(`the roll was refused: ${line.reason}`);
     const ms = performance.now() - t0;
     await sleep(2000);
-    rows.push({ kind: 'roll', round: i + 1, ms, lost: l.lost() - before });
+    rows.push({ kind, round: i + 1, ms, lost: l.lost() - before });
   }
   await l.stop();
   gw.p.kill('SIGTERM');
   await gw.exited;
-  return { ok: l.ok, failures: l.failures };
+  return { ok: l.ok, failures: l.failures, started };
 }
 
 const restart = await restarts();
 const roll = await rolls();
+let scale = null;
+if (SCALE > 0) {
+  const file = join(WORK, 'keys-scale.yaml');
+  const lines = ['keys:', `  - id: bench\n    sha256: "${createHash('sha256').update(KEY).digest('hex')}"`];
+  for (let i = 1; i < SCALE; i++) lines.push(`  - id: k${i}\n    sha256: "${createHash('sha256').update(`scale-${i}`).digest('hex')}"`);
+  writeFileSync(file, lines.join('\n') + '\n');
+  scale = await rolls(1, { GATEWAY_KEYS_FILE: file }, `roll, ${SCALE.toLocaleString('en')} keys`);
+}
 up.close();
 console.log('| deploy | round | duration | requests lost |');
 console.log('|---|---:|---:|---:|');
 for (const r of rows) console.log(`| ${r.kind} | ${r.round} | ${r.ms.toFixed(0)} ms | ${r.lost} |`);
 console.log(`restart: ${restart.ok} answered, lost by kind ${JSON.stringify(restart.failures)}`);
 console.log(`roll: ${roll.ok} answered, lost by kind ${JSON.stringify(roll.failures)}`);
+if (scale !== null) console.log(`${SCALE.toLocaleString('en')} keys: both workers started ${scale.started.toFixed(0)} ms after the start; ${scale.ok} answered, lost by kind ${JSON.stringify(scale.failures)}`);
