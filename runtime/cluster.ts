@@ -224,11 +224,13 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     const fresh: Member[] = [];
     if (why === null) {
       for (let i = 0; i < workers; i++) fresh.push(fork(next));
+      // The first reason one of them gives, or null once all are ready.
       let timer: NodeJS.Timeout | undefined;
-      why = await Promise.race([
-        Promise.all(fresh.map((m) => m.started.then((w) => (w === null ? null : Promise.reject(w))))).then(() => null, (w: string) => w),
-        new Promise<string>((r) => (timer = setTimeout(() => r(`the new workers were not ready within ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS))),
-      ]);
+      why = await new Promise<string | null>((done) => {
+        let ready = 0;
+        for (const m of fresh) void m.started.then((w) => (w !== null ? done(w) : ++ready === fresh.length && done(null)));
+        timer = setTimeout(() => done(`the new workers were not ready within ${START_TIMEOUT_MS / 1000} s`), START_TIMEOUT_MS);
+      });
       clearTimeout(timer);
     }
     if (why !== null) {
@@ -246,7 +248,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     const previous = current;
     current = next;
     await retire(running().filter((m) => m.build !== next));
-    if (previous.sha256 !== next.sha256) files.drop(previous);
+    files.drop(previous);
     // A new worker that died after it was ready is started again now.
     for (let i = running().length; i < workers; i++) fork(current);
     const now = running();
