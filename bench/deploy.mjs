@@ -42,7 +42,10 @@ const up = createServer((req, res) => {
 });
 await new Promise((ok) => up.listen(0, '127.0.0.1', ok));
 const port = await new Promise((ok) => {
-  const s = createNetServer().listen(0, '127.0.0.1', () => s.close(() => ok(s.address().port)));
+  const s = createNetServer().listen(0, '127.0.0.1', () => {
+    const { port: free } = s.address();
+    s.close(() => ok(free));
+  });
 });
 const ENV = { PATH: process.env.PATH, GATEWAY_WORKERS: '2', RPC_PORT: String(port), UPSTREAM_URL: `http://127.0.0.1:${up.address().port}` };
 
