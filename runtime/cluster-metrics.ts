@@ -7,7 +7,7 @@
 // (cluster-worker.ts: 'final'); one that dies keeps the counters of its last
 // scrape, so no sum goes below what a scrape has shown.
 import { AggregatorRegistry } from 'prom-client';
-import type { MetricsJson } from './cluster-worker.ts';
+import type { MetricsJson } from './cluster-ipc.ts';
 
 type Metric = MetricsJson[number];
 /** A series; a histogram's carry the name of their part (_bucket, _sum, _count). */

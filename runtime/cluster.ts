@@ -41,7 +41,7 @@ import { usageAnswer } from './observe/admin.ts';
 import { statusPage } from './observe/status-page.ts';
 import { Usage } from './observe/usage.ts';
 import { VERSION } from './version.ts';
-import { SERVED_ENV, type FromWorker, type ToWorker } from './cluster-worker.ts';
+import { SERVED_ENV, type FromWorker, type ToWorker } from './cluster-ipc.ts';
 import { WorkerMetrics } from './cluster-metrics.ts';
 export { workerCount } from './workers.ts';
 

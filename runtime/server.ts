@@ -1,9 +1,9 @@
 // The gateway process: listeners, dispatch to each chain's flow, the server's
 // own routes and the lifecycle. Generated code calls `main(spec)` with its
 // precomputed tables; each interface's flow lives in interfaces/.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
-import type { GatewaySpec, ListenerSpec, Template } from './types.ts';
+import type { GatewaySpec, Template } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger, type Logger } from './observe/log.ts';
 import { AccessLog } from './observe/access-log.ts';
@@ -30,17 +30,8 @@ import { buildChains, type Chain, type DispatchTable } from './chains.ts';
 import { answerClientError } from './client-error.ts';
 import { RequestTracker } from './observe/tracker.ts';
 import { Sockets } from './ws/sockets.ts';
-import { Connections } from './drain.ts';
-import { bindOrder } from './cluster-worker.ts';
-
-export interface Listening {
-  readonly spec: ListenerSpec | null;
-  readonly server: Server;
-  /** Its open connections, for the drain (drain.ts). */
-  readonly connections: Connections;
-  readonly host: string;
-  readonly port: number;
-}
+import { listen, parsePort, type Listening } from './listen.ts';
+import { bindOrder } from './cluster-ipc.ts';
 
 export class Gateway {
   readonly log: Logger;
@@ -279,26 +270,6 @@ export class Gateway {
   reloadKeys(reason: string): Promise<boolean> {
     return this.keys.reload(reason);
   }
-}
-
-function parsePort(s: string, where: string): number {
-  const n = Number(s);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${where}: port '${s}' is not a port number`);
-  return n;
-}
-
-function listen(server: Server, host: string, port: number, spec: ListenerSpec | null): Promise<Listening> {
-  const connections = new Connections(server);
-  return new Promise((ok, fail) => {
-    // Names the listener and its address: a worker's bind (done by the cluster primary) says neither.
-    const refused = (err: Error & { code?: string }) => fail(new Error(`listener ${spec?.name ?? 'admin'}: cannot listen on ${host}:${port}: ${err.code ?? err.message}`));
-    server.once('error', refused);
-    server.listen(port, host, () => {
-      server.off('error', refused);
-      const a = server.address();
-      ok({ spec, server, connections, host, port: typeof a === 'object' && a ? a.port : port });
-    });
-  });
 }
 
 /** cache.redis needs somewhere to share: REDIS_URL, checked at start like every other setting. */

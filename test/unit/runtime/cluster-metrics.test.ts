@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { WorkerMetrics } from '../../../runtime/cluster-metrics.ts';
-import { bindOrder, type MetricsJson } from '../../../runtime/cluster-worker.ts';
+import { bindOrder, type MetricsJson } from '../../../runtime/cluster-ipc.ts';
 
 /** One worker's registry: a request counter by status, an in-flight gauge, a latency histogram. */
 function worker() {
