@@ -67,6 +67,8 @@ interface Build {
 class Member {
   ready = false;
   retiring = false;
+  /** Why it could not start, as it said. */
+  failure: string | null = null;
   manifestSha256: string | null = null;
   /** Its public listeners, `host:port`. */
   addresses: readonly string[] = [];
@@ -162,7 +164,10 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
         m.manifestSha256 = msg.manifestSha256;
         m.addresses = msg.addresses;
         m.settle(null);
-      } else if (msg.gw === 'failed') m.settle(msg.reason);
+      } else if (msg.gw === 'failed') {
+        m.failure = msg.reason;
+        m.settle(msg.reason);
+      }
       else if (msg.gw === 'closed') m.close();
       else if (msg.gw === 'final') metrics.gone(m.worker.id, msg.metrics);
       else asks.answer(m, msg);
@@ -177,23 +182,38 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     members.delete(w.id);
     metrics.gone(w.id);
     asks.gone(m);
-    m.settle(`a new worker exited (${signal ?? `code ${code}`}) before it was ready`);
+    const why = m.failure ?? `a worker exited (${signal ?? `code ${code}`}) before it was ready`;
+    m.settle(why);
     m.close();
     m.exit();
     if (stopping) {
-      if (members.size === 0) {
-        log.info({ event: 'stopped', workers }, 'all workers stopped');
-        flush();
-        files.remove();
-        process.exit(0);
-      }
+      if (members.size === 0) finish();
       return;
     }
     // A retiring worker, or a new one the roll refused or will top up: the roll sees to it.
-    if (m.retiring || m.build !== current || !m.ready) return;
-    log.error({ event: 'worker_exit', pid: w.process.pid, code, signal }, 'worker died; starting another');
-    fork(current);
+    if (m.retiring || m.build !== current) return;
+    if (m.ready) {
+      log.error({ event: 'worker_exit', pid: w.process.pid, code, signal }, 'worker died; starting another');
+      fork(current);
+    } else if (running().some((o) => o.ready)) {
+      // A restarted worker of the build served that cannot start (its keys file broken since, say): again, in a second.
+      log.error({ event: 'worker_exit', pid: w.process.pid, code, signal, reason: why }, `a worker could not start: ${why}; starting another in a second`);
+      setTimeout(() => stopping || fork(current), 1000);
+    } else {
+      // Nothing serves: the gateway cannot start. Exit 1, as one process does (systemd's Restart= then retries).
+      log.error({ event: 'start_failed', reason: why }, `the gateway cannot start: ${why}`);
+      exitCode = 1;
+      stop('SIGTERM');
+    }
   });
+
+  let exitCode = 0;
+  const finish = (): void => {
+    log.info({ event: 'stopped', workers }, 'all workers stopped');
+    flush();
+    files.remove();
+    process.exit(exitCode);
+  };
 
   const running = (): Member[] => [...members.values()].filter((m) => !m.retiring);
 
@@ -295,6 +315,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     log.info({ event: 'draining', signal, workers }, 'draining workers');
     for (const m of members.values()) m.worker.process.kill(signal);
     admin?.close();
+    if (members.size === 0) finish();
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));

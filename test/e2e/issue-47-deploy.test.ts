@@ -9,12 +9,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { Client } from 'undici';
 import { buildManifest, keysYaml, newKey, rawRequest, sha256, startGateway, until, type Built, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { freePort } from '../support/http.ts';
 import { connect, wsUrl } from '../support/ws-client.ts';
 
+const run = promisify(execFile);
 const KEY = newKey();
 const NEXT = newKey();
 const CLIENTS = 8;
@@ -330,6 +333,20 @@ describe('SIGHUP with GATEWAY_WORKERS=2', () => {
       await Promise.all(loops.map((l) => l.stop()));
       expect(await gw.stop('SIGTERM')).toBe(0);
     }
+  });
+});
+
+describe('a first start that cannot start, with GATEWAY_WORKERS=2', () => {
+  it('exits 1 with one start_failed line naming why, as one process would (no restart loop)', { timeout: 60_000 }, async () => {
+    writeFileSync(join(unsetVar.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
+    const r = await run(process.execPath, [unsetVar.bundle], { cwd: unsetVar.dir, timeout: 30_000, env: { PATH: process.env.PATH ?? '', ETH_URL: anvil.url, RPC_PORT: String(await freePort()), GATEWAY_WORKERS: '2' } }).then(
+      () => ({ code: 0, stdout: '' }),
+      (e: { code: number | null; stdout: string }) => e,
+    );
+    expect(r.code).toBe(1);
+    const failed = r.stdout.split('\n').filter((l) => l.includes('"event":"start_failed"'));
+    expect(failed).toHaveLength(1);
+    expect(JSON.parse(failed[0]!).reason).toContain('THIRD_CHAIN_URL');
   });
 });
 
