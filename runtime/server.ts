@@ -1,9 +1,9 @@
 // The gateway process: listeners, dispatch to each chain's flow, the server's
 // own routes and the lifecycle. Generated code calls `main(spec)` with its
 // precomputed tables; each interface's flow lives in interfaces/.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
-import type { GatewaySpec, ListenerSpec, Template } from './types.ts';
+import type { GatewaySpec, Template } from './types.ts';
 import { resolveTemplate } from './env.ts';
 import { createLogger, type Logger } from './observe/log.ts';
 import { AccessLog } from './observe/access-log.ts';
@@ -30,13 +30,8 @@ import { buildChains, type Chain, type DispatchTable } from './chains.ts';
 import { answerClientError } from './client-error.ts';
 import { RequestTracker } from './observe/tracker.ts';
 import { Sockets } from './ws/sockets.ts';
-
-export interface Listening {
-  readonly spec: ListenerSpec | null;
-  readonly server: Server;
-  readonly host: string;
-  readonly port: number;
-}
+import { listen, parsePort, type Listening } from './listen.ts';
+import { bindOrder } from './cluster-ipc.ts';
 
 export class Gateway {
   readonly log: Logger;
@@ -118,10 +113,12 @@ export class Gateway {
     await this.limiter.ready();
     // The first poll of every upstream before the first request: an upstream on another chain never gets one.
     await this.poller.start();
-    for (const d of this.dispatch) {
+    // Every address is resolved before the first is bound, and those no worker serves yet are bound first: a variable
+    // without a value or a port in use refuses the start before any listener takes a connection (in a roll, a new
+    // worker that cannot start must not have taken any).
+    const addresses = this.dispatch.map((d) => ({ d, host: resolveTemplate(d.spec.host, `listener ${d.spec.name}`), port: parsePort(resolveTemplate(d.spec.port, `listener ${d.spec.name}`), `listener ${d.spec.name}`) }));
+    for (const { d, host, port } of bindOrder(addresses)) {
       const l = d.spec;
-      const host = resolveTemplate(l.host, `listener ${l.name}`);
-      const port = parsePort(resolveTemplate(l.port, `listener ${l.name}`), `listener ${l.name}`);
       // A missing Host and an Expect the gateway does not meet are answered
       // in handle(), in the interface's envelope, not by Node's bare 400 and 417.
       const server = createServer({ keepAliveTimeout: 65_000, headersTimeout: 60_000, requestTimeout: 0, requireHostHeader: false }, (req, res) =>
@@ -134,12 +131,14 @@ export class Gateway {
       if (sockets !== null && sockets.serves(d)) server.on('upgrade', (req: IncomingMessage, socket, head: Buffer) => sockets.upgrade(d, req, socket, head, (r, res) => this.handle(d, r, res)));
       this.listening.push(await listen(server, host, port, l));
     }
-    // In multi-process mode the primary serves the admin listener for all workers.
+    // In multi-process mode the primary serves the admin listener for all workers, with a worker's status figures.
+    if (this.spec.admin) {
+      this.status = new StatusBoard(this);
+      this.status.start();
+    }
     if (this.spec.admin && !isWorker()) {
       const host = resolveTemplate(this.spec.admin.host, 'admin listener');
       const port = parsePort(resolveTemplate(this.spec.admin.port, 'admin listener'), 'admin listener');
-      this.status = new StatusBoard(this);
-      this.status.start();
       const tracker = this.tracker;
       const deps = { metrics: this.metrics, usage: this.usage, status: this.status, readiness: () => this.readiness(), cors: this.context.cors, get draining() { return tracker.draining; } };
       const server = createServer(adminHandler(deps));
@@ -219,26 +218,41 @@ export class Gateway {
 
   // -------------------------------------------------------------- lifecycle
 
-  /** Readiness goes 503 at once; new connections are refused; in-flight work finishes. */
-  async shutdown(signal: string): Promise<void> {
+  /** Every listener's connections closed (each listener's close callback); set when the drain begins. */
+  private closed: Promise<unknown> | null = null;
+  private stopping = false;
+
+  /**
+   * The drain begins: readiness goes 503 at once, the listeners stop
+   * accepting (in a roll, the other workers take the new connections), and
+   * open connections are closed after their answer or once idle (drain.ts).
+   */
+  stopAccepting(signal: string): void {
     if (this.tracker.draining) return;
     this.tracker.draining = true;
     this.log.info({ event: 'draining', signal, inflight: this.tracker.inflight }, 'draining');
+    // Not http.Server.close: it would drop idle keep-alive connections at once. A load balancer probing /readyz on
+    // one gets the 503, and any request on them is answered with Connection: close.
+    this.closed = Promise.all(this.listening.map((l) => new Promise<void>((done) => NetServer.prototype.close.call(l.server, () => done()))));
+    for (const l of this.listening) l.connections.drain();
+  }
+
+  /** Readiness goes 503 at once; new connections are refused; in-flight work finishes, within drainTimeoutMs. */
+  async shutdown(signal: string): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), this.spec.drainTimeoutMs).unref());
+    this.stopAccepting(signal);
     this.poller.stop();
     this.status?.stop();
     this.keys.close();
-    // Stop accepting, but leave open keep-alive connections be: a load
-    // balancer probing /readyz on one gets the 503, and any request on them is
-    // answered with Connection: close. (http.Server.close would drop idle
-    // connections at once.) Once in-flight work is done, everything closes.
-    const closed = this.listening.map((l) => new Promise<void>((done) => NetServer.prototype.close.call(l.server, () => done())));
-    const idle = this.tracker.idle();
-    const timer = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), this.spec.drainTimeoutMs).unref());
-    const outcome = await Promise.race([idle.then(() => 'idle' as const), timer]);
-    for (const l of this.listening) l.server.closeAllConnections();
-    // Sockets are told the server goes away (1001) once the drain is over.
+    const outcome = await Promise.race([this.tracker.idle().then(() => 'idle' as const), deadline]);
+    // Sockets are told the server goes away (1001) once the requests are answered.
     await this.sockets?.close();
-    await Promise.race([Promise.all(closed), new Promise((r) => setTimeout(r, 1000).unref())]);
+    // Keep-alive connections close on their own once idle; past the deadline, whatever is left is dropped.
+    await Promise.race([this.closed, deadline]);
+    for (const l of this.listening) l.server.closeAllConnections();
+    await Promise.race([this.closed, new Promise((r) => setTimeout(r, 1000).unref())]);
     await Promise.all(this.chains.map((c) => c.group.close()));
     await this.usage.stop();
     await this.limiter.close();
@@ -256,23 +270,6 @@ export class Gateway {
   reloadKeys(reason: string): Promise<boolean> {
     return this.keys.reload(reason);
   }
-}
-
-function parsePort(s: string, where: string): number {
-  const n = Number(s);
-  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`${where}: port '${s}' is not a port number`);
-  return n;
-}
-
-function listen(server: Server, host: string, port: number, spec: ListenerSpec | null): Promise<Listening> {
-  return new Promise((ok, fail) => {
-    server.once('error', fail);
-    server.listen(port, host, () => {
-      server.off('error', fail);
-      const a = server.address();
-      ok({ spec, server, host, port: typeof a === 'object' && a ? a.port : port });
-    });
-  });
 }
 
 /** cache.redis needs somewhere to share: REDIS_URL, checked at start like every other setting. */

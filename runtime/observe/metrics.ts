@@ -9,8 +9,7 @@
 // therefore kept by this module and handed to prom-client as metrics that
 // render on scrape. Rare events (rate limits, upstream state) use prom-client
 // directly. Hot path: change with care.
-import cluster from 'node:cluster';
-import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { BUCKETS, UPSTREAM_STATES, type UpstreamState, type UpstreamTally } from '../upstreams/tally.ts';
 import { LINGER_OUTCOMES, lingerStats } from '../linger.ts';
 
@@ -207,13 +206,8 @@ export class Metrics {
 
   /** `inflight` reads the gateway's own count of requests being served, on scrape. */
   constructor(inflight: () => number) {
+    // In multi-process mode the primary sums every worker's registry (cluster-worker.ts sends it).
     collectDefaultMetrics({ register: this.registry });
-    // In multi-process mode the primary sums every worker's registry.
-    // (Constructing one in the worker is what makes it answer the primary.)
-    if (cluster.isWorker) {
-      new AggregatorRegistry();
-      AggregatorRegistry.setRegistries([this.registry]);
-    }
     new Gauge({
       name: 'gateway_inflight_requests',
       help: 'Requests being served now.',

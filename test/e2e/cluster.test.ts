@@ -1,9 +1,9 @@
 // Multi-process mode (GATEWAY_WORKERS): workers share the listeners, the
 // primary sums their metrics, passes SIGHUP and SIGTERM on, and exits 0.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway } from './harness.ts';
+import { buildManifest, keysYaml, newKey, rawRequest, sha256, startGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 
 const KEY = newKey();
@@ -54,10 +54,14 @@ chains:
     const metrics = await rawRequest(`http://127.0.0.1:${adminPort}/metrics`);
     expect(metrics.text).toContain('gateway_requests_total{chain="ethereum",interface="evm-jsonrpc",method="eth_chainId",status="200"} 40');
     expect(metrics.text).toContain('gateway_upstream_requests_total{chain="ethereum",upstream="ethereum#0",outcome="ok"} 40');
-    // The status page's figures live in each worker: the primary says so rather than show one worker's.
+    // The status page's figures are one worker's (of the build served), with the build and the workers.
     const status = await rawRequest(`http://127.0.0.1:${adminPort}/status.json`);
-    expect(status.status).toBe(501);
-    expect(status.json().error).toContain('GATEWAY_WORKERS');
+    expect(status.status).toBe(200);
+    const doc = status.json();
+    expect(doc.build.manifestSha256).toBe(sha256(readFileSync(join(built.dir, 'gateway.yaml'), 'utf8')));
+    expect(doc.workers.count).toBe(2);
+    expect(doc.workers.pids).toContain(doc.workers.shown);
+    expect(doc.chains.map((c: { path: string }) => c.path)).toEqual(['ethereum']);
     // SIGHUP reaches both workers.
     const reloads = gw.nextLog((e) => e.event === 'keys_reloaded' && gw.lines.filter((l) => l.includes('"keys_reloaded"')).length >= 2);
     gw.proc.kill('SIGHUP');

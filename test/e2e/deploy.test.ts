@@ -3,13 +3,14 @@
 // emitted file, and the Dockerfile's build stage using the project's own build.
 // (Building the image needs a container engine, which this machine lacks.)
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { promisify } from 'node:util';
 import { join, relative, sep } from 'node:path';
 import { buildManifest, keysYaml, newKey, rawRequest, ROOT, startGateway } from './harness.ts';
 import { startAnvil } from '../support/anvil.ts';
+import { freePort } from '../support/http.ts';
 
 const run = promisify(execFile);
 
@@ -23,10 +24,11 @@ function unit(): Record<string, string[]> {
 }
 
 describe('deploy/gateway.service', () => {
-  it('runs ExecStart in its WorkingDirectory, reloads keys with ExecReload (SIGHUP), stops cleanly on KillSignal', { timeout: 60_000 }, async () => {
+  it('runs ExecStart in its WorkingDirectory with a worker per core, reloads keys and rolls onto a new file with ExecReload (SIGHUP), stops cleanly on KillSignal', { timeout: 90_000 }, async () => {
     const u = unit();
     expect(u.KillSignal).toEqual(['SIGTERM']);
     expect(u.ExecReload).toEqual(['/bin/kill -HUP $MAINPID']);
+    expect(u.Environment).toContain('GATEWAY_WORKERS=auto');
     const [node, ...args] = u.ExecStart![0]!.split(' ');
     const script = args.pop();
     expect(node).toBe('/usr/bin/node');
@@ -34,25 +36,40 @@ describe('deploy/gateway.service', () => {
     expect(script).toBe(`${u.WorkingDirectory![0]}/gateway.mjs`);
     // The unit's layout, in a scratch folder instead of /opt/gateway.
     const anvil = await startAnvil({ chainId: 1 });
-    const built = await buildManifest('deploy', 'version: 1\nlisteners:\n  rpc: { host: 127.0.0.1, port: "${RPC_PORT:-0}" }\nkeys: ./keys.yaml\nmethodSets:\n  evm: [eth_chainId]\nchains:\n  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["${ETHEREUM_RPC_URL}"] }\n');
+    const manifest = (chains: string) => `version: 1\nlisteners:\n  rpc: { host: 127.0.0.1, port: "\${RPC_PORT:-0}" }\nkeys: ./keys.yaml\nmethodSets:\n  evm: [eth_chainId]\nchains:\n  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETHEREUM_RPC_URL}"] }\n${chains}`;
+    const [built, next] = await Promise.all([
+      buildManifest('deploy', manifest('')),
+      buildManifest('deploy-next', manifest('  - { path: mainnet, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${ETHEREUM_RPC_URL}"] }\n')),
+    ]);
+    // The workers share one fixed port.
+    const port = await freePort();
     const dir = join(ROOT, '.tmp', `opt-gateway-${process.pid}`);
     rmSync(dir, { recursive: true, force: true });
     mkdirSync(dir, { recursive: true });
     copyFileSync(built.bundle, join(dir, 'gateway.mjs'));
     const key = newKey();
-    const next = newKey();
+    const nextKey = newKey();
     writeFileSync(join(dir, 'keys.yaml'), keysYaml([{ id: 'a', key }]), { mode: 0o600 });
     const env = Object.fromEntries(u.Environment!.map((e) => e.split('=') as [string, string]));
-    const gw = await startGateway({ cwd: dir, bundle: join(dir, 'gateway.mjs'), node: process.execPath, nodeArgs: args, env: { ...env, ETHEREUM_RPC_URL: anvil.url } });
+    const gw = await startGateway({ cwd: dir, bundle: join(dir, 'gateway.mjs'), node: process.execPath, nodeArgs: args, env: { ...env, ETHEREUM_RPC_URL: anvil.url, RPC_PORT: String(port) } });
+    const workers = availableParallelism();
     try {
       expect((await gw.waitForLog((e) => e.event === 'started')).memoryReducer).toBe('off');
       const call = (k: string) => rawRequest(gw.url('rpc', `/ethereum/${k}`), { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
       expect((await call(key)).status).toBe(200);
-      writeFileSync(join(dir, 'keys.yaml'), keysYaml([{ id: 'a', key }, { id: 'b', key: next }]));
-      const reloaded = gw.nextLog((e) => e.event === 'keys_reloaded' && e.keys === 2);
+      writeFileSync(join(dir, 'keys.yaml'), keysYaml([{ id: 'a', key }, { id: 'b', key: nextKey }]));
+      const reloaded = gw.nextLog(() => gw.lines.filter((l) => l.includes('"event":"keys_reloaded"') && l.includes('"keys":2')).length >= workers);
       gw.proc.kill('SIGHUP'); // ExecReload
       await reloaded;
-      expect((await call(next)).status).toBe(200);
+      expect((await call(nextKey)).status).toBe(200);
+      // A new build, renamed over the file as the unit's comment says, then ExecReload: the workers roll onto it.
+      const rolled = gw.nextLog((e) => e.event === 'reloaded', 60_000);
+      copyFileSync(next.bundle, join(dir, 'gateway.mjs.new'));
+      renameSync(join(dir, 'gateway.mjs.new'), join(dir, 'gateway.mjs'));
+      gw.proc.kill('SIGHUP');
+      expect((await rolled).pids).toHaveLength(workers);
+      const mainnet = await rawRequest(gw.url('rpc', `/mainnet/${key}`), { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
+      expect(mainnet.json().result).toBe('0x1');
     } finally {
       expect(await gw.stop('SIGTERM')).toBe(0);
       await anvil.stop();
