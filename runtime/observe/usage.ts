@@ -122,11 +122,12 @@ export class Usage {
     this.timer.unref();
   }
 
-  /** Sends what is left (after a flush under way), then closes the client. */
+  /** Sends what is left (after a flush under way; Redis asked first if it was away), then closes the client. */
   async stop(): Promise<void> {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
     await this.flushing;
+    if (this.link !== null && !this.link.up) await this.link.check();
     await this.flush();
     this.link?.close();
   }
