@@ -149,6 +149,7 @@ function render(d) {
     e.append(state(s));
     redis.append(e, ' ');
   }
+  if (redis.childNodes.length === 0) redis.textContent = 'not used';
   const table = $('chains');
   for (const b of [...table.tBodies]) b.remove();
   for (const c of d.chains) {
