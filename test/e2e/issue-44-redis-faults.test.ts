@@ -241,7 +241,7 @@ describe('issue 44: a fleet on one Redis, through its faults', () => {
       const url = g.url('rpc', '/ethereum');
       const limited = await call(g, key('limited'));
       expect(limited.headers['x-ratelimit-limit']).toBe('100000');
-      const loader = load([{ url, key: key('limited') }, { url, key: key('free') }], 100, true);
+      const loader = load([{ url, key: key('limited') }, { url, key: key('free') }], 200, true);
       redis.proc.kill('SIGSTOP');
       const frozenAt = Date.now();
       try {
