@@ -25,9 +25,8 @@ const out = {
   samples: o.samples ? o.targets.map(() => []) : undefined,
 };
 let stop = false;
-process.stdin.on('end', () => (stop = true));
-process.stdin.resume();
 if (o.durationMs) setTimeout(() => (stop = true), o.durationMs);
+else process.stdin.on('end', () => (stop = true)).resume();
 
 function one(i) {
   const t = o.targets[i];
