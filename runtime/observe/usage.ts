@@ -61,9 +61,8 @@ end
 return 1
 `;
 
-/** One flush's counts, as cut: sent again with the same sequence number until applied. */
+/** One flush's counts, as cut, and the script's arguments (its sequence number among them): sent again as they are until applied. */
 interface Batch {
-  readonly seq: number;
   readonly counts: Map<string, Bucket>;
   readonly args: (string | number)[];
 }
@@ -223,10 +222,9 @@ export class Usage {
       if (f === undefined) fields.set(h, (f = []));
       for (const [method, [calls, credits]] of bucket) f.push(`${chain} ${method} calls`, calls, `${chain} ${method} credits`, credits);
     }
-    const seq = ++this.seq;
-    const args: (string | number)[] = [1 + fields.size, this.batchKey, ...fields.keys(), seq, REDIS_TTL_SECONDS];
+    const args: (string | number)[] = [1 + fields.size, this.batchKey, ...fields.keys(), ++this.seq, REDIS_TTL_SECONDS];
     for (const f of fields.values()) args.push(f.length / 2, ...f);
-    return { seq, counts, args };
+    return { counts, args };
   }
 
   /** What this process counted and Redis has not confirmed: the batch under way, then the rest. */
