@@ -1,10 +1,12 @@
 // `gateway keys add|set|list|revoke|import --store redis://...`: the keys of a
 // fleet in Redis (runtime/keys/keys-redis.ts has the layout). Every entry written is
 // first checked as a keys file entry is; every change is published, so every
-// replica drops its cached answer at once.
+// replica drops its cached answer at once. Every write also sets the store's
+// marker (`gw:keys:marker`), by which a replica tells a store that lost its
+// keys (a Redis restarted without persistence) from one with none revoked.
 import { createHash, randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { CHANGED, IDS, KEY_PREFIX } from '../runtime/keys/keys-redis.ts';
+import { CHANGED, IDS, KEY_PREFIX, MARKER } from '../runtime/keys/keys-redis.ts';
 import { recordOfStore, storeFields, type KeyRecord } from '../runtime/keys/key-record.ts';
 import { checkKeysFile, readRecords } from './keys-file.ts';
 import { applyEdit, checkRecord, keySummary, KeysError, type KeyEdit, type KeySummary } from './key-edit.ts';
@@ -26,6 +28,7 @@ async function write(r: Redis, hex: string, id: string, record: KeyRecord): Prom
   m.del(KEY_PREFIX + hex);
   m.hset(KEY_PREFIX + hex, storeFields(record));
   m.hset(IDS, id, hex);
+  m.set(MARKER, '1');
   m.publish(CHANGED, hex);
   await m.exec();
 }
@@ -112,6 +115,7 @@ export async function importKeysFile(url: string, file: string): Promise<number>
       }
       await p.exec();
     }
+    await r.set(MARKER, '1');
     await r.publish(CHANGED, '*');
     return entries.length;
   } finally {

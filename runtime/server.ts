@@ -16,13 +16,14 @@ import { Cors } from './admission/cors.ts';
 import { CacheStore, SharedTier, X_CACHE, X_CACHE_LOG } from './cache/index.ts';
 import { ipList } from './keys/key-policy.ts';
 import { isRedisStore, RedisKeyStore } from './keys/keys-redis.ts';
-import { Usage } from './observe/usage.ts';
+import { Usage, USAGE_TIMES } from './observe/usage.ts';
+import { failFastRedis } from './redis.ts';
 import { adminHandler, readiness } from './observe/admin.ts';
 import { StatusBoard } from './observe/status.ts';
 import { Poller } from './upstreams/poller.ts';
 import { MemoryRateLimiter, type RateLimiter } from './admission/ratelimit.ts';
 import { RedisRateLimiter } from './admission/ratelimit-redis.ts';
-import { Metrics, type RouteMetrics } from './observe/metrics.ts';
+import { Metrics, type RedisPart, type RouteMetrics } from './observe/metrics.ts';
 import { isWorker } from './cluster.ts';
 import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
 import { VERSION } from './version.ts';
@@ -49,6 +50,8 @@ export class Gateway {
   private readonly shared: SharedTier | null;
   /** Calls and credits per key, day, chain and method (admin GET /usage). */
   readonly usage: Usage;
+  /** Each Redis-backed store and its state (metrics, status page). */
+  readonly redis: RedisPart[] = [];
   private readonly corsPolicy: Cors;
   readonly metrics: Metrics;
   /** The admin status page's figures; made only where the admin listener runs. */
@@ -77,7 +80,7 @@ export class Gateway {
     this.metrics = new Metrics(() => this.tracker.inflight);
     this.noRoute = this.metrics.route(null, '-');
     this.limiter = process.env.REDIS_URL ? new RedisRateLimiter(process.env.REDIS_URL, log) : new MemoryRateLimiter();
-    this.usage = new Usage(this.limiter instanceof RedisRateLimiter ? this.limiter.client : null, log);
+    this.usage = new Usage(process.env.REDIS_URL ? failFastRedis(process.env.REDIS_URL, USAGE_TIMES) : null, log);
     const table = spec.credits;
     const credits = table === undefined ? null : (name: string): number => table[name] ?? 1;
     const rate = new RateStep(this.limiter, spec.rateLimit, this.metrics);
@@ -86,6 +89,11 @@ export class Gateway {
       jwtAudience: spec.jwtAudience ?? null,
     });
     this.shared = spec.cache?.redis ? new SharedTier(requiredRedisUrl(), log) : null;
+    if (this.keys instanceof RedisKeyStore) this.redis.push({ part: 'keys', link: this.keys.link });
+    if (this.limiter instanceof RedisRateLimiter) this.redis.push({ part: 'limits', link: this.limiter.link });
+    if (this.usage.link !== null) this.redis.push({ part: 'usage', link: this.usage.link });
+    if (this.shared !== null) this.redis.push({ part: 'cache', link: this.shared.link });
+    this.metrics.redis(this.redis);
     const cache = spec.cache ? { store: new CacheStore(spec.cache.maxBytes), spec: spec.cache, shared: this.shared, log } : null;
     const chains = buildChains(spec, { admission, log, credits, usage: this.usage, validators: spec.validators }, this.metrics, cache);
     for (const c of chains.all) c.group.onCircuitOpen(this.circuitOpen);

@@ -13,7 +13,7 @@ import { add as addUsage, type Usage } from '../observe/usage.ts';
 import type { Refusal, Refused } from '../envelope.ts';
 import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
-import { quotaWindow, rateWindow, type RateLimiter, type Taken } from './ratelimit.ts';
+import { quotaWindow, rateWindow, type Admitted, type RateLimiter, type Taken } from './ratelimit.ts';
 import type { RateLimitSpec, RouteSpec } from '../types.ts';
 import type { BlockList } from 'node:net';
 import { clientAddress, requestRefusal, type PolicyReason } from '../keys/key-policy.ts';
@@ -67,8 +67,8 @@ export interface PolicySettings {
 
 /**
  * The key's rate limit (else the manifest's) and its quota, both counted in
- * credits. The rate limit is taken first, then the quota, so a request the
- * rate limit refuses never spends quota.
+ * credits, taken in one step (with Redis, one round trip): the rate limit
+ * first, so a request the rate limit refuses never spends quota.
  */
 export class RateStep {
   constructor(
@@ -82,13 +82,18 @@ export class RateStep {
     return (key.rateLimit ?? this.fallback) === null && key.quota === null;
   }
 
-  rate(key: KeyEntry, credits: number, now: number): Taken | Promise<Taken> | null {
+  /** The key's rate limit and quota; null when it has neither. */
+  take(key: KeyEntry, credits: number, now: number): Admitted | Promise<Admitted> | null {
     const r = key.rateLimit ?? this.fallback;
-    return r === null ? null : this.limiter.take(key.id, rateWindow(r, now), credits);
+    if (r === null && key.quota === null) return null;
+    return this.limiter.admit(key.id, r === null ? null : rateWindow(r, now), key.quota === null ? null : quotaWindow(key.quota, now), credits);
   }
 
+  /** The key's quota alone (a WebSocket's notifications). */
   quota(key: KeyEntry, credits: number, now: number): Taken | Promise<Taken> | null {
-    return key.quota === null ? null : this.limiter.take(key.id, quotaWindow(key.quota, now), credits);
+    if (key.quota === null) return null;
+    const a = this.limiter.admit(key.id, null, quotaWindow(key.quota, now), credits);
+    return a instanceof Promise ? a.then((v) => v.quota!) : a.quota!;
   }
 
   rateLimited(key: KeyEntry): void {
@@ -198,31 +203,22 @@ export class AdmissionStage {
   }
 
   private limit<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T): void {
-    if (this.rate.idle(key)) return next(x, arg);
     const now = Date.now();
-    const r = this.rate.rate(key, credits, now);
-    if (!(r instanceof Promise)) return this.afterRate(x, key, credits, next, arg, now, r);
-    r.then(
-      (v) => x.later(() => this.afterRate(x, key, credits, next, arg, now, v)),
+    const a = this.rate.take(key, credits, now);
+    if (a === null) return next(x, arg);
+    if (!(a instanceof Promise)) return this.limited(x, key, credits, next, arg, now, a);
+    a.then(
+      (v) => x.later(() => this.limited(x, key, credits, next, arg, now, v)),
       (err: unknown) => x.internal(err),
     );
   }
 
-  private afterRate<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null): void {
+  private limited<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, { rate: r, quota: q }: Admitted): void {
     if (r !== null && !r.ok) {
       this.rate.rateLimited(key);
       x.limitHeaders = limitHeaders(r, null, 0, now);
       return x.refuse(refused('rate-limited', secondsUntil(r.endsAt, now)));
     }
-    const q = this.rate.quota(key, credits, now);
-    if (!(q instanceof Promise)) return this.afterQuota(x, key, credits, next, arg, now, r, q);
-    q.then(
-      (v) => x.later(() => this.afterQuota(x, key, credits, next, arg, now, r, v)),
-      (err: unknown) => x.internal(err),
-    );
-  }
-
-  private afterQuota<T>(x: ClientTarget, key: KeyEntry, credits: number, next: Next<T>, arg: T, now: number, r: Taken | null, q: Taken | null): void {
     if (q !== null && !q.ok) {
       this.rate.quotaExceeded(key);
       x.limitHeaders = limitHeaders(r, q, 0, now);

@@ -25,10 +25,21 @@ export interface Taken {
   readonly endsAt: number;
 }
 
+/**
+ * A request's take of its rate limit and quota, in that order: a refused rate
+ * limit leaves the quota untouched (`quota` null), and a refused quota gives
+ * the rate limit's credits back, so a refused request spends nothing.
+ */
+export interface Admitted {
+  readonly rate: Taken | null;
+  readonly quota: Taken | null;
+}
+
 export interface RateLimiter {
   /** Resolves when counting can start (never rejects: a store that is away fails open). */
   ready(): Promise<void>;
-  take(keyId: string, w: CountWindow, n: number): Taken | Promise<Taken>;
+  /** Takes `n` credits of the rate window and the quota window (either may be null), in one step. */
+  admit(keyId: string, rate: CountWindow | null, quota: CountWindow | null, n: number): Admitted | Promise<Admitted>;
   close(): Promise<void>;
 }
 
@@ -82,6 +93,17 @@ export class MemoryRateLimiter implements RateLimiter {
     if (c.used + n > w.limit) return { ok: false, used: c.used, limit: w.limit, endsAt: w.endsAt };
     c.used += n;
     return { ok: true, used: c.used, limit: w.limit, endsAt: w.endsAt };
+  }
+
+  admit(keyId: string, rate: CountWindow | null, quota: CountWindow | null, n: number): Admitted {
+    const r = rate === null ? null : this.take(keyId, rate, n);
+    if (r !== null && !r.ok) return { rate: r, quota: null };
+    const q = quota === null ? null : this.take(keyId, quota, n);
+    if (r === null || q === null || q.ok) return { rate: r, quota: q };
+    // The quota refused it: the rate limit's credits go back.
+    const c = this.counter(keyId, rate!);
+    c.used -= n;
+    return { rate: { ...r, used: c.used }, quota: q };
   }
 
   /** Starts a window's count at `used` (what Redis said last, while it is away), never lower. */

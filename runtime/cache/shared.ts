@@ -6,10 +6,10 @@
 // Redis is a help, never a dependency: while it is unreachable (or slower than
 // COMMAND_TIMEOUT_MS) the tier is off, every lookup is a miss at once, and the
 // gateway goes to its upstreams as it would without it. It comes back on its
-// own when Redis answers again.
+// own when Redis answers again: a probe asks it in the background (redis.ts's
+// RedisLink), since a stalled Redis never drops the connection.
 import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
-import { failFastRedis } from '../redis.ts';
+import { failFastRedis, RedisLink, type RedisState } from '../redis.ts';
 import type { Logger } from '../observe/log.ts';
 
 /** How long Redis keeps an entry: final answers do not change, but Redis memory is not ours alone. */
@@ -22,28 +22,23 @@ const KEY_PREFIX = 'gw:cache:2:';
 export type Parts = readonly [Buffer, Buffer];
 
 export class SharedTier {
-  private readonly redis: Redis;
-  private up = false;
+  readonly link: RedisLink;
 
   constructor(
     url: string,
     private readonly log: Logger,
   ) {
-    this.redis = failFastRedis(url, { commandTimeout: COMMAND_TIMEOUT_MS, retryStepMs: 200, retryMaxMs: 2000 });
-    this.redis.on('ready', () => this.setUp(true));
-    this.redis.on('error', () => this.setUp(false));
-    this.redis.on('close', () => this.setUp(false));
+    const times = { commandTimeout: COMMAND_TIMEOUT_MS, retryStepMs: 200, retryMaxMs: 2000 };
+    this.link = new RedisLink(failFastRedis(url, times), times, (state) => this.changed(state));
   }
 
-  private setUp(up: boolean): void {
-    if (up === this.up) return;
-    this.up = up;
-    if (up) this.log.info({ event: 'cache_shared_up' }, 'Redis reachable: final answers shared by every replica');
+  private changed(state: RedisState): void {
+    if (state === 'up') this.log.info({ event: 'cache_shared_up' }, 'Redis reachable: final answers shared by every replica');
     else this.log.error({ event: 'cache_shared_down' }, 'Redis unreachable: the shared cache tier is off, each replica keeps its own');
   }
 
   get isUp(): boolean {
-    return this.up;
+    return this.link.up;
   }
 
   /** The Redis key of a cache key (hashed: a call's bytes may be long). */
@@ -53,21 +48,21 @@ export class SharedTier {
 
   /** The entry, or null (not there, or the tier is off). Never rejects. */
   get(key: string): Promise<Parts | null> {
-    if (!this.up) return Promise.resolve(null);
-    return this.redis.getBuffer(key).then(unpack, () => {
-      this.setUp(false);
+    if (!this.link.up) return Promise.resolve(null);
+    return this.link.redis.getBuffer(key).then(unpack, () => {
+      this.link.failed();
       return null;
     });
   }
 
   /** Keeps an entry; a failure only means the next replica asks its upstream. */
   put(key: string, a: Buffer, b: Buffer): void {
-    if (!this.up) return;
-    this.redis.set(key, pack(a, b), 'EX', TTL_SECONDS).catch(() => this.setUp(false));
+    if (!this.link.up) return;
+    this.link.redis.set(key, pack(a, b), 'EX', TTL_SECONDS).catch(this.link.failed);
   }
 
   close(): void {
-    this.redis.disconnect();
+    this.link.close();
   }
 }
 

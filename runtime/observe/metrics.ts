@@ -12,6 +12,7 @@
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { BUCKETS, UPSTREAM_STATES, type UpstreamState, type UpstreamTally } from '../upstreams/tally.ts';
 import { LINGER_OUTCOMES, lingerStats } from '../linger.ts';
+import { REDIS_STATES, type RedisState } from '../redis.ts';
 
 // What the metrics read of the layers they count, as narrow shapes declared
 // here: the layers' own objects (Upstream, ChainView, CacheStats, PoolStats,
@@ -59,6 +60,12 @@ export interface PoolCounts {
   readonly tipAnswers: number;
   readonly tipWaits: number;
   tip(): number;
+}
+
+/** A Redis-backed store (keys, limits, usage, cache) and its state (redis.ts's RedisLink). */
+export interface RedisPart {
+  readonly part: string;
+  readonly link: { readonly state: RedisState };
 }
 
 /** A chain's WebSocket counters (ws/stats.ts's WsStats). */
@@ -342,6 +349,17 @@ export class Metrics {
       );
     }
     this.sockets.push(stats);
+  }
+
+  /** The state of each Redis-backed store (issue 44): 1 on the series of its current state. */
+  redis(parts: readonly RedisPart[]): void {
+    if (parts.length === 0) return;
+    this.rendered(
+      'gateway_redis_state',
+      "Each Redis-backed store's state (part: keys, limits, usage, cache): 1 on the series of its current state (up: answering; down: a command failed or timed out, a probe runs; empty: the key store answers without its keys), 0 on the others. With workers, the number of workers in that state.",
+      'gauge',
+      () => parts.flatMap(({ part, link }) => REDIS_STATES.map((state) => ({ labels: { part, state }, value: link.state === state ? 1 : 0 }) as MetricValue<string>)),
+    );
   }
 
   /** Registers a metric that renders what `values` returns, on scrape. */

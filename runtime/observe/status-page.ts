@@ -140,6 +140,16 @@ function render(d) {
   $('version').textContent = d.build.version;
   $('manifest').textContent = d.build.manifest;
   $('sha').textContent = d.build.manifestSha256;
+  // Each Redis-backed store and its state (none without Redis).
+  const redis = $('redis');
+  redis.replaceChildren();
+  for (const [part, s] of Object.entries(d.redis)) {
+    const e = el('span', '', part + ' ');
+    e.setAttribute('data-redis', part);
+    e.append(state(s));
+    redis.append(e, ' ');
+  }
+  if (redis.childNodes.length === 0) redis.textContent = 'not used';
   const table = $('chains');
   for (const b of [...table.tBodies]) b.remove();
   for (const c of d.chains) {
@@ -212,6 +222,7 @@ const HTML = `<!doctype html>
 <dt>version</dt><dd id="version"></dd>
 <dt>manifest</dt><dd id="manifest"></dd>
 <dt>sha256</dt><dd id="sha"></dd>
+<dt>Redis</dt><dd id="redis"></dd>
 </dl>
 <p id="updated">loading…</p>
 </header>

@@ -7,7 +7,7 @@
 // request. The top keys are the exception: usage per key is kept out of
 // Prometheus on purpose (runtime/observe/usage.ts), so they come from the /usage counters.
 import type { Chain } from '../chains.ts';
-import type { Metrics, PoolCounts, SocketCounts } from './metrics.ts';
+import type { Metrics, PoolCounts, RedisPart, SocketCounts } from './metrics.ts';
 import { BUCKETS } from '../upstreams/tally.ts';
 import type { GatewaySpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
@@ -43,6 +43,8 @@ export interface StatusSource {
   readonly chains: readonly StatusChain[];
   readonly metrics: Metrics;
   readonly usage: Usage;
+  /** Each Redis-backed store (keys, limits, usage, cache) and its state. */
+  readonly redis: readonly RedisPart[];
   readonly draining: boolean;
 }
 
@@ -215,6 +217,8 @@ export class StatusBoard {
       windowSeconds: round(windowSeconds),
       chart: { stepMs: STEP_MS, t: chartT },
       chains,
+      // up, down (a probe runs), or for the key store empty (answering without its keys: 503 for keys not cached).
+      redis: Object.fromEntries(this.src.redis.map((p) => [p.part, p.link.state])),
       topKeys: { day: today, keys: usage.topToday(TOP_KEYS) },
     });
   }

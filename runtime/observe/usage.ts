@@ -4,14 +4,21 @@
 // would ruin it.
 //
 // A request adds to counters in this process: one lookup for its key, chain
-// and day, then one per method of the request. With REDIS_URL the counters go to Redis once a second, one
-// hash per key and day (`gw:usage:<key id>:<YYYY-MM-DD>`, fields
-// `<chain> <method> calls|credits`, kept 400 days), shared by every replica
-// and surviving restarts; counts that could not be sent are kept and sent
-// with the next flush. Without Redis they stay in this process (the last 62
-// days), and a restart loses them.
+// and day, then one per method of the request. With REDIS_URL the counters go
+// to Redis once a second, one hash per key and day (`gw:usage:<key id>:<YYYY-MM-DD>`,
+// fields `<chain> <method> calls|credits`, kept 400 days), shared by every
+// replica and surviving restarts. Each flush is a batch with an id (this
+// process's random id and a sequence number) applied by one script, which does
+// nothing for a batch of that process already applied: a flush that timed out
+// may still run once Redis wakes, so the same batch is sent again, with the
+// same id, until Redis says it is applied, and only then is the next one cut
+// (issue 44: a frozen Redis billed calls up to three times). Counts made
+// meanwhile wait in memory (at most MAX_PENDING counters). Without Redis they
+// stay in this process (the last 62 days), and a restart loses them.
+import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from './log.ts';
+import { RedisLink, type RedisState, type RedisTimes } from '../redis.ts';
 
 export interface UsageRow {
   readonly day: string;
@@ -27,13 +34,47 @@ const REDIS_TTL_SECONDS = 400 * 86_400;
 const FLUSH_MS = 1000;
 /** Counters waiting for Redis at most (beyond that, the oldest unsent ones are dropped, and it is logged). */
 const MAX_PENDING = 100_000;
+/** Buckets (a key's counters on one day and chain) in one batch: one script call stays short. */
+const BATCH_BUCKETS = 1000;
+/** How long Redis remembers the last batch a process applied: far longer than it would send one again. */
+const BATCH_ID_TTL_SECONDS = 86_400;
+/** The usage client's times (its own connection: a flush never waits behind a request's rate limit). */
+export const USAGE_TIMES: RedisTimes = { commandTimeout: 1000, retryStepMs: 200, retryMaxMs: 2000 };
+
+// KEYS[1]: the last batch applied of this process (gw:usage:batch:<id>); KEYS[2..]: usage hashes.
+// ARGV[1]: the batch's sequence number; ARGV[2]: the hashes' TTL; then per hash its number of
+// fields and each field and increment. A batch at or below the last one applied changes nothing.
+const SCRIPT = `
+local seq = tonumber(ARGV[1])
+if seq <= tonumber(redis.call('GET', KEYS[1]) or '0') then return 0 end
+redis.call('SET', KEYS[1], seq, 'EX', ${BATCH_ID_TTL_SECONDS})
+local a = 3
+for i = 2, #KEYS do
+  local n = tonumber(ARGV[a])
+  a = a + 1
+  for _ = 1, n do
+    redis.call('HINCRBY', KEYS[i], ARGV[a], ARGV[a + 1])
+    a = a + 2
+  end
+  redis.call('EXPIRE', KEYS[i], ARGV[2])
+end
+return 1
+`;
+
+/** One flush's counts, as cut, and the script's arguments (its sequence number among them): sent again as they are until applied. */
+interface Batch {
+  readonly counts: Map<string, Bucket>;
+  readonly args: (string | number)[];
+}
+
+type Apply = (...args: (string | number)[]) => Promise<number>;
 const SEP = '\u0000';
 
 /** One key's counters on one day and chain: method -> [calls, credits]. */
 export type Bucket = Map<string, [number, number]>;
 
 export class Usage {
-  /** `day\0keyId\0chain` -> its bucket: all of it in memory mode, the unsent part with Redis. */
+  /** `day\0keyId\0chain` -> its bucket: all of it in memory mode, the part not yet cut into a batch with Redis. */
   private counts = new Map<string, Bucket>();
   /**
    * Today's buckets in `counts` by key id, then chain: the request path's
@@ -46,23 +87,48 @@ export class Usage {
   /** With Redis: today's credits and calls per key that this process has sent (for the status page's top keys). */
   private sentToday = new Map<string, [number, number]>();
   private timer: NodeJS.Timeout | null = null;
-  private flushing = false;
+  private flushing: Promise<void> | null = null;
+  /** With Redis: its state (a flush is not tried while it is away), and the batch cut and not yet applied. */
+  readonly link: RedisLink | null;
+  private readonly apply: Apply | null;
+  private unsent: Batch | null = null;
+  /** This process's batches: `gw:usage:batch:<id>` holds the last one applied. */
+  private readonly batchKey = `gw:usage:batch:${randomBytes(8).toString('hex')}`;
+  private seq = 0;
 
   constructor(
-    private readonly redis: Redis | null,
+    redis: Redis | null,
     private readonly log: Logger,
-  ) {}
+  ) {
+    if (redis === null) {
+      this.link = null;
+      this.apply = null;
+      return;
+    }
+    redis.defineCommand('gwUsage', { lua: SCRIPT });
+    this.apply = (redis as unknown as { gwUsage: Apply }).gwUsage.bind(redis);
+    this.link = new RedisLink(redis, USAGE_TIMES, (state) => this.changed(state));
+  }
+
+  private changed(state: RedisState): void {
+    if (state === 'up') this.log.info({ event: 'usage_redis_up' }, 'Redis reachable: usage sent again');
+    else this.log.error({ event: 'usage_redis_down' }, 'Redis unreachable: usage kept in memory until it answers');
+  }
 
   start(): void {
-    if (this.redis === null) return;
+    if (this.link === null) return;
     this.timer = setInterval(() => void this.flush(), FLUSH_MS);
     this.timer.unref();
   }
 
+  /** Sends what is left (after a flush under way; Redis asked first if it was away), then closes the client. */
   async stop(): Promise<void> {
     if (this.timer !== null) clearInterval(this.timer);
     this.timer = null;
+    await this.flushing;
+    if (this.link !== null && !this.link.up) await this.link.check();
     await this.flush();
+    this.link?.close();
   }
 
   private today(): string {
@@ -72,7 +138,7 @@ export class Usage {
       this.dayEnds = now - (now % DAY_MS) + DAY_MS;
       this.sentToday = new Map();
       this.index = new Map();
-      if (this.redis === null) this.prune(now);
+      if (this.link === null) this.prune(now);
     }
     return this.day;
   }
@@ -102,49 +168,69 @@ export class Usage {
     add(this.bucket(keyId, chain), method, calls, credits);
   }
 
-  /** Sends what was counted to Redis; what fails stays for the next flush. */
-  async flush(): Promise<void> {
-    const redis = this.redis;
-    if (redis === null || this.flushing || this.counts.size === 0) return;
-    this.flushing = true;
-    const batch = this.counts;
-    this.counts = new Map();
-    this.index = new Map();
+  /** Sends what was counted to Redis, a batch at a time; what fails waits for the next flush. */
+  flush(): Promise<void> {
+    if (this.link === null || this.flushing !== null || !this.link.up) return this.flushing ?? Promise.resolve();
+    this.flushing = this.send().finally(() => (this.flushing = null));
+    return this.flushing;
+  }
+
+  private async send(): Promise<void> {
     try {
-      const p = redis.pipeline();
-      const touched = new Set<string>();
-      for (const [k, bucket] of batch) {
-        const [day, keyId, chain] = k.split(SEP) as [string, string, string];
-        const h = hashKey(keyId, day);
-        for (const [method, [calls, credits]] of bucket) {
-          p.hincrby(h, `${chain} ${method} calls`, calls);
-          p.hincrby(h, `${chain} ${method} credits`, credits);
-        }
-        touched.add(h);
+      for (;;) {
+        // The batch that failed goes again as it was: it may have been applied after all.
+        const b = this.unsent ?? this.cut();
+        if (b === null) return;
+        this.unsent = b;
+        await this.apply!(...b.args);
+        this.unsent = null;
+        const day = this.today();
+        for (const [k, bucket] of b.counts) if (k.startsWith(day)) for (const [calls, credits] of bucket.values()) add(this.sentToday, k.split(SEP)[1]!, calls, credits);
       }
-      for (const h of touched) p.expire(h, REDIS_TTL_SECONDS);
-      const results = await p.exec();
-      if (results === null || results.some(([err]) => err !== null)) throw new Error('usage flush failed');
-      const day = this.today();
-      for (const [k, bucket] of batch) if (k.startsWith(day)) for (const [calls, credits] of bucket.values()) add(this.sentToday, k.split(SEP)[1]!, calls, credits);
     } catch {
-      // Put back what was not sent (a partial pipeline may count some twice at worst: never lose, rarely double).
-      for (const [k, bucket] of batch) {
-        let b = this.counts.get(k);
-        if (b === undefined) {
-          b = new Map();
-          this.counts.set(k, b);
-        }
-        for (const [method, [calls, credits]] of bucket) add(b, method, calls, credits);
-      }
+      this.link!.failed();
       if (this.counts.size > MAX_PENDING) {
         this.log.error({ event: 'usage_dropped', counters: this.counts.size - MAX_PENDING }, 'Redis unreachable: oldest unsent usage counters dropped');
         for (const k of [...this.counts.keys()].slice(0, this.counts.size - MAX_PENDING)) this.counts.delete(k);
         this.index = new Map();
       }
-    } finally {
-      this.flushing = false;
     }
+  }
+
+  /** The next batch: up to BATCH_BUCKETS buckets taken out of `counts`, with the script's arguments; null when nothing waits. */
+  private cut(): Batch | null {
+    if (this.counts.size === 0) return null;
+    let counts: Map<string, Bucket>;
+    if (this.counts.size <= BATCH_BUCKETS) {
+      counts = this.counts;
+      this.counts = new Map();
+    } else {
+      counts = new Map();
+      for (const [k, b] of this.counts) {
+        if (counts.size === BATCH_BUCKETS) break;
+        counts.set(k, b);
+        this.counts.delete(k);
+      }
+    }
+    // Requests find their buckets anew, in `counts`.
+    this.index = new Map();
+    const fields = new Map<string, (string | number)[]>();
+    for (const [k, bucket] of counts) {
+      const [day, keyId, chain] = k.split(SEP) as [string, string, string];
+      const h = hashKey(keyId, day);
+      let f = fields.get(h);
+      if (f === undefined) fields.set(h, (f = []));
+      for (const [method, [calls, credits]] of bucket) f.push(`${chain} ${method} calls`, calls, `${chain} ${method} credits`, credits);
+    }
+    const args: (string | number)[] = [1 + fields.size, this.batchKey, ...fields.keys(), ++this.seq, REDIS_TTL_SECONDS];
+    for (const f of fields.values()) args.push(f.length / 2, ...f);
+    return { counts, args };
+  }
+
+  /** What this process counted and Redis has not confirmed: the batch under way, then the rest. */
+  private *waiting(): Iterable<[string, Bucket]> {
+    if (this.unsent !== null) yield* this.unsent.counts;
+    yield* this.counts;
   }
 
   /** The key's usage on the days from..to (YYYY-MM-DD, inclusive), sorted by day, chain, method. */
@@ -160,8 +246,8 @@ export class Usage {
         r.credits += credits;
       }
     };
-    if (this.redis !== null) {
-      const p = this.redis.pipeline();
+    if (this.link !== null) {
+      const p = this.link.redis.pipeline();
       for (const d of days) p.hgetall(hashKey(keyId, d));
       const results = (await p.exec()) ?? [];
       results.forEach(([err, h], i) => {
@@ -172,9 +258,9 @@ export class Usage {
         }
       });
     }
-    // What this process counted and has not sent yet (all of it without Redis).
+    // What this process counted and has not sent yet (all of it without Redis; a batch that timed out may be in both).
     const wanted = new Set(days);
-    for (const [k, bucket] of this.counts) {
+    for (const [k, bucket] of this.waiting()) {
       const [day, id, chain] = k.split(SEP) as [string, string, string];
       if (id !== keyId || !wanted.has(day)) continue;
       for (const [method, [calls, credits]] of bucket) addRow(day, chain, method, calls, credits);
@@ -192,7 +278,7 @@ export class Usage {
     const day = this.today();
     const per = new Map<string, [number, number]>();
     for (const [id, [calls, credits]] of this.sentToday) add(per, id, calls, credits);
-    for (const [k, bucket] of this.counts) {
+    for (const [k, bucket] of this.waiting()) {
       if (!k.startsWith(day)) continue;
       const id = k.split(SEP)[1]!;
       for (const [calls, credits] of bucket.values()) add(per, id, calls, credits);

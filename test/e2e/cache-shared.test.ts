@@ -31,7 +31,7 @@ async function launch(redisUrl: string): Promise<RunningGateway> {
 }
 
 beforeAll(async () => {
-  [anvil, rosetta, redis] = await Promise.all([startAnvil({ chainId: 1 }), startRosettaStub({ network: 'preprod', blockIndex: 100 }), startRedis()]);
+  [anvil, rosetta, redis] = await Promise.all([startAnvil({ chainId: 1 }), startRosettaStub({ network: 'preprod', blockIndex: 100 }), startRedis(undefined, ['--enable-debug-command', 'local'])]);
   await anvil.mine(80); // blocks 0..16 final (anvil: latest - 64)
   proxy = await startRecordingProxy(anvil.url);
   peek = new Redis(redis.url, { lazyConnect: true });
@@ -143,6 +143,35 @@ describe('cache: the shared tier (Redis)', () => {
     expect(other).toEqual({ ...first, xCache: 'HIT' });
     expect(other.body.block.block_identifier.index).toBe(42);
     expect(rosetta.requests.length - upstream).toBe(0);
+  });
+
+  it('a stall longer than its timeout turns the tier off, and it comes back on its own once Redis answers (a stall brings no reconnect)', { timeout: 30_000 }, async () => {
+    const sleeper = new Redis(redis.url);
+    const pinger = new Redis(redis.url, { commandTimeout: 50, maxRetriesPerRequest: 0 });
+    try {
+      const down = b.nextLog((e) => e.event === 'cache_shared_down', 10_000);
+      const up = b.nextLog((e) => e.event === 'cache_shared_up', 15_000);
+      const stall = sleeper.call('DEBUG', 'SLEEP', '2');
+      await until(async () => pinger.ping().then(() => false, () => true), 'Redis asleep');
+      // b misses on a final block while Redis sleeps: its lookup times out (100 ms), the tier goes off, the node answers.
+      const during = await rpc(b, 'eth_getBlockByNumber', ['0x9', false]);
+      expect(during.xCache).toBe('MISS');
+      expect(during.body.result).toEqual((await anvil.rpc('eth_getBlockByNumber', ['0x9', false])).result);
+      await down;
+      await stall;
+      await up;
+      expect(await metric(b, 'gateway_redis_state', '{part="cache",state="up"}')).toBe(1);
+      // Shared again: what a keeps, b serves from Redis.
+      const before = await sharedKeys();
+      expect((await rpc(a, 'eth_getBlockByNumber', ['0xa', false])).xCache).toBe('MISS');
+      await until(async () => (await sharedKeys()) === before + 1, 'kept in Redis');
+      const upstream = proxy.requests.length;
+      expect((await rpc(b, 'eth_getBlockByNumber', ['0xa', false])).xCache).toBe('HIT');
+      expect(proxy.requests.length - upstream).toBe(0);
+    } finally {
+      sleeper.disconnect();
+      pinger.disconnect();
+    }
   });
 
   it('a Redis outage only turns the tier off: every call is still answered, from the node', { timeout: 30_000 }, async () => {

@@ -18,9 +18,10 @@ export function redisServerPath(): string {
   }
 }
 
-export async function startRedis(port?: number): Promise<RedisServer> {
+/** `args`: more of redis-server's options (`--enable-debug-command local` for DEBUG SLEEP). */
+export async function startRedis(port?: number, args: readonly string[] = []): Promise<RedisServer> {
   const p = port ?? (await freePort());
-  const proc = spawn(redisServerPath(), ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(redisServerPath(), ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   let out = '';
   await new Promise<void>((ok, fail) => {

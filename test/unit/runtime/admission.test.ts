@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import { AdmissionStage, RateStep } from '../../../runtime/admission/admission.ts';
 import type { Exchange } from '../../../runtime/exchange.ts';
 import { KeyStore, type KeyEntry } from '../../../runtime/keys/keys.ts';
-import { MemoryRateLimiter, type RateLimiter, type Taken } from '../../../runtime/admission/ratelimit.ts';
+import { MemoryRateLimiter, type Admitted, type RateLimiter } from '../../../runtime/admission/ratelimit.ts';
 import type { Metrics } from '../../../runtime/observe/metrics.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
 
@@ -112,15 +112,15 @@ describe('admission: the steps', () => {
   });
 
   it('waits for a store only when the limiter answers with a promise', async () => {
-    let answer!: (v: Taken) => void;
-    const store: RateLimiter = { ready: async () => {}, close: async () => {}, take: () => new Promise((r) => (answer = r)) };
+    let answer!: (v: Admitted) => void;
+    const store: RateLimiter = { ready: async () => {}, close: async () => {}, admit: () => new Promise((r) => (answer = r)) };
     const { s } = stage(store);
     const { x, refused } = exchange({ 'x-api-key': OTHER });
     const key = s.identify(x, eth, null, [], null) as KeyEntry;
     const next = vi.fn();
     s.admit(x, key, 1, next, 'later');
     expect(next).not.toHaveBeenCalled();
-    answer({ ok: true, used: 1, limit: 2, endsAt: Date.now() + 1000 });
+    answer({ rate: { ok: true, used: 1, limit: 2, endsAt: Date.now() + 1000 }, quota: null });
     await vi.waitFor(() => expect(next).toHaveBeenCalledWith(x, 'later'));
     expect(refused).toEqual([]);
   });

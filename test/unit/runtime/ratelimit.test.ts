@@ -96,3 +96,19 @@ describe('quotas: UTC calendar windows', () => {
     for (const bad of ['0/day', '10/week', '10/h', 'day', '-1/day', '1.5/day']) expect(parseQuota(bad), bad).toBeNull();
   });
 });
+
+describe('MemoryRateLimiter.admit: the rate limit, then the quota, in one step', () => {
+  it('a refused rate limit leaves the quota untouched; a refused quota gives the rate limit back, so a refused request spends nothing', () => {
+    const l = new MemoryRateLimiter();
+    const rate = rateWindow({ limit: 2, windowMs: 1000 }, T0);
+    const quota = quotaWindow({ limit: 3, per: 'day' }, T0);
+    expect(l.admit('k', rate, quota, 1)).toMatchObject({ rate: { ok: true, used: 1 }, quota: { ok: true, used: 1 } });
+    expect(l.admit('k', rate, quota, 1)).toMatchObject({ rate: { ok: true, used: 2 }, quota: { ok: true, used: 2 } });
+    expect(l.admit('k', rate, quota, 1)).toEqual({ rate: { ok: false, used: 2, limit: 2, endsAt: T0 + 1000 }, quota: null });
+    const next = rateWindow({ limit: 2, windowMs: 1000 }, T0 + 1000);
+    expect(l.admit('k', next, quota, 2)).toMatchObject({ rate: { ok: true, used: 0 }, quota: { ok: false, used: 2 } });
+    // The rate window's credits came back: both fit.
+    expect(l.admit('k', next, quota, 1)).toMatchObject({ rate: { ok: true, used: 1 }, quota: { ok: true, used: 3 } });
+    expect(l.admit('k', null, quota, 1)).toMatchObject({ rate: null, quota: { ok: false, used: 3 } });
+  });
+});

@@ -1,6 +1,7 @@
 // The status page's figures (runtime/observe/status.ts): read from the very counters
 // /metrics renders, with windows worked out from copies taken at known times
 // (copy(now) and json(now) take the time, so nothing here waits).
+import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { Metrics, type RouteMetrics } from '../../../runtime/observe/metrics.ts';
 import { BUCKETS } from '../../../runtime/upstreams/tally.ts';
@@ -49,6 +50,10 @@ function board() {
     chains: [{ route, group, metrics: rm, view: new ChainView(group.all) }],
     metrics,
     usage,
+    redis: [
+      { part: 'keys', link: { state: 'empty' as const } },
+      { part: 'limits', link: { state: 'down' as const } },
+    ],
     draining: false,
   };
   return { b: new StatusBoard(src), rm, group, metrics, usage };
@@ -125,6 +130,7 @@ describe('StatusBoard', () => {
     ]);
     expect(d.chains[0].state).toBe('up');
     expect(d.build).toEqual({ version: 'dev', manifest: 'gateway.yaml', manifestSha256: 'ab'.repeat(32) });
+    expect(d.redis).toEqual({ keys: 'empty', limits: 'down' });
   });
 
   it('lists the ten keys with the most credits today, most first, by id only', async () => {
@@ -149,19 +155,76 @@ describe('StatusBoard', () => {
   });
 });
 
-describe('Usage.topToday with Redis', () => {
-  /** Stands in for ioredis: a pipeline whose exec succeeds or fails as told. */
-  function fakeRedis(ok: () => boolean) {
-    const pipeline = () => {
-      const p = { n: 0, hincrby: () => (p.n++, p), expire: () => p, exec: async () => (ok() ? Array.from({ length: p.n }, () => [null, 1]) : null) };
-      return p;
-    };
-    return { pipeline } as never;
+/**
+ * Stands in for ioredis with the usage script's rule (a batch at or below the
+ * last one applied of its process changes nothing): `mode` says what the next
+ * calls do: ok; fail (refused, nothing applied); late (applied, but the answer
+ * times out, as a frozen Redis that wakes does).
+ */
+class FakeRedis extends EventEmitter {
+  mode: 'ok' | 'fail' | 'late' = 'ok';
+  readonly fields = new Map<string, number>();
+  /** Each call's batch: its sequence number and its increments. */
+  readonly calls: { seq: number; incr: [string, number][] }[] = [];
+  private readonly last = new Map<string, number>();
+  private gate: Promise<void> = Promise.resolve();
+  /** Holds the next calls until `release()`. */
+  release: () => void = () => undefined;
+
+  hold(): void {
+    this.gate = new Promise((r) => (this.release = r));
   }
 
+  ping(): Promise<string> {
+    return Promise.resolve('PONG');
+  }
+
+  disconnect(): void {}
+
+  defineCommand(name: string): void {
+    (this as unknown as Record<string, unknown>)[name] = async (...args: (string | number)[]) => {
+      await this.gate;
+      const n = Number(args[0]);
+      const [batchKey, ...hashes] = args.slice(1, 1 + n) as string[];
+      const argv = args.slice(1 + n);
+      const seq = Number(argv[0]);
+      const incr: [string, number][] = [];
+      let a = 2;
+      for (const h of hashes) {
+        const count = Number(argv[a++]);
+        for (let i = 0; i < count; i++, a += 2) incr.push([`${h} ${argv[a]}`, Number(argv[a + 1])]);
+      }
+      this.calls.push({ seq, incr });
+      if (this.mode === 'fail') throw new Error('Connection is closed.');
+      if (seq > (this.last.get(batchKey!) ?? 0)) {
+        this.last.set(batchKey!, seq);
+        for (const [f, v] of incr) this.fields.set(f, (this.fields.get(f) ?? 0) + v);
+      }
+      if (this.mode === 'late') throw new Error('Command timed out');
+      return 1;
+    };
+  }
+
+  /** A field's total, summed over every usage hash. */
+  total(suffix: string): number {
+    let n = 0;
+    for (const [f, v] of this.fields) if (f.endsWith(suffix)) n += v;
+    return n;
+  }
+}
+
+const quiet = { error: () => undefined, info: () => undefined } as unknown as Logger;
+
+async function usageOn(redis: FakeRedis): Promise<Usage> {
+  const usage = new Usage(redis as never, quiet);
+  await usage.link!.check();
+  return usage;
+}
+
+describe('Usage with Redis', () => {
   it('counts what was sent to Redis and what waits, once each, whether a flush succeeds or fails', async () => {
-    let up = true;
-    const usage = new Usage(fakeRedis(() => up), { error: () => undefined } as unknown as Logger);
+    const redis = new FakeRedis();
+    const usage = await usageOn(redis);
     usage.record('a', 'dev', 'eth_call', 2, 20);
     usage.record('b', 'dev', 'eth_call', 1, 5);
     await usage.flush(); // sent: no longer waiting in memory
@@ -169,57 +232,63 @@ describe('Usage.topToday with Redis', () => {
       { id: 'a', credits: 20, calls: 2 },
       { id: 'b', credits: 5, calls: 1 },
     ]);
-    up = false;
+    redis.mode = 'fail';
     usage.record('b', 'dev', 'eth_call', 4, 40);
     await usage.flush(); // failed: kept for the next flush
+    expect(usage.link!.state).toBe('down');
     expect(usage.topToday(10)).toEqual([
       { id: 'b', credits: 45, calls: 5 },
       { id: 'a', credits: 20, calls: 2 },
     ]);
-    up = true;
+    redis.mode = 'ok';
+    await usage.link!.check();
     await usage.flush();
     expect(usage.topToday(1)).toEqual([{ id: 'b', credits: 45, calls: 5 }]);
+    expect(redis.total(' dev eth_call credits')).toBe(65);
   });
 
-  it('sends every count exactly once when requests add to a key while flushes succeed and fail (the per-key index of buckets follows the swaps)', async () => {
-    const sent = new Map<string, number>();
-    let ok = true;
-    let release: () => void = () => undefined;
-    const redis = {
-      pipeline: () => {
-        const fields: [string, number][] = [];
-        const p = {
-          hincrby: (_h: string, field: string, n: number) => (fields.push([field, n]), p),
-          expire: () => p,
-          exec: () =>
-            new Promise((done) => {
-              release = () => {
-                if (ok) for (const [f, n] of fields) sent.set(f, (sent.get(f) ?? 0) + n);
-                done(ok ? fields.map(() => [null, 1]) : null);
-              };
-            }),
-        };
-        return p;
-      },
-    } as never;
-    const usage = new Usage(redis, { error: () => undefined } as unknown as Logger);
+  it('sends a batch whose answer timed out again with the same id and the same counts, never merged into the next: Redis counts it once', async () => {
+    const redis = new FakeRedis();
+    const usage = await usageOn(redis);
     usage.record('a', 'dev', 'eth_call', 1, 10);
-    let flushing = usage.flush();
-    usage.record('a', 'dev', 'eth_call', 2, 20); // while the first flush is under way
-    release();
-    await flushing;
-    ok = false;
-    usage.record('a', 'dev', 'eth_call', 4, 40);
-    flushing = usage.flush();
-    usage.record('a', 'dev', 'eth_call', 8, 80); // while a flush that fails is under way
-    release();
-    await flushing;
-    usage.record('a', 'dev', 'eth_call', 16, 160);
-    ok = true;
-    flushing = usage.flush();
-    release();
-    await flushing;
-    expect(sent.get('dev eth_call calls')).toBe(31);
-    expect(sent.get('dev eth_call credits')).toBe(310);
+    redis.mode = 'late';
+    await usage.flush(); // applied by Redis, but the gateway saw a timeout
+    usage.record('a', 'dev', 'eth_call', 2, 20); // counted meanwhile
+    await usage.flush(); // down: not tried
+    expect(redis.calls).toHaveLength(1);
+    await usage.link!.check();
+    await usage.flush(); // the same batch again: applied already, so nothing; still "timed out"
+    redis.mode = 'ok';
+    await usage.link!.check();
+    await usage.flush(); // the same batch once more (answered now), then the next one
+    expect(redis.calls.map((c) => c.seq)).toEqual([1, 1, 1, 2]);
+    expect(redis.calls[2]!.incr).toEqual(redis.calls[0]!.incr);
+    expect(redis.calls[3]!.incr.map(([, v]) => v)).toEqual([2, 20]);
+    expect(redis.total(' calls')).toBe(3);
+    expect(redis.total(' credits')).toBe(30);
+  });
+
+  it('sends every count exactly once when requests add to a key while flushes succeed, fail and time out', async () => {
+    const redis = new FakeRedis();
+    const usage = await usageOn(redis);
+    let expected = 0;
+    const record = (n: number) => {
+      usage.record('a', 'dev', 'eth_call', n, n * 10);
+      expected += n;
+    };
+    for (const mode of ['ok', 'fail', 'late', 'ok', 'late', 'fail', 'ok'] as const) {
+      record(1);
+      redis.mode = mode;
+      redis.hold();
+      const flushing = usage.flush();
+      record(2); // while the flush is under way
+      redis.release();
+      await flushing;
+      await usage.link!.check();
+    }
+    redis.mode = 'ok';
+    await usage.stop();
+    expect(redis.total(' calls')).toBe(expected);
+    expect(redis.total(' credits')).toBe(expected * 10);
   });
 });
