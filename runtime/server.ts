@@ -227,6 +227,8 @@ export class Gateway {
     this.poller.stop();
     this.status?.stop();
     this.keys.close();
+    // Sockets with nothing under way close now (1001), the others once their calls are answered.
+    this.sockets?.drain();
     // Stop accepting, but leave open keep-alive connections be: a load
     // balancer probing /readyz on one gets the 503, and any request on them is
     // answered with Connection: close. (http.Server.close would drop idle
