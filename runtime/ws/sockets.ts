@@ -96,13 +96,15 @@ export class Sockets {
 
   /**
    * Pings every socket each pingIntervalMs; one that answered none of the last
-   * interval is dropped. Each socket's key is checked again at the same time.
+   * interval is dropped, but for one the gateway itself stopped reading (at
+   * maxInflightPerConnection: its pong waits behind its calls). Each socket is
+   * admitted again at the same time.
    */
   start(): void {
     this.timer = setInterval(() => {
       for (const at of this.byChain.values())
         for (const c of at.open) {
-          if (!c.alive) {
+          if (!c.alive && !c.ws.isPaused) {
             c.terminate('ping');
             continue;
           }
