@@ -101,7 +101,7 @@ export class Gateway {
       spec.websocket === undefined || !this.chains.some((c) => c.route.interface === 'evm-jsonrpc' && c.route.websocket === true)
         ? null
         : new Sockets(
-            { admission, context: this.context, credits, usage: this.usage, keys: this.keys, quota: (key, n) => rate.quota(key, n, Date.now()), log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
+            { admission, context: this.context, credits, usage: this.usage, quota: (key, n) => rate.quota(key, n, Date.now()), log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
             this.chains,
             this.metrics,
           );

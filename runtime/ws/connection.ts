@@ -22,7 +22,7 @@ import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { Exchange } from '../exchange.ts';
 import { X_CACHE, X_CACHE_LOG } from '../cache/index.ts';
 import { invalidParamsJson } from '../guards/evm-params.ts';
-import type { KeyEntry, KeyLookup } from '../keys/keys.ts';
+import type { KeyEntry } from '../keys/keys.ts';
 import type { Taken } from '../admission/ratelimit.ts';
 import { add as addUsage } from '../observe/usage.ts';
 import type { EvmRouteSpec } from '../types.ts';
@@ -106,8 +106,6 @@ export interface Origin {
   readonly query: string;
   readonly pathKey: string | null;
   readonly queryKeys: readonly string[];
-  /** The key the socket was opened with, checked again every ping interval. */
-  readonly key: string;
 }
 
 /** What the sockets share with the rest of the server. */
@@ -116,7 +114,6 @@ export interface SocketHost {
   readonly context: ExchangeContext;
   readonly credits: ((name: string) => number) | null;
   readonly usage: Usage;
-  readonly keys: KeyLookup;
   /** Takes credits from a key's quota (null: the key has none). */
   readonly quota: (key: KeyEntry, credits: number) => Taken | Promise<Taken> | null;
   readonly log: Logger;
@@ -160,6 +157,8 @@ export class Connection {
   private readonly pending = new Set<FrameResponse>();
   /** The server drains: the socket closes (1001) as soon as nothing is under way. */
   private draining = false;
+  /** Bytes of the notifications held (Subscription.held), counted against maxBufferedBytes as unsent data is. */
+  private heldBytes = 0;
   /** What identify reads and sets when the socket is admitted again (recheck). */
   private readonly asking: Asking;
 
@@ -263,7 +262,10 @@ export class Connection {
     for (const sub of made) {
       const held = sub.held!;
       sub.held = null;
-      for (const text of held) sub.notify(text);
+      for (const text of held) {
+        this.heldBytes -= text.length;
+        sub.notify(text);
+      }
     }
     this.settled();
   }
@@ -368,8 +370,11 @@ export class Connection {
       after: feed.head,
       held: [],
       notify: (json) => {
-        if (sub.held === null) this.notify(t, `${prefix}${json}}}`);
-        else if (this.subs.has(id)) sub.held.push(json);
+        if (sub.held === null) return this.notify(t, `${prefix}${json}}}`);
+        if (!this.subs.has(id)) return;
+        sub.held.push(json);
+        this.heldBytes += json.length;
+        if (this.heldBytes > this.host.limits.maxBufferedBytes) this.end(1013, 'slow');
       },
       missed: (first) => this.end(1013, 'gap', `missed blocks from ${first}: subscribe again`),
     };

@@ -176,7 +176,7 @@ export class Sockets {
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
-      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, rest, query, pathKey, queryKeys, key: '' };
+      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, rest, query, pathKey, queryKeys };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {
       x.internal(err);
@@ -213,9 +213,7 @@ export class Sockets {
     p.at.wss.handleUpgrade(p.req, p.socket, p.head, (ws: WebSocket) => {
       opened = true;
       p.socket.off('close', gone);
-      const h = p.req.headers['x-api-key'];
-      const raw = typeof h === 'string' && h !== '' ? h : (p.origin.pathKey ?? p.origin.queryKeys[0] ?? '');
-      const c = new Connection(ws, p.at, this.host, key, { ...p.origin, key: raw });
+      const c = new Connection(ws, p.at, this.host, key, p.origin);
       p.at.open.add(c);
       p.at.stats.connections++;
       this.host.log.info({ event: 'ws_open', chain: p.at.chain.route.path, keyId: key.id, reqId: x.id }, 'websocket open');
