@@ -296,6 +296,36 @@ describe('rule 15: a batch subscription notifies only after the batch answer', (
   }, 30_000);
 });
 
+describe('rule 16: a subscription starts after the head the gateway knew when it came', () => {
+  it('sends a subscriber that comes during a 300-block gap fill none of those blocks, and every block after', async () => {
+    const first = await connect(url(gw, '/live'), { 'x-api-key': KEY });
+    const early = await first.subscribe('newHeads');
+    await anvil.mine(1);
+    const from = await head();
+    await first.until(() => first.of(early).some((n) => Number.parseInt(n.result.number, 16) === from), 20_000);
+    // The node answers no block while 300 come; then each block by hash 20 ms late, so the fill takes seconds.
+    const blocks = (a: { rpcMethod?: string }) => a.rpcMethod === 'eth_getBlockByNumber' || a.rpcMethod === 'eth_getBlockByHash';
+    proxy.tweak = (a) => (blocks(a) ? { error: { code: -32000, message: 'header not found' } } : undefined);
+    await anvil.mine(300);
+    const top = await head();
+    const byHash = () => proxy.arrivals.filter((a) => a.rpcMethod === 'eth_getBlockByHash').length;
+    const before = byHash();
+    proxy.tweak = (a) => (a.rpcMethod === 'eth_getBlockByHash' ? { delayMs: 20 } : undefined);
+    // The fill is under way (walking back from the new head): a client subscribes now.
+    await until(() => byHash() - before >= 20, 30_000, 'the gap fill under way');
+    const second = await connect(url(gw, '/live'), { 'x-api-key': KEY });
+    const late = await second.subscribe('newHeads');
+    await first.until(() => first.of(early).some((n) => Number.parseInt(n.result.number, 16) === top), 60_000);
+    proxy.tweak = () => undefined;
+    await anvil.mine(1);
+    await second.until(() => second.of(late).length > 0, 20_000);
+    await first.until(() => first.of(early).some((n) => Number.parseInt(n.result.number, 16) === top + 1), 20_000);
+    expect(first.of(early).map((n) => Number.parseInt(n.result.number, 16))).toEqual(Array.from({ length: top + 2 - from }, (_, i) => from + i));
+    expect(second.of(late).map((n) => Number.parseInt(n.result.number, 16))).toEqual([top + 1]);
+    await Promise.all([first.close(), second.close()]);
+  }, 120_000);
+});
+
 describe('rule 17: a batch refused on the socket', () => {
   it('gets one error per call, each with its own id', async () => {
     const s = await connect(url(gw, `/live/${LIMITED}`));
