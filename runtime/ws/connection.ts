@@ -82,7 +82,8 @@ function withCallId(answer: Buffer, request: Buffer): Buffer {
   } catch {
     return answer;
   }
-  if (doc === null || typeof doc !== 'object') return answer;
+  // Not JSON-RPC at all, or an empty batch: the one error with id null is the answer, as over HTTP.
+  if (doc === null || typeof doc !== 'object' || (Array.isArray(doc) && doc.length === 0)) return answer;
   const text = answer.toString('utf8');
   if (!Array.isArray(doc)) return (doc as Item).id === undefined ? answer : Buffer.from(text.replace(NULL_ID, `"id":${idJsonOf(doc as Item)}`));
   const each: string[] = [];

@@ -133,6 +133,7 @@ describe('rule 12: no socket grows without bound', () => {
       expect((await r.body.json()) as object).toMatchObject({ result: expect.stringMatching(/^0x/) });
       times.push(performance.now() - t);
     }
+    // The median of five: one call slowed by the machine's other work (tests share two cores) says nothing of the socket.
     times.sort((x, y) => x - y);
     const inFlight = proxy.count('eth_call') - before;
     const grew = rss(gw, 'VmHWM') - base;
@@ -140,8 +141,9 @@ describe('rule 12: no socket grows without bound', () => {
     // No answer has come back yet (SLOW_MS): the cap is all that went.
     expect(inFlight).toBe(64);
     expect(times[2]).toBeLessThan(100);
-    // 64 messages of 100 KB, each held a few times over (the frame, the body, the request): far under the 150 MB sent.
-    expect(grew).toBeLessThan(48 * MiB);
+    // 64 messages of 100 KB, each held a few times over (the frame, the parsed params, the upstream body) with the
+    // garbage not yet collected: far under the 150 MB sent (the old gateway grew 189 MB with this flood).
+    expect(grew).toBeLessThan(64 * MiB);
     // The socket closes: its 64 calls under way are cancelled (status 0 in the access log), and none of the rest is sent.
     const cancelled = () => gw.lines.filter((l) => l.includes('"method":"eth_call","status":0')).length;
     const cancelledBefore = cancelled();
@@ -341,6 +343,8 @@ describe('rule 17: a batch refused on the socket', () => {
       { jsonrpc: '2.0', id: 5, error: limited },
       { jsonrpc: '2.0', id: 'six', error: limited },
     ]);
+    // An empty batch is still the one Invalid Request with id null.
+    expect(await s.raw('[]')).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request: empty batch' } });
     await s.close();
   });
 });
