@@ -28,7 +28,7 @@ export interface GatewayConfig {
   jwtAudience?: string;
   credits?: Record<string, number>;
   keyCache?: { size?: number; ttlMs?: number };
-  websocket?: { maxConnectionsPerKey?: number; maxSubscriptionsPerConnection?: number; maxBufferedBytes?: number; pingIntervalMs?: number };
+  websocket?: { maxConnectionsPerKey?: number; maxSubscriptionsPerConnection?: number; maxInflightPerConnection?: number; maxBufferedBytes?: number; pingIntervalMs?: number };
   chains: ChainConfig[];
 }
 
@@ -72,6 +72,7 @@ export const DEFAULTS = {
   keyCacheTtlMs: schemaDefault<number>('properties', 'keyCache', 'properties', 'ttlMs'),
   wsMaxConnectionsPerKey: schemaDefault<number>('properties', 'websocket', 'properties', 'maxConnectionsPerKey'),
   wsMaxSubscriptionsPerConnection: schemaDefault<number>('properties', 'websocket', 'properties', 'maxSubscriptionsPerConnection'),
+  wsMaxInflightPerConnection: schemaDefault<number>('properties', 'websocket', 'properties', 'maxInflightPerConnection'),
   wsMaxBufferedBytes: schemaDefault<number>('properties', 'websocket', 'properties', 'maxBufferedBytes'),
   wsPingIntervalMs: schemaDefault<number>('properties', 'websocket', 'properties', 'pingIntervalMs'),
 } as const;
@@ -221,6 +222,7 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
           websocket: {
             maxConnectionsPerKey: doc.websocket?.maxConnectionsPerKey ?? DEFAULTS.wsMaxConnectionsPerKey,
             maxSubscriptionsPerConnection: doc.websocket?.maxSubscriptionsPerConnection ?? DEFAULTS.wsMaxSubscriptionsPerConnection,
+            maxInflightPerConnection: doc.websocket?.maxInflightPerConnection ?? DEFAULTS.wsMaxInflightPerConnection,
             maxBufferedBytes: doc.websocket?.maxBufferedBytes ?? DEFAULTS.wsMaxBufferedBytes,
             pingIntervalMs: doc.websocket?.pingIntervalMs ?? DEFAULTS.wsPingIntervalMs,
           },

@@ -58,6 +58,9 @@ export const lingerStats = {
 
 type Closable = Socket & { destroySoon(): void };
 
+/** The sockets lingering now. */
+const lingering = new WeakSet<Socket>();
+
 /**
  * Called when the request's answer is decided before its body was read
  * (then the answer is sent): the connection closes after the answer, and the
@@ -68,12 +71,14 @@ type Closable = Socket & { destroySoon(): void };
 export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, bounds: LingerBounds = LINGER): void {
   const socket = req.socket as Closable;
   res.shouldKeepAlive = false;
-  if (req.complete || socket.destroyed) return;
+  // Already lingering (a 413 decided it before the answer; ws/sockets.ts asks again once any answer is sent).
+  if (req.complete || socket.destroyed || lingering.has(socket)) return;
   if (lingerStats.active >= bounds.maxSockets) {
     lingerStats.outcomes.busy++;
     return;
   }
   lingerStats.active++;
+  lingering.add(socket);
   let answered = false;
   let ended = false;
   let dropped = 0;
@@ -82,6 +87,7 @@ export function lingerAfterAnswer(req: IncomingMessage, res: ServerResponse, bou
   const end = (outcome: LingerOutcome, destroy: boolean): void => {
     if (ended) return;
     ended = true;
+    lingering.delete(socket);
     lingerStats.active--;
     lingerStats.outcomes[outcome]++;
     clearTimeout(total);

@@ -104,7 +104,7 @@ export class Gateway {
       spec.websocket === undefined || !this.chains.some((c) => c.route.interface === 'evm-jsonrpc' && c.route.websocket === true)
         ? null
         : new Sockets(
-            { admission, context: this.context, credits, usage: this.usage, keys: this.keys, quota: (key, n) => rate.quota(key, n, Date.now()), log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
+            { admission, context: this.context, credits, usage: this.usage, quota: (key, n) => rate.quota(key, n, Date.now()), log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
             this.chains,
             this.metrics,
           );
@@ -254,8 +254,11 @@ export class Gateway {
     this.poller.stop();
     this.status?.stop();
     this.keys.close();
+    // Sockets with nothing under way close now (1001), the others once their calls are answered. In a roll the drain
+    // begins once every old worker has stopped accepting, so a reconnect lands on the new build.
+    this.sockets?.drain();
     const outcome = await Promise.race([this.tracker.idle().then(() => 'idle' as const), deadline]);
-    // Sockets are told the server goes away (1001) once the requests are answered.
+    // Every socket left is told the server goes away (1001) once the requests are answered.
     await this.sockets?.close();
     // Keep-alive connections close on their own once idle; past the deadline, whatever is left is dropped.
     await Promise.race([this.closed, deadline]);

@@ -131,6 +131,8 @@ export interface WebSocketSpec {
   /** Sockets one key may hold at once (per process). */
   readonly maxConnectionsPerKey: number;
   readonly maxSubscriptionsPerConnection: number;
+  /** Messages one socket may have under way; past it the socket is not read until answers come back. */
+  readonly maxInflightPerConnection: number;
   /** Unsent bytes a socket may hold before it is closed as slow. */
   readonly maxBufferedBytes: number;
   readonly pingIntervalMs: number;

@@ -41,6 +41,12 @@ export function isRefused(v: KeyEntry | Refused): v is Refused {
   return (v as Refused).ok === false;
 }
 
+/**
+ * What identify reads of a request (its headers and peer) and sets (the key
+ * it found): an Exchange, or an open WebSocket asked again (ws/connection.ts).
+ */
+export type Asking = Pick<Exchange, 'req' | 'key'>;
+
 /** Where an admitted request goes on, with its own argument (no closure on the hot path). */
 export type Next<T> = (x: ClientTarget, arg: T) => void;
 
@@ -140,7 +146,7 @@ export class AdmissionStage {
    * the request asks for, checked here against a key's `methods`; null where
    * the interface checks them call by call itself (JSON-RPC).
    */
-  identify(x: Exchange, route: RouteSpec, pathKey: string | null, queryKeys: readonly string[], endpoint: string | null): KeyEntry | Refused | Promise<KeyEntry | Refused> {
+  identify(x: Asking, route: RouteSpec, pathKey: string | null, queryKeys: readonly string[], endpoint: string | null): KeyEntry | Refused | Promise<KeyEntry | Refused> {
     const header = x.req.headers['x-api-key'];
     let key: string | null = typeof header === 'string' && header !== '' ? header : null;
     if (pathKey !== null) {
@@ -160,11 +166,11 @@ export class AdmissionStage {
   }
 
   /** The client's address, for allow.ips: the peer, or behind trusted proxies the X-Forwarded-For hop that counts. */
-  private clientOf(x: Exchange): string {
+  private clientOf(x: Asking): string {
     return clientAddress(x.req.socket.remoteAddress ?? '', x.req.headers['x-forwarded-for'], this.settings.trustedProxies);
   }
 
-  private checked(x: Exchange, endpoint: string | null, r: KeyCheck): KeyEntry | Refused {
+  private checked(x: Asking, endpoint: string | null, r: KeyCheck): KeyEntry | Refused {
     if (!r.ok) return r.reason === 'invalid' ? INVALID : r.reason === 'forbidden' ? FORBIDDEN : STORE_DOWN;
     x.key = r.entry;
     const p = r.entry.policy;

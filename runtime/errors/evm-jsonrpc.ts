@@ -44,10 +44,12 @@ export const RPC_ERRORS = {
   GW_RPC_NOT_FOUND: { code: -32060, message: 'Not found', status: 404 },
   GW_RPC_HTTP_METHOD_NOT_ALLOWED: { code: -32061, message: 'HTTP method not allowed; use POST', status: 405 },
   // WebSocket (docs/websocket.md): the upgrade refused for the key's socket count; an eth_subscribe past
-  // maxSubscriptionsPerConnection, data {"maxSubscriptionsPerConnection":N}; eth_unsubscribe of an id the socket does not hold.
+  // maxSubscriptionsPerConnection, data {"maxSubscriptionsPerConnection":N}; eth_unsubscribe of an id the socket does not hold;
+  // an eth_subscribe while the gateway drains (the socket closes with 1001 once its calls are answered).
   GW_WS_TOO_MANY_CONNECTIONS: { code: -32005, message: 'Limit exceeded: WebSocket connections per key', status: 429 },
   GW_WS_TOO_MANY_SUBSCRIPTIONS: { code: -32005, message: 'Limit exceeded: subscriptions per connection', status: 200 },
   GW_WS_SUBSCRIPTION_NOT_FOUND: { code: -32062, message: 'Subscription not found', status: 200 },
+  GW_WS_DRAINING: { code: -32005, message: 'Limit exceeded: server going away', status: 200 },
 } as const satisfies Record<string, RpcErrorEntry>;
 
 export type RpcErrorName = keyof typeof RPC_ERRORS;

@@ -343,7 +343,7 @@ export class Metrics {
       );
       gauge(
         'gateway_ws_closed_total',
-        'WebSocket connections ended, by chain and reason: client (closed by the client), slow (unsent data passed maxBufferedBytes), ping (no pong within pingIntervalMs), drain (the gateway stops), revoked (the key no longer admits the chain), quota (the key\'s quota spent by notifications), error (a protocol error or a broken connection).',
+        'WebSocket connections ended, by chain and reason: client (closed by the client), slow (unsent data passed maxBufferedBytes), ping (no pong within pingIntervalMs), drain (the gateway stops), revoked (the key no longer admits the chain), quota (the key\'s quota spent by notifications), gap (the feed missed more blocks than it fills), error (a protocol error or a broken connection).',
         () => this.sockets.flatMap((w) => Object.entries(w.closed).map(([reason, value]) => ({ labels: { chain: w.chain, reason }, value }) as MetricValue<string>)),
         'counter',
       );

@@ -6,16 +6,23 @@
 // eth_unsubscribe are answered here, after the same admission (key, policy,
 // rate limit, quota, credits); in a batch they are answered here and the rest
 // of the batch goes the HTTP way, the answers joined in one array.
+//
+// What one socket may hold is bounded: at most maxInflightPerConnection
+// messages under way (past it the socket is not read, so the client's own
+// TCP window holds the rest), and a socket that closes cancels the calls it
+// still had waiting, as an HTTP client going away does.
 import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import type { WebSocket } from 'ws';
-import { whenIdentified } from '../admission/admission.ts';
+import { isRefused, whenIdentified, type Asking } from '../admission/admission.ts';
+import { bearerVerifies } from '../keys/jwt.ts';
+import type { Refused } from '../envelope.ts';
 import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { Exchange } from '../exchange.ts';
 import { X_CACHE, X_CACHE_LOG } from '../cache/index.ts';
 import { invalidParamsJson } from '../guards/evm-params.ts';
-import type { KeyCheck, KeyEntry, KeyLookup } from '../keys/keys.ts';
+import type { KeyEntry } from '../keys/keys.ts';
 import type { Taken } from '../admission/ratelimit.ts';
 import { add as addUsage } from '../observe/usage.ts';
 import type { EvmRouteSpec } from '../types.ts';
@@ -34,6 +41,13 @@ import type { CloseReason, WsStats } from './stats.ts';
 
 const SUBSCRIBE = 'eth_subscribe';
 const UNSUBSCRIBE = 'eth_unsubscribe';
+/**
+ * A message that may hold a subscription call, before it is parsed: both
+ * methods' names contain it, and an escaped one (`eth_\u0073ubscribe`) has a
+ * `\u`. Any other message goes to the chain's flow unparsed here.
+ */
+const MAY_SUBSCRIBE = 'subscribe';
+const ESCAPE = '\\u';
 const EMPTY = Buffer.alloc(0);
 /** A socket closed by the gateway whose client does not read the close: dropped this much later. */
 const CLOSE_GRACE_MS = 5_000;
@@ -56,7 +70,9 @@ const NULL_ID = '"id":null';
 /**
  * A refusal of the whole request (HTTP 4xx/5xx: the key, a limit, an
  * upstream failure) carries id null over HTTP; over a socket, where answers
- * are matched to calls by id alone, a single call's refusal carries its id.
+ * are matched to calls by id alone, a single call's refusal carries its id,
+ * and a batch's is one error per call, each with its own id (none for a
+ * notification, as for any batch answer).
  */
 function withCallId(answer: Buffer, request: Buffer): Buffer {
   if (answer.indexOf(NULL_ID) === -1) return answer;
@@ -66,8 +82,14 @@ function withCallId(answer: Buffer, request: Buffer): Buffer {
   } catch {
     return answer;
   }
-  if (doc === null || typeof doc !== 'object' || Array.isArray(doc) || (doc as Item).id === undefined) return answer;
-  return Buffer.from(answer.toString('utf8').replace(NULL_ID, `"id":${idJsonOf(doc as Item)}`));
+  // Not JSON-RPC at all, or an empty batch: the one error with id null is the answer, as over HTTP.
+  if (doc === null || typeof doc !== 'object' || (Array.isArray(doc) && doc.length === 0)) return answer;
+  const text = answer.toString('utf8');
+  if (!Array.isArray(doc)) return (doc as Item).id === undefined ? answer : Buffer.from(text.replace(NULL_ID, `"id":${idJsonOf(doc as Item)}`));
+  const each: string[] = [];
+  for (const it of doc as unknown[]) if (it !== null && typeof it === 'object' && (it as Item).id !== undefined) each.push(text.replace(NULL_ID, `"id":${idJsonOf(it as Item)}`));
+  // A batch of notifications only: nothing to answer, as over HTTP.
+  return each.length === 0 ? EMPTY : Buffer.from(`[${each.join(',')}]`);
 }
 
 function idJsonOf(it: Item): string {
@@ -85,8 +107,6 @@ export interface Origin {
   readonly query: string;
   readonly pathKey: string | null;
   readonly queryKeys: readonly string[];
-  /** The key the socket was opened with, checked again every ping interval. */
-  readonly key: string;
 }
 
 /** What the sockets share with the rest of the server. */
@@ -95,7 +115,6 @@ export interface SocketHost {
   readonly context: ExchangeContext;
   readonly credits: ((name: string) => number) | null;
   readonly usage: Usage;
-  readonly keys: KeyLookup;
   /** Takes credits from a key's quota (null: the key has none). */
   readonly quota: (key: KeyEntry, credits: number) => Taken | Promise<Taken> | null;
   readonly log: Logger;
@@ -116,6 +135,12 @@ export interface SocketChain {
 
 interface Subscription extends FeedSubscriber {
   readonly id: string;
+  /**
+   * Notifications held until the answer that made the subscription is sent
+   * (a batch's comes after its slowest call): a client learns the id before
+   * its first notification, as from geth. null once that answer went.
+   */
+  held: string[] | null;
 }
 
 export class Connection {
@@ -125,14 +150,28 @@ export class Connection {
   private ending: CloseReason | null = null;
   private readonly opened = Date.now();
   private messages = 0;
+  /** Messages under way (read, not yet answered). */
+  private inflight = 0;
+  /** Messages read past maxInflightPerConnection while the socket was being paused (ws hands over what it had parsed). */
+  private readonly waiting: Buffer[] = [];
+  /** The answers still to come: a socket that closes cancels their calls. */
+  private readonly pending = new Set<FrameResponse>();
+  /** The server drains: the socket closes (1001) as soon as nothing is under way. */
+  private draining = false;
+  /** Bytes of the notifications held (Subscription.held), counted against maxBufferedBytes as unsent data is. */
+  private heldBytes = 0;
+  /** What identify reads and sets when the socket is admitted again (recheck). */
+  private readonly asking: Asking;
 
   constructor(
     readonly ws: WebSocket,
     private readonly at: SocketChain,
     private readonly host: SocketHost,
-    readonly key: KeyEntry,
+    /** The key's entry: the one the socket was opened with, then the one each recheck found (a reloaded keys file's). */
+    public key: KeyEntry,
     private readonly origin: Origin,
   ) {
+    this.asking = { req: new FrameRequest(origin.headers, origin.url, origin.socket, EMPTY).asIncoming(), key: null };
     ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => this.message(Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)));
     ws.on('pong', () => {
       this.alive = true;
@@ -152,8 +191,43 @@ export class Connection {
 
   private message(data: Buffer): void {
     if (this.ending !== null) return;
+    // At the cap the socket is paused, but ws still hands over what it had read: that waits here, in order
+    // (bounded by one read of the socket and one message).
+    if (this.inflight >= this.host.limits.maxInflightPerConnection || this.waiting.length > 0) {
+      this.waiting.push(data);
+      return;
+    }
+    this.take(data);
+  }
+
+  private take(data: Buffer): void {
+    this.inflight++;
+    if (this.inflight >= this.host.limits.maxInflightPerConnection) this.ws.pause();
     this.messages++;
-    if (data.indexOf(SUBSCRIBE) === -1 && data.indexOf(UNSUBSCRIBE) === -1) return this.forward(data, this.answer);
+    this.handle(data);
+  }
+
+  /** A message's answer is sent (or there was none): the waiting ones go, and the socket is read again below the cap. */
+  private readonly settled = (): void => {
+    this.inflight--;
+    if (this.ending === null && !this.pumping) this.pump();
+  };
+
+  /** Set while pump() runs: an answer given at once (a refusal, a cache hit) does not recurse into it. */
+  private pumping = false;
+
+  private pump(): void {
+    const cap = this.host.limits.maxInflightPerConnection;
+    this.pumping = true;
+    while (this.waiting.length > 0 && this.inflight < cap && this.ending === null) this.take(this.waiting.shift()!);
+    this.pumping = false;
+    if (this.ending !== null) return;
+    if (this.draining && this.inflight === 0) return this.end(1001, 'drain');
+    if (this.waiting.length === 0 && this.inflight < cap && this.ws.isPaused) this.ws.resume();
+  }
+
+  private handle(data: Buffer): void {
+    if (data.indexOf(MAY_SUBSCRIBE) === -1 && data.indexOf(ESCAPE) === -1) return this.forward(data, this.answer);
     let doc: unknown;
     try {
       doc = JSON.parse(data.toString('utf8'));
@@ -161,14 +235,16 @@ export class Connection {
       return this.forward(data, this.answer);
     }
     if (isSubscriptionCall(doc)) {
-      void this.local(doc).then((a) => a !== null && this.send(a));
+      const made: Subscription[] = [];
+      void this.local(doc, made).then((a) => this.reply(a, made));
       return;
     }
     if (!Array.isArray(doc) || doc.length === 0 || doc.length > this.route.limits.maxBatchSize || !doc.some(isSubscriptionCall)) return this.forward(data, this.answer);
     // A batch with subscription calls: those here, the rest as the HTTP batch it would be.
     const rest = doc.filter((i) => !isSubscriptionCall(i));
     const forwarded = rest.length === 0 ? Promise.resolve('') : new Promise<string>((resolve) => this.forward(Buffer.from(JSON.stringify(rest)), (b) => resolve(b.toString('utf8'))));
-    const local = doc.filter(isSubscriptionCall).map((i) => this.local(i));
+    const made: Subscription[] = [];
+    const local = doc.filter(isSubscriptionCall).map((i) => this.local(i, made));
     void Promise.all([forwarded, ...local]).then(([f, ...mine]) => {
       const parts: string[] = [];
       const body = (f as string).trim();
@@ -177,12 +253,27 @@ export class Connection {
         if (inner !== '') parts.push(inner);
       } else if (body !== '') parts.push(body);
       for (const a of mine) if (a !== null) parts.push(a);
-      if (parts.length > 0) this.send(`[${parts.join(',')}]`);
+      this.reply(parts.length > 0 ? `[${parts.join(',')}]` : null, made);
     });
+  }
+
+  /** Sends the answer that made `made` (if any), then what they were sent meanwhile. */
+  private reply(answer: string | null, made: readonly Subscription[]): void {
+    if (answer !== null) this.send(answer);
+    for (const sub of made) {
+      const held = sub.held!;
+      sub.held = null;
+      for (const text of held) {
+        this.heldBytes -= text.length;
+        sub.notify(text);
+      }
+    }
+    this.settled();
   }
 
   private readonly answer = (body: Buffer): void => {
     if (body.length > 0) this.send(body);
+    this.settled();
   };
 
   /** The chain's own flow for one message, as a POST; `done` gets the body it answers (empty: nothing to send). */
@@ -198,7 +289,11 @@ export class Connection {
   /** An Exchange for one message, counted and logged as a request of the chain. */
   private exchange(body: Buffer, done: (status: number, body: Buffer) => void): Exchange {
     const o = this.origin;
-    const res = new FrameResponse(done);
+    const res: FrameResponse = new FrameResponse((status, b) => {
+      this.pending.delete(res);
+      done(status, b);
+    });
+    this.pending.add(res);
     const chain = this.at.chain;
     const x = new Exchange(this.host.context, new FrameRequest(o.headers, o.url, o.socket, body).asIncoming(), res.asServerResponse(), chain.metrics, chain.envelope);
     if (chain.cached) {
@@ -211,8 +306,8 @@ export class Connection {
     return x;
   }
 
-  /** eth_subscribe or eth_unsubscribe, admitted as any call: its answer (null for a notification). */
-  private local(it: Item): Promise<string | null> {
+  /** eth_subscribe or eth_unsubscribe, admitted as any call: its answer (null for a notification); a subscription it makes goes in `made`. */
+  private local(it: Item, made: Subscription[]): Promise<string | null> {
     return new Promise((resolve) => {
       const x = this.exchange(EMPTY, (status, b) => resolve(status === 0 || status === 204 || b.length === 0 ? null : (status >= 300 ? b.toString('utf8').replace(NULL_ID, `"id":${idJsonOf(it)}`) : b.toString('utf8'))));
       const method = it.method as string;
@@ -230,9 +325,11 @@ export class Connection {
               let a: string;
               if (it.jsonrpc !== '2.0') a = rpcErrorJson('GW_RPC_INVALID_REQUEST', idJsonOf(it));
               else if (p !== null && p.methods !== null && !p.methods.has(SUBSCRIBE)) a = rpcErrorJson('GW_KEY_CALL_POLICY', idJsonOf(it), '{"reason":"method"}');
+              // The server drains: a subscription would be cut at once; the client makes it on another connection.
+              else if (method === SUBSCRIBE && this.draining) a = rpcErrorJson('GW_WS_DRAINING', idJsonOf(it));
               else {
                 addUsage(this.host.usage.bucket(key.id, this.route.path), method, 1, cost === null ? 1 : cost(method));
-                a = method === SUBSCRIBE ? this.subscribe(it) : this.unsubscribe(it);
+                a = method === SUBSCRIBE ? this.subscribe(it, made) : this.unsubscribe(it);
               }
               if (it.id === undefined) x.send(204, '');
               else x.send(200, a);
@@ -246,7 +343,7 @@ export class Connection {
     });
   }
 
-  private subscribe(it: Item): string {
+  private subscribe(it: Item, made: Subscription[]): string {
     const idJson = idJsonOf(it);
     const p = it.params;
     if (!Array.isArray(p) || typeof p[0] !== 'string') return invalidParamsJson(idJson, { path: '/0', message: 'must be the subscription type: newHeads or logs' });
@@ -265,7 +362,24 @@ export class Connection {
     const id = `0x${randomBytes(16).toString('hex')}`;
     const prefix = `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"${id}","result":`;
     const t = type as SubscriptionType;
-    const sub: Subscription = { id, type: t, filter, since: this.at.feed.now, notify: (json) => this.notify(t, `${prefix}${json}}}`) };
+    const feed = this.at.feed;
+    const sub: Subscription = {
+      id,
+      type: t,
+      filter,
+      since: feed.now,
+      after: feed.head,
+      held: [],
+      notify: (json) => {
+        if (sub.held === null) return this.notify(t, `${prefix}${json}}}`);
+        if (!this.subs.has(id)) return;
+        sub.held.push(json);
+        this.heldBytes += json.length;
+        if (this.heldBytes > this.host.limits.maxBufferedBytes) this.end(1013, 'slow');
+      },
+      missed: (first) => this.end(1013, 'gap', `missed blocks from ${first}: subscribe again`),
+    };
+    made.push(sub);
     this.subs.set(id, sub);
     this.at.stats.subscriptions[t]++;
     this.at.feed.add(sub);
@@ -324,25 +438,60 @@ export class Connection {
   // ------------------------------------------------------------ lifecycle
 
   /** Closes the socket with `code`, and drops it if the client does not answer the close in time. */
-  end(code: number, reason: CloseReason): void {
+  end(code: number, reason: CloseReason, text?: string): void {
     if (this.ending !== null) return;
     this.ending = reason;
     this.dropAll();
+    this.cancelAll();
     this.host.log.info({ event: 'ws_closing', chain: this.route.path, keyId: this.key.id, reason, code, bufferedBytes: this.ws.bufferedAmount }, 'websocket closing');
-    this.ws.close(code, reason === 'slow' ? 'too slow: unsent data over maxBufferedBytes' : reason === 'drain' ? 'server going away' : reason === 'revoked' ? 'API key no longer valid for this chain' : reason === 'quota' ? 'quota exceeded' : reason);
+    this.ws.close(code, text ?? (reason === 'slow' ? 'too slow: unsent data over maxBufferedBytes' : reason === 'drain' ? 'server going away' : reason === 'revoked' ? 'API key no longer valid for this chain' : reason === 'quota' ? 'quota exceeded' : reason));
     setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS).unref();
   }
 
-  /** The key still admits the chain (the keys file reloaded, a key revoked or disabled): else closed with 1008. */
+  /**
+   * The socket admitted again, as its upgrade was (every ping interval): the
+   * key, its chains and its whole policy (expiry, origins, IPs, user agents,
+   * the JWT's exp). It goes on with the entry found, so a reloaded keys file's
+   * limits (a quota) apply to its notifications too; a refusal closes it with
+   * 1008, the reason in the close.
+   */
   recheck(): void {
     if (this.ending !== null) return;
-    const judge = (r: KeyCheck): void => {
-      // A key store that cannot be asked keeps the socket as it keeps recently used keys.
-      if (!r.ok && r.reason !== 'unavailable') this.end(1008, 'revoked');
-    };
-    const r = this.host.keys.check(this.origin.key, this.route.path);
-    if (r instanceof Promise) r.then(judge, () => {});
-    else judge(r);
+    this.asking.key = null;
+    const who = this.host.admission.identify(this.asking, this.route, this.origin.pathKey, this.origin.queryKeys, null);
+    if (who instanceof Promise) who.then(this.admitted, () => {});
+    else this.admitted(who);
+  }
+
+  private readonly admitted = (who: KeyEntry | Refused): void => {
+    if (this.ending !== null) return;
+    // A key store that cannot be asked keeps the socket as it keeps recently used keys.
+    if (isRefused(who)) return who.reason === 'key-store-unavailable' ? undefined : this.refused(who.reason);
+    const jwt = who.policy?.jwt;
+    if (!jwt) {
+      this.key = who;
+      return;
+    }
+    bearerVerifies(this.origin.headers.authorization, jwt, this.host.jwtAudience).then((ok) => {
+      if (!ok) return this.refused('policy-jwt');
+      if (this.ending === null) this.key = who;
+    }, () => {});
+  };
+
+  private refused(why: string): void {
+    this.end(1008, 'revoked', why.startsWith('policy-') ? `refused by the key's policy: ${why.slice(7)}` : undefined);
+  }
+
+  /** The server drains: closed (1001) at once if nothing is under way, else once its last answer is sent; no new subscription. */
+  drain(): void {
+    this.draining = true;
+    if (this.inflight === 0) this.end(1001, 'drain');
+  }
+
+  /** The calls still waiting for an answer are cancelled (their upstream requests too), and what waited to be read is dropped. */
+  private cancelAll(): void {
+    this.waiting.length = 0;
+    for (const res of [...this.pending]) res.destroy();
   }
 
   /** No pong within an interval: dropped at once (a client that answers no ping reads no close either). */
@@ -350,6 +499,7 @@ export class Connection {
     if (this.ending !== null) return;
     this.ending = reason;
     this.dropAll();
+    this.cancelAll();
     this.ws.terminate();
   }
 
@@ -361,6 +511,7 @@ export class Connection {
     const reason = this.ending ?? 'client';
     this.ending = reason;
     this.dropAll();
+    this.cancelAll();
     this.at.closed(this, reason);
     this.host.log.info(
       { event: 'ws_close', chain: this.route.path, keyId: this.key.id, reason, code, ms: Date.now() - this.opened, messages: this.messages },

@@ -12,8 +12,11 @@
 //    height), the new branch from the first replaced height, the replaced
 //    blocks' logs first sent again with "removed": true.
 // Blocks and logs are asked through the chain's dispatch, like clients' calls.
-// Nothing runs while the chain has no subscriber; the first one starts from the
-// head the gateway knows at that moment.
+// Nothing runs while the chain has no subscriber; each one starts after the
+// head the gateway knew when it came (`after`), even while the feed is still
+// sending older blocks (a gap being filled). A gap longer than MAX_FILL is not
+// filled: each subscriber that misses blocks is told (`missed`), never left
+// to believe it got them all.
 import type { ChainListener, ChainView } from '../upstreams/chain-view.ts';
 import type { Dispatch } from '../dispatch.ts';
 import type { Logger } from '../observe/log.ts';
@@ -24,7 +27,7 @@ import { matches, type LogFilter } from './logs.ts';
 
 /** Blocks kept to detect a reorg by: one deeper than this starts over from the new head. */
 const KEEP = 256;
-/** Heights filled at most in one go: a longer gap (a gateway cut off for long) starts over from the head. */
+/** Heights filled at most in one go: a longer gap (a gateway cut off for long) starts over from the head, its subscribers told. */
 const MAX_FILL = 1024;
 /** After a fetch failed: try again this much later (the next head change tries too). */
 const RETRY_MS = 500;
@@ -38,8 +41,12 @@ export interface FeedSubscriber {
   readonly filter: LogFilter | null;
   /** Blocks sent by the feed before this subscriber came: their removed logs are not its business. */
   readonly since: number;
+  /** The head the gateway knew when it came (ChainFeed.head): blocks up to it are not its. */
+  readonly after: number;
   /** One notification's result, as JSON text. */
   notify(resultJson: string): void;
+  /** The feed will not send blocks from `first` on (a gap over MAX_FILL): the subscriber must resync. */
+  missed(first: number): void;
 }
 
 interface Header {
@@ -99,6 +106,11 @@ export class ChainFeed implements ChainListener {
   /** The emission count now: a subscriber made now passes it as `since`. */
   get now(): number {
     return this.seq;
+  }
+
+  /** The head subscribers follow, as the gateway knows it now: a subscriber made now passes it as `after`. */
+  get head(): number {
+    return this.target();
   }
 
   add(s: FeedSubscriber): void {
@@ -218,11 +230,16 @@ export class ChainFeed implements ChainListener {
     }
     const first = branch[0]!.number;
     const firstKept = this.sent[0]!.number;
+    // A gap the walk gave up on (over MAX_FILL): whoever should have had the blocks between is told which it missed.
+    if (first > top.number + 1) {
+      for (const s of [...this.subs]) if (s.after < first - 1) s.missed(Math.max(top.number, s.after) + 1);
+      if (gen !== this.generation) return;
+    }
     // Sent blocks the branch replaces: their logs are taken back, newest block last.
     const cut = Math.max(0, Math.min(this.sent.length, first - firstKept));
     const replaced = this.sent.slice(cut);
     this.sent = first < firstKept || first > top.number + 1 ? [] : this.sent.slice(0, cut);
-    for (const r of replaced) if (r.logs !== null) this.sendLogs(r.logs, true, r.seq);
+    for (const r of replaced) if (r.logs !== null) this.sendLogs(r.logs, true, r.seq, r.number);
     for (const h of branch) {
       const logs = this.logSubs > 0 ? await this.logsOf(h) : null;
       if (gen !== this.generation) return;
@@ -230,19 +247,19 @@ export class ChainFeed implements ChainListener {
       this.sent.push(s);
       if (this.sent.length > KEEP) this.sent.shift();
       this.sendHead(s);
-      if (logs !== null) this.sendLogs(logs, false, s.seq);
+      if (logs !== null) this.sendLogs(logs, false, s.seq, s.number);
     }
     this.walked = { target: t, epoch };
   }
 
   private sendHead(h: Sent): void {
-    for (const s of this.subs) if (s.type === 'newHeads') s.notify(h.json);
+    for (const s of this.subs) if (s.type === 'newHeads' && h.number > s.after) s.notify(h.json);
   }
 
-  private sendLogs(logs: readonly Log[], removed: boolean, seq: number): void {
+  private sendLogs(logs: readonly Log[], removed: boolean, seq: number, number: number): void {
     if (logs.length === 0) return;
     for (const s of this.subs) {
-      if (s.type !== 'logs' || (removed && s.since >= seq)) continue;
+      if (s.type !== 'logs' || (removed ? s.since >= seq : number <= s.after)) continue;
       for (const l of logs) if (matches(s.filter!, l.address, l.topics)) s.notify(removed ? l.removed : l.json);
     }
   }

@@ -8,8 +8,8 @@
 // IP, user agent, expiry, JWT), and the key's socket count. A refusal is a
 // plain HTTP answer in the chain's envelope, before the upgrade; an accepted
 // one is handed to `ws` (noServer mode: the framing is ws's).
-import { STATUS_CODES, ServerResponse, type IncomingMessage } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { STATUS_CODES, ServerResponse, type IncomingHttpHeaders, type IncomingMessage } from 'node:http';
+import { Readable, type Duplex } from 'node:stream';
 import type { Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { whenIdentified } from '../admission/admission.ts';
@@ -21,9 +21,10 @@ import type { Metrics } from '../observe/metrics.ts';
 import type { Chain, DispatchTable } from '../chains.ts';
 import { pathKeyOf, RequestTarget, splitQuery } from '../url.ts';
 import { NO_KEYS } from '../interfaces/common.ts';
+import { lingerAfterAnswer } from '../linger.ts';
 import { ChainFeed } from './feed.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
-import { FrameRequest, FrameResponse } from './frame.ts';
+import { FrameResponse } from './frame.ts';
 import { WsStats, type CloseReason } from './stats.ts';
 
 /** The sockets of one chain: its feed, its counters, and its `ws` server (the chain's body limit is the message limit). */
@@ -66,6 +67,8 @@ export class Sockets {
   /** Sockets open (or being opened) per key id, in this process. */
   private readonly perKey = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
+  /** The server drains: a socket opened now (an upgrade on a connection open before) drains from the start. */
+  private draining = false;
 
   constructor(
     private readonly host: SocketHost,
@@ -93,13 +96,15 @@ export class Sockets {
 
   /**
    * Pings every socket each pingIntervalMs; one that answered none of the last
-   * interval is dropped. Each socket's key is checked again at the same time.
+   * interval is dropped, but for one the gateway itself stopped reading (at
+   * maxInflightPerConnection: its pong waits behind its calls). Each socket is
+   * admitted again at the same time.
    */
   start(): void {
     this.timer = setInterval(() => {
       for (const at of this.byChain.values())
         for (const c of at.open) {
-          if (!c.alive) {
+          if (!c.alive && !c.ws.isPaused) {
             c.terminate('ping');
             continue;
           }
@@ -109,6 +114,16 @@ export class Sockets {
         }
     }, this.host.limits.pingIntervalMs);
     this.timer.unref();
+  }
+
+  /**
+   * The drain starts: a socket with nothing under way (one that carries only
+   * subscriptions) is closed with 1001 now, so its client resubscribes
+   * elsewhere at once; the others once their last answer is sent.
+   */
+  drain(): void {
+    this.draining = true;
+    for (const at of this.byChain.values()) for (const c of [...at.open]) c.drain();
   }
 
   /** The drain is over: every socket is closed with 1001 (going away); resolves once all are closed, or after a second. */
@@ -161,7 +176,7 @@ export class Sockets {
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
-      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, rest, query, pathKey, queryKeys, key: '' };
+      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, rest, query, pathKey, queryKeys };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {
       x.internal(err);
@@ -198,55 +213,130 @@ export class Sockets {
     p.at.wss.handleUpgrade(p.req, p.socket, p.head, (ws: WebSocket) => {
       opened = true;
       p.socket.off('close', gone);
-      const h = p.req.headers['x-api-key'];
-      const raw = typeof h === 'string' && h !== '' ? h : (p.origin.pathKey ?? p.origin.queryKeys[0] ?? '');
-      const c = new Connection(ws, p.at, this.host, key, { ...p.origin, key: raw });
+      const c = new Connection(ws, p.at, this.host, key, p.origin);
       p.at.open.add(c);
       p.at.stats.connections++;
       this.host.log.info({ event: 'ws_open', chain: p.at.chain.route.path, keyId: key.id, reqId: x.id }, 'websocket open');
       const res = x.res as unknown as FrameResponse;
       res.statusCode = 101;
       res.end();
+      if (this.draining) c.drain();
     });
   }
 }
 
-/** The largest body of a non-WebSocket upgrade request read here (the chains' own limits apply after). */
-const MAX_PLAIN_BODY = 64 * 1024 * 1024;
+/** A non-WebSocket upgrade request's body must keep coming: this long without a byte, and the connection is dropped. */
+const BODY_IDLE_MS = 10_000;
 
 /**
  * Node hands every request with an Upgrade header to the 'upgrade' listener,
- * its body unread. One that asks for something else than WebSocket is read
- * here (Content-Length, or no body) and served as plain HTTP on its socket,
- * which closes after the answer; a chunked one is refused with 411.
+ * its body unread. One that asks for something else than WebSocket is served
+ * here as the plain HTTP request it also is, on its socket, which closes
+ * after the answer: the server's own handling (route, key, `maxBodyBytes`
+ * from Content-Length) runs before a byte of the body is read, and the body
+ * is read only as the chain reads it (SocketBody). An answer that comes
+ * before the whole body (a refusal, a 413) leaves the rest unread, dropped
+ * within the lingering close's bounds (linger.ts). A chunked one is refused
+ * with 411, since nothing here could bound it ahead.
  */
 function serveAsHttp(req: IncomingMessage, socket: Socket, head: Buffer, http: (req: IncomingMessage, res: ServerResponse) => void): void {
   const declared = req.headers['content-length'];
   const n = declared === undefined ? 0 : Number(declared);
-  if (req.headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(n) || n < 0 || n > MAX_PLAIN_BODY) {
+  if (req.headers['transfer-encoding'] !== undefined || !Number.isSafeInteger(n) || n < 0) {
     socket.end('HTTP/1.1 411 Length Required\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
     return;
   }
-  const chunks: Buffer[] = [head];
-  let size = head.length;
-  const onData = (c: Buffer): void => {
-    chunks.push(c);
-    size += c.length;
-    if (size >= n) go();
+  const r = new SocketBody(req, socket, head, n);
+  const res = new ServerResponse(r.asIncoming());
+  res.shouldKeepAlive = false;
+  // The response emits 'close' when its socket closes (assignSocket), as the server's own do.
+  res.assignSocket(socket);
+  res.once('finish', () => {
+    // Node's server ends a Connection: close answer so (destroySoon); a body still coming lingers first.
+    lingerAfterAnswer(r.asIncoming(), res);
+    (socket as Socket & { destroySoon(): void }).destroySoon();
+  });
+  http(r.asIncoming(), res);
+}
+
+/**
+ * The body of a non-WebSocket upgrade request, read from its socket only as
+ * its reader asks (a Readable's pull), up to Content-Length: nothing is
+ * taken from the socket before the route reads the body. A body that stops
+ * for BODY_IDLE_MS drops the connection.
+ */
+class SocketBody extends Readable {
+  readonly httpVersionMajor: number;
+  readonly httpVersionMinor: number;
+  readonly httpVersion: string;
+  readonly headers: IncomingHttpHeaders;
+  readonly url: string;
+  readonly method: string | undefined;
+  /** The whole body is in (a lingering close has nothing more to wait for). */
+  complete = false;
+  private left: number;
+  private reading = false;
+
+  constructor(
+    req: IncomingMessage,
+    readonly socket: Socket,
+    head: Buffer,
+    length: number,
+  ) {
+    super();
+    this.httpVersionMajor = req.httpVersionMajor;
+    this.httpVersionMinor = req.httpVersionMinor;
+    this.httpVersion = req.httpVersion;
+    this.headers = req.headers;
+    this.url = req.url ?? '/';
+    this.method = req.method;
+    this.left = length;
+    if (length === 0) this.finish();
+    else if (head.length > 0) this.accept(head);
+  }
+
+  private readonly onData = (c: Buffer): void => {
+    if (!this.accept(c)) this.socket.pause();
   };
-  const go = (): void => {
-    socket.off('data', onData);
-    if (socket.destroyed) return;
-    const r = new FrameRequest(req.headers, req.url ?? '/', socket, Buffer.concat(chunks, size).subarray(0, n), req.method).asIncoming();
-    const res = new ServerResponse(r);
-    res.shouldKeepAlive = false;
-    // The response emits 'close' when its socket closes (assignSocket), as the server's own do.
-    res.assignSocket(socket);
-    res.once('finish', () => socket.end());
-    http(r, res);
+
+  private readonly idle = (): void => {
+    this.socket.destroy();
   };
-  if (size >= n) return go();
-  socket.on('data', onData);
+
+  /** Passes on what is still body; false when the reader wants no more for now. */
+  private accept(c: Buffer): boolean {
+    if (this.left === 0) return false;
+    const part = c.length > this.left ? c.subarray(0, this.left) : c;
+    this.left -= part.length;
+    const more = this.push(part);
+    if (this.left === 0) this.finish();
+    return more;
+  }
+
+  private finish(): void {
+    this.complete = true;
+    if (this.reading) {
+      this.socket.off('data', this.onData);
+      this.socket.setTimeout(0);
+      this.socket.off('timeout', this.idle);
+    }
+    this.push(null);
+  }
+
+  override _read(): void {
+    if (this.complete) return;
+    if (!this.reading) {
+      this.reading = true;
+      this.socket.setTimeout(BODY_IDLE_MS);
+      this.socket.on('timeout', this.idle);
+      this.socket.on('data', this.onData);
+    }
+    this.socket.resume();
+  }
+
+  asIncoming(): IncomingMessage {
+    return this as unknown as IncomingMessage;
+  }
 }
 
 /** A refused upgrade: the answer as plain HTTP on the socket, then the socket closes. */

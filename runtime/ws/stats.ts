@@ -2,7 +2,7 @@
 // scrape (metrics.ts), and read by the status page.
 
 /** Why the gateway or the client ended a socket (the access log's and the metric's reason). */
-export const CLOSE_REASONS = ['client', 'slow', 'ping', 'drain', 'revoked', 'quota', 'error'] as const;
+export const CLOSE_REASONS = ['client', 'slow', 'ping', 'drain', 'revoked', 'quota', 'gap', 'error'] as const;
 export type CloseReason = (typeof CLOSE_REASONS)[number];
 
 export class WsStats {

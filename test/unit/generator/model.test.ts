@@ -159,10 +159,10 @@ describe('buildModel', () => {
     const doc = parse(base);
     doc.chains.find((c: { path: string }) => c.path === 'polygon').websocket = true;
     const on = model('test/fixtures/valid/pool.yaml', stringify(doc));
-    expect(on.websocket).toEqual({ maxConnectionsPerKey: 100, maxSubscriptionsPerConnection: 100, maxBufferedBytes: 4194304, pingIntervalMs: 30000 });
+    expect(on.websocket).toEqual({ maxConnectionsPerKey: 100, maxSubscriptionsPerConnection: 100, maxInflightPerConnection: 64, maxBufferedBytes: 4194304, pingIntervalMs: 30000 });
     expect(on.chains.filter((c) => c.websocket === true).map((c) => c.path)).toEqual(['polygon']);
     doc.websocket = { maxConnectionsPerKey: 3, pingIntervalMs: 5000 };
-    expect(model('test/fixtures/valid/pool.yaml', stringify(doc)).websocket).toEqual({ maxConnectionsPerKey: 3, maxSubscriptionsPerConnection: 100, maxBufferedBytes: 4194304, pingIntervalMs: 5000 });
+    expect(model('test/fixtures/valid/pool.yaml', stringify(doc)).websocket).toEqual({ maxConnectionsPerKey: 3, maxSubscriptionsPerConnection: 100, maxInflightPerConnection: 64, maxBufferedBytes: 4194304, pingIntervalMs: 5000 });
     expect(emitServerSource(on)).toContain('websocket: true');
   });
 

@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChainListener, ChainView } from '../../../runtime/upstreams/chain-view.ts';
 import type { Dispatch } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
-import type { ForwardRequest, HeldTarget } from '../../../runtime/proxy.ts';
+import type { ForwardRequest, HeldRequest, HeldTarget } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec } from '../../../runtime/types.ts';
 import type { Upstream } from '../../../runtime/upstreams/upstream.ts';
 import { ChainFeed, type FeedSubscriber } from '../../../runtime/ws/feed.ts';
@@ -87,9 +87,20 @@ class FakeView {
   }
 }
 
-function subscriber(type: 'newHeads' | 'logs', since = 0, filter: LogFilter | null = null): FeedSubscriber & { got: any[] } {
+/** A subscriber as a socket makes one: `after` is the feed's head when it came (-1: none known yet). */
+function subscriber(type: 'newHeads' | 'logs', since = 0, filter: LogFilter | null = null, after = -1): FeedSubscriber & { got: any[]; gaps: number[] } {
   const got: any[] = [];
-  return { type, filter: type === 'logs' ? (filter ?? (parseLogFilter({}) as LogFilter)) : null, since, got, notify: (json) => void got.push(JSON.parse(json)) };
+  const gaps: number[] = [];
+  return {
+    type,
+    filter: type === 'logs' ? (filter ?? (parseLogFilter({}) as LogFilter)) : null,
+    since,
+    after,
+    got,
+    gaps,
+    notify: (json) => void got.push(JSON.parse(json)),
+    missed: (first) => void gaps.push(first),
+  };
 }
 
 /** Lets the feed's fetches (each answered in a microtask) run to the end. */
@@ -97,11 +108,18 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 200; i++) await new Promise((r) => setImmediate(r));
 }
 
-function setup(height: number) {
+/** `slow`: each fetch answered in a later turn of the event loop (a walk takes many), not in a microtask. */
+function setup(height: number, slow = false) {
   const chain = new FakeChain(height);
   const view = new FakeView();
   view.number = height;
-  const feed = new ChainFeed(ROUTE, view as unknown as ChainView, chain.dispatch, false, LOG);
+  const dispatch: Dispatch = slow
+    ? ((target: HeldTarget, request: ForwardRequest) => {
+        setImmediate(() => chain.dispatch(target, request as HeldRequest));
+        return { cancel() {} };
+      }) as Dispatch
+    : chain.dispatch;
+  const feed = new ChainFeed(ROUTE, view as unknown as ChainView, dispatch, false, LOG);
   return { chain, view, feed };
 }
 
@@ -208,5 +226,55 @@ describe('ChainFeed', () => {
     expect(numbers(a.got)).toEqual([6]);
     expect(numbers(b.got)).toEqual([10]);
     expect(chain.calls.length - calls).toBeLessThanOrEqual(3);
+  });
+
+  // issue 43, rule 16: before, a subscriber that came while 300 skipped heights were being filled got all 300.
+  it('starts a subscriber that comes during a gap fill after the head the gateway knew then, not with the old blocks', async () => {
+    const { chain, view, feed } = setup(5, true);
+    const first = subscriber('newHeads', feed.now, null, feed.head);
+    feed.add(first);
+    await settle();
+    chain.extend(305, 'a');
+    view.moveTo(305);
+    // The walk back from 305 is under way (one fetch per turn): nothing sent yet.
+    await new Promise((r) => setImmediate(r));
+    await new Promise((r) => setImmediate(r));
+    expect(first.got).toEqual([]);
+    const late = subscriber('newHeads', feed.now, null, feed.head);
+    expect(late.after).toBe(305);
+    feed.add(late);
+    for (let i = 0; i < 5 && first.got.length < 300; i++) await settle();
+    expect(numbers(first.got)).toEqual(Array.from({ length: 300 }, (_, i) => 6 + i));
+    expect(late.got).toEqual([]);
+    chain.extend(306, 'a');
+    view.moveTo(306);
+    await settle();
+    expect(numbers(late.got)).toEqual([306]);
+    expect(numbers(first.got).at(-1)).toBe(306);
+  });
+
+  // issue 43, rule 18: before, a gap over the 1,024 blocks filled was silent: the client believed it had every block.
+  it('tells every subscriber of a gap it will not fill the first block it did not get', async () => {
+    const { chain, view, feed } = setup(5);
+    const heads = subscriber('newHeads', feed.now, null, feed.head);
+    const logs = subscriber('logs', feed.now, null, feed.head);
+    feed.add(heads);
+    feed.add(logs);
+    await settle();
+    chain.extend(7, 'a');
+    view.moveTo(7);
+    await settle();
+    expect(numbers(heads.got)).toEqual([6, 7]);
+    chain.extend(7 + 1100, 'a');
+    view.moveTo(7 + 1100);
+    for (let i = 0; i < 20 && heads.gaps.length === 0; i++) await settle();
+    // Blocks 8..82 are not filled (the last 1,024 are): each subscriber is told 8 is the first it missed.
+    expect(heads.gaps).toEqual([8]);
+    expect(logs.gaps).toEqual([8]);
+    // A gap the feed fills tells nobody anything.
+    chain.extend(7 + 1100 + 5, 'a');
+    view.moveTo(7 + 1100 + 5);
+    await settle();
+    expect(heads.gaps).toEqual([8]);
   });
 });
