@@ -16,6 +16,8 @@ import { freePort } from '../support/http.ts';
 import { connect, wsUrl, type RpcSocket } from '../support/ws-client.ts';
 
 const KEY = newKey();
+/** A key with a rate limit of one call an hour: its second call is refused. */
+const LIMITED = newKey();
 const ADDR = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 
 let anvil: Anvil;
@@ -48,7 +50,10 @@ beforeAll(async () => {
   [t1, t2] = await Promise.all([startThrottleStandin(anvil.url), startThrottleStandin(anvil.url)]);
   t1.throttle = t2.throttle = () => PROVIDER.alchemy429;
   const built = await buildManifest('issue-43-error-ids', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ids', key: KEY }]));
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([
+      { id: 'ids', key: KEY },
+      { id: 'limited', key: LIMITED, rateLimit: '1/h' },
+    ]));
   // Nothing listens there: the upstream is down from its first poll.
   const down = `http://127.0.0.1:${await freePort()}`;
   gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { SLOW: slow.url, DOWN: down, T1: t1.url, T2: t2.url } });
@@ -130,6 +135,22 @@ describe.each(CASES)('rule 11: $what ($chain) answers with the client ids', ({ c
       await ws.close();
     }
   }, 30_000);
+});
+
+describe('rule 11: a rate limit refusal, taken once the body is read', () => {
+  it('carries the call\'s id, and a batch\'s refusal one error per call with its id', async () => {
+    const url = gw.url('rpc', '/down');
+    await postJson(url, LIMITED, JSON.stringify(balance(1)));
+    const one = await postJson(url, LIMITED, JSON.stringify(balance('again')));
+    expect(one.status, one.text).toBe(429);
+    expect(one.json, one.text).toMatchObject({ id: 'again', error: { code: -32005, message: 'Limit exceeded: rate limit' } });
+    const many = await postJson(url, LIMITED, JSON.stringify([balance(31), balance('thirty-two')]));
+    expect(many.status, many.text).toBe(429);
+    expect(many.json.map((m: { id: unknown; error: { code: number } }) => [m.id, m.error.code]), many.text).toEqual([
+      [31, -32005],
+      ['thirty-two', -32005],
+    ]);
+  });
 });
 
 describe('rule 11: where the body was not read, the id is null', () => {
