@@ -127,6 +127,7 @@ describe('rule 19: one upstream of three reports a finalized block one lower', (
     expect(await resets('three'), 'gateway_cache_resets_total').toBe(resetsBefore);
     expect(gw.lines.slice(logged).filter((l) => l.includes('"cache_reset"'))).toEqual([]);
     expect(await finalizedBehind('three#0'), 'status.json: the liar is behind finality it reported').toBe(FINALIZED);
+    expect(await gw.waitForLog((e) => e.event === 'upstream_finalized_behind' && e.upstream === 'three#0')).toMatchObject({ chain: 'three', finalized: FINALIZED - 1, was: FINALIZED });
     const seen = liar.requests.length;
     for (let i = 0; i < 12; i++) await uncached('three');
     expect(liar.requests.length, 'calls that reached the liar while it lies').toBe(seen);
@@ -135,6 +136,7 @@ describe('rule 19: one upstream of three reports a finalized block one lower', (
     // It catches up: back at finalized 86, it takes calls again.
     liar.pollAnswer = null;
     await until(async () => (await finalizedBehind('three#0')) === null, 'the liar caught up');
+    expect(await gw.waitForLog((e) => e.event === 'upstream_finalized_caught_up' && e.upstream === 'three#0')).toMatchObject({ chain: 'three', finalized: FINALIZED });
     await until(async () => {
       await uncached('three');
       return liar.requests.length > seen;
