@@ -3,7 +3,10 @@
 // places. Below the guard that plans the merge and the layers that send the
 // forwarded calls (interfaces/evm.ts, cache/evm-batch.ts).
 import type { BatchMerge } from './guards/evm-decision.ts';
-import { MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer } from './json-scan.ts';
+import type { EvmForward } from './proxy.ts';
+import { Call } from './evm-call.ts';
+import { rpcErrorWithId } from './errors/evm-jsonrpc.ts';
+import { ANY_DEPTH, MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer } from './json-scan.ts';
 
 /**
  * Rebuilds a batch answer: the node's answers matched to forwarded ids, the
@@ -88,4 +91,30 @@ function wholeBatchError(merge: BatchMerge, body: Buffer): Buffer | null {
     parts.push('ready' in slot ? (typeof slot.ready === 'string' ? Buffer.from(slot.ready) : slot.ready) : Buffer.from(`{"jsonrpc":"2.0","id":${slot.forwardedId},"error":${errJson}}`));
   }
   return joinArray(parts);
+}
+
+/**
+ * The gateway's own error (`error`: made once, with id null) as the answer to
+ * the calls the guard let through (JSON-RPC 2.0 allows id null only where the
+ * id could not be read): a single call's with its id; a batch's as one error
+ * per call with an id, each with its own, in the client's order, with the
+ * answers the guard made (refused calls) in their places. A batch of
+ * notifications only has no call to answer: the error as it is.
+ */
+export function failedAnswer(d: EvmForward, error: string): string {
+  if (d.methods === null) return rpcErrorWithId(error, (d.call ?? new Call(d.body, d.label, d.idStart, d.idEnd)).idJson);
+  const parts: string[] = [];
+  if (d.merge !== null) {
+    for (const slot of d.merge.slots) {
+      if (slot === null) continue;
+      parts.push('ready' in slot ? slot.ready.toString() : rpcErrorWithId(error, slot.forwardedId));
+    }
+  } else if (d.calls !== null) {
+    for (const c of d.calls) if (!c.notification) parts.push(rpcErrorWithId(error, c.idJson));
+  } else {
+    // The guard's bytes, split here: a call without an id (a notification) has no slot.
+    const b = typeof d.body === 'string' ? Buffer.from(d.body) : d.body;
+    for (const it of splitBatchAnswer(b, ANY_DEPTH) ?? []) if (it.id !== null) parts.push(rpcErrorWithId(error, it.id));
+  }
+  return parts.length === 0 ? error : `[${parts.join(',')}]`;
 }

@@ -24,6 +24,12 @@ export interface RouteHandler {
   handle(x: Exchange, rest: string, query: string): void;
   /** An upstream answer the handler asked to see whole (see ForwardRequest.classify). */
   rewrite(x: Exchange, r: BufferedResult): void;
+  /**
+   * The gateway's own failure `body` (made once, with no request-specific
+   * part) as the answer to this request, where the interface names what it
+   * answers (EVM: the calls' ids, once the body is read); absent: as it is.
+   */
+  failed?(x: Exchange, body: string): string;
 }
 
 /** What every exchange of a server shares: made once, it knows nothing of the server itself. */
@@ -96,7 +102,7 @@ export class Exchange implements ClientTarget {
   envelope: Envelope;
   /** The chain's flow, once one matches. */
   handler: RouteHandler | null = null;
-  /** What the handler needs to rewrite the answer (EVM: how to merge a batch). */
+  /** What the handler needs to rewrite the answer or a failure (EVM: the guard's decision, once the body is read). */
   plan: unknown = null;
   /** On chains with a cache: the X-Cache header every answer carries, and the access log's field. */
   cacheTag: readonly string[] | null = null;
@@ -176,14 +182,20 @@ export class Exchange implements ClientTarget {
     // Every upstream throttled: with a Retry-After, 1 s where the caller does not know when one is free (throttle.ts).
     if (f === 'throttled' && extra === undefined) extra = RETRY_SOON;
     const a = this.envelope[f];
-    this.send(a.status, a.body, extra);
+    this.sendFailure(a.status, a.body, extra);
   }
 
   refuse(r: Refused): void {
     const extra = r.retryAfter > 0 ? ['retry-after', String(r.retryAfter)] : undefined;
     if (r.resetsAt === undefined) return this.fail(r.reason, extra);
     const a = this.envelope[r.reason];
-    this.send(a.status, a.body.replace(RESETS_AT, r.resetsAt), extra);
+    this.sendFailure(a.status, a.body.replace(RESETS_AT, r.resetsAt), extra);
+  }
+
+  /** Every failure the gateway answers itself goes out here: the handler makes it this request's (EVM: the calls' ids). */
+  private sendFailure(status: number, body: string, extra: readonly string[] | undefined): void {
+    const h = this.handler;
+    this.send(status, h === null || h.failed === undefined ? body : h.failed(this, body), extra);
   }
 
   /** What escaped the request's own handling: logged, and answered if nothing was sent yet. */

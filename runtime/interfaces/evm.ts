@@ -5,8 +5,8 @@ import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../e
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from '../guards/evm-params.ts';
-import { checkEvmBody, checkEvmBodyGeneral, type BatchMerge, type CallCheck, type EvmDecision } from '../guards/evm.ts';
-import { mergeBatch } from '../batch-merge.ts';
+import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from '../guards/evm.ts';
+import { failedAnswer, mergeBatch } from '../batch-merge.ts';
 import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../keys/key-policy.ts';
 import { scanPlainRpc } from '../guards/evm-fast.ts';
 import { whenIdentified } from '../admission/admission.ts';
@@ -91,7 +91,7 @@ class EvmRoute implements RouteHandler {
       return x.send(d.status, d.body);
     }
     // On to the chain's layers, from their top: admission's admit step (JWT, rate limit, quota, usage count).
-    x.plan = d.merge;
+    x.plan = d;
     x.forwardWith(this.s.dispatch, this.request(x, d));
   }
 
@@ -141,7 +141,7 @@ class EvmRoute implements RouteHandler {
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */
   rewrite(x: Exchange, r: BufferedResult): void {
-    const merge = x.plan as BatchMerge | null;
+    const merge = (x.plan as Forwarded).merge;
     if (merge !== null && r.status >= 200 && r.status < 300) {
       const merged = mergeBatch(merge, r.body);
       // Nothing to answer (only notifications): no body, as JSON-RPC requires.
@@ -152,6 +152,12 @@ class EvmRoute implements RouteHandler {
     }
     this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
     x.fail('bad-response');
+  }
+
+  /** The gateway's error as the answer to the calls it read (their ids); before the body is read, id null. */
+  failed(x: Exchange, body: string): string {
+    const d = x.plan as Forwarded | null;
+    return d === null ? body : failedAnswer(d, body);
   }
 }
 

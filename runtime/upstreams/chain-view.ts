@@ -12,11 +12,16 @@
 //    upstream's report shows it: a slow upstream holds up no one;
 //  - an upstream's identity (what it serves, and its genesis hash) is checked
 //    in the same poll as its head: a head from an upstream of another chain is
-//    never adopted. When an upstream's identity changes, or when an
-//    upstream's finalized block goes backwards (a revert, a reset, a resynced
-//    node; where it is only head − finality depth, once the head is below the
-//    old one), the chain resets: its forever entries go and the
-//    eth_blockNumber floor with them;
+//    never adopted. When an upstream's identity changes, the chain resets: its
+//    forever entries go and the eth_blockNumber floor with them;
+//  - an upstream's finalized block going backwards (a revert, a reset, a
+//    resynced node, or one node behind a load balancer that lags the others;
+//    where it is only head − finality depth, once the head is below the old
+//    one) is the chain going back only where more than half of the usable
+//    upstreams (the only one, alone) say so: then the chain resets. Short of
+//    that, the upstream is behind (UpstreamView.finalBehind): out of the tip,
+//    the chain's head and finality and routing until its finalized block is
+//    back where it was (issue 43);
 //  - the served tip (a pool's) and eth_blockNumber's floor (the cache's) go
 //    back only when the chain does: a reset. One upstream's head going down,
 //    or every upstream coming back behind, moves neither: they never go below
@@ -67,6 +72,12 @@ export class UpstreamView {
   safe = -1;
   /** More than maxLag blocks behind the chain's best head. */
   lagging = false;
+  /**
+   * Its finalized block went back, and the chain's did not (ChainView.report):
+   * the highest finalized block it reported before, which it must reach again
+   * to take traffic or count for the chain (-1: not behind).
+   */
+  finalBehind = -1;
   /** Most blocks it takes in one eth_getLogs call: the manifest's maxLogRange, lowered by what its errors say (log-ranges.ts); null: none known. */
   maxLogRange: number | null = null;
   /** False once it answered a JSON-RPC batch with one object; asked call by call until it comes back from down. */
@@ -216,19 +227,31 @@ export class ChainView {
         this.trust++;
         v.head = null;
         v.finalized = -1;
+        v.finalBehind = -1;
       }
       v.identity = r.identity;
       if (r.genesis !== '') v.genesis = r.genesis;
       if (r.own) {
-        // The chain itself went back below a block it called final: nothing kept as final can be trusted.
-        const below = r.finalized >= 0 && r.finalized < v.finalized;
-        if (reset === null && below && (r.finalizedByDepth !== true || r.number < v.finalized)) reset = 'finalized_backwards';
+        // It went back below a block it called final: it is behind, until the chain's going back is what most say.
+        const back = reset === null && r.finalized >= 0 && r.finalized < v.finalized && (r.finalizedByDepth !== true || r.number < v.finalized);
+        if (back && v.finalized > v.finalBehind) v.finalBehind = v.finalized;
         if (!Number.isNaN(r.number)) {
           v.head = r.number;
           v.hash = r.hash;
         }
         v.finalized = r.finalized;
         v.safe = r.safe;
+        if (v.finalBehind >= 0 && r.finalized >= v.finalBehind) v.finalBehind = -1;
+        // The chain itself went back below a block it called final: nothing kept as final can be trusted. Asked
+        // again at each report of a behind one: the others may have gone down since, leaving it the only usable one.
+        if (v.finalBehind >= 0 && this.finalityWentBack()) {
+          reset = 'finalized_backwards';
+          // What the others called final is of the old history: each is judged afresh by its next report.
+          for (const m of this.members) {
+            m.view.finalBehind = -1;
+            if (m.view !== v) m.view.finalized = -1;
+          }
+        }
         for (const [n, hash] of r.canonical) this.learnCanonical(n, hash);
       }
     }
@@ -240,6 +263,21 @@ export class ChainView {
     this.settle();
     this.settleTip(reset !== null);
     for (const l of this.listeners) l.heard?.();
+  }
+
+  /**
+   * Whether the chain's finalized block went back: more than half of the
+   * usable upstreams, the behind ones among them, are behind (one alone is).
+   */
+  private finalityWentBack(): boolean {
+    let usable = 0;
+    let behind = 0;
+    for (const m of this.members) {
+      if (m.view.finalBehind >= 0) behind++;
+      else if (!m.serving) continue;
+      usable++;
+    }
+    return behind * 2 > usable;
   }
 
   /** An upstream's poll has been out longer than the poll interval: its head is left out of the tip until it answers on time. */

@@ -209,8 +209,16 @@ export class Poller {
       // Back from down: the node may have been restarted or reconfigured. If it refused batches, it is asked with one again.
       if (before === 'down' && v.state === 'up' && !v.takesBatches) v.takesBatches = true;
     }
+    const behind = v.finalBehind;
     c.view.report(v, r, late);
     v.settled(n, r !== null && r.own);
+    // Its finalized block went back while the chain's did not, or it is back where it was (chain-view.ts); where its
+    // report reset the chain instead, the cache's cache_reset line says so.
+    if (behind < 0 && v.finalBehind >= 0) {
+      this.log.warn({ event: 'upstream_finalized_behind', chain: path, upstream: u.name, finalized: v.finalized, was: v.finalBehind }, 'upstream finalized block went back: out of traffic until it catches up');
+    } else if (behind >= 0 && v.finalBehind < 0 && v.finalized >= behind) {
+      this.log.info({ event: 'upstream_finalized_caught_up', chain: path, upstream: u.name, finalized: v.finalized }, 'upstream finalized block caught up');
+    }
     this.metrics.upstream(path, u, best);
     if (before !== v.state && before !== 'unknown' && v.state !== 'wrong_chain') {
       this.log.warn({ event: 'upstream_state', chain: path, upstream: u.name, from: before, to: v.state, head: v.head, lagging: v.lagging }, 'upstream state changed');

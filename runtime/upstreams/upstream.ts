@@ -112,18 +112,18 @@ export class Upstream {
     return this.view.tally;
   }
 
-  /** May take traffic but for a throttle: up, or not yet checked on a chain that names nothing to check. */
+  /** May take traffic but for a throttle: up, or not yet checked on a chain that names nothing to check, and not behind the finality it reported (chain-view.ts). */
   get serving(): boolean {
     const v = this.view;
     const s = v.state;
-    return s === 'up' || (s === 'unknown' && !v.verify);
+    return (s === 'up' || (s === 'unknown' && !v.verify)) && v.finalBehind < 0;
   }
 
   /** May take traffic: serving, not in a throttle's cooldown (throttle.ts), and with room in its budget (upstream-budget.ts). */
   get usable(): boolean {
     const v = this.view;
     const s = v.state;
-    return (s === 'up' || (s === 'unknown' && !v.verify)) && (v.throttledUntil === 0 || !v.throttled) && (this.budget === null || this.budget.ready());
+    return (s === 'up' || (s === 'unknown' && !v.verify)) && v.finalBehind < 0 && (v.throttledUntil === 0 || !v.throttled) && (this.budget === null || this.budget.ready());
   }
 
   /** An answer: the run of failed requests is over, and the run of throttles (throttle.ts). */

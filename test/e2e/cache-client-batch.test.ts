@@ -252,7 +252,11 @@ describe('a client batch on a cached chain: each call takes part', () => {
     const a = await batch('/failing', [call(1, 'eth_getBalance', ['0x' + '01'.repeat(20), 'latest']), call(2, 'eth_getBalance', ['0x' + '02'.repeat(20), 'latest'])]);
     expect(a.status).toBe(502);
     expect(a.xCache).toBe('MISS');
-    expect((a.body as { error: { code: number } }).error.code).toBe(-32053);
+    // One error per call, each with its id (issue 43, rule 11).
+    expect((a.body as { id: number; error: { code: number } }[]).map((m) => [m.id, m.error.code])).toEqual([
+      [1, -32053],
+      [2, -32053],
+    ]);
     // Single calls reach that node fine; nothing of the failed batch was kept.
     const solo = await batch('/failing', call(3, 'eth_getBalance', ['0x' + '01'.repeat(20), 'latest']));
     expect(solo.xCache).toBe('MISS');

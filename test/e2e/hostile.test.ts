@@ -118,10 +118,14 @@ const NI = { network_identifier: { blockchain: 'cardano', network: 'preprod' } }
 const deep = (n: number, inner = '1') => '['.repeat(n) + inner + ']'.repeat(n);
 const call = (id: unknown, method = 'eth_chainId') => ({ jsonrpc: '2.0', id, method, params: [] });
 
+/** The gateway's error `name`; for a batch failed whole, one per call, each with its call's id (a call the guard refused keeps its own answer). */
 function expectRpcError(r: RawResponse, name: keyof typeof RPC_ERRORS): void {
   expect(r.status, r.text).toBe(RPC_ERRORS[name].status);
-  expect(r.json().error.code).toBe(RPC_ERRORS[name].code);
-  expect(r.json().error.message).toBe(RPC_ERRORS[name].message);
+  const j = r.json();
+  const failed = (Array.isArray(j) ? j : [j]).filter((i: { error?: { code: number } }) => i.error?.code === RPC_ERRORS[name].code);
+  expect(failed.length, r.text).toBeGreaterThan(0);
+  for (const i of failed) expect(i.error.message).toBe(RPC_ERRORS[name].message);
+  if (Array.isArray(j)) for (const i of j) expect(i.id, r.text).not.toBeNull();
   expect(r.headers['x-request-id']).toBeTruthy();
 }
 function expectRosettaError(r: RawResponse, name: keyof typeof ROSETTA_ERRORS): void {

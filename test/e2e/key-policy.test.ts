@@ -141,7 +141,8 @@ async function refusedEverywhere(key: string, reason: string, c: Call = {}): Pro
   const status = reason === 'jwt' ? 401 : 403;
   const e = await evm(key, RPC('eth_blockNumber'), c);
   expect(e.status, `evm ${reason}`).toBe(status);
-  expect(e.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32044, message: "Request not allowed by this key's policy", data: { reason } } });
+  // The JWT is checked once the body is read (admission's admit step): its refusal carries the call's id (issue 43, rule 11).
+  expect(e.json()).toEqual({ jsonrpc: '2.0', id: reason === 'jwt' ? 1 : null, error: { code: -32044, message: "Request not allowed by this key's policy", data: { reason } } });
   const r = await rosettaCall(key, 'network/status', c);
   expect(r.status, `rosetta ${reason}`).toBe(500);
   expect(r.json()).toEqual({ code: 6005, message: "Request not allowed by this key's policy", retriable: false, details: { reason } });

@@ -277,7 +277,8 @@ describe('a call of a batch that fails', () => {
   it('when every call of the batch fails, the batch fails as one call does (503, -32052)', async () => {
     const r = await post('short', JSON.stringify(TOLD.map((a, i) => ({ jsonrpc: '2.0', id: i, method: 'eth_getBalance', params: [a, 'latest'] }))));
     expect(r.status).toBe(503);
-    expect((JSON.parse(r.text) as Answer).error).toMatchObject({ code: -32052 });
+    // One error per call, each with its id (issue 43, rule 11).
+    expect((JSON.parse(r.text) as Answer[]).map((a) => [a.id, a.error?.code])).toEqual(TOLD.map((_, i) => [i, -32052]));
   });
 });
 

@@ -122,7 +122,8 @@ describe('quotas', () => {
     const e = await balance(gw, K.small);
     expect(e.status).toBe(429);
     const resetsAt = nextMidnight();
-    expect(e.json()).toEqual({ jsonrpc: '2.0', id: null, error: { code: -32005, message: 'Limit exceeded: quota', data: { reason: 'quota', resetsAt } } });
+    // The quota is taken once the body is read: the refusal carries the call's id (issue 43, rule 11).
+    expect(e.json()).toEqual({ jsonrpc: '2.0', id: 1, error: { code: -32005, message: 'Limit exceeded: quota', data: { reason: 'quota', resetsAt } } });
     const retry = Number(e.headers['retry-after']);
     expect(Math.abs(retry - Math.ceil((Date.parse(resetsAt) - Date.now()) / 1000))).toBeLessThanOrEqual(2);
     expect(e.headers['x-ratelimit-remaining']).toBe('0');

@@ -128,6 +128,61 @@ describe('chain view: eth_blockNumber floor and resets', () => {
     expect(view.resets).toBe(3);
   });
 
+  it('one upstream of two going back below its finalized block is behind, not a reset: out of the tip, finality and traffic until it is back (issue 43)', () => {
+    const { ups, view } = setup(2);
+    const reasons: ResetReason[] = [];
+    view.listen({ epoch: () => undefined, reset: (r) => reasons.push(r), canonical: () => undefined });
+    view.report(ups[0]!.view, report({ number: 150, hash: '0x150', finalized: 86 }));
+    view.report(ups[1]!.view, report({ number: 150, hash: '0x150', finalized: 86 }));
+    expect(view.blockNumber(150)).toBe(-1);
+    view.report(ups[0]!.view, report({ number: 149, hash: '0x149', finalized: 85 }));
+    expect(reasons).toEqual([]);
+    expect(ups[0]!.view.finalBehind).toBe(86);
+    expect([ups[0]!.serving, ups[0]!.usable, ups[1]!.usable]).toEqual([false, false, true]);
+    expect([view.tip, view.finalized, view.blockNumber(150)]).toEqual([150, 86, -1]);
+    // Going further back keeps the block it must reach; back there, it counts again.
+    view.report(ups[0]!.view, report({ number: 148, hash: '0x148', finalized: 84 }));
+    view.report(ups[0]!.view, report({ number: 149, hash: '0x149', finalized: 85 }));
+    expect(ups[0]!.view.finalBehind).toBe(86);
+    view.report(ups[0]!.view, report({ number: 150, hash: '0x150', finalized: 86 }));
+    expect([ups[0]!.view.finalBehind, ups[0]!.usable]).toEqual([-1, true]);
+    expect(reasons).toEqual([]);
+  });
+
+  it('the finalized block going back at more than half of the usable upstreams, or at the only usable one, is a reset (issue 43)', () => {
+    const three = setup(3);
+    const reasons: ResetReason[] = [];
+    three.view.listen({ epoch: () => undefined, reset: (r) => reasons.push(r), canonical: () => undefined });
+    for (const u of three.ups) three.view.report(u.view, report({ number: 150, hash: '0x150', finalized: 86 }));
+    three.view.report(three.ups[0]!.view, report({ number: 10, hash: '0x10', finalized: 0 }));
+    expect(reasons).toEqual([]);
+    three.view.report(three.ups[1]!.view, report({ number: 10, hash: '0x10', finalized: 0 }));
+    expect(reasons).toEqual(['finalized_backwards']);
+    expect(three.ups.map((u) => u.view.finalBehind)).toEqual([-1, -1, -1]);
+    // The third, on the old history until its next poll, is judged afresh: its report of the reset chain is no second reset.
+    three.view.report(three.ups[2]!.view, report({ number: 10, hash: '0x10', finalized: 0 }));
+    expect(reasons).toEqual(['finalized_backwards']);
+    expect([three.view.tip, three.ups[2]!.usable]).toEqual([10, true]);
+
+    // Two upstreams, one of them down: the other is the only usable one.
+    const two = setup(2);
+    const more: ResetReason[] = [];
+    two.view.listen({ epoch: () => undefined, reset: (r) => more.push(r), canonical: () => undefined });
+    for (const u of two.ups) two.view.report(u.view, report({ number: 150, hash: '0x150', finalized: 86 }));
+    two.ups[1]!.state = 'down';
+    two.view.report(two.ups[0]!.view, report({ number: 149, hash: '0x149', finalized: 85 }));
+    expect(more).toEqual(['finalized_backwards']);
+    // Behind while the other was up; the other goes down: the behind one is the only usable one, and its next report resets.
+    two.ups[1]!.state = 'up';
+    for (const u of two.ups) two.view.report(u.view, report({ number: 150, hash: '0x150', finalized: 86 }));
+    two.view.report(two.ups[0]!.view, report({ number: 149, hash: '0x149', finalized: 85 }));
+    expect(more).toEqual(['finalized_backwards']);
+    two.ups[1]!.state = 'down';
+    two.view.report(two.ups[0]!.view, report({ number: 149, hash: '0x149', finalized: 85 }));
+    expect(more).toEqual(['finalized_backwards', 'finalized_backwards']);
+    expect(two.ups[0]!.usable).toBe(true);
+  });
+
   it('names the namespace by identity and genesis, and none while the usable upstreams disagree', () => {
     const { ups, view } = setup(2);
     view.report(ups[0]!.view, report({}));

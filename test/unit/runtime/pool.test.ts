@@ -140,7 +140,7 @@ describe('served tip (chain view)', () => {
     expect(view.tip).toBe(10);
   });
 
-  it('holds when one upstream dips on a chain whose finality is a depth (its finalized block dips with it): no reset until the head is below the old finalized block', () => {
+  it('holds when one upstream dips on a chain whose finality is a depth (its finalized block dips with it): no reset until the head is below the old finalized block at more than half of them', () => {
     const { ups, view } = setup(2, 'all');
     const byDepth = (n: number): PollReport => ({ ...report(n), finalized: n - 10, finalizedByDepth: true });
     view.report(ups[0]!.view, byDepth(1000));
@@ -148,7 +148,9 @@ describe('served tip (chain view)', () => {
     expect(view.tip).toBe(1000);
     view.report(ups[1]!.view, byDepth(999));
     expect([view.tip, view.resets]).toEqual([1000, 0]);
-    view.report(ups[0]!.view, byDepth(980)); // below the block it called final (990): the chain went back
+    view.report(ups[0]!.view, byDepth(980)); // below the block it called final (990): it went back, the other did not (issue 43)
+    expect([view.tip, view.resets, ups[0]!.usable]).toEqual([1000, 0, false]);
+    view.report(ups[1]!.view, byDepth(980)); // both went back: the chain did
     expect(view.resets).toBe(1);
     expect(view.tip).toBe(980);
   });
