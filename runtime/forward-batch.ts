@@ -316,7 +316,7 @@ class UpstreamBatch implements HeldTarget {
         // The node throttled this call: it goes elsewhere, as a lone call would (throttle.ts).
         if (throttledAt === null) {
           throttledAt = new Set([u]);
-          throttled(u, r.headers, Date.now());
+          throttled(u, r.headers, Date.now(), item);
         }
         return h.alone(throttledAt);
       }

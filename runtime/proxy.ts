@@ -228,6 +228,9 @@ const enum Mode {
  */
 const MAX_STREAM_JUDGED = 512;
 
+/** The most of a 429's body kept: enough for a provider's JSON-RPC error with its backoff (throttle.ts retryAfterMs). */
+const MAX_THROTTLE_BODY = 4096;
+
 const EMPTY = Buffer.alloc(0);
 const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
 
@@ -258,6 +261,11 @@ export class Forward implements Dispatcher.DispatchHandler {
   private headers = NO_HEADERS;
   private mode = Mode.Stream;
   private bad = false;
+  /**
+   * Throttles seen in bodies, not yet marked (throttledInBody): the body they
+   * gave alike, and each upstream with its answer's headers and when it was sent.
+   */
+  private alike: { readonly body: Buffer; readonly pending: { u: Upstream; headers: IncomingHttpHeaders; sentAt: number }[] } | null = null;
   /** The answer's body in Buffer mode, and in Judge mode what came so far. */
   private chunks: Buffer[] | null = null;
   private size = 0;
@@ -306,6 +314,8 @@ export class Forward implements Dispatcher.DispatchHandler {
   private end(r: ForwardResult): void {
     if (this.ended) return;
     this.ended = true;
+    // Another upstream answered otherwise (or the call ended): the throttles seen in bodies count.
+    this.markThrottled();
     this.target.forwarded(r);
   }
 
@@ -330,7 +340,10 @@ export class Forward implements Dispatcher.DispatchHandler {
     if (left < 1) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
     const tried = this.tried;
     const u = tried === null ? group.pick(null, req.accept) : group.pickRetry(tried, req.accept);
-    if (u === null) return this.end(this.last ?? allThrottled(group, req.accept, null) ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
+    if (u === null) {
+      this.markThrottled();
+      return this.end(this.last ?? allThrottled(group, req.accept, null) ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
+    }
     this.u = u;
     this.canRetry = this.attempt - this.throttles < req.retries && group.hasOther(u, tried, req.accept);
     this.attempt++;
@@ -371,6 +384,9 @@ export class Forward implements Dispatcher.DispatchHandler {
     const req = this.req;
     if (status === 429) {
       this.mode = Mode.Throttled;
+      // Its body is kept, if short, for the Retry-After it may carry (Infura's backoff_seconds: throttle.ts retryAfterMs).
+      this.chunks = [];
+      this.size = 0;
       this.startDeadline();
       return;
     }
@@ -457,6 +473,12 @@ export class Forward implements Dispatcher.DispatchHandler {
         // Too long to be a throttle: streamed on from here.
         if (this.size > MAX_STREAM_JUDGED) this.streamJudged(controller);
         return;
+      case Mode.Throttled:
+        if (this.chunks === null || this.size + chunk.length > MAX_THROTTLE_BODY) return;
+        this.chunks.push(chunk);
+        this.size += chunk.length;
+        held += chunk.length;
+        return;
       case Mode.Buffer:
         if (this.chunks === null) return; // aborted
         if (this.size + chunk.length > this.req.maxBuffer || held + chunk.length > MAX_HELD_BYTES) {
@@ -480,9 +502,12 @@ export class Forward implements Dispatcher.DispatchHandler {
         this.release();
         this.fail(u);
         return this.retryElsewhere(u, { kind: 'failed', fail: 'unavailable', upstream: u });
-      case Mode.Throttled:
+      case Mode.Throttled: {
+        const body = Buffer.concat(this.chunks!, this.size);
+        this.chunks = null;
         this.release();
-        return this.throttledBy(u);
+        return this.throttledBy(u, body);
+      }
       case Mode.Judge: {
         const chunks = this.chunks!;
         const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
@@ -490,7 +515,9 @@ export class Forward implements Dispatcher.DispatchHandler {
           this.chunks = null;
           this.release();
           this.headPending = false;
-          return this.throttledBy(u);
+          if (this.throttledInBody(u, body)) return;
+          // Every upstream asked gave it alike: the call's answer, streamed as it is.
+          this.chunks = [body];
         }
         this.streamJudged(null);
         return this.onResponseEnd();
@@ -504,9 +531,10 @@ export class Forward implements Dispatcher.DispatchHandler {
           this.release();
           return this.badAnswer(u);
         }
+        // (Released first: another attempt may begin.) Unless every upstream asked gave it alike, then it is the call's answer.
         if (!this.bad && this.req.throttled?.(body) === true) {
           this.release();
-          return this.throttledBy(u);
+          if (this.throttledInBody(u, body)) return;
         }
         if (this.bad) this.fail(u);
         else this.succeeded(u);
@@ -552,21 +580,64 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * The upstream throttled the call (a 429, or a 200 whose body `throttled`
-   * calls a throttle, held or judged): it refused it, so nothing ran. A read goes to another usable
-   * upstream, whatever `retries` says; a write to one more, once. With none
-   * left, every upstream it could go to is throttled.
+   * The upstream throttled the call with a 429: it refused it, so nothing
+   * ran. A read goes to another usable upstream, whatever `retries` says; a
+   * write to one more, once. With none left, every upstream it could go to is
+   * throttled.
    */
-  private throttledBy(u: Upstream): void {
-    throttled(u, this.headers, Date.now() - (performance.now() - this.sentAt));
+  private throttledBy(u: Upstream, body: Buffer): void {
+    throttled(u, this.headers, this.sentEpoch(), body);
+    if (!this.moveOn(u)) this.endThrottled(u);
+  }
+
+  /**
+   * A 200 (or a held error) whose body `throttled` calls a throttle: as a 429,
+   * but an error that every upstream asked gives alike, byte for byte, is the
+   * call's own answer (a call can make a node say anything in an error), not
+   * N throttles. So the upstream is only marked throttled once another one
+   * answers the call otherwise (markThrottled), or when it was the only one
+   * asked. False: the body is that answer, to be relayed.
+   */
+  private throttledInBody(u: Upstream, body: Buffer): boolean {
+    if (this.alike !== null && !this.alike.body.equals(body)) this.markThrottled();
+    (this.alike ??= { body, pending: [] }).pending.push({ u, headers: this.headers, sentAt: this.sentEpoch() });
+    if (this.moveOn(u)) return true;
+    if (this.alike.pending.length > 1) {
+      this.alike = null;
+      return false;
+    }
+    this.markThrottled();
+    this.endThrottled(u);
+    return true;
+  }
+
+  /** Sends the call to another upstream after `u` throttled it, if one may take it (false: none may). */
+  private moveOn(u: Upstream): boolean {
     (this.tried ??= new Set()).add(u);
     const { req, group } = this;
-    if (!this.cancelled && (req.idempotent || !this.moved) && group.hasOther(u, this.tried, req.accept)) {
-      this.throttles++;
-      if (!req.idempotent) this.moved = true;
-      return this.next();
-    }
-    this.end(this.last ?? allThrottled(group, req.accept, u) ?? { kind: 'failed', fail: 'throttled', upstream: u, retryAfter: 1 });
+    if (this.cancelled || (!req.idempotent && this.moved) || !group.hasOther(u, this.tried, req.accept)) return false;
+    this.throttles++;
+    if (!req.idempotent) this.moved = true;
+    this.next();
+    return true;
+  }
+
+  /** No upstream is left that may take the call: every one it could go to is throttled. */
+  private endThrottled(u: Upstream): void {
+    this.end(this.last ?? allThrottled(this.group, this.req.accept, u) ?? { kind: 'failed', fail: 'throttled', upstream: u, retryAfter: 1 });
+  }
+
+  /** The throttles seen in bodies so far, not alike the call's answer: each upstream that gave one is throttled (throttle.ts). */
+  private markThrottled(): void {
+    const a = this.alike;
+    if (a === null) return;
+    this.alike = null;
+    for (const p of a.pending) throttled(p.u, p.headers, p.sentAt, a.body);
+  }
+
+  /** When the current attempt was sent, in epoch ms (the clock of the cooldowns). */
+  private sentEpoch(): number {
+    return Date.now() - (performance.now() - this.sentAt);
   }
 
   /** An answer that is no answer (an empty 200): a failed attempt, retried where safe. */
