@@ -16,7 +16,7 @@ import type { Call } from './evm-call.ts';
 import type { DocCall } from './doc-call.ts';
 import type { EvmDecision } from './guards/evm-decision.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
-import { allThrottled, mayBeError, throttled } from './upstreams/throttle.ts';
+import { allThrottled, answerFailed, mayBeError, throttled } from './upstreams/throttle.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
 export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';
@@ -261,6 +261,8 @@ export class Forward implements Dispatcher.DispatchHandler {
   private headers = NO_HEADERS;
   private mode = Mode.Stream;
   private bad = false;
+  /** The answer held to be judged (Judge mode) was an error the call did not cause: a failed attempt for the score. */
+  private erred = false;
   /**
    * Throttles seen in bodies, not yet marked (throttledInBody): the body they
    * gave alike, and each upstream with its answer's headers and when it was sent.
@@ -325,8 +327,13 @@ export class Forward implements Dispatcher.DispatchHandler {
     u.markFailure();
   }
 
-  private succeeded(u: Upstream): void {
-    u.tally.observe(performance.now() - this.sentAt, true);
+  /**
+   * An answer (the breaker's run of failures is over). `failed`: a JSON-RPC
+   * error the call did not cause (throttle.ts answerFailed), which counts as
+   * a failed attempt in the tally, and so in the score's window (issue 43).
+   */
+  private succeeded(u: Upstream, failed = false): void {
+    u.tally.observe(performance.now() - this.sentAt, !failed);
     u.markSuccess();
   }
 
@@ -349,6 +356,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.attempt++;
     this.mode = Mode.Stream;
     this.bad = false;
+    this.erred = false;
     this.controller = null;
     this.sentAt = now;
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
@@ -519,6 +527,7 @@ export class Forward implements Dispatcher.DispatchHandler {
           // Every upstream asked gave it alike: the call's answer, streamed as it is.
           this.chunks = [body];
         }
+        this.erred = answerFailed(body);
         this.streamJudged(null);
         return this.onResponseEnd();
       }
@@ -537,7 +546,7 @@ export class Forward implements Dispatcher.DispatchHandler {
           if (this.throttledInBody(u, body)) return;
         }
         if (this.bad) this.fail(u);
-        else this.succeeded(u);
+        else this.succeeded(u, this.req.throttled !== undefined && answerFailed(body));
         // Still counted as held while the caller rewrites it (synchronously).
         try {
           return this.end({ kind: 'buffered', upstream: u, status: this.status, headers: this.headers, body });
@@ -554,7 +563,7 @@ export class Forward implements Dispatcher.DispatchHandler {
           if (!this.req.emptyOk && this.status !== 304) return this.badAnswer(u);
           (this.target as ForwardTarget).streamHead(this.status, this.headers, u);
         }
-        this.succeeded(u);
+        this.succeeded(u, this.erred);
         res.end();
         return this.end({ kind: 'streamed', upstream: u, status: this.status });
       }

@@ -92,6 +92,25 @@ export function answerThrottled(body: Buffer): boolean {
   return e !== null && typeof e === 'object' && errorThrottled(e);
 }
 
+/** JSON-RPC errors that the call itself causes, whichever node answers it: an invalid request, an unknown method, invalid params. */
+const CALL_ERRORS: ReadonlySet<number> = new Set([-32600, -32601, -32602]);
+
+/**
+ * Whether a short JSON-RPC answer (not a throttle) is an error that the call
+ * did not cause (issue 43): the upstream failed it, and the score counts it
+ * as a failure (upstream-score.ts). The call causes -32600, -32601, -32602, an
+ * execution result and a log range's complaint; everything else, such as
+ * -32603 "Internal error", is the node's. A batch's answer is not judged.
+ */
+export function answerFailed(body: Buffer): boolean {
+  if (body.length > MAX_JUDGED || !mayBeError(body)) return false;
+  const e = errorOf(body);
+  if (e === null || typeof e !== 'object') return false;
+  const { code, message, data } = e as { code?: unknown; message?: unknown; data?: unknown };
+  const text = typeof message === 'string' ? message : '';
+  return !(typeof code === 'number' && CALL_ERRORS.has(code)) && !executionResult(code, text, data) && !RANGE_LIMIT.test(text);
+}
+
 /** The `error` of a short JSON answer (null: none, or not JSON). */
 function errorOf(body: Buffer): unknown {
   try {

@@ -2,7 +2,7 @@
 // a node's own errors and a range limit are not; Retry-After in both forms;
 // the cooldown doubles with each throttle in a row and an answer ends the run.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { allThrottled, answerThrottled, blockbookThrottled, mayBeError, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS, MAX_RETRY_AFTER_MS } from '../../../runtime/upstreams/throttle.ts';
+import { allThrottled, answerFailed, answerThrottled, blockbookThrottled, mayBeError, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS, MAX_RETRY_AFTER_MS } from '../../../runtime/upstreams/throttle.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 
@@ -83,6 +83,31 @@ describe('throttle texts (issue 43: judged narrowly)', () => {
     expect(blockbookThrottled(Buffer.from('{"error":"project ID request rate exceeded"}'))).toBe(true);
     expect(blockbookThrottled(Buffer.from('{"error":"Too many requests"}'))).toBe(false);
     expect(blockbookThrottled(Buffer.from('{"error":"Block not found"}'))).toBe(false);
+  });
+});
+
+describe('answerFailed: which error answers count against the score (issue 43, rule 4)', () => {
+  it('an error the call did not cause counts: -32603, -32000 "header not found", -32700 from the node', () => {
+    for (const [code, message] of [
+      [-32603, 'Internal error'],
+      [-32000, 'header not found'],
+      [-32700, 'parse error'],
+    ] as const)
+      expect(answerFailed(rpcError(code, message)), message).toBe(true);
+  });
+
+  it('what the call causes does not: -32600, -32601, -32602, an execution result, a log range\'s complaint; nor an answer', () => {
+    for (const [code, message] of [
+      [-32600, 'invalid request'],
+      [-32601, 'the method eth_foo does not exist/is not available'],
+      [-32602, 'invalid argument 0: hex string has length 3, want 40 for common.Address'],
+      [3, 'execution reverted: Internal error'],
+      [-32000, 'execution reverted'],
+      [-32005, 'query returned more than 10000 results'],
+    ] as const)
+      expect(answerFailed(rpcError(code, message)), message).toBe(false);
+    expect(answerFailed(Buffer.from('{"jsonrpc":"2.0","id":1,"result":"0x1"}'))).toBe(false);
+    expect(answerFailed(Buffer.from('{"error":"Block not found"}'))).toBe(false);
   });
 });
 
