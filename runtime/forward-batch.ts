@@ -16,7 +16,10 @@
 //    (upstreams/throttle.ts) and the batch goes to another node of the set, as
 //    a lone call would; a throttle in one item sends that call elsewhere;
 //  - an upstream that answers a batch with anything but a batch answer takes
-//    no batches (Upstream.takesBatches, logged once): the calls go alone.
+//    no batches (Upstream.takesBatches, logged once): the calls go alone;
+//  - a batch costs its calls against the upstreams' `rateLimit`: no batch
+//    carries more calls than the room in the budgets of its set (issue 43),
+//    the rest go in further batches, or alone once the room is one call.
 // Held means a request with `hold` (a cache's flight, a pool's leg): nothing
 // is streamed to a client from here. An EVM pool without the cache has the
 // layer with batch 1 (only the calls of one client batch go together); a
@@ -120,10 +123,16 @@ export class ForwardBatches {
     for (const [group, sets] of bound) {
       for (const [set, by] of sets) {
         for (const list of by.values()) {
-          for (let i = 0; i < list.length; i += size) {
-            const part = list.length <= size ? list : list.slice(i, i + size);
-            if (part.length === 1) part[0]!.alone();
-            else new UpstreamBatch(this, part, group, set).start();
+          for (let i = 0; i < list.length; ) {
+            // No more calls than the set has room for in a budget (each batch sent takes its calls from one at once).
+            const n = Math.min(size, list.length - i, room(group, set));
+            if (n <= 1) {
+              list[i++]!.alone();
+              continue;
+            }
+            const part = n === list.length ? list : list.slice(i, i + n);
+            i += n;
+            new UpstreamBatch(this, part, group, set).start();
           }
         }
       }
@@ -164,6 +173,24 @@ export class ForwardBatches {
       }
     }
   }
+}
+
+/**
+ * The most calls one batch to the set (bits over `group.all`) may carry now:
+ * the most room a usable upstream of it that takes batches has in its budget
+ * (upstream-budget.ts; a batch costs its calls); unbounded when one has no
+ * budget. A batch larger than this is split (issue 43).
+ */
+function room(group: UpstreamGroup, set: number): number {
+  const all = group.all;
+  let most = 0;
+  for (let i = 0; i < all.length; i++) {
+    const u = all[i]!;
+    if ((set & (1 << i)) === 0 || !u.usable || !u.takesBatches) continue;
+    if (u.budget === null) return Infinity;
+    most = Math.max(most, u.budget.room());
+  }
+  return most;
 }
 
 /** One held call: until the end of its turn, then alone or in a batch. What the layer above sees of its attempt. */
@@ -265,6 +292,7 @@ class UpstreamBatch implements HeldTarget {
       timeoutMs,
       retries,
       maxBuffer,
+      cost: calls.length,
       emptyOk: false,
       // Any upstream of the set that takes batches (the set already leaves out what each call must not go to).
       accept: (u) => u.takesBatches && (set & (1 << group.all.indexOf(u))) !== 0,

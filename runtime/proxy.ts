@@ -57,6 +57,8 @@ export interface ForwardRequest {
   readonly skip?: ReadonlySet<Upstream>;
   /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
   readonly isAnswer?: (body: Buffer) => boolean;
+  /** The calls the body carries, each a token of an upstream's budget (upstream-budget.ts): a batch's count (forward-batch.ts); absent: one. */
+  readonly cost?: number;
   /** Whether an answer held whole (not a 5xx), or a short streamed one (Judge), says the upstream throttled the call (EVM's JSON-RPC -32005 in a 200, every EVM chain); absent: only a 429 does. */
   readonly throttled?: (body: Buffer) => boolean;
   /**
@@ -346,7 +348,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     const left = req.timeoutMs - (now - this.began);
     if (left < 1) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
     const tried = this.tried;
-    const u = tried === null ? group.pick(null, req.accept) : group.pickRetry(tried, req.accept);
+    const u = tried === null ? group.pick(null, req.accept, req.cost) : group.pickRetry(tried, req.accept, req.cost);
     if (u === null) {
       this.markThrottled();
       return this.end(this.last ?? allThrottled(group, req.accept, null) ?? { kind: 'failed', fail: 'no-upstream', upstream: null });

@@ -13,6 +13,12 @@
 // and a budgeted upstream is polled no more often than keeps its polls within
 // POLL_SHARE of the budget. With GATEWAY_WORKERS=N each worker process holds a
 // bucket of its own, of a N-th of the rate.
+//
+// A batch costs its calls (issue 43: the plans a rate stands for count calls,
+// not HTTP requests): a request of n calls takes n tokens, and goes only to an
+// upstream whose bucket holds them (upstream.ts `choose`). A batch larger than
+// the room any of its upstreams has is split (forward-batch.ts), down to calls
+// sent alone, which get "every upstream throttled" once no room is left.
 // docs/upstreams.md: "Budgets".
 import { workerCount } from '../workers.ts';
 
@@ -25,7 +31,7 @@ export class Budget {
   readonly burst: number;
   private tokens: number;
   private at: number;
-  /** Requests sent, ever, and those of polls (for the status page). */
+  /** Calls sent, ever (a batch's count each), and the requests of polls (for the status page). */
   sent = 0;
   polled = 0;
   /** When the last poll began (epoch ms), and the requests it has taken. */
@@ -53,11 +59,22 @@ export class Budget {
     return this.tokens >= 1;
   }
 
+  /** Calls a request may carry now: the whole tokens in the bucket. */
+  room(now = Date.now()): number {
+    this.refill(now);
+    return Math.max(0, Math.floor(this.tokens));
+  }
+
+  /** A request of `n` calls is sent (a batch's; a client call's is one). */
+  take(n: number, now = Date.now()): void {
+    this.refill(now);
+    this.tokens -= n;
+    this.sent += n;
+  }
+
   /** A request is sent (a client call's, or with `poll` one of a poll's). */
   spend(poll = false, now = Date.now()): void {
-    this.refill(now);
-    this.tokens--;
-    this.sent++;
+    this.take(1, now);
     if (poll) {
       this.polled++;
       this.pollCost++;
