@@ -14,7 +14,9 @@
 //    as that failure fails a lone call, logged once for the batch;
 //  - a 429 (or a provider's throttle) for the batch throttles the node
 //    (upstreams/throttle.ts) and the batch goes to another node of the set, as
-//    a lone call would; a throttle in one item sends that call elsewhere;
+//    a lone call would; a throttle in one item sends that call elsewhere
+//    alone, which marks the node throttled unless every other node says the
+//    same (then it is the call's answer: proxy.ts throttledInBody);
 //  - an upstream that answers a batch with anything but a batch answer takes
 //    no batches (Upstream.takesBatches, logged once): the calls go alone;
 //  - a batch costs its calls against the upstreams' `rateLimit`: no batch
@@ -28,8 +30,7 @@
 import { JSON_HEADERS, type Attempt, type Next } from './dispatch.ts';
 import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from './proxy.ts';
-import { throttled } from './upstreams/throttle.ts';
+import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget, ThrottleSeen } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
 /** Batches sent and the calls in them (the cache's gateway_cache_batches_total and _batched_total). */
@@ -224,11 +225,11 @@ class Held implements Attempt {
     this.batch?.gone();
   }
 
-  /** Through the dispatch below on its own, as it came (`skip`: upstreams it must not go to now). */
-  alone(skip?: ReadonlySet<Upstream>): void {
+  /** Through the dispatch below on its own, as it came (`skip`: upstreams it must not go to now; `seen`: the throttle one of them answered it with). */
+  alone(skip?: ReadonlySet<Upstream>, seen?: ThrottleSeen): void {
     this.batch = null;
     const r = this.request;
-    this.own = this.layer.send(this.target, skip === undefined ? r : { ...r, skip: r.skip === undefined ? skip : new Set([...r.skip, ...skip]) }, this.group);
+    this.own = this.layer.send(this.target, skip === undefined ? r : { ...r, skip: r.skip === undefined ? skip : new Set([...r.skip, ...skip]), throttledIn: seen }, this.group);
   }
 
   /** Its answer item with the id the call came with, in place of its place in the batch. */
@@ -248,6 +249,8 @@ class Held implements Attempt {
 class UpstreamBatch implements HeldTarget {
   private attempt: Attempt | null = null;
   private left: number;
+  /** When it was sent (epoch ms), for a throttle in one of its items (throttle.ts). */
+  private sentAt = 0;
 
   constructor(
     private readonly layer: ForwardBatches,
@@ -300,6 +303,7 @@ class UpstreamBatch implements HeldTarget {
       // A batch answer, or one answer object (a node that takes no batches says so in one); a pool's check otherwise.
       isAnswer: first.isAnswer === undefined ? undefined : (b) => splitBatchAnswer(b, ANY_DEPTH) !== null || first.isAnswer!(b),
     };
+    this.sentAt = Date.now();
     this.attempt = this.layer.send(this, request, group);
   }
 
@@ -333,6 +337,7 @@ class UpstreamBatch implements HeldTarget {
       if (Number.isInteger(i) && i >= 0 && i < got.length && got[i] === undefined) got[i] = r.body.subarray(it.start, it.end);
     }
     let throttledAt: Set<Upstream> | null = null;
+    const sentAt = this.sentAt;
     calls.forEach((h, i) => {
       if (h.cancelled) return;
       const item = got[i];
@@ -341,12 +346,9 @@ class UpstreamBatch implements HeldTarget {
       if (item === undefined || req.isAnswer?.(item) === false) return h.alone();
       if (item.length > req.maxBuffer) return h.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
       if (req.throttled?.(item) === true) {
-        // The node throttled this call: it goes elsewhere, as a lone call would (throttle.ts).
-        if (throttledAt === null) {
-          throttledAt = new Set([u]);
-          throttled(u, r.headers, Date.now(), item);
-        }
-        return h.alone(throttledAt);
+        // The node throttled this call: it goes elsewhere alone, where the throttle is marked unless every other upstream says the same (proxy.ts).
+        throttledAt ??= new Set([u]);
+        return h.alone(throttledAt, { u, headers: r.headers, sentAt, body: h.withOwnId(item) });
       }
       h.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: h.withOwnId(item) });
     });

@@ -57,6 +57,12 @@ export interface ForwardRequest {
   readonly skip?: ReadonlySet<Upstream>;
   /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
   readonly isAnswer?: (body: Buffer) => boolean;
+  /**
+   * The call went in a batch whose upstream answered it with a throttle error
+   * (forward-batch.ts): that answer counts with this call's others as one
+   * seen in a body (Forward.throttledInBody); `skip` holds the upstream.
+   */
+  readonly throttledIn?: ThrottleSeen;
   /** The calls the body carries, each a token of an upstream's budget (upstream-budget.ts): a batch's count (forward-batch.ts); absent: one. */
   readonly cost?: number;
   /** Whether an answer held whole (not a 5xx), or a short streamed one (Judge), says the upstream throttled the call (EVM's JSON-RPC -32005 in a 200, every EVM chain); absent: only a 429 does. */
@@ -104,6 +110,14 @@ export interface ForwardRequest {
 
 /** The EVM guard's decision on a call or batch that goes on. */
 export type EvmForward = Extract<EvmDecision, { readonly kind: 'forward' }>;
+
+/** An upstream's throttle error in a body, not yet marked: the upstream, its answer's headers and body, and when the call was sent (epoch ms). */
+export interface ThrottleSeen {
+  readonly u: Upstream;
+  readonly headers: IncomingHttpHeaders;
+  readonly sentAt: number;
+  readonly body: Buffer;
+}
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
 export type HeldRequest = ForwardRequest & { readonly hold: true };
@@ -269,7 +283,7 @@ export class Forward implements Dispatcher.DispatchHandler {
    * Throttles seen in bodies, not yet marked (throttledInBody): the body they
    * gave alike, and each upstream with its answer's headers and when it was sent.
    */
-  private alike: { readonly body: Buffer; readonly pending: { u: Upstream; headers: IncomingHttpHeaders; sentAt: number }[] } | null = null;
+  private alike: { readonly body: Buffer; readonly pending: Omit<ThrottleSeen, 'body'>[] } | null = null;
   /** The answer's body in Buffer mode, and in Judge mode what came so far. */
   private chunks: Buffer[] | null = null;
   private size = 0;
@@ -342,6 +356,7 @@ export class Forward implements Dispatcher.DispatchHandler {
   private next(): void {
     const { group, req } = this;
     if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
+    if (this.attempt === 0 && req.throttledIn !== undefined) this.alike = { body: req.throttledIn.body, pending: [req.throttledIn] };
     const now = performance.now();
     if (this.attempt === 0) this.began = now;
     // One deadline per call: a retry gets what is left of it, and none once it is over.

@@ -159,6 +159,50 @@ describe('rule 1: a revert whose reason reads as a throttle is the call\'s answe
   }, 60_000);
 });
 
+describe('rule 1 in a client batch on a pool: a throttle error in one item of the batch the pool sends', () => {
+  const batchOf = (calls: { method: string; params: unknown[] }[]) => postJson(gw.url('rpc', '/alike'), KEY, JSON.stringify(calls.map((c) => ({ jsonrpc: '2.0', id: nextId++, ...c }))));
+
+  it('the same error from both upstreams is that call\'s answer in its slot; neither is marked throttled; with one saying it, that one is', async () => {
+    const [a, b] = [S.ALIKE_A!, S.ALIKE_B!];
+    const error = PROVIDER.infuraRate;
+    // Both take traffic (the case above throttled one for its cooldown), with their heads polled since (a pool leaves out of its tip a head not asked during a cooldown).
+    await until(async () => (await Promise.all(['alike#0', 'alike#1'].map((n) => upstreamStatus(gw, n)))).every((u) => u.throttledUntil === null || u.throttledUntil < Date.now()), 'both upstreams out of their cooldown');
+    const polled = [a.polls.length, b.polls.length];
+    await until(async () => a.polls.length > polled[0]! && b.polls.length > polled[1]!, 'a poll of each since');
+    // Every item of eth_getBalance in a batch, and eth_getBalance alone, get the same -32005 from both.
+    for (const s of [a, b]) {
+      s.throttleItem = (c) => (c.method === 'eth_getBalance' ? error : undefined);
+      s.throttle = (x) => (x.rpcMethod === 'eth_getBalance' ? { error } : undefined);
+    }
+    const before = await throttles(['alike#0', 'alike#1']);
+    const r = await batchOf([
+      { method: 'eth_getBalance', params: [ADDR, 'latest'] },
+      { method: 'eth_chainId', params: [] },
+    ]);
+    expect(r.status, r.text).toBe(200);
+    const [bal, id] = r.json as { error?: unknown; result?: unknown }[];
+    expect(bal!.error, r.text).toEqual(error);
+    expect(id!.result, r.text).toBe((await anvil.rpc('eth_chainId', [])).result);
+    // Both were asked for it (the batch's node, then the other, alone).
+    expect(a.throttledCount() + b.throttledCount()).toBeGreaterThanOrEqual(2);
+    expect(await throttles(['alike#0', 'alike#1'])).toEqual(before);
+
+    // Control: only the batch's node says it; the other answers: the first is throttled, the client gets the balance.
+    const balance = (await anvil.rpc('eth_getBalance', [ADDR, 'latest'])).result;
+    for (const s of [a, b]) s.throttle = () => undefined;
+    let once = true;
+    for (const s of [a, b]) s.throttleItem = (c) => (c.method === 'eth_getBalance' && once ? ((once = false), error) : undefined);
+    const c = await batchOf([
+      { method: 'eth_getBalance', params: [ADDR, 'latest'] },
+      { method: 'eth_chainId', params: [] },
+    ]);
+    expect((c.json as { result?: unknown }[])[0]!.result, c.text).toBe(balance);
+    const after = await throttles(['alike#0', 'alike#1']);
+    expect(after[0]! + after[1]!).toBe(before[0]! + before[1]! + 1);
+    for (const s of [a, b]) s.throttleItem = () => undefined;
+  }, 60_000);
+});
+
 // ---------------------------------------------------------------- rule 7
 
 describe('rule 7: Retry-After is bounded and parsed strictly', () => {
