@@ -12,6 +12,11 @@
 // throttled before one verified them.
 // docs/upstreams.md: "Throttling".
 //
+// Only HTTP 429, the throttle codes and the providers' own sentences are
+// throttles, never an execution result (issue 43: any client can make a node
+// revert with "rate limit exceeded"); and a throttle error that every upstream
+// asked gives alike is the call's answer (proxy.ts Forward.throttledInBody).
+// Retry-After is read strictly and honoured up to MAX_RETRY_AFTER_MS.
 // Each entry of the table names the provider that says it and where the text
 // comes from, as the state-error table does (pool/state-errors.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
@@ -103,7 +108,8 @@ const CALL_ERRORS: ReadonlySet<number> = new Set([-32600, -32601, -32602]);
  * -32603 "Internal error", is the node's. A batch's answer is not judged.
  */
 export function answerFailed(body: Buffer): boolean {
-  if (body.length > MAX_JUDGED || !mayBeError(body)) return false;
+  // Most answers have no "error" key (one native search); an answer whose result holds the word stops at its "result" key.
+  if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1 || !mayBeError(body)) return false;
   const e = errorOf(body);
   if (e === null || typeof e !== 'object') return false;
   const { code, message, data } = e as { code?: unknown; message?: unknown; data?: unknown };
