@@ -94,4 +94,38 @@ describe('a poll that answers after throttled ones', () => {
     expect(u.view.throttledUntil - Date.now()).toBe(1000);
     expect(answers).toEqual([]);
   });
+
+  it('Retry-After: 86400 keeps it unpolled for 300 s only (issue 43): then a poll probes it, and a throttled poll extends the cooldown', async () => {
+    vi.useFakeTimers();
+    let asked = 0;
+    const answers: [Record<string, string>, string][] = [
+      [{ 'retry-after': '86400' }, INFURA],
+      [{ 'retry-after': '86400' }, INFURA],
+    ];
+    const u = answering(200, '');
+    Object.defineProperty(u, 'pool', {
+      value: {
+        request: async () => {
+          asked++;
+          const [headers, body] = answers.shift()!;
+          return { statusCode: 429, headers, body: { text: async () => body } };
+        },
+        close: async () => undefined,
+      },
+    });
+    const chain = { route: EVM, group: new UpstreamGroup([u]), view: new ChainView([u]), everyMs: null, heads: false, probe: PROBE };
+    const poller = new Poller([chain], { intervalMs: 1000, timeoutMs: 1000 }, { warn: vi.fn(), error: vi.fn() } as unknown as Logger, { upstream: vi.fn() } as unknown as Metrics);
+    await poller.round(chain);
+    expect(u.view.throttledUntil - Date.now()).toBe(300_000);
+    // Within the 300 s: not polled.
+    vi.advanceTimersByTime(299_000);
+    await poller.round(chain);
+    expect(asked).toBe(1);
+    // After them: polled, throttled again, out for another 300 s from now.
+    vi.advanceTimersByTime(1000);
+    await poller.round(chain);
+    expect(asked).toBe(2);
+    expect(u.view.throttledUntil - Date.now()).toBe(300_000);
+    expect(u.view.throttledTotal).toBe(2);
+  });
 });
