@@ -108,7 +108,7 @@ function chainFlow<K extends InterfaceKind>(
   const pooled = group.all.length > 1;
   // A chain of one upstream with a rateLimit splits a client batch into its calls as a pool does: a batch costs its
   // calls, and goes together only as far as the budget has room (forward-batch.ts).
-  const budgeted = m.batchesCalls && !pooled && group.all[0]?.budget != null;
+  const budgeted = m.batchesCalls && !pooled && group.all[0]!.budget !== null;
   // An EVM pool without the cache still sends each client batch's calls together where the pool sends them to the
   // same upstreams (batch 1: only the calls of one client batch); a chain of one upstream without it (and without a
   // budget) pays nothing.
