@@ -320,7 +320,7 @@ async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Ans
   try {
     const type = req.body === undefined ? null : { 'content-type': 'application/json' };
     const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
-    u.budget?.spend(true);
+    u.budget?.spend(true, Date.now(), req.calls);
     const res = await u.pool.request({ path: req.path, method: req.method, headers, body: req.body, headersTimeout: timeout, bodyTimeout: timeout });
     status = res.statusCode;
     got = res.headers;

@@ -8,10 +8,10 @@
 // Retry-After: when the soonest has room again). In any one second it is sent
 // at most rate + BURST ≤ rate × 1.1 + 1 requests.
 //
-// The poller's requests are taken from the same bucket (a poll is never
-// skipped for want of room: the bucket goes below zero and client calls wait),
-// and a budgeted upstream is polled no more often than keeps its polls within
-// POLL_SHARE of the budget. With GATEWAY_WORKERS=N each worker process holds a
+// The poller's requests are taken from the same bucket, a batch by its calls
+// (a poll is never skipped for want of room: the bucket goes below zero and
+// client calls wait), and a budgeted upstream is polled no more often than
+// keeps its polls' calls within POLL_SHARE of the budget. With GATEWAY_WORKERS=N each worker process holds a
 // bucket of its own, of a N-th of the rate.
 //
 // A batch costs its calls (issue 43: the plans a rate stands for count calls,
@@ -34,7 +34,7 @@ export class Budget {
   /** Calls sent, ever (a batch's count each), and the requests of polls (for the status page). */
   sent = 0;
   polled = 0;
-  /** When the last poll began (epoch ms), and the requests it has taken. */
+  /** When the last poll began (epoch ms), and the calls it has taken. */
   private pollAt = 0;
   private pollCost = 1;
 
@@ -72,12 +72,12 @@ export class Budget {
     this.sent += n;
   }
 
-  /** A request is sent (a client call's, or with `poll` one of a poll's). */
-  spend(poll = false, now = Date.now()): void {
-    this.take(1, now);
+  /** A request is sent (a client call's, or with `poll` one of a poll's, which may be a batch of `calls`). */
+  spend(poll = false, now = Date.now(), calls = 1): void {
+    this.take(calls, now);
     if (poll) {
       this.polled++;
-      this.pollCost++;
+      this.pollCost += calls;
     }
   }
 

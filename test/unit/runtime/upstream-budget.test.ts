@@ -91,4 +91,13 @@ describe('Budget', () => {
     expect(b.pollGapMs).toBe(1000);
     expect(new Budget(5, 0).pollGapMs).toBe(2000);
   });
+
+  it('a poll that is one batch of four calls takes four, and spaces the polls by its calls (issue 43: plans count calls)', () => {
+    const b = new Budget(20, 0);
+    b.pollBegins(0);
+    b.spend(true, 0, 4);
+    expect(b.room(0)).toBe(0);
+    expect([b.sent, b.polled]).toEqual([4, 1]);
+    expect(b.pollGapMs).toBe(2000);
+  });
 });
