@@ -127,7 +127,7 @@ export interface UpstreamConfig {
   archive?: boolean;
   /** Most blocks this upstream takes in one eth_getLogs call (a provider's cap: Alchemy 2000, Infura 10000, QuickNode's free plan 5). A client range goes whole to an upstream whose cap takes it; a wider one is split into ranges of the widest cap of the usable upstreams, sent to those whose cap takes them, and merged (evm-jsonrpc chains that allow eth_getLogs only). */
   maxLogRange?: number;
-  /** Most requests the gateway sends to this upstream (a provider plan's rate), client calls and its own health and head polls together: N/s or N/min. Held within 10% + 2 a second; what goes over goes to other upstreams, or, when none has room, is answered as every upstream throttled (HTTP 429 with Retry-After). Its polls are spaced to take at most a tenth of it. Omitted: no budget. */
+  /** Most calls the gateway sends to this upstream (a provider plan's rate; a batch costs its calls, and is split where the budget has less room), client calls and its own health and head polls together: N/s or N/min. Held within 10% + 2 a second; what goes over goes to other upstreams, or, when none has room, is answered as every upstream throttled (HTTP 429 with Retry-After). Its polls are spaced to take at most a tenth of it. Omitted: no budget. */
   rateLimit?: string;
   /** Most connections kept open to this upstream (the keep-alive pool size); size it for what the upstream allows. */
   connections?: number;

@@ -14,6 +14,7 @@ import type { PolledChain } from './upstreams/poller.ts';
 import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { plainDispatch, type Dispatch } from './dispatch.ts';
 import { ForwardBatches } from './forward-batch.ts';
+import { splitBatches } from './pool/batch.ts';
 import { AdmitLayer } from './admission/admission.ts';
 
 /** A chain as one listener serves it: its flow, its envelope and its counters. */
@@ -105,16 +106,20 @@ function chainFlow<K extends InterfaceKind>(
   // plain dispatch.
   const plain = plainDispatch(group);
   const pooled = group.all.length > 1;
+  // A chain of one upstream with a rateLimit splits a client batch into its calls as a pool does: a batch costs its
+  // calls, and goes together only as far as the budget has room (forward-batch.ts).
+  const budgeted = m.batchesCalls && !pooled && group.all[0]!.budget !== null;
   // An EVM pool without the cache still sends each client batch's calls together where the pool sends them to the
-  // same upstreams (batch 1: only the calls of one client batch); a chain of one upstream without it pays nothing.
-  const batches = m.batchesCalls && (cache !== null || pooled) ? new ForwardBatches(plain, group, cache?.spec.batch ?? 1, services.log, route.path) : null;
+  // same upstreams (batch 1: only the calls of one client batch); a chain of one upstream without it (and without a
+  // budget) pays nothing.
+  const batches = m.batchesCalls && (cache !== null || pooled || budgeted) ? new ForwardBatches(plain, group, cache?.spec.batch ?? 1, services.log, route.path) : null;
   const forwards = batches === null ? plain : batches.dispatch;
   let dispatch: Dispatch = forwards;
   if (pooled) {
     const pool = m.pool(route, group, view, services.log, forwards);
     dispatch = pool.dispatch;
     metrics.pool(pool.stats);
-  }
+  } else if (budgeted) dispatch = splitBatches(forwards, services.log, route.path);
   const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
   if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
   // The guard gives each request its Call where a layer reads every call's: the pool's, the cache's. The module's own

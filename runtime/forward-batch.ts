@@ -14,9 +14,14 @@
 //    as that failure fails a lone call, logged once for the batch;
 //  - a 429 (or a provider's throttle) for the batch throttles the node
 //    (upstreams/throttle.ts) and the batch goes to another node of the set, as
-//    a lone call would; a throttle in one item sends that call elsewhere;
+//    a lone call would; a throttle in one item sends that call elsewhere
+//    alone, which marks the node throttled unless every other node says the
+//    same (then it is the call's answer: proxy.ts throttledInBody);
 //  - an upstream that answers a batch with anything but a batch answer takes
-//    no batches (Upstream.takesBatches, logged once): the calls go alone.
+//    no batches (Upstream.takesBatches, logged once): the calls go alone;
+//  - a batch costs its calls against the upstreams' `rateLimit`: no batch
+//    carries more calls than the room in the budgets of its set (issue 43),
+//    the rest go in further batches, or alone once the room is one call.
 // Held means a request with `hold` (a cache's flight, a pool's leg): nothing
 // is streamed to a client from here. An EVM pool without the cache has the
 // layer with batch 1 (only the calls of one client batch go together); a
@@ -25,8 +30,7 @@
 import { JSON_HEADERS, type Attempt, type Next } from './dispatch.ts';
 import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from './proxy.ts';
-import { throttled } from './upstreams/throttle.ts';
+import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget, ThrottleSeen } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
 /** Batches sent and the calls in them (the cache's gateway_cache_batches_total and _batched_total). */
@@ -120,10 +124,16 @@ export class ForwardBatches {
     for (const [group, sets] of bound) {
       for (const [set, by] of sets) {
         for (const list of by.values()) {
-          for (let i = 0; i < list.length; i += size) {
-            const part = list.length <= size ? list : list.slice(i, i + size);
-            if (part.length === 1) part[0]!.alone();
-            else new UpstreamBatch(this, part, group, set).start();
+          for (let i = 0; i < list.length; ) {
+            // No more calls than the set has room for in a budget (each batch sent takes its calls from one at once).
+            const n = Math.min(size, list.length - i, room(group, set));
+            if (n <= 1) {
+              list[i++]!.alone();
+              continue;
+            }
+            const part = n === list.length ? list : list.slice(i, i + n);
+            i += n;
+            new UpstreamBatch(this, part, group, set).start();
           }
         }
       }
@@ -166,6 +176,24 @@ export class ForwardBatches {
   }
 }
 
+/**
+ * The most calls one batch to the set (bits over `group.all`) may carry now:
+ * the most room a usable upstream of it that takes batches has in its budget
+ * (upstream-budget.ts; a batch costs its calls); unbounded when one has no
+ * budget. A batch larger than this is split (issue 43).
+ */
+function room(group: UpstreamGroup, set: number): number {
+  const all = group.all;
+  let most = 0;
+  for (let i = 0; i < all.length; i++) {
+    const u = all[i]!;
+    if ((set & (1 << i)) === 0 || !u.usable || !u.takesBatches) continue;
+    if (u.budget === null) return Infinity;
+    most = Math.max(most, u.budget.room());
+  }
+  return most;
+}
+
 /** One held call: until the end of its turn, then alone or in a batch. What the layer above sees of its attempt. */
 class Held implements Attempt {
   cancelled = false;
@@ -197,11 +225,11 @@ class Held implements Attempt {
     this.batch?.gone();
   }
 
-  /** Through the dispatch below on its own, as it came (`skip`: upstreams it must not go to now). */
-  alone(skip?: ReadonlySet<Upstream>): void {
+  /** Through the dispatch below on its own, as it came (`skip`: upstreams it must not go to now; `seen`: the throttle one of them answered it with). */
+  alone(skip?: ReadonlySet<Upstream>, seen?: ThrottleSeen): void {
     this.batch = null;
     const r = this.request;
-    this.own = this.layer.send(this.target, skip === undefined ? r : { ...r, skip: r.skip === undefined ? skip : new Set([...r.skip, ...skip]) }, this.group);
+    this.own = this.layer.send(this.target, skip === undefined ? r : { ...r, skip: r.skip === undefined ? skip : new Set([...r.skip, ...skip]), throttledIn: seen }, this.group);
   }
 
   /** Its answer item with the id the call came with, in place of its place in the batch. */
@@ -221,6 +249,8 @@ class Held implements Attempt {
 class UpstreamBatch implements HeldTarget {
   private attempt: Attempt | null = null;
   private left: number;
+  /** When it was sent (epoch ms), for a throttle in one of its items (throttle.ts). */
+  private sentAt = 0;
 
   constructor(
     private readonly layer: ForwardBatches,
@@ -265,6 +295,7 @@ class UpstreamBatch implements HeldTarget {
       timeoutMs,
       retries,
       maxBuffer,
+      cost: calls.length,
       emptyOk: false,
       // Any upstream of the set that takes batches (the set already leaves out what each call must not go to).
       accept: (u) => u.takesBatches && (set & (1 << group.all.indexOf(u))) !== 0,
@@ -272,6 +303,7 @@ class UpstreamBatch implements HeldTarget {
       // A batch answer, or one answer object (a node that takes no batches says so in one); a pool's check otherwise.
       isAnswer: first.isAnswer === undefined ? undefined : (b) => splitBatchAnswer(b, ANY_DEPTH) !== null || first.isAnswer!(b),
     };
+    this.sentAt = Date.now();
     this.attempt = this.layer.send(this, request, group);
   }
 
@@ -305,6 +337,7 @@ class UpstreamBatch implements HeldTarget {
       if (Number.isInteger(i) && i >= 0 && i < got.length && got[i] === undefined) got[i] = r.body.subarray(it.start, it.end);
     }
     let throttledAt: Set<Upstream> | null = null;
+    const sentAt = this.sentAt;
     calls.forEach((h, i) => {
       if (h.cancelled) return;
       const item = got[i];
@@ -313,12 +346,9 @@ class UpstreamBatch implements HeldTarget {
       if (item === undefined || req.isAnswer?.(item) === false) return h.alone();
       if (item.length > req.maxBuffer) return h.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
       if (req.throttled?.(item) === true) {
-        // The node throttled this call: it goes elsewhere, as a lone call would (throttle.ts).
-        if (throttledAt === null) {
-          throttledAt = new Set([u]);
-          throttled(u, r.headers, Date.now());
-        }
-        return h.alone(throttledAt);
+        // The node throttled this call: it goes elsewhere alone, where the throttle is marked unless every other upstream says the same (proxy.ts).
+        throttledAt ??= new Set([u]);
+        return h.alone(throttledAt, { u, headers: r.headers, sentAt, body: h.withOwnId(item) });
       }
       h.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: h.withOwnId(item) });
     });

@@ -16,7 +16,7 @@ import type { Call } from './evm-call.ts';
 import type { DocCall } from './doc-call.ts';
 import type { EvmDecision } from './guards/evm-decision.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
-import { allThrottled, mayBeError, throttled } from './upstreams/throttle.ts';
+import { allThrottled, answerFailed, mayBeError, throttled } from './upstreams/throttle.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
 export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';
@@ -57,6 +57,14 @@ export interface ForwardRequest {
   readonly skip?: ReadonlySet<Upstream>;
   /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
   readonly isAnswer?: (body: Buffer) => boolean;
+  /**
+   * The call went in a batch whose upstream answered it with a throttle error
+   * (forward-batch.ts): that answer counts with this call's others as one
+   * seen in a body (Forward.throttledInBody); `skip` holds the upstream.
+   */
+  readonly throttledIn?: ThrottleSeen;
+  /** The calls the body carries, each a token of an upstream's budget (upstream-budget.ts): a batch's count (forward-batch.ts); absent: one. */
+  readonly cost?: number;
   /** Whether an answer held whole (not a 5xx), or a short streamed one (Judge), says the upstream throttled the call (EVM's JSON-RPC -32005 in a 200, every EVM chain); absent: only a 429 does. */
   readonly throttled?: (body: Buffer) => boolean;
   /**
@@ -102,6 +110,14 @@ export interface ForwardRequest {
 
 /** The EVM guard's decision on a call or batch that goes on. */
 export type EvmForward = Extract<EvmDecision, { readonly kind: 'forward' }>;
+
+/** An upstream's throttle error in a body, not yet marked: the upstream, its answer's headers and body, and when the call was sent (epoch ms). */
+export interface ThrottleSeen {
+  readonly u: Upstream;
+  readonly headers: IncomingHttpHeaders;
+  readonly sentAt: number;
+  readonly body: Buffer;
+}
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
 export type HeldRequest = ForwardRequest & { readonly hold: true };
@@ -228,6 +244,9 @@ const enum Mode {
  */
 const MAX_STREAM_JUDGED = 512;
 
+/** The most of a 429's body kept: enough for a provider's JSON-RPC error with its backoff (throttle.ts retryAfterMs). */
+const MAX_THROTTLE_BODY = 4096;
+
 const EMPTY = Buffer.alloc(0);
 const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
 
@@ -274,6 +293,13 @@ export class Forward implements Dispatcher.DispatchHandler {
   private headers = NO_HEADERS;
   private mode = Mode.Stream;
   private bad = false;
+  /** The answer held to be judged (Judge mode) was an error the call did not cause: a failed attempt for the score. */
+  private erred = false;
+  /**
+   * Throttles seen in bodies, not yet marked (throttledInBody): the body they
+   * gave alike, and each upstream with its answer's headers and when it was sent.
+   */
+  private alike: { readonly body: Buffer; readonly pending: Omit<ThrottleSeen, 'body'>[] } | null = null;
   /** The answer's body in Buffer mode, and in Judge mode what came so far. */
   private chunks: Buffer[] | null = null;
   private size = 0;
@@ -322,6 +348,8 @@ export class Forward implements Dispatcher.DispatchHandler {
   private end(r: ForwardResult): void {
     if (this.ended) return;
     this.ended = true;
+    // Another upstream answered otherwise (or the call ended): the throttles seen in bodies count.
+    this.markThrottled();
     this.target.forwarded(r);
   }
 
@@ -331,27 +359,37 @@ export class Forward implements Dispatcher.DispatchHandler {
     u.markFailure();
   }
 
-  private succeeded(u: Upstream): void {
-    u.tally.observe(performance.now() - this.sentAt, true);
+  /**
+   * An answer (the breaker's run of failures is over). `failed`: a JSON-RPC
+   * error the call did not cause (throttle.ts answerFailed), which counts as
+   * a failed attempt in the tally, and so in the score's window (issue 43).
+   */
+  private succeeded(u: Upstream, failed = false): void {
+    u.tally.observe(performance.now() - this.sentAt, !failed);
     u.markSuccess();
   }
 
   private next(): void {
     const { group, req } = this;
     if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
+    if (this.attempt === 0 && req.throttledIn !== undefined) this.alike = { body: req.throttledIn.body, pending: [req.throttledIn] };
     const now = performance.now();
     if (this.attempt === 0) this.began = now;
     // One deadline per call: a retry gets what is left of it, and none once it is over.
     const left = req.timeoutMs - (now - this.began);
     if (left < 1) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
     const tried = this.tried;
-    const u = tried === null ? group.pick(null, req.accept) : group.pickRetry(tried, req.accept);
-    if (u === null) return this.end(this.last ?? allThrottled(group, req.accept, null) ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
+    const u = tried === null ? group.pick(null, req.accept, req.cost) : group.pickRetry(tried, req.accept, req.cost);
+    if (u === null) {
+      this.markThrottled();
+      return this.end(this.last ?? allThrottled(group, req.accept, null) ?? { kind: 'failed', fail: 'no-upstream', upstream: null });
+    }
     this.u = u;
     this.canRetry = this.attempt - this.throttles < req.retries && group.hasOther(u, tried, req.accept);
     this.attempt++;
     this.mode = Mode.Stream;
     this.bad = false;
+    this.erred = false;
     this.controller = null;
     this.sentAt = now;
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
@@ -387,6 +425,9 @@ export class Forward implements Dispatcher.DispatchHandler {
     const req = this.req;
     if (status === 429) {
       this.mode = Mode.Throttled;
+      // Its body is kept, if short, for the Retry-After it may carry (Infura's backoff_seconds: throttle.ts retryAfterMs).
+      this.chunks = [];
+      this.size = 0;
       this.startDeadline();
       return;
     }
@@ -473,6 +514,12 @@ export class Forward implements Dispatcher.DispatchHandler {
         // Too long to be a throttle: streamed on from here.
         if (this.size > MAX_STREAM_JUDGED) this.streamJudged(controller);
         return;
+      case Mode.Throttled:
+        if (this.chunks === null || this.size + chunk.length > MAX_THROTTLE_BODY) return;
+        this.chunks.push(chunk);
+        this.size += chunk.length;
+        held += chunk.length;
+        return;
       case Mode.Buffer:
         if (this.chunks === null) return; // aborted
         if (this.size + chunk.length > this.req.maxBuffer || held + chunk.length > MAX_HELD_BYTES) {
@@ -496,9 +543,12 @@ export class Forward implements Dispatcher.DispatchHandler {
         this.release();
         this.fail(u);
         return this.retryElsewhere(u, { kind: 'failed', fail: 'unavailable', upstream: u });
-      case Mode.Throttled:
+      case Mode.Throttled: {
+        const body = Buffer.concat(this.chunks!, this.size);
+        this.chunks = null;
         this.release();
-        return this.throttledBy(u);
+        return this.throttledBy(u, body);
+      }
       case Mode.Judge: {
         const chunks = this.chunks!;
         const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.size);
@@ -506,8 +556,11 @@ export class Forward implements Dispatcher.DispatchHandler {
           this.chunks = null;
           this.release();
           this.headPending = false;
-          return this.throttledBy(u);
+          if (this.throttledInBody(u, body)) return;
+          // Every upstream asked gave it alike: the call's answer, streamed as it is.
+          this.chunks = [body];
         }
+        this.erred = answerFailed(body);
         this.streamJudged(null);
         return this.onResponseEnd();
       }
@@ -520,12 +573,13 @@ export class Forward implements Dispatcher.DispatchHandler {
           this.release();
           return this.badAnswer(u);
         }
+        // (Released first: another attempt may begin.) Unless every upstream asked gave it alike, then it is the call's answer.
         if (!this.bad && this.req.throttled?.(body) === true) {
           this.release();
-          return this.throttledBy(u);
+          if (this.throttledInBody(u, body)) return;
         }
         if (this.bad) this.fail(u);
-        else this.succeeded(u);
+        else this.succeeded(u, this.req.throttled !== undefined && answerFailed(body));
         // Still counted as held while the caller rewrites it (synchronously).
         try {
           return this.end({ kind: 'buffered', upstream: u, status: this.status, headers: this.headers, body });
@@ -542,7 +596,7 @@ export class Forward implements Dispatcher.DispatchHandler {
           if (!this.req.emptyOk && this.status !== 304) return this.badAnswer(u);
           (this.target as ForwardTarget).streamHead(this.status, this.headers, u);
         }
-        this.succeeded(u);
+        this.succeeded(u, this.erred);
         res.end();
         return this.end({ kind: 'streamed', upstream: u, status: this.status });
       }
@@ -568,21 +622,64 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * The upstream throttled the call (a 429, or a 200 whose body `throttled`
-   * calls a throttle, held or judged): it refused it, so nothing ran. A read goes to another usable
-   * upstream, whatever `retries` says; a write to one more, once. With none
-   * left, every upstream it could go to is throttled.
+   * The upstream throttled the call with a 429: it refused it, so nothing
+   * ran. A read goes to another usable upstream, whatever `retries` says; a
+   * write to one more, once. With none left, every upstream it could go to is
+   * throttled.
    */
-  private throttledBy(u: Upstream): void {
-    throttled(u, this.headers, Date.now() - (performance.now() - this.sentAt));
+  private throttledBy(u: Upstream, body: Buffer): void {
+    throttled(u, this.headers, this.sentEpoch(), body);
+    if (!this.moveOn(u)) this.endThrottled(u);
+  }
+
+  /**
+   * A 200 (or a held error) whose body `throttled` calls a throttle: as a 429,
+   * but an error that every upstream asked gives alike, byte for byte, is the
+   * call's own answer (a call can make a node say anything in an error), not
+   * N throttles. So the upstream is only marked throttled once another one
+   * answers the call otherwise (markThrottled), or when it was the only one
+   * asked. False: the body is that answer, to be relayed.
+   */
+  private throttledInBody(u: Upstream, body: Buffer): boolean {
+    if (this.alike !== null && !this.alike.body.equals(body)) this.markThrottled();
+    (this.alike ??= { body, pending: [] }).pending.push({ u, headers: this.headers, sentAt: this.sentEpoch() });
+    if (this.moveOn(u)) return true;
+    if (this.alike.pending.length > 1) {
+      this.alike = null;
+      return false;
+    }
+    this.markThrottled();
+    this.endThrottled(u);
+    return true;
+  }
+
+  /** Sends the call to another upstream after `u` throttled it, if one may take it (false: none may). */
+  private moveOn(u: Upstream): boolean {
     (this.tried ??= new Set()).add(u);
     const { req, group } = this;
-    if (!this.cancelled && (req.idempotent || !this.moved) && group.hasOther(u, this.tried, req.accept)) {
-      this.throttles++;
-      if (!req.idempotent) this.moved = true;
-      return this.next();
-    }
-    this.end(this.last ?? allThrottled(group, req.accept, u) ?? { kind: 'failed', fail: 'throttled', upstream: u, retryAfter: 1 });
+    if (this.cancelled || (!req.idempotent && this.moved) || !group.hasOther(u, this.tried, req.accept)) return false;
+    this.throttles++;
+    if (!req.idempotent) this.moved = true;
+    this.next();
+    return true;
+  }
+
+  /** No upstream is left that may take the call: every one it could go to is throttled. */
+  private endThrottled(u: Upstream): void {
+    this.end(this.last ?? allThrottled(this.group, this.req.accept, u) ?? { kind: 'failed', fail: 'throttled', upstream: u, retryAfter: 1 });
+  }
+
+  /** The throttles seen in bodies so far, not alike the call's answer: each upstream that gave one is throttled (throttle.ts). */
+  private markThrottled(): void {
+    const a = this.alike;
+    if (a === null) return;
+    this.alike = null;
+    for (const p of a.pending) throttled(p.u, p.headers, p.sentAt, a.body);
+  }
+
+  /** When the current attempt was sent, in epoch ms (the clock of the cooldowns). */
+  private sentEpoch(): number {
+    return Date.now() - (performance.now() - this.sentAt);
   }
 
   /** An answer that is no answer (an empty 200): a failed attempt, retried where safe. */

@@ -297,7 +297,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       const calls = pollCalls(route, heads, lookups);
       if (calls.length === 1) return [{ path: u.rpcPath, method: 'POST', body: calls[0]! }];
       if (!u.takesBatches) return calls.map((body) => ({ path: u.rpcPath, method: 'POST' as const, body }));
-      return [{ path: u.rpcPath, method: 'POST', body: `[${calls.join(',')}]`, batch: true }];
+      return [{ path: u.rpcPath, method: 'POST', body: `[${calls.join(',')}]`, batch: true, calls: calls.length }];
     },
     read(route, answers, heads) {
       const items = answers.flatMap((a) => (a === null ? [] : Array.isArray(a) ? a : [a]));

@@ -21,7 +21,7 @@ import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../j
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
 import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
-import type { Upstream } from '../upstreams/upstream.ts';
+import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 
 /** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
 const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
@@ -53,6 +53,18 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
   const batch = new PoolBatch(target, request, calls, log, chain);
   batch.start(single);
   return batch;
+}
+
+/**
+ * A layer that sends each client batch through `single` call by call (as
+ * splitBatch does), and anything else as it is: for a chain of one upstream
+ * with a `rateLimit`, whose forward layer then sends the calls together only
+ * as far as the budget has room (a batch costs its calls: forward-batch.ts).
+ */
+export function splitBatches(single: Dispatch, log: Logger, chain: string): Dispatch {
+  const dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup) =>
+    splitBatch(dispatch, log, chain, target, request) ?? single(target, request as HeldRequest, group);
+  return dispatch;
 }
 
 /** The calls of a batch as the guard made them; null when none has an id (sent as it is). */

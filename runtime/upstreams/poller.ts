@@ -24,7 +24,7 @@ import type { RouteSpec } from '../types.ts';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { ChainView, PollReport } from './chain-view.ts';
 import type { ChainProbe, ProbeRequest } from './probe.ts';
-import { saysThrottled, throttled } from './throttle.ts';
+import { errorThrottled, throttled } from './throttle.ts';
 import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
 
 /** Groups of chains polled together, spread over each interval. */
@@ -164,7 +164,7 @@ export class Poller {
     const path = c.route.path;
     if (throttle !== null) {
       // Throttled: no word on its head or its health. Out of traffic for the throttle, as after a client call's (throttle.ts).
-      throttled(u, throttle, sentAt);
+      throttled(u, throttle.headers, sentAt, throttle.body);
       v.pollThrottled = true;
       c.view.report(v, null, late);
       v.settled(n, false);
@@ -231,8 +231,8 @@ interface Poll {
   readonly report: PollReport | null;
   readonly n: number;
   readonly late: boolean;
-  /** The upstream throttled the poll: its answer's headers (Retry-After); null: it did not. */
-  readonly throttle: IncomingHttpHeaders | null;
+  /** The upstream throttled the poll: its answer (headers and body, for how long: throttle.ts retryAfterMs); null: it did not. */
+  readonly throttle: PollThrottle | null;
   /** When it was sent (epoch ms). */
   readonly sentAt: number;
 }
@@ -258,8 +258,14 @@ class Election {
   }
 }
 
-/** Why a poll has no report; `throttle`: the upstream throttled it (the answer's headers, for its Retry-After). */
-export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string; readonly throttle?: IncomingHttpHeaders };
+/** Why a poll has no report; `throttle`: the upstream throttled it (its answer, for its Retry-After). */
+export type PollFailure = { readonly kind: 'unreachable' | 'failing'; readonly reason: string; readonly throttle?: PollThrottle };
+
+/** A throttle answer to a poll: its headers, and the throttle error's answer (a batch's throttled item) for Infura's backoff_seconds. */
+export interface PollThrottle {
+  readonly headers: IncomingHttpHeaders;
+  readonly body: string;
+}
 
 /**
  * One poll of one upstream with its chain's probe, as the poller and
@@ -322,7 +328,7 @@ async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Ans
   try {
     const type = req.body === undefined ? null : { 'content-type': 'application/json' };
     const headers = { ...type, 'user-agent': HEALTH_AGENT, ...u.headers };
-    u.budget?.spend(true);
+    u.budget?.spend(true, Date.now(), req.calls);
     const res = await u.pool.request({ path: req.path, method: req.method, headers, body: req.body, headersTimeout: timeout, bodyTimeout: timeout });
     status = res.statusCode;
     got = res.headers;
@@ -331,7 +337,7 @@ async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Ans
     const code = (err as { code?: unknown }).code;
     return { kind: 'unreachable', reason: typeof code === 'string' ? (REASONS[code] ?? code) : 'no answer' };
   }
-  if (status === 429) return { kind: 'failing', reason: 'throttled (HTTP 429)', throttle: got };
+  if (status === 429) return { kind: 'failing', reason: 'throttled (HTTP 429)', throttle: { headers: got, body: text } };
   let doc: Record<string, any> | null = null;
   try {
     const parsed = JSON.parse(text) as unknown;
@@ -339,8 +345,9 @@ async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Ans
   } catch {
     // below
   }
-  // A provider's throttle in the answer, whatever its status: -32005, "rate limit"... (a JSON-RPC error, in a batch's answers too), or Blockbook's {"error": ...}.
-  if (doc !== null && (status !== 200 || text.length <= MAX_THROTTLE_TEXT) && throttleIn(doc, text)) return { kind: 'failing', reason: 'throttled', throttle: got };
+  // A provider's throttle in the answer, whatever its status: -32005, a provider's sentence... (a JSON-RPC error, in a batch's answers too), or Blockbook's {"error": ...}.
+  const item = doc !== null && (status !== 200 || text.length <= MAX_THROTTLE_TEXT) && text.includes('"error"') ? throttleIn(doc) : undefined;
+  if (item !== undefined) return { kind: 'failing', reason: 'throttled', throttle: { headers: got, body: item === doc ? text : JSON.stringify(item) } };
   if (status !== 200) return { kind: 'failing', reason: `HTTP ${status}` };
   if (doc !== null) return { doc };
   return { kind: 'failing', reason: 'the answer is not JSON' };
@@ -349,18 +356,10 @@ async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Ans
 /** Longest poll answer looked at for a throttle: a throttle's answer is short (a batch's of a few calls too). */
 const MAX_THROTTLE_TEXT = 8192;
 
-/** Whether a poll's answer (a call's, each of a batch's, or Blockbook's) is a throttle error. */
-function throttleIn(doc: Record<string, any>, text: string): boolean {
-  return text.includes('"error"') && (Array.isArray(doc) ? doc.some(saysThrottledIn) : saysThrottledIn(doc));
-}
-
-/** Whether one answer's error (JSON-RPC's {code, message}, or Blockbook's text) says the upstream throttled it. */
-function saysThrottledIn(d: unknown): boolean {
-  const e = d !== null && typeof d === 'object' ? (d as { error?: unknown }).error : undefined;
-  if (typeof e === 'string') return saysThrottled(undefined, e);
-  if (e === null || typeof e !== 'object') return false;
-  const { code, message } = e as { code?: unknown; message?: unknown };
-  return saysThrottled(code, typeof message === 'string' ? message : '');
+/** The answer (a call's, or Blockbook's) or batch item whose error is a throttle (throttle.ts errorThrottled); undefined: none is. */
+function throttleIn(doc: Record<string, any>): unknown {
+  const throttles = (d: unknown): boolean => d !== null && typeof d === 'object' && errorThrottled((d as { error?: unknown }).error);
+  return Array.isArray(doc) ? doc.find(throttles) : throttles(doc) ? doc : undefined;
 }
 
 const REASONS: Readonly<Record<string, string>> = {

@@ -13,6 +13,8 @@ export interface ProbeRequest {
   readonly body?: string;
   /** A JSON-RPC batch: a node that answers it with one object takes no batches (then `requests` is asked again). */
   readonly batch?: boolean;
+  /** The calls a batch holds: each takes one from the upstream's budget (upstream-budget.ts); absent: one. */
+  readonly calls?: number;
 }
 
 /**

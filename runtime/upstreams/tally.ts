@@ -14,7 +14,9 @@ export const BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.
  * The attempts one upstream got, by outcome, and their latency (send to the
  * answer's end): gateway_upstream_requests_total and
  * gateway_upstream_request_duration_seconds. Counted where forwarding already
- * marks an attempt good or failed; an attempt the client abandoned is not counted.
+ * marks an attempt good or failed (an answer that carries a JSON-RPC error the
+ * call did not cause is a failed one: throttle.ts answerFailed); an attempt the
+ * client abandoned is not counted.
  */
 export class UpstreamTally {
   readonly buckets = new Float64Array(BUCKETS.length + 1);

@@ -12,6 +12,11 @@
 // throttled before one verified them.
 // docs/upstreams.md: "Throttling".
 //
+// Only HTTP 429, the throttle codes and the providers' own sentences are
+// throttles, never an execution result (issue 43: any client can make a node
+// revert with "rate limit exceeded"); and a throttle error that every upstream
+// asked gives alike is the call's answer (proxy.ts Forward.throttledInBody).
+// Retry-After is read strictly and honoured up to MAX_RETRY_AFTER_MS.
 // Each entry of the table names the provider that says it and where the text
 // comes from, as the state-error table does (pool/state-errors.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
@@ -23,21 +28,32 @@ export interface ThrottleText {
   readonly source: string;
 }
 
-/** Messages that say the caller is over its plan: matched on a JSON-RPC error's message (or Blockbook's `error`), case-insensitive. */
+/**
+ * The providers' own sentences for "over your plan", matched whole from the
+ * message's start (case as they write it), on a JSON-RPC error's message (or
+ * Blockbook's `error`). Narrow on purpose (issue 43): a loose pattern ("rate
+ * limit", "too many requests") is a text any client can make a node say (a
+ * revert reason), and one such call would take every upstream of a chain out.
+ */
 export const THROTTLE_TEXTS: readonly ThrottleText[] = [
-  { pattern: /rate limit/i, provider: 'Infura, and most providers', source: 'Infura -32005 "daily request count exceeded, request rate limited" (blockscout#7339, nimbus-eth2#1632; data.rate.backoff_seconds); Alchemy docs "rate limits"' },
-  { pattern: /too many requests/i, provider: 'any HTTP front (nginx, Cloudflare), and providers that answer in a 200', source: 'RFC 6585 429 reason phrase; gochain/web3#180 "429 Too Many Requests" from Infura' },
-  { pattern: /exceeded .*(limit|quota|capacity)/i, provider: 'Alchemy, and most providers', source: 'Alchemy 429 / code 429 "Your app has exceeded its compute units per second capacity. If you have retries enabled, you can safely ignore this message." (grants-stack-indexer#156, kwenta#40)' },
-  { pattern: /throughput/i, provider: 'Alchemy (older wording)', source: '"Your app has exceeded its throughput limit" (status-go rpc/chain client isRPSLimitError)' },
-  { pattern: /request rate exceeded/i, provider: 'Infura', source: '-32005 "project ID request rate exceeded" (status-go isRPSLimitError; Infura docs "Avoid rate limiting")' },
-  { pattern: /request count exceeded/i, provider: 'Infura', source: '-32005 "daily request count exceeded, request rate limited" (blockscout#7339)' },
-  { pattern: /request limit reached/i, provider: 'QuickNode', source: '-32007 "15/second request limit reached - reduce calls per second or upgrade your account at quicknode.com" (alloy json-rpc error tests; dank_mids#642)' },
-  { pattern: /capacity limit exceeded/i, provider: 'Alchemy', source: 'HTTP 403, -32600 "Monthly capacity limit exceeded. Visit https://dashboard.alchemyapi.io/settings/billing ..." (xmtpd#672)' },
-  { pattern: /backoff_seconds/i, provider: 'Infura', source: 'the data of its -32005 answers: {"rate":{"allowed_rps":1,"backoff_seconds":30,"current_rps":1.27}} (nimbus-eth2#1632)' },
+  { pattern: /^daily request count exceeded, request rate limited$/, provider: 'Infura', source: '-32005, HTTP 429, data.rate.backoff_seconds (blockscout#7339, nimbus-eth2#1632)' },
+  { pattern: /^project ID request rate exceeded$/, provider: 'Infura', source: '-32005 (status-go rpc/chain isRPSLimitError; Infura docs "Avoid rate limiting")' },
+  {
+    pattern: /^Your app has exceeded its compute units per second capacity\. If you have retries enabled, you can safely ignore this message\./,
+    provider: 'Alchemy',
+    source: 'HTTP 429, code 429 (grants-stack-indexer#156, kwenta#40); a link to its docs may follow',
+  },
+  { pattern: /^Your app has exceeded its throughput limit\.?$/, provider: 'Alchemy (older wording)', source: 'status-go rpc/chain isRPSLimitError' },
+  { pattern: /^Monthly capacity limit exceeded\. Visit https:\/\/dashboard\.alchemyapi\.io\/settings\/billing /, provider: 'Alchemy', source: 'HTTP 403, -32600 (xmtpd#672)' },
+  {
+    pattern: /^\d+\/second request limit reached - reduce calls per second or upgrade your account at quicknode\.com$/,
+    provider: 'QuickNode',
+    source: '-32007 (alloy json-rpc error tests; dank_mids#642)',
+  },
 ];
 
-/** JSON-RPC error codes that say "limit exceeded": EIP-1474's -32005 (Infura), and 429 (Alchemy). */
-export const THROTTLE_CODES: ReadonlySet<number> = new Set([-32005, 429]);
+/** JSON-RPC error codes that say "limit exceeded": EIP-1474's -32005 (Infura), 429 (Alchemy), and QuickNode's -32007. */
+export const THROTTLE_CODES: ReadonlySet<number> = new Set([-32005, 429, -32007]);
 
 /**
  * -32005 is EIP-1474's "limit exceeded" for any limit: Infura also answers a
@@ -46,26 +62,67 @@ export const THROTTLE_CODES: ReadonlySet<number> = new Set([-32005, 429]);
  */
 const RANGE_LIMIT = /more than \d+ results|block range|blocks range|range .*(limit|too large)|response size/i;
 
-/** Whether a JSON-RPC error (its code and message) says the upstream throttled the call. */
-export function saysThrottled(code: unknown, message: string): boolean {
-  if (RANGE_LIMIT.test(message)) return false;
+/**
+ * An execution result is the call's answer whatever its text, never a
+ * throttle: code 3 (EIP-1474's execution error), a message that begins
+ * "execution reverted" (geth, anvil, the providers), revert data in `data`
+ * (hex, or Nethermind's "Reverted 0x..."), and geth's init code limit (an
+ * `eth_call` without `to` runs any init code a client sends).
+ */
+function executionResult(code: unknown, message: string, data: unknown): boolean {
+  return code === 3 || /^execution reverted/i.test(message) || message.startsWith('max initcode size exceeded') || (typeof data === 'string' && /^(0x|Reverted)/.test(data));
+}
+
+/** Whether a JSON-RPC error (its code, message and data) says the upstream throttled the call. */
+export function saysThrottled(code: unknown, message: string, data?: unknown): boolean {
+  if (executionResult(code, message, data) || RANGE_LIMIT.test(message)) return false;
   if (typeof code === 'number' && THROTTLE_CODES.has(code)) return true;
   for (const t of THROTTLE_TEXTS) if (t.pattern.test(message)) return true;
   return false;
+}
+
+/** Whether one answer's error (JSON-RPC's {code, message, data}, or Blockbook's text) says the upstream throttled it. */
+export function errorThrottled(e: unknown): boolean {
+  if (typeof e === 'string') return saysThrottled(undefined, e);
+  if (e === null || typeof e !== 'object') return false;
+  const { code, message, data } = e as { code?: unknown; message?: unknown; data?: unknown };
+  return saysThrottled(code, typeof message === 'string' ? message : '', data);
 }
 
 /** Whether a single JSON-RPC answer is a throttle error (a 200 from a provider that throttles in the body). */
 export function answerThrottled(body: Buffer): boolean {
   // Throttle answers are short; a long one is an answer, not a refusal.
   if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1) return false;
+  const e = errorOf(body);
+  return e !== null && typeof e === 'object' && errorThrottled(e);
+}
+
+/** JSON-RPC errors that the call itself causes, whichever node answers it: an invalid request, an unknown method, invalid params. */
+const CALL_ERRORS: ReadonlySet<number> = new Set([-32600, -32601, -32602]);
+
+/**
+ * Whether a short JSON-RPC answer (not a throttle) is an error that the call
+ * did not cause (issue 43): the upstream failed it, and the score counts it
+ * as a failure (upstream-score.ts). The call causes -32600, -32601, -32602, an
+ * execution result and a log range's complaint; everything else, such as
+ * -32603 "Internal error", is the node's. A batch's answer is not judged.
+ */
+export function answerFailed(body: Buffer): boolean {
+  // Most answers have no "error" key (one native search); an answer whose result holds the word stops at its "result" key.
+  if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1 || !mayBeError(body)) return false;
+  const e = errorOf(body);
+  if (e === null || typeof e !== 'object') return false;
+  const { code, message, data } = e as { code?: unknown; message?: unknown; data?: unknown };
+  const text = typeof message === 'string' ? message : '';
+  return !(typeof code === 'number' && CALL_ERRORS.has(code)) && !executionResult(code, text, data) && !RANGE_LIMIT.test(text);
+}
+
+/** The `error` of a short JSON answer (null: none, or not JSON). */
+function errorOf(body: Buffer): unknown {
   try {
-    const doc = JSON.parse(body.toString('utf8')) as { error?: { code?: unknown; message?: unknown; data?: unknown } } | null;
-    const e = doc?.error;
-    if (e === null || typeof e !== 'object') return false;
-    const message = typeof e.message === 'string' ? e.message : '';
-    return saysThrottled(e.code, message);
+    return (JSON.parse(body.toString('utf8')) as { error?: unknown } | null)?.error ?? null;
   } catch {
-    return false;
+    return null;
   }
 }
 
@@ -92,35 +149,57 @@ export function mayBeError(b: Buffer): boolean {
 /** Whether a Blockbook error answer ({"error": "..."}) says the upstream throttled the call. */
 export function blockbookThrottled(body: Buffer): boolean {
   if (body.length > MAX_JUDGED || body.indexOf('"error"') === -1) return false;
-  try {
-    const e = (JSON.parse(body.toString('utf8')) as { error?: unknown } | null)?.error;
-    return typeof e === 'string' && saysThrottled(undefined, e);
-  } catch {
-    return false;
-  }
+  const e = errorOf(body);
+  return typeof e === 'string' && errorThrottled(e);
 }
 
 /** The first cooldown without a Retry-After, and the longest. */
 export const COOLDOWN_FIRST_MS = 1000;
 export const COOLDOWN_MAX_MS = 60_000;
 
-/** Retry-After in ms from now (seconds, or an HTTP date); null when absent or not one. */
-export function retryAfterMs(headers: IncomingHttpHeaders, now: number): number | null {
+/**
+ * The longest Retry-After honoured (issue 43): past it the poller asks the
+ * upstream again, and a poll it throttles starts another cooldown. A provider
+ * (or a front that copies the header) saying "a day" must not take the
+ * upstream out, unasked, for a day.
+ */
+export const MAX_RETRY_AFTER_MS = 300_000;
+
+/** RFC 9110's IMF-fixdate, the one HTTP date form a sender may write. */
+const IMF_FIXDATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$/;
+
+/**
+ * How long the upstream asks to be left alone, in ms from now, at most
+ * MAX_RETRY_AFTER_MS; null when it does not say. Its Retry-After (seconds, a
+ * fraction rounded up to the next whole second, or an IMF-fixdate; any other
+ * text is none), else the backoff_seconds of Infura's -32005 data in `body`.
+ */
+export function retryAfterMs(headers: IncomingHttpHeaders, now: number, body?: Buffer | string): number | null {
   const v = headers['retry-after'];
   const text = typeof v === 'string' ? v.trim() : Array.isArray(v) ? v[0]?.trim() : undefined;
-  if (text === undefined || text === '') return null;
-  if (/^\d+$/.test(text)) return Number(text) * 1000;
-  const at = Date.parse(text);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
+  let ms: number | null = null;
+  if (text !== undefined && /^\d+(\.\d+)?$/.test(text)) ms = Math.ceil(Number(text)) * 1000;
+  else if (text !== undefined && IMF_FIXDATE.test(text)) ms = Math.max(0, Date.parse(text) - now);
+  else if (body !== undefined) ms = backoffMs(body);
+  return ms === null ? null : Math.min(MAX_RETRY_AFTER_MS, ms);
+}
+
+/** Infura's {"error": {"code": -32005, "data": {"rate": {"backoff_seconds": 30, ...}}}} as ms (rounded up to whole seconds); null without one. */
+function backoffMs(body: Buffer | string): number | null {
+  if (body.length > MAX_JUDGED || body.indexOf('backoff_seconds') === -1) return null;
+  const e = errorOf(typeof body === 'string' ? Buffer.from(body) : body) as { data?: { rate?: { backoff_seconds?: unknown } } } | null;
+  const s = e?.data?.rate?.backoff_seconds;
+  return typeof s === 'number' && Number.isFinite(s) && s >= 0 ? Math.ceil(s) * 1000 : null;
 }
 
 /**
  * An upstream throttled a call sent at `sentAt` (epoch ms): it takes no client
- * traffic until its Retry-After has passed, or for the run's cooldown. A
- * throttle of a call sent before the current cooldown began is the same burst
- * (calls under way together): it does not count as a repeat.
+ * traffic until its Retry-After has passed (`body`: the throttle answer, for
+ * Infura's backoff_seconds), or for the run's cooldown. A throttle of a call
+ * sent before the current cooldown began is the same burst (calls under way
+ * together): it does not count as a repeat.
  */
-export function throttled(u: Upstream, headers: IncomingHttpHeaders, sentAt: number): void {
+export function throttled(u: Upstream, headers: IncomingHttpHeaders, sentAt: number, body?: Buffer | string): void {
   const v = u.view;
   const now = Date.now();
   v.throttledTotal++;
@@ -129,7 +208,7 @@ export function throttled(u: Upstream, headers: IncomingHttpHeaders, sentAt: num
     v.throttleRun++;
     v.throttleSince = now;
   }
-  const after = retryAfterMs(headers, now);
+  const after = retryAfterMs(headers, now, body);
   const ms = after ?? Math.min(COOLDOWN_MAX_MS, COOLDOWN_FIRST_MS * 2 ** Math.min(16, Math.max(0, v.throttleRun - 1)));
   v.throttledUntil = Math.max(v.throttledUntil, now + ms);
 }

@@ -8,11 +8,17 @@
 // Retry-After: when the soonest has room again). In any one second it is sent
 // at most rate + BURST ≤ rate × 1.1 + 1 requests.
 //
-// The poller's requests are taken from the same bucket (a poll is never
-// skipped for want of room: the bucket goes below zero and client calls wait),
-// and a budgeted upstream is polled no more often than keeps its polls within
-// POLL_SHARE of the budget. With GATEWAY_WORKERS=N each worker process holds a
+// The poller's requests are taken from the same bucket, a batch by its calls
+// (a poll is never skipped for want of room: the bucket goes below zero and
+// client calls wait), and a budgeted upstream is polled no more often than
+// keeps its polls' calls within POLL_SHARE of the budget. With GATEWAY_WORKERS=N each worker process holds a
 // bucket of its own, of a N-th of the rate.
+//
+// A batch costs its calls (issue 43: the plans a rate stands for count calls,
+// not HTTP requests): a request of n calls takes n tokens, and goes only to an
+// upstream whose bucket holds them (upstream.ts `choose`). A batch larger than
+// the room any of its upstreams has is split (forward-batch.ts), down to calls
+// sent alone, which get "every upstream throttled" once no room is left.
 // docs/upstreams.md: "Budgets".
 import { workerCount } from '../workers.ts';
 
@@ -25,10 +31,10 @@ export class Budget {
   readonly burst: number;
   private tokens: number;
   private at: number;
-  /** Requests sent, ever, and those of polls (for the status page). */
+  /** Calls sent, ever (a batch's count each), and the requests of polls (for the status page). */
   sent = 0;
   polled = 0;
-  /** When the last poll began (epoch ms), and the requests it has taken. */
+  /** When the last poll began (epoch ms), and the calls it has taken. */
   private pollAt = 0;
   private pollCost = 1;
 
@@ -53,14 +59,25 @@ export class Budget {
     return this.tokens >= 1;
   }
 
-  /** A request is sent (a client call's, or with `poll` one of a poll's). */
-  spend(poll = false, now = Date.now()): void {
+  /** Calls a request may carry now: the whole tokens in the bucket. */
+  room(now = Date.now()): number {
     this.refill(now);
-    this.tokens--;
-    this.sent++;
+    return Math.max(0, Math.floor(this.tokens));
+  }
+
+  /** A request of `n` calls is sent (a batch's; a client call's is one). */
+  take(n: number, now = Date.now()): void {
+    this.refill(now);
+    this.tokens -= n;
+    this.sent += n;
+  }
+
+  /** A request is sent (a client call's, or with `poll` one of a poll's, which may be a batch of `calls`). */
+  spend(poll = false, now = Date.now(), calls = 1): void {
+    this.take(calls, now);
     if (poll) {
       this.polled++;
-      this.pollCost++;
+      this.pollCost += calls;
     }
   }
 

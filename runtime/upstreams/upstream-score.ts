@@ -2,7 +2,8 @@
 // fallbacks) ranked by what a sliding window of their recent calls shows.
 // Nothing is counted here on the request path: every SCORE_PERIOD_MS the
 // scorer reads the counters forwarding already keeps (tally.ts UpstreamTally:
-// attempts, failures, latency; the view's throttles) and keeps their growth
+// attempts, failures, among them error answers the call did not cause, and
+// latency; the view's throttles) and keeps their growth
 // per period, one minute of periods in all. From the newest periods that hold
 // MIN_CALLS calls (or the whole minute) it computes a score, lower is better:
 //

@@ -171,20 +171,20 @@ export class UpstreamGroup {
    * never sent twice to the same node. `accept`, where given, narrows the
    * choice (an upstream far enough ahead, an archive node).
    */
-  pick(tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean): Upstream | null {
+  pick(tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean, cost = 1): Upstream | null {
     const p = this.primaries;
-    if (p.length === 1 && this.fallbacks.length === 0 && accept === undefined) {
+    if (p.length === 1 && this.fallbacks.length === 0 && accept === undefined && cost === 1) {
       const only = p[0]!;
       if (!only.usable || tried?.has(only)) return null;
       only.budget?.spend();
       return only;
     }
-    return choose(p, tried, accept) ?? choose(this.fallbacks, tried, accept);
+    return choose(p, tried, accept, cost) ?? choose(this.fallbacks, tried, accept, cost);
   }
 
   /** For retries: any usable upstream not yet tried, fallbacks included. */
-  pickRetry(tried: ReadonlySet<Upstream>, accept?: (u: Upstream) => boolean): Upstream | null {
-    return choose(this.primaries, tried, accept) ?? choose(this.fallbacks, tried, accept);
+  pickRetry(tried: ReadonlySet<Upstream>, accept?: (u: Upstream) => boolean, cost = 1): Upstream | null {
+    return choose(this.primaries, tried, accept, cost) ?? choose(this.fallbacks, tried, accept, cost);
   }
 
   /** Is there a usable upstream, other than `u`, that this request has not tried? */
@@ -208,20 +208,25 @@ export class UpstreamGroup {
   }
 }
 
-/** Smooth weighted round-robin (as nginx does) over the usable members, by their shares (their weights, or as their scores set them). */
-function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean): Upstream | null {
+/**
+ * Smooth weighted round-robin (as nginx does) over the usable members, by
+ * their shares (their weights, or as their scores set them). `cost`: the
+ * calls the request carries, each a token of a budget (upstream-budget.ts):
+ * a budgeted upstream without room for them all is passed over.
+ */
+function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null, accept?: (u: Upstream) => boolean, cost = 1): Upstream | null {
   let best: Upstream | null = null;
   let total = 0;
   for (const u of list) {
-    if (!u.usable || tried?.has(u) || (accept !== undefined && !accept(u))) continue;
+    if (!u.usable || tried?.has(u) || (accept !== undefined && !accept(u)) || (cost > 1 && u.budget !== null && u.budget.room() < cost)) continue;
     u.current += u.share;
     total += u.share;
     if (best === null || u.current > best.current) best = u;
   }
   if (best !== null) {
     best.current -= total;
-    // Picked is sent (proxy.ts Forward): the request is taken from its budget.
-    best.budget?.spend();
+    // Picked is sent (proxy.ts Forward): the request's calls are taken from its budget.
+    best.budget?.take(cost);
   }
   return best;
 }

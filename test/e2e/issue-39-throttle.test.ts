@@ -164,10 +164,9 @@ describe('each throttle form is a throttle: the client gets the other upstream\'
     ['HTTP 429 with a plain-text body (a load balancer)', () => ({ status: 429, body: 'Too Many Requests' })],
     ['-32005 in a 200 (Infura "project ID request rate exceeded")', () => ({ error: PROVIDER.infuraRate })],
     ['code 429 in a 200 (Alchemy)', () => ({ error: { code: 429, message: PROVIDER.alchemy429.error.message } })],
-    ['"rate limit" in the message', () => ({ error: { code: -32000, message: 'daily request count exceeded, request rate limited' } })],
-    ['"too many requests" in the message', () => ({ error: { code: -32000, message: 'Too Many Requests' } })],
-    ['"exceeded ... capacity" in the message', () => ({ error: { code: -32000, message: 'Your app has exceeded its compute units per second capacity.' } })],
-    ['"throughput" in the message (Alchemy\'s older text)', () => ({ error: PROVIDER.alchemyThroughput })],
+    ['Infura\'s sentence with another code', () => ({ error: { code: -32000, message: 'daily request count exceeded, request rate limited' } })],
+    ['Alchemy\'s sentence with another code', () => ({ error: { code: -32000, message: PROVIDER.alchemy429.error.message } })],
+    ['Alchemy\'s older sentence ("throughput limit")', () => ({ error: PROVIDER.alchemyThroughput })],
     ['QuickNode -32007 "request limit reached"', () => ({ error: PROVIDER.quicknode })],
   ];
 
@@ -303,15 +302,15 @@ describe('without Retry-After: a cooldown of 1 s that doubles with each throttle
   }, 90_000);
 });
 
-describe('Blockbook: an {"error": ...} answer with a throttle text is a throttle', () => {
+describe('Blockbook: an {"error": ...} answer with a provider\'s throttle sentence is a throttle', () => {
   it.each([
     ['bitcoin', 'BB1'],
     ['bitcoin-hedged', 'BB4'],
-  ])('%s: a 500 {"error":"Too many requests, rate limit exceeded"}: the client gets the other node\'s block, the node is out for its cooldown', async (chain, node) => {
+  ])('%s: a 500 {"error":"daily request count exceeded, request rate limited"}: the client gets the other node\'s block, the node is out for its cooldown', async (chain, node) => {
     await until(async () => (await request(gw.url('explorer', `/${chain}/v2/block/1`), { headers: { 'x-api-key': KEY } })).statusCode === 200, `${chain} serving`);
     const total = (await upstream(`${chain}#0`)).throttledTotal;
     let first = true;
-    S[node]!.throttle = () => (first ? ((first = false), { status: 500, body: '{"error":"Too many requests, rate limit exceeded"}' }) : undefined);
+    S[node]!.throttle = () => (first ? ((first = false), { status: 500, body: '{"error":"daily request count exceeded, request rate limited"}' }) : undefined);
     await until(
       async () => {
         const r = await request(gw.url('explorer', `/${chain}/v2/block/1`), { headers: { 'x-api-key': KEY } });
@@ -335,8 +334,8 @@ describe('Blockbook: an {"error": ...} answer with a throttle text is a throttle
   });
 });
 
-describe('Blockbook, a chain of one upstream: its {"error": ...} throttle is judged too', () => {
-  it('a 500 {"error":"...rate limit exceeded"}: the client gets 429 {"error":"Every upstream throttled"} with Retry-After, nothing reaches the node during its cooldown, then it answers again; its other errors pass on unchanged', async () => {
+describe('Blockbook, a chain of one upstream: its 429 with an {"error": ...} body is a throttle', () => {
+  it('a 429 {"error":"...rate limit exceeded"}: the client gets 429 {"error":"Every upstream throttled"} with Retry-After, nothing reaches the node during its cooldown, then it answers again; its other errors pass on unchanged', async () => {
     const get = async (id: string) => {
       const r = await request(gw.url('explorer', `/bitcoin-one/v2/block/${id}`), { headers: { 'x-api-key': KEY } });
       return { status: r.statusCode, headers: r.headers, text: await r.body.text() };
@@ -350,7 +349,7 @@ describe('Blockbook, a chain of one upstream: its {"error": ...} throttle is jud
     expect(notFound.text).toBe(ownText);
     expect(bb.throttledCount()).toBe(0);
     let first = true;
-    bb.throttle = () => (first ? ((first = false), { status: 500, body: '{"error":"Too many requests, rate limit exceeded"}', retryAfter: '3' }) : undefined);
+    bb.throttle = () => (first ? ((first = false), { status: 429, body: '{"error":"Too many requests, rate limit exceeded"}', retryAfter: '3' }) : undefined);
     const a = await get('1');
     expect(a.status, a.text).toBe(429);
     expect(JSON.parse(a.text)).toEqual({ error: 'Every upstream throttled' });

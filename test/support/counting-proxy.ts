@@ -3,13 +3,15 @@
 // stamps each with the time it arrived, so that a test can count what reached
 // the node in each second. No test framework in here.
 import { request } from 'undici';
-import { close, createSafeServer, isHealthCheck, listen, record } from './http.ts';
+import { close, createSafeServer, isHealthCheck, listen, parseJson, record } from './http.ts';
 
 export interface Counted {
   /** Date.now() when it arrived. */
   readonly at: number;
   /** One of the gateway's polls (User-Agent chain-gateway-health/...). */
   readonly poll: boolean;
+  /** The JSON-RPC calls in it: a batch's items, else 1. */
+  readonly calls: number;
 }
 
 export interface CountingProxy {
@@ -17,8 +19,8 @@ export interface CountingProxy {
   readonly url: string;
   /** Every request, polls included, in arrival order. */
   readonly arrivals: Counted[];
-  /** The most requests (polls included) that arrived within any one second (a sliding window), of those at or after `from` (Date.now() ms). */
-  busiestSecond(from: number): number;
+  /** The most requests (polls included) that arrived within any one second (a sliding window), of those at or after `from` (Date.now() ms); with `calls`, the most JSON-RPC calls (a batch counts its items). */
+  busiestSecond(from: number, calls?: boolean): number;
   close(): Promise<void>;
 }
 
@@ -30,7 +32,8 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
   let closed = false;
   const server = createSafeServer(async (req, res) => {
     const r = await record(req);
-    proxy.arrivals.push({ at: Date.now(), poll: isHealthCheck(r) });
+    const json = parseJson(r.body);
+    proxy.arrivals.push({ at: Date.now(), poll: isHealthCheck(r), calls: Array.isArray(json) ? json.length : 1 });
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
     const up = await request(`${origin}${r.url}`, { method: r.method as 'POST', headers, body: r.body.length > 0 ? r.body : null });
@@ -42,13 +45,15 @@ export async function startCountingProxy(target: string): Promise<CountingProxy>
   const proxy: CountingProxy = {
     url,
     arrivals: [],
-    busiestSecond(from) {
-      const t = proxy.arrivals.filter((a) => a.at >= from).map((a) => a.at);
+    busiestSecond(from, calls = false) {
+      const a = proxy.arrivals.filter((x) => x.at >= from);
       let most = 0;
+      let sum = 0;
       let j = 0;
-      for (let i = 0; i < t.length; i++) {
-        while (t[i]! - t[j]! >= 1000) j++;
-        most = Math.max(most, i - j + 1);
+      for (let i = 0; i < a.length; i++) {
+        sum += calls ? a[i]!.calls : 1;
+        for (; a[i]!.at - a[j]!.at >= 1000; j++) sum -= calls ? a[j]!.calls : 1;
+        most = Math.max(most, sum);
       }
       return most;
     },

@@ -58,6 +58,8 @@ export interface ThrottleStandin {
   throttle: (a: ThrottleArrival) => Throttle | undefined;
   /** The gateway's polls (health and head), in arrival order. */
   readonly polls: ThrottleArrival[];
+  /** A client batch's call whose answer item is this JSON-RPC error instead of the node's (the batch goes to the node, the items are swapped); undefined: the node's. */
+  throttleItem: (call: { readonly method?: unknown }) => Throttle['error'];
   /** How a poll is answered: undefined (the default) passes the node's answer on. */
   throttlePoll: (a: ThrottleArrival) => Throttle | undefined;
   /** Client requests answered with a throttle. */
@@ -89,7 +91,20 @@ export async function startThrottleStandin(target: string): Promise<ThrottleStan
     const headers: Record<string, string | string[]> = {};
     for (const [k, v] of Object.entries(r.headers)) if (v !== undefined && !HOP.has(k)) headers[k] = v;
     const up = await request(`${origin}${r.url}`, { method: r.method as 'POST', headers, body: r.body.length > 0 ? r.body : null });
-    const body = Buffer.from(await up.body.arrayBuffer());
+    let body = Buffer.from(await up.body.arrayBuffer());
+    if (!poll && Array.isArray(json)) {
+      // Items of a client batch answered with an error, each with its call's id.
+      const errors = new Map<unknown, Throttle['error']>();
+      for (const c of json as { id?: unknown; method?: unknown }[]) {
+        const e = standin.throttleItem(c);
+        if (e !== undefined) errors.set(c.id, e);
+      }
+      if (errors.size > 0) {
+        arrival.throttled = true;
+        const items = JSON.parse(body.toString()) as { id?: unknown }[];
+        body = Buffer.from(JSON.stringify(items.map((it) => (errors.has(it.id) ? { jsonrpc: '2.0', id: it.id, error: errors.get(it.id) } : it))));
+      }
+    }
     if (res.destroyed) return;
     res.writeHead(up.statusCode, { 'content-type': String(up.headers['content-type'] ?? 'application/json'), 'content-length': body.length }).end(body);
   });
@@ -100,6 +115,7 @@ export async function startThrottleStandin(target: string): Promise<ThrottleStan
     throttle: () => undefined,
     polls: [],
     throttlePoll: () => undefined,
+    throttleItem: () => undefined,
     throttledCount: () => standin.arrivals.filter((a) => a.throttled).length,
     close: () => close(server),
   };

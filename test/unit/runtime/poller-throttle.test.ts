@@ -34,7 +34,7 @@ const INFURA = '{"jsonrpc":"2.0","id":null,"error":{"code":-32005,"message":"pro
 describe('a throttled poll', () => {
   it('HTTP 429: a throttle, with its Retry-After', async () => {
     const out = await pollOnce(EVM, PROBE, answering(429, INFURA, { 'retry-after': '30' }), 1000, false);
-    expect('failure' in out && out.failure.throttle).toEqual({ 'retry-after': '30' });
+    expect('failure' in out && out.failure.throttle).toEqual({ headers: { 'retry-after': '30' }, body: INFURA });
   });
 
   it('a -32005 in a 200, for the whole batch (Infura), or in one of a batch\'s answers: a throttle', async () => {
@@ -44,9 +44,17 @@ describe('a throttled poll', () => {
     }
   });
 
-  it('a rate limiter\'s {"error": "Too many requests"} in a 503: a throttle', async () => {
-    const out = await pollOnce(EVM, PROBE, answering(503, '{"error":"Too many requests, rate limit exceeded"}'), 1000, false);
+  it('a provider\'s sentence in an {"error": ...} of a 503: a throttle; a rate limiter\'s loose "Too many requests" there is a failed poll (issue 43)', async () => {
+    const out = await pollOnce(EVM, PROBE, answering(503, '{"error":"project ID request rate exceeded"}'), 1000, false);
     expect('failure' in out && out.failure.throttle !== undefined).toBe(true);
+    const loose = await pollOnce(EVM, PROBE, answering(503, '{"error":"Too many requests, rate limit exceeded"}'), 1000, false);
+    expect('failure' in loose ? loose.failure.throttle : undefined).toBeUndefined();
+  });
+
+  it('a revert whose reason reads as a throttle, in a batch\'s answer: no throttle (issue 43)', async () => {
+    const body = '[{"jsonrpc":"2.0","id":1,"result":"0x1"},{"jsonrpc":"2.0","id":2,"error":{"code":3,"message":"execution reverted: project ID request rate exceeded","data":"0x08c379a0"}}]';
+    const out = await pollOnce(EVM, PROBE, answering(200, body), 1000, false);
+    expect('failure' in out ? out.failure.throttle : undefined, body).toBeUndefined();
   });
 
   it('a 500, a node\'s own error and a -32005 that names a result limit: failed polls, not throttles', async () => {
@@ -85,5 +93,39 @@ describe('a poll that answers after throttled ones', () => {
     expect(u.view.throttleRun).toBe(1);
     expect(u.view.throttledUntil - Date.now()).toBe(1000);
     expect(answers).toEqual([]);
+  });
+
+  it('Retry-After: 86400 keeps it unpolled for 300 s only (issue 43): then a poll probes it, and a throttled poll extends the cooldown', async () => {
+    vi.useFakeTimers();
+    let asked = 0;
+    const answers: [Record<string, string>, string][] = [
+      [{ 'retry-after': '86400' }, INFURA],
+      [{ 'retry-after': '86400' }, INFURA],
+    ];
+    const u = answering(200, '');
+    Object.defineProperty(u, 'pool', {
+      value: {
+        request: async () => {
+          asked++;
+          const [headers, body] = answers.shift()!;
+          return { statusCode: 429, headers, body: { text: async () => body } };
+        },
+        close: async () => undefined,
+      },
+    });
+    const chain = { route: EVM, group: new UpstreamGroup([u]), view: new ChainView([u]), everyMs: null, heads: false, probe: PROBE };
+    const poller = new Poller([chain], { intervalMs: 1000, timeoutMs: 1000 }, { warn: vi.fn(), error: vi.fn() } as unknown as Logger, { upstream: vi.fn() } as unknown as Metrics);
+    await poller.round(chain);
+    expect(u.view.throttledUntil - Date.now()).toBe(300_000);
+    // Within the 300 s: not polled.
+    vi.advanceTimersByTime(299_000);
+    await poller.round(chain);
+    expect(asked).toBe(1);
+    // After them: polled, throttled again, out for another 300 s from now.
+    vi.advanceTimersByTime(1000);
+    await poller.round(chain);
+    expect(asked).toBe(2);
+    expect(u.view.throttledUntil - Date.now()).toBe(300_000);
+    expect(u.view.throttledTotal).toBe(2);
   });
 });

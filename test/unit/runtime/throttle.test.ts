@@ -2,7 +2,7 @@
 // a node's own errors and a range limit are not; Retry-After in both forms;
 // the cooldown doubles with each throttle in a row and an answer ends the run.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { allThrottled, answerThrottled, blockbookThrottled, mayBeError, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS } from '../../../runtime/upstreams/throttle.ts';
+import { allThrottled, answerFailed, answerThrottled, blockbookThrottled, mayBeError, retryAfterMs, saysThrottled, throttled, THROTTLE_TEXTS, COOLDOWN_MAX_MS, MAX_RETRY_AFTER_MS } from '../../../runtime/upstreams/throttle.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 
@@ -17,26 +17,52 @@ describe('mayBeError: which first chunks of a streamed answer are held to be jud
   });
 });
 
-describe('throttle texts', () => {
+describe('throttle texts (issue 43: judged narrowly)', () => {
   it('the providers\' answers, as they write them, are throttles', () => {
     const texts: [number, string][] = [
       [-32005, 'daily request count exceeded, request rate limited'],
       [-32005, 'project ID request rate exceeded'],
       [429, 'Your app has exceeded its compute units per second capacity. If you have retries enabled, you can safely ignore this message.'],
+      [-32000, 'Your app has exceeded its compute units per second capacity. If you have retries enabled, you can safely ignore this message. If not, check out https://docs.alchemy.com/reference/throughput'],
       [-32000, 'Your app has exceeded its throughput limit'],
       [-32007, '15/second request limit reached - reduce calls per second or upgrade your account at quicknode.com'],
+      [-32000, '25/second request limit reached - reduce calls per second or upgrade your account at quicknode.com'],
       [-32600, 'Monthly capacity limit exceeded. Visit https://dashboard.alchemyapi.io/settings/billing to upgrade your scaling policy for continued service.'],
-      [-32000, 'Too Many Requests'],
-      [-32000, 'rate limit exceeded'],
       [-32005, 'limit exceeded'],
+      [-32007, 'whatever QuickNode says'],
     ];
     for (const [code, message] of texts) expect(answerThrottled(rpcError(code, message)), message).toBe(true);
   });
 
-  it('every entry of the table matches a text of its own', () => {
-    for (const t of THROTTLE_TEXTS) expect(t.source.length).toBeGreaterThan(10);
-    expect(saysThrottled(undefined, 'request rate exceeded')).toBe(true);
-    expect(saysThrottled(undefined, 'backoff_seconds: 30')).toBe(true);
+  it('every entry of the table names its provider and source, and matches its own sentence only whole from the start', () => {
+    for (const t of THROTTLE_TEXTS) {
+      expect(t.provider.length).toBeGreaterThan(3);
+      expect(t.source.length).toBeGreaterThan(10);
+      expect(t.pattern.source.startsWith('^'), t.pattern.source).toBe(true);
+    }
+    expect(saysThrottled(undefined, 'project ID request rate exceeded')).toBe(true);
+    expect(saysThrottled(undefined, 'the project ID request rate exceeded')).toBe(false);
+  });
+
+  it('the loose words of old are no throttle: "rate limit", "too many requests", "exceeded ... limit", "throughput"', () => {
+    for (const message of ['rate limit exceeded', 'Too Many Requests', 'Too many requests, rate limit exceeded', 'you exceeded the gas limit', 'exceeded its quota', 'low throughput', 'backoff_seconds: 30'])
+      expect(answerThrottled(rpcError(-32000, message)), message).toBe(false);
+  });
+
+  it('an execution result is never a throttle, whatever its text and code: code 3, "execution reverted...", revert data, geth\'s init code limit', () => {
+    const revert = (code: number, message: string, data?: unknown) => Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code, message, data } }));
+    // Error(string) with "rate limit exceeded", as anvil and geth write a revert.
+    const data = '0x08c379a0' + '20'.padStart(64, '0') + '13'.padStart(64, '0') + Buffer.from('rate limit exceeded').toString('hex').padEnd(64, '0');
+    for (const b of [
+      revert(3, 'execution reverted: rate limit exceeded', data),
+      revert(3, 'Too Many Requests'),
+      revert(-32005, 'execution reverted: daily request count exceeded, request rate limited'),
+      revert(-32000, 'execution reverted: project ID request rate exceeded'),
+      revert(429, 'project ID request rate exceeded', data),
+      revert(-32005, 'project ID request rate exceeded', 'Reverted 0x08c379a0'),
+      revert(-32005, 'max initcode size exceeded: code size 50000 limit 49152'),
+    ])
+      expect(answerThrottled(b), b.toString()).toBe(false);
   });
 
   it('a node\'s own errors, a result or range limit and an answer are not', () => {
@@ -53,20 +79,83 @@ describe('throttle texts', () => {
     expect(answerThrottled(Buffer.from('not json "error"'))).toBe(false);
   });
 
-  it('Blockbook: {"error": ...} with a throttle text', () => {
-    expect(blockbookThrottled(Buffer.from('{"error":"Too many requests"}'))).toBe(true);
+  it('Blockbook: {"error": ...} is a throttle only with a provider\'s sentence', () => {
+    expect(blockbookThrottled(Buffer.from('{"error":"project ID request rate exceeded"}'))).toBe(true);
+    expect(blockbookThrottled(Buffer.from('{"error":"Too many requests"}'))).toBe(false);
     expect(blockbookThrottled(Buffer.from('{"error":"Block not found"}'))).toBe(false);
   });
 });
 
-describe('Retry-After', () => {
-  it('seconds, an HTTP date, or nothing', () => {
-    const now = Date.parse('2026-11-28T03:00:00Z');
+describe('answerFailed: which error answers count against the score (issue 43, rule 4)', () => {
+  it('an error the call did not cause counts: -32603, -32000 "header not found", -32700 from the node', () => {
+    for (const [code, message] of [
+      [-32603, 'Internal error'],
+      [-32000, 'header not found'],
+      [-32700, 'parse error'],
+    ] as const)
+      expect(answerFailed(rpcError(code, message)), message).toBe(true);
+  });
+
+  it('what the call causes does not: -32600, -32601, -32602, an execution result, a log range\'s complaint; nor an answer', () => {
+    for (const [code, message] of [
+      [-32600, 'invalid request'],
+      [-32601, 'the method eth_foo does not exist/is not available'],
+      [-32602, 'invalid argument 0: hex string has length 3, want 40 for common.Address'],
+      [3, 'execution reverted: Internal error'],
+      [-32000, 'execution reverted'],
+      [-32005, 'query returned more than 10000 results'],
+    ] as const)
+      expect(answerFailed(rpcError(code, message)), message).toBe(false);
+    expect(answerFailed(Buffer.from('{"jsonrpc":"2.0","id":1,"result":"0x1"}'))).toBe(false);
+    expect(answerFailed(Buffer.from('{"error":"Block not found"}'))).toBe(false);
+  });
+});
+
+describe('Retry-After (issue 43: bounded and parsed strictly)', () => {
+  const now = Date.parse('2026-11-28T03:00:00Z');
+  it('seconds, an IMF-fixdate, or nothing', () => {
     expect(retryAfterMs({ 'retry-after': '30' }, now)).toBe(30_000);
     expect(retryAfterMs({ 'retry-after': 'Sat, 28 Nov 2026 03:00:05 GMT' }, now)).toBe(5000);
     expect(retryAfterMs({ 'retry-after': 'Sat, 28 Nov 2026 02:59:00 GMT' }, now)).toBe(0);
     expect(retryAfterMs({}, now)).toBeNull();
     expect(retryAfterMs({ 'retry-after': 'soon' }, now)).toBeNull();
+  });
+
+  it('fractional seconds round up; no other text is read as a date ("1.5" is not 2001)', () => {
+    expect(retryAfterMs({ 'retry-after': '1.5' }, now)).toBe(2000);
+    expect(retryAfterMs({ 'retry-after': '0.1' }, now)).toBe(1000);
+    for (const text of ['1,5', '-5', '5s', '2026-11-28T03:00:05Z', 'Sat Nov 28 2026 03:00:05 GMT', 'Saturday, 28-Nov-26 03:00:05 GMT', '1e3', '0x10'])
+      expect(retryAfterMs({ 'retry-after': text }, now), text).toBeNull();
+  });
+
+  it('at most 300 s is honoured, however long it asks', () => {
+    expect(MAX_RETRY_AFTER_MS).toBe(300_000);
+    expect(retryAfterMs({ 'retry-after': '86400' }, now)).toBe(MAX_RETRY_AFTER_MS);
+    expect(retryAfterMs({ 'retry-after': '99999999999999999999999' }, now)).toBe(MAX_RETRY_AFTER_MS);
+    expect(retryAfterMs({ 'retry-after': 'Sun, 29 Nov 2026 03:00:00 GMT' }, now)).toBe(MAX_RETRY_AFTER_MS);
+  });
+
+  it('Infura\'s data.rate.backoff_seconds is read as Retry-After (rounded up, bounded); the header wins where both are', () => {
+    const infura = (s: unknown) => JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32005, message: 'daily request count exceeded, request rate limited', data: { rate: { allowed_rps: 1, backoff_seconds: s, current_rps: 1.27 } } } });
+    expect(retryAfterMs({}, now, infura(30))).toBe(30_000);
+    expect(retryAfterMs({}, now, Buffer.from(infura(0.2)))).toBe(1000);
+    expect(retryAfterMs({}, now, infura(1e9))).toBe(MAX_RETRY_AFTER_MS);
+    expect(retryAfterMs({ 'retry-after': '3' }, now, infura(30))).toBe(3000);
+    for (const bad of ['30', -1, null]) expect(retryAfterMs({}, now, infura(bad)), String(bad)).toBeNull();
+  });
+
+  it('the client is told a whole number of seconds, at most the bound, however long the upstream asked', async () => {
+    const route = { path: 'r', limits: { timeoutMs: 1000 } } as unknown as RouteSpec;
+    const u = new Upstream({ name: 'r#0', url: { parts: ['http://127.0.0.1:9'] }, role: 'primary', weight: 1, archive: false, headers: {}, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec, route);
+    u.state = 'up';
+    for (const text of ['99999999999999999999999', '86400', '1.5']) {
+      u.view.throttledUntil = 0;
+      throttled(u, { 'retry-after': text }, Date.now());
+      const r = allThrottled(new UpstreamGroup([u]), undefined, null)!;
+      expect(String(r.retryAfter), text).toMatch(/^[1-9]\d*$/);
+      expect(r.retryAfter, text).toBeLessThanOrEqual(MAX_RETRY_AFTER_MS / 1000);
+    }
+    await u.pool.close();
   });
 });
 

@@ -28,6 +28,23 @@ function busiest(times: readonly number[]): number {
 }
 
 describe('Budget', () => {
+  it('a batch takes its calls (issue 43): room counts whole calls, take(n) spends n, and batches sized to the room get at most rate × 1.1 + 1 calls in any second', () => {
+    const b = new Budget(100, 0);
+    expect(b.room(0)).toBe(11);
+    b.take(8, 0);
+    expect(b.room(0)).toBe(3);
+    expect(b.sent).toBe(8);
+    // A sender of batches of 20, each cut to the room there is, every 7 ms for a minute: the calls, not the requests, keep the bound.
+    const calls: number[] = [];
+    for (let t = 1000; t <= 61_000; t += 7) {
+      const n = Math.min(20, b.room(t));
+      if (n === 0) continue;
+      b.take(n, t);
+      for (let i = 0; i < n; i++) calls.push(t);
+    }
+    expect(busiest(calls)).toBeLessThanOrEqual(100 * 1.1 + 1);
+  });
+
   it.each([0.5, 1, 5, 20, 100, 1000])('at %s/s, a greedy sender gets at most rate × 1.1 + 1 in any second, and near the rate over a minute', (rate) => {
     const b = new Budget(rate, 0);
     const sent = greedy(b, 60_000, 7);
@@ -73,5 +90,14 @@ describe('Budget', () => {
     b.spend(true, 500);
     expect(b.pollGapMs).toBe(1000);
     expect(new Budget(5, 0).pollGapMs).toBe(2000);
+  });
+
+  it('a poll that is one batch of four calls takes four, and spaces the polls by its calls (issue 43: plans count calls)', () => {
+    const b = new Budget(20, 0);
+    b.pollBegins(0);
+    b.spend(true, 0, 4);
+    expect(b.room(0)).toBe(0);
+    expect([b.sent, b.polled]).toEqual([4, 1]);
+    expect(b.pollGapMs).toBe(2000);
   });
 });
