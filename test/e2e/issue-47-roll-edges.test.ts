@@ -1,7 +1,9 @@
-// A stop (SIGTERM to the primary: `systemctl stop`) while a roll's old worker
-// still drains a request (issue 47): the primary passes SIGTERM on to every
-// worker, the draining one too, and that one must go on draining, not exit
-// under the request it is answering. Both drains are the same drain.
+// Rolls at their edges (issue 47). A stop (SIGTERM to the primary: `systemctl
+// stop`) while a roll's old worker still drains a request: the primary passes
+// SIGTERM on to every worker, the draining one too, and that one must go on
+// draining, not exit under the request it is answering; the primary starts no
+// worker after the stop. And GATEWAY_WORKERS=1 (what `auto` gives on a
+// one-core host, deploy/gateway.service's setting) rolls like any N.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -93,6 +95,29 @@ describe('SIGTERM during a roll', () => {
       // Then the primary exits, having started no worker after the stop.
       await until(async () => gw.proc.exitCode !== null, `the primary exits (its children: ${children()})`, 30_000);
       expect(await gw.exited).toBe(0);
+    } finally {
+      if (gw.proc.exitCode === null) await gw.stop('SIGKILL');
+    }
+  });
+});
+
+describe('GATEWAY_WORKERS=1', () => {
+  it('runs a primary and one worker, and SIGHUP rolls it onto a changed file', { timeout: 120_000 }, async () => {
+    writeFileSync(join(a.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
+    const file = join(a.dir, 'one.mjs');
+    copyFileSync(a.bundle, file);
+    const rpcPort = await freePort();
+    const gw = await startGateway({ cwd: a.dir, bundle: file, env: { ETH_URL: proxy.url, RPC_PORT: String(rpcPort), GATEWAY_WORKERS: '1' } });
+    try {
+      expect(await gw.waitForLog((e) => e.event === 'primary_started')).toMatchObject({ workers: 1 });
+      writeFileSync(`${file}.new`, readFileSync(b.bundle));
+      renameSync(`${file}.new`, file);
+      const rolled = gw.nextLog((e) => e.event === 'reloaded', 60_000);
+      gw.proc.kill('SIGHUP');
+      expect((await rolled).pids).toHaveLength(1);
+      const r = await rawRequest(`http://127.0.0.1:${rpcPort}/ethereum`, { headers: { 'x-api-key': KEY }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_chainId', params: [] }) });
+      expect(r.json()).toMatchObject({ id: 1, result: '0x1' });
+      expect(await gw.stop('SIGTERM')).toBe(0);
     } finally {
       if (gw.proc.exitCode === null) await gw.stop('SIGKILL');
     }
