@@ -241,6 +241,8 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     const t0 = Date.now();
     log.info({ event: 'rolling', from: current.sha256, to: next.sha256, workers }, 'a new server file: rolling the workers onto it');
     let why = await syntaxProblem(next.file);
+    // Stopped during the check: no worker is started after stop() signalled those there were.
+    if (why === null && stopping) why = 'the gateway is stopping';
     const fresh: Member[] = [];
     if (why === null) {
       for (let i = 0; i < workers; i++) fresh.push(fork(next));
@@ -269,8 +271,9 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     current = next;
     await retire(running().filter((m) => m.build !== next));
     files.drop(previous);
-    // A new worker that died after it was ready is started again now.
-    for (let i = running().length; i < workers; i++) fork(current);
+    // A new worker that died after it was ready is started again now; not once the gateway stops (stop() signalled
+    // the workers there were: one started now would run on, and the primary would never see them all exit).
+    if (!stopping) for (let i = running().length; i < workers; i++) fork(current);
     const now = running();
     log.info(
       { event: 'reloaded', sha256: next.sha256, manifestSha256: now.find((m) => m.manifestSha256 !== null)?.manifestSha256 ?? null, pids: now.map((m) => m.pid), ms: Date.now() - t0 },

@@ -18,7 +18,9 @@ export function main(spec: GatewaySpec): void {
     process.stderr.write(`gateway: ${(err as Error).message}\n`);
     process.exit(1);
   }
-  if (workers > 1 && !isWorker()) return runPrimary(spec, workers);
+  // GATEWAY_WORKERS set runs a primary even for one worker (`auto` on a one-core host): the primary is what SIGHUP
+  // rolls onto a new build (issue 47); without it, one process.
+  if (process.env.GATEWAY_WORKERS && !isWorker()) return runPrimary(spec, workers);
   if (isWorker()) return runWorker(() => new Gateway(spec), (err) => startProblem(err, spec));
   let gw: Gateway;
   try {

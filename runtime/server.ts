@@ -228,7 +228,8 @@ export class Gateway {
 
   /** Every listener's connections closed (each listener's close callback); set when the drain begins. */
   private closed: Promise<unknown> | null = null;
-  private stopping = false;
+  /** The shutdown under way: a second caller (a worker's roll drain, then SIGTERM) waits for the same one. */
+  private stopping: Promise<void> | null = null;
 
   /**
    * The drain begins: readiness goes 503 at once, the listeners stop
@@ -246,9 +247,11 @@ export class Gateway {
   }
 
   /** Readiness goes 503 at once; new connections are refused; in-flight work finishes, within drainTimeoutMs. */
-  async shutdown(signal: string): Promise<void> {
-    if (this.stopping) return;
-    this.stopping = true;
+  shutdown(signal: string): Promise<void> {
+    return (this.stopping ??= this.stop(signal));
+  }
+
+  private async stop(signal: string): Promise<void> {
     const deadline = new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), this.spec.drainTimeoutMs).unref());
     this.stopAccepting(signal);
     this.poller.stop();

@@ -170,7 +170,9 @@ export class Usage {
 
   /** Sends what was counted to Redis, a batch at a time; what fails waits for the next flush. */
   flush(): Promise<void> {
-    if (this.link === null || this.flushing !== null || !this.link.up) return this.flushing ?? Promise.resolve();
+    if (this.link === null || this.flushing !== null) return this.flushing ?? Promise.resolve();
+    // While Redis is away nothing is sent (the probe brings the link back), but what waits stays within MAX_PENDING.
+    if (!this.link.up) return Promise.resolve(this.trim());
     this.flushing = this.send().finally(() => (this.flushing = null));
     return this.flushing;
   }
@@ -189,12 +191,16 @@ export class Usage {
       }
     } catch {
       this.link!.failed();
-      if (this.counts.size > MAX_PENDING) {
-        this.log.error({ event: 'usage_dropped', counters: this.counts.size - MAX_PENDING }, 'Redis unreachable: oldest unsent usage counters dropped');
-        for (const k of [...this.counts.keys()].slice(0, this.counts.size - MAX_PENDING)) this.counts.delete(k);
-        this.index = new Map();
-      }
+      this.trim();
     }
+  }
+
+  /** Drops the oldest unsent counters past MAX_PENDING (and says so). */
+  private trim(): void {
+    if (this.counts.size <= MAX_PENDING) return;
+    this.log.error({ event: 'usage_dropped', counters: this.counts.size - MAX_PENDING }, 'Redis unreachable: oldest unsent usage counters dropped');
+    for (const k of [...this.counts.keys()].slice(0, this.counts.size - MAX_PENDING)) this.counts.delete(k);
+    this.index = new Map();
   }
 
   /** The next batch: up to BATCH_BUCKETS buckets taken out of `counts`, with the script's arguments; null when nothing waits. */
