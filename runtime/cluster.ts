@@ -198,7 +198,7 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     } else if (running().some((o) => o.ready)) {
       // A restarted worker of the build served that cannot start (its keys file broken since, say): again, in a second.
       log.error({ event: 'worker_exit', pid: w.process.pid, code, signal, reason: why }, `a worker could not start: ${why}; starting another in a second`);
-      setTimeout(() => stopping || fork(current), 1000);
+      setTimeout(() => stopping || running().length >= workers || fork(current), 1000);
     } else {
       // Nothing serves: the gateway cannot start. Exit 1, as one process does (systemd's Restart= then retries).
       log.error({ event: 'start_failed', reason: why }, `the gateway cannot start: ${why}`);
@@ -228,7 +228,10 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
         m.close();
       }
     }
-    await Promise.all(list.map((m) => m.closed));
+    // A worker that says nothing (hung) is not waited for past the drain's own bound: it is drained, then killed.
+    let stuck: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(list.map((m) => m.closed)), new Promise<void>((r) => (stuck = setTimeout(r, spec.drainTimeoutMs + EXIT_GRACE_MS)))]);
+    clearTimeout(stuck);
     for (const m of list) {
       m.send({ gw: 'drain' });
       const kill = setTimeout(() => m.worker.process.kill('SIGKILL'), spec.drainTimeoutMs + EXIT_GRACE_MS);

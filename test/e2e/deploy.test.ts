@@ -55,6 +55,8 @@ describe('deploy/gateway.service', () => {
     const workers = availableParallelism();
     try {
       expect((await gw.waitForLog((e) => e.event === 'started')).memoryReducer).toBe('off');
+      // Every worker up before the SIGHUP: one still starting has no SIGHUP handler yet, and reads the keys anyway.
+      await gw.waitForLog(() => gw.lines.filter((l) => l.includes('"event":"started"')).length >= workers);
       const call = (k: string) => rawRequest(gw.url('rpc', `/ethereum/${k}`), { body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
       expect((await call(key)).status).toBe(200);
       writeFileSync(join(dir, 'keys.yaml'), keysYaml([{ id: 'a', key }, { id: 'b', key: nextKey }]));
