@@ -2,8 +2,7 @@
 // calls forwarded, the gateway's own answers (refusals, cache hits) in their
 // places. Below the guard that plans the merge and the layers that send the
 // forwarded calls (interfaces/evm.ts, cache/evm-batch.ts).
-import type { BatchMerge } from './guards/evm-decision.ts';
-import type { EvmForward } from './proxy.ts';
+import type { BatchMerge, EvmForward } from './guards/evm-decision.ts';
 import { Call } from './evm-call.ts';
 import { rpcErrorWithId } from './errors/evm-jsonrpc.ts';
 import { ANY_DEPTH, MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer } from './json-scan.ts';

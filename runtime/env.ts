@@ -26,3 +26,19 @@ export function resolveTemplate(t: Template, where: string, env: NodeJS.ProcessE
   }
   return out;
 }
+
+/** cache.redis needs somewhere to share: REDIS_URL, checked at start like every other setting. */
+export function requiredRedisUrl(): string {
+  const url = process.env.REDIS_URL;
+  if (!url) throw new Error('the manifest sets cache.redis: true, but REDIS_URL is not set');
+  return url;
+}
+
+/**
+ * Where keys come from: GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the
+ * manifest's `keys:` with its ${VAR} parts resolved now: a file path, or a
+ * redis:// or rediss:// URL for the key store.
+ */
+export function keysSource(manifestKeys: Template): string {
+  return process.env.GATEWAY_KEYS ?? process.env.GATEWAY_KEYS_FILE ?? resolveTemplate(manifestKeys, 'keys');
+}

@@ -2,7 +2,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { GatewaySpec } from './types.ts';
-import { Gateway, keysSource } from './server.ts';
+import { Gateway } from './server.ts';
+import { keysSource } from './env.ts';
 import { isWorker, runPrimary, sha256Of, workerCount } from './cluster.ts';
 import { runWorker } from './cluster-worker.ts';
 

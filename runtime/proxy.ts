@@ -14,7 +14,7 @@ import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Call } from './evm-call.ts';
 import type { DocCall } from './doc-call.ts';
-import type { EvmDecision } from './guards/evm-decision.ts';
+import type { EvmForward } from './guards/evm-decision.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import { allThrottled, answerFailed, mayBeError, throttled } from './upstreams/throttle.ts';
 
@@ -108,8 +108,7 @@ export interface ForwardRequest {
   readonly tail?: string;
 }
 
-/** The EVM guard's decision on a call or batch that goes on. */
-export type EvmForward = Extract<EvmDecision, { readonly kind: 'forward' }>;
+export type { EvmForward };
 
 /** An upstream's throttle error in a body, not yet marked: the upstream, its answer's headers and body, and when the call was sent (epoch ms). */
 export interface ThrottleSeen {

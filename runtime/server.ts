@@ -3,8 +3,8 @@
 // precomputed tables; each interface's flow lives in interfaces/.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
-import type { GatewaySpec, Template } from './types.ts';
-import { resolveTemplate } from './env.ts';
+import type { GatewaySpec } from './types.ts';
+import { keysSource, requiredRedisUrl, resolveTemplate } from './env.ts';
 import { createLogger, type Logger } from './observe/log.ts';
 import { AccessLog } from './observe/access-log.ts';
 import { KeyStore, type KeyLookup } from './keys/keys.ts';
@@ -284,20 +284,4 @@ export class Gateway {
   reloadKeys(reason: string): Promise<boolean> {
     return this.keys.reload(reason);
   }
-}
-
-/** cache.redis needs somewhere to share: REDIS_URL, checked at start like every other setting. */
-function requiredRedisUrl(): string {
-  const url = process.env.REDIS_URL;
-  if (!url) throw new Error('the manifest sets cache.redis: true, but REDIS_URL is not set');
-  return url;
-}
-
-/**
- * Where keys come from: GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the
- * manifest's `keys:` with its ${VAR} parts resolved now: a file path, or a
- * redis:// or rediss:// URL for the key store.
- */
-export function keysSource(manifestKeys: Template): string {
-  return process.env.GATEWAY_KEYS ?? process.env.GATEWAY_KEYS_FILE ?? resolveTemplate(manifestKeys, 'keys');
 }

@@ -50,6 +50,9 @@ export type EvmDecision =
       readonly calls: readonly Call[] | null;
     };
 
+/** The EVM guard's decision on a call or batch that goes on. */
+export type EvmForward = Extract<EvmDecision, { readonly kind: 'forward' }>;
+
 export interface BatchMerge {
   /** One entry per request item, in order. */
   readonly slots: readonly MergeSlot[];

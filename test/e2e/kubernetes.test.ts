@@ -357,7 +357,7 @@ describe('deploy/kubernetes against gateway.yaml and the runtime', () => {
   it('the keys file is in the keys Secret, mounted as a directory (no subPath), where GATEWAY_KEYS_FILE points', () => {
     const docs = allDocs();
     const { pod, container, env, model } = gatewayPod(docs);
-    // runtime/server.ts keysSource(): GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the manifest's keys.
+    // runtime/env.ts keysSource(): GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the manifest's keys.
     const path = env.GATEWAY_KEYS ?? env.GATEWAY_KEYS_FILE ?? resolveTemplate(model.keysFile, 'keys', env);
     expect(posix.isAbsolute(path)).toBe(true);
     const mount = (container.volumeMounts as Obj[]).find((m) => m.mountPath === posix.dirname(path));
