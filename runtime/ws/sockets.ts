@@ -14,7 +14,7 @@ import type { Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { whenIdentified } from '../admission/admission.ts';
 import { Exchange } from '../exchange.ts';
-import { bearerVerifies } from '../keys/jwt.ts';
+import { verifyBearer, type Verified } from '../keys/jwt.ts';
 import { RPC_ERRORS, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
@@ -185,15 +185,15 @@ export class Sockets {
 
   private readonly identified = (x: Exchange, key: KeyEntry, p: Pending): void => {
     const jwt = key.policy?.jwt;
-    if (!jwt) return this.counted(x, key, p);
-    // A key with a JWT: the upgrade carries it (Authorization), as an HTTP call does.
-    bearerVerifies(p.req.headers.authorization, jwt, this.host.jwtAudience).then(
-      (ok) => x.later(() => (ok ? this.counted(x, key, p) : x.refuse({ ok: false, reason: 'policy-jwt', retryAfter: 0 }))),
+    if (!jwt) return this.counted(x, key, p, null);
+    // A key with a JWT: the upgrade carries it (Authorization), as an HTTP call does; the socket keeps what verified.
+    verifyBearer(p.req.headers.authorization, jwt, this.host.jwtAudience).then(
+      (v) => x.later(() => (v !== null ? this.counted(x, key, p, v) : x.refuse({ ok: false, reason: 'policy-jwt', retryAfter: 0 }))),
       (err: unknown) => x.internal(err),
     );
   };
 
-  private counted(x: Exchange, key: KeyEntry, p: Pending): void {
+  private counted(x: Exchange, key: KeyEntry, p: Pending, verified: Verified | null): void {
     // The client left while the key store or the JWT check was asked: the attempt is over.
     if (p.socket.destroyed) return void (x.res as unknown as FrameResponse).destroy();
     const n = this.perKey.get(key.id) ?? 0;
@@ -213,7 +213,7 @@ export class Sockets {
     p.at.wss.handleUpgrade(p.req, p.socket, p.head, (ws: WebSocket) => {
       opened = true;
       p.socket.off('close', gone);
-      const c = new Connection(ws, p.at, this.host, key, p.origin);
+      const c = new Connection(ws, p.at, this.host, key, p.origin, verified);
       p.at.open.add(c);
       p.at.stats.connections++;
       this.host.log.info({ event: 'ws_open', chain: p.at.chain.route.path, keyId: key.id, reqId: x.id }, 'websocket open');
