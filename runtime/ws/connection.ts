@@ -16,7 +16,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import type { WebSocket } from 'ws';
 import { isRefused, whenIdentified, type Asking } from '../admission/admission.ts';
-import { bearerVerifies } from '../keys/jwt.ts';
+import { stillVerified, verifyBearer, type Verified } from '../keys/jwt.ts';
 import type { Refused } from '../envelope.ts';
 import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { Exchange } from '../exchange.ts';
@@ -170,6 +170,8 @@ export class Connection {
     /** The key's entry: the one the socket was opened with, then the one each recheck found (a reloaded keys file's). */
     public key: KeyEntry,
     private readonly origin: Origin,
+    /** The upgrade's JWT, as it verified (null: the key has no JWT check); a recheck checks it again (admitted). */
+    private verified: Verified | null,
   ) {
     this.asking = { req: new FrameRequest(origin.headers, origin.url, origin.socket, EMPTY).asIncoming(), key: null };
     ws.on('message', (data: Buffer | ArrayBuffer | Buffer[]) => this.message(Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data)));
@@ -475,10 +477,18 @@ export class Connection {
       this.key = who;
       return;
     }
-    bearerVerifies(this.origin.headers.authorization, jwt, this.host.jwtAudience).then((ok) => {
-      if (!ok) return this.refused('policy-jwt');
-      if (this.ending === null) this.key = who;
-    }, () => {});
+    // The token cannot change on a socket: its signature is verified again only if the key it verified against
+    // changed, else just its exp (a signature check at every interval for every socket would stall the server).
+    const still = this.verified === null ? null : stillVerified(this.verified, jwt, Date.now());
+    if (still === true) this.key = who;
+    else if (still === false) this.refused('policy-jwt');
+    else
+      void verifyBearer(this.origin.headers.authorization, jwt, this.host.jwtAudience).then((v) => {
+        if (v === null) return this.refused('policy-jwt');
+        if (this.ending !== null) return;
+        this.verified = v;
+        this.key = who;
+      });
   };
 
   private refused(why: string): void {

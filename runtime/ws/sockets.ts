@@ -14,7 +14,7 @@ import type { Socket } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { whenIdentified } from '../admission/admission.ts';
 import { Exchange } from '../exchange.ts';
-import { bearerVerifies } from '../keys/jwt.ts';
+import { verifyBearer, type Verified } from '../keys/jwt.ts';
 import { RPC_ERRORS, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
@@ -25,6 +25,7 @@ import { lingerAfterAnswer } from '../linger.ts';
 import { ChainFeed } from './feed.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
 import { FrameResponse } from './frame.ts';
+import { SLICES, Slices } from './slices.ts';
 import { WsStats, type CloseReason } from './stats.ts';
 
 /** The sockets of one chain: its feed, its counters, and its `ws` server (the chain's body limit is the message limit). */
@@ -50,7 +51,7 @@ export class ChainSockets implements SocketChain {
     if (!this.open.delete(c)) return;
     this.stats.connections--;
     this.stats.closed[reason]++;
-    this.owner.release(c.key);
+    this.owner.release(c);
   }
 }
 
@@ -67,6 +68,8 @@ export class Sockets {
   /** Sockets open (or being opened) per key id, in this process. */
   private readonly perKey = new Map<string, number>();
   private timer: NodeJS.Timeout | null = null;
+  /** The open sockets of every chain, in the slices the ping round takes one tick at a time. */
+  private readonly round = new Slices<Connection>();
   /** The server drains: a socket opened now (an upgrade on a connection open before) drains from the start. */
   private draining = false;
 
@@ -98,21 +101,21 @@ export class Sockets {
    * Pings every socket each pingIntervalMs; one that answered none of the last
    * interval is dropped, but for one the gateway itself stopped reading (at
    * maxInflightPerConnection: its pong waits behind its calls). Each socket is
-   * admitted again at the same time.
+   * admitted again at the same time. A tick takes one slice of the sockets
+   * (slices.ts), SLICES ticks an interval.
    */
   start(): void {
     this.timer = setInterval(() => {
-      for (const at of this.byChain.values())
-        for (const c of at.open) {
-          if (!c.alive && !c.ws.isPaused) {
-            c.terminate('ping');
-            continue;
-          }
-          c.alive = false;
-          c.ws.ping();
-          c.recheck();
+      for (const c of this.round.turn()) {
+        if (!c.alive && !c.ws.isPaused) {
+          c.terminate('ping');
+          continue;
         }
-    }, this.host.limits.pingIntervalMs);
+        c.alive = false;
+        c.ws.ping();
+        c.recheck();
+      }
+    }, this.host.limits.pingIntervalMs / SLICES);
     this.timer.unref();
   }
 
@@ -138,7 +141,13 @@ export class Sockets {
     await Promise.race([Promise.all(all), new Promise((r) => setTimeout(r, 1000).unref())]);
   }
 
-  release(key: KeyEntry): void {
+  /** A socket closed: out of the ping round, its key's count released. */
+  release(c: Connection): void {
+    this.round.delete(c);
+    this.releaseKey(c.key);
+  }
+
+  private releaseKey(key: KeyEntry): void {
     const n = (this.perKey.get(key.id) ?? 1) - 1;
     if (n <= 0) this.perKey.delete(key.id);
     else this.perKey.set(key.id, n);
@@ -185,15 +194,15 @@ export class Sockets {
 
   private readonly identified = (x: Exchange, key: KeyEntry, p: Pending): void => {
     const jwt = key.policy?.jwt;
-    if (!jwt) return this.counted(x, key, p);
-    // A key with a JWT: the upgrade carries it (Authorization), as an HTTP call does.
-    bearerVerifies(p.req.headers.authorization, jwt, this.host.jwtAudience).then(
-      (ok) => x.later(() => (ok ? this.counted(x, key, p) : x.refuse({ ok: false, reason: 'policy-jwt', retryAfter: 0 }))),
+    if (!jwt) return this.counted(x, key, p, null);
+    // A key with a JWT: the upgrade carries it (Authorization), as an HTTP call does; the socket keeps what verified.
+    verifyBearer(p.req.headers.authorization, jwt, this.host.jwtAudience).then(
+      (v) => x.later(() => (v !== null ? this.counted(x, key, p, v) : x.refuse({ ok: false, reason: 'policy-jwt', retryAfter: 0 }))),
       (err: unknown) => x.internal(err),
     );
   };
 
-  private counted(x: Exchange, key: KeyEntry, p: Pending): void {
+  private counted(x: Exchange, key: KeyEntry, p: Pending, verified: Verified | null): void {
     // The client left while the key store or the JWT check was asked: the attempt is over.
     if (p.socket.destroyed) return void (x.res as unknown as FrameResponse).destroy();
     const n = this.perKey.get(key.id) ?? 0;
@@ -206,15 +215,16 @@ export class Sockets {
     // ws refused the handshake itself (no Sec-WebSocket-Key, not a GET: its own 400), or the client left first.
     const gone = (): void => {
       if (opened) return;
-      this.release(key);
+      this.releaseKey(key);
       (x.res as unknown as FrameResponse).destroy();
     };
     p.socket.once('close', gone);
     p.at.wss.handleUpgrade(p.req, p.socket, p.head, (ws: WebSocket) => {
       opened = true;
       p.socket.off('close', gone);
-      const c = new Connection(ws, p.at, this.host, key, p.origin);
+      const c = new Connection(ws, p.at, this.host, key, p.origin, verified);
       p.at.open.add(c);
+      this.round.add(c);
       p.at.stats.connections++;
       this.host.log.info({ event: 'ws_open', chain: p.at.chain.route.path, keyId: key.id, reqId: x.id }, 'websocket open');
       const res = x.res as unknown as FrameResponse;
