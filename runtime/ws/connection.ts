@@ -320,6 +320,9 @@ export class Connection {
           (x, key) => {
             const cost = this.host.credits;
             s.admit(x, key, cost === null ? 1 : cost(method), () => {
+              // The socket closed while the call was admitted (a JWT verified, a key store or Redis asked): its call
+              // was cancelled (cancelAll), and a subscription made now would stay in the feed with no socket.
+              if (this.ending !== null) return;
               // A key with its own methods list subscribes only if the list names eth_subscribe.
               const p = key.policy;
               let a: string;

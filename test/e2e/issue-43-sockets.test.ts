@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
 import { request } from 'undici';
 import { SignJWT } from 'jose';
-import { buildManifest, keysYaml, newKey, sha256, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { buildManifest, keysYaml, metricValue, newKey, sha256, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startTweakProxy, type TweakProxy } from '../support/tweak-proxy.ts';
 import { connect, wsUrl } from '../support/ws-client.ts';
@@ -153,6 +153,29 @@ describe('rule 12: no socket grows without bound', () => {
     expect(proxy.count('eth_call') - before).toBe(64);
     proxy.tweak = () => undefined;
   }, 120_000);
+
+  it('leaves no subscription behind for a socket that closed while its eth_subscribe was admitted (a JWT verified)', async () => {
+    const now = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({ sub: 'dapp' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setExpirationTime(now + 600).setAudience(AUDIENCE).sign(es.privateKey);
+    const auth = { authorization: `Bearer ${token}` };
+    // Each socket asks to subscribe and goes at once: the JWT is verified (asynchronously) after the socket closed.
+    for (let i = 0; i < 5; i++) {
+      const s = await connect(url(gw, `/live/${SIGNED}`), auth);
+      const closed = gw.nextLog((e) => e.event === 'ws_close' && e.keyId === 'signed');
+      s.ws.send(JSON.stringify(call(1, 'eth_subscribe', ['newHeads'])));
+      s.ws.terminate();
+      await closed;
+    }
+    // A socket that stays: its own subscribe, verified after those, is answered; once it is gone too, none is held.
+    const last = await connect(url(gw, `/live/${SIGNED}`), auth);
+    await last.subscribe('newHeads');
+    last.ws.close();
+    await last.closed;
+    const held = () => metricValue(gw, 'gateway_ws_subscriptions', '{chain="live",type="newHeads"}');
+    const end = Date.now() + 10_000;
+    while ((await held()) !== 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    expect(await held()).toBe(0);
+  }, 60_000);
 });
 
 /** Writes `head` (an HTTP request head) and `bodyBytes` of body in 1 MiB chunks; the answer as it came, with the bytes the socket took. */
