@@ -38,12 +38,12 @@
 // each of which comes back here alone.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, type Cancelable, type Dispatch } from './dispatch.ts';
+import { deliver as handOn, JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
-import { splitBatch } from './pool/batch.ts';
+import { splitBatch, type PartsTaker } from './pool/batch.ts';
 import { callOf } from './pool/call.ts';
 import { Call, type BlockRef } from './evm-call.ts';
 import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
@@ -694,20 +694,16 @@ class RangeCall implements Cancelable {
     const cache = this.cacheSays();
     const request = this.request;
     if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
-      const t = this.target as ForwardTarget;
-      let length = 0;
-      for (const p of parts) length += p.length;
-      const res = t.res;
-      if (res.destroyed) {
-        this.drop();
-        return t.forwarded({ kind: 'aborted', upstream: u });
-      }
-      tell(t, cache);
-      t.streamHead(200, { ...JSON_HEADERS, 'content-length': String(length) }, u);
-      res.once('close', () => this.drop());
-      for (const p of parts) res.write(p);
-      res.end();
-      return t.forwarded({ kind: 'streamed', upstream: u, status: 200 });
+      tell(this.target, cache);
+      return streamParts(this.target as ForwardTarget, u, parts, () => this.drop());
+    }
+    // A client batch's call: its parts go to the batch's answer as they are, still counted (the batch lets go of them).
+    const taker = this.target as Partial<PartsTaker>;
+    if (taker.takeParts !== undefined) {
+      const held = this.held;
+      this.held = 0;
+      this.logs.clear();
+      return taker.takeParts(u, parts, held);
     }
     try {
       deliver(this.target, request, u, Buffer.concat(parts), cache);
