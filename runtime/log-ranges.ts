@@ -35,7 +35,11 @@
 // chunk), a final range given by tags goes by number, and the merged answer
 // says how the cache took part.
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
-// each of which comes back here alone.
+// each of which comes back here alone: an eth_getLogs call may answer as much
+// as a merged range, and a merged one goes into the batch's answer as its
+// chunks, still counted. Which requests are eth_getLogs is what the guard
+// read (a call's method, a batch's methods); only a body a layer made is
+// searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
 import { deliver as handOn, JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from './dispatch.ts';
@@ -294,7 +298,7 @@ export function mergedParts(idJson: string, results: readonly Buffer[]): Buffer[
   return parts;
 }
 
-/** mergedParts as one buffer, for a holder that needs one (the cache, a batch). */
+/** mergedParts as one buffer (a short answer: a range wholly above the head). */
 export function mergeLogs(idJson: string, results: readonly Buffer[]): Buffer {
   return Buffer.concat(mergedParts(idJson, results));
 }
@@ -683,7 +687,8 @@ class RangeCall implements Cancelable {
   /**
    * Every chunk is in: the merged answer. One the client takes as a stream is
    * written from the chunks' own buffers, still counted as held until the
-   * response is done; a holder (the cache, a batch) gets it as one buffer.
+   * response is done; a client batch takes the parts, with their count
+   * (PartsTaker); any other holder gets it as one buffer.
    */
   private finish(): void {
     this.over = true;
