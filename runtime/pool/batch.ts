@@ -14,7 +14,12 @@
 //    error envelope, the cache's failed flights), as it did when sent whole;
 //  - a notification (no id) goes through the pool alone too; it has no slot
 //    (nodes answer nothing for it), and the batch is answered once it is done.
-//    A batch of notifications only is sent whole, and gets what a node gives.
+//    A batch of notifications only is sent whole, and gets what a node gives;
+//  - the calls' answers are held counted under proxy.ts's MAX_HELD_BYTES until
+//    the client has the batch's answer (one that would pass it fails as an
+//    answer too large to hold, -32053), and an answer the client takes as a
+//    stream is written from them as they are (a merged eth_getLogs range's
+//    from its chunks: PartsTaker), not copied into one.
 import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
