@@ -67,3 +67,24 @@ export function deliver(target: HeldTarget, request: ForwardRequest, r: ForwardR
   }
   target.forwarded(r);
 }
+
+/**
+ * A JSON answer a layer made of parts it holds (a merged range's chunks, a
+ * split batch's answers), written to a client that takes a stream as they
+ * are, not copied into one; `done` runs once the response is over (the parts
+ * may be let go), also when the client is gone already.
+ */
+export function streamParts(t: ForwardTarget, u: Upstream, parts: readonly Buffer[], done: () => void): void {
+  const res = t.res;
+  if (res.destroyed) {
+    done();
+    return t.forwarded({ kind: 'aborted', upstream: u });
+  }
+  let length = 0;
+  for (const p of parts) length += p.length;
+  t.streamHead(200, { ...JSON_HEADERS, 'content-length': String(length) }, u);
+  res.once('close', done);
+  for (const p of parts) res.write(p);
+  res.end();
+  t.forwarded({ kind: 'streamed', upstream: u, status: 200 });
+}

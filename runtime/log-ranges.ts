@@ -35,15 +35,19 @@
 // chunk), a final range given by tags goes by number, and the merged answer
 // says how the cache took part.
 // A batch with an eth_getLogs call is split into its calls (pool/batch.ts),
-// each of which comes back here alone.
+// each of which comes back here alone: an eth_getLogs call may answer as much
+// as a merged range, and a merged one goes into the batch's answer as its
+// chunks, still counted. Which requests are eth_getLogs is what the guard
+// read (a call's method, a batch's methods); only a body a layer made is
+// searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, type Cancelable, type Dispatch } from './dispatch.ts';
+import { deliver as handOn, JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
-import { splitBatch } from './pool/batch.ts';
+import { splitBatch, type PartsTaker } from './pool/batch.ts';
 import { callOf } from './pool/call.ts';
 import { Call, type BlockRef } from './evm-call.ts';
 import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
@@ -120,8 +124,8 @@ export class LogRanges {
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group = this.group) => {
     const body = request.body;
-    if (body === null || !body.includes('eth_getLogs')) return this.inner(target, request as HeldRequest, group);
-    if (firstByte(body) === 0x5b) return splitBatch(this.dispatch, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
+    if (body === null || !mayBeLogs(request, body)) return this.inner(target, request as HeldRequest, group);
+    if (firstByte(body) === 0x5b) return splitBatch(this.batchCall, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
     const call = callOf(request);
     // A blockHash (no fromBlock), or not the method: as it came.
     if (call === null || call.method !== 'eth_getLogs' || call.from === undefined) return this.inner(target, request as HeldRequest, group);
@@ -134,6 +138,15 @@ export class LogRanges {
     job.start();
     return job;
   };
+
+  /**
+   * A call of a split batch: held with the batch request's maxBuffer (a
+   * rewrite's), except eth_getLogs, which may answer as much as a merged
+   * range (MAX_MERGED_BYTES), as the call alone does; every answer held is
+   * counted under MAX_HELD_BYTES all the same.
+   */
+  private readonly batchCall: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup) =>
+    this.dispatch(target, (request.call?.method === 'eth_getLogs' && request.maxBuffer < MAX_MERGED_BYTES ? { ...request, maxBuffer: MAX_MERGED_BYTES } : request) as HeldRequest, group);
 
   /** The block a range's end names, as the chain serves it (-1: not known). */
   private numberOf(b: BlockRef): number {
@@ -194,12 +207,43 @@ export class LogRanges {
 
 const NOTHING: Cancelable = { cancel: () => undefined };
 
+type CacheSays = 'hit' | 'coalesced' | 'miss';
+
+/**
+ * A target that says how the cache took part in an answer made of its
+ * chunks (the cache's front: cache/evm.ts): told before the answer's head is
+ * written, where the answer streams; a held answer says it in `cache`.
+ */
+export interface CacheTold {
+  cacheSaid(c: CacheSays): void;
+}
+
+function tell(target: HeldTarget, cache: CacheSays | undefined): void {
+  if (cache !== undefined) (target as Partial<CacheTold>).cacheSaid?.(cache);
+}
+
 /** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
-function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: 'hit' | 'coalesced' | 'miss'): void {
+function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
   const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body, cache };
-  if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') return handOn(target, request, r);
+  if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
+    tell(target, cache);
+    return handOn(target, request, r);
+  }
   if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
   target.forwarded(r);
+}
+
+/**
+ * Whether a request may be (or carry) an eth_getLogs call: as the guard read
+ * it where the request has its reading (a call's method, a batch's methods),
+ * else (a body a layer made) its bytes name the method.
+ */
+function mayBeLogs(request: ForwardRequest, body: Buffer | string): boolean {
+  const call = request.call;
+  if (call !== undefined) return call.method === 'eth_getLogs';
+  const d = request.decision;
+  if (d !== undefined) return d.methods === null ? d.label === 'eth_getLogs' : d.methods.includes('eth_getLogs');
+  return body.includes('eth_getLogs');
 }
 
 function firstByte(body: Buffer | string): number {
@@ -254,7 +298,7 @@ export function mergedParts(idJson: string, results: readonly Buffer[]): Buffer[
   return parts;
 }
 
-/** mergedParts as one buffer, for a holder that needs one (the cache, a batch). */
+/** mergedParts as one buffer (a short answer: a range wholly above the head). */
 export function mergeLogs(idJson: string, results: readonly Buffer[]): Buffer {
   return Buffer.concat(mergedParts(idJson, results));
 }
@@ -643,7 +687,8 @@ class RangeCall implements Cancelable {
   /**
    * Every chunk is in: the merged answer. One the client takes as a stream is
    * written from the chunks' own buffers, still counted as held until the
-   * response is done; a holder (the cache, a batch) gets it as one buffer.
+   * response is done; a client batch takes the parts, with their count
+   * (PartsTaker); any other holder gets it as one buffer.
    */
   private finish(): void {
     this.over = true;
@@ -654,19 +699,16 @@ class RangeCall implements Cancelable {
     const cache = this.cacheSays();
     const request = this.request;
     if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
-      const t = this.target as ForwardTarget;
-      let length = 0;
-      for (const p of parts) length += p.length;
-      const res = t.res;
-      if (res.destroyed) {
-        this.drop();
-        return t.forwarded({ kind: 'aborted', upstream: u });
-      }
-      t.streamHead(200, { ...JSON_HEADERS, 'content-length': String(length) }, u);
-      res.once('close', () => this.drop());
-      for (const p of parts) res.write(p);
-      res.end();
-      return t.forwarded({ kind: 'streamed', upstream: u, status: 200 });
+      tell(this.target, cache);
+      return streamParts(this.target as ForwardTarget, u, parts, () => this.drop());
+    }
+    // A client batch's call: its parts go to the batch's answer as they are, still counted (the batch lets go of them).
+    const taker = this.target as Partial<PartsTaker>;
+    if (taker.takeParts !== undefined) {
+      const held = this.held;
+      this.held = 0;
+      this.logs.clear();
+      return taker.takeParts(u, parts, held);
     }
     try {
       deliver(this.target, request, u, Buffer.concat(parts), cache);
@@ -688,7 +730,7 @@ class RangeCall implements Cancelable {
    * it, some joined calls in flight), miss (some went to a node); undefined
    * when the cache took part in no chunk.
    */
-  private cacheSays(): 'hit' | 'coalesced' | 'miss' | undefined {
+  private cacheSays(): CacheSays | undefined {
     const c = this.cache;
     if (c.hit + c.coalesced + c.miss === 0) return undefined;
     return c.miss + c.none > 0 ? 'miss' : c.coalesced > 0 ? 'coalesced' : 'hit';

@@ -13,13 +13,15 @@
 //    at that number (a poll asks an upstream at the head); a transaction not
 //    yet in a block is never kept;
 //  - eth_getLogs is kept by the cache's layer below the ranges layer
-//    (evm-logs.ts), chunk by chunk; here it is only sent held, so that its
-//    answer says X-Cache as its chunks went.
+//    (evm-logs.ts), chunk by chunk; here its answer only says X-Cache as its
+//    chunks went.
 import { Call } from '../evm-call.ts';
 import type { ClientTarget } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
 import type { Cancelable, Dispatch } from '../dispatch.ts';
-import type { EvmForward, ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { CacheTold } from '../log-ranges.ts';
+import type { EvmForward, ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
@@ -63,7 +65,7 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
         if (this.take(x, d.label, body, d.idStart, d.idEnd, null, request, d)) return null;
       }
     } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, request)) return null;
-    // eth_getLogs: held, so that what the cache's layer below the ranges did with its chunks can say X-Cache.
+    // eth_getLogs: its answer says X-Cache as the cache's layer below the ranges did with its chunks.
     if (d.methods === null && this.logs && d.label === 'eth_getLogs') return sendLogs(x, this.core.dispatch, request);
     return this.core.dispatch(x, request);
   };
@@ -221,12 +223,16 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
   }
 }
 
-/** Largest eth_getLogs answer held for a client: the ranges layer's merged answer at most (log-ranges.ts). */
-const MAX_LOGS_ANSWER = 128 * 1024 * 1024;
-
-/** A client's eth_getLogs, held: its answer says X-Cache as the chunks the cache's layer took part in went. */
+/**
+ * A client's eth_getLogs, as the chain's dispatch takes it (streamed where the
+ * client takes a stream): the ranges layer writes a merged answer from its
+ * chunks' buffers, counted under MAX_HELD_BYTES until the response is done,
+ * and tells the answer how the cache took part before its head is written.
+ * The merged answer is never kept here (the chunks are, below): nothing
+ * needs it whole.
+ */
 function sendLogs(x: ClientTarget, dispatch: Dispatch, request: ForwardRequest): Cancelable {
-  return dispatch(new LogsAnswer(x), { ...request, hold: true, maxBuffer: Math.max(request.maxBuffer, MAX_LOGS_ANSWER) });
+  return dispatch(new LogsAnswer(x), request);
 }
 
 /**
@@ -234,17 +240,36 @@ function sendLogs(x: ClientTarget, dispatch: Dispatch, request: ForwardRequest):
  * memory: no upstream is named), COALESCED (none sent for it, some joined
  * calls in flight), MISS (some went to a node), BYPASS (no chunk took part).
  */
-class LogsAnswer implements HeldTarget {
+class LogsAnswer implements ForwardTarget, CacheTold {
+  private hit = false;
+
   constructor(private readonly x: ClientTarget) {}
+
+  get res(): Sink {
+    return this.x.res;
+  }
+
+  cacheSaid(c: 'hit' | 'coalesced' | 'miss'): void {
+    this.hit = c === 'hit';
+    this.x.cacheTag = X_CACHE[c];
+    this.x.cacheLog = X_CACHE_LOG[c];
+  }
+
+  streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void {
+    this.x.streamHead(status, headers, u);
+  }
 
   forwarded(r: ForwardResult): void {
     const x = this.x;
-    if (r.kind !== 'buffered' || r.cache === undefined) return x.forwarded(r);
-    x.cacheTag = X_CACHE[r.cache];
-    x.cacheLog = X_CACHE_LOG[r.cache];
-    // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
-    if (r.cache !== 'hit') x.upstream = r.upstream;
-    x.later(() => x.send(r.status, r.body));
+    if (r.kind === 'buffered' && r.cache !== undefined) {
+      this.cacheSaid(r.cache);
+      // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
+      if (r.cache !== 'hit') x.upstream = r.upstream;
+      return x.later(() => x.send(r.status, r.body));
+    }
+    x.forwarded(r);
+    // An answer from memory names no upstream of its own.
+    if (this.hit) x.upstream = null;
   }
 }
 

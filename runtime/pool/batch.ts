@@ -14,13 +14,18 @@
 //    error envelope, the cache's failed flights), as it did when sent whole;
 //  - a notification (no id) goes through the pool alone too; it has no slot
 //    (nodes answer nothing for it), and the batch is answered once it is done.
-//    A batch of notifications only is sent whole, and gets what a node gives.
-import { deliver, JSON_HEADERS, streams, type Cancelable, type Dispatch } from '../dispatch.ts';
+//    A batch of notifications only is sent whole, and gets what a node gives;
+//  - the calls' answers are held counted under proxy.ts's MAX_HELD_BYTES until
+//    the client has the batch's answer (one that would pass it fails as an
+//    answer too large to hold, -32053), and an answer the client takes as a
+//    stream is written from them as they are (a merged eth_getLogs range's
+//    from its chunks: PartsTaker), not copied into one.
+import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
-import type { FailKind, ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 
 /** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
@@ -31,8 +36,6 @@ const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
   'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
   throttled: 'GW_RPC_UPSTREAM_THROTTLED',
 };
-
-type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 
 const OPEN = Buffer.from('[');
 const COMMA = Buffer.from(',');
@@ -116,6 +119,16 @@ interface BatchItem {
   readonly call: Call | null;
 }
 
+/**
+ * A held call's target that takes an answer a layer made of parts (the
+ * ranges layer's merged logs: log-ranges.ts) as they are, with the bytes
+ * they hold counted under proxy.ts's MAX_HELD_BYTES (`held`): from then on
+ * the taker lets go of them. The parts carry the call's own id.
+ */
+export interface PartsTaker {
+  takeParts(u: Upstream, parts: readonly Buffer[], held: number): void;
+}
+
 /** A call that got no answer: why, and from which upstream. */
 interface Failed {
   readonly fail: FailKind;
@@ -123,14 +136,16 @@ interface Failed {
 }
 
 class PoolBatch implements Cancelable {
-  /** Per call: its answer item, or why it failed; undefined while it runs (and for notifications). */
-  private readonly got: (Buffer | Failed | undefined)[];
+  /** Per call: its answer item (or its parts), or why it failed; undefined while it runs (and for notifications). */
+  private readonly got: (Buffer | readonly Buffer[] | Failed | undefined)[];
   private readonly running: Cancelable[] = [];
   /** Calls still out, plus one until every call is sent. */
   private pending = 1;
   private over = false;
   /** The first upstream that answered a call: the merged answer's. */
   private upstream: Upstream | null = null;
+  /** Bytes of the answers held, counted under proxy.ts's MAX_HELD_BYTES until the client has the batch's answer (or it fails). */
+  private held = 0;
 
   constructor(
     private readonly target: HeldTarget,
@@ -139,7 +154,7 @@ class PoolBatch implements Cancelable {
     private readonly log: Logger,
     private readonly chain: string,
   ) {
-    this.got = new Array<Buffer | Failed | undefined>(calls.length);
+    this.got = new Array<Buffer | readonly Buffer[] | Failed | undefined>(calls.length);
   }
 
   start(single: Dispatch): void {
@@ -157,6 +172,14 @@ class PoolBatch implements Cancelable {
   cancel(): void {
     this.over = true;
     for (const c of this.running) c.cancel();
+    this.drop();
+  }
+
+  /** The answers held are let go: counted no more under MAX_HELD_BYTES. */
+  private drop(): void {
+    releaseHeld(this.held);
+    this.held = 0;
+    this.got.fill(undefined);
   }
 
   /** Call `i`'s outcome. */
@@ -167,11 +190,23 @@ class PoolBatch implements Cancelable {
     this.settle();
   }
 
+  /** Call `i`'s answer, as parts a layer made of it (PartsTaker): held as they are, counted already. */
+  taken(i: number, u: Upstream, parts: readonly Buffer[], held: number): void {
+    if (this.over) return releaseHeld(held);
+    this.held += held;
+    this.upstream ??= u;
+    if (this.calls[i]!.idJson !== null) this.got[i] = parts;
+    this.settle();
+  }
+
   /** The answer item of a call, with the id it came with; or why there is none. */
   private item(r: ForwardResult, idJson: string): Buffer | Failed {
     if (r.kind === 'buffered') {
       const s = answerSpans(r.body, ANY_DEPTH);
       if (s !== null && s.idStart !== -1 && (s.resultStart !== -1 || s.hasError)) {
+        // Held until the client has the batch's answer, counted with every answer held: past the bound, the call fails as an answer too large to hold does.
+        if (!holdBytes(r.body.length)) return { fail: 'bad-response', upstream: r.upstream };
+        this.held += r.body.length;
         if (this.upstream === null) this.upstream = r.upstream;
         const id = r.body.toString('utf8', s.idStart, s.idEnd);
         return id === idJson ? r.body : Buffer.concat([r.body.subarray(0, s.idStart), Buffer.from(idJson), r.body.subarray(s.idEnd)]);
@@ -195,28 +230,41 @@ class PoolBatch implements Cancelable {
       if (c.idJson === null) continue;
       const g = this.got[i]!;
       if (parts.length > 1) parts.push(COMMA);
-      if (!Buffer.isBuffer(g)) {
-        first ??= g;
-        parts.push(Buffer.from(rpcErrorJson(FAILED[g.fail], c.idJson)));
-      } else {
+      if (Buffer.isBuffer(g)) {
         ok++;
         parts.push(g);
+      } else if (Array.isArray(g)) {
+        ok++;
+        parts.push(...(g as readonly Buffer[]));
+      } else {
+        first ??= g as Failed;
+        parts.push(Buffer.from(rpcErrorJson(FAILED[(g as Failed).fail], c.idJson)));
       }
     }
     parts.push(CLOSE);
     const t = this.target;
     const u = this.upstream;
     // No call answered: the batch fails as one call does, with its first call's failure.
-    if (ok === 0 || u === null) return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
-    const r: Buffered = { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: Buffer.concat(parts) };
-    // As the route asked: an answer it would stream is written as it is; the rest goes to its rewrite (or the cache), within its maxBuffer.
-    if (!streams(this.request, r) && r.body.length > this.request.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
-    deliver(t, this.request, r);
+    if (ok === 0 || u === null) {
+      this.drop();
+      return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
+    }
+    const request = this.request;
+    // As the route asked: an answer it would stream is written from the calls' answers as they are, held until the response is done.
+    if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') return streamParts(t as ForwardTarget, u, parts, () => this.drop());
+    // The rest goes to its rewrite (or the cache) as one buffer, within its maxBuffer.
+    try {
+      const body = Buffer.concat(parts);
+      if (body.length > request.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+      t.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body });
+    } finally {
+      this.drop();
+    }
   }
 }
 
 /** Where one call's outcome goes: its slot in the batch. */
-class CallTarget implements HeldTarget {
+class CallTarget implements HeldTarget, PartsTaker {
   constructor(
     private readonly batch: PoolBatch,
     private readonly i: number,
@@ -224,5 +272,9 @@ class CallTarget implements HeldTarget {
 
   forwarded(r: ForwardResult): void {
     this.batch.done(this.i, r);
+  }
+
+  takeParts(u: Upstream, parts: readonly Buffer[], held: number): void {
+    this.batch.taken(this.i, u, parts, held);
   }
 }

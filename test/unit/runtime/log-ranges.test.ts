@@ -9,6 +9,7 @@ import type { ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime
 import { ChainView } from '../../../runtime/upstreams/chain-view.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
+import { Call } from '../../../runtime/evm-call.ts';
 import { refusal, type CapText } from '../../support/range-capped-node.ts';
 
 describe('splitRange', () => {
@@ -244,5 +245,50 @@ describe('a split range on an upstream with rateLimit is paced (issue 43 rule 3)
     expect(result).toMatchObject({ kind: 'buffered', body: Buffer.from('{"jsonrpc":"2.0","id":7,"result":[]}') });
     expect(room).toHaveLength(10);
     expect(Math.min(...room), 'a chunk never takes the last request the bucket holds').toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe('what the guard read decides which requests the layer takes (the hot path: no body scan)', () => {
+  /** The layer over a dispatch that records each request it is given. */
+  function layer(): { ranges: LogRanges; passed: ForwardRequest[] } {
+    const spec = { name: 'c#0', url: { parts: ['http://127.0.0.1:9'] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000, archive: false } as unknown as UpstreamSpec;
+    const route = { path: 'c', interface: 'evm-jsonrpc', methods: new Set(['eth_getLogs', 'eth_call', 'eth_chainId']), upstreams: [spec], limits: {}, maxLag: 10 } as unknown as EvmRouteSpec;
+    const u = new Upstream(spec, route);
+    u.state = 'up';
+    const group = new UpstreamGroup([u]);
+    const passed: ForwardRequest[] = [];
+    const inner = ((_: HeldTarget, request: ForwardRequest) => {
+      passed.push(request);
+      return { cancel: () => undefined };
+    }) as unknown as Dispatch;
+    return { ranges: new LogRanges(route, group, new ChainView(group.all), inner, { warn: () => undefined } as unknown as Logger), passed };
+  }
+
+  /** A body whose bytes may not be searched: what the guard read of it must do. */
+  function unscanned(text: string): Buffer {
+    return Object.assign(Buffer.from(text), {
+      includes: () => {
+        throw new Error('the body was scanned');
+      },
+    });
+  }
+
+  const base = { method: 'POST', path: () => '/', headers: [], idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as const;
+
+  it("a call the guard read as another method goes on as it came, though its bytes name eth_getLogs", () => {
+    const { ranges, passed } = layer();
+    const body = unscanned('{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"0x0000000000000000000000000000000000000001","data":"0x"},"latest"],"note":"eth_getLogs"}');
+    const request = { ...base, body, call: new Call(body, 'eth_call') } as unknown as ForwardRequest & { hold: true };
+    ranges.dispatch({ forwarded: () => undefined }, request);
+    expect(passed).toEqual([request]);
+  });
+
+  it('a batch whose methods, as the guard decided them, hold no eth_getLogs goes on whole', () => {
+    const { ranges, passed } = layer();
+    const body = unscanned('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]},{"jsonrpc":"2.0","id":2,"method":"eth_chainId","params":["eth_getLogs"]}]');
+    const decision = { kind: 'forward', body, label: 'batch', count: 2, idempotent: true, answered: true, merge: null, methods: ['eth_chainId', 'eth_chainId'], idStart: -1, idEnd: -1, call: null, calls: null };
+    const request = { ...base, body, decision } as unknown as ForwardRequest & { hold: true };
+    ranges.dispatch({ forwarded: () => undefined }, request);
+    expect(passed).toEqual([request]);
   });
 });

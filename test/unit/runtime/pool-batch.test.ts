@@ -38,7 +38,16 @@ function client(): { target: ForwardTarget; outcome: ForwardResult[]; streamed: 
   const outcome: ForwardResult[] = [];
   const streamed: { status: number; body: string }[] = [];
   let status = 0;
-  const res = { destroyed: false, headersSent: false, write: () => true, end: (b: Buffer) => void streamed.push({ status, body: b.toString() }), once: () => res, destroy: () => res } as unknown as Sink;
+  /** What was written before the end. */
+  const written: Buffer[] = [];
+  const res = {
+    destroyed: false,
+    headersSent: false,
+    write: (b: Buffer) => written.push(b) > 0,
+    end: (b?: Buffer) => void streamed.push({ status, body: Buffer.concat(b === undefined ? written : [...written, b]).toString() }),
+    once: () => res,
+    destroy: () => res,
+  } as unknown as Sink;
   return { target: { res, streamHead: (s) => void (status = s), forwarded: (r) => void outcome.push(r) }, outcome, streamed };
 }
 
@@ -125,7 +134,7 @@ describe('a batch at the pool', () => {
     expect(bodyOf(c.outcome[0])).toBe('[{"jsonrpc":"2.0","id":7,"result":"0x1"}]');
   });
 
-  it('an answer the route would stream is written to the client as one body; the calls are held (never streamed)', () => {
+  it("an answer the route would stream is written to the client from the calls' answers; the calls are held (never streamed)", () => {
     const { single, sent } = fake();
     const c = client();
     splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}]', (s) => (s === 200 ? 'stream' : 'buffer')));

@@ -1,0 +1,95 @@
+// Issue 43 rule 10, through the built gateway: every chain that allows
+// eth_getLogs has the ranges layer, which splits a client batch with an
+// eth_getLogs call into its calls; each call's answer is held. An eth_getLogs
+// call of a batch answers what the call alone answers, up to a merged range's
+// bound (MAX_MERGED_BYTES, docs/upstreams.md), not the 4 MiB a rewritten
+// answer may have. Before, on a chain of one upstream with no cap, a range of
+// 600 blocks of ~10 KB logs (6 MB, test/support/big-logs-node.ts) answered
+// 200 alone and 502 (-32053) in a batch; on a pool, the same.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { buildManifest, keysYaml, newKey, postJson, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { HEAD, logText, startBigLogsNode, type BigLogsNode } from '../support/big-logs-node.ts';
+
+const KEY = newKey();
+const BLOCKS = 600;
+
+const nodes: BigLogsNode[] = [];
+let gw: RunningGateway;
+
+const MANIFEST = `
+version: 1
+listeners:
+  rpc: { host: 127.0.0.1, port: "0" }
+keys: ./keys.yaml
+health: { intervalMs: 1000, timeoutMs: 2000 }
+methodSets:
+  evm: [${EVM_METHODS.join(', ')}, eth_getLogs]
+chains:
+  # One node, no cap: a range goes to it whole.
+  - path: solo
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    limits: { timeoutMs: 60000 }
+    upstreams: ["\${SOLO}"]
+  # A pool of two such nodes.
+  - path: pool
+    interface: evm-jsonrpc
+    listener: rpc
+    methods: evm
+    limits: { timeoutMs: 60000 }
+    upstreams: ["\${POOL_A}", "\${POOL_B}"]
+`;
+
+beforeAll(async () => {
+  for (let i = 0; i < 3; i++) nodes.push(await startBigLogsNode());
+  const built = await buildManifest('issue-43-logs-batch', MANIFEST);
+  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
+  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { SOLO: nodes[0]!.url, POOL_A: nodes[1]!.url, POOL_B: nodes[2]!.url } });
+}, 60_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  for (const n of nodes) await n.close();
+});
+
+const GET_LOGS = `{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x${(BLOCKS - 1).toString(16)}"}]}`;
+const BLOCK_NUMBER = '{"jsonrpc":"2.0","id":8,"method":"eth_blockNumber","params":[]}';
+
+/** The text of the result of the answer that starts at `at` in `text` and ends where `end` is (one JSON-RPC answer whose last key is its result). */
+function resultText(text: string, at: number, end: number): string {
+  const prefix = '{"jsonrpc":"2.0","id":7,"result":';
+  expect(text.startsWith(prefix, at), text.slice(at, at + 100)).toBe(true);
+  expect(text[end - 1]).toBe('}');
+  return text.slice(at + prefix.length, end - 1);
+}
+
+/** Whether two long texts are the same (compared without printing megabytes). */
+function same(a: string, b: string): { same: boolean; lengths: string } {
+  return { same: a === b, lengths: `${a.length} / ${b.length}` };
+}
+
+describe('an eth_getLogs call of a batch answers what the call alone answers (issue 43 rule 10)', () => {
+  const want = `[${Array.from({ length: BLOCKS }, (_, n) => logText(n)).join(',')}]`;
+
+  for (const chain of ['solo', 'pool']) {
+    it(`${chain}: [eth_getLogs of ${BLOCKS} blocks (~6 MB), eth_blockNumber] answers 200, its eth_getLogs item byte for byte the call's own answer`, async () => {
+      expect(want.length).toBeGreaterThan(4 * 1024 * 1024);
+      const single = await postJson(gw.url('rpc', `/${chain}`), KEY, GET_LOGS);
+      expect(single.status, single.text.slice(0, 300)).toBe(200);
+      const alone = resultText(single.text, 0, single.text.length);
+      expect(same(alone, want)).toEqual({ same: true, lengths: `${want.length} / ${want.length}` });
+
+      const batch = await postJson(gw.url('rpc', `/${chain}`), KEY, `[${GET_LOGS},${BLOCK_NUMBER}]`);
+      expect(batch.status, batch.text.slice(0, 300)).toBe(200);
+      expect(batch.text.startsWith('[')).toBe(true);
+      const item = resultText(batch.text, 1, batch.text.indexOf(',{"jsonrpc":"2.0","id":8'));
+      expect(same(item, alone)).toEqual({ same: true, lengths: `${alone.length} / ${alone.length}` });
+      const answers = batch.json as { id: number; result?: unknown; error?: unknown }[];
+      expect(answers.map((a) => a.id)).toEqual([7, 8]);
+      expect(answers[1]).toEqual({ jsonrpc: '2.0', id: 8, result: `0x${HEAD.toString(16)}` });
+    }, 120_000);
+  }
+});
