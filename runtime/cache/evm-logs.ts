@@ -24,10 +24,13 @@
 import { callOf } from '../pool/call.ts';
 import { JSON_HEADERS, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { ClientTarget } from '../exchange.ts';
+import type { CacheTold } from '../log-ranges.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget, Sink } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import { MAX_HELD } from './common.ts';
+import { MAX_HELD, X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 
 /** A log's `removed: true`, as nodes write it (compact; with a space after the colon). */
@@ -162,4 +165,54 @@ function waiting(w: Waiter): Cancelable {
 
 function withId(prefix: Buffer, idJson: string, suffix: Buffer): Buffer {
   return Buffer.concat([prefix, Buffer.from(idJson), suffix]);
+}
+
+/**
+ * A client's eth_getLogs, as the chain's dispatch takes it (streamed where the
+ * client takes a stream): the ranges layer writes a merged answer from its
+ * chunks' buffers, counted under MAX_HELD_BYTES until the response is done,
+ * and tells the answer how the cache took part before its head is written.
+ * The merged answer is never kept here (the chunks are, below): nothing
+ * needs it whole.
+ */
+export function sendLogs(x: ClientTarget, dispatch: Dispatch, request: ForwardRequest): Cancelable {
+  return dispatch(new LogsAnswer(x), request);
+}
+
+/**
+ * Where a client's eth_getLogs answer comes: X-Cache HIT (every chunk from
+ * memory: no upstream is named), COALESCED (none sent for it, some joined
+ * calls in flight), MISS (some went to a node), BYPASS (no chunk took part).
+ */
+class LogsAnswer implements ForwardTarget, CacheTold {
+  private hit = false;
+
+  constructor(private readonly x: ClientTarget) {}
+
+  get res(): Sink {
+    return this.x.res;
+  }
+
+  cacheSaid(c: 'hit' | 'coalesced' | 'miss'): void {
+    this.hit = c === 'hit';
+    this.x.cacheTag = X_CACHE[c];
+    this.x.cacheLog = X_CACHE_LOG[c];
+  }
+
+  streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void {
+    this.x.streamHead(status, headers, u);
+  }
+
+  forwarded(r: ForwardResult): void {
+    const x = this.x;
+    if (r.kind === 'buffered' && r.cache !== undefined) {
+      this.cacheSaid(r.cache);
+      // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
+      if (r.cache !== 'hit') x.upstream = r.upstream;
+      return x.later(() => x.send(r.status, r.body));
+    }
+    x.forwarded(r);
+    // An answer from memory names no upstream of its own.
+    if (this.hit) x.upstream = null;
+  }
 }

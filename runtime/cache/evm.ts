@@ -18,12 +18,11 @@
 import { Call } from '../evm-call.ts';
 import type { ClientTarget } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
-import type { Cancelable, Dispatch } from '../dispatch.ts';
-import type { IncomingHttpHeaders } from 'node:http';
-import type { CacheTold } from '../log-ranges.ts';
-import type { EvmForward, ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../proxy.ts';
+import type { Cancelable } from '../dispatch.ts';
+import type { EvmForward, ForwardRequest, ForwardResult } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
+import { sendLogs } from './evm-logs.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 import { serveBatch } from './evm-batch.ts';
@@ -220,56 +219,6 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     const e = core.keepForHead(f.key, prefix, suffix, number);
     // By hash, in a final block whose canonical hash is not known yet: the next poll asks for it.
     if (e !== null && at !== null && view.isFinal(at.number)) core.awaitCanonical(f.key, at.number, at.hash);
-  }
-}
-
-/**
- * A client's eth_getLogs, as the chain's dispatch takes it (streamed where the
- * client takes a stream): the ranges layer writes a merged answer from its
- * chunks' buffers, counted under MAX_HELD_BYTES until the response is done,
- * and tells the answer how the cache took part before its head is written.
- * The merged answer is never kept here (the chunks are, below): nothing
- * needs it whole.
- */
-function sendLogs(x: ClientTarget, dispatch: Dispatch, request: ForwardRequest): Cancelable {
-  return dispatch(new LogsAnswer(x), request);
-}
-
-/**
- * Where a client's eth_getLogs answer comes: X-Cache HIT (every chunk from
- * memory: no upstream is named), COALESCED (none sent for it, some joined
- * calls in flight), MISS (some went to a node), BYPASS (no chunk took part).
- */
-class LogsAnswer implements ForwardTarget, CacheTold {
-  private hit = false;
-
-  constructor(private readonly x: ClientTarget) {}
-
-  get res(): Sink {
-    return this.x.res;
-  }
-
-  cacheSaid(c: 'hit' | 'coalesced' | 'miss'): void {
-    this.hit = c === 'hit';
-    this.x.cacheTag = X_CACHE[c];
-    this.x.cacheLog = X_CACHE_LOG[c];
-  }
-
-  streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void {
-    this.x.streamHead(status, headers, u);
-  }
-
-  forwarded(r: ForwardResult): void {
-    const x = this.x;
-    if (r.kind === 'buffered' && r.cache !== undefined) {
-      this.cacheSaid(r.cache);
-      // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
-      if (r.cache !== 'hit') x.upstream = r.upstream;
-      return x.later(() => x.send(r.status, r.body));
-    }
-    x.forwarded(r);
-    // An answer from memory names no upstream of its own.
-    if (this.hit) x.upstream = null;
   }
 }
 
