@@ -141,7 +141,13 @@ function subscribers(port: number) {
         failures.push(`subscriber ${n}: connect: ${(err as Error).message}`);
         return;
       }
-      const sub = await s.subscribe('newHeads');
+      let sub: string;
+      try {
+        sub = await s.subscribe('newHeads');
+      } catch (err) {
+        failures.push(`subscriber ${n}: subscribe: ${(err as Error & { code?: string }).code ?? ''} ${(err as Error).message}`);
+        return;
+      }
       let last: number | null = null;
       const gaps = setInterval(() => {
         const list = s.of(sub);
@@ -184,7 +190,13 @@ function admin(port: number) {
   let stop = false;
   const loop = async (): Promise<void> => {
     while (!stop) {
-      const [m, s] = await Promise.all([rawRequest(`http://127.0.0.1:${port}/metrics`), rawRequest(`http://127.0.0.1:${port}/status.json`)]);
+      let m, s;
+      try {
+        [m, s] = await Promise.all([rawRequest(`http://127.0.0.1:${port}/metrics`), rawRequest(`http://127.0.0.1:${port}/status.json`)]);
+      } catch (err) {
+        failures.push(`admin: ${(err as Error & { code?: string }).code ?? ''} ${(err as Error).message}`);
+        return;
+      }
       if (m.status !== 200) failures.push(`/metrics ${m.status} ${m.text}`);
       if (s.status !== 200) failures.push(`/status.json ${s.status} ${s.text}`);
       else builds.push((s.json() as Status).build.manifestSha256);
