@@ -256,9 +256,15 @@ describe('eth_getLogs ranges keep their promises (issue 43)', () => {
     const want = await oracle({ fromBlock: hex(head - 120), toBlock: hex(head) });
     expect(want.length).toBe(5);
     // Each chunk that reaches the node first mines a block with a log: the chain grows while the range is split.
-    node.before = async () => {
-      await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
-      await anvil.mine(1);
+    // One at a time: two chunks' transactions sent at once from one account may take one nonce, and the one anvil
+    // refuses would make the stand-in answer 500 (seen in CI as the gateway's 502).
+    let turn: Promise<void> = Promise.resolve();
+    node.before = () => {
+      turn = turn.then(async () => {
+        await send('eth_sendTransaction', [{ from: FROM, to: contract, gas: '0x10000' }]);
+        await anvil.mine(1);
+      });
+      return turn;
     };
     try {
       const r = await raw('clamp', logsCall(10, { fromBlock: hex(head - 120), toBlock: hex(head + 20) }));
