@@ -81,7 +81,7 @@ afterAll(async () => {
 });
 
 describe('the emitted server file', () => {
-  it('is byte-identical when built twice, with a header and no absolute path or timestamp', async () => {
+  it('is byte-identical when built twice, with a header and no absolute path or timestamp', { timeout: 60_000 }, async () => {
     const again = await buildManifest('bundle', MANIFEST);
     const a = readFileSync(built.bundle, 'utf8');
     const b = readFileSync(again.bundle, 'utf8');

@@ -86,6 +86,9 @@ chains:
   gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url, LAGGARD: laggard.url, HEALTHY: healthy.url, LIMITER: limiterUrl, C: c.url, D: d.url, E: e.url } });
   // servedTip: all: the lagging pool's tip is the laggard's head (a tip set before the laggard's first report stays
   // until the laggard passes it: four blocks more), 13 once anvil is at 16.
+  // Both have reported before the chain moves (under load the healthy one's first report could come after the mine,
+  // and a tip of 16 set before the laggard's first report would stay: the laggard never passes it).
+  await until(async () => (await metricValue(gw, 'gateway_upstream_head', '{chain="lagging",upstream="lagging#0"}')) === 9 && (await metricValue(gw, 'gateway_upstream_head', '{chain="lagging",upstream="lagging#1"}')) === 12, 'both of the lagging pool report their heads');
   await anvil.mine(4);
   await until(async () => (await rpc('lagging', 'eth_blockNumber', [])).result === hex(13), "the lagging pool serves the laggard's head");
   await until(async () => (await rpc('limited', 'eth_blockNumber', [])).result === hex(16), 'the limited pool knows the head');
