@@ -268,7 +268,7 @@ class UpstreamBatch implements HeldTarget {
   start(): void {
     const calls = this.calls;
     const parts: Buffer[] = [OPEN];
-    let timeoutMs = Infinity;
+    let deadline = Infinity;
     let retries = Infinity;
     let maxBuffer = 0;
     calls.forEach((h, i) => {
@@ -277,7 +277,7 @@ class UpstreamBatch implements HeldTarget {
       // The call's bytes with its place in the batch as its id.
       parts.push(h.body.subarray(0, h.idStart), Buffer.from(String(i)), h.body.subarray(h.idEnd));
       const r = h.request;
-      timeoutMs = Math.min(timeoutMs, r.timeoutMs);
+      deadline = Math.min(deadline, r.deadline);
       retries = Math.min(retries, r.retries);
       maxBuffer += r.maxBuffer;
     });
@@ -292,7 +292,7 @@ class UpstreamBatch implements HeldTarget {
       body: Buffer.concat(parts),
       call: undefined,
       together: undefined,
-      timeoutMs,
+      deadline,
       retries,
       maxBuffer,
       cost: calls.length,

@@ -50,7 +50,7 @@ import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
 import { callOf } from './pool/call.ts';
 import { Call, type BlockRef } from './evm-call.ts';
-import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
+import { holdBytes, releaseHeld, timeLeft, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { mayBeError } from './upstreams/throttle.ts';
 import { POLL_SHARE } from './upstreams/upstream-budget.ts';
@@ -359,7 +359,6 @@ class RangeCall implements Cancelable {
   private deadline: NodeJS.Timeout | null = null;
   /** A paced call waits for room in its upstreams' budgets. */
   private pacer: NodeJS.Timeout | null = null;
-  private readonly started = performance.now();
   /** The first upstream that answered a chunk: the merged answer's. */
   private upstream: Upstream | null = null;
   /** The request each chunk goes as: held whole, safe to send again. */
@@ -400,7 +399,7 @@ class RangeCall implements Cancelable {
     // A range within a cap goes whole: on a chain of one upstream without a cache, streamed as any call there.
     const whole = this.to - this.from + 1 <= this.placed.width;
     if (whole && this.streams()) return this.sendJudged();
-    this.deadline = setTimeout(this.expire, this.request.timeoutMs);
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
     this.deadline.unref();
     if (whole) return this.split();
     this.atHead(() => {
@@ -429,7 +428,7 @@ class RangeCall implements Cancelable {
 
   /** Requests the placed upstreams' budgets let be sent within the call's timeoutMs (their share past the poller's, less the request each leaves to other calls: waitFor). */
   private budgetFits(): number {
-    const seconds = this.request.timeoutMs / 1000;
+    const seconds = timeLeft(this.request.deadline) / 1000;
     let n = 0;
     for (const u of this.placed.takers) {
       const b = u.budget!;
@@ -511,8 +510,7 @@ class RangeCall implements Cancelable {
   refused(t: JudgedStream, u: Upstream, error: Record<string, unknown>, complaint: RangeComplaint): void {
     if (t.running !== null) this.running.delete(t.running);
     if (this.over) return;
-    const left = Math.max(1, this.request.timeoutMs - (performance.now() - this.started));
-    this.deadline = setTimeout(this.expire, left);
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
     this.deadline.unref();
     this.complain(t.chunk, u, error, complaint);
   }
@@ -558,12 +556,11 @@ class RangeCall implements Cancelable {
       }
       this.queue.shift();
       if (++this.sends > MAX_CHUNK_SENDS) return this.fail('bad-response', null, 'more chunk requests than one call may cost');
-      const left = this.request.timeoutMs - (performance.now() - this.started);
       const t = new ChunkTarget(this, c);
       // Each chunk carries its Call, so that the layers below (the cache's, the pool) parse its body once between them.
       const body = this.chunkBody(c);
       const call = body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
-      t.running = this.host.inner(t, { ...this.chunkRequest, body, call, timeoutMs: Math.max(1, Math.round(left)) }, group);
+      t.running = this.host.inner(t, { ...this.chunkRequest, body, call }, group);
       if (!t.finished) this.running.add(t.running);
     }
     if (!this.over && this.pacer === null && this.running.size === 0 && this.queue.length === 0) this.finish();

@@ -42,12 +42,13 @@ export interface ForwardRequest {
   /** Largest answer the gateway will hold in memory when it must rewrite it. */
   readonly maxBuffer: number;
   /**
-   * The call's one deadline, in ms from the request's first attempt: every
-   * attempt's wait for an answer's head, an answer held whole, and the
-   * retries all end within it (a retry gets what is left, none once it is
-   * over).
+   * The call's one deadline, on performance.now()'s clock: the route sets it
+   * (its timeoutMs from when the call was read), and every layer below keeps
+   * it. Every attempt's wait for an answer's head, an answer held whole, a
+   * pool's wait and hedges, a range's chunks and the retries all end by it
+   * (each gets what is left, dispatch.ts timeLeft; none once it is over).
    */
-  readonly timeoutMs: number;
+  readonly deadline: number;
   /** A 2xx with no body is a good answer (JSON-RPC notifications); otherwise only a 304 may be empty. */
   readonly emptyOk: boolean;
   readonly classify: (status: number, headers: IncomingHttpHeaders) => Verdict;
@@ -116,6 +117,16 @@ export interface ThrottleSeen {
   readonly headers: IncomingHttpHeaders;
   readonly sentAt: number;
   readonly body: Buffer;
+}
+
+/**
+ * What is left of a request's `deadline`, in whole ms for a timer or a wait:
+ * at least 1 while any is left, 0 once it is over. The one place the time
+ * left of a call is worked out.
+ */
+export function timeLeft(deadline: number): number {
+  const left = deadline - performance.now();
+  return left < 1 ? 0 : Math.round(left);
 }
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
@@ -306,8 +317,6 @@ export class Forward implements Dispatcher.DispatchHandler {
   /** Stream mode: the head is written with the first body byte, so an answer that breaks before it can still fail cleanly. */
   private headPending = false;
   private sentAt = 0;
-  /** When the first attempt went: the call's deadline is timeoutMs from here. */
-  private began = 0;
   private deadline: NodeJS.Timeout | null = null;
   /** The client went away: abort whatever attempt is under way. */
   private cancelled = false;
@@ -372,11 +381,9 @@ export class Forward implements Dispatcher.DispatchHandler {
     const { group, req } = this;
     if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
     if (this.attempt === 0 && req.throttledIn !== undefined) this.alike = { body: req.throttledIn.body, pending: [req.throttledIn] };
-    const now = performance.now();
-    if (this.attempt === 0) this.began = now;
     // One deadline per call: a retry gets what is left of it, and none once it is over.
-    const left = req.timeoutMs - (now - this.began);
-    if (left < 1) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
+    const wait = timeLeft(req.deadline);
+    if (wait === 0) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
     const tried = this.tried;
     const u = tried === null ? group.pick(null, req.accept, req.cost) : group.pickRetry(tried, req.accept, req.cost);
     if (u === null) {
@@ -390,10 +397,9 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.bad = false;
     this.erred = false;
     this.controller = null;
-    this.sentAt = now;
+    this.sentAt = performance.now();
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
-    // The head is waited for until the deadline: less than the pool's own wait on a retry, or for a shortened request (a pool's try again).
-    const wait = Math.max(1, Math.round(left));
+    // The head is waited for until the deadline: less than the upstream's own head timeout on a retry, or for a pool's try again.
     this.clearDeadline();
     this.late = false;
     // undici's head timeout alone overshoots a short wait by up to a second (its coarse timers): a timer of our own ends it.
@@ -455,13 +461,12 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * undici's timeouts bound the head (what is left of the call's timeoutMs)
+   * undici's timeouts bound the head (what is left of the call's deadline)
    * and each gap between chunks; an answer read whole before anything
-   * reaches the client must also end within the call's deadline.
+   * reaches the client must also end by the call's deadline.
    */
   private startDeadline(): void {
-    const left = this.req.timeoutMs - (performance.now() - this.began);
-    this.deadline = setTimeout(this.tooSlow, Math.max(0, left));
+    this.deadline = setTimeout(this.tooSlow, timeLeft(this.req.deadline));
   }
 
   private readonly tooSlow = (): void => {

@@ -30,7 +30,6 @@ export class HeldDoc implements Cancelable, HeldTarget {
   private readonly tried = new Set<Upstream>();
   private retries = 0;
   private over = false;
-  private readonly started = performance.now();
   private readonly held: HeldRequest;
 
   constructor(
@@ -46,8 +45,7 @@ export class HeldDoc implements Cancelable, HeldTarget {
   }
 
   start(accept = this.accept): void {
-    const left = this.request.timeoutMs - (performance.now() - this.started);
-    this.forward = this.next(this, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this.group);
+    this.forward = this.next(this, { ...this.held, accept, skip: this.tried }, this.group);
   }
 
   cancel(): void {

@@ -5,9 +5,9 @@
 // judged before the client sees it; the first good answer wins and the other
 // legs are cancelled. Only reads (the method traits table, evm-methods.ts) are
 // hedged or asked again after an answer, and what the flow adds to the first
-// attempt ends within the call's timeoutMs.
+// attempt ends by the call's deadline.
 import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { timeLeft, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
@@ -62,7 +62,7 @@ export class Flow implements Cancelable {
   private over = false;
   private retries = 0;
   private timer: NodeJS.Timeout | null = null;
-  /** The call's one deadline: its timeoutMs from the start, for the hedge and every try again. */
+  /** The call's one deadline (the request's), for the hedge and every try again. */
   private deadline: NodeJS.Timeout | null = null;
   /** The deadline has passed: nothing more is started, and what comes is the answer. */
   private expired = false;
@@ -97,7 +97,7 @@ export class Flow implements Cancelable {
   }
 
   start(): void {
-    this.deadline = setTimeout(this.expire, this.request.timeoutMs);
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
     this.deadline.unref();
     this.launch(this.plan.accept, false);
     if (this.plan.hedgeAfterMs >= 0) {
@@ -112,10 +112,9 @@ export class Flow implements Cancelable {
   }
 
   private launch(accept: ((u: Upstream) => boolean) | undefined, hedge: boolean): void {
-    const left = this.request.timeoutMs - (performance.now() - this.started);
     const leg = new Leg(this, hedge);
     this.legs.push(leg);
-    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) });
+    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried });
     const u = leg.forward?.upstream;
     if (u) this.tried.add(u);
   }

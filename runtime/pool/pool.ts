@@ -22,7 +22,7 @@ import type { ChainView } from '../upstreams/chain-view.ts';
 import { JSON_HEADERS, type Cancelable, type Dispatch, type Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
+import { timeLeft, type ForwardRequest, type ForwardResult, type HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { splitBatch } from './batch.ts';
@@ -113,7 +113,6 @@ export class Pool implements FlowHost {
    */
   private wait(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup, call: Call): Cancelable {
     this.stats.tipWaits++;
-    const started = performance.now();
     let flow: Cancelable | null = null;
     const end = (): void => {
       clearTimeout(timer);
@@ -122,13 +121,12 @@ export class Pool implements FlowHost {
     const look = (): void => {
       if (this.plan(call, group).wait) return;
       end();
-      const left = request.timeoutMs - (performance.now() - started);
-      flow = this.send(target, { ...request, timeoutMs: Math.max(1, Math.round(left)) }, group, call);
+      flow = this.send(target, request, group, call);
     };
     const timer = setTimeout(() => {
       end();
       target.forwarded({ kind: 'failed', fail: group.all.some((u) => u.usable) ? 'timeout' : 'no-upstream', upstream: null });
-    }, request.timeoutMs);
+    }, timeLeft(request.deadline));
     timer.unref();
     this.waiting.add(look);
     return { cancel: () => (flow !== null ? flow.cancel() : end()) };

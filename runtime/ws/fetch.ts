@@ -37,7 +37,7 @@ export function rpcCall(dispatch: Dispatch, route: EvmRouteSpec, method: string,
       resolve(v.result);
     };
     // Held whole (`hold`): whatever the layers below do with it, the answer comes back as one buffer.
-    const request: HeldRequest = { ...forwardRequest(route, 'POST', rpcPath, HEADERS.slice(), body, true, classify, MAX_MERGE_BYTES, false, answerThrottled), hold: true };
+    const request: HeldRequest = { ...forwardRequest(route, { method: 'POST', path: rpcPath, headers: HEADERS.slice(), body, idempotent: true, classify, maxBuffer: MAX_MERGE_BYTES, throttled: answerThrottled }), hold: true };
     dispatch({ forwarded }, request);
   });
 }

@@ -39,7 +39,7 @@ function setup(n = 2, maxBytes = 1 << 20) {
   return { ups, group, view, core, log, puts };
 }
 
-const REQUEST = { method: 'POST', path: () => '/', headers: [], body: '{}', idempotent: true, retries: 0, maxBuffer: 1024, timeoutMs: 1000, emptyOk: false, classify: () => 'stream' } as unknown as ForwardRequest;
+const REQUEST = { method: 'POST', path: () => '/', headers: [], body: '{}', idempotent: true, retries: 0, maxBuffer: 1024, deadline: performance.now() + 1000, emptyOk: false, classify: () => 'stream' } as unknown as ForwardRequest;
 const NOWHERE: FlightLanding<null> = { landed: () => undefined };
 const b = (s: string) => Buffer.from(s);
 

@@ -48,7 +48,7 @@ function poolOf(blocks = BLOCKBOOK_BLOCKS) {
         idempotent: true,
         retries: 1,
         maxBuffer: 1 << 20,
-        timeoutMs: 1000,
+        deadline: performance.now() + 1000,
         emptyOk: false,
         classify: () => 'buffer',
         hold: true,

@@ -48,7 +48,7 @@ function call(id: string, addr: string, extra: Partial<ForwardRequest> = {}): He
     idempotent: true,
     retries: 1,
     maxBuffer: 1 << 20,
-    timeoutMs: 1000,
+    deadline: performance.now() + 1000,
     emptyOk: false,
     classify: () => 'buffer',
     ...extra,

@@ -30,7 +30,7 @@ function fake(): { single: Dispatch; sent: Sent[] } {
 }
 
 function request(body: string, classify: (s: number) => Verdict = () => 'buffer'): ForwardRequest {
-  return { method: 'POST', path: () => '/', headers: [], body: Buffer.from(body), idempotent: true, retries: 1, maxBuffer: 1 << 20, timeoutMs: 1000, emptyOk: false, classify };
+  return { method: 'POST', path: () => '/', headers: [], body: Buffer.from(body), idempotent: true, retries: 1, maxBuffer: 1 << 20, deadline: performance.now() + 1000, emptyOk: false, classify };
 }
 
 /** A target that keeps its outcome, and what was streamed to it. */

@@ -244,7 +244,7 @@ const request = (method: string, params: unknown[]): ForwardRequest =>
     idempotent: true,
     retries: 1,
     maxBuffer: 1 << 20,
-    timeoutMs: 1000,
+    deadline: performance.now() + 1000,
     emptyOk: false,
     classify: () => 'buffer',
   }) as ForwardRequest;

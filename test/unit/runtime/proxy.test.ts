@@ -86,7 +86,7 @@ function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number 
       idempotent: opts.idempotent,
       retries: opts.retries,
       maxBuffer: 1 << 20,
-      timeoutMs: 5000,
+      deadline: performance.now() + 5000,
       emptyOk: false,
       classify: (status) => (status >= 500 ? 'bad' : 'stream'),
     };
@@ -209,7 +209,7 @@ describe('Forward: held mode (hold: true)', () => {
         idempotent: true,
         retries,
         maxBuffer: 1 << 20,
-        timeoutMs: 5000,
+        deadline: performance.now() + 5000,
         emptyOk: false,
         classify: (status) => (status >= 500 ? 'bad' : 'stream'),
         hold: true,
