@@ -82,8 +82,18 @@ export class ForwardBatches {
     const raw = request.body;
     if (raw === null) return null;
     const body = typeof raw === 'string' ? Buffer.from(raw) : raw;
-    const spans = answerSpans(body, MAX_ANSWER_DEPTH);
-    if (spans === null || spans.idStart === -1) return null;
+    // Its id where its Call has it (found once, by the guard as a rule); a body that came without its Call is scanned here.
+    const call = request.call;
+    let idStart = -1;
+    let idEnd = -1;
+    if (call !== undefined && call.body === raw) {
+      idStart = call.idFrom;
+      idEnd = call.idTo;
+    } else {
+      const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+      if (spans !== null) ({ idStart, idEnd } = spans);
+    }
+    if (idStart === -1) return null;
     if (group === this.chain) this.notice();
     const all = group.all;
     if (all.length > MAX_SET) return null;
@@ -94,7 +104,7 @@ export class ForwardBatches {
       if (u.usable && u.takesBatches && !request.skip?.has(u) && (request.accept === undefined || request.accept(u))) set |= 1 << i;
     }
     if (set === 0) return null;
-    const h = new Held(this, target, request, group, set, body, spans.idStart, spans.idEnd);
+    const h = new Held(this, target, request, group, set, body, idStart, idEnd);
     this.held.push(h);
     if (!this.flushing) {
       this.flushing = true;

@@ -48,7 +48,7 @@ import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './jso
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
-import { callOf } from './pool/call.ts';
+import { callOf, carries } from './pool/call.ts';
 import { Call, type BlockRef } from './evm-call.ts';
 import { holdBytes, releaseHeld, timeLeft, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
@@ -124,7 +124,7 @@ export class LogRanges {
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group = this.group) => {
     const body = request.body;
-    if (body === null || !mayBeLogs(request, body)) return this.inner(target, request as HeldRequest, group);
+    if (body === null || !carries(request, 'eth_getLogs')) return this.inner(target, request as HeldRequest, group);
     if (firstByte(body) === 0x5b) return splitBatch(this.batchCall, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
     const call = callOf(request);
     // A blockHash (no fromBlock), or not the method: as it came.
@@ -233,18 +233,6 @@ function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body:
   target.forwarded(r);
 }
 
-/**
- * Whether a request may be (or carry) an eth_getLogs call: as the guard read
- * it where the request has its reading (a call's method, a batch's methods),
- * else (a body a layer made) its bytes name the method.
- */
-function mayBeLogs(request: ForwardRequest, body: Buffer | string): boolean {
-  const call = request.call;
-  if (call !== undefined) return call.method === 'eth_getLogs';
-  const d = request.decision;
-  if (d !== undefined) return d.methods === null ? d.label === 'eth_getLogs' : d.methods.includes('eth_getLogs');
-  return body.includes('eth_getLogs');
-}
 
 function firstByte(body: Buffer | string): number {
   let i = 0;

@@ -21,7 +21,7 @@
 //    within one epoch;
 //  - identical calls in flight share one request; a chunk tried again on
 //    other upstreams (its group narrowed) goes on alone.
-import { callOf } from '../pool/call.ts';
+import { callOf, carries } from '../pool/call.ts';
 import { JSON_HEADERS, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -65,7 +65,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup): Cancelable => {
     const body = request.body;
-    if (request.hold !== true || body === null || !body.includes('eth_getLogs')) return this.next(target, request as HeldRequest, group);
+    if (request.hold !== true || body === null || !carries(request, 'eth_getLogs')) return this.next(target, request as HeldRequest, group);
     const core = this.core;
     const call = callOf(request);
     if (call === null || call.method !== 'eth_getLogs') return this.next(target, request as HeldRequest, group);

@@ -26,7 +26,7 @@ import { timeLeft, type ForwardRequest, type ForwardResult, type HeldTarget } fr
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { splitBatch } from './batch.ts';
-import type { Call } from '../evm-call.ts';
+import { Call, ID_AT } from '../evm-call.ts';
 import { callOf, rewriteTags, STATE_METHODS, type BlockRef } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { FilterPins } from './filters.ts';
@@ -157,7 +157,8 @@ export class Pool implements FlowHost {
     if (!this.route.rewriteTags) return request;
     const v = this.view;
     const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
-    return body === null ? request : { ...request, body };
+    // With a Call of its own bytes (its id where the gateway wrote it), so the layers below read it, not the bytes.
+    return body === null ? request : { ...request, body, call: new Call(body, call.method, ID_AT, ID_AT + Buffer.byteLength(call.idJson)) };
   }
 
   /** Where a call may go, and how long before a hedge; or that it waits for an upstream to reach its block. */

@@ -22,4 +22,8 @@ describe('the seam', () => {
     expect(matching(/deadline - performance\.now\(\)/)).toEqual(['runtime/proxy.ts']);
     expect(matching(/timeoutMs - \(|Math\.max\(1, Math\.round\(left\)\)|timeoutMs: Math\./)).toEqual([]);
   });
+
+  it("no layer searches a request's bytes for the method it takes: it reads the request's calls (pool/call.ts carries)", () => {
+    expect(matching(/includes\('eth_getLogs'\)/)).toEqual([]);
+  });
 });
