@@ -44,7 +44,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
 import { deliver as handOn, JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
-import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
+import { answerOf, answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
@@ -606,7 +606,7 @@ class RangeCall implements Cancelable {
     const c = t.chunk;
     if (r.kind !== 'buffered') return this.again(c, r.upstream, () => this.fail(r.kind === 'failed' ? r.fail : 'unavailable', r.upstream));
     const u = r.upstream;
-    const spans = r.status === 200 ? answerSpans(r.body, MAX_ANSWER_DEPTH) : null;
+    const spans = r.status === 200 ? answerOf(r.body).spansWithin(MAX_ANSWER_DEPTH) : null;
     if (spans !== null && !spans.hasError && spans.resultStart !== -1 && r.body[spans.resultStart] === 0x5b) {
       // An answer from memory names no upstream of its own: the merged answer's is one that was asked.
       if (r.cache !== 'hit') this.upstream ??= u;

@@ -23,7 +23,7 @@
 //    other upstreams (its group narrowed) goes on alone.
 import { callOf, carries } from '../pool/call.ts';
 import { JSON_HEADERS, type Cancelable, type Dispatch } from '../dispatch.ts';
-import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { answerOf, answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../exchange.ts';
 import type { CacheTold } from '../log-ranges.ts';
@@ -129,7 +129,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     const core = this.core;
     core.close(f as Flight<unknown>);
     const waiters = f.data.waiters;
-    const spans = r.kind === 'buffered' ? answerSpans(r.body, MAX_ANSWER_DEPTH) : null;
+    const spans = r.kind === 'buffered' ? answerOf(r.body).spansWithin(MAX_ANSWER_DEPTH) : null;
     if (r.kind !== 'buffered' || spans === null || spans.idStart === -1) {
       // No answer, or not one to cut: each caller judges it (the ranges layer asks another upstream).
       for (const w of waiters) if (!w.gone) w.target.forwarded(r);

@@ -26,7 +26,7 @@
 // and never answers; a property test checks that whatever it accepts, the
 // general path accepts with the same meaning.
 import { WRITE_METHODS, type EvmDecision } from './evm-decision.ts';
-import { isDigit, skipWs, spells } from '../json-scan.ts';
+import { isDigit, scanSeen, skipWs, spells } from '../json-scan.ts';
 import { Call, NO_ID } from '../evm-call.ts';
 
 /** Nesting allowed inside params before the general path takes over. */
@@ -297,6 +297,7 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
  * nor the cache, nor the eth_getLogs ranges: none is made).
  */
 export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, withCalls = true): EvmDecision | null {
+  if (scanSeen !== undefined) scanSeen('scanPlainRpc', buf);
   const table = tableOf(allowed);
   writes = false;
   answered = false;

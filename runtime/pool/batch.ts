@@ -22,7 +22,7 @@
 //    from its chunks: PartsTaker), not copied into one.
 import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
-import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { answerOf, answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
 import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../proxy.ts';
@@ -202,7 +202,7 @@ class PoolBatch implements Cancelable {
   /** The answer item of a call, with the id it came with; or why there is none. */
   private item(r: ForwardResult, idJson: string): Buffer | Failed {
     if (r.kind === 'buffered') {
-      const s = answerSpans(r.body, ANY_DEPTH);
+      const s = answerOf(r.body).spans;
       if (s !== null && s.idStart !== -1 && (s.resultStart !== -1 || s.hasError)) {
         // Held until the client has the batch's answer, counted with every answer held: past the bound, the call fails as an answer too large to hold does.
         if (!holdBytes(r.body.length)) return { fail: 'bad-response', upstream: r.upstream };

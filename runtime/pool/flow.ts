@@ -6,7 +6,7 @@
 // legs are cancelled. Only reads (the method traits table, evm-methods.ts) are
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends by the call's deadline.
-import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
+import { answerOf } from '../json-scan.ts';
 import { timeLeft, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
@@ -52,7 +52,7 @@ const MAX_RETRIES = 2;
 
 /** A single call's answer: one JSON-RPC answer object, with a result or an error. */
 function isAnswer(body: Buffer): boolean {
-  const spans = answerSpans(body, ANY_DEPTH);
+  const spans = answerOf(body).spans;
   return spans !== null && (spans.resultStart !== -1 || spans.hasError);
 }
 
@@ -184,7 +184,7 @@ export class Flow implements Cancelable {
     const traits = this.traits;
     // A write's answer is final, whatever it says: it is never sent twice.
     if (call === null || traits === null || !traits.read || r.status !== 200) return 'ok';
-    const spans = answerSpans(r.body, ANY_DEPTH);
+    const spans = answerOf(r.body).spans;
     if (spans === null) return 'ok';
     if (spans.hasError) {
       const message = errorMessage(r.body);

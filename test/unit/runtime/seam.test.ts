@@ -1,9 +1,11 @@
 // The seam's rules that a reader checks by looking (issue 45): facts about the
 // request kept in one place, which the code can only keep by not copying them.
 import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { ROOT } from '../../e2e/harness.ts';
+import { Answer, answerOf, answerSpans, ANY_DEPTH } from '../../../runtime/json-scan.ts';
 
 function tsFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {
@@ -25,5 +27,34 @@ describe('the seam', () => {
 
   it("no layer searches a request's bytes for the method it takes: it reads the request's calls (pool/call.ts carries)", () => {
     expect(matching(/includes\('eth_getLogs'\)/)).toEqual([]);
+  });
+});
+
+describe('an Answer', () => {
+  /** A JSON-RPC answer whose result nests `depth` arrays deep, with the id and error given. */
+  const answer = fc
+    .record({ id: fc.oneof(fc.integer(), fc.string(), fc.constant(null)), depth: fc.nat(12), error: fc.boolean(), spaces: fc.constantFrom('', ' ', '\n ') })
+    .map(({ id, depth, error, spaces }) => {
+      const result = '['.repeat(depth) + '"0x1"' + ']'.repeat(depth);
+      return Buffer.from(`{${spaces}"jsonrpc":"2.0",${spaces}"id":${JSON.stringify(id)},${error ? '"error":{"code":-1,"message":"m"}' : `"result":${result}`}}`);
+    });
+
+  it('reads what answerSpans reads, at every depth a reader allows, from one scan', () => {
+    fc.assert(
+      fc.property(answer, fc.integer({ min: 1, max: 16 }), (body, maxDepth) => {
+        const a = new Answer(body);
+        const direct = answerSpans(body, maxDepth);
+        const within = a.spansWithin(maxDepth);
+        if (direct === null) expect(within).toBeNull();
+        else expect({ ...within, depth: 0 }).toEqual({ ...direct, depth: 0 });
+        expect(a.spans).toEqual(answerSpans(body, ANY_DEPTH));
+      }),
+    );
+  });
+
+  it('is one per held body: every layer that judges the bytes gets the same, scanned once', () => {
+    const body = Buffer.from('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+    expect(answerOf(body)).toBe(answerOf(body));
+    expect(answerOf(body)).not.toBe(answerOf(Buffer.from(body)));
   });
 });
