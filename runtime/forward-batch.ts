@@ -16,7 +16,7 @@
 //    (upstreams/throttle.ts) and the batch goes to another node of the set, as
 //    a lone call would; a throttle in one item sends that call elsewhere
 //    alone, which marks the node throttled unless every other node says the
-//    same (then it is the call's answer: proxy.ts throttledInBody);
+//    same (then it is the call's answer: forward.ts throttledInBody);
 //  - an upstream that answers a batch with anything but a batch answer takes
 //    no batches (Upstream.takesBatches, logged once): the calls go alone;
 //  - a batch costs its calls against the upstreams' `rateLimit`: no batch
@@ -27,10 +27,9 @@
 // layer with batch 1 (only the calls of one client batch go together); a
 // chain without it (one upstream and no cache, or a chain not EVM) pays
 // nothing: chains.ts does not compose it.
-import { JSON_HEADERS, type Attempt, type Next } from './dispatch.ts';
+import { JSON_HEADERS, type Attempt, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next, type ThrottleSeen } from './dispatch.ts';
 import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget, ThrottleSeen } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
 /** Batches sent and the calls in them (the cache's gateway_cache_batches_total and _batched_total). */
@@ -356,7 +355,7 @@ class UpstreamBatch implements HeldTarget {
       if (item === undefined || req.isAnswer?.(item) === false) return h.alone();
       if (item.length > req.maxBuffer) return h.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
       if (req.throttled?.(item) === true) {
-        // The node throttled this call: it goes elsewhere alone, where the throttle is marked unless every other upstream says the same (proxy.ts).
+        // The node throttled this call: it goes elsewhere alone, where the throttle is marked unless every other upstream says the same (upstreams/forward.ts).
         throttledAt ??= new Set([u]);
         return h.alone(throttledAt, { u, headers: r.headers, sentAt, body: h.withOwnId(item) });
       }

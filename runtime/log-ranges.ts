@@ -23,7 +23,7 @@
 //    further (and a block-range cap is kept in that upstream's view for
 //    LEARNED_CAP_MS); a chunk that fails on one upstream is asked of another,
 //    and the call fails only when none is left;
-//  - the chunks' logs are held under proxy.ts's MAX_HELD_BYTES and written to
+//  - the chunks' logs are held under forward.ts's MAX_HELD_BYTES and written to
 //    the client in block order, under the client's id, from their own buffers.
 // A range within every cap goes as the client's own call (one chunk), only
 // watched for an error that names a cap: on a chain of one upstream it streams
@@ -42,7 +42,8 @@
 // searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from './dispatch.ts';
+import { deliver as handOn, JSON_HEADERS, streamParts, timeLeft, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
+import { holdBytes, releaseHeld } from './upstreams/forward.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerOf, answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
@@ -50,7 +51,6 @@ import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
 import { callOf, carries } from './pool/call.ts';
 import { Call, type BlockRef } from './evm-call.ts';
-import { holdBytes, releaseHeld, timeLeft, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { mayBeError } from './upstreams/throttle.ts';
 import { POLL_SHARE } from './upstreams/upstream-budget.ts';
@@ -62,7 +62,7 @@ export const CHUNKS_AT_ONCE = 4;
 export const MAX_CHUNK_SENDS = 1000;
 /** How long a cap learned from an upstream's error holds: then one range as wide as the rest allow tries it again. */
 export const LEARNED_CAP_MS = 10 * 60 * 1000;
-/** Largest chunk answer held, and largest merged answer (all calls' together: proxy.ts's MAX_HELD_BYTES). */
+/** Largest chunk answer held, and largest merged answer (all calls' together: forward.ts's MAX_HELD_BYTES). */
 const MAX_CHUNK_BYTES = 32 * 1024 * 1024;
 const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 /** A streamed whole range's answer is held to be judged while it is this short: every refusal in log-range-errors.ts's table is under 600 bytes. */
@@ -341,7 +341,7 @@ class RangeCall implements Cancelable {
   private readonly logs = new Map<number, Buffer>();
   private readonly running = new Set<Cancelable>();
   private sends = 0;
-  /** Bytes of logs held, counted under proxy.ts's MAX_HELD_BYTES until the client has them (or the call fails). */
+  /** Bytes of logs held, counted under forward.ts's MAX_HELD_BYTES until the client has them (or the call fails). */
   private held = 0;
   private over = false;
   private deadline: NodeJS.Timeout | null = null;

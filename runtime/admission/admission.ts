@@ -8,7 +8,7 @@
 // Redis), so a request pays for a promise only then, and a key without a
 // policy or limits pays a null test for each.
 import type { ClientTarget, Exchange, Front } from '../exchange.ts';
-import type { ForwardRequest } from '../proxy.ts';
+import type { ForwardRequest } from '../dispatch.ts';
 import { add as addUsage, type Usage } from '../observe/usage.ts';
 import type { Refusal, Refused } from '../envelope.ts';
 import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from '../keys/keys.ts';

@@ -22,12 +22,11 @@
 //  - identical calls in flight share one request; a chunk tried again on
 //    other upstreams (its group narrowed) goes on alone.
 import { callOf, carries } from '../pool/call.ts';
-import { JSON_HEADERS, type Cancelable, type Dispatch } from '../dispatch.ts';
+import { JSON_HEADERS, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../dispatch.ts';
 import { answerOf, answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../exchange.ts';
 import type { CacheTold } from '../log-ranges.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget, Sink } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { MAX_HELD, X_CACHE, X_CACHE_LOG } from './common.ts';

@@ -18,8 +18,8 @@
 import { Call } from '../evm-call.ts';
 import type { ClientTarget } from '../exchange.ts';
 import { answerOf, answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
-import type { Cancelable } from '../dispatch.ts';
-import type { EvmForward, ForwardRequest, ForwardResult } from '../proxy.ts';
+import type { Cancelable, ForwardRequest, ForwardResult } from '../dispatch.ts';
+import type { EvmForward } from '../guards/evm-decision.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { sendLogs } from './evm-logs.ts';

@@ -1,6 +1,6 @@
 // Pieces the interfaces share when they hand a request to Forward.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { ForwardRequest } from '../proxy.ts';
+import type { ForwardRequest } from '../dispatch.ts';
 import type { RouteSpec } from '../types.ts';
 
 /**
@@ -9,7 +9,7 @@ import type { RouteSpec } from '../types.ts';
  * memory), and may be as large as geth's default batch answer limit (25 MB)
  * and more; the other answers held (errors, Rosetta /network/options) are
  * parsed, and are small when they are real. All of them together are capped
- * by proxy.ts's MAX_HELD_BYTES.
+ * by forward.ts's MAX_HELD_BYTES.
  */
 export const MAX_MERGE_BYTES = 32 * 1024 * 1024;
 export const MAX_REWRITE_BYTES = 4 * 1024 * 1024;

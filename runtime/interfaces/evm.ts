@@ -1,7 +1,7 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { AUTH_NAMES, envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from '../guards/evm-params.ts';
@@ -11,7 +11,7 @@ import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../keys/k
 import { scanPlainRpc } from '../guards/evm-fast.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import type { KeyEntry } from '../keys/keys.ts';
-import type { ForwardRequest, Verdict } from '../proxy.ts';
+import type { ForwardRequest, Verdict } from '../dispatch.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { pathKeyOf, splitQuery } from '../url.ts';
@@ -128,7 +128,7 @@ class EvmRoute implements RouteHandler {
       classify: merge === null ? classify : classifyMerged,
       maxBuffer: merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
       emptyOk: !d.answered,
-      // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (proxy.ts, throttle.ts).
+      // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (upstreams/forward.ts, throttle.ts).
       throttled: answerThrottled,
       call: d.call ?? undefined,
       // A batch's calls as the guard made them: a pool splits the batch with them.

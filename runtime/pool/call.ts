@@ -4,7 +4,7 @@
 // is, and its method's traits, are evm-call.ts's and evm-methods.ts's: the
 // cache's policy table (cache/policy.ts) is about what may be kept.
 import { Call, type BlockRef } from '../evm-call.ts';
-import type { ForwardRequest } from '../proxy.ts';
+import type { ForwardRequest } from '../dispatch.ts';
 
 export type { BlockRef };
 

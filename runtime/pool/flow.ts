@@ -7,8 +7,7 @@
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends by the call's deadline.
 import { answerOf } from '../json-scan.ts';
-import { timeLeft, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
-import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
+import { deliver, timeLeft, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
 import type { Call } from '../evm-call.ts';
@@ -84,7 +83,7 @@ export class Flow implements Cancelable {
     this.traits = call === null ? null : traitsOf(call.method);
     this.held = {
       ...request,
-      // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: proxy.ts).
+      // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: upstreams/forward.ts).
       idempotent: request.idempotent && (this.traits === null || this.traits.read),
       maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
       hold: true,
@@ -134,7 +133,7 @@ export class Flow implements Cancelable {
    * The call's timeoutMs is over: what it has (a null kept while asking
    * again), else the gateway's timeout. The first attempt alone ends by
    * itself: its retries after a failure (a 5xx, a timeout) share its
-   * deadline, which is this one (proxy.ts), and the gateway's timeout it
+   * deadline, which is this one (upstreams/forward.ts), and the gateway's timeout it
    * ends with counts against the upstream.
    */
   private readonly expire = (): void => {

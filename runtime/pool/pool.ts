@@ -19,10 +19,9 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../upstreams/chain-view.ts';
-import { JSON_HEADERS, type Cancelable, type Dispatch, type Next } from '../dispatch.ts';
+import { JSON_HEADERS, timeLeft, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type HeldTarget, type Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../observe/log.ts';
-import { timeLeft, type ForwardRequest, type ForwardResult, type HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { splitBatch } from './batch.ts';

@@ -3,9 +3,8 @@
 // with the answer held whole (the seam's `hold`) and parsed. The subscriptions' block and log
 // fetches go this way (feed.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Dispatch } from '../dispatch.ts';
+import type { Dispatch, ForwardResult, HeldRequest, Verdict } from '../dispatch.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
-import type { ForwardResult, HeldRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import { Call, ID_AT } from '../evm-call.ts';
 import type { Upstream } from '../upstreams/upstream.ts';

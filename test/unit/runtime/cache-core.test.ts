@@ -11,7 +11,7 @@ import type { SharedTier } from '../../../runtime/cache/shared.ts';
 import type { ClientTarget } from '../../../runtime/exchange.ts';
 import type { DocCall } from '../../../runtime/doc-call.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
-import type { ForwardRequest } from '../../../runtime/proxy.ts';
+import type { ForwardRequest } from '../../../runtime/dispatch.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 

@@ -3,9 +3,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LogRanges, mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
-import type { Dispatch } from '../../../runtime/dispatch.ts';
+import type { Dispatch, ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime/proxy.ts';
 import { ChainView } from '../../../runtime/upstreams/chain-view.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';

@@ -21,8 +21,14 @@ const matching = (re: RegExp) => runtime.filter((f) => re.test(text(f))).map(rel
 
 describe('the seam', () => {
   it('the time left of a call is worked out once, from its absolute deadline (no layer keeps a timeoutMs from a start of its own)', () => {
-    expect(matching(/deadline - performance\.now\(\)/)).toEqual(['runtime/proxy.ts']);
+    expect(matching(/deadline - performance\.now\(\)/)).toEqual(['runtime/dispatch.ts']);
     expect(matching(/timeoutMs - \(|Math\.max\(1, Math\.round\(left\)\)|timeoutMs: Math\./)).toEqual([]);
+  });
+
+  it('the seam types are declared in dispatch.ts alone, and Forward in upstreams/forward.ts', () => {
+    const seam = /export (?:interface|type) (?:ForwardRequest|ForwardResult|HeldRequest|HeldTarget|ForwardTarget|Dispatch|Next(?!<)|Attempt|Cancelable|Verdict|FailKind)\b/;
+    expect(matching(seam)).toEqual(['runtime/dispatch.ts']);
+    expect(matching(/export class Forward\b/)).toEqual(['runtime/upstreams/forward.ts']);
   });
 
   it("no layer searches a request's bytes for the method it takes: it reads the request's calls (pool/call.ts carries)", () => {
