@@ -78,8 +78,8 @@ export interface ForwardRequest {
   readonly call?: Call;
   /**
    * A client batch's calls, in order, as the guard made them (each with its
-   * own bytes of `body` and its id): the pool splits the batch with them
-   * instead of the bytes. Only as long as `body` is the batch they were
+   * own bytes of `body` and its id): admission charges and counts by their
+   * methods, and the pool splits the batch with them instead of the bytes. Only as long as `body` is the batch they were
    * made of: a layer that sends other bytes sets it to what they are, or
    * leaves it out.
    */
@@ -89,19 +89,15 @@ export interface ForwardRequest {
    * to a node together, with cache.batch 1 too (forward-batch.ts).
    */
   readonly together?: object;
-  /** The Blockbook or Rosetta call the request is, as its guard decided it (doc-call.ts: endpoint, block, read or write). */
+  /** The Blockbook or Rosetta call the request is, as its guard decided it (doc-call.ts: endpoint, block, read or write, Blockbook's tail). */
   readonly doc?: DocCall;
   /**
    * The EVM guard's decision the request was made of (a single call's
    * method and id span, a batch's methods and calls, the merge plan of a
-   * batch with refused calls): the layers at the top read it (admission's
-   * admit step: a batch's methods, for credits and usage; the cache's
-   * front). Only on a route's own request: a layer that sends other bytes
-   * leaves it out.
+   * batch with refused calls): the cache's front reads it. Only on a
+   * route's own request: a layer that sends other bytes leaves it out.
    */
   readonly decision?: EvmForward;
-  /** What names a Blockbook read below the upstream's base (its path and query): with its headers, what the cache's front keys it by. */
-  readonly tail?: string;
 }
 
 

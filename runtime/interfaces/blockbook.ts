@@ -113,8 +113,8 @@ class BlockbookRoute implements RouteHandler {
       idempotent: c.doc.read,
       classify,
       throttled: blockbookThrottled,
-      doc: c.doc,
-      tail,
+      // What names the read below the upstream's base: the cache's front keys it by that (doc-rules.ts).
+      doc: { ...c.doc, tail },
     });
     x.forwardWith(this.s.dispatch, request);
   }

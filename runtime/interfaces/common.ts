@@ -22,7 +22,7 @@ export const NO_KEYS: readonly string[] = [];
  * (maxBuffer: MAX_REWRITE_BYTES; emptyOk: false).
  */
 export type RequestParts = Pick<ForwardRequest, 'method' | 'path' | 'headers' | 'body' | 'idempotent' | 'classify'> &
-  Partial<Pick<ForwardRequest, 'maxBuffer' | 'emptyOk' | 'throttled' | 'call' | 'calls' | 'doc' | 'decision' | 'tail'>>;
+  Partial<Pick<ForwardRequest, 'maxBuffer' | 'emptyOk' | 'throttled' | 'call' | 'calls' | 'doc' | 'decision'>>;
 
 /** A ForwardRequest: every one made here, so all share one shape (every field written, in one order: one hidden class on the hot path). */
 export function forwardRequest(route: RouteSpec, p: RequestParts): ForwardRequest {
@@ -42,7 +42,6 @@ export function forwardRequest(route: RouteSpec, p: RequestParts): ForwardReques
     calls: p.calls,
     doc: p.doc,
     decision: p.decision,
-    tail: p.tail,
   };
 }
 
