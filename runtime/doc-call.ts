@@ -15,4 +15,6 @@ export interface DocCall {
   readonly block: DocBlock;
   /** A read: safe to hedge, or to ask again of another upstream after an answer. false: a write (Blockbook sendtx, Rosetta construction/submit and call), sent once. */
   readonly read: boolean;
+  /** Blockbook: what names the read below the upstream's base (its path and query); with its headers, what the cache's front keys it by. */
+  readonly tail?: string;
 }

@@ -2,7 +2,7 @@
 // interface maps them into its own envelope (a JSON-RPC error object, a
 // Rosetta Error, Blockbook's {"error": ...}) with its own status; the answers
 // have no request-specific part, so they are made once.
-import type { FailKind } from './proxy.ts';
+import type { FailKind } from './dispatch.ts';
 import type { PolicyReason } from './keys/key-policy.ts';
 
 /** A request its key's policy refuses, and which check refused it. */

@@ -48,6 +48,12 @@ const NOT_PARSED = Symbol('not parsed');
 /** A Call's id start when the guard found it has none (a notification of a batch). */
 export const NO_ID = -2;
 
+/** A single call's id start once its body was scanned and has none. */
+const ID_NONE = -3;
+
+/** Where the id starts in a call the gateway writes itself (`{"jsonrpc":"2.0","id":...`). */
+export const ID_AT = '{"jsonrpc":"2.0","id":'.length;
+
 /** Bodies parsed whole by a Call, in this process (for tests: a call is parsed at most once, by the guard or here). */
 export const callParses = { count: 0 };
 
@@ -68,8 +74,8 @@ export class Call {
   constructor(
     readonly body: Buffer | string,
     readonly method: string,
-    private readonly idStart = -1,
-    private readonly idEnd = -1,
+    private idStart = -1,
+    private idEnd = -1,
   ) {}
 
   /**
@@ -115,16 +121,29 @@ export class Call {
 
   /** The id's JSON text as the client wrote it (a long number keeps its digits); 'null' when it has none. */
   get idJson(): string {
-    if (this.id === null) {
-      const b = bytes(this.body);
-      if (this.idStart >= 0) this.id = b.toString('utf8', this.idStart, this.idEnd);
-      else if (this.idStart === NO_ID) this.id = 'null';
+    if (this.id === null) this.id = this.idFrom < 0 ? 'null' : bytes(this.body).toString('utf8', this.idStart, this.idEnd);
+    return this.id;
+  }
+
+  /**
+   * Where the id starts in the body's bytes (-1: it has none): as the guard
+   * found it, else found by one scan of the body at the first ask, kept.
+   */
+  get idFrom(): number {
+    if (this.idStart === -1) {
+      const spans = answerSpans(bytes(this.body), MAX_ANSWER_DEPTH);
+      if (spans === null || spans.idStart === -1) this.idStart = ID_NONE;
       else {
-        const spans = answerSpans(b, MAX_ANSWER_DEPTH);
-        this.id = spans === null || spans.idStart === -1 ? 'null' : b.toString('utf8', spans.idStart, spans.idEnd);
+        this.idStart = spans.idStart;
+        this.idEnd = spans.idEnd;
       }
     }
-    return this.id;
+    return this.idStart < 0 ? -1 : this.idStart;
+  }
+
+  /** Where the id ends in the body's bytes (past it; -1: it has none). */
+  get idTo(): number {
+    return this.idFrom < 0 ? -1 : this.idEnd;
   }
 
   /** A notification: a call of a batch the guard found without an id (the node answers nothing for it). */

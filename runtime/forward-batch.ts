@@ -16,7 +16,7 @@
 //    (upstreams/throttle.ts) and the batch goes to another node of the set, as
 //    a lone call would; a throttle in one item sends that call elsewhere
 //    alone, which marks the node throttled unless every other node says the
-//    same (then it is the call's answer: proxy.ts throttledInBody);
+//    same (then it is the call's answer: forward.ts throttledInBody);
 //  - an upstream that answers a batch with anything but a batch answer takes
 //    no batches (Upstream.takesBatches, logged once): the calls go alone;
 //  - a batch costs its calls against the upstreams' `rateLimit`: no batch
@@ -27,10 +27,9 @@
 // layer with batch 1 (only the calls of one client batch go together); a
 // chain without it (one upstream and no cache, or a chain not EVM) pays
 // nothing: chains.ts does not compose it.
-import { JSON_HEADERS, type Attempt, type Next } from './dispatch.ts';
+import { JSON_HEADERS, type Attempt, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next, type ThrottleSeen } from './dispatch.ts';
 import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget, ThrottleSeen } from './proxy.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
 /** Batches sent and the calls in them (the cache's gateway_cache_batches_total and _batched_total). */
@@ -82,8 +81,18 @@ export class ForwardBatches {
     const raw = request.body;
     if (raw === null) return null;
     const body = typeof raw === 'string' ? Buffer.from(raw) : raw;
-    const spans = answerSpans(body, MAX_ANSWER_DEPTH);
-    if (spans === null || spans.idStart === -1) return null;
+    // Its id where its Call has it (found once, by the guard as a rule); a body that came without its Call is scanned here.
+    const call = request.call;
+    let idStart = -1;
+    let idEnd = -1;
+    if (call !== undefined && call.body === raw) {
+      idStart = call.idFrom;
+      idEnd = call.idTo;
+    } else {
+      const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+      if (spans !== null) ({ idStart, idEnd } = spans);
+    }
+    if (idStart === -1) return null;
     if (group === this.chain) this.notice();
     const all = group.all;
     if (all.length > MAX_SET) return null;
@@ -94,7 +103,7 @@ export class ForwardBatches {
       if (u.usable && u.takesBatches && !request.skip?.has(u) && (request.accept === undefined || request.accept(u))) set |= 1 << i;
     }
     if (set === 0) return null;
-    const h = new Held(this, target, request, group, set, body, spans.idStart, spans.idEnd);
+    const h = new Held(this, target, request, group, set, body, idStart, idEnd);
     this.held.push(h);
     if (!this.flushing) {
       this.flushing = true;
@@ -268,7 +277,7 @@ class UpstreamBatch implements HeldTarget {
   start(): void {
     const calls = this.calls;
     const parts: Buffer[] = [OPEN];
-    let timeoutMs = Infinity;
+    let deadline = Infinity;
     let retries = Infinity;
     let maxBuffer = 0;
     calls.forEach((h, i) => {
@@ -277,7 +286,7 @@ class UpstreamBatch implements HeldTarget {
       // The call's bytes with its place in the batch as its id.
       parts.push(h.body.subarray(0, h.idStart), Buffer.from(String(i)), h.body.subarray(h.idEnd));
       const r = h.request;
-      timeoutMs = Math.min(timeoutMs, r.timeoutMs);
+      deadline = Math.min(deadline, r.deadline);
       retries = Math.min(retries, r.retries);
       maxBuffer += r.maxBuffer;
     });
@@ -292,7 +301,7 @@ class UpstreamBatch implements HeldTarget {
       body: Buffer.concat(parts),
       call: undefined,
       together: undefined,
-      timeoutMs,
+      deadline,
       retries,
       maxBuffer,
       cost: calls.length,
@@ -346,7 +355,7 @@ class UpstreamBatch implements HeldTarget {
       if (item === undefined || req.isAnswer?.(item) === false) return h.alone();
       if (item.length > req.maxBuffer) return h.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
       if (req.throttled?.(item) === true) {
-        // The node throttled this call: it goes elsewhere alone, where the throttle is marked unless every other upstream says the same (proxy.ts).
+        // The node throttled this call: it goes elsewhere alone, where the throttle is marked unless every other upstream says the same (upstreams/forward.ts).
         throttledAt ??= new Set([u]);
         return h.alone(throttledAt, { u, headers: r.headers, sentAt, body: h.withOwnId(item) });
       }

@@ -12,6 +12,15 @@ export const MAX_ANSWER_DEPTH = 512;
 /** Nesting allowed in an upstream answer a layer only locates the id, result or error of: any (a call trace may be deep; the scan does not recurse). */
 export const ANY_DEPTH = 1 << 20;
 
+/**
+ * A test's eye on the whole-text scans of calls and answers (the fast scan,
+ * answerSpans, splitBatchAnswer), told the scan's name and the text:
+ * test/support/count-parses.mjs sets it on globalThis before the gateway
+ * loads. Read once, here: in service it is absent, and each scan pays one
+ * test of a constant.
+ */
+export const scanSeen = (globalThis as { readonly [k: symbol]: unknown })[Symbol.for('chain-gateway.scan')] as ((scan: string, text: Buffer) => void) | undefined;
+
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const LBRACKET = 0x5b;
@@ -165,6 +174,9 @@ function keyEnd(b: Buffer, p: number): number {
   return b[p] === COLON ? skipWs(b, p + 1) : -1;
 }
 
+/** The deepest nesting of the last value valueEnd read whole: what answerSpans tells its Answer. */
+let deepest = 0;
+
 /**
  * Any JSON value at `p`: the index past it, or -1 if it is not valid JSON or
  * nests more than `maxDepth` containers. Containers are tracked on an
@@ -172,6 +184,7 @@ function keyEnd(b: Buffer, p: number): number {
  */
 export function valueEnd(b: Buffer, p: number, maxDepth: number): number {
   const stack: number[] = []; // 0: in an array, 1: in an object
+  deepest = 0;
   for (;;) {
     p = skipWs(b, p);
     const c = b[p];
@@ -181,7 +194,7 @@ export function valueEnd(b: Buffer, p: number, maxDepth: number): number {
       if (b[p] === close) p++;
       else {
         if (stack.length >= maxDepth) return -1;
-        stack.push(c === LBRACKET ? 0 : 1);
+        if (stack.push(c === LBRACKET ? 0 : 1) > deepest) deepest = stack.length;
         if (c === LBRACE && (p = keyEnd(b, p)) === -1) return -1;
         continue;
       }
@@ -217,6 +230,7 @@ export interface AnswerItem {
  * could be read two ways).
  */
 export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | null {
+  if (scanSeen !== undefined) scanSeen('splitBatchAnswer', b);
   let p = skipWs(b, 0);
   if (b[p] !== LBRACKET) return null;
   const items: AnswerItem[] = [];
@@ -285,6 +299,8 @@ export interface AnswerSpans {
   readonly resultStart: number;
   readonly resultEnd: number;
   readonly hasError: boolean;
+  /** The deepest its values nest (0: only scalars and empty containers): answerSpans(b, d) reads it for every d above this. */
+  readonly depth: number;
 }
 
 /**
@@ -293,6 +309,7 @@ export interface AnswerSpans {
  * than `maxDepth`, or names a key twice that the gateway reads.
  */
 export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
+  if (scanSeen !== undefined) scanSeen('answerSpans', b);
   let p = skipWs(b, 0);
   if (b[p] !== LBRACE) return null;
   let idStart = -1;
@@ -300,6 +317,7 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
   let resultStart = -1;
   let resultEnd = -1;
   let hasError = false;
+  let depth = 0;
   p = skipWs(b, p + 1);
   if (b[p] !== RBRACE) {
     for (;;) {
@@ -313,6 +331,7 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
       const vs = p;
       p = valueEnd(b, p, maxDepth - 1);
       if (p === -1) return null;
+      if (deepest > depth) depth = deepest;
       if (key === 1) {
         if (idStart !== -1) return null;
         idStart = vs;
@@ -329,7 +348,42 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
     }
   }
   if (skipWs(b, p + 1) !== b.length) return null;
-  return { idStart, idEnd, resultStart, resultEnd, hasError };
+  return { idStart, idEnd, resultStart, resultEnd, hasError, depth };
+}
+
+/**
+ * An answer held whole, as the layers that judge it read it (a pool's
+ * isAnswer and judge, the cache's keep, a batch's or a range's merge): its
+ * spans found by one scan, at the first ask, whatever depth each reader
+ * allows. answerOf gives every layer the same one for the same bytes, so an
+ * answer is scanned once however many layers judge it (a held answer's bytes
+ * are never changed in place: a layer that changes an answer makes new ones).
+ */
+export class Answer {
+  private s: AnswerSpans | null | undefined = undefined;
+
+  constructor(readonly body: Buffer) {}
+
+  /** The spans of one JSON-RPC answer object, at any depth; null: it is not one. */
+  get spans(): AnswerSpans | null {
+    if (this.s === undefined) this.s = answerSpans(this.body, ANY_DEPTH);
+    return this.s;
+  }
+
+  /** The spans, for a reader that takes answers nesting at most `maxDepth` deep (as answerSpans(body, maxDepth)). */
+  spansWithin(maxDepth: number): AnswerSpans | null {
+    const s = this.spans;
+    return s !== null && s.depth < maxDepth ? s : null;
+  }
+}
+
+const answers = new WeakMap<Buffer, Answer>();
+
+/** The Answer of `body`: made at the first ask, the same one for every later layer (let go with the bytes). */
+export function answerOf(body: Buffer): Answer {
+  let a = answers.get(body);
+  if (a === undefined) answers.set(body, (a = new Answer(body)));
+  return a;
 }
 
 /** A JSON-RPC QUANTITY as a number (-1 when it is not one that fits). */

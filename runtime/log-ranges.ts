@@ -23,7 +23,7 @@
 //    further (and a block-range cap is kept in that upstream's view for
 //    LEARNED_CAP_MS); a chunk that fails on one upstream is asked of another,
 //    and the call fails only when none is left;
-//  - the chunks' logs are held under proxy.ts's MAX_HELD_BYTES and written to
+//  - the chunks' logs are held under forward.ts's MAX_HELD_BYTES and written to
 //    the client in block order, under the client's id, from their own buffers.
 // A range within every cap goes as the client's own call (one chunk), only
 // watched for an error that names a cap: on a chain of one upstream it streams
@@ -42,15 +42,15 @@
 // searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from './dispatch.ts';
+import { deliver as handOn, JSON_HEADERS, streamParts, timeLeft, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
+import { holdBytes, releaseHeld } from './upstreams/forward.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
-import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
+import { answerOf, answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
-import { callOf } from './pool/call.ts';
+import { callOf, carries } from './pool/call.ts';
 import { Call, type BlockRef } from './evm-call.ts';
-import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { mayBeError } from './upstreams/throttle.ts';
 import { POLL_SHARE } from './upstreams/upstream-budget.ts';
@@ -62,7 +62,7 @@ export const CHUNKS_AT_ONCE = 4;
 export const MAX_CHUNK_SENDS = 1000;
 /** How long a cap learned from an upstream's error holds: then one range as wide as the rest allow tries it again. */
 export const LEARNED_CAP_MS = 10 * 60 * 1000;
-/** Largest chunk answer held, and largest merged answer (all calls' together: proxy.ts's MAX_HELD_BYTES). */
+/** Largest chunk answer held, and largest merged answer (all calls' together: forward.ts's MAX_HELD_BYTES). */
 const MAX_CHUNK_BYTES = 32 * 1024 * 1024;
 const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 /** A streamed whole range's answer is held to be judged while it is this short: every refusal in log-range-errors.ts's table is under 600 bytes. */
@@ -124,7 +124,7 @@ export class LogRanges {
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group = this.group) => {
     const body = request.body;
-    if (body === null || !mayBeLogs(request, body)) return this.inner(target, request as HeldRequest, group);
+    if (body === null || !carries(request, 'eth_getLogs')) return this.inner(target, request as HeldRequest, group);
     if (firstByte(body) === 0x5b) return splitBatch(this.batchCall, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
     const call = callOf(request);
     // A blockHash (no fromBlock), or not the method: as it came.
@@ -233,18 +233,6 @@ function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body:
   target.forwarded(r);
 }
 
-/**
- * Whether a request may be (or carry) an eth_getLogs call: as the guard read
- * it where the request has its reading (a call's method, a batch's methods),
- * else (a body a layer made) its bytes name the method.
- */
-function mayBeLogs(request: ForwardRequest, body: Buffer | string): boolean {
-  const call = request.call;
-  if (call !== undefined) return call.method === 'eth_getLogs';
-  const d = request.decision;
-  if (d !== undefined) return d.methods === null ? d.label === 'eth_getLogs' : d.methods.includes('eth_getLogs');
-  return body.includes('eth_getLogs');
-}
 
 function firstByte(body: Buffer | string): number {
   let i = 0;
@@ -353,13 +341,12 @@ class RangeCall implements Cancelable {
   private readonly logs = new Map<number, Buffer>();
   private readonly running = new Set<Cancelable>();
   private sends = 0;
-  /** Bytes of logs held, counted under proxy.ts's MAX_HELD_BYTES until the client has them (or the call fails). */
+  /** Bytes of logs held, counted under forward.ts's MAX_HELD_BYTES until the client has them (or the call fails). */
   private held = 0;
   private over = false;
   private deadline: NodeJS.Timeout | null = null;
   /** A paced call waits for room in its upstreams' budgets. */
   private pacer: NodeJS.Timeout | null = null;
-  private readonly started = performance.now();
   /** The first upstream that answered a chunk: the merged answer's. */
   private upstream: Upstream | null = null;
   /** The request each chunk goes as: held whole, safe to send again. */
@@ -400,7 +387,7 @@ class RangeCall implements Cancelable {
     // A range within a cap goes whole: on a chain of one upstream without a cache, streamed as any call there.
     const whole = this.to - this.from + 1 <= this.placed.width;
     if (whole && this.streams()) return this.sendJudged();
-    this.deadline = setTimeout(this.expire, this.request.timeoutMs);
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
     this.deadline.unref();
     if (whole) return this.split();
     this.atHead(() => {
@@ -429,7 +416,7 @@ class RangeCall implements Cancelable {
 
   /** Requests the placed upstreams' budgets let be sent within the call's timeoutMs (their share past the poller's, less the request each leaves to other calls: waitFor). */
   private budgetFits(): number {
-    const seconds = this.request.timeoutMs / 1000;
+    const seconds = timeLeft(this.request.deadline) / 1000;
     let n = 0;
     for (const u of this.placed.takers) {
       const b = u.budget!;
@@ -511,8 +498,7 @@ class RangeCall implements Cancelable {
   refused(t: JudgedStream, u: Upstream, error: Record<string, unknown>, complaint: RangeComplaint): void {
     if (t.running !== null) this.running.delete(t.running);
     if (this.over) return;
-    const left = Math.max(1, this.request.timeoutMs - (performance.now() - this.started));
-    this.deadline = setTimeout(this.expire, left);
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
     this.deadline.unref();
     this.complain(t.chunk, u, error, complaint);
   }
@@ -558,12 +544,11 @@ class RangeCall implements Cancelable {
       }
       this.queue.shift();
       if (++this.sends > MAX_CHUNK_SENDS) return this.fail('bad-response', null, 'more chunk requests than one call may cost');
-      const left = this.request.timeoutMs - (performance.now() - this.started);
       const t = new ChunkTarget(this, c);
       // Each chunk carries its Call, so that the layers below (the cache's, the pool) parse its body once between them.
       const body = this.chunkBody(c);
       const call = body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
-      t.running = this.host.inner(t, { ...this.chunkRequest, body, call, timeoutMs: Math.max(1, Math.round(left)) }, group);
+      t.running = this.host.inner(t, { ...this.chunkRequest, body, call }, group);
       if (!t.finished) this.running.add(t.running);
     }
     if (!this.over && this.pacer === null && this.running.size === 0 && this.queue.length === 0) this.finish();
@@ -621,7 +606,7 @@ class RangeCall implements Cancelable {
     const c = t.chunk;
     if (r.kind !== 'buffered') return this.again(c, r.upstream, () => this.fail(r.kind === 'failed' ? r.fail : 'unavailable', r.upstream));
     const u = r.upstream;
-    const spans = r.status === 200 ? answerSpans(r.body, MAX_ANSWER_DEPTH) : null;
+    const spans = r.status === 200 ? answerOf(r.body).spansWithin(MAX_ANSWER_DEPTH) : null;
     if (spans !== null && !spans.hasError && spans.resultStart !== -1 && r.body[spans.resultStart] === 0x5b) {
       // An answer from memory names no upstream of its own: the merged answer's is one that was asked.
       if (r.cache !== 'hit') this.upstream ??= u;

@@ -8,7 +8,7 @@
 // Redis), so a request pays for a promise only then, and a key without a
 // policy or limits pays a null test for each.
 import type { ClientTarget, Exchange, Front } from '../exchange.ts';
-import type { ForwardRequest } from '../proxy.ts';
+import type { ForwardRequest } from '../dispatch.ts';
 import { add as addUsage, type Usage } from '../observe/usage.ts';
 import type { Refusal, Refused } from '../envelope.ts';
 import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from '../keys/keys.ts';
@@ -273,23 +273,23 @@ export class AdmitLayer {
     x.forward = this.next(x, request);
   };
 
-  /** The request's credits: each call's method (a batch's methods, from the guard's decision) or the endpoint; without `credits`, one per call. */
+  /** The request's credits: each of a batch's calls' methods, or the exchange's label (a call's method, an endpoint); without `credits`, one per call. */
   private credits(x: ClientTarget, request: ForwardRequest): number {
     const cost = this.cost;
-    const d = request.decision;
-    if (cost === null) return d === undefined ? 1 : d.count;
-    if (d === undefined || d.methods === null) return cost(x.label);
+    const calls = request.calls;
+    if (calls === undefined) return cost === null ? 1 : cost(x.label);
+    if (cost === null) return calls.length;
     let n = 0;
-    for (const m of d.methods) n += cost(m);
+    for (const c of calls) n += cost(c.method);
     return n;
   }
 
-  /** Counted as used: one call per method (each of a batch's), at its credits. */
+  /** Counted as used: one call per method (each of a batch's calls), at its credits. */
   private count(x: ClientTarget, key: KeyEntry, request: ForwardRequest): void {
     const cost = this.cost;
     const bucket = this.usage.bucket(key.id, this.chain);
-    const methods = request.decision?.methods ?? null;
-    if (methods === null) addUsage(bucket, x.label, 1, cost === null ? 1 : cost(x.label));
-    else for (const m of methods) addUsage(bucket, m, 1, cost === null ? 1 : cost(m));
+    const calls = request.calls;
+    if (calls === undefined) addUsage(bucket, x.label, 1, cost === null ? 1 : cost(x.label));
+    else for (const c of calls) addUsage(bucket, c.method, 1, cost === null ? 1 : cost(c.method));
   }
 }

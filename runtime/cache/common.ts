@@ -2,7 +2,7 @@
 // header and log field, and how a flight's clients are told its outcome.
 import type { Failure } from '../envelope.ts';
 import type { Logger } from '../observe/log.ts';
-import type { ForwardResult } from '../proxy.ts';
+import type { ForwardResult } from '../dispatch.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 
 /**
@@ -31,7 +31,7 @@ export const X_CACHE = {
 /** The access log's field, per X-Cache value. */
 export const X_CACHE_LOG = { hit: ',"cache":"HIT"', miss: ',"cache":"MISS"', coalesced: ',"cache":"COALESCED"', bypass: ',"cache":"BYPASS"' } as const;
 
-/** Largest answer a flight holds (proxy.ts's MAX_HELD_BYTES caps all of them together). */
+/** Largest answer a flight holds (forward.ts's MAX_HELD_BYTES caps all of them together). */
 export const MAX_HELD = 32 * 1024 * 1024;
 
 /** The clients of one flight, as X-Cache and the log say: the first went upstream (MISS), the rest joined it. */

@@ -18,8 +18,7 @@
 //    when the chain resets.
 import type { Logger } from '../observe/log.ts';
 import type { ChainListener, ChainView, ResetReason } from '../upstreams/chain-view.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
-import type { Dispatch } from '../dispatch.ts';
+import type { Dispatch, ForwardRequest, ForwardResult, HeldTarget } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { MAX_HELD, tagFlight, type FlightMember } from './common.ts';
 import { SharedTier, type Parts } from './shared.ts';

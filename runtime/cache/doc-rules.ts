@@ -55,7 +55,7 @@ const HEAD_BOUND = new Set(['block', 'block-index', 'rawblock']);
 export const BLOCKBOOK_RULES: DocRules = {
   key(x, request, doc) {
     const h = x.req.headers;
-    const tail = request.tail;
+    const tail = doc.tail;
     if (request.method !== 'GET' || tail === undefined || doc.endpoint === 'sendtx' || h['if-none-match'] !== undefined || h['if-modified-since'] !== undefined) return null;
     // Identical: the same upstream URL and the same headers that shape the answer.
     return `${tail}\n${h['accept-encoding'] ?? ''}\n${h.accept ?? ''}\n${h['accept-language'] ?? ''}`;

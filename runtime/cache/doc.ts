@@ -10,9 +10,8 @@
 //    for that number); bound to the head before that.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { ClientTarget } from '../exchange.ts';
-import type { Cancelable } from '../dispatch.ts';
+import type { Cancelable, ForwardRequest, ForwardResult } from '../dispatch.ts';
 import type { DocCall } from '../doc-call.ts';
-import type { ForwardRequest, ForwardResult } from '../proxy.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 

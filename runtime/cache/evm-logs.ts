@@ -21,13 +21,12 @@
 //    within one epoch;
 //  - identical calls in flight share one request; a chunk tried again on
 //    other upstreams (its group narrowed) goes on alone.
-import { callOf } from '../pool/call.ts';
-import { JSON_HEADERS, type Cancelable, type Dispatch } from '../dispatch.ts';
-import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { callOf, carries } from '../pool/call.ts';
+import { JSON_HEADERS, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../dispatch.ts';
+import { answerOf, answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../exchange.ts';
 import type { CacheTold } from '../log-ranges.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget, Sink } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { MAX_HELD, X_CACHE, X_CACHE_LOG } from './common.ts';
@@ -65,7 +64,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup): Cancelable => {
     const body = request.body;
-    if (request.hold !== true || body === null || !body.includes('eth_getLogs')) return this.next(target, request as HeldRequest, group);
+    if (request.hold !== true || body === null || !carries(request, 'eth_getLogs')) return this.next(target, request as HeldRequest, group);
     const core = this.core;
     const call = callOf(request);
     if (call === null || call.method !== 'eth_getLogs') return this.next(target, request as HeldRequest, group);
@@ -129,7 +128,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     const core = this.core;
     core.close(f as Flight<unknown>);
     const waiters = f.data.waiters;
-    const spans = r.kind === 'buffered' ? answerSpans(r.body, MAX_ANSWER_DEPTH) : null;
+    const spans = r.kind === 'buffered' ? answerOf(r.body).spansWithin(MAX_ANSWER_DEPTH) : null;
     if (r.kind !== 'buffered' || spans === null || spans.idStart === -1) {
       // No answer, or not one to cut: each caller judges it (the ranges layer asks another upstream).
       for (const w of waiters) if (!w.gone) w.target.forwarded(r);

@@ -1,5 +1,6 @@
 // What the EVM cache's parts (evm.ts, evm-batch.ts) know of each other.
-import type { EvmForward, ForwardRequest } from '../proxy.ts';
+import type { ForwardRequest } from '../dispatch.ts';
+import type { EvmForward } from '../guards/evm-decision.ts';
 import type { FlightMember } from './common.ts';
 import type { CacheCore } from './core.ts';
 import type { Scope } from './policy.ts';

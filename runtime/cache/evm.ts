@@ -17,9 +17,9 @@
 //    chunks went.
 import { Call } from '../evm-call.ts';
 import type { ClientTarget } from '../exchange.ts';
-import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
-import type { Cancelable } from '../dispatch.ts';
-import type { EvmForward, ForwardRequest, ForwardResult } from '../proxy.ts';
+import { answerOf, answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
+import type { Cancelable, ForwardRequest, ForwardResult } from '../dispatch.ts';
+import type { EvmForward } from '../guards/evm-decision.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { sendLogs } from './evm-logs.ts';
@@ -163,7 +163,7 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
     }
     const u = r.upstream;
     const body = r.body;
-    const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+    const spans = answerOf(body).spansWithin(MAX_ANSWER_DEPTH);
     if (spans === null || spans.idStart === -1) {
       core.log.warn({ event: 'upstream_bad_response', chain: core.path, upstream: u.name, status: r.status, reqId: f.firstId }, 'upstream answer is not JSON-RPC');
       return f.badResponse(u);

@@ -26,7 +26,7 @@
 // and never answers; a property test checks that whatever it accepts, the
 // general path accepts with the same meaning.
 import { WRITE_METHODS, type EvmDecision } from './evm-decision.ts';
-import { isDigit, skipWs, spells } from '../json-scan.ts';
+import { isDigit, scanSeen, skipWs, spells } from '../json-scan.ts';
 import { Call, NO_ID } from '../evm-call.ts';
 
 /** Nesting allowed inside params before the general path takes over. */
@@ -292,11 +292,13 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
 /**
  * The fast path: the decision to forward `buf` as it is when it is plain
  * JSON-RPC whose every call is allowed, or null when the general path must
- * decide. `withCalls`: the decision carries the call's Call, or a batch's a
- * Call per call (false on a chain where no layer reads them, neither a pool,
- * nor the cache, nor the eth_getLogs ranges: none is made).
+ * decide. `withCalls`: a single call's decision carries its Call (false on a
+ * chain where no layer reads it, neither a pool, nor the cache, nor the
+ * eth_getLogs ranges: none is made). A batch's carries a Call per call
+ * always: admission charges and counts by them.
  */
 export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, withCalls = true): EvmDecision | null {
+  if (scanSeen !== undefined) scanSeen('scanPlainRpc', buf);
   const table = tableOf(allowed);
   writes = false;
   answered = false;
@@ -305,7 +307,7 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
     let count = 0;
     const methods: string[] = [];
     // Each call as it travels, with its own bytes and its id's span in them (NO_ID: a notification).
-    const calls: Call[] | null = withCalls ? [] : null;
+    const calls: Call[] = [];
     p = skipWs(buf, p + 1);
     for (;;) {
       if (++count > maxBatchSize) return null;
@@ -314,10 +316,8 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
       p = callEnd(buf, p, table);
       if (p === -1) return null;
       methods.push(method);
-      if (calls !== null) {
-        const is = idStarts[call]!;
-        calls.push(is === -1 ? new Call(buf.subarray(s, p), method, NO_ID, NO_ID) : new Call(buf.subarray(s, p), method, is - s, idEnds[call]! - s));
-      }
+      const is = idStarts[call]!;
+      calls.push(is === -1 ? new Call(buf.subarray(s, p), method, NO_ID, NO_ID) : new Call(buf.subarray(s, p), method, is - s, idEnds[call]! - s));
       p = skipWs(buf, p);
       if (buf[p] === RBRACKET) break;
       if (buf[p] !== COMMA) return null;

@@ -87,7 +87,7 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 /**
  * Parses and checks one request body. `buf` is already within maxBodyBytes.
  * With `params` (validate: params), every call's params are checked too.
- * `withCalls`: the fast path's decision carries its Calls (where a layer reads them: RouteServices.layered).
+ * `withCalls`: a single call's decision carries its Call (where a layer reads it: RouteServices.layered); a batch's always carries its Calls (admission charges and counts by them).
  */
 export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null, withCalls = true): EvmDecision {
   const fast = scanPlainRpc(buf, allowed, maxBatchSize, withCalls);
@@ -106,8 +106,9 @@ export type CallCheck = (method: string, params: unknown, idJson: string) => str
  * The general path: any body, with JSON.parse and every rule (exported for
  * tests). With `calls`, every call also passes the key's checks, and what
  * goes upstream is always the canonical re-serialization of what was checked.
- * `withCalls`: the decision carries the call's Call, or a batch's a Call per
- * forwarded call, made of what was parsed here (as on the fast path).
+ * `withCalls`: a single call's decision carries its Call; a batch's always
+ * carries a Call per forwarded call, made of what was parsed here (as on the
+ * fast path).
  */
 export function checkEvmBodyGeneral(
   buf: Buffer,
@@ -215,41 +216,38 @@ export function checkEvmBodyGeneral(
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
     if (allCanonical && rawSafe && !hasDuplicateKeys(buf, doc)) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: withCalls ? rawCalls(buf, forwarded) : null };
+      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: rawCalls(buf, forwarded) };
     }
-    return canonicalBatch(forwarded, n, idempotent, answered, null, withCalls);
+    return canonicalBatch(forwarded, n, idempotent, answered, null);
   }
   if (forwarded.length === 0) {
     const errors = slots.filter((s): s is { ready: string } => s !== null && 'ready' in s).map((s) => s.ready);
     if (errors.length === 0) return { kind: 'reply', status: 204, body: '', label: 'batch', count: n };
     return { kind: 'reply', status: 200, body: `[${errors.join(',')}]`, label: 'batch', count: n };
   }
-  return canonicalBatch(forwarded, forwarded.length, idempotent, answered, { slots }, withCalls);
+  return canonicalBatch(forwarded, forwarded.length, idempotent, answered, { slots });
 }
 
 /**
- * A batch forwarded as the canonical re-serialization of its calls; with
- * `withCalls`, a Call per call: its own bytes of the body (a view of the
+ * A batch forwarded as the canonical re-serialization of its calls, with a
+ * Call per call: its own bytes of the body (a view of the
  * body's bytes), its id's span in them, and what JSON.parse reads of them
  * (canonicalDoc), so no layer parses it again.
  */
-function canonicalBatch(forwarded: readonly Item[], count: number, idempotent: boolean, answered: boolean, merge: BatchMerge | null, withCalls: boolean): EvmDecision {
+function canonicalBatch(forwarded: readonly Item[], count: number, idempotent: boolean, answered: boolean, merge: BatchMerge | null): EvmDecision {
   const methods = methodsOf(forwarded);
   const texts = forwarded.map(canonicalJson);
   const body = `[${texts.join(',')}]`;
-  let calls: Call[] | null = null;
-  if (withCalls) {
-    const b = Buffer.from(body);
-    calls = [];
-    let at = 1;
-    for (let k = 0; k < forwarded.length; k++) {
-      const it = forwarded[k]!;
-      const end = at + Buffer.byteLength(texts[k]!);
-      // The id, where there is one, comes right after '{"jsonrpc":"2.0","id":' (canonicalJson).
-      const idEnd = it.id === undefined ? NO_ID : ID_AT + Buffer.byteLength(JSON.stringify(it.id));
-      calls.push(Call.parsedAs(b.subarray(at, end), methods[k]!, canonicalDoc(it), it.id === undefined ? NO_ID : ID_AT, idEnd));
-      at = end + 1;
-    }
+  const b = Buffer.from(body);
+  const calls: Call[] = [];
+  let at = 1;
+  for (let k = 0; k < forwarded.length; k++) {
+    const it = forwarded[k]!;
+    const end = at + Buffer.byteLength(texts[k]!);
+    // The id, where there is one, comes right after '{"jsonrpc":"2.0","id":' (canonicalJson).
+    const idEnd = it.id === undefined ? NO_ID : ID_AT + Buffer.byteLength(JSON.stringify(it.id));
+    calls.push(Call.parsedAs(b.subarray(at, end), methods[k]!, canonicalDoc(it), it.id === undefined ? NO_ID : ID_AT, idEnd));
+    at = end + 1;
   }
   return { kind: 'forward', body, label: 'batch', count, idempotent, answered, merge, methods, idStart: -1, idEnd: -1, call: null, calls };
 }

@@ -1,18 +1,18 @@
 // Explorer API, Blockbook-style: `GET /<chain>[/<key>]/v2/<endpoint>/...` to
 // the upstream's `/api/v2/...`. Blockbook's answers pass through unchanged,
 // its own errors included.
-import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { AUTH_NAMES, envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { BLOCKBOOK_ENDPOINTS, checkBlockbook, type BlockbookParamsCheck } from '../guards/blockbook.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import type { KeyEntry } from '../keys/keys.ts';
-import type { Verdict } from '../proxy.ts';
+import type { Verdict } from '../dispatch.ts';
 import { blockbookThrottled } from '../upstreams/throttle.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
-import { forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
+import { forwardRequest } from './common.ts';
 import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
@@ -105,7 +105,17 @@ class BlockbookRoute implements RouteHandler {
     }
     const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
     // sendtx, GET or POST, is a write (the guard's call says): sent once, never hedged, never again after an answer or a 502.
-    const request = forwardRequest(this.route, c.body === null ? 'GET' : 'POST', (u) => u.basePath + tail, headers, c.body, c.doc.read, classify, MAX_REWRITE_BYTES, false, blockbookThrottled, null, c.doc, null, null, tail);
+    const request = forwardRequest(this.route, {
+      method: c.body === null ? 'GET' : 'POST',
+      path: (u) => u.basePath + tail,
+      headers,
+      body: c.body,
+      idempotent: c.doc.read,
+      classify,
+      throttled: blockbookThrottled,
+      // What names the read below the upstream's base: the cache's front keys it by that (doc-rules.ts).
+      doc: { ...c.doc, tail },
+    });
     x.forwardWith(this.s.dispatch, request);
   }
 

@@ -1,7 +1,7 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { AUTH_NAMES, envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from '../guards/evm-params.ts';
@@ -11,7 +11,7 @@ import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../keys/k
 import { scanPlainRpc } from '../guards/evm-fast.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import type { KeyEntry } from '../keys/keys.ts';
-import type { ForwardRequest, Verdict } from '../proxy.ts';
+import type { ForwardRequest, Verdict } from '../dispatch.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { pathKeyOf, splitQuery } from '../url.ts';
@@ -118,25 +118,23 @@ class EvmRoute implements RouteHandler {
   /** The request of a call or batch, with the guard's decision on it (the layers at the top read that, and may answer with no upstream request). */
   private request(x: Exchange, d: Forwarded): ForwardRequest {
     const merge = d.merge;
-    return forwardRequest(
-      this.route,
-      'POST',
-      rpcPath,
+    return forwardRequest(this.route, {
+      method: 'POST',
+      path: rpcPath,
       // undici adds content-length from the body.
-      ['content-type', 'application/json', 'x-request-id', x.id],
-      d.body,
-      d.idempotent,
-      merge === null ? classify : classifyMerged,
-      merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
-      !d.answered,
-      // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (proxy.ts, throttle.ts).
-      answerThrottled,
-      d.call,
-      null,
+      headers: ['content-type', 'application/json', 'x-request-id', x.id],
+      body: d.body,
+      idempotent: d.idempotent,
+      classify: merge === null ? classify : classifyMerged,
+      maxBuffer: merge === null ? MAX_REWRITE_BYTES : MAX_MERGE_BYTES,
+      emptyOk: !d.answered,
+      // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (upstreams/forward.ts, throttle.ts).
+      throttled: answerThrottled,
+      call: d.call ?? undefined,
       // A batch's calls as the guard made them: a pool splits the batch with them.
-      d.calls,
-      d,
-    );
+      calls: d.calls ?? undefined,
+      decision: d,
+    });
   }
 
   /** An answer the gateway holds: a batch to merge, or a node's error passed on. */

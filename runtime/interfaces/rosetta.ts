@@ -1,17 +1,17 @@
 // Cardano Rosetta: `POST /<chain>/<endpoint>`, the network check, and the
 // answers the gateway rewrites (errors, always HTTP 500; /network/options,
 // which lists the gateway's own errors too).
-import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { AUTH_NAMES, envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck, type RosettaDecision } from '../guards/rosetta.ts';
 import { whenIdentified } from '../admission/admission.ts';
 import { MAX_ANSWER_DEPTH, nestsDeeper } from '../json-scan.ts';
-import type { Verdict } from '../proxy.ts';
+import type { Verdict } from '../dispatch.ts';
 import type { RosettaRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { splitQuery } from '../url.ts';
-import { forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import { forwardRequest, isHtml, NO_KEYS } from './common.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
@@ -84,7 +84,15 @@ class RosettaRoute implements RouteHandler {
     const headers = ['content-type', 'application/json', 'x-request-id', x.id];
     const accept = x.req.headers.accept;
     if (accept) headers.push('accept', accept);
-    const request = forwardRequest(this.route, 'POST', PATHS.get(endpoint)!, headers, d.body, d.call.read, endpoint === OPTIONS ? classifyOptions : classify, MAX_REWRITE_BYTES, false, undefined, null, d.call);
+    const request = forwardRequest(this.route, {
+      method: 'POST',
+      path: PATHS.get(endpoint)!,
+      headers,
+      body: d.body,
+      idempotent: d.call.read,
+      classify: endpoint === OPTIONS ? classifyOptions : classify,
+      doc: d.call,
+    });
     x.forwardWith(this.s.dispatch, request);
   }
 

@@ -15,17 +15,17 @@
 //  - a notification (no id) goes through the pool alone too; it has no slot
 //    (nodes answer nothing for it), and the batch is answered once it is done.
 //    A batch of notifications only is sent whole, and gets what a node gives;
-//  - the calls' answers are held counted under proxy.ts's MAX_HELD_BYTES until
+//  - the calls' answers are held counted under forward.ts's MAX_HELD_BYTES until
 //    the client has the batch's answer (one that would pass it fails as an
 //    answer too large to hold, -32053), and an answer the client takes as a
 //    stream is written from them as they are (a merged eth_getLogs range's
 //    from its chunks: PartsTaker), not copied into one.
-import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from '../dispatch.ts';
+import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
+import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
-import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { answerOf, answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
-import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 
 /** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
@@ -122,7 +122,7 @@ interface BatchItem {
 /**
  * A held call's target that takes an answer a layer made of parts (the
  * ranges layer's merged logs: log-ranges.ts) as they are, with the bytes
- * they hold counted under proxy.ts's MAX_HELD_BYTES (`held`): from then on
+ * they hold counted under forward.ts's MAX_HELD_BYTES (`held`): from then on
  * the taker lets go of them. The parts carry the call's own id.
  */
 export interface PartsTaker {
@@ -144,7 +144,7 @@ class PoolBatch implements Cancelable {
   private over = false;
   /** The first upstream that answered a call: the merged answer's. */
   private upstream: Upstream | null = null;
-  /** Bytes of the answers held, counted under proxy.ts's MAX_HELD_BYTES until the client has the batch's answer (or it fails). */
+  /** Bytes of the answers held, counted under forward.ts's MAX_HELD_BYTES until the client has the batch's answer (or it fails). */
   private held = 0;
 
   constructor(
@@ -202,7 +202,7 @@ class PoolBatch implements Cancelable {
   /** The answer item of a call, with the id it came with; or why there is none. */
   private item(r: ForwardResult, idJson: string): Buffer | Failed {
     if (r.kind === 'buffered') {
-      const s = answerSpans(r.body, ANY_DEPTH);
+      const s = answerOf(r.body).spans;
       if (s !== null && s.idStart !== -1 && (s.resultStart !== -1 || s.hasError)) {
         // Held until the client has the batch's answer, counted with every answer held: past the bound, the call fails as an answer too large to hold does.
         if (!holdBytes(r.body.length)) return { fail: 'bad-response', upstream: r.upstream };

@@ -4,7 +4,7 @@
 // is, and its method's traits, are evm-call.ts's and evm-methods.ts's: the
 // cache's policy table (cache/policy.ts) is about what may be kept.
 import { Call, type BlockRef } from '../evm-call.ts';
-import type { ForwardRequest } from '../proxy.ts';
+import type { ForwardRequest } from '../dispatch.ts';
 
 export type { BlockRef };
 
@@ -21,6 +21,22 @@ export function callOf(request: ForwardRequest): Call | null {
   const c = request.call;
   // A request made from another with other bytes (tags rewritten, a batch) is not that call.
   return c !== undefined && c.body === request.body ? c : Call.read(request.body);
+}
+
+/**
+ * Whether `request` is, or carries in a batch, a call of `method`, as the
+ * guard read it (a call's method, a batch's calls or its methods): a layer
+ * knows its own calls without searching the bytes. Every request of an EVM
+ * chain says what it carries (the route's decision, or the Calls a layer
+ * made of another's); one that says nothing carries no call of `method`.
+ */
+export function carries(request: ForwardRequest, method: string): boolean {
+  const call = request.call;
+  if (call !== undefined) return call.method === method;
+  const calls = request.calls;
+  if (calls !== undefined) return calls.some((c) => c.method === method);
+  const d = request.decision;
+  return d !== undefined && (d.methods === null ? d.label === method : d.methods.includes(method));
 }
 
 type Numbers = { readonly latest: number; readonly safe: number; readonly finalized: number };

@@ -5,8 +5,7 @@
 // through the dispatch below the pool (a Forward), held whole; the answer goes
 // to the client as the route would have had it (streamed where the route
 // streams, else to its rewrite: dispatch.ts's deliver).
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
-import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
+import { deliver, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import type { PoolStats } from './stats.ts';
 
@@ -30,7 +29,6 @@ export class HeldDoc implements Cancelable, HeldTarget {
   private readonly tried = new Set<Upstream>();
   private retries = 0;
   private over = false;
-  private readonly started = performance.now();
   private readonly held: HeldRequest;
 
   constructor(
@@ -46,8 +44,7 @@ export class HeldDoc implements Cancelable, HeldTarget {
   }
 
   start(accept = this.accept): void {
-    const left = this.request.timeoutMs - (performance.now() - this.started);
-    this.forward = this.next(this, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) }, this.group);
+    this.forward = this.next(this, { ...this.held, accept, skip: this.tried }, this.group);
   }
 
   cancel(): void {

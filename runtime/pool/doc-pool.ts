@@ -11,8 +11,7 @@
 // has no such block, and which read names the head (ROSETTA_BLOCKS,
 // BLOCKBOOK_BLOCKS).
 import type { ChainView } from '../upstreams/chain-view.ts';
-import type { Dispatch, Next } from '../dispatch.ts';
-import type { HeldRequest, HeldTarget } from '../proxy.ts';
+import type { Dispatch, HeldRequest, HeldTarget, Next } from '../dispatch.ts';
 import type { RouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';

@@ -1,9 +1,8 @@
 // Calls a pool sends to several upstreams at once: a transaction broadcast to
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
-import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
-import { JSON_HEADERS, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
+import { answerOf } from '../json-scan.ts';
+import { JSON_HEADERS, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { answerSaysStateGone } from './state-errors.ts';
@@ -161,7 +160,7 @@ function resultOf(body: Buffer): string | null {
 }
 
 function isResult(body: Buffer): boolean {
-  const spans = answerSpans(body, ANY_DEPTH);
+  const spans = answerOf(body).spans;
   return spans !== null && !spans.hasError && spans.resultStart !== -1;
 }
 

@@ -5,10 +5,9 @@
 // judged before the client sees it; the first good answer wins and the other
 // legs are cancelled. Only reads (the method traits table, evm-methods.ts) are
 // hedged or asked again after an answer, and what the flow adds to the first
-// attempt ends within the call's timeoutMs.
-import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
-import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
+// attempt ends by the call's deadline.
+import { answerOf } from '../json-scan.ts';
+import { deliver, timeLeft, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
 import type { Call } from '../evm-call.ts';
@@ -52,7 +51,7 @@ const MAX_RETRIES = 2;
 
 /** A single call's answer: one JSON-RPC answer object, with a result or an error. */
 function isAnswer(body: Buffer): boolean {
-  const spans = answerSpans(body, ANY_DEPTH);
+  const spans = answerOf(body).spans;
   return spans !== null && (spans.resultStart !== -1 || spans.hasError);
 }
 
@@ -62,7 +61,7 @@ export class Flow implements Cancelable {
   private over = false;
   private retries = 0;
   private timer: NodeJS.Timeout | null = null;
-  /** The call's one deadline: its timeoutMs from the start, for the hedge and every try again. */
+  /** The call's one deadline (the request's), for the hedge and every try again. */
   private deadline: NodeJS.Timeout | null = null;
   /** The deadline has passed: nothing more is started, and what comes is the answer. */
   private expired = false;
@@ -84,7 +83,7 @@ export class Flow implements Cancelable {
     this.traits = call === null ? null : traitsOf(call.method);
     this.held = {
       ...request,
-      // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: proxy.ts).
+      // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: upstreams/forward.ts).
       idempotent: request.idempotent && (this.traits === null || this.traits.read),
       maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
       hold: true,
@@ -97,7 +96,7 @@ export class Flow implements Cancelable {
   }
 
   start(): void {
-    this.deadline = setTimeout(this.expire, this.request.timeoutMs);
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
     this.deadline.unref();
     this.launch(this.plan.accept, false);
     if (this.plan.hedgeAfterMs >= 0) {
@@ -112,10 +111,9 @@ export class Flow implements Cancelable {
   }
 
   private launch(accept: ((u: Upstream) => boolean) | undefined, hedge: boolean): void {
-    const left = this.request.timeoutMs - (performance.now() - this.started);
     const leg = new Leg(this, hedge);
     this.legs.push(leg);
-    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried, timeoutMs: Math.max(1, Math.round(left)) });
+    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried });
     const u = leg.forward?.upstream;
     if (u) this.tried.add(u);
   }
@@ -135,7 +133,7 @@ export class Flow implements Cancelable {
    * The call's timeoutMs is over: what it has (a null kept while asking
    * again), else the gateway's timeout. The first attempt alone ends by
    * itself: its retries after a failure (a 5xx, a timeout) share its
-   * deadline, which is this one (proxy.ts), and the gateway's timeout it
+   * deadline, which is this one (upstreams/forward.ts), and the gateway's timeout it
    * ends with counts against the upstream.
    */
   private readonly expire = (): void => {
@@ -185,7 +183,7 @@ export class Flow implements Cancelable {
     const traits = this.traits;
     // A write's answer is final, whatever it says: it is never sent twice.
     if (call === null || traits === null || !traits.read || r.status !== 200) return 'ok';
-    const spans = answerSpans(r.body, ANY_DEPTH);
+    const spans = answerOf(r.body).spans;
     if (spans === null) return 'ok';
     if (spans.hasError) {
       const message = errorMessage(r.body);

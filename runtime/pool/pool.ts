@@ -19,14 +19,13 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../upstreams/chain-view.ts';
-import { JSON_HEADERS, type Cancelable, type Dispatch, type Next } from '../dispatch.ts';
+import { JSON_HEADERS, timeLeft, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type HeldTarget, type Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { splitBatch } from './batch.ts';
-import type { Call } from '../evm-call.ts';
+import { Call, ID_AT } from '../evm-call.ts';
 import { callOf, rewriteTags, STATE_METHODS, type BlockRef } from './call.ts';
 import { broadcast, quorum } from './fanout.ts';
 import { FilterPins } from './filters.ts';
@@ -113,7 +112,6 @@ export class Pool implements FlowHost {
    */
   private wait(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup, call: Call): Cancelable {
     this.stats.tipWaits++;
-    const started = performance.now();
     let flow: Cancelable | null = null;
     const end = (): void => {
       clearTimeout(timer);
@@ -122,13 +120,12 @@ export class Pool implements FlowHost {
     const look = (): void => {
       if (this.plan(call, group).wait) return;
       end();
-      const left = request.timeoutMs - (performance.now() - started);
-      flow = this.send(target, { ...request, timeoutMs: Math.max(1, Math.round(left)) }, group, call);
+      flow = this.send(target, request, group, call);
     };
     const timer = setTimeout(() => {
       end();
       target.forwarded({ kind: 'failed', fail: group.all.some((u) => u.usable) ? 'timeout' : 'no-upstream', upstream: null });
-    }, request.timeoutMs);
+    }, timeLeft(request.deadline));
     timer.unref();
     this.waiting.add(look);
     return { cancel: () => (flow !== null ? flow.cancel() : end()) };
@@ -159,7 +156,8 @@ export class Pool implements FlowHost {
     if (!this.route.rewriteTags) return request;
     const v = this.view;
     const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
-    return body === null ? request : { ...request, body };
+    // With a Call of its own bytes (its id where the gateway wrote it), so the layers below read it, not the bytes.
+    return body === null ? request : { ...request, body, call: new Call(body, call.method, ID_AT, ID_AT + Buffer.byteLength(call.idJson)) };
   }
 
   /** Where a call may go, and how long before a hedge; or that it waits for an upstream to reach its block. */

@@ -15,7 +15,7 @@
 // Only HTTP 429, the throttle codes and the providers' own sentences are
 // throttles, never an execution result (issue 43: any client can make a node
 // revert with "rate limit exceeded"); and a throttle error that every upstream
-// asked gives alike is the call's answer (proxy.ts Forward.throttledInBody).
+// asked gives alike is the call's answer (forward.ts Forward.throttledInBody).
 // Retry-After is read strictly and honoured up to MAX_RETRY_AFTER_MS.
 // Each entry of the table names the provider that says it and where the text
 // comes from, as the state-error table does (pool/state-errors.ts).

@@ -225,7 +225,7 @@ function choose(list: readonly Upstream[], tried: ReadonlySet<Upstream> | null, 
   }
   if (best !== null) {
     best.current -= total;
-    // Picked is sent (proxy.ts Forward): the request's calls are taken from its budget.
+    // Picked is sent (forward.ts Forward): the request's calls are taken from its budget.
     best.budget?.take(cost);
   }
   return best;

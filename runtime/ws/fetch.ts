@@ -3,10 +3,10 @@
 // with the answer held whole (the seam's `hold`) and parsed. The subscriptions' block and log
 // fetches go this way (feed.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Dispatch } from '../dispatch.ts';
+import type { Dispatch, ForwardResult, HeldRequest, Verdict } from '../dispatch.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
-import type { ForwardResult, HeldRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
+import { Call, ID_AT } from '../evm-call.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES } from '../interfaces/common.ts';
 
@@ -37,7 +37,7 @@ export function rpcCall(dispatch: Dispatch, route: EvmRouteSpec, method: string,
       resolve(v.result);
     };
     // Held whole (`hold`): whatever the layers below do with it, the answer comes back as one buffer.
-    const request: HeldRequest = { ...forwardRequest(route, 'POST', rpcPath, HEADERS.slice(), body, true, classify, MAX_MERGE_BYTES, false, answerThrottled), hold: true };
+    const request: HeldRequest = { ...forwardRequest(route, { method: 'POST', path: rpcPath, headers: HEADERS.slice(), body, idempotent: true, classify, maxBuffer: MAX_MERGE_BYTES, throttled: answerThrottled, call: new Call(body, method, ID_AT, ID_AT + 1) }), hold: true };
     dispatch({ forwarded }, request);
   });
 }

@@ -83,4 +83,25 @@ describe('one Call, parsed once (issue 37)', () => {
     expect(reached(a.data), 'sent to one node').toBe(1);
     expect(parsesOf(a.data), 'parses of the call in the gateway').toBe(1);
   });
+
+  // Issue 45, walk B of the review: the layers read the guard's Call and one Answer, not the bytes again. The call's
+  // id holds its marker too, so the node's answer (which echoes the id) is counted as well.
+  it('a pooled cache miss (walk B): the call is scanned once (the guard) and its answer once, whatever layers judge it', async () => {
+    const data = `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`;
+    const r = await request(gw.url('rpc', '/cached'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify({ jsonrpc: '2.0', id: data, method: 'eth_call', params: [{ to: TO, data }, '0x1'] }),
+    });
+    const json = (await r.body.json()) as { id?: unknown; result?: unknown };
+    expect(r.statusCode).toBe(200);
+    expect(json).toMatchObject({ id: data, result: '0x' });
+    expect(r.headers['x-cache'], 'a cache miss').toBe('MISS');
+    expect(reached(data), 'sent to one node').toBe(1);
+    const scans = pool.scansOf(data);
+    const ofCall = scans.filter((s) => s.text.includes('"method"')).map((s) => s.scan);
+    const ofAnswer = scans.filter((s) => !s.text.includes('"method"')).map((s) => s.scan);
+    expect(ofCall, 'scans of the call').toEqual(['scanPlainRpc']);
+    expect(ofAnswer, 'scans of the answer').toEqual(['answerSpans']);
+  });
 });

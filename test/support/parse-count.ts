@@ -39,6 +39,8 @@ export interface ParseCountedPool {
   readonly gw: RunningGateway;
   /** How many times the gateway parsed a text holding `data`. */
   parsesOf(data: string): number;
+  /** The gateway's whole-text scans (json-scan.ts scanSeen) of texts holding `data`: each scan's name and the text. */
+  scansOf(data: string): { readonly scan: string; readonly text: string }[];
   /** How many of the nodes' requests carried `data`. */
   reached(data: string): number;
   close(): Promise<void>;
@@ -52,11 +54,12 @@ export async function startParseCountedPool(name: string, manifest: string, key:
   const built = await buildManifest(name, manifest);
   writeFileSync(join(built.dir, 'keys.yaml'), keys);
   const parseLog = join(built.dir, 'parses.log');
+  const scanLog = join(built.dir, 'scans.log');
   const gw = await startGateway({
     cwd: built.dir,
     bundle: built.bundle,
     nodeArgs: [NO_MEMORY_REDUCER, '--import', PRELOAD],
-    env: { NODE1: node1.url, NODE2: node2.url, PARSE_MARK: mark, PARSE_LOG: parseLog },
+    env: { NODE1: node1.url, NODE2: node2.url, PARSE_MARK: mark, PARSE_LOG: parseLog, SCAN_LOG: scanLog },
   });
   return {
     anvil,
@@ -69,6 +72,13 @@ export async function startParseCountedPool(name: string, manifest: string, key:
             .split('\n')
             .filter((line) => line.includes(data)).length
         : 0,
+    scansOf: (data) =>
+      existsSync(scanLog)
+        ? readFileSync(scanLog, 'utf8')
+            .split('\n')
+            .filter((line) => line.includes(data))
+            .map((line) => JSON.parse(line) as { scan: string; text: string })
+        : [],
     reached: (data) => [...node1.requests, ...node2.requests].filter((r) => JSON.stringify(r.json).includes(data)).length,
     close: async () => {
       await gw.stop();

@@ -72,7 +72,7 @@ describe('runtime layout', () => {
     const asking = runtime.filter((f) => /\.pool\s*\.\s*request\s*\(/.test(text(f))).map(rel);
     expect(asking).toEqual(['runtime/upstreams/poller.ts']);
     const dispatching = runtime.filter((f) => /\.pool\s*\.\s*dispatch\s*\(/.test(text(f))).map(rel);
-    expect(dispatching).toEqual(['runtime/proxy.ts']);
+    expect(dispatching).toEqual(['runtime/upstreams/forward.ts']);
   });
 
   it("no route handler mentions the cache: only its interface module's table names the kind's cache rules", () => {
@@ -109,11 +109,11 @@ describe('runtime layout', () => {
     expect(cache.filter((f) => /from '\.\.\/interfaces\//.test(text(f))).map(rel)).toEqual([]);
   });
 
-  it('layers compose through the dispatch: only dispatch.ts makes a Forward (a pool sends through the dispatch below it)', () => {
-    expect(runtime.filter((f) => /new Forward\(/.test(text(f))).map(rel)).toEqual(['runtime/dispatch.ts']);
+  it('layers compose through the dispatch: only the plain dispatch (upstreams/forward.ts) makes a Forward (a pool sends through the dispatch below it)', () => {
+    expect(runtime.filter((f) => /new Forward\(/.test(text(f))).map(rel)).toEqual(['runtime/upstreams/forward.ts']);
   });
 
-  it('no layer fakes a client to hold an answer: a held request says hold (proxy.ts), and no NO_SINK is left', () => {
+  it('no layer fakes a client to hold an answer: a held request says hold (dispatch.ts), and no NO_SINK is left', () => {
     expect(runtime.filter((f) => /NO_SINK|=== 'stream' \? 'buffer'/.test(text(f))).map(rel)).toEqual([]);
   });
 });
@@ -133,7 +133,7 @@ describe('runtime tiers (no import runs back up)', () => {
     // 1: what everything writes to (metrics, logs, usage), and the keys
     ['observe/metrics.ts', 'observe/log.ts', 'observe/tracker.ts', 'observe/access-log.ts', 'observe/usage.ts', 'keys/'],
     // 2: the upstreams, their views and the way out to them
-    ['upstreams/', 'proxy.ts', 'dispatch.ts'],
+    ['upstreams/', 'dispatch.ts'],
     // 3: one request and its admission
     ['envelope.ts', 'exchange.ts', 'admission/'],
     // 4: the layers over the dispatch

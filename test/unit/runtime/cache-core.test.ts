@@ -11,7 +11,7 @@ import type { SharedTier } from '../../../runtime/cache/shared.ts';
 import type { ClientTarget } from '../../../runtime/exchange.ts';
 import type { DocCall } from '../../../runtime/doc-call.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
-import type { ForwardRequest } from '../../../runtime/proxy.ts';
+import type { ForwardRequest } from '../../../runtime/dispatch.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
@@ -39,7 +39,7 @@ function setup(n = 2, maxBytes = 1 << 20) {
   return { ups, group, view, core, log, puts };
 }
 
-const REQUEST = { method: 'POST', path: () => '/', headers: [], body: '{}', idempotent: true, retries: 0, maxBuffer: 1024, timeoutMs: 1000, emptyOk: false, classify: () => 'stream' } as unknown as ForwardRequest;
+const REQUEST = { method: 'POST', path: () => '/', headers: [], body: '{}', idempotent: true, retries: 0, maxBuffer: 1024, deadline: performance.now() + 1000, emptyOk: false, classify: () => 'stream' } as unknown as ForwardRequest;
 const NOWHERE: FlightLanding<null> = { landed: () => undefined };
 const b = (s: string) => Buffer.from(s);
 
@@ -290,8 +290,8 @@ describe('cache core', () => {
 describe('the rules of Rosetta and Blockbook, as data', () => {
   const x = (headers: Record<string, string> = {}) => ({ req: { headers } }) as unknown as ClientTarget;
   const post = (body: string, idempotent = true) => ({ ...REQUEST, body, idempotent }) as ForwardRequest;
-  const get = (tail: string) => ({ ...REQUEST, method: 'GET', body: null, tail }) as unknown as ForwardRequest;
-  const doc = (endpoint: string, read = true): DocCall => ({ endpoint, block: null, read });
+  const get = () => ({ ...REQUEST, method: 'GET', body: null }) as unknown as ForwardRequest;
+  const doc = (endpoint: string, read = true, tail?: string): DocCall => ({ endpoint, block: null, read, tail });
 
   it('Rosetta: reads take part, construction does not; a block by number is final-able, the tip is head-bound', () => {
     expect(ROSETTA_RULES.key(x(), post('{"b":1}'), doc('block'))).toBe('block\n\n{"b":1}');
@@ -307,9 +307,9 @@ describe('the rules of Rosetta and Blockbook, as data', () => {
   });
 
   it('Blockbook: plain reads take part (never sendtx, never conditional); blocks and confirmed transactions until the next block', () => {
-    expect(BLOCKBOOK_RULES.key(x({ accept: 'application/json' }), get('/block/5'), doc('block'))).toBe('/block/5\n\napplication/json\n');
-    expect(BLOCKBOOK_RULES.key(x(), get('/sendtx/00'), doc('sendtx', false))).toBeNull();
-    expect(BLOCKBOOK_RULES.key(x({ 'if-none-match': '"e"' }), get('/block/5'), doc('block'))).toBeNull();
+    expect(BLOCKBOOK_RULES.key(x({ accept: 'application/json' }), get(), doc('block', true, '/block/5'))).toBe('/block/5\n\napplication/json\n');
+    expect(BLOCKBOOK_RULES.key(x(), get(), doc('sendtx', false, '/sendtx/00'))).toBeNull();
+    expect(BLOCKBOOK_RULES.key(x({ 'if-none-match': '"e"' }), get(), doc('block', true, '/block/5'))).toBeNull();
     expect(BLOCKBOOK_RULES.mayLast('block')).toBe(false);
     expect(BLOCKBOOK_RULES.keep('block', '', b('{}'), {})).toEqual({ kind: 'head' });
     expect(BLOCKBOOK_RULES.keep('tx', '', b('{"confirmations":2}'), {})).toEqual({ kind: 'head' });

@@ -5,9 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { ChainView, type PollReport } from '../../../runtime/upstreams/chain-view.ts';
 import { docPool, BLOCKBOOK_BLOCKS, ROSETTA_BLOCKS } from '../../../runtime/pool/doc-pool.ts';
-import type { Next } from '../../../runtime/dispatch.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget, Next } from '../../../runtime/dispatch.ts';
 import type { DocCall } from '../../../runtime/doc-call.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime/proxy.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
@@ -48,7 +47,7 @@ function poolOf(blocks = BLOCKBOOK_BLOCKS) {
         idempotent: true,
         retries: 1,
         maxBuffer: 1 << 20,
-        timeoutMs: 1000,
+        deadline: performance.now() + 1000,
         emptyOk: false,
         classify: () => 'buffer',
         hold: true,

@@ -6,9 +6,8 @@
 // test/e2e/issue-37-forward-batch.test.ts.
 import { describe, expect, it, vi } from 'vitest';
 import { ForwardBatches } from '../../../runtime/forward-batch.ts';
-import type { Attempt, Next } from '../../../runtime/dispatch.ts';
+import type { Attempt, ForwardRequest, ForwardResult, HeldRequest, HeldTarget, Next } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
@@ -48,7 +47,7 @@ function call(id: string, addr: string, extra: Partial<ForwardRequest> = {}): He
     idempotent: true,
     retries: 1,
     maxBuffer: 1 << 20,
-    timeoutMs: 1000,
+    deadline: performance.now() + 1000,
     emptyOk: false,
     classify: () => 'buffer',
     ...extra,

@@ -239,8 +239,8 @@ describe('EVM guard fast path', () => {
     ]);
     // A view of the body, not a copy: the same memory at the call's place (a copy of a short Buffer may share the pool's slab too).
     expectView(calls[0]!.body as Buffer, batch);
-    // Where no layer splits batches (one upstream, no cache): none is made.
-    expect(scanPlainRpc(batch, many, 10, false)).toMatchObject({ kind: 'forward', methods: ['eth_getBalance', 'eth_chainId'], calls: null });
+    // Where no layer splits batches (one upstream, no cache) too: admission charges and counts by them (issue 45).
+    expect(scanPlainRpc(batch, many, 10, false)).toMatchObject({ kind: 'forward', methods: ['eth_getBalance', 'eth_chainId'], calls: [{ method: 'eth_getBalance' }, { method: 'eth_chainId' }] });
     // Only notifications: the node answers with no body, and that is a good answer.
     expect(scan('{"jsonrpc":"2.0","method":"eth_blockNumber","params":[]}')).toMatchObject({ kind: 'forward', answered: false });
     expect(scan('[{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_blockNumber"}]')).toMatchObject({ kind: 'forward', answered: false });
@@ -282,9 +282,9 @@ describe('EVM guard fast path', () => {
     expect(described(k.calls!)).toEqual([['{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}', 'eth_chainId', '2', false, [], null]]);
     // A single call carries its own, as before.
     expect(forward(checkEvmBody(Buffer.from('{"jsonrpc":"2.0","id":"\\u0061","method":"eth_chainId"}'), many, 10)).call!.idJson).toBe('"a"');
-    // Where no layer splits batches (one upstream, no cache): none is made.
-    expect(checkEvmBody(raw, many, 10, null, false)).toMatchObject({ calls: null });
-    expect(checkEvmBody(Buffer.from(text), many, 10, null, false)).toMatchObject({ calls: null });
+    // Where no layer splits batches (one upstream, no cache) a batch's are made too (admission reads them); a single call's is not.
+    expect(described(forward(checkEvmBody(raw, many, 10, null, false)).calls!)).toEqual(described(r.calls!));
+    expect(described(forward(checkEvmBody(Buffer.from(text), many, 10, null, false)).calls!)).toEqual(described(c.calls!));
     expect(checkEvmBody(Buffer.from('{"jsonrpc":"2.0","id":"\\u0061","method":"eth_chainId"}'), many, 10, null, false)).toMatchObject({ call: null });
   });
 

@@ -3,9 +3,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LogRanges, mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../runtime/log-ranges.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
-import type { Dispatch } from '../../../runtime/dispatch.ts';
+import type { Dispatch, ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../../../runtime/proxy.ts';
 import { ChainView } from '../../../runtime/upstreams/chain-view.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import { rangeComplaint } from '../../../runtime/log-range-errors.ts';
@@ -190,7 +189,7 @@ describe('a cap learned from an error is not forever (issue 43 rule 2)', () => {
 
   function range(ranges: LogRanges, from: number, to: number): Promise<ForwardResult> {
     const body = `{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x${from.toString(16)}","toBlock":"0x${to.toString(16)}"}]}`;
-    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as ForwardRequest;
+    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, deadline: performance.now() + 5000, emptyOk: false, classify: () => 'buffer', hold: true, call: new Call(body, 'eth_getLogs') } as ForwardRequest;
     return new Promise((resolve) => ranges.dispatch({ forwarded: resolve }, request as ForwardRequest & { hold: true }));
   }
 
@@ -237,7 +236,7 @@ describe('a split range on an upstream with rateLimit is paced (issue 43 rule 3)
     }) as unknown as Dispatch;
     const ranges = new LogRanges(route, group, new ChainView(group.all), inner, { warn: () => undefined } as unknown as Logger);
     const body = '{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x63"}]}';
-    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as ForwardRequest;
+    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, deadline: performance.now() + 5000, emptyOk: false, classify: () => 'buffer', hold: true, call: new Call(body, 'eth_getLogs') } as ForwardRequest;
     let result: ForwardResult | null = null;
     ranges.dispatch({ forwarded: (r) => (result = r) }, request as ForwardRequest & { hold: true });
     // Ten chunks at 20/s: about half a second of pacing.
@@ -273,7 +272,7 @@ describe('what the guard read decides which requests the layer takes (the hot pa
     });
   }
 
-  const base = { method: 'POST', path: () => '/', headers: [], idempotent: true, retries: 0, maxBuffer: 1 << 20, timeoutMs: 5000, emptyOk: false, classify: () => 'buffer', hold: true } as const;
+  const base = { method: 'POST', path: () => '/', headers: [], idempotent: true, retries: 0, maxBuffer: 1 << 20, deadline: performance.now() + 5000, emptyOk: false, classify: () => 'buffer', hold: true } as const;
 
   it("a call the guard read as another method goes on as it came, though its bytes name eth_getLogs", () => {
     const { ranges, passed } = layer();

@@ -3,10 +3,9 @@
 // way is a fake Dispatch that records each call and answers it when the test
 // says so.
 import { describe, expect, it } from 'vitest';
-import type { Cancelable, Dispatch } from '../../../runtime/dispatch.ts';
+import type { Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
 import { splitBatch } from '../../../runtime/pool/batch.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../runtime/proxy.ts';
 import type { Upstream } from '../../../runtime/upstreams/upstream.ts';
 
 const U = { name: 'eth#0', chain: 'eth' } as unknown as Upstream;
@@ -30,7 +29,7 @@ function fake(): { single: Dispatch; sent: Sent[] } {
 }
 
 function request(body: string, classify: (s: number) => Verdict = () => 'buffer'): ForwardRequest {
-  return { method: 'POST', path: () => '/', headers: [], body: Buffer.from(body), idempotent: true, retries: 1, maxBuffer: 1 << 20, timeoutMs: 1000, emptyOk: false, classify };
+  return { method: 'POST', path: () => '/', headers: [], body: Buffer.from(body), idempotent: true, retries: 1, maxBuffer: 1 << 20, deadline: performance.now() + 1000, emptyOk: false, classify };
 }
 
 /** A target that keeps its outcome, and what was streamed to it. */

@@ -9,7 +9,8 @@ import type { Dispatcher } from 'undici';
 import { ChainView, type PollReport } from '../../../runtime/upstreams/chain-view.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
 import { Pool } from '../../../runtime/pool/pool.ts';
-import { plainDispatch } from '../../../runtime/dispatch.ts';
+import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../runtime/dispatch.ts';
+import { plainDispatch } from '../../../runtime/upstreams/forward.ts';
 import { readCall, rewriteTags } from '../../../runtime/pool/call.ts';
 import { Call, callParses } from '../../../runtime/evm-call.ts';
 import { checkEvmBody } from '../../../runtime/guards/evm.ts';
@@ -17,7 +18,6 @@ import { evmParamsCheck } from '../../../runtime/guards/evm-params.ts';
 import { NO_VALIDATORS } from '../../../runtime/validators.ts';
 import { isStateGone, STATE_GONE } from '../../../runtime/pool/state-errors.ts';
 import { HedgeBudget } from '../../../runtime/pool/stats.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
@@ -244,7 +244,7 @@ const request = (method: string, params: unknown[]): ForwardRequest =>
     idempotent: true,
     retries: 1,
     maxBuffer: 1 << 20,
-    timeoutMs: 1000,
+    deadline: performance.now() + 1000,
     emptyOk: false,
     classify: () => 'buffer',
   }) as ForwardRequest;

@@ -1,10 +1,11 @@
-// Forward's retries (runtime/proxy.ts), through its public surface: real
+// Forward's retries (runtime/upstreams/forward.ts), through its public surface: real
 // Upstreams (undici Pools) in front of local node:http servers that fail in
 // chosen ways, and a stand-in client response. What is asserted is which
 // upstreams got the request and what the outcome was.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { Forward, type ForwardRequest, type ForwardResult, type HeldRequest } from '../../../runtime/proxy.ts';
+import type { ForwardRequest, ForwardResult, HeldRequest } from '../../../runtime/dispatch.ts';
+import { Forward } from '../../../runtime/upstreams/forward.ts';
 import type { RouteSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 
@@ -86,7 +87,7 @@ function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number 
       idempotent: opts.idempotent,
       retries: opts.retries,
       maxBuffer: 1 << 20,
-      timeoutMs: 5000,
+      deadline: performance.now() + 5000,
       emptyOk: false,
       classify: (status) => (status >= 500 ? 'bad' : 'stream'),
     };
@@ -209,7 +210,7 @@ describe('Forward: held mode (hold: true)', () => {
         idempotent: true,
         retries,
         maxBuffer: 1 << 20,
-        timeoutMs: 5000,
+        deadline: performance.now() + 5000,
         emptyOk: false,
         classify: (status) => (status >= 500 ? 'bad' : 'stream'),
         hold: true,

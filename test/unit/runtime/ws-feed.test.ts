@@ -5,9 +5,8 @@
 // back, a view behind what was sent, and the last subscriber leaving.
 import { describe, expect, it } from 'vitest';
 import type { ChainListener, ChainView } from '../../../runtime/upstreams/chain-view.ts';
-import type { Dispatch } from '../../../runtime/dispatch.ts';
+import type { Dispatch, ForwardRequest, HeldRequest, HeldTarget } from '../../../runtime/dispatch.ts';
 import type { Logger } from '../../../runtime/observe/log.ts';
-import type { ForwardRequest, HeldRequest, HeldTarget } from '../../../runtime/proxy.ts';
 import type { EvmRouteSpec } from '../../../runtime/types.ts';
 import type { Upstream } from '../../../runtime/upstreams/upstream.ts';
 import { ChainFeed, type FeedSubscriber } from '../../../runtime/ws/feed.ts';

@@ -9,150 +9,21 @@
 // `body.pipe(res)` would leave it paused forever. (undici's `pool.stream` does
 // the same through a stream and `finished()`; this does it with one object per
 // request and no stream machinery, which measured ~6% more requests a second.)
-import type { ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Call } from './evm-call.ts';
-import type { DocCall } from './doc-call.ts';
-import type { EvmForward } from './guards/evm-decision.ts';
-import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
-import { allThrottled, answerFailed, mayBeError, throttled } from './upstreams/throttle.ts';
+import { timeLeft, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Next, type Sink, type ThrottleSeen } from '../dispatch.ts';
+import type { Upstream, UpstreamGroup } from './upstream.ts';
+import { allThrottled, answerFailed, mayBeError, throttled } from './throttle.ts';
 
-/** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
-export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';
-
-/**
- * What to do with an answer: stream it straight to the client, buffer it (the
- * caller rewrites it), or treat it as a failed attempt ('bad': a 5xx, or
- * something that is not an answer of this interface) and try another upstream
- * where that is safe.
- */
-export type Verdict = 'stream' | 'buffer' | 'bad';
-
-export interface ForwardRequest {
-  readonly method: 'GET' | 'POST';
-  /** Path and query on the upstream, given the upstream. */
-  readonly path: (u: Upstream) => string;
-  /** Request headers as a flat [name, value, ...] list (undici takes it as is). */
-  readonly headers: string[];
-  readonly body: Buffer | string | null;
-  /** Safe to send again after a 5xx or timeout (reads). */
-  readonly idempotent: boolean;
-  readonly retries: number;
-  /** Largest answer the gateway will hold in memory when it must rewrite it. */
-  readonly maxBuffer: number;
-  /**
-   * The call's one deadline, in ms from the request's first attempt: every
-   * attempt's wait for an answer's head, an answer held whole, and the
-   * retries all end within it (a retry gets what is left, none once it is
-   * over).
-   */
-  readonly timeoutMs: number;
-  /** A 2xx with no body is a good answer (JSON-RPC notifications); otherwise only a 304 may be empty. */
-  readonly emptyOk: boolean;
-  readonly classify: (status: number, headers: IncomingHttpHeaders) => Verdict;
-  /** Only upstreams this accepts may take the request (a pool's routing: far enough ahead, an archive node); absent: any. */
-  readonly accept?: (u: Upstream) => boolean;
-  /** Upstreams the request must not go to (already asked, by a hedge or a retry of the pool). */
-  readonly skip?: ReadonlySet<Upstream>;
-  /** Whether a 2xx answer held whole is an answer of this interface (a pool's JSON-RPC check); absent: any body but an empty one. */
-  readonly isAnswer?: (body: Buffer) => boolean;
-  /**
-   * The call went in a batch whose upstream answered it with a throttle error
-   * (forward-batch.ts): that answer counts with this call's others as one
-   * seen in a body (Forward.throttledInBody); `skip` holds the upstream.
-   */
-  readonly throttledIn?: ThrottleSeen;
-  /** The calls the body carries, each a token of an upstream's budget (upstream-budget.ts): a batch's count (forward-batch.ts); absent: one. */
-  readonly cost?: number;
-  /** Whether an answer held whole (not a 5xx), or a short streamed one (Judge), says the upstream throttled the call (EVM's JSON-RPC -32005 in a 200, every EVM chain); absent: only a 429 does. */
-  readonly throttled?: (body: Buffer) => boolean;
-  /**
-   * Hold every answer whole, also those `classify` would stream: a layer that
-   * judges, keeps or merges the answer before the client sees it (the cache's
-   * flights, a pool's legs). Its target is a `HeldTarget`: nothing is streamed
-   * into it.
-   */
-  readonly hold?: boolean;
-  /**
-   * The EVM call the body is, as the guard decided it (evm-call.ts: its
-   * method, id, params parsed once, block): the layers below read it instead
-   * of the bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
-   */
-  readonly call?: Call;
-  /**
-   * A client batch's calls, in order, as the guard made them (each with its
-   * own bytes of `body` and its id): the pool splits the batch with them
-   * instead of the bytes. Only as long as `body` is the batch they were
-   * made of: a layer that sends other bytes sets it to what they are, or
-   * leaves it out.
-   */
-  readonly calls?: readonly Call[];
-  /**
-   * The calls of one client's batch share this: the forward layer sends them
-   * to a node together, with cache.batch 1 too (forward-batch.ts).
-   */
-  readonly together?: object;
-  /** The Blockbook or Rosetta call the request is, as its guard decided it (doc-call.ts: endpoint, block, read or write). */
-  readonly doc?: DocCall;
-  /**
-   * The EVM guard's decision the request was made of (a single call's
-   * method and id span, a batch's methods and calls, the merge plan of a
-   * batch with refused calls): the layers at the top read it (admission's
-   * admit step: a batch's methods, for credits and usage; the cache's
-   * front). Only on a route's own request: a layer that sends other bytes
-   * leaves it out.
-   */
-  readonly decision?: EvmForward;
-  /** What names a Blockbook read below the upstream's base (its path and query): with its headers, what the cache's front keys it by. */
-  readonly tail?: string;
+/** The plain dispatch: one Forward per request, started (the only place one is made). Hot path. */
+export function plainDispatch(chain: UpstreamGroup): Next {
+  return (target: HeldTarget, request: ForwardRequest, group = chain) => {
+    // The overloads pair a target that cannot be streamed to with a held request: passed on as given.
+    const f = new Forward(group, request as HeldRequest, target);
+    f.start();
+    return f;
+  };
 }
-
-export type { EvmForward };
-
-/** An upstream's throttle error in a body, not yet marked: the upstream, its answer's headers and body, and when the call was sent (epoch ms). */
-export interface ThrottleSeen {
-  readonly u: Upstream;
-  readonly headers: IncomingHttpHeaders;
-  readonly sentAt: number;
-  readonly body: Buffer;
-}
-
-/** A request whose answers are held whole (`hold`), for a target nothing streams into. */
-export type HeldRequest = ForwardRequest & { readonly hold: true };
-
-/** What Forward writes a streamed answer into: a client's response. */
-export type Sink = Pick<ServerResponse, 'destroyed' | 'headersSent' | 'write' | 'end' | 'once' | 'destroy'>;
-
-/** Where the outcome of a held request goes (`hold`): only the outcome, never a streamed byte. */
-export interface HeldTarget {
-  /** Called once, with the outcome. */
-  forwarded(r: ForwardResult): void;
-}
-
-/** The request's side of forwarding that can be streamed to: a client's exchange. */
-export interface ForwardTarget extends HeldTarget {
-  readonly res: Sink;
-  /** Writes status and headers on the client response; the body follows. */
-  streamHead(status: number, headers: IncomingHttpHeaders, u: Upstream): void;
-}
-
-export type ForwardResult =
-  | { readonly kind: 'streamed'; readonly upstream: Upstream; readonly status: number }
-  | {
-      readonly kind: 'buffered';
-      readonly upstream: Upstream;
-      readonly status: number;
-      readonly headers: IncomingHttpHeaders;
-      readonly body: Buffer;
-      /** Where the cache's layer (cache/evm-logs.ts) took part: the answer came from memory, joined a call in flight, or was sent for it. */
-      readonly cache?: 'hit' | 'coalesced' | 'miss';
-    }
-  /** retryAfter: seconds until the soonest throttled upstream is free again (fail 'throttled'). */
-  /** logged: the layer that failed it logged it (once for a batch of calls): its receivers do not. */
-  | { readonly kind: 'failed'; readonly fail: FailKind; readonly upstream: Upstream | null; readonly retryAfter?: number; readonly logged?: boolean }
-  /** The client went away, or the answer broke after it had started. */
-  | { readonly kind: 'aborted'; readonly upstream: Upstream | null };
 
 /**
  * Upstream answer headers the client never sees: hop-by-hop ones, and, as
@@ -306,8 +177,6 @@ export class Forward implements Dispatcher.DispatchHandler {
   /** Stream mode: the head is written with the first body byte, so an answer that breaks before it can still fail cleanly. */
   private headPending = false;
   private sentAt = 0;
-  /** When the first attempt went: the call's deadline is timeoutMs from here. */
-  private began = 0;
   private deadline: NodeJS.Timeout | null = null;
   /** The client went away: abort whatever attempt is under way. */
   private cancelled = false;
@@ -372,11 +241,9 @@ export class Forward implements Dispatcher.DispatchHandler {
     const { group, req } = this;
     if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
     if (this.attempt === 0 && req.throttledIn !== undefined) this.alike = { body: req.throttledIn.body, pending: [req.throttledIn] };
-    const now = performance.now();
-    if (this.attempt === 0) this.began = now;
     // One deadline per call: a retry gets what is left of it, and none once it is over.
-    const left = req.timeoutMs - (now - this.began);
-    if (left < 1) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
+    const wait = timeLeft(req.deadline);
+    if (wait === 0) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
     const tried = this.tried;
     const u = tried === null ? group.pick(null, req.accept, req.cost) : group.pickRetry(tried, req.accept, req.cost);
     if (u === null) {
@@ -390,10 +257,9 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.bad = false;
     this.erred = false;
     this.controller = null;
-    this.sentAt = now;
+    this.sentAt = performance.now();
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
-    // The head is waited for until the deadline: less than the pool's own wait on a retry, or for a shortened request (a pool's try again).
-    const wait = Math.max(1, Math.round(left));
+    // The head is waited for until the deadline: less than the upstream's own head timeout on a retry, or for a pool's try again.
     this.clearDeadline();
     this.late = false;
     // undici's head timeout alone overshoots a short wait by up to a second (its coarse timers): a timer of our own ends it.
@@ -455,13 +321,12 @@ export class Forward implements Dispatcher.DispatchHandler {
   }
 
   /**
-   * undici's timeouts bound the head (what is left of the call's timeoutMs)
+   * undici's timeouts bound the head (what is left of the call's deadline)
    * and each gap between chunks; an answer read whole before anything
-   * reaches the client must also end within the call's deadline.
+   * reaches the client must also end by the call's deadline.
    */
   private startDeadline(): void {
-    const left = this.req.timeoutMs - (performance.now() - this.began);
-    this.deadline = setTimeout(this.tooSlow, Math.max(0, left));
+    this.deadline = setTimeout(this.tooSlow, timeLeft(this.req.deadline));
   }
 
   private readonly tooSlow = (): void => {

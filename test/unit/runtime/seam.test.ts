@@ -1,0 +1,66 @@
+// The seam's rules that a reader checks by looking (issue 45): facts about the
+// request kept in one place, which the code can only keep by not copying them.
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { ROOT } from '../../e2e/harness.ts';
+import { Answer, answerOf, answerSpans, ANY_DEPTH } from '../../../runtime/json-scan.ts';
+
+function tsFiles(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) => {
+    const p = join(dir, f);
+    return statSync(p).isDirectory() ? tsFiles(p) : p.endsWith('.ts') ? [p] : [];
+  });
+}
+
+const runtime = tsFiles(join(ROOT, 'runtime'));
+const text = (f: string) => readFileSync(f, 'utf8');
+const rel = (f: string) => relative(ROOT, f);
+const matching = (re: RegExp) => runtime.filter((f) => re.test(text(f))).map(rel);
+
+describe('the seam', () => {
+  it('the time left of a call is worked out once, from its absolute deadline (no layer keeps a timeoutMs from a start of its own)', () => {
+    expect(matching(/deadline - performance\.now\(\)/)).toEqual(['runtime/dispatch.ts']);
+    expect(matching(/timeoutMs - \(|Math\.max\(1, Math\.round\(left\)\)|timeoutMs: Math\./)).toEqual([]);
+  });
+
+  it('the seam types are declared in dispatch.ts alone, and Forward in upstreams/forward.ts', () => {
+    const seam = /export (?:interface|type) (?:ForwardRequest|ForwardResult|HeldRequest|HeldTarget|ForwardTarget|Dispatch|Next(?!<)|Attempt|Cancelable|Verdict|FailKind)\b/;
+    expect(matching(seam)).toEqual(['runtime/dispatch.ts']);
+    expect(matching(/export class Forward\b/)).toEqual(['runtime/upstreams/forward.ts']);
+  });
+
+  it("no layer searches a request's bytes for the method it takes: it reads the request's calls (pool/call.ts carries)", () => {
+    expect(matching(/includes\('eth_getLogs'\)/)).toEqual([]);
+  });
+});
+
+describe('an Answer', () => {
+  /** A JSON-RPC answer whose result nests `depth` arrays deep, with the id and error given. */
+  const answer = fc
+    .record({ id: fc.oneof(fc.integer(), fc.string(), fc.constant(null)), depth: fc.nat(12), error: fc.boolean(), spaces: fc.constantFrom('', ' ', '\n ') })
+    .map(({ id, depth, error, spaces }) => {
+      const result = '['.repeat(depth) + '"0x1"' + ']'.repeat(depth);
+      return Buffer.from(`{${spaces}"jsonrpc":"2.0",${spaces}"id":${JSON.stringify(id)},${error ? '"error":{"code":-1,"message":"m"}' : `"result":${result}`}}`);
+    });
+
+  it('reads what answerSpans reads, at every depth a reader allows, from one scan', () => {
+    fc.assert(
+      fc.property(answer, fc.integer({ min: 1, max: 16 }), (body, maxDepth) => {
+        const a = new Answer(body);
+        const direct = answerSpans(body, maxDepth);
+        const within = a.spansWithin(maxDepth);
+        if (direct === null) expect(within).toBeNull();
+        else expect({ ...within, depth: 0 }).toEqual({ ...direct, depth: 0 });
+        expect(a.spans).toEqual(answerSpans(body, ANY_DEPTH));
+      }),
+    );
+  });
+
+  it('is one per held body: every layer that judges the bytes gets the same, scanned once', () => {
+    const body = Buffer.from('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+    expect(answerOf(body)).toBe(answerOf(body));
+    expect(answerOf(body)).not.toBe(answerOf(Buffer.from(body)));
+  });
+});
