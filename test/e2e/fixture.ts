@@ -37,6 +37,16 @@ export interface Chain {
   readonly [setting: string]: unknown;
 }
 
+/** Upstreams named by env variables: `vars('A', 'B')` is `['${A}', '${B}']`. */
+export function vars(...names: readonly string[]): string[] {
+  return names.map((n) => `\${${n}}`);
+}
+
+/** An EVM chain on listener rpc whose upstreams are the env variables `names` (as a stand-in's name gives its URL). */
+export function evmChain(path: string, names: readonly string[], settings: Readonly<Record<string, unknown>> = {}): Chain {
+  return { path, interface: 'evm-jsonrpc', ...settings, upstreams: vars(...names) };
+}
+
 /** A key of the keys file; one without `key` gets a new strong one (given back in `keys`). */
 export type Key = Omit<KeySpec, 'key'> & { readonly key?: string };
 
@@ -59,7 +69,10 @@ export interface GatewayOptions<S> {
   readonly keys?: readonly Key[] | string;
   /** Stand-ins (or the promises of their start), awaited together and stopped by close(). */
   readonly standIns?: S;
-  /** The gateway's environment, given the started stand-ins. */
+  /**
+   * The gateway's environment, given the started stand-ins, over the default one: each stand-in that has a `url`
+   * gives it under its name (`standIns: { ETH_URL: proxy }` is `${ETH_URL}` in the manifest).
+   */
   readonly env?: Record<string, string> | ((s: Started<S>) => Record<string, string>);
   /** As startGateway's (the node binary and its options). */
   readonly node?: StartOptions['node'];
@@ -155,7 +168,12 @@ export async function gateway<S extends Readonly<Record<string, StandIn | Promis
       for (const k of specs) keys[k.id] = k.key;
       writeFileSync(join(built.dir, 'keys.yaml'), keysYaml(specs));
     }
-    const env = typeof opts.env === 'function' ? opts.env(standIns) : opts.env;
+    const env: Record<string, string> = {};
+    for (const [n, s] of Object.entries(standIns as Record<string, unknown>)) {
+      const url = (s as { url?: unknown } | undefined)?.url;
+      if (typeof url === 'string') env[n] = url;
+    }
+    Object.assign(env, typeof opts.env === 'function' ? opts.env(standIns) : opts.env);
     const start: Gateway<S>['start'] = async (more = {}) => {
       const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env, node: opts.node, nodeArgs: opts.nodeArgs, ...more });
       gateways.push(g);
