@@ -71,7 +71,8 @@ export interface GatewayOptions<S> {
   readonly standIns?: S;
   /**
    * The gateway's environment, given the started stand-ins, over the default one: each stand-in that has a `url`
-   * gives it under its name (`standIns: { ETH_URL: proxy }` is `${ETH_URL}` in the manifest).
+   * gives it under its name (`standIns: { ETH_URL: proxy }` is `${ETH_URL}` in the manifest), and a group of
+   * stand-ins with an `env` (three-chains.ts's startStandIns()) gives that.
    */
   readonly env?: Record<string, string> | ((s: Started<S>) => Record<string, string>);
   /** As startGateway's (the node binary and its options). */
@@ -90,7 +91,7 @@ export interface Gateway<S = Record<string, unknown>> {
   /** Key by id. */
   readonly keys: Readonly<Record<string, string>>;
   readonly standIns: Started<S>;
-  /** Starts one more gateway from the same build (another env, node or node options); close() stops it too. */
+  /** Starts one more gateway from the same build (`env` over the fixture's, another node or node options); close() stops it too. */
   start(opts?: Partial<Pick<StartOptions, 'env' | 'node' | 'nodeArgs'>>): Promise<RunningGateway>;
   /** Stops every gateway started, then every stand-in; safe to call twice. */
   close(): Promise<void>;
@@ -169,13 +170,13 @@ export async function gateway<S extends Readonly<Record<string, StandIn | Promis
       writeFileSync(join(built.dir, 'keys.yaml'), keysYaml(specs));
     }
     const env: Record<string, string> = {};
-    for (const [n, s] of Object.entries(standIns as Record<string, unknown>)) {
-      const url = (s as { url?: unknown } | undefined)?.url;
-      if (typeof url === 'string') env[n] = url;
+    for (const [n, s] of Object.entries(standIns as Record<string, { url?: unknown; env?: Record<string, string> } | undefined>)) {
+      if (typeof s?.url === 'string') env[n] = s.url;
+      Object.assign(env, s?.env);
     }
     Object.assign(env, typeof opts.env === 'function' ? opts.env(standIns) : opts.env);
     const start: Gateway<S>['start'] = async (more = {}) => {
-      const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env, node: opts.node, nodeArgs: opts.nodeArgs, ...more });
+      const g = await startGateway({ cwd: built.dir, bundle: built.bundle, node: opts.node, nodeArgs: opts.nodeArgs, ...more, env: { ...env, ...more.env } });
       gateways.push(g);
       return g;
     };
