@@ -50,8 +50,11 @@ export function evmChain(path: string, names: readonly string[], settings: Reado
 /** A key of the keys file; one without `key` gets a new strong one (given back in `keys`). */
 export type Key = Omit<KeySpec, 'key'> & { readonly key?: string };
 
-/** Anything a test starts that must be stopped: a stand-in (`close()`), anvil or redis (`stop()`), a bare server, or a list of them. */
-export type StandIn = { close(): unknown } | { stop(): unknown } | Server | readonly StandIn[];
+/**
+ * Anything a test starts that must be stopped: a stand-in (`close()`), anvil or redis (`stop()`), a bare server or
+ * one with its URL (`{ server, url }`, as a file's own stand-in often is), or a list of them.
+ */
+export type StandIn = { close(): unknown } | { stop(): unknown } | Server | { readonly server: Server } | readonly StandIn[];
 
 export interface GatewayOptions<S> {
   /** Names the build folder under .tmp/e2e. */
@@ -134,7 +137,8 @@ function stop(s: StandIn): Promise<unknown> {
       (s as { closeAllConnections?: () => void }).closeAllConnections?.();
     });
   }
-  return Promise.resolve('close' in s ? (s as { close(): unknown }).close() : (s as { stop(): unknown }).stop());
+  if ('server' in s) return stop(s.server);
+  return Promise.resolve('close' in s ? s.close() : (s as { stop(): unknown }).stop());
 }
 
 /** Stops `things` all at once; every one is asked even when one fails, and the first failure is thrown. */
