@@ -5,11 +5,10 @@
 // is counted as used per method, as any call is; a key without limits gets no
 // such header.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Server } from 'node:http';
-import { buildManifest, metricValue, newKey, rawRequest, sha256, startGateway, until, EVM_METHODS, type RawResponse, type RunningGateway } from './harness.ts';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
+import { metricValue, newKey, rawRequest, sha256, until, type RawResponse, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
 
 const K = { limited: newKey(), free: newKey() };
 const hex = (n: number) => '0x' + n.toString(16);
@@ -17,6 +16,7 @@ const block = (n: number) => ({ number: hex(n), hash: '0x' + n.toString(16).padS
 /** Calls from clients (not the gateway's polls) that reached the stand-in. */
 let clientCalls = 0;
 let node: Server;
+let rig: Gateway;
 let gw: RunningGateway;
 
 function answer(d: { id?: unknown; method?: string; params?: unknown[] }): unknown {
@@ -33,38 +33,22 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
   });
   const url = await listen(node);
-  const built = await buildManifest(
-    'admission-cache-hits',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-credits: { eth_chainId: 2 }
-cache: { maxBytes: 1048576, headPollMs: 100 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${NODE_URL}"] }
-`,
-  );
-  writeFileSync(
-    join(built.dir, 'keys.yaml'),
-    `keys:
+  rig = await gateway({
+    name: 'admission-cache-hits',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${NODE_URL}'] }],
+    header: { credits: { eth_chainId: 2 }, cache: { maxBytes: 1048576, headPollMs: 100 }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: `keys:
   - { id: limited, sha256: "${sha256(K.limited)}", rateLimit: 6/min }
   - { id: free, sha256: "${sha256(K.free)}" }
 `,
-  );
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { NODE_URL: url } });
+    standIns: { node },
+    env: { NODE_URL: url },
+  });
+  gw = rig.gw;
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) === 100, 'the gateway knows the head');
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  if (node) await close(node);
-});
+afterAll(() => rig?.close());
 
 const RPC = (method: string, id = 1) => ({ jsonrpc: '2.0', id, method, params: [] });
 const post = (key: string, body: unknown): Promise<RawResponse> => rawRequest(gw.url('rpc', '/ethereum'), { body: JSON.stringify(body), headers: { 'x-api-key': key } });

@@ -4,11 +4,10 @@
 // then fails its health checks until the gateway takes it out, then comes back
 // taking batches; cache misses sent in one turn show which it is.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Server } from 'node:http';
-import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
+import { metricValue, newKey, pipelinedRequests, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
 
 const KEY = newKey();
 type Mode = 'refuses' | 'down' | 'takes';
@@ -16,6 +15,7 @@ let mode: Mode = 'refuses';
 /** Bodies of the requests that came from clients' misses (not the gateway's own checks and polls). */
 const misses: unknown[] = [];
 let node: Server;
+let rig: Gateway;
 let gw: RunningGateway;
 
 type Call = { id?: unknown; method?: string; params?: unknown[] };
@@ -42,31 +42,19 @@ beforeAll(async () => {
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
   });
   const url = await listen(node);
-  const built = await buildManifest(
-    'cache-batch-again',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 1048576, headPollMs: 100, batch: 10 }
-health: { intervalMs: 100, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${NODE_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'again', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { NODE_URL: url } });
+  rig = await gateway({
+    name: 'cache-batch-again',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${NODE_URL}'] }],
+    header: { cache: { maxBytes: 1048576, headPollMs: 100, batch: 10 }, health: { intervalMs: 100, timeoutMs: 1000 } },
+    keys: [{ id: 'again', key: KEY }],
+    standIns: { node },
+    env: { NODE_URL: url },
+  });
+  gw = rig.gw;
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) === 16, 'the gateway knows the head');
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  if (node) await close(node);
-});
+afterAll(() => rig?.close());
 
 /** Three different misses in one write, so they reach the gateway in one turn; the bodies the node got for them. */
 async function threeMisses(round: number): Promise<unknown[]> {

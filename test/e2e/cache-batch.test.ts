@@ -8,12 +8,11 @@
 // and against two stand-in nodes: one that takes no batches, one that leaves
 // an item out, answers out of order and answers one call with an error.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type PipelinedAnswer, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, pipelinedRequests, until, type PipelinedAnswer, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.ts';
-import { close, createSafeServer, listen, parseJson, record } from '../support/http.ts';
+import { createSafeServer, listen, parseJson, record } from '../support/http.ts';
 import type { Server } from 'node:http';
 
 const KEY = newKey();
@@ -21,6 +20,7 @@ const BATCH = 8;
 
 let anvil: Anvil;
 let proxy: RecordingProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 let accounts: string[] = [];
 
@@ -98,38 +98,27 @@ beforeAll(async () => {
   // Takes the head poll's batch of two, refuses larger ones (as a provider with a small batch limit does).
   mixedNo = await startStandIn(() => ({ jsonrpc: '2.0', id: null, error: { code: -32600, message: 'batch too large' } }));
   mixedYes = await startStandIn((items) => items.map(standInAnswer));
-  const built = await buildManifest(
-    'cache-batch',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 8388608, headPollMs: 200, batch: ${BATCH} }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: nobatch, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${NOBATCH_URL}"] }
-  - { path: partial, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${PARTIAL_URL}"] }
-  - { path: failing, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${FAILING_URL}"] }
-  - { path: limited, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LIMITED_URL}"] }
-  - { path: mixed, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${MIXED_NO_URL}", "\${MIXED_YES_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, NOBATCH_URL: noBatch.url, PARTIAL_URL: partial.url, FAILING_URL: failing.url, LIMITED_URL: limited.url, MIXED_NO_URL: mixedNo.url, MIXED_YES_URL: mixedYes.url } });
+  rig = await gateway({
+    name: 'cache-batch',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+      evmChain('nobatch', ['NOBATCH_URL']),
+      evmChain('partial', ['PARTIAL_URL']),
+      evmChain('failing', ['FAILING_URL']),
+      evmChain('limited', ['LIMITED_URL']),
+      evmChain('mixed', ['MIXED_NO_URL', 'MIXED_YES_URL']),
+    ],
+    header: { cache: { maxBytes: 8388608, headPollMs: 200, batch: BATCH }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'batch', key: KEY }],
+    standIns: { anvil, ETH_URL: proxy, NOBATCH_URL: noBatch, PARTIAL_URL: partial, FAILING_URL: failing, LIMITED_URL: limited, MIXED_NO_URL: mixedNo, MIXED_YES_URL: mixedYes },
+  });
+  gw = rig.gw;
   // Entries are kept only once the gateway knows the head.
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) >= 3, 'the gateway knows anvil\'s head');
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="partial"}')) === 16, 'the gateway knows the stand-in\'s head');
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), noBatch && close(noBatch.server), partial && close(partial.server), failing && close(failing.server), limited && close(limited.server), mixedNo && close(mixedNo.server), mixedYes && close(mixedYes.server)]);
-});
+afterAll(() => rig?.close());
 
 /** Pipelined to the gateway's rpc listener with the test's key (harness.ts). */
 function pipelined(path: string, bodies: readonly string[]): Promise<PipelinedAnswer[]> {

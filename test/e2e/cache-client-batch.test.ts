@@ -8,12 +8,11 @@
 // lets it answer (coalescing), and one that fails every batch (failures).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, pipelinedRequests, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { close, createSafeServer, listen, parseJson, record } from '../support/http.ts';
+import { createSafeServer, listen, parseJson, record } from '../support/http.ts';
 import type { Server } from 'node:http';
 import { createPublicClient, createWalletClient, defineChain, http } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
@@ -23,6 +22,7 @@ const KEY = newKey();
 
 let anvil: Anvil;
 let proxy: RecordingProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 let accounts: string[] = [];
 /** The holding stand-in: its calls as received, and the answers it holds back. */
@@ -84,36 +84,26 @@ beforeAll(async () => {
     reply(200, { jsonrpc: '2.0', id: items[0]!.id, result: '0x1' });
   });
   failing = f.server;
-  const built = await buildManifest(
-    'cache-client-batch',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 8388608, headPollMs: 200 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: held, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${HELD_URL}"] }
-  - { path: failing, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${FAILING_URL}"] }
-  - { path: nocache, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: off, upstreams: ["\${ETH_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch-client', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, HELD_URL: h.url, FAILING_URL: f.url } });
+  rig = await gateway({
+    name: 'cache-client-batch',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+      evmChain('held', ['HELD_URL']),
+      evmChain('failing', ['FAILING_URL']),
+      evmChain('nocache', ['ETH_URL'], { cache: 'off' }),
+    ],
+    header: { cache: { maxBytes: 8388608, headPollMs: 200 }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'batch-client', key: KEY }],
+    standIns: { anvil, ETH_URL: proxy, holder, failing },
+    env: { HELD_URL: h.url, FAILING_URL: f.url },
+  });
+  gw = rig.gw;
   // Entries are kept only once the gateway knows the head.
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) >= 3, "the gateway knows anvil's head");
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="held"}')) === 16, "the gateway knows the stand-in's head");
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), holder && close(holder), failing && close(failing)]);
-});
+afterAll(() => rig?.close());
 
 interface BatchAnswer {
   status: number;

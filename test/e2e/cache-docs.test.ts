@@ -6,12 +6,11 @@
 // the new head by its own gauge, gateway_cache_head_block.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { rosettaBlockHash, rosettaTxHash, startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
-import { close, isHealthCheck, listen, readAll } from '../support/http.ts';
+import { isHealthCheck, listen, readAll } from '../support/http.ts';
 
 const KEY = newKey();
 /** Blocks this far below the tip are final on the Rosetta chain. */
@@ -20,6 +19,7 @@ const DEPTH = 10;
 let rosetta: RosettaStub;
 let bb: BlockbookStub;
 let holder: Server;
+let rig: Gateway;
 let gw: RunningGateway;
 /** Requests the holding proxy keeps back until a test lets them go, and how many of them it saw. */
 const held: Array<() => void> = [];
@@ -56,34 +56,25 @@ beforeAll(async () => {
   bb = await startBlockbookStub({ bestHeight: 500 });
   holder = holdingProxy(rosetta.url);
   const holderUrl = await listen(holder);
-  const built = await buildManifest(
-    'cache-docs',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { headPollMs: 100 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-chains:
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, finality: { depth: ${DEPTH} }, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: cardano-held, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${HELD_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, sendtx: true, upstreams: ["\${BB_URL}"] }
-  - { path: bitcoin-nocache, interface: blockbook, listener: explorer, cache: off, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'docs', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ROSETTA_URL: rosetta.url, HELD_URL: holderUrl, BB_URL: bb.url } });
+  rig = await gateway({
+    name: 'cache-docs',
+    chains: [
+      { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', finality: { depth: DEPTH }, upstreams: ['${ROSETTA_URL}'] },
+      { path: 'cardano-held', interface: 'rosetta', network: 'preprod', upstreams: ['${HELD_URL}'] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', sendtx: true, upstreams: ['${BB_URL}'] },
+      { path: 'bitcoin-nocache', interface: 'blockbook', listener: 'explorer', cache: 'off', upstreams: ['${BB_URL}'] },
+    ],
+    header: { cache: { headPollMs: 100 }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'docs', key: KEY }],
+    standIns: { ROSETTA_URL: rosetta, BB_URL: bb, holder },
+    env: { HELD_URL: holderUrl },
+  });
+  gw = rig.gw;
   await sees('cardano-preprod', 100);
   await sees('bitcoin', 500);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([rosetta?.close(), bb?.close(), holder && close(holder)]);
-});
+afterAll(() => rig?.close());
 
 // ------------------------------------------------------------------ talking
 

@@ -6,10 +6,9 @@
 // (test/support/range-capped-node.ts), so a chunk served from memory is one
 // the nodes never saw. The oracle is anvil itself, asked for the whole range.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRangeCappedNode, type LogsSeen, type RangeCappedNode } from '../support/range-capped-node.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
@@ -21,6 +20,7 @@ const FROM = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 const DEPLOY_LOG0 = '0x6460006000a06000526005601bf3';
 
 let anvil: Anvil;
+let rig: Gateway;
 let gw: RunningGateway;
 let contract = '';
 /** The first block of the final ranges asked: a multiple of 50, so that the chunks fall where the test says. */
@@ -32,38 +32,6 @@ let laggard: PoolStandin;
 const LAG = 80;
 /** anvil's state before any log: evm_revert to it takes the chain back below its finalized block. */
 let snapshot = '';
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-cache: { headPollMs: 100 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}, eth_getLogs]
-chains:
-  # One node that takes 50 blocks: no pool.
-  - path: one
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${ONE}", maxLogRange: 50 }]
-  # A pool of two such nodes.
-  - path: pool
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${POOL_A}", maxLogRange: 50 }, { url: "\${POOL_B}", maxLogRange: 50 }]
-  # A node at the head and a laggard, taking turns (weighted), both still usable.
-  - path: lag
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    maxLag: 100
-    selection: weighted
-    upstreams: [{ url: "\${HEALTHY}", maxLogRange: 50 }, { url: "\${LAGGARD}", maxLogRange: 50 }]
-`;
 
 const ENV: Record<string, string> = { ONE: 'one', POOL_A: 'pool-a', POOL_B: 'pool-b' };
 
@@ -95,17 +63,31 @@ beforeAll(async () => {
   await anvil.mine(1);
   for (const id of Object.values(ENV)) nodes[id] = await startRangeCappedNode(anvil.url, { cap: 50 });
   [healthy, laggard] = await Promise.all([startPoolStandin(anvil.url, { role: 'healthy' }), startPoolStandin(anvil.url, { role: 'laggard', lag: LAG, node: 'anvil' })]);
-  const built = await buildManifest('cache-logs', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'logs', key: KEY }]));
-  const env = Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ...env, HEALTHY: healthy.url, LAGGARD: laggard.url } });
+  rig = await gateway({
+    name: 'cache-logs',
+    chains: [
+      // One node that takes 50 blocks: no pool.
+      { path: 'one', interface: 'evm-jsonrpc', upstreams: [{ url: '${ONE}', maxLogRange: 50 }] },
+      // A pool of two such nodes.
+      { path: 'pool', interface: 'evm-jsonrpc', upstreams: [{ url: '${POOL_A}', maxLogRange: 50 }, { url: '${POOL_B}', maxLogRange: 50 }] },
+      // A node at the head and a laggard, taking turns (weighted), both still usable.
+      {
+        path: 'lag',
+        interface: 'evm-jsonrpc',
+        maxLag: 100,
+        selection: 'weighted',
+        upstreams: [{ url: '${HEALTHY}', maxLogRange: 50 }, { url: '${LAGGARD}', maxLogRange: 50 }],
+      },
+    ],
+    header: { methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] }, admin: null, cache: { headPollMs: 100 } },
+    keys: [{ id: 'logs', key: KEY }],
+    standIns: { anvil, HEALTHY: healthy, LAGGARD: laggard, nodes: Object.values(nodes) },
+    env: Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url])),
+  });
+  gw = rig.gw;
 }, 120_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([...Object.values(nodes), healthy, laggard].map((n) => n?.close()));
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 /** A raw call through the gateway: its status, X-Cache and text. */
 async function raw(chain: string, body: string): Promise<{ status: number; xCache: unknown; text: string }> {

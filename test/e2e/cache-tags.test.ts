@@ -4,11 +4,10 @@
 // block). A stand-in node whose head, finalized and safe blocks the test moves
 // one at a time; the gateway's head polls are told apart by their User-Agent.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Server } from 'node:http';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
 
 const KEY = newKey();
 const hex = (n: number) => '0x' + n.toString(16);
@@ -23,6 +22,7 @@ let pollsAskingSafe = 0;
 /** Calls from clients (not the gateway's own) that reached the stand-in. */
 const clientCalls: string[] = [];
 let node: Server;
+let rig: Gateway;
 let gw: RunningGateway;
 
 function answer(d: { id?: unknown; method?: string; params?: unknown[] }): unknown {
@@ -47,31 +47,19 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
   });
   const url = await listen(node);
-  const built = await buildManifest(
-    'cache-tags',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 1048576, headPollMs: 100 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${NODE_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'tags', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { NODE_URL: url } });
+  rig = await gateway({
+    name: 'cache-tags',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${NODE_URL}'] }],
+    header: { health: { intervalMs: 60000, timeoutMs: 1000 }, cache: { maxBytes: 1048576, headPollMs: 100 } },
+    keys: [{ id: 'tags', key: KEY }],
+    standIns: { node },
+    env: { NODE_URL: url },
+  });
+  gw = rig.gw;
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="ethereum"}')) === tip.latest, 'the gateway knows the head');
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  if (node) await close(node);
-});
+afterAll(() => rig?.close());
 
 async function byTag(tag: string): Promise<{ xCache: string | null; number: string }> {
   const res = await fetch(gw.url('rpc', '/ethereum'), {

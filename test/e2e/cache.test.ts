@@ -21,13 +21,12 @@
 // /metrics.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
-import { buildManifest, keysYaml, metricValue, newKey, rawRequest, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, rawRequest, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { close, listen } from '../support/http.ts';
+import { listen } from '../support/http.ts';
 import { createServer, type Server } from 'node:http';
 
 const KEY = newKey();
@@ -38,6 +37,7 @@ const OPS = 120;
 
 let anvil: Anvil;
 let proxy: RecordingProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 let cdn: Server;
 /** Answers the CDN node holds back, and how many eth_getBalance calls reached it. */
@@ -79,32 +79,22 @@ beforeAll(async () => {
     });
   });
   const cdnUrl = await listen(cdn);
-  const built = await buildManifest(
-    'cache-oracle',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 8388608, headPollMs: ${HEAD_POLL_MS} }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cdn, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${CDN_URL}"] }
-  - { path: unchecked, interface: evm-jsonrpc, listener: rpc, methods: evm, validate: off, upstreams: ["\${ETH_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'oracle', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, CDN_URL: cdnUrl } });
+  rig = await gateway({
+    name: 'cache-oracle',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+      evmChain('cdn', ['CDN_URL']),
+      evmChain('unchecked', ['ETH_URL'], { validate: 'off' }),
+    ],
+    header: { cache: { maxBytes: 8388608, headPollMs: HEAD_POLL_MS }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'oracle', key: KEY }],
+    standIns: { anvil, ETH_URL: proxy, cdn },
+    env: { CDN_URL: cdnUrl },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop(), cdn && close(cdn)]);
-});
+afterAll(() => rig?.close());
 
 // ------------------------------------------------------------------ talking
 

@@ -1,13 +1,12 @@
 // Real clients (viem, ethers v6, web3.js) through the emitted gateway, in
 // front of real anvil nodes behind recording proxies (issue 4).
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { createPublicClient, createWalletClient, http, keccak256, parseEther, defineChain, toHex, type Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
 import { FetchRequest, JsonRpcProvider, Network, Wallet } from 'ethers';
 import { Web3 } from 'web3';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 
@@ -24,34 +23,26 @@ let eth: Anvil;
 let poly: Anvil;
 let ethProxy: RecordingProxy;
 let polyProxy: RecordingProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
   [eth, poly] = await Promise.all([startAnvil({ chainId: 1 }), startAnvil({ chainId: 137 })]);
   [ethProxy, polyProxy] = await Promise.all([startRecordingProxy(eth.url), startRecordingProxy(poly.url)]);
-  const built = await buildManifest(
-    'clients',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: polygon, interface: evm-jsonrpc, listener: rpc, chainId: 137, methods: evm, upstreams: ["\${POLY_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'wallet', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: ethProxy.url, POLY_URL: polyProxy.url } });
+  rig = await gateway({
+    name: 'clients',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+      { path: 'polygon', interface: 'evm-jsonrpc', chainId: 137, upstreams: ['${POLY_URL}'] },
+    ],
+    header: { admin: null, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'wallet', key: KEY }],
+    standIns: { eth, poly, ETH_URL: ethProxy, POLY_URL: polyProxy },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([ethProxy?.close(), polyProxy?.close(), eth?.stop(), poly?.stop()]);
-});
+afterAll(() => rig?.close());
 
 const mainnet = defineChain({ id: 1, name: 'anvil-1', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } });
 

@@ -13,9 +13,8 @@
 // answered, or after 3 s, as the slow node it plays would: that is how long a
 // B that joined A's flight waits.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
@@ -31,6 +30,7 @@ let rosetta: RosettaStub;
 let evmProxy: SteerableProxy;
 let bbProxy: SteerableProxy;
 let rosettaProxy: SteerableProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
@@ -42,34 +42,22 @@ beforeAll(async () => {
     startSteerableProxy(new URL(bb.url).origin),
     startSteerableProxy(rosetta.url),
   ]);
-  const built = await buildManifest(
-    'issue-31-flight-epoch',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { headPollMs: 100 }
-health: { intervalMs: 60000, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, coin: Bitcoin, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'flights', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: evmProxy.url, ROSETTA_URL: rosettaProxy.url, BB_URL: `${bbProxy.url}/api` } });
+  rig = await gateway({
+    name: 'issue-31-flight-epoch',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+      { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${ROSETTA_URL}'] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', coin: 'Bitcoin', upstreams: ['${BB_URL}/api'] },
+    ],
+    header: { cache: { headPollMs: 100 }, health: { intervalMs: 60000, timeoutMs: 2000 } },
+    keys: [{ id: 'flights', key: KEY }],
+    standIns: { anvil, bb, rosetta, ETH_URL: evmProxy, ROSETTA_URL: rosettaProxy, BB_URL: bbProxy },
+  });
+  gw = rig.gw;
   await Promise.all([sees('ethereum', 3), sees('bitcoin', 500), sees('cardano-preprod', 100)]);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([evmProxy?.close(), bbProxy?.close(), rosettaProxy?.close(), anvil?.stop(), bb?.close(), rosetta?.close()]);
-});
+afterAll(() => rig?.close());
 
 const metric = (name: string, chain: string): Promise<number> => metricValue(gw, name, `{chain="${chain}"}`);
 

@@ -14,13 +14,12 @@
 // figure after a warm-up of calls that are never kept. It must stay within
 // 1.25 x maxBytes.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Server } from 'node:http';
 import { Pool } from 'undici';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
-import { close, createSafeServer, listen, parseJson, readAll } from '../support/http.ts';
+import { createSafeServer, listen, parseJson, readAll } from '../support/http.ts';
 import { connectCdp, inspectorUrl, type Cdp } from '../support/inspector.ts';
 
 const KEY = newKey();
@@ -35,6 +34,7 @@ const HOT_READ_EVERY = 500;
 const CONNECTIONS = 8;
 
 let node: Server;
+let rig: Gateway;
 let gw: RunningGateway;
 let cdp: Cdp;
 
@@ -69,29 +69,22 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
   });
   const url = await listen(node);
-  const built = await buildManifest(
-    'issue-31-memory',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: ${MAX_BYTES}, headPollMs: 1000 }
-health: { intervalMs: 60000, timeoutMs: 2000 }
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: [eth_chainId, eth_blockNumber, eth_getBlockByNumber, eth_getBalance], upstreams: ["\${NODE_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'memory', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { NODE_URL: url }, nodeArgs: [NO_MEMORY_REDUCER, '--inspect=127.0.0.1:0'] });
+  rig = await gateway({
+    name: 'issue-31-memory',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, methods: ['eth_chainId', 'eth_blockNumber', 'eth_getBlockByNumber', 'eth_getBalance'], upstreams: ['${NODE_URL}'] }],
+    header: { cache: { maxBytes: MAX_BYTES, headPollMs: 1000 }, health: { intervalMs: 60000, timeoutMs: 2000 } },
+    keys: [{ id: 'memory', key: KEY }],
+    standIns: { node },
+    env: { NODE_URL: url },
+    nodeArgs: [NO_MEMORY_REDUCER, '--inspect=127.0.0.1:0'],
+  });
+  gw = rig.gw;
   cdp = await connectCdp(await inspectorUrl(gw.proc, gw.stderr));
 }, 60_000);
 
 afterAll(async () => {
   cdp?.close();
-  await gw?.stop();
-  if (node) await close(node);
+  await rig?.close();
 });
 
 /** Array buffers (and, for the record, the JS heap) alive in the gateway after a full GC (twice: backing stores are freed as the sweep finishes). */

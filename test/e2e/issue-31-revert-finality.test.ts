@@ -9,9 +9,8 @@
 // says so once, as a cache_reset log line with reason finalized_backwards and
 // in gateway_cache_resets_total.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { fetchSeries } from '../support/metrics-text.ts';
@@ -20,35 +19,23 @@ const KEY = newKey();
 
 let anvil: Anvil;
 let proxy: RecordingProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
   anvil = await startAnvil({ chainId: 1 });
   proxy = await startRecordingProxy(anvil.url);
-  const built = await buildManifest(
-    'issue-31-revert',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { headPollMs: 100 }
-health: { intervalMs: 60000, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'revert', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url } });
+  rig = await gateway({
+    name: 'issue-31-revert',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] }],
+    header: { cache: { headPollMs: 100 }, health: { intervalMs: 60000, timeoutMs: 2000 } },
+    keys: [{ id: 'revert', key: KEY }],
+    standIns: { anvil, ETH_URL: proxy },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([proxy?.close(), anvil?.stop()]);
-});
+afterAll(() => rig?.close());
 
 const metric = (name: string): Promise<number> => metricValue(gw, name, '{chain="ethereum"}');
 

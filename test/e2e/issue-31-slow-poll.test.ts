@@ -17,9 +17,8 @@
 // every headPollMs whatever the slow one does. Health checks run only at the
 // start (intervalMs 60 s): every poll answer A sends later is the cache's.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { polledHead, startSteerableProxy, type SteerableProxy } from '../support/steerable-proxy.ts';
 
@@ -33,6 +32,7 @@ const ALLOWED_MS = 1000;
 let anvil: Anvil;
 let fast: SteerableProxy;
 let slow: SteerableProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
@@ -40,31 +40,20 @@ beforeAll(async () => {
   await anvil.mine(3);
   [fast, slow] = await Promise.all([startSteerableProxy(anvil.url), startSteerableProxy(anvil.url)]);
   slow.pollDelayMs = POLL_DELAY_MS;
-  const built = await buildManifest(
-    'issue-31-slow-poll',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { headPollMs: ${HEAD_POLL_MS} }
-health: { intervalMs: 60000, timeoutMs: 5000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  # The cache's bound, not the pool's: with rewriteTags (a pool's default), latest is the served tip, which waits for the slow upstream's poll (issue 37, defect 15).
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, rewriteTags: false, upstreams: ["\${FAST_URL}", "\${SLOW_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'slow', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { FAST_URL: fast.url, SLOW_URL: slow.url } });
+  rig = await gateway({
+    name: 'issue-31-slow-poll',
+    chains: [
+      // The cache's bound, not the pool's: with rewriteTags (a pool's default), latest is the served tip, which waits for the slow upstream's poll (issue 37, defect 15).
+      evmChain('ethereum', ['FAST_URL', 'SLOW_URL'], { chainId: 1, rewriteTags: false }),
+    ],
+    header: { cache: { headPollMs: HEAD_POLL_MS }, health: { intervalMs: 60000, timeoutMs: 5000 } },
+    keys: [{ id: 'slow', key: KEY }],
+    standIns: { anvil, FAST_URL: fast, SLOW_URL: slow },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([fast?.close(), slow?.close(), anvil?.stop()]);
-});
+afterAll(() => rig?.close());
 
 let nextId = 1;
 async function latest(): Promise<{ xCache: string; number: number; at: number }> {

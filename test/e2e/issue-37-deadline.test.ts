@@ -7,13 +7,12 @@
 // of anvil and of the Blockbook stand-in, test/support/tweak-proxy.ts), no
 // hedge: the retry is Forward's own (proxy.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, type RunningGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { startAnvil } from '../support/anvil.ts';
 import { startTweakProxy, type TweakProxy } from '../support/tweak-proxy.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
+import { startBlockbookStub } from '../support/blockbook-stub.ts';
 
 const KEY = newKey();
 const TIMEOUT_MS = 3000;
@@ -25,49 +24,31 @@ const TIMEOUT_MS = 3000;
 const BOUND_MS = TIMEOUT_MS + 2000;
 const NEVER_MS = 60_000;
 
-let anvil: Anvil;
-let bb: BlockbookStub;
 let evm1: TweakProxy;
 let evm2: TweakProxy;
 let bb1: TweakProxy;
 let bb2: TweakProxy;
+let up: Gateway;
 let gw: RunningGateway;
 
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-chains:
-  - path: deadline
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: [eth_chainId, eth_blockNumber, eth_getCode]
-    limits: { timeoutMs: ${TIMEOUT_MS} }
-    upstreams: ["\${EVM1}", "\${EVM2}"]
-  - path: bitcoin
-    interface: blockbook
-    listener: explorer
-    limits: { timeoutMs: ${TIMEOUT_MS} }
-    upstreams: ["\${BB1}", "\${BB2}"]
-`;
-
 beforeAll(async () => {
-  [anvil, bb] = await Promise.all([startAnvil(), startBlockbookStub()]);
+  const [anvil, bb] = await Promise.all([startAnvil(), startBlockbookStub()]);
   [evm1, evm2, bb1, bb2] = await Promise.all([startTweakProxy(anvil.url), startTweakProxy(anvil.url), startTweakProxy(bb.url), startTweakProxy(bb.url)]);
-  const built = await buildManifest('issue-37-deadline', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'deadline', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { EVM1: evm1.url, EVM2: evm2.url, BB1: `${bb1.url}/api`, BB2: `${bb2.url}/api` } });
+  const limits = { timeoutMs: TIMEOUT_MS };
+  up = await gateway({
+    name: 'issue-37-deadline',
+    chains: [
+      { path: 'deadline', interface: 'evm-jsonrpc', methods: ['eth_chainId', 'eth_blockNumber', 'eth_getCode'], limits, upstreams: ['${EVM1}', '${EVM2}'] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', limits, upstreams: ['${BB1}', '${BB2}'] },
+    ],
+    keys: [{ id: 'deadline', key: KEY }],
+    standIns: { anvil, bb, evm1, evm2, bb1, bb2 },
+    env: { EVM1: evm1.url, EVM2: evm2.url, BB1: `${bb1.url}/api`, BB2: `${bb2.url}/api` },
+  });
+  gw = up.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([evm1, evm2, bb1, bb2, bb].map((s) => s?.close()));
-  await anvil?.stop();
-});
+afterAll(() => up?.close());
 
 async function rpc(method: string, params: unknown[]): Promise<{ status: number; text: string; ms: number }> {
   const t0 = performance.now();

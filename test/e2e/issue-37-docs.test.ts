@@ -9,10 +9,9 @@
 //    found": Rosetta 4001, Blockbook's {"error":"Block not found"}) is asked
 //    again of the node ahead, on both interfaces.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, type RunningGateway } from './harness.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { rosettaBlockHash, startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
 import { blockbookBlockHash, startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { startSplitNode, type SplitNode } from '../support/split-node.ts';
@@ -28,21 +27,8 @@ let bbAhead: BlockbookStub;
 let split: SplitNode;
 /** What the split node's polls see (its calls reach `ahead`). */
 let polled: RosettaStub;
+let up: Gateway;
 let gw: RunningGateway;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-chains:
-  - { path: cardano, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${BEHIND}", "\${AHEAD}"] }
-  - { path: csplit, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${SPLIT}", "\${AHEAD}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_BEHIND}", "\${BB_AHEAD}"] }
-`;
 
 const servedTip = (chain: string) => fetchSeries(gw.url('admin', '/metrics'), 'gateway_pool_served_tip', { chain });
 const upstreamHead = (chain: string, n: number) => fetchSeries(gw.url('admin', '/metrics'), 'gateway_upstream_head', { chain, upstream: `${chain}#${n}` });
@@ -53,9 +39,18 @@ beforeAll(async () => {
   [behind, ahead, polled] = await Promise.all([stub(), stub(), stub()]);
   [bbBehind, bbAhead] = await Promise.all([startBlockbookStub({ bestHeight: BEHIND }), startBlockbookStub({ bestHeight: BEHIND })]);
   split = await startSplitNode({ polls: polled.url, calls: ahead.url });
-  const built = await buildManifest('issue-37-docs', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'docs', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { BEHIND: behind.url, AHEAD: ahead.url, SPLIT: split.url, BB_BEHIND: bbBehind.url, BB_AHEAD: bbAhead.url } });
+  up = await gateway({
+    name: 'issue-37-docs',
+    chains: [
+      { path: 'cardano', interface: 'rosetta', network: 'preprod', upstreams: ['${BEHIND}', '${AHEAD}'] },
+      { path: 'csplit', interface: 'rosetta', network: 'preprod', upstreams: ['${SPLIT}', '${AHEAD}'] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB_BEHIND}', '${BB_AHEAD}'] },
+    ],
+    keys: [{ id: 'docs', key: KEY }],
+    standIns: { behind, ahead, polled, bbBehind, bbAhead, split },
+    env: { BEHIND: behind.url, AHEAD: ahead.url, SPLIT: split.url, BB_BEHIND: bbBehind.url, BB_AHEAD: bbAhead.url },
+  });
+  gw = up.gw;
   const both = async (heads: readonly [number, number]) => {
     for (const chain of ['cardano', 'csplit', 'bitcoin']) {
       await until(async () => (await upstreamHead(chain, 0)) === heads[0] && (await upstreamHead(chain, 1)) === heads[1], `${chain}: the polls seeing both nodes at ${heads.join(' and ')}`);
@@ -67,10 +62,7 @@ beforeAll(async () => {
   await both([BEHIND, AHEAD]);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([behind, ahead, polled, bbBehind, bbAhead, split].map((s) => s?.close()));
-});
+afterAll(() => up?.close());
 
 async function rosetta(chain: string, endpoint: string, body: Record<string, unknown> = {}): Promise<{ status: number; json: any }> {
   const r = await request(gw.url('rpc', `/${chain}/${endpoint}`), {

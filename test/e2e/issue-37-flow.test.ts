@@ -7,12 +7,11 @@
 // proxy and stand-in records what reached its node; the tests count those
 // records ("never sent twice") and read the gateway's metrics and log.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import type { Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, missingTrieNode, type PoolStandin } from '../support/pool-standins.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
@@ -67,75 +66,28 @@ let ro1: RosettaStub;
 let ro2: RosettaStub;
 let roFront1: TweakProxy;
 let roFront2: TweakProxy;
+let up: Gateway;
 let gw: RunningGateway;
 
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${[...EVM_METHODS, ...FILTERS, 'eth_sendRawTransactionConditional'].join(', ')}]
-chains:
-  - path: writes
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    hedge: { afterMs: ${HEDGE_AFTER_MS} }
-    broadcast: one
-    upstreams: ["\${WRITE1}", "\${WRITE2}"]
-  - path: filters
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: ["\${FILTER_A}", "\${FILTER_B}"]
-  - path: hedgenull
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    hedge: { afterMs: ${HEDGE_AFTER_MS} }
-    upstreams: ["\${AHEAD}", "\${BEHIND}"]
-  - path: quorum
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    pruneDepth: ${PRUNE_DEPTH}
-    quorum: { methods: [eth_getBalance], of: 2 }
-    upstreams: ["\${PRUNED1}", "\${PRUNED2}", { url: "\${ARCHIVE1}", archive: true }, { url: "\${ARCHIVE2}", archive: true }]
-  - path: empty
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: ["\${BROKEN}", "\${SOUND}"]
-  - path: deadline
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    limits: { timeoutMs: ${TIMEOUT_MS} }
-    upstreams: ["\${LATE1}", "\${LATE2}"]
-  - path: deadlinehedge
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    limits: { timeoutMs: ${TIMEOUT_MS} }
-    hedge: { afterMs: ${HEDGE_AFTER_MS} }
-    upstreams: ["\${LATE1}", "\${LATE2}"]
-  - path: bitcoin
-    interface: blockbook
-    listener: explorer
-    sendtx: true
-    hedge: { afterMs: ${HEDGE_AFTER_MS} }
-    upstreams: ["\${BB1}", "\${BB2}"]
-  - path: cardano-preprod
-    interface: rosetta
-    listener: rpc
-    network: preprod
-    hedge: { afterMs: ${HEDGE_AFTER_MS} }
-    upstreams: ["\${RO1}", "\${RO2}"]
-`;
+const hedge = { afterMs: HEDGE_AFTER_MS };
+const deadline = { timeoutMs: TIMEOUT_MS };
+const CHAINS: readonly Chain[] = [
+  { path: 'writes', interface: 'evm-jsonrpc', hedge, broadcast: 'one', upstreams: ['${WRITE1}', '${WRITE2}'] },
+  { path: 'filters', interface: 'evm-jsonrpc', upstreams: ['${FILTER_A}', '${FILTER_B}'] },
+  { path: 'hedgenull', interface: 'evm-jsonrpc', hedge, upstreams: ['${AHEAD}', '${BEHIND}'] },
+  {
+    path: 'quorum',
+    interface: 'evm-jsonrpc',
+    pruneDepth: PRUNE_DEPTH,
+    quorum: { methods: ['eth_getBalance'], of: 2 },
+    upstreams: ['${PRUNED1}', '${PRUNED2}', { url: '${ARCHIVE1}', archive: true }, { url: '${ARCHIVE2}', archive: true }],
+  },
+  { path: 'empty', interface: 'evm-jsonrpc', upstreams: ['${BROKEN}', '${SOUND}'] },
+  { path: 'deadline', interface: 'evm-jsonrpc', limits: deadline, upstreams: ['${LATE1}', '${LATE2}'] },
+  { path: 'deadlinehedge', interface: 'evm-jsonrpc', limits: deadline, hedge, upstreams: ['${LATE1}', '${LATE2}'] },
+  { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', sendtx: true, hedge, upstreams: ['${BB1}', '${BB2}'] },
+  { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', hedge, upstreams: ['${RO1}', '${RO2}'] },
+];
 
 beforeAll(async () => {
   [anvil, anvilA, anvilB] = await Promise.all([startAnvil({ args: ['--no-mining'] }), startAnvil(), startAnvil()]);
@@ -155,11 +107,12 @@ beforeAll(async () => {
   [bbFront1, bbFront2] = await Promise.all([startTweakProxy(bb1.url), startTweakProxy(bb2.url)]);
   [ro1, ro2] = await Promise.all([startRosettaStub({ network: 'preprod' }), startRosettaStub({ network: 'preprod' })]);
   [roFront1, roFront2] = await Promise.all([startTweakProxy(ro1.url), startTweakProxy(ro2.url)]);
-  const built = await buildManifest('issue-37-flow', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'flow', key: KEY }]));
-  gw = await startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
+  up = await gateway({
+    name: 'issue-37-flow',
+    chains: CHAINS,
+    header: { methodSets: { evm: [...EVM_METHODS, ...FILTERS, 'eth_sendRawTransactionConditional'] } },
+    keys: [{ id: 'flow', key: KEY }],
+    standIns: { anvil, anvilA, anvilB, all: [filterA, filterB, write1, write2, ahead, behind, pruned1, pruned2, archive1, archive2, broken, sound, late1, late2, bbFront1, bbFront2, bb1, bb2, roFront1, roFront2, ro1, ro2] },
     env: {
       WRITE1: write1.url,
       WRITE2: write2.url,
@@ -181,14 +134,10 @@ beforeAll(async () => {
       RO2: roFront2.url,
     },
   });
+  gw = up.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  const all = [filterA, filterB, write1, write2, ahead, behind, pruned1, pruned2, archive1, archive2, broken, sound, late1, late2, bbFront1, bbFront2, bb1, bb2, roFront1, roFront2, ro1, ro2];
-  await Promise.all(all.map((s) => s?.close()));
-  await Promise.all([anvil?.stop(), anvilA?.stop(), anvilB?.stop()]);
-});
+afterAll(() => up?.close());
 
 // ---------------------------------------------------------------- helpers
 

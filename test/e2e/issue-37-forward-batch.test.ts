@@ -9,14 +9,13 @@
 // (test/support/pool-standins.ts), shows that only the calls the pool sends to
 // the same nodes go together: a call above the laggard's head never reaches it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, pipelinedRequests, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordedRequest, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
-import { close, createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
+import { createSafeServer, isHealthCheck, listen, parseJson, record } from '../support/http.ts';
 import type { Server } from 'node:http';
 
 const KEY = newKey();
@@ -37,6 +36,7 @@ const limited: unknown[] = [];
 let limitBatches = 0;
 let laggard: PoolStandin;
 let healthy: PoolStandin;
+let rig: Gateway;
 let gw: RunningGateway;
 let accounts: string[] = [];
 
@@ -63,27 +63,20 @@ beforeAll(async () => {
   });
   const limiterUrl = await listen(limiter);
   [laggard, healthy] = await Promise.all([startPoolStandin(anvil.url, { role: 'laggard', lag: 3 }), startPoolStandin(anvil.url, { role: 'healthy' })]);
-  const built = await buildManifest(
-    'issue-37-forward-batch',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 8388608, headPollMs: 200, batch: ${BATCH} }
-health: { intervalMs: 200, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: pool, interface: evm-jsonrpc, listener: rpc, chainId: ${CHAIN_ID}, methods: evm, upstreams: ["\${A}", "\${B}"] }
-  - { path: lagging, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LAGGARD}", "\${HEALTHY}"] }
-  - { path: nocache, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: off, upstreams: ["\${D}", "\${E}"] }
-  - { path: limited, interface: evm-jsonrpc, listener: rpc, methods: evm, selection: weighted, upstreams: [{ url: "\${LIMITER}", weight: 100 }, "\${C}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'fwd', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A: a.url, B: b.url, LAGGARD: laggard.url, HEALTHY: healthy.url, LIMITER: limiterUrl, C: c.url, D: d.url, E: e.url } });
+  rig = await gateway({
+    name: 'issue-37-forward-batch',
+    chains: [
+      evmChain('pool', ['A', 'B'], { chainId: CHAIN_ID }),
+      evmChain('lagging', ['LAGGARD', 'HEALTHY']),
+      evmChain('nocache', ['D', 'E'], { cache: 'off' }),
+      { path: 'limited', interface: 'evm-jsonrpc', selection: 'weighted', upstreams: [{ url: '${LIMITER}', weight: 100 }, '${C}'] },
+    ],
+    header: { cache: { maxBytes: 8388608, headPollMs: 200, batch: BATCH }, health: { intervalMs: 200, timeoutMs: 1000 } },
+    keys: [{ id: 'fwd', key: KEY }],
+    standIns: { anvil, A: a, B: b, C: c, D: d, E: e, LAGGARD: laggard, HEALTHY: healthy, limiter },
+    env: { LIMITER: limiterUrl },
+  });
+  gw = rig.gw;
   // servedTip: all: the lagging pool's tip is the laggard's head (a tip set before the laggard's first report stays
   // until the laggard passes it: four blocks more), 13 once anvil is at 16.
   // Both have reported before the chain moves (under load the healthy one's first report could come after the mine,
@@ -96,11 +89,7 @@ chains:
   await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="pool"}')) === 16, 'the pool knows the new head');
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([a?.close(), b?.close(), c?.close(), d?.close(), e?.close(), limiter && close(limiter), laggard?.close(), healthy?.close()]);
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 

@@ -5,10 +5,9 @@
 // (test/support/range-capped-node.ts); every range that reached them is
 // recorded. The oracle is anvil itself, asked for the whole range.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRangeCappedNode, type CapText, type LogsSeen, type RangeCappedNode } from '../support/range-capped-node.ts';
 
@@ -21,59 +20,11 @@ const DEPLOY_LOG0 = '0x6460006000a06000526005601bf3';
 const BLOCKS = 300;
 
 let anvil: Anvil;
+let rig: Gateway;
 let gw: RunningGateway;
 let first = 0;
 let last = 0;
 const nodes: Record<string, RangeCappedNode> = {};
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}, eth_getLogs]
-chains:
-  # A pool of two nodes that each take 50 blocks, as the manifest says.
-  - path: split
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${SPLIT_A}", maxLogRange: 50 }, { url: "\${SPLIT_B}", maxLogRange: 50 }]
-  # One node that takes 50 blocks: the plain dispatch, no pool.
-  - path: one
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${ONE}", maxLogRange: 50 }]
-  # Two capped nodes, and no word of their caps in the manifest: their errors teach them.
-  - path: learn
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: ["\${LEARN_A}", "\${LEARN_B}"]
-  # One node fails every eth_getLogs; no retry of the request's own, so only the split's try elsewhere can help.
-  - path: failover
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    retries: 0
-    upstreams: [{ url: "\${FAIL_A}", maxLogRange: 50 }, { url: "\${FAIL_B}", maxLogRange: 50 }]
-  # A node that takes one block: a range of more than 1000 blocks below the head takes more requests than a call may cost.
-  - path: tiny
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${TINY}", maxLogRange: 1 }]
-  # What clients may ask: 100 blocks at most.
-  - path: limited
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    limits: { maxLogRange: 100 }
-    upstreams: ["\${LIMITED}"]
-`;
 
 const ENV: Record<string, string> = { SPLIT_A: 'split-a', SPLIT_B: 'split-b', ONE: 'one', LEARN_A: 'learn-a', LEARN_B: 'learn-b', FAIL_A: 'fail-a', FAIL_B: 'fail-b', TINY: 'tiny', LIMITED: 'limited' };
 
@@ -101,16 +52,31 @@ beforeAll(async () => {
   await anvil.mine(1000);
   // The learning pool's caps are set per test; the limited chain's node takes any range.
   for (const id of Object.values(ENV)) nodes[id] = await startRangeCappedNode(anvil.url, { cap: id.startsWith('learn') || id === 'limited' || id === 'tiny' ? null : 50 });
-  const built = await buildManifest('issue-39-logs', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'logs', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url])) });
+  rig = await gateway({
+    name: 'issue-39-logs',
+    chains: [
+      // A pool of two nodes that each take 50 blocks, as the manifest says.
+      { path: 'split', interface: 'evm-jsonrpc', upstreams: [{ url: '${SPLIT_A}', maxLogRange: 50 }, { url: '${SPLIT_B}', maxLogRange: 50 }] },
+      // One node that takes 50 blocks: the plain dispatch, no pool.
+      { path: 'one', interface: 'evm-jsonrpc', upstreams: [{ url: '${ONE}', maxLogRange: 50 }] },
+      // Two capped nodes, and no word of their caps in the manifest: their errors teach them.
+      evmChain('learn', ['LEARN_A', 'LEARN_B']),
+      // One node fails every eth_getLogs; no retry of the request's own, so only the split's try elsewhere can help.
+      { path: 'failover', interface: 'evm-jsonrpc', retries: 0, upstreams: [{ url: '${FAIL_A}', maxLogRange: 50 }, { url: '${FAIL_B}', maxLogRange: 50 }] },
+      // A node that takes one block: a range of more than 1000 blocks below the head takes more requests than a call may cost.
+      { path: 'tiny', interface: 'evm-jsonrpc', upstreams: [{ url: '${TINY}', maxLogRange: 1 }] },
+      // What clients may ask: 100 blocks at most.
+      evmChain('limited', ['LIMITED'], { limits: { maxLogRange: 100 } }),
+    ],
+    header: { methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] }, admin: null },
+    keys: [{ id: 'logs', key: KEY }],
+    standIns: { anvil, nodes: Object.values(nodes) },
+    env: Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url])),
+  });
+  gw = rig.gw;
 }, 120_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(nodes).map((n) => n.close()));
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 /** A raw call (the id written as given), through the gateway: its status and its text. */
 async function raw(chain: string, body: string): Promise<{ status: number; text: string }> {

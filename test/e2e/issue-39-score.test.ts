@@ -5,11 +5,10 @@
 // bounds a loaded machine still meets), never a time: each waits (until) for
 // the shares to move, with a generous bound, then counts a further stretch.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { chromium } from 'playwright-core';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startTweakProxy, type TweakProxy } from '../support/tweak-proxy.ts';
 import { startCountingProxy, type CountingProxy } from '../support/counting-proxy.ts';
@@ -18,6 +17,7 @@ const KEY = newKey();
 const ADDR = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 
 let anvil: Anvil;
+let up: Gateway;
 let gw: RunningGateway;
 const S: Record<string, TweakProxy> = {};
 const NAMES = ['L1', 'L2', 'F1', 'F2', 'W1', 'W2'];
@@ -25,22 +25,13 @@ const NAMES = ['L1', 'L2', 'F1', 'F2', 'W1', 'W2'];
 const C: Record<string, CountingProxy> = {};
 const METERED = ['B1', 'B2', 'O1', 'O2'];
 
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: latency, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${L1}", "\${L2}"] }
-  - { path: failing, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${F1}", "\${F2}"] }
-  - { path: weighted, interface: evm-jsonrpc, listener: rpc, methods: evm, selection: weighted, upstreams: ["\${W1}", "\${W2}"] }
-  - { path: budget, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "\${B1}", rateLimit: "20/s" }, "\${B2}"] }
-  - { path: overbudget, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "\${O1}", rateLimit: "5/s" }, { url: "\${O2}", rateLimit: "300/min" }] }
-`;
+const CHAINS: readonly Chain[] = [
+  evmChain('latency', ['L1', 'L2']),
+  evmChain('failing', ['F1', 'F2']),
+  evmChain('weighted', ['W1', 'W2'], { selection: 'weighted' }),
+  { path: 'budget', interface: 'evm-jsonrpc', upstreams: [{ url: '${B1}', rateLimit: '20/s' }, '${B2}'] },
+  { path: 'overbudget', interface: 'evm-jsonrpc', upstreams: [{ url: '${O1}', rateLimit: '5/s' }, { url: '${O2}', rateLimit: '300/min' }] },
+];
 
 beforeAll(async () => {
   anvil = await startAnvil();
@@ -48,20 +39,11 @@ beforeAll(async () => {
   NAMES.forEach((n, i) => (S[n] = proxies[i]!));
   const meters = await Promise.all(METERED.map(() => startCountingProxy(anvil.url)));
   METERED.forEach((n, i) => (C[n] = meters[i]!));
-  const built = await buildManifest('issue-39-score', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'score', key: KEY }]));
-  const env: Record<string, string> = {};
-  for (const n of NAMES) env[n] = S[n]!.url;
-  for (const n of METERED) env[n] = C[n]!.url;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  up = await gateway({ name: 'issue-39-score', chains: CHAINS, keys: [{ id: 'score', key: KEY }], standIns: { anvil, ...S, ...C } });
+  gw = up.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(S).map((s) => s.close()));
-  await Promise.all(Object.values(C).map((s) => s.close()));
-  await anvil?.stop();
-});
+afterAll(() => up?.close());
 
 /** Client reads that reached a stand-in. */
 const reads = (s: TweakProxy): number => s.count('eth_getBalance');

@@ -6,10 +6,9 @@
 // the gateway's cooldowns run on), and read /status.json. No test waits for a
 // time to pass: each waits (until) for requests to reach a node.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { newKey, postJson, until, upstreamStatus, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { PROVIDER, startThrottleStandin, type ThrottleStandin } from '../support/throttle-standin.ts';
 
@@ -17,49 +16,31 @@ const KEY = newKey();
 const ADDR = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: 0 }).address;
 
 let anvil: Anvil;
+let up: Gateway;
 let gw: RunningGateway;
 
 /** The stand-ins, by the env name the manifest gives their URL. */
 const S: Record<string, ThrottleStandin> = {};
 const NAMES = ['POLL_A', 'POLL_B', 'COOL_A', 'COOL_B', 'Q_A', 'Q_B', 'Q2_A', 'Q2_B', 'ONE', 'ONE_TEXT'];
 
-const chain = (path: string, ups: readonly string[], extra = '') =>
-  `  - { path: ${path}, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [${ups.map((u) => `"\${${u}}"`).join(', ')}]${extra} }`;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-${chain('polled', ['POLL_A', 'POLL_B'])}
-${chain('polledcool', ['COOL_A', 'COOL_B'])}
-${chain('quorum', ['Q_A', 'Q_B'], ', quorum: { methods: [eth_getBalance], of: 2 }')}
-${chain('quorum2', ['Q2_A', 'Q2_B'], ', quorum: { methods: [eth_getBalance], of: 2 }')}
-${chain('one', ['ONE'])}
-${chain('onetext', ['ONE_TEXT'])}
-`;
+const CHAINS: readonly Chain[] = [
+  evmChain('polled', ['POLL_A', 'POLL_B']),
+  evmChain('polledcool', ['COOL_A', 'COOL_B']),
+  evmChain('quorum', ['Q_A', 'Q_B'], { quorum: { methods: ['eth_getBalance'], of: 2 } }),
+  evmChain('quorum2', ['Q2_A', 'Q2_B'], { quorum: { methods: ['eth_getBalance'], of: 2 } }),
+  evmChain('one', ['ONE']),
+  evmChain('onetext', ['ONE_TEXT']),
+];
 
 beforeAll(async () => {
   anvil = await startAnvil();
   const all = await Promise.all(NAMES.map(() => startThrottleStandin(anvil.url)));
   NAMES.forEach((n, i) => (S[n] = all[i]!));
-  const built = await buildManifest('issue-39-throttle-edges', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'edges', key: KEY }]));
-  const env: Record<string, string> = {};
-  for (const n of NAMES) env[n] = S[n]!.url;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  up = await gateway({ name: 'issue-39-throttle-edges', chains: CHAINS, keys: [{ id: 'edges', key: KEY }], standIns: { anvil, ...S } });
+  gw = up.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(S).map((s) => s.close()));
-  await anvil?.stop();
-});
+afterAll(() => up?.close());
 
 // ---------------------------------------------------------------- helpers
 

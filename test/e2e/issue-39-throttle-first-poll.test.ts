@@ -11,11 +11,10 @@
 // chain never serves. No test waits for a time to pass: each waits (until)
 // for what the polls find.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { newKey, postJson, until, upstreamStatus, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { PROVIDER, startThrottleStandin, type ThrottleStandin } from '../support/throttle-standin.ts';
@@ -25,6 +24,7 @@ const ADDR = mnemonicToAccount('test test test test test test test test test tes
 
 let anvil: Anvil;
 let bb: BlockbookStub;
+let up: Gateway;
 let gw: RunningGateway;
 
 /** The stand-ins, by the env name the manifest gives their URL. */
@@ -33,27 +33,15 @@ const NAMES = ['NAMED_A', 'NAMED_B', 'ELECTED_A', 'ELECTED_B', 'OTHER_A', 'OTHER
 /** Stand-ins whose polls are still throttled (every one, from the gateway's start on). */
 const holding = new Set<string>(NAMES);
 
-const chain = (path: string, ups: readonly string[], extra = '') =>
-  `  - { path: ${path}, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [${ups.map((u) => `"\${${u}}"`).join(', ')}]${extra} }`;
 
 // anvil serves chainId 31337: `other` names another chain.
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-${chain('named', ['NAMED_A', 'NAMED_B'], ', chainId: 31337')}
-${chain('elected', ['ELECTED_A', 'ELECTED_B'])}
-${chain('other', ['OTHER_A', 'OTHER_B'], ', chainId: 1')}
-${chain('quorum', ['Q_A', 'Q_B'], ', quorum: { methods: [eth_getBalance], of: 2 }')}
-  - { path: bitcoin, interface: blockbook, listener: explorer, coin: Bitcoin, upstreams: ["\${BTC}"] }
-`;
+const CHAINS: readonly Chain[] = [
+  evmChain('named', ['NAMED_A', 'NAMED_B'], { chainId: 31337 }),
+  evmChain('elected', ['ELECTED_A', 'ELECTED_B']),
+  evmChain('other', ['OTHER_A', 'OTHER_B'], { chainId: 1 }),
+  evmChain('quorum', ['Q_A', 'Q_B'], { quorum: { methods: ['eth_getBalance'], of: 2 } }),
+  { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', coin: 'Bitcoin', upstreams: ['${BTC}/api'] },
+];
 
 beforeAll(async () => {
   anvil = await startAnvil();
@@ -65,20 +53,11 @@ beforeAll(async () => {
     // Infura's 429, with Retry-After: 2, to every poll until the test lets them through.
     s.throttlePoll = () => (holding.has(n) ? { ...PROVIDER.infura429, retryAfter: '2' } : undefined);
   });
-  const built = await buildManifest('issue-39-throttle-first-poll', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'first-poll', key: KEY }]));
-  const env: Record<string, string> = {};
-  for (const n of NAMES) env[n] = S[n]!.url;
-  env.BTC = `${S.BTC!.url}/api`;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  up = await gateway({ name: 'issue-39-throttle-first-poll', chains: CHAINS, keys: [{ id: 'first-poll', key: KEY }], standIns: { anvil, bb, ...S } });
+  gw = up.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(S).map((s) => s.close()));
-  await anvil?.stop();
-  await bb?.close();
-});
+afterAll(() => up?.close());
 
 let nextId = 1;
 const rpc = (path: string, method: string, params: unknown[] = []): Promise<JsonAnswer> => postJson(gw.url('rpc', `/${path}`), KEY, JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }));

@@ -7,13 +7,12 @@
 // gateway's cooldowns run on), and read /status.json and /metrics. No test
 // waits for a time to pass: each waits (until) for a request to reach a node.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { chromium } from 'playwright-core';
 import type { Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { newKey, postJson, until, upstreamStatus, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
@@ -31,42 +30,29 @@ let bb1: BlockbookStub;
 let bb2: BlockbookStub;
 let ro1: RosettaStub;
 let ro2: RosettaStub;
+let up: Gateway;
 let gw: RunningGateway;
 
 /** The stand-ins, by the env name the manifest gives their URL. */
 const S: Record<string, ThrottleStandin> = {};
 const EVM_NAMES = ['FORMS_T', 'FORMS_H', 'COOL_T', 'COOL_H', 'AFTER_T', 'AFTER_H', 'DOUBLE_T', 'DOUBLE_H', 'ALL_1', 'ALL_2', 'SINGLE', 'W1', 'W2', 'W3', 'X1', 'X2'];
 
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-${[
-  ['forms', 'FORMS_T', 'FORMS_H'],
-  ['cool', 'COOL_T', 'COOL_H'],
-  ['after', 'AFTER_T', 'AFTER_H'],
-  ['allthrottled', 'ALL_1', 'ALL_2'],
-  ['single', 'SINGLE'],
-]
-  .map(([path, ...ups]) => `  - { path: ${path}, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [${ups.map((u) => `"\${${u}}"`).join(', ')}] }`)
-  .join('\n')}
-  # weighted: the throttling node gets every other read once its cooldown is over, not a score's few probes.
-  - { path: double, interface: evm-jsonrpc, listener: rpc, methods: evm, selection: weighted, upstreams: ["\${DOUBLE_T}", "\${DOUBLE_H}"] }
-  - { path: writes, interface: evm-jsonrpc, listener: rpc, methods: evm, broadcast: one, upstreams: ["\${W1}", "\${W2}", "\${W3}"] }
-  - { path: writes2, interface: evm-jsonrpc, listener: rpc, methods: evm, broadcast: one, upstreams: ["\${X1}", "\${X2}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB1}", "\${BB2}"] }
-  - { path: bitcoin-one, interface: blockbook, listener: explorer, upstreams: ["\${BB3}"] }
-  # Hedged: its reads go through the pool's flow (pool/flow.ts), not straight to one node.
-  - { path: bitcoin-hedged, interface: blockbook, listener: explorer, hedge: { afterMs: 5000 }, upstreams: ["\${BB4}", "\${BB5}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${RO1}", "\${RO2}"] }
-`;
+const CHAINS: readonly Chain[] = [
+  evmChain('forms', ['FORMS_T', 'FORMS_H']),
+  evmChain('cool', ['COOL_T', 'COOL_H']),
+  evmChain('after', ['AFTER_T', 'AFTER_H']),
+  evmChain('allthrottled', ['ALL_1', 'ALL_2']),
+  evmChain('single', ['SINGLE']),
+  // weighted: the throttling node gets every other read once its cooldown is over, not a score's few probes.
+  evmChain('double', ['DOUBLE_T', 'DOUBLE_H'], { selection: 'weighted' }),
+  evmChain('writes', ['W1', 'W2', 'W3'], { broadcast: 'one' }),
+  evmChain('writes2', ['X1', 'X2'], { broadcast: 'one' }),
+  { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB1}/api', '${BB2}/api'] },
+  { path: 'bitcoin-one', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB3}/api'] },
+  // Hedged: its reads go through the pool's flow (pool/flow.ts), not straight to one node.
+  { path: 'bitcoin-hedged', interface: 'blockbook', listener: 'explorer', hedge: { afterMs: 5000 }, upstreams: ['${BB4}/api', '${BB5}/api'] },
+  { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${RO1}', '${RO2}'] },
+];
 
 beforeAll(async () => {
   anvil = await startAnvil();
@@ -75,26 +61,11 @@ beforeAll(async () => {
   const evm = await Promise.all(EVM_NAMES.map(() => startThrottleStandin(anvil.url)));
   EVM_NAMES.forEach((n, i) => (S[n] = evm[i]!));
   [S.BB1, S.BB2, S.BB3, S.BB4, S.BB5, S.RO1, S.RO2] = await Promise.all([startThrottleStandin(bb1.url), startThrottleStandin(bb2.url), startThrottleStandin(bb1.url), startThrottleStandin(bb1.url), startThrottleStandin(bb2.url), startThrottleStandin(ro1.url), startThrottleStandin(ro2.url)]);
-  const built = await buildManifest('issue-39-throttle', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'throttle', key: KEY }]));
-  const env: Record<string, string> = {};
-  for (const n of EVM_NAMES) env[n] = S[n]!.url;
-  env.BB1 = `${S.BB1!.url}/api`;
-  env.BB2 = `${S.BB2!.url}/api`;
-  env.BB3 = `${S.BB3!.url}/api`;
-  env.BB4 = `${S.BB4!.url}/api`;
-  env.BB5 = `${S.BB5!.url}/api`;
-  env.RO1 = S.RO1!.url;
-  env.RO2 = S.RO2!.url;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  up = await gateway({ name: 'issue-39-throttle', chains: CHAINS, keys: [{ id: 'throttle', key: KEY }], standIns: { anvil, bb1, bb2, ro1, ro2, ...S } });
+  gw = up.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(S).map((s) => s.close()));
-  await Promise.all([bb1?.close(), bb2?.close(), ro1?.close(), ro2?.close()]);
-  await anvil?.stop();
-});
+afterAll(() => up?.close());
 
 // ---------------------------------------------------------------- helpers
 

@@ -7,10 +7,9 @@
 // slack for a poll's batch), and every call of every batch is answered in its
 // slot: anvil's balance, or -32005 "every upstream throttled" with its own id.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startCountingProxy, type CountingProxy } from '../support/counting-proxy.ts';
 
@@ -18,40 +17,29 @@ const KEY = newKey();
 const ADDR = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 
 let anvil: Anvil;
+let rig: Gateway;
 let gw: RunningGateway;
 const C: Record<string, CountingProxy> = {};
 const NAMES = ['ONE', 'P1', 'P2'];
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 1000, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: one, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "\${ONE}", rateLimit: "5/s" }] }
-  - { path: pool, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "\${P1}", rateLimit: "5/s" }, { url: "\${P2}", rateLimit: "5/s" }] }
-`;
 
 beforeAll(async () => {
   anvil = await startAnvil();
   const meters = await Promise.all(NAMES.map(() => startCountingProxy(anvil.url)));
   NAMES.forEach((n, i) => (C[n] = meters[i]!));
-  const built = await buildManifest('issue-43-batch-budget', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch43', key: KEY }]));
-  const env: Record<string, string> = {};
-  for (const n of NAMES) env[n] = C[n]!.url;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  rig = await gateway({
+    name: 'issue-43-batch-budget',
+    chains: [
+      { path: 'one', interface: 'evm-jsonrpc', upstreams: [{ url: '${ONE}', rateLimit: '5/s' }] },
+      { path: 'pool', interface: 'evm-jsonrpc', upstreams: [{ url: '${P1}', rateLimit: '5/s' }, { url: '${P2}', rateLimit: '5/s' }] },
+    ],
+    header: { health: { intervalMs: 1000, timeoutMs: 2000 } },
+    keys: [{ id: 'batch43', key: KEY }],
+    standIns: { anvil, ...C },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(C).map((s) => s.close()));
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 let nextId = 1;
 

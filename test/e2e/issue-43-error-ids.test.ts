@@ -6,9 +6,8 @@
 // number or a string id and for batches, where each call's slot carries its
 // own id and the calls the guard refused keep their own answers.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, postJson, until, upstreamStatus, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startTweakProxy, type TweakProxy } from '../support/tweak-proxy.ts';
 import { PROVIDER, startThrottleStandin, type ThrottleStandin } from '../support/throttle-standin.ts';
@@ -24,23 +23,15 @@ let anvil: Anvil;
 let slow: TweakProxy;
 let t1: ThrottleStandin;
 let t2: ThrottleStandin;
+let up: Gateway;
 let gw: RunningGateway;
 
 
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: slow, interface: evm-jsonrpc, listener: rpc, methods: evm, websocket: true, limits: { timeoutMs: 300 }, upstreams: ["\${SLOW}"] }
-  - { path: down, interface: evm-jsonrpc, listener: rpc, methods: evm, websocket: true, upstreams: ["\${DOWN}"] }
-  - { path: throttled, interface: evm-jsonrpc, listener: rpc, methods: evm, websocket: true, upstreams: ["\${T1}", "\${T2}"] }
-`;
+const CHAINS: readonly Chain[] = [
+  evmChain('slow', ['SLOW'], { websocket: true, limits: { timeoutMs: 300 } }),
+  evmChain('down', ['DOWN'], { websocket: true }),
+  evmChain('throttled', ['T1', 'T2'], { websocket: true }),
+];
 
 beforeAll(async () => {
   anvil = await startAnvil();
@@ -49,22 +40,23 @@ beforeAll(async () => {
   slow.tweak = () => ({ delayMs: 10_000 });
   [t1, t2] = await Promise.all([startThrottleStandin(anvil.url), startThrottleStandin(anvil.url)]);
   t1.throttle = t2.throttle = () => PROVIDER.alchemy429;
-  const built = await buildManifest('issue-43-error-ids', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([
-      { id: 'ids', key: KEY },
-      { id: 'limited', key: LIMITED, rateLimit: '1/h' },
-    ]));
   // Nothing listens there: the upstream is down from its first poll.
   const down = `http://127.0.0.1:${await freePort()}`;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { SLOW: slow.url, DOWN: down, T1: t1.url, T2: t2.url } });
+  up = await gateway({
+    name: 'issue-43-error-ids',
+    chains: CHAINS,
+    keys: [
+      { id: 'ids', key: KEY },
+      { id: 'limited', key: LIMITED, rateLimit: '1/h' },
+    ],
+    standIns: { anvil, SLOW: slow, T1: t1, T2: t2 },
+    env: { DOWN: down },
+  });
+  gw = up.gw;
   await until(async () => (await upstreamStatus(gw, 'down#0')).state !== 'unknown', 'the closed port polled');
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([slow?.close(), t1?.close(), t2?.close()]);
-  await anvil?.stop();
-});
+afterAll(() => up?.close());
 
 const CASES = [
   { chain: 'slow', what: 'a timeout', code: -32051, status: 504 },

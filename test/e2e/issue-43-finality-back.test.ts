@@ -14,9 +14,8 @@
 // No test waits for a time to pass: each waits for the liar's proxy to have
 // answered a number of polls with the lie, or for a log line or figure.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, postJson, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, postJson, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startSteerableProxy, type SteerableProxy } from '../support/steerable-proxy.ts';
 import { fetchSeries } from '../support/metrics-text.ts';
@@ -29,25 +28,11 @@ let anvil: Anvil;
 /** The pool's three upstreams, and the lone chain's one. */
 let p: SteerableProxy[];
 let lone: SteerableProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 /** anvil's blocks one below the head and one below the finalized block, as a node one block behind reports them. */
 let behindHead: unknown;
 let behindFinal: unknown;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { headPollMs: 100 }
-health: { intervalMs: 100, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: three, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${P0}", "\${P1}", "\${P2}"] }
-  - { path: lone, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${LONE}"] }
-`;
 
 beforeAll(async () => {
   anvil = await startAnvil({ chainId: 1 });
@@ -56,17 +41,18 @@ beforeAll(async () => {
   behindFinal = (await anvil.rpc('eth_getBlockByNumber', [hex(FINALIZED - 1), false])).result;
   p = await Promise.all([0, 1, 2].map(() => startSteerableProxy(anvil.url)));
   lone = await startSteerableProxy(anvil.url);
-  const built = await buildManifest('issue-43-finality-back', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'finality', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { P0: p[0]!.url, P1: p[1]!.url, P2: p[2]!.url, LONE: lone.url } });
+  rig = await gateway({
+    name: 'issue-43-finality-back',
+    chains: [evmChain('three', ['P0', 'P1', 'P2'], { chainId: 1 }), evmChain('lone', ['LONE'])],
+    header: { cache: { headPollMs: 100 }, health: { intervalMs: 100, timeoutMs: 2000 } },
+    keys: [{ id: 'finality', key: KEY }],
+    standIns: { anvil, P0: p[0]!, P1: p[1]!, P2: p[2]!, LONE: lone },
+  });
+  gw = rig.gw;
   for (const chain of ['three', 'lone']) await until(async () => (await fetchSeries(gw.url('admin', '/metrics'), 'gateway_cache_finalized_block', { chain })) === FINALIZED, `${chain} sees finalized ${FINALIZED}`);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([...(p ?? []).map((x) => x.close()), lone?.close()]);
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 function hex(n: number): string {
   return `0x${n.toString(16)}`;

@@ -7,53 +7,35 @@
 // 600 blocks of ~10 KB logs (6 MB, test/support/big-logs-node.ts) answered
 // 200 alone and 502 (-32053) in a batch; on a pool, the same.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, postJson, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, postJson, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { HEAD, logText, startBigLogsNode, type BigLogsNode } from '../support/big-logs-node.ts';
 
 const KEY = newKey();
 const BLOCKS = 600;
 
 const nodes: BigLogsNode[] = [];
+let rig: Gateway;
 let gw: RunningGateway;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 1000, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}, eth_getLogs]
-chains:
-  # One node, no cap: a range goes to it whole.
-  - path: solo
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    limits: { timeoutMs: 60000 }
-    upstreams: ["\${SOLO}"]
-  # A pool of two such nodes.
-  - path: pool
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    limits: { timeoutMs: 60000 }
-    upstreams: ["\${POOL_A}", "\${POOL_B}"]
-`;
 
 beforeAll(async () => {
   for (let i = 0; i < 3; i++) nodes.push(await startBigLogsNode());
-  const built = await buildManifest('issue-43-logs-batch', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { SOLO: nodes[0]!.url, POOL_A: nodes[1]!.url, POOL_B: nodes[2]!.url } });
+  rig = await gateway({
+    name: 'issue-43-logs-batch',
+    chains: [
+      // One node, no cap: a range goes to it whole.
+      evmChain('solo', ['SOLO'], { limits: { timeoutMs: 60000 } }),
+      // A pool of two such nodes.
+      evmChain('pool', ['POOL_A', 'POOL_B'], { limits: { timeoutMs: 60000 } }),
+    ],
+    header: { methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] }, admin: null, health: { intervalMs: 1000, timeoutMs: 2000 } },
+    keys: [{ id: 'batch', key: KEY }],
+    standIns: { SOLO: nodes[0]!, POOL_A: nodes[1]!, POOL_B: nodes[2]! },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  for (const n of nodes) await n.close();
-});
+afterAll(() => rig?.close());
 
 const GET_LOGS = `{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x${(BLOCKS - 1).toString(16)}"}]}`;
 const BLOCK_NUMBER = '{"jsonrpc":"2.0","id":8,"method":"eth_blockNumber","params":[]}';

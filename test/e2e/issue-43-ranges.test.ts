@@ -6,10 +6,9 @@
 // reached them is recorded. The oracle is anvil itself, asked for the range.
 // Rule 6 (the held-bytes bound) is issue-43-logs-memory.test.ts.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRangeCappedNode, type LogsSeen, type RangeCappedNode } from '../support/range-capped-node.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
@@ -26,6 +25,7 @@ const BLOCKS = 300;
 const AFTER = 800;
 
 let anvil: Anvil;
+let rig: Gateway;
 let gw: RunningGateway;
 let contract = '';
 let first = 0;
@@ -34,56 +34,6 @@ const nodes: Record<string, RangeCappedNode> = {};
 /** The polls of the `behind` chain reach a laggard 3 blocks behind; its calls reach a capped node at anvil's head. */
 let laggard: PoolStandin;
 let behind: SplitNode;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}, eth_getLogs]
-chains:
-  # Rule 10: one node, no word of its cap in the manifest; it refuses more than 100 blocks.
-  - path: solo
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: ["\${SOLO}"]
-  # Rule 2: one node that answers Alchemy's "Log response size exceeded" past 100 blocks (a cap in the manifest that
-  # splits nothing here: the ranges layer was there before rule 10 too).
-  - path: alchemy
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${ALCHEMY}", maxLogRange: 5000 }]
-  # Rule 3: one node that takes 50 blocks, at 10 requests a second; a call has 2 s.
-  - path: paced
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    limits: { timeoutMs: 2000 }
-    upstreams: [{ url: "\${PACED}", maxLogRange: 50, rateLimit: 10/s }]
-  # Rule 5: one node that takes 50 blocks.
-  - path: clamp
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${CLAMP}", maxLogRange: 50 }]
-  # Rule 5: one node that takes 50 blocks, whose polls report a head 3 blocks behind the one its calls see.
-  - path: behind
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${BEHIND}", maxLogRange: 50 }]
-  # Rule 9: a provider that takes one block, and the own node that takes any range.
-  - path: sized
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: [{ url: "\${TINY}", maxLogRange: 1 }, "\${OWN}"]
-`;
 
 const ENV: Record<string, string> = { SOLO: 'solo', ALCHEMY: 'alchemy', PACED: 'paced', CLAMP: 'clamp', CALLS: 'calls', TINY: 'tiny', OWN: 'own' };
 
@@ -119,17 +69,32 @@ beforeAll(async () => {
   for (const id of Object.values(ENV)) nodes[id] = await startRangeCappedNode(anvil.url, caps[id]);
   laggard = await startPoolStandin(anvil.url, { role: 'laggard', lag: 3 });
   behind = await startSplitNode({ polls: laggard.url, calls: nodes.calls!.url });
-  const built = await buildManifest('issue-43-ranges', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ranges', key: KEY }]));
-  const env = Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ...env, BEHIND: behind.url } });
+  rig = await gateway({
+    name: 'issue-43-ranges',
+    chains: [
+      // Rule 10: one node, no word of its cap in the manifest; it refuses more than 100 blocks.
+      evmChain('solo', ['SOLO']),
+      // Rule 2: one node that answers Alchemy's "Log response size exceeded" past 100 blocks (a cap in the manifest that
+      // splits nothing here: the ranges layer was there before rule 10 too).
+      { path: 'alchemy', interface: 'evm-jsonrpc', upstreams: [{ url: '${ALCHEMY}', maxLogRange: 5000 }] },
+      // Rule 3: one node that takes 50 blocks, at 10 requests a second; a call has 2 s.
+      { path: 'paced', interface: 'evm-jsonrpc', limits: { timeoutMs: 2000 }, upstreams: [{ url: '${PACED}', maxLogRange: 50, rateLimit: '10/s' }] },
+      // Rule 5: one node that takes 50 blocks.
+      { path: 'clamp', interface: 'evm-jsonrpc', upstreams: [{ url: '${CLAMP}', maxLogRange: 50 }] },
+      // Rule 5: one node that takes 50 blocks, whose polls report a head 3 blocks behind the one its calls see.
+      { path: 'behind', interface: 'evm-jsonrpc', upstreams: [{ url: '${BEHIND}', maxLogRange: 50 }] },
+      // Rule 9: a provider that takes one block, and the own node that takes any range.
+      { path: 'sized', interface: 'evm-jsonrpc', upstreams: [{ url: '${TINY}', maxLogRange: 1 }, '${OWN}'] },
+    ],
+    header: { methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] }, },
+    keys: [{ id: 'ranges', key: KEY }],
+    standIns: { anvil, BEHIND: behind, laggard, nodes: Object.values(nodes) },
+    env: Object.fromEntries(Object.entries(ENV).map(([k, id]) => [k, nodes[id]!.url])),
+  });
+  gw = rig.gw;
 }, 180_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([...Object.values(nodes).map((n) => n.close()), behind?.close(), laggard?.close()]);
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 /** A raw call through the gateway: its status and its text. */
 async function raw(chain: string, body: string): Promise<{ status: number; text: string }> {

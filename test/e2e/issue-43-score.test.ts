@@ -7,10 +7,9 @@
 // reads that reached the stand-ins, never timed: each wait is for the shares
 // to move (until), with a generous bound.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startTweakProxy, type TweakProxy } from '../support/tweak-proxy.ts';
 
@@ -18,40 +17,22 @@ const KEY = newKey();
 const ADDR = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 
 let anvil: Anvil;
+let up: Gateway;
 let gw: RunningGateway;
 const S: Record<string, TweakProxy> = {};
 const NAMES = ['I1', 'I2', 'C1', 'C2'];
 
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: internal, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${I1}", "\${I2}"] }
-  - { path: caused, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${C1}", "\${C2}"] }
-`;
+const CHAINS: readonly Chain[] = [evmChain('internal', ['I1', 'I2']), evmChain('caused', ['C1', 'C2'])];
 
 beforeAll(async () => {
   anvil = await startAnvil();
   const proxies = await Promise.all(NAMES.map(() => startTweakProxy(anvil.url)));
   NAMES.forEach((n, i) => (S[n] = proxies[i]!));
-  const built = await buildManifest('issue-43-score', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'score43', key: KEY }]));
-  const env: Record<string, string> = {};
-  for (const n of NAMES) env[n] = S[n]!.url;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  up = await gateway({ name: 'issue-43-score', chains: CHAINS, keys: [{ id: 'score43', key: KEY }], standIns: { anvil, ...S } });
+  gw = up.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(S).map((s) => s.close()));
-  await anvil?.stop();
-});
+afterAll(() => up?.close());
 
 const reads = (s: TweakProxy): number => s.count('eth_getBalance');
 

@@ -12,10 +12,9 @@
 //    a whole number of seconds.
 // No test waits for a time to pass: each waits (until) for what it looks for.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, postJson, startGateway, until, upstreamStatus, EVM_METHODS, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { newKey, postJson, until, upstreamStatus, type JsonAnswer, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { PROVIDER, startThrottleStandin, type ThrottleStandin } from '../support/throttle-standin.ts';
 
@@ -23,54 +22,36 @@ const KEY = newKey();
 const ADDR = mnemonicToAccount('test test test test test test test test test test test junk', { addressIndex: 0 }).address;
 
 let anvil: Anvil;
+let up: Gateway;
 let gw: RunningGateway;
 
 /** The stand-ins, by the env name the manifest gives their URL. */
 const S: Record<string, ThrottleStandin> = {};
 const NAMES = ['POOL_A', 'POOL_B', 'ONE', 'ALIKE_A', 'ALIKE_B', 'FRAC_A', 'FRAC_B', 'HUGE', 'BACKOFF', 'DAY_A', 'DAY_B'];
 
-const chain = (path: string, ups: readonly string[]) =>
-  `  - { path: ${path}, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [${ups.map((u) => `"\${${u}}"`).join(', ')}] }`;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-${chain('pool', ['POOL_A', 'POOL_B'])}
-${chain('one', ['ONE'])}
-${chain('alike', ['ALIKE_A', 'ALIKE_B'])}
-${chain('frac', ['FRAC_A', 'FRAC_B'])}
-${chain('huge', ['HUGE'])}
-${chain('backoff', ['BACKOFF'])}
-${chain('day', ['DAY_A', 'DAY_B'])}
-`;
+const CHAINS: readonly Chain[] = [
+  evmChain('pool', ['POOL_A', 'POOL_B']),
+  evmChain('one', ['ONE']),
+  evmChain('alike', ['ALIKE_A', 'ALIKE_B']),
+  evmChain('frac', ['FRAC_A', 'FRAC_B']),
+  evmChain('huge', ['HUGE']),
+  evmChain('backoff', ['BACKOFF']),
+  evmChain('day', ['DAY_A', 'DAY_B']),
+];
 
 beforeAll(async () => {
   anvil = await startAnvil();
   const all = await Promise.all(NAMES.map(() => startThrottleStandin(anvil.url)));
   NAMES.forEach((n, i) => (S[n] = all[i]!));
-  const built = await buildManifest('issue-43-throttle', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'i43', key: KEY }]));
-  const env: Record<string, string> = {};
-  for (const n of NAMES) env[n] = S[n]!.url;
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  up = await gateway({ name: 'issue-43-throttle', chains: CHAINS, keys: [{ id: 'i43', key: KEY }], standIns: { anvil, ...S } });
+  gw = up.gw;
   for (const path of ['pool', 'one', 'alike', 'frac', 'huge', 'backoff', 'day']) {
     await until(async () => (await rpc(path, 'eth_getBalance', [ADDR, 'latest'])).status === 200, `${path} serving`, 30_000);
   }
   for (const s of Object.values(S)) s.arrivals.length = 0;
 }, 90_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all(Object.values(S).map((s) => s.close()));
-  await anvil?.stop();
-});
+afterAll(() => up?.close());
 
 // ---------------------------------------------------------------- helpers
 

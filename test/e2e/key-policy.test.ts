@@ -4,11 +4,10 @@
 // interface's envelope, and never reaches an upstream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPairSync, createHmac, type KeyObject } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { SignJWT } from 'jose';
-import { buildManifest, newKey, rawRequest, sha256, startGateway, EVM_METHODS, type RawResponse, type RunningGateway } from './harness.ts';
-import { startStandIns, type StandIns } from './three-chains.ts';
+import { newKey, rawRequest, sha256, type RawResponse, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { startStandIns, THREE_CHAINS, type StandIns } from './three-chains.ts';
 
 const AUDIENCE = 'chain-gateway-test';
 const CONTRACT = '0x00000000000000000000000000000000000000aa';
@@ -31,34 +30,16 @@ const rs = generateKeyPairSync('rsa', { modulusLength: 2048 });
 const pem = (k: KeyObject): string => k.export({ type: 'spki', format: 'pem' }).toString();
 const yamlPem = (k: KeyObject): string => JSON.stringify(pem(k));
 
+let rig: Gateway<{ up: Promise<StandIns> }>;
 let up: StandIns;
 let gw: RunningGateway;
 
 beforeAll(async () => {
-  up = await startStandIns();
-  const built = await buildManifest(
-    'key-policy',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-trustedProxies: ["127.0.0.2"]
-jwtAudience: ${AUDIENCE}
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(
-    join(built.dir, 'keys.yaml'),
-    `keys:
+  rig = await gateway({
+    name: 'key-policy',
+    chains: THREE_CHAINS,
+    header: { trustedProxies: ['127.0.0.2'], jwtAudience: AUDIENCE, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: `keys:
   - { id: open, sha256: "${sha256(K.open)}" }
   - id: origin
     sha256: "${sha256(K.origin)}"
@@ -91,14 +72,12 @@ chains:
     sha256: "${sha256(K.both)}"
     allow: { origins: ["https://app.acme.io"], userAgents: ["AcmeWallet/"] }
 `,
-  );
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: up.env });
+    standIns: { up: startStandIns() },
+  });
+  ({ gw, standIns: { up } } = rig);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await up?.close();
-});
+afterAll(() => rig?.close());
 
 // ------------------------------------------------------------------ talking
 

@@ -8,45 +8,35 @@
 // try must read the error, on every interface that takes a body; the bodies
 // never reach an upstream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { connect } from 'node:net';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startStandIns, type StandIns } from './three-chains.ts';
 
 const KEY = newKey();
 const TRIES = 16;
 /** Over the default maxBodyBytes (1 MiB): where, without lingering, undici failed 8 tries in 20 here. */
 const SIZE = 5_000_000;
+let rig: Gateway<{ up: Promise<StandIns> }>;
 let up: StandIns;
 let gw: RunningGateway;
 
 beforeAll(async () => {
-  up = await startStandIns();
-  const built = await buildManifest(
-    'linger',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 60000, timeoutMs: 1000 }
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, sendtx: true, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'linger', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: up.env });
+  rig = await gateway({
+    name: 'linger',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, methods: ['eth_chainId', 'eth_blockNumber'], upstreams: ['${ETH_URL}'] },
+      { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${ROSETTA_URL}'] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', sendtx: true, upstreams: ['${BB_URL}'] },
+    ],
+    header: { health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'linger', key: KEY }],
+    standIns: { up: startStandIns() },
+  });
+  ({ gw, standIns: { up } } = rig);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await up?.close();
-});
+afterAll(() => rig?.close());
 
 /** A JSON-RPC batch of eth_blockNumber calls a little over `bytes` long (what a viem or ethers back end might send). */
 function bigBatch(bytes: number): string {

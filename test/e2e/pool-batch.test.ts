@@ -17,13 +17,12 @@
 // Real clients (viem with batch: true, ethers v6's default batching) run
 // against `pool` too. Every answer is checked against anvil.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { createPublicClient, defineChain, http } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
 import { FetchRequest, JsonRpcProvider, Network } from 'ethers';
-import { buildManifest, keysYaml, metricValue, newKey, pipelinedRequests, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, pipelinedRequests, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 import { startLyingNode, type LyingNode } from '../support/lying-node.ts';
@@ -41,49 +40,10 @@ let anvil: Anvil;
 let healthy: PoolStandin;
 let laggard: PoolStandin;
 let liar: LyingNode;
+let rig: Gateway;
 let gw: RunningGateway;
 /** A port nothing listens on: an upstream that is down. */
 let down = '';
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { maxBytes: 8388608, headPollMs: 200, batch: 8 }
-health: { intervalMs: 200, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - path: pool
-    interface: evm-jsonrpc
-    listener: rpc
-    chainId: ${CHAIN_ID}
-    methods: evm
-    cache: off
-    upstreams: ["\${LAGGARD}", "\${HEALTHY}"]
-  - path: quorum
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    quorum: { methods: [eth_getBalance], of: 2 }
-    upstreams: ["\${ANVIL}", "\${LIAR}"]
-  - path: quorumcache
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    quorum: { methods: [eth_getBalance], of: 2 }
-    upstreams: ["\${ANVIL}", "\${LIAR}"]
-  - path: short
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    quorum: { methods: [eth_getBalance], of: 3 }
-    upstreams: ["\${ANVIL}", "\${LIAR}", "\${DOWN}"]
-`;
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
@@ -92,9 +52,20 @@ beforeAll(async () => {
   const gone = createSafeServer((_req, res) => void res.end());
   down = await listen(gone);
   await close(gone);
-  const built = await buildManifest('pool-batch', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'batch', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { LAGGARD: laggard.url, HEALTHY: healthy.url, ANVIL: anvil.url, LIAR: liar.url, DOWN: down } });
+  rig = await gateway({
+    name: 'pool-batch',
+    chains: [
+      evmChain('pool', ['LAGGARD', 'HEALTHY'], { chainId: CHAIN_ID, cache: 'off' }),
+      evmChain('quorum', ['ANVIL', 'LIAR'], { cache: 'off', quorum: { methods: ['eth_getBalance'], of: 2 } }),
+      evmChain('quorumcache', ['ANVIL', 'LIAR'], { quorum: { methods: ['eth_getBalance'], of: 2 } }),
+      evmChain('short', ['ANVIL', 'LIAR', 'DOWN'], { cache: 'off', quorum: { methods: ['eth_getBalance'], of: 3 } }),
+    ],
+    header: { cache: { maxBytes: 8388608, headPollMs: 200, batch: 8 }, health: { intervalMs: 200, timeoutMs: 1000 } },
+    keys: [{ id: 'batch', key: KEY }],
+    standIns: { ANVIL: anvil, LAGGARD: laggard, HEALTHY: healthy, LIAR: liar },
+    env: { DOWN: down },
+  });
+  gw = rig.gw;
   // Every node polled: the served tip is the laggard's head (a tip set before the laggard's first report stays
   // until the laggard passes it: a few blocks more), and the quorum chains have both nodes at the tip.
   await anvil.mine(4);
@@ -104,11 +75,7 @@ beforeAll(async () => {
   }
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([healthy?.close(), laggard?.close(), liar?.close()]);
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 const anvilHead = async (): Promise<number> => Number((await anvil.rpc('eth_blockNumber')).result);

@@ -6,62 +6,42 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, newKey, rawRequest, ROOT, sha256, startGateway, EVM_METHODS, type Built, type RawResponse, type RunningGateway } from './harness.ts';
-import { startStandIns, type StandIns } from './three-chains.ts';
+import { newKey, rawRequest, ROOT, sha256, type RawResponse, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { startStandIns, THREE_CHAINS, type StandIns } from './three-chains.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
 const exec = promisify(execFile);
 const K = { metered: newKey(), small: newKey(), free: newKey(), shared: newKey(), outage: newKey() };
 const ADDR = '0x' + '11'.repeat(20);
 
+let rig: Gateway<{ up: Promise<StandIns>; redis: Promise<RedisServer> }>;
 let up: StandIns;
 let redis: RedisServer;
-let built: Built;
 let gw: RunningGateway;
 
 beforeAll(async () => {
-  [up, redis] = await Promise.all([startStandIns(), startRedis()]);
-  built = await buildManifest(
-    'quota-usage',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-credits: { eth_getBalance: 5, eth_call: 10, block: 3, address: 7 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(
-    join(built.dir, 'keys.yaml'),
-    `keys:
+  rig = await gateway({
+    name: 'quota-usage',
+    chains: THREE_CHAINS,
+    header: { credits: { eth_getBalance: 5, eth_call: 10, block: 3, address: 7 }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: `keys:
   - { id: metered, sha256: "${sha256(K.metered)}", rateLimit: 1000/min, quota: 100/day }
   - { id: small, sha256: "${sha256(K.small)}", quota: 20/day }
   - { id: free, sha256: "${sha256(K.free)}" }
   - { id: shared, sha256: "${sha256(K.shared)}", quota: 30/day }
   - { id: outage, sha256: "${sha256(K.outage)}", quota: 30/month }
 `,
-  );
-  gw = await launch({});
+    standIns: { up: startStandIns(), redis: startRedis() },
+  });
+  ({ gw, standIns: { up, redis } } = rig);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([up?.close(), redis?.stop()]);
-});
+afterAll(() => rig?.close());
 
 function launch(env: Record<string, string>): Promise<RunningGateway> {
-  return startGateway({ cwd: built.dir, bundle: built.bundle, env: { ...up.env, ...env } });
+  return rig.start({ env });
 }
 
 const RPC = (method: string, params: unknown[] = [], id = 1) => ({ jsonrpc: '2.0', id, method, params });

@@ -6,7 +6,8 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { writeFileSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { keysYaml, newKey, rawRequest, type RunningGateway } from './harness.ts';
+import { gateway, type Chain, type Gateway } from './fixture.ts';
 import { startStandIns, type StandIns } from './three-chains.ts';
 import { RPC_ERRORS } from '../../runtime/errors/evm-jsonrpc.ts';
 import { ROSETTA_ERRORS } from '../../runtime/errors/rosetta.ts';
@@ -16,64 +17,50 @@ const KEY_ETH_ONLY = newKey();
 const KEY_DISABLED = newKey();
 const OTHER_KEY = newKey();
 
+let rig: Gateway<{ up: Promise<StandIns>; slow: Server }>;
 let up: StandIns;
 let slow: Server;
 let slowUrl: string;
 let gw: RunningGateway;
 let dir: string;
 
-function manifest(): string {
-  return `
-version: 1
-listeners:
-  explorer: { host: 127.0.0.1, port: "0" }
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-limits: { maxBodyBytes: 65536, maxBatchSize: 5, timeoutMs: 1500, maxPageSize: 50 }
-cors: { origins: ["https://wallet.example"] }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: polygon, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${ETH_URL}"] }
-  - { path: deadchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["http://127.0.0.1:1/rpc"] }
-  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["\${SLOW_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, sendtx: true, upstreams: ["\${BB_URL}"] }
-  - { path: litecoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-`;
-}
+const CHAINS: readonly Chain[] = [
+  { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+  { path: 'polygon', interface: 'evm-jsonrpc', methods: ['eth_chainId', 'eth_blockNumber'], upstreams: ['${ETH_URL}'] },
+  { path: 'deadchain', interface: 'evm-jsonrpc', retries: 0, upstreams: ['http://127.0.0.1:1/rpc'] },
+  { path: 'slowchain', interface: 'evm-jsonrpc', retries: 0, upstreams: ['${SLOW_URL}'] },
+  { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', sendtx: true, upstreams: ['${BB_URL}'] },
+  { path: 'litecoin', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB_URL}'] },
+  { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${ROSETTA_URL}'] },
+];
 
 beforeAll(async () => {
-  up = await startStandIns();
   // Answers after 10 s: longer than timeoutMs.
   slow = createServer((_req, res) => setTimeout(() => res.end('{}'), 10_000).unref());
   await new Promise<void>((r) => slow.listen(0, '127.0.0.1', r));
   slowUrl = `http://127.0.0.1:${(slow.address() as { port: number }).port}`;
-  const built = await buildManifest('request-path', manifest());
-  dir = built.dir;
-  writeFileSync(
-    join(dir, 'keys.yaml'),
-    keysYaml([
+  rig = await gateway({
+    name: 'request-path',
+    chains: CHAINS,
+    header: {
+      admin: null,
+      limits: { maxBodyBytes: 65536, maxBatchSize: 5, timeoutMs: 1500, maxPageSize: 50 },
+      cors: { origins: ['https://wallet.example'] },
+      health: { intervalMs: 60000, timeoutMs: 1000 },
+    },
+    keys: [
       { id: 'all-chains', key: KEY },
       { id: 'eth-only', key: KEY_ETH_ONLY, chains: ['ethereum'] },
       { id: 'revoked', key: KEY_DISABLED, disabled: true },
-    ]),
-  );
-  gw = await startGateway({
-    cwd: dir,
-    bundle: built.bundle,
-    env: { ...up.env, SLOW_URL: slowUrl },
+    ],
+    standIns: { up: startStandIns(), slow },
+    env: { SLOW_URL: slowUrl },
   });
+  ({ gw, standIns: { up } } = rig);
+  dir = rig.built.dir;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await up?.close();
-  slow?.closeAllConnections();
-  slow?.close();
-});
+afterAll(() => rig?.close());
 
 beforeEach(() => {
   up.proxy.clear();

@@ -2,10 +2,10 @@
 // recording what reached it (a real anvil behind a recording proxy, the
 // Blockbook and Rosetta stand-ins): startStandIns. And what the property and
 // fuzz tests both stand on: the emitted server with one chain in front of
-// each, one key, and limits small enough to reach (startThreeChains).
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+// each (THREE_CHAINS, which other files put under their own header), one key,
+// and limits small enough to reach (startThreeChains, on test/e2e/fixture.ts).
+import type { RunningGateway } from './harness.ts';
+import { gateway, type Chain } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
@@ -50,40 +50,27 @@ export async function startStandIns(): Promise<StandIns> {
   };
 }
 
-/** The stand-ins behind chains `ethereum` and `cardano-preprod` on listener rpc and `bitcoin` on listener explorer. */
+/** One chain in front of each stand-in: `ethereum` (chain id 1) and `cardano-preprod` on listener rpc, `bitcoin` on explorer. */
+export const THREE_CHAINS: readonly Chain[] = [
+  { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+  { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${ROSETTA_URL}'] },
+  { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB_URL}'] },
+];
+
+/** The stand-ins behind THREE_CHAINS, with the gateway in front of them. */
 export interface ThreeChains extends Omit<StandIns, 'env' | 'close'> {
   readonly gw: RunningGateway;
   stop(): Promise<void>;
 }
 
+/** THREE_CHAINS in front of startStandIns(), one key, no admin listener, and limits small enough to reach. */
 export async function startThreeChains(name: string, key: string): Promise<ThreeChains> {
-  const up = await startStandIns();
-  const built = await buildManifest(
+  const g = await gateway({
     name,
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-limits: { maxBodyBytes: ${MAX_BODY}, maxBatchSize: 20, timeoutMs: 5000, maxPageSize: 100 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: name, key }]));
-  const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: up.env });
-  return {
-    ...up,
-    gw,
-    stop: async () => {
-      await gw.stop();
-      await up.close();
-    },
-  };
+    chains: THREE_CHAINS,
+    header: { admin: null, limits: { maxBodyBytes: MAX_BODY, maxBatchSize: 20, timeoutMs: 5000, maxPageSize: 100 }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: name, key }],
+    standIns: { up: startStandIns() },
+  });
+  return { ...g.standIns.up, gw: g.gw, stop: g.close };
 }

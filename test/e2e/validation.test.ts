@@ -5,52 +5,42 @@
 // parameters against the recording stand-ins, and real clients sending
 // overrides and EIP-1898 block objects.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { createPublicClient, defineChain, http, type Hex } from 'viem';
 import { FetchRequest, JsonRpcProvider, Network } from 'ethers';
 import { Web3 } from 'web3';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RawResponse, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, EVM_METHODS, type RawResponse, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startStandIns, type StandIns } from './three-chains.ts';
 import { evmExamples } from '../../generator/specs.ts';
 
 const KEY = newKey();
 /** anvil's first dev account (funded). */
 const DEV = '0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266';
+let rig: Gateway<{ up: Promise<StandIns> }>;
 let up: StandIns;
 let gw: RunningGateway;
 
 beforeAll(async () => {
-  up = await startStandIns();
-  const built = await buildManifest(
-    'validation',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: small, interface: evm-jsonrpc, listener: rpc, methods: evm, limits: { maxParamsDepth: 6, maxArrayItems: 5, maxHexBytes: 32 }, upstreams: ["\${ETH_URL}"] }
-  - { path: unchecked, interface: evm-jsonrpc, listener: rpc, methods: evm, validate: off, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: cardano-unchecked, interface: rosetta, listener: rpc, network: preprod, validate: off, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-  - { path: bitcoin-unchecked, interface: blockbook, listener: explorer, validate: off, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'validation', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: up.env });
+  const eth = ['${ETH_URL}'];
+  rig = await gateway({
+    name: 'validation',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: eth },
+      { path: 'small', interface: 'evm-jsonrpc', limits: { maxParamsDepth: 6, maxArrayItems: 5, maxHexBytes: 32 }, upstreams: eth },
+      { path: 'unchecked', interface: 'evm-jsonrpc', validate: 'off', upstreams: eth },
+      { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${ROSETTA_URL}'] },
+      { path: 'cardano-unchecked', interface: 'rosetta', network: 'preprod', validate: 'off', upstreams: ['${ROSETTA_URL}'] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB_URL}'] },
+      { path: 'bitcoin-unchecked', interface: 'blockbook', listener: 'explorer', validate: 'off', upstreams: ['${BB_URL}'] },
+    ],
+    header: { admin: null, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'validation', key: KEY }],
+    standIns: { up: startStandIns() },
+  });
+  ({ gw, standIns: { up } } = rig);
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await up?.close();
-});
+afterAll(() => rig?.close());
 
 const H = { 'x-api-key': KEY, 'content-type': 'application/json' };
 const call = (method: string, params: unknown, id: unknown = 1) => JSON.stringify({ jsonrpc: '2.0', id, method, params });
