@@ -9,6 +9,7 @@ import { ChainView } from './upstreams/chain-view.ts';
 import { cacheCore, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf } from './interfaces/index.ts';
 import type { InterfaceModule, RouteServices } from './interfaces/interface.ts';
+import type { RouteSocket, SocketChainParts } from './interfaces/socket.ts';
 import type { Metrics, RouteMetrics } from './observe/metrics.ts';
 import type { PolledChain } from './upstreams/poller.ts';
 import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
@@ -28,6 +29,13 @@ export interface Chain {
    * flights are for clients' calls).
    */
   readonly dispatch: Dispatch;
+  /** Its top layer, admission's admit step: what a socket's locally answered calls and its notifications are admitted and counted by. */
+  readonly top: AdmitLayer;
+  /**
+   * Its module's socket protocol, bound to its route (ws/); null where the
+   * chain takes no WebSocket: no `websocket: true`, or a kind without one.
+   */
+  readonly socket: RouteSocket | null;
   readonly handler: RouteHandler;
   readonly envelope: Envelope;
   readonly metrics: RouteMetrics;
@@ -64,8 +72,8 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);
       const cached = cache !== null && route.cache === true;
-      const { handler, envelope, poolHeads, followsHeads, dispatch: out } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null);
-      const chain: Chain = { route, group, view, dispatch: out, handler, envelope, metrics: metrics.route(route.path, route.interface), cached };
+      const { handler, envelope, poolHeads, followsHeads, dispatch: out, top, socket } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null);
+      const chain: Chain = { route, group, view, dispatch: out, top, socket, handler, envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
       // A cached chain needs its head's hash and finality, polled every headPollMs; a pool's served tip needs heads
@@ -97,7 +105,7 @@ function chainFlow<K extends InterfaceKind>(
   services: SharedServices,
   metrics: Metrics,
   cache: CacheServices | null,
-): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch } {
+): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch; top: AdmitLayer; socket: RouteSocket | null } {
   // The layers, composed from the bottom, as undici's compose() stacks interceptors: a pool over the plain dispatch
   // (Forward) where the chain has several upstreams, the cache's layer over that where the chain is cached, the
   // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer), and the cache's
@@ -138,6 +146,11 @@ function chainFlow<K extends InterfaceKind>(
   }
   // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
   // hit is limited and counted as any call.
-  front = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front).front;
-  return { handler: m.handler(route, { ...services, dispatch: front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
+  const top = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front);
+  const protocol = m.socket;
+  const socket: RouteSocket | null =
+    protocol !== null && 'websocket' in route && route.websocket === true
+      ? { types: protocol.types, open: (parts: SocketChainParts) => protocol.open(route, parts), tooManyConnections: protocol.tooManyConnections }
+      : null;
+  return { handler: m.handler(route, { ...services, dispatch: top.front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch, top, socket };
 }

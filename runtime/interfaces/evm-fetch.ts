@@ -8,7 +8,7 @@ import { answerThrottled } from '../upstreams/throttle.ts';
 import type { ForwardResult, HeldRequest, Verdict } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
-import { forwardRequest, isHtml, MAX_MERGE_BYTES } from '../interfaces/common.ts';
+import { forwardRequest, isHtml, MAX_MERGE_BYTES } from './common.ts';
 
 const HEADERS = ['content-type', 'application/json'];
 
