@@ -87,6 +87,17 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
   return { all, dispatch, polled };
 }
 
+/**
+ * How a chain takes WebSockets: its module's socket protocol, bound to the
+ * route, where the module has one and the route says `websocket: true`; null
+ * otherwise (ws/ then serves no upgrade on it).
+ */
+export function socketOf<K extends InterfaceKind>(m: InterfaceModule<K>, route: RouteOf<K>): RouteSocket | null {
+  const protocol = m.socket;
+  if (protocol === null || !('websocket' in route) || route.websocket !== true) return null;
+  return { types: protocol.types, open: (parts: SocketChainParts) => protocol.open(route, parts), tooManyConnections: protocol.tooManyConnections };
+}
+
 /** How often at least a pool without a cache polls its upstreams (the served tip is at most this old). */
 const POOL_POLL_MS = 1000;
 
@@ -147,10 +158,5 @@ function chainFlow<K extends InterfaceKind>(
   // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
   // hit is limited and counted as any call.
   const top = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front);
-  const protocol = m.socket;
-  const socket: RouteSocket | null =
-    protocol !== null && 'websocket' in route && route.websocket === true
-      ? { types: protocol.types, open: (parts: SocketChainParts) => protocol.open(route, parts), tooManyConnections: protocol.tooManyConnections }
-      : null;
-  return { handler: m.handler(route, { ...services, dispatch: top.front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch, top, socket };
+  return { handler: m.handler(route, { ...services, dispatch: top.front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch, top, socket: socketOf(m, route) };
 }
