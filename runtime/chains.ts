@@ -24,11 +24,12 @@ export interface Chain {
   readonly group: UpstreamGroup;
   readonly view: ChainView;
   /**
-   * Its layers below the cache's front (the module's own, the cache's layer, the pool's, or plain Forward): the
-   * WebSocket feed fetches blocks and logs through it (held, with no client to answer: the front's hits and
-   * flights are for clients' calls).
+   * Its layers under admission (the cache's front, then the module's own,
+   * the cache's layer, the pool's, or plain Forward): the gateway's own calls
+   * go in here (a socket feed's blocks and logs, held, with no key to admit),
+   * so they are served as clients' calls are, hits and joined flights included.
    */
-  readonly dispatch: Dispatch;
+  readonly front: Front;
   /** Its top layer, admission's admit step: what a socket's locally answered calls and its notifications are admitted and counted by. */
   readonly top: AdmitLayer;
   /**
@@ -72,8 +73,8 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);
       const cached = cache !== null && route.cache === true;
-      const { handler, envelope, poolHeads, followsHeads, dispatch: out, top, socket } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null);
-      const chain: Chain = { route, group, view, dispatch: out, top, socket, handler, envelope, metrics: metrics.route(route.path, route.interface), cached };
+      const { handler, envelope, poolHeads, followsHeads, front, top, socket } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null);
+      const chain: Chain = { route, group, view, front, top, socket, handler, envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
       // A cached chain needs its head's hash and finality, polled every headPollMs; a pool's served tip needs heads
@@ -116,7 +117,7 @@ function chainFlow<K extends InterfaceKind>(
   services: SharedServices,
   metrics: Metrics,
   cache: CacheServices | null,
-): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch; top: AdmitLayer; socket: RouteSocket | null } {
+): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; front: Front; top: AdmitLayer; socket: RouteSocket | null } {
   // The layers, composed from the bottom, as undici's compose() stacks interceptors: a pool over the plain dispatch
   // (Forward) where the chain has several upstreams, the cache's layer over that where the chain is cached, the
   // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer), and the cache's
@@ -158,5 +159,5 @@ function chainFlow<K extends InterfaceKind>(
   // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
   // hit is limited and counted as any call.
   const top = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front);
-  return { handler: m.handler(route, { ...services, dispatch: top.front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch, top, socket: socketOf(m, route) };
+  return { handler: m.handler(route, { ...services, dispatch: top.front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), front, top, socket: socketOf(m, route) };
 }

@@ -11,14 +11,15 @@
 //  - after a reorg (a block whose parent is not the block sent at that
 //    height), the new branch from the first replaced height, the replaced
 //    blocks' logs first sent again with "removed": true.
-// Blocks and logs are asked through the chain's dispatch, like clients' calls.
+// Blocks and logs are asked through the chain's front, as clients' calls are
+// (evm-fetch.ts): a block a client just fetched is not asked again.
 // Nothing runs while the chain has no subscriber; each one starts after the
 // head the gateway knew when it came (`after`), even while the feed is still
 // sending older blocks (a gap being filled). A gap longer than MAX_FILL is not
 // filled: each subscriber that misses blocks is told (`missed`), never left
 // to believe it got them all.
 import type { ChainListener, ChainView } from '../upstreams/chain-view.ts';
-import type { Dispatch } from '../dispatch.ts';
+import type { Front } from '../exchange.ts';
 import type { Logger } from '../observe/log.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import { quantity } from '../json-scan.ts';
@@ -102,7 +103,8 @@ export class ChainFeed implements ChainListener {
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly view: ChainView,
-    private readonly dispatch: Dispatch,
+    /** The chain's front (the layers under admission): where its block and log fetches go, as clients' calls do. */
+    private readonly front: Front,
     private readonly pooled: boolean,
     private readonly log: Logger,
   ) {
@@ -282,11 +284,11 @@ export class ChainFeed implements ChainListener {
   // ------------------------------------------------------------ fetching
 
   private async byNumber(n: number): Promise<Header> {
-    return this.header(await rpcCall(this.dispatch, this.route, 'eth_getBlockByNumber', `["0x${n.toString(16)}",false]`), `block ${n}`);
+    return this.header(await rpcCall(this.front, this.route, 'eth_getBlockByNumber', `["0x${n.toString(16)}",false]`), `block ${n}`);
   }
 
   private async byHash(hash: string): Promise<Header> {
-    return this.header(await rpcCall(this.dispatch, this.route, 'eth_getBlockByHash', `[${JSON.stringify(hash)},false]`), `block ${hash}`);
+    return this.header(await rpcCall(this.front, this.route, 'eth_getBlockByHash', `[${JSON.stringify(hash)},false]`), `block ${hash}`);
   }
 
   private header(v: unknown, what: string): Header {
@@ -299,7 +301,7 @@ export class ChainFeed implements ChainListener {
   }
 
   private async logsOf(h: Header): Promise<Log[]> {
-    const v = await rpcCall(this.dispatch, this.route, 'eth_getLogs', `[{"blockHash":${JSON.stringify(h.hash)}}]`);
+    const v = await rpcCall(this.front, this.route, 'eth_getLogs', `[{"blockHash":${JSON.stringify(h.hash)}}]`);
     if (!Array.isArray(v)) throw new Error(`logs of ${h.hash}: not a list`);
     return v.map((l: Record<string, unknown>) => {
       const topics = Array.isArray(l.topics) ? (l.topics as unknown[]).map((t) => String(t).toLowerCase()) : [];

@@ -83,7 +83,7 @@ class EvmChainSockets implements ChainSockets {
     readonly counts: SocketCounts,
     parts: SocketChainParts,
   ) {
-    this.feed = new ChainFeed(route, parts.view, parts.dispatch, parts.pooled, parts.log);
+    this.feed = new ChainFeed(route, parts.view, parts.front, parts.pooled, parts.log);
   }
 
   connect(link: SocketLink): SocketSession {

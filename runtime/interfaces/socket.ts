@@ -8,7 +8,7 @@
 // the same top), and which feeds it offers over the chain view. EVM's is
 // evm-socket.ts; a second protocol is one file beside it and its module's
 // `socket` field.
-import type { Dispatch } from '../dispatch.ts';
+import type { Front } from '../exchange.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Logger } from '../observe/log.ts';
 import type { ChainView } from '../upstreams/chain-view.ts';
@@ -27,8 +27,13 @@ export interface SocketCounts {
 export interface SocketChainParts {
   /** The chain's view: its head, served tip and epochs, the one head source of every feed. */
   readonly view: ChainView;
-  /** Where a feed's own fetches go (ws/'s Chain.dispatch): pool routing, retries and failover included. */
-  readonly dispatch: Dispatch;
+  /**
+   * Where a feed's own fetches go (chains.ts's Chain.front): the chain's
+   * layers under admission, so a feed's fetch is served as a client's call
+   * is (answers from memory, joined flights, the pool's routing, retries and
+   * failover).
+   */
+  readonly front: Front;
   /** Whether the chain has several upstreams (a feed follows the served tip then). */
   readonly pooled: boolean;
   readonly log: Logger;
