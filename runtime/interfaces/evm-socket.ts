@@ -13,6 +13,7 @@ import { rpcErrorJson, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
 import { invalidParamsJson } from '../guards/evm-params.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { EvmRouteSpec } from '../types.ts';
+import { pathKeyOf } from '../url.ts';
 import { ChainFeed, type FeedResult, type FeedSubscriber, type SubscriptionType } from './evm-feed.ts';
 import { isFilter, parseLogFilter, type LogFilter } from './evm-log-filter.ts';
 import type { ChainSockets, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from './socket.ts';
@@ -157,7 +158,7 @@ class EvmSession implements SocketSession {
 
   /** The chain's answer to `body` (empty: nothing to send), its refusals carrying the calls' ids. */
   private request(body: Buffer, done: (answer: Buffer) => void): void {
-    this.link.request(body, (status, b) => done(status === 0 || status === 204 ? EMPTY : status >= 300 ? withCallId(b, body) : b));
+    this.link.request({ method: 'POST', path: '', query: '', body }, (status, b) => done(status === 0 || status === 204 ? EMPTY : status >= 300 ? withCallId(b, body) : b));
   }
 
   /** Sends the answer that made `made` (if any), then what they were sent meanwhile. */
@@ -276,5 +277,7 @@ const TYPES: readonly SubscriptionType[] = ['newHeads', 'logs'];
 export const evmSocket: SocketProtocol<EvmRouteSpec> = {
   types: TYPES,
   open: (route, parts) => new EvmChainSockets(route, parts.counts, parts),
+  // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`, as for HTTP.
+  keyOf: pathKeyOf,
   tooManyConnections: (max) => ({ status: RPC_ERRORS.GW_WS_TOO_MANY_CONNECTIONS.status, body: rpcErrorJson('GW_WS_TOO_MANY_CONNECTIONS', 'null', `{"maxConnectionsPerKey":${max}}`) }),
 };

@@ -40,6 +40,20 @@ export interface SocketChainParts {
   readonly counts: SocketCounts;
 }
 
+/**
+ * One request a message becomes, as an HTTP request to the chain: `path` is
+ * what follows the chain's segment and the socket's key (EVM: '', its POST
+ * to the chain itself; Blockbook: '/v2/address/...'), `query` its own query
+ * ('' none). The transport puts the socket's key where the upgrade had it
+ * (the path, `api_key=`) and its headers on it.
+ */
+export interface SocketRequest {
+  readonly method: 'GET' | 'POST';
+  readonly path: string;
+  readonly query: string;
+  readonly body: Buffer;
+}
+
 /** One socket as the transport runs it, as its protocol sees it (ws/connection.ts). */
 export interface SocketLink {
   /** The key the socket is admitted with now (each re-admission may bring a reloaded entry). */
@@ -48,12 +62,12 @@ export interface SocketLink {
   readonly draining: boolean;
   readonly limits: WebSocketSpec;
   /**
-   * One message into the chain, as an HTTP POST of `body` to the chain's
-   * path: its route (the key, the guard), its top (rate limit, quota,
-   * credits, usage) and the layers under it. `done` gets the status and body
-   * it answers; status 0: cancelled, the socket closed.
+   * A request into the chain, as over HTTP: its route (the key, the guard),
+   * its top (rate limit, quota, credits, usage) and the layers under it.
+   * `done` gets the status and body it answers; status 0: cancelled, the
+   * socket closed.
    */
-  request(body: Buffer, done: (status: number, body: Buffer) => void): void;
+  request(req: SocketRequest, done: (status: number, body: Buffer) => void): void;
   /**
    * A call the protocol answers itself (a subscription), admitted and counted
    * at the chain's top as a call of `method`, as any call (the key, its
@@ -105,6 +119,12 @@ export interface SocketProtocol<R> {
   readonly types: readonly string[];
   /** A chain's side, made once at start for each chain with `websocket: true`. */
   open(route: R, parts: SocketChainParts): ChainSockets;
+  /**
+   * The key an upgrade's path carries after the chain's segment (EVM: `/<key>`;
+   * Blockbook: `/<key>/websocket`): null for none, undefined where no socket
+   * is served at that path (404).
+   */
+  keyOf(rest: string): string | null | undefined;
   /** The refusal of a key that already holds maxConnectionsPerKey sockets (HTTP 429). */
   tooManyConnections(max: number): SocketRefusal;
 }
@@ -113,5 +133,6 @@ export interface SocketProtocol<R> {
 export interface RouteSocket {
   readonly types: readonly string[];
   open(parts: SocketChainParts): ChainSockets;
+  keyOf(rest: string): string | null | undefined;
   tooManyConnections(max: number): SocketRefusal;
 }

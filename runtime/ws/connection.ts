@@ -31,7 +31,7 @@ import type { Logger } from '../observe/log.ts';
 import type { RouteMetrics } from '../observe/metrics.ts';
 import type { Chain } from '../chains.ts';
 import type { WebSocketSpec } from '../types.ts';
-import type { ChainSockets, SocketLink, SocketSession } from '../interfaces/socket.ts';
+import type { ChainSockets, SocketLink, SocketRequest, SocketSession } from '../interfaces/socket.ts';
 import type { CloseReason, WsStats } from './stats.ts';
 
 const EMPTY = Buffer.alloc(0);
@@ -45,8 +45,7 @@ export interface Origin {
   readonly headers: IncomingHttpHeaders;
   readonly url: string;
   readonly socket: Socket;
-  /** The path after the chain's segment (`/<key>` or ''), and the query, as the route handler takes them. */
-  readonly rest: string;
+  /** The upgrade's query (its api_key=, if the key came there). */
   readonly query: string;
   readonly pathKey: string | null;
   readonly queryKeys: readonly string[];
@@ -168,11 +167,18 @@ export class Connection implements SocketLink {
     if (this.waiting.length === 0 && this.inflight < cap && this.ws.isPaused) this.ws.resume();
   }
 
-  /** The chain's own flow for one message, as a POST to the chain's path: its route handler, then its top. */
-  request(body: Buffer, done: (status: number, body: Buffer) => void): void {
-    const x = this.exchange(body, done);
+  /**
+   * The chain's own flow for one request, as over HTTP: its route handler,
+   * then its top. The key goes where the upgrade had it: in the path, the
+   * query, or the headers (which every request of the socket carries).
+   */
+  request(r: SocketRequest, done: (status: number, body: Buffer) => void): void {
+    const o = this.origin;
+    const x = this.exchange(r.body, done, r.method);
+    const rest = o.pathKey === null ? r.path : `/${o.pathKey}${r.path}`;
+    const query = o.query === '' ? r.query : r.query === '' ? o.query : `${o.query}&${r.query}`;
     try {
-      this.at.chain.handler.handle(x, this.origin.rest, this.origin.query);
+      this.at.chain.handler.handle(x, rest, query);
     } catch (err) {
       x.internal(err);
     }
@@ -199,7 +205,7 @@ export class Connection implements SocketLink {
   };
 
   /** An Exchange for one message, counted and logged as a request of the chain. */
-  private exchange(body: Buffer, done: (status: number, body: Buffer) => void): Exchange {
+  private exchange(body: Buffer, done: (status: number, body: Buffer) => void, method: 'GET' | 'POST' = 'POST'): Exchange {
     const o = this.origin;
     const res: FrameResponse = new FrameResponse((status, b) => {
       this.pending.delete(res);
@@ -207,7 +213,7 @@ export class Connection implements SocketLink {
     });
     this.pending.add(res);
     const chain = this.at.chain;
-    const x = new Exchange(this.host.context, new FrameRequest(o.headers, o.url, o.socket, body).asIncoming(), res.asServerResponse(), chain.metrics, chain.envelope);
+    const x = new Exchange(this.host.context, new FrameRequest(o.headers, o.url, o.socket, body, method).asIncoming(), res.asServerResponse(), chain.metrics, chain.envelope);
     if (chain.cached) {
       x.cacheTag = X_CACHE.bypass;
       x.cacheLog = X_CACHE_LOG.bypass;

@@ -18,7 +18,7 @@ import { verifyBearer, type Verified } from '../keys/jwt.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { Chain, DispatchTable } from '../chains.ts';
-import { pathKeyOf, RequestTarget, splitQuery } from '../url.ts';
+import { RequestTarget, splitQuery } from '../url.ts';
 import { NO_KEYS } from '../interfaces/common.ts';
 import { lingerAfterAnswer } from '../linger.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
@@ -176,16 +176,15 @@ export class Sockets {
     res.on('close', x.closed);
     try {
       if (at === undefined) return x.fail('not-found');
-      // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`, as for HTTP.
-      const rest = target.rest;
-      const pathKey = pathKeyOf(rest);
+      // Where the protocol serves its socket on the chain's path, and the key it may carry.
+      const pathKey = at.socket.keyOf(target.rest);
       if (pathKey === undefined) return x.fail('not-found');
       const query = target.query;
       const queryKeys = query === '' ? NO_KEYS : splitQuery(query).keys;
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
-      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, rest, query, pathKey, queryKeys };
+      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, query, pathKey, queryKeys };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {
       x.internal(err);

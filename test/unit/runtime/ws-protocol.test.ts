@@ -1,11 +1,12 @@
 // Issue 45: a second socket protocol is one file and one module field. A toy
 // protocol defined here, Blockbook-shaped ({"id","method","params"} answered
-// {"id","data"}), is put in a module's `socket` field, bound to its route as
-// chains.ts binds every chain's (socketOf), and served by ws/ unchanged: a
-// real `ws` client on loopback, the real Sockets and Connection, the real
-// admission's admit step (AdmitLayer) and usage count. Its calls go into the
-// chain's route handler or are answered locally through the chain's top, its
-// pushes are counted there, and the per-key limit refuses in its envelope.
+// {"id","data"}, its socket at /<chain>/<key>/websocket, its calls REST GETs),
+// is put in a module's `socket` field, bound to its route as chains.ts binds
+// every chain's (socketOf), and served by ws/ unchanged: a real `ws` client on
+// loopback, the real Sockets and Connection, the real admission's admit step
+// (AdmitLayer) and usage count. Its calls go into the chain's route handler or
+// are answered locally through the chain's top, its pushes are counted there,
+// and the per-key limit refuses in its envelope.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +14,7 @@ import { WebSocket } from 'ws';
 import { AdmissionStage, AdmitLayer, RateStep } from '../../../runtime/admission/admission.ts';
 import { MemoryRateLimiter } from '../../../runtime/admission/ratelimit.ts';
 import { socketOf, type Chain, type DispatchTable } from '../../../runtime/chains.ts';
-import { readBody, type Exchange, type RouteHandler } from '../../../runtime/exchange.ts';
+import type { Exchange, RouteHandler } from '../../../runtime/exchange.ts';
 import { blockbook } from '../../../runtime/interfaces/blockbook.ts';
 import type { InterfaceModule } from '../../../runtime/interfaces/interface.ts';
 import type { ChainSockets, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../../../runtime/interfaces/socket.ts';
@@ -75,8 +76,9 @@ class ToySession implements SocketSession {
         },
         reply,
       );
-    // Anything else goes into the chain, as an HTTP POST of the message.
-    this.link.request(data, (status, body) => reply(status, Buffer.from(`{"id":${id},"data":${body.toString('utf8')}}`)));
+    // Anything else goes into the chain as a REST call, as Blockbook's socket does: `getInfo` is GET /v2/info.
+    const path = `/v2/${String(m.method).replace(/^get/, '').toLowerCase()}`;
+    this.link.request({ method: 'GET', path, query: 'details=basic', body: Buffer.alloc(0) }, (status, body) => reply(status, Buffer.from(`{"id":${id},"data":${body.toString('utf8')}}`)));
   }
 
   tick(n: number): void {
@@ -92,6 +94,8 @@ let toyChain: ToyChain | null = null;
 const toy: SocketProtocol<BlockbookRouteSpec> = {
   types: ['ticks'],
   open: (_route, parts) => (toyChain = new ToyChain(parts.counts)),
+  // Blockbook's place: `/<chain>/websocket` or `/<chain>/<key>/websocket`.
+  keyOf: (rest) => (rest === '/websocket' ? null : (/^\/([^/]+)\/websocket$/.exec(rest)?.[1] ?? undefined)),
   tooManyConnections: (max) => ({ status: 429, body: `{"error":"toy: ${max} socket per key"}` }),
 };
 
@@ -103,14 +107,12 @@ const toyModule: InterfaceModule<'blockbook'> = { ...blockbook, socket: toy };
 
 const LIMITS: WebSocketSpec = { maxConnectionsPerKey: 1, maxSubscriptionsPerConnection: 4, maxInflightPerConnection: 8, maxBufferedBytes: 1 << 20, pingIntervalMs: 30_000 };
 const route = { path: 'toy', interface: 'blockbook', websocket: true, limits: { maxBodyBytes: 65_536 } } as unknown as BlockbookRouteSpec;
-/** What reached the chain's route handler. */
+/** What reached the chain's route handler: the HTTP method, the path after the chain and the query. */
 const handled: string[] = [];
 const handler: RouteHandler = {
-  handle(x: Exchange) {
-    readBody(x, 65_536, (b) => {
-      handled.push(b!.toString('utf8'));
-      x.send(200, `{"handled":${b!.toString('utf8')}}`);
-    });
+  handle(x: Exchange, rest: string, query: string) {
+    handled.push(`${x.req.method} ${rest}?${query}`);
+    x.send(200, '{"blockbook":{"coin":"Toy"}}');
   },
   rewrite() {},
 };
@@ -144,7 +146,7 @@ beforeAll(async () => {
   server = createServer();
   server.on('upgrade', (req, s: Socket, head: Buffer) => sockets.upgrade(table, req, s, head, () => {}));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  url = `ws://127.0.0.1:${(server.address() as AddressInfo).port}/toy/${KEY}`;
+  url = `ws://127.0.0.1:${(server.address() as AddressInfo).port}/toy/${KEY}/websocket`;
 });
 
 afterAll(async () => {
@@ -178,8 +180,9 @@ describe('a second socket protocol: one file and one module field', () => {
     expect(counted('ping')).toBe(1);
 
     ws.send('{"id":"b","method":"getInfo","params":{}}');
-    expect(await next()).toEqual({ id: 'b', data: { handled: { id: 'b', method: 'getInfo', params: {} } } });
-    expect(handled).toEqual(['{"id":"b","method":"getInfo","params":{}}']);
+    expect(await next()).toEqual({ id: 'b', data: { blockbook: { coin: 'Toy' } } });
+    // The REST call the protocol named, with the socket's key where the upgrade had it (the path).
+    expect(handled).toEqual([`GET /${KEY}/v2/info?details=basic`]);
 
     ws.send('{"id":"c","method":"subscribeTicks"}');
     expect(await next()).toEqual({ id: 'c', data: { subscribed: true } });
