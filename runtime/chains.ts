@@ -9,6 +9,7 @@ import { ChainView } from './upstreams/chain-view.ts';
 import { cacheCore, type CacheServices } from './cache/index.ts';
 import { listenerEnvelope, moduleOf } from './interfaces/index.ts';
 import type { InterfaceModule, RouteServices } from './interfaces/interface.ts';
+import type { RouteSocket, SocketChainParts } from './interfaces/socket.ts';
 import type { Metrics, RouteMetrics } from './observe/metrics.ts';
 import type { PolledChain } from './upstreams/poller.ts';
 import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
@@ -24,11 +25,19 @@ export interface Chain {
   readonly group: UpstreamGroup;
   readonly view: ChainView;
   /**
-   * Its layers below the cache's front (the module's own, the cache's layer, the pool's, or plain Forward): the
-   * WebSocket feed fetches blocks and logs through it (held, with no client to answer: the front's hits and
-   * flights are for clients' calls).
+   * Its layers under admission (the cache's front, then the module's own,
+   * the cache's layer, the pool's, or plain Forward): the gateway's own calls
+   * go in here (a socket feed's blocks and logs, held, with no key to admit),
+   * so they are served as clients' calls are, hits and joined flights included.
    */
-  readonly dispatch: Dispatch;
+  readonly front: Front;
+  /** Its top layer, admission's admit step: what a socket's locally answered calls and its notifications are admitted and counted by. */
+  readonly top: AdmitLayer;
+  /**
+   * Its module's socket protocol, bound to its route (ws/); null where the
+   * chain takes no WebSocket: no `websocket: true`, or a kind without one.
+   */
+  readonly socket: RouteSocket | null;
   readonly handler: RouteHandler;
   readonly envelope: Envelope;
   readonly metrics: RouteMetrics;
@@ -65,8 +74,8 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
       const pooled = group.all.length > 1;
       const view = new ChainView(group.all, route.servedTip);
       const cached = cache !== null && route.cache === true;
-      const { handler, envelope, poolHeads, followsHeads, dispatch: out } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null);
-      const chain: Chain = { route, group, view, dispatch: out, handler, envelope, metrics: metrics.route(route.path, route.interface), cached };
+      const { handler, envelope, poolHeads, followsHeads, front, top, socket } = chainFlow(moduleOf(route.interface), route, group, view, services, metrics, cached ? cache : null);
+      const chain: Chain = { route, group, view, front, top, socket, handler, envelope, metrics: metrics.route(route.path, route.interface), cached };
       all.push(chain);
       chains.set(segment, chain);
       // A cached chain needs its head's hash and finality, polled every headPollMs; a pool's served tip needs heads
@@ -78,6 +87,17 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
     dispatch.push({ spec: l, chains, envelope: listenerEnvelope(l) });
   }
   return { all, dispatch, polled };
+}
+
+/**
+ * How a chain takes WebSockets: its module's socket protocol, bound to the
+ * route, where the module has one and the route says `websocket: true`; null
+ * otherwise (ws/ then serves no upgrade on it).
+ */
+export function socketOf<K extends InterfaceKind>(m: InterfaceModule<K>, route: RouteOf<K>): RouteSocket | null {
+  const protocol = m.socket;
+  if (protocol === null || !('websocket' in route) || route.websocket !== true) return null;
+  return { types: protocol.types, open: (parts: SocketChainParts) => protocol.open(route, parts), keyOf: protocol.keyOf, tooManyConnections: protocol.tooManyConnections };
 }
 
 /** How often at least a pool without a cache polls its upstreams (the served tip is at most this old). */
@@ -98,7 +118,7 @@ function chainFlow<K extends InterfaceKind>(
   services: SharedServices,
   metrics: Metrics,
   cache: CacheServices | null,
-): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; dispatch: Dispatch } {
+): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; front: Front; top: AdmitLayer; socket: RouteSocket | null } {
   // The layers, composed from the bottom, as undici's compose() stacks interceptors: a pool over the plain dispatch
   // (Forward) where the chain has several upstreams, the cache's layer over that where the chain is cached, the
   // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer), and the cache's
@@ -139,6 +159,6 @@ function chainFlow<K extends InterfaceKind>(
   }
   // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
   // hit is limited and counted as any call.
-  front = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front).front;
-  return { handler: m.handler(route, { ...services, dispatch: front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), dispatch };
+  const top = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front);
+  return { handler: m.handler(route, { ...services, dispatch: top.front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), front, top, socket: socketOf(m, route) };
 }

@@ -101,10 +101,10 @@ export class Gateway {
     this.dispatch = chains.dispatch;
     this.poller = new Poller(chains.polled, spec.health, log, this.metrics);
     this.sockets =
-      spec.websocket === undefined || !this.chains.some((c) => c.route.interface === 'evm-jsonrpc' && c.route.websocket === true)
+      spec.websocket === undefined || !this.chains.some((c) => c.socket !== null)
         ? null
         : new Sockets(
-            { admission, context: this.context, credits, usage: this.usage, quota: (key, n) => rate.quota(key, n, Date.now()), log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
+            { admission, context: this.context, log, limits: spec.websocket, jwtAudience: spec.jwtAudience ?? null, noRoute: this.noRoute },
             this.chains,
             this.metrics,
           );

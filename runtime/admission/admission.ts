@@ -185,6 +185,11 @@ export class AdmissionStage {
     return r.entry;
   }
 
+  /** Takes `credits` from the key's quota alone (what a socket pushes: AdmitLayer.pushed); null: the key has none. */
+  quota(key: KeyEntry, credits: number): Taken | Promise<Taken> | null {
+    return this.rate.quota(key, credits, Date.now());
+  }
+
   /** Whether `key` has nothing to wait for or count before it is served: no JWT, no rate limit, no quota. */
   open(key: KeyEntry): boolean {
     return !key.policy?.jwt && this.rate.idle(key);
@@ -282,6 +287,43 @@ export class AdmitLayer {
     let n = 0;
     for (const c of calls) n += cost(c.method);
     return n;
+  }
+
+  /**
+   * A call the chain answers itself, with no layer under this one (a socket's
+   * subscription calls, ws/): admitted and counted as a call of its label, as
+   * any call is, then `answer`.
+   */
+  local(x: ClientTarget, answer: (x: ClientTarget) => void): void {
+    const key = x.key!;
+    if (this.stage.open(key)) {
+      this.countOne(key, x.label);
+      return answer(x);
+    }
+    this.stage.admit(x, key, this.cost === null ? 1 : this.cost(x.label), this.answered, answer);
+  }
+
+  private readonly answered = (x: ClientTarget, answer: (x: ClientTarget) => void): void => {
+    this.countOne(x.key!, x.label);
+    answer(x);
+  };
+
+  /**
+   * What the chain pushes to a key unasked (a socket's notification): taken
+   * from the key's quota alone (not its rate limit) and counted as a call of
+   * `method`. The quota's answer (null: the key has none); one spent at once
+   * is not counted.
+   */
+  pushed(key: KeyEntry, method: string): Taken | Promise<Taken> | null {
+    const credits = this.cost === null ? 1 : this.cost(method);
+    const q = key.quota === null ? null : this.stage.quota(key, credits);
+    if (q !== null && !(q instanceof Promise) && !q.ok) return q;
+    addUsage(this.usage.bucket(key.id, this.chain), method, 1, credits);
+    return q;
+  }
+
+  private countOne(key: KeyEntry, method: string): void {
+    addUsage(this.usage.bucket(key.id, this.chain), method, 1, this.cost === null ? 1 : this.cost(method));
   }
 
   /** Counted as used: one call per method (each of a batch's calls), at its credits. */

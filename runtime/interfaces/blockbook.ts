@@ -148,6 +148,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   below: (_route, _group, _view, next) => next,
   creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'],
   archive: false,
+  socket: null,
   /** /status names the coin, the best height and, from its backend, that block's hash. Nothing of Blockbook's is final. */
   probe: {
     names: (route) => route.coin !== undefined,

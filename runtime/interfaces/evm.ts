@@ -23,6 +23,7 @@ import type { InterfaceModule, RouteServices } from './interface.ts';
 import { EvmLayer } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
+import { evmSocket } from './evm-socket.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
   ...AUTH_NAMES,
@@ -289,6 +290,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   below: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
   creditNames: null,
   archive: true,
+  socket: evmSocket,
   probe: {
     names: (route) => route.chainId !== undefined,
     requests(route, u, heads, lookups) {

@@ -18,6 +18,7 @@ import type { ChainProbe } from '../upstreams/probe.ts';
 import type { Dispatch, Next } from '../dispatch.ts';
 import type { CacheCore } from '../cache/core.ts';
 import type { PoolStats } from '../pool/stats.ts';
+import type { SocketProtocol } from './socket.ts';
 
 /** What the server gives each chain's handler (and chains.ts its admit layer: admission, credits, usage). */
 export interface RouteServices {
@@ -89,4 +90,11 @@ export interface InterfaceModule<K extends InterfaceKind> {
   readonly creditNames: readonly string[] | null;
   /** Whether its upstreams' `archive` applies (state older than pruneDepth goes to them); else the build refuses it. */
   readonly archive: boolean;
+  /**
+   * How its chains with `websocket: true` speak over a WebSocket (socket.ts):
+   * how a message becomes a request into the chain or a local subscription,
+   * and the feeds it offers over the chain view; ws/ is the transport. null:
+   * its chains take no WebSocket.
+   */
+  readonly socket: SocketProtocol<RouteOf<K>> | null;
 }

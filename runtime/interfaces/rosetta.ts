@@ -150,6 +150,7 @@ export const rosetta: InterfaceModule<'rosetta'> = {
   below: (_route, _group, _view, next) => next,
   creditNames: [...ROSETTA_ENDPOINTS.keys()],
   archive: false,
+  socket: null,
   /**
    * /network/list and /network/status, sent together every poll: Rosetta has
    * no batch, and a node of another network answers /network/status for ours

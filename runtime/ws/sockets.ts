@@ -15,34 +15,34 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { whenIdentified } from '../admission/admission.ts';
 import { Exchange } from '../exchange.ts';
 import { verifyBearer, type Verified } from '../keys/jwt.ts';
-import { RPC_ERRORS, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { Chain, DispatchTable } from '../chains.ts';
-import { pathKeyOf, RequestTarget, splitQuery } from '../url.ts';
+import { RequestTarget, splitQuery } from '../url.ts';
 import { NO_KEYS } from '../interfaces/common.ts';
 import { lingerAfterAnswer } from '../linger.ts';
-import { ChainFeed } from './feed.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
 import { FrameResponse } from './frame.ts';
+import type { ChainSockets as ProtocolSide, RouteSocket } from '../interfaces/socket.ts';
 import { SLICES, Slices } from './slices.ts';
 import { WsStats, type CloseReason } from './stats.ts';
 
-/** The sockets of one chain: its feed, its counters, and its `ws` server (the chain's body limit is the message limit). */
+/** The sockets of one chain: its protocol's side (the feeds), its counters, and its `ws` server (the chain's body limit is the message limit). */
 export class ChainSockets implements SocketChain {
   readonly stats: WsStats;
-  readonly feed: ChainFeed;
+  readonly protocol: ProtocolSide;
   readonly wss: WebSocketServer;
   readonly open = new Set<Connection>();
 
   constructor(
     readonly chain: Chain,
+    /** The chain's module's protocol, bound to its route. */
+    readonly socket: RouteSocket,
     private readonly owner: Sockets,
     host: SocketHost,
   ) {
-    this.stats = new WsStats(chain.route.path);
-    if (chain.route.interface !== 'evm-jsonrpc') throw new Error(`${chain.route.path}: websocket is for evm-jsonrpc chains`);
-    this.feed = new ChainFeed(chain.route, chain.view, chain.dispatch, chain.group.all.length > 1, host.log);
+    this.stats = new WsStats(chain.route.path, socket.types);
+    this.protocol = socket.open({ view: chain.view, front: chain.front, pooled: chain.group.all.length > 1, log: host.log, counts: this.stats });
     // A message over the chain's maxBodyBytes closes the socket (1009), as a body over it gets a 413.
     this.wss = new WebSocketServer({ noServer: true, clientTracking: false, perMessageDeflate: false, maxPayload: chain.route.limits.maxBodyBytes });
   }
@@ -79,8 +79,8 @@ export class Sockets {
     metrics: Metrics,
   ) {
     for (const c of chains) {
-      if (c.route.interface !== 'evm-jsonrpc' || c.route.websocket !== true) continue;
-      const at = new ChainSockets(c, this, host);
+      if (c.socket === null) continue;
+      const at = new ChainSockets(c, c.socket, this, host);
       this.byChain.set(c, at);
       metrics.websocket(at.stats);
     }
@@ -176,16 +176,15 @@ export class Sockets {
     res.on('close', x.closed);
     try {
       if (at === undefined) return x.fail('not-found');
-      // `/<chain>`, `/<chain>/` or `/<chain>/<key>[/]`, as for HTTP.
-      const rest = target.rest;
-      const pathKey = pathKeyOf(rest);
+      // Where the protocol serves its socket on the chain's path, and the key it may carry.
+      const pathKey = at.socket.keyOf(target.rest);
       if (pathKey === undefined) return x.fail('not-found');
       const query = target.query;
       const queryKeys = query === '' ? NO_KEYS : splitQuery(query).keys;
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
-      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, rest, query, pathKey, queryKeys };
+      const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, query, pathKey, queryKeys };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {
       x.internal(err);
@@ -207,8 +206,8 @@ export class Sockets {
     if (p.socket.destroyed) return void (x.res as unknown as FrameResponse).destroy();
     const n = this.perKey.get(key.id) ?? 0;
     if (n >= this.host.limits.maxConnectionsPerKey) {
-      const max = this.host.limits.maxConnectionsPerKey;
-      return x.send(RPC_ERRORS.GW_WS_TOO_MANY_CONNECTIONS.status, rpcErrorJson('GW_WS_TOO_MANY_CONNECTIONS', 'null', `{"maxConnectionsPerKey":${max}}`));
+      const r = p.at.socket.tooManyConnections(this.host.limits.maxConnectionsPerKey);
+      return x.send(r.status, r.body);
     }
     this.perKey.set(key.id, n + 1);
     let opened = false;

@@ -182,6 +182,25 @@ describe('the cache', () => {
     expect(cachedProxy.methodsSeen().filter((m) => m === 'eth_getBlockByNumber')).toHaveLength(1);
     await s.close();
   });
+  // Issue 45: the feed fetched through the chain's front, not under it (where the cache's hits and flights are not).
+  it("fetches the feed's blocks through the cache's front: the head block a subscriber got is a hit for a client, with no request to the node", async () => {
+    const s = await open('cached');
+    const sub = await s.subscribe('newHeads');
+    await anvil.mine(1);
+    const h = await head();
+    await s.until(() => reached(s, sub, h), 20_000, `block ${h}`);
+    cachedProxy.clear();
+    const r = await fetch(gw.url('rpc', '/cached'), {
+      method: 'POST',
+      headers: { 'x-api-key': KEY, 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'eth_getBlockByNumber', params: [`0x${h.toString(16)}`, false] }),
+    });
+    const block = ((await r.json()) as { result: { hash: string } }).result;
+    expect(block.hash).toBe(s.of(sub).find((n) => numberOf(n.result) === h)!.result.hash);
+    expect(r.headers.get('x-cache')).toBe('HIT');
+    expect(cachedProxy.methodsSeen().filter((m) => m === 'eth_getBlockByNumber')).toEqual([]);
+    await s.close();
+  });
 });
 
 describe('failover', () => {

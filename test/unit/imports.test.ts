@@ -135,7 +135,7 @@ describe('runtime tiers (no import runs back up)', () => {
     // 2: the upstreams, their views and the way out to them
     ['upstreams/', 'dispatch.ts'],
     // 3: one request and its admission
-    ['envelope.ts', 'exchange.ts', 'admission/'],
+    ['envelope.ts', 'exchange.ts', 'own-call.ts', 'admission/'],
     // 4: the layers over the dispatch
     ['pool/', 'log-ranges.ts', 'forward-batch.ts', 'cache/'],
     // 5: the interface modules

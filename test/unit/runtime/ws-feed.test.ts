@@ -1,4 +1,4 @@
-// A chain's WebSocket feed (runtime/ws/feed.ts) without HTTP: a fake chain
+// A chain's WebSocket feed (runtime/interfaces/evm-feed.ts) without HTTP: a fake chain
 // answers the feed's block and log fetches (through a fake dispatch), and a
 // fake view tells it the head moved. The cases e2e tests reach only by luck:
 // a head that skips heights, a reorg to a shorter chain with the view going
@@ -9,8 +9,8 @@ import type { Dispatch, ForwardRequest, HeldRequest, HeldTarget } from '../../..
 import type { Logger } from '../../../runtime/observe/log.ts';
 import type { EvmRouteSpec } from '../../../runtime/types.ts';
 import type { Upstream } from '../../../runtime/upstreams/upstream.ts';
-import { ChainFeed, type FeedSubscriber } from '../../../runtime/ws/feed.ts';
-import { parseLogFilter, type LogFilter } from '../../../runtime/ws/logs.ts';
+import { ChainFeed, type FeedSubscriber } from '../../../runtime/interfaces/evm-feed.ts';
+import { parseLogFilter, type LogFilter } from '../../../runtime/interfaces/evm-log-filter.ts';
 
 const ROUTE = { path: 'eth', interface: 'evm-jsonrpc', retries: 0, limits: { timeoutMs: 1000 } } as unknown as EvmRouteSpec;
 const LOG = { warn() {}, info() {}, error() {} } as unknown as Logger;
@@ -97,7 +97,7 @@ function subscriber(type: 'newHeads' | 'logs', since = 0, filter: LogFilter | nu
     after,
     got,
     gaps,
-    notify: (json) => void got.push(JSON.parse(json)),
+    notify: (r) => void got.push(JSON.parse(r.json)),
     missed: (first) => void gaps.push(first),
   };
 }

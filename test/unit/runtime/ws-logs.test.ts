@@ -1,9 +1,9 @@
-// A logs subscription's filter (runtime/ws/logs.ts), read and matched as geth
+// A logs subscription's filter (runtime/interfaces/evm-log-filter.ts), read and matched as geth
 // does: addresses any-of, topics by position (null or [] for any, a list for
 // any of several), a log with fewer topics than the filter's positions never
 // matches, case ignored; malformed filters named by their JSON pointer.
 import { describe, expect, it } from 'vitest';
-import { isFilter, matches, parseLogFilter, type LogFilter } from '../../../runtime/ws/logs.ts';
+import { isFilter, matches, parseLogFilter, type LogFilter } from '../../../runtime/interfaces/evm-log-filter.ts';
 
 const A = `0x${'aa'.repeat(20)}`;
 const B = `0x${'bb'.repeat(20)}`;

@@ -51,7 +51,8 @@ const host = {
   limits: { maxInflightPerConnection: 64, maxBufferedBytes: 1 << 20, maxSubscriptionsPerConnection: 16, pingIntervalMs: 30_000, maxConnectionsPerKey: 100 },
   jwtAudience: AUDIENCE,
 } as unknown as SocketHost;
-const at = { chain: { route: { path: 'live' } }, closed() {} } as unknown as SocketChain;
+// Its protocol: one that holds nothing (these cases send no message).
+const at = { chain: { route: { path: 'live' } }, protocol: { connect: () => ({ message() {}, closed() {} }) }, closed() {} } as unknown as SocketChain;
 
 /** `n` sockets of the key, each upgraded as sockets.ts does: the token verified against the entry, what verified kept. */
 async function open(n: number, token: string): Promise<{ c: Connection; ws: FakeWs }[]> {

@@ -11,19 +11,20 @@
 //  - after a reorg (a block whose parent is not the block sent at that
 //    height), the new branch from the first replaced height, the replaced
 //    blocks' logs first sent again with "removed": true.
-// Blocks and logs are asked through the chain's dispatch, like clients' calls.
+// Blocks and logs are asked through the chain's front, as clients' calls are
+// (evm-fetch.ts): a block a client just fetched is not asked again.
 // Nothing runs while the chain has no subscriber; each one starts after the
 // head the gateway knew when it came (`after`), even while the feed is still
 // sending older blocks (a gap being filled). A gap longer than MAX_FILL is not
 // filled: each subscriber that misses blocks is told (`missed`), never left
 // to believe it got them all.
 import type { ChainListener, ChainView } from '../upstreams/chain-view.ts';
-import type { Dispatch } from '../dispatch.ts';
+import type { Front } from '../exchange.ts';
 import type { Logger } from '../observe/log.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import { quantity } from '../json-scan.ts';
-import { rpcCall } from './fetch.ts';
-import { matches, type LogFilter } from './logs.ts';
+import { rpcCall } from './evm-fetch.ts';
+import { matches, type LogFilter } from './evm-log-filter.ts';
 
 /** Blocks kept to detect a reorg by: one deeper than this starts over from the new head. */
 const KEEP = 256;
@@ -43,10 +44,21 @@ export interface FeedSubscriber {
   readonly since: number;
   /** The head the gateway knew when it came (ChainFeed.head): blocks up to it are not its. */
   readonly after: number;
-  /** One notification's result, as JSON text. */
-  notify(resultJson: string): void;
+  /** One notification's result (the same object for every subscriber it goes to). */
+  notify(result: FeedResult): void;
   /** The feed will not send blocks from `first` on (a gap over MAX_FILL): the subscriber must resync. */
   missed(first: number): void;
+}
+
+/** One notification's result, serialized once for all the subscribers it goes to. */
+export interface FeedResult {
+  readonly json: string;
+  /**
+   * What a socket sends after the subscription id (evm-socket.ts), made by
+   * the first subscription that sends it and let go once every subscriber
+   * had it: one encoding per block (or log), not one per socket.
+   */
+  wire: Buffer | null;
 }
 
 interface Header {
@@ -54,16 +66,18 @@ interface Header {
   readonly hash: string;
   readonly parentHash: string;
   /** The block as the node answers it, without its transaction list (geth's newHeads shape and more). */
-  readonly json: string;
+  readonly result: FeedResult;
 }
 
 interface Log {
   readonly address: string;
   readonly topics: readonly string[];
-  readonly json: string;
+  readonly result: FeedResult;
   /** The same log with "removed": true. */
-  readonly removed: string;
+  readonly removed: FeedResult;
 }
+
+const resultOf = (json: string): FeedResult => ({ json, wire: null });
 
 interface Sent extends Header {
   /** Its logs, where a logs subscriber was there to want them (null: not fetched). */
@@ -89,7 +103,8 @@ export class ChainFeed implements ChainListener {
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly view: ChainView,
-    private readonly dispatch: Dispatch,
+    /** The chain's front (the layers under admission): where its block and log fetches go, as clients' calls do. */
+    private readonly front: Front,
     private readonly pooled: boolean,
     private readonly log: Logger,
   ) {
@@ -253,25 +268,27 @@ export class ChainFeed implements ChainListener {
   }
 
   private sendHead(h: Sent): void {
-    for (const s of this.subs) if (s.type === 'newHeads' && h.number > s.after) s.notify(h.json);
+    for (const s of this.subs) if (s.type === 'newHeads' && h.number > s.after) s.notify(h.result);
+    h.result.wire = null;
   }
 
   private sendLogs(logs: readonly Log[], removed: boolean, seq: number, number: number): void {
     if (logs.length === 0) return;
     for (const s of this.subs) {
       if (s.type !== 'logs' || (removed ? s.since >= seq : number <= s.after)) continue;
-      for (const l of logs) if (matches(s.filter!, l.address, l.topics)) s.notify(removed ? l.removed : l.json);
+      for (const l of logs) if (matches(s.filter!, l.address, l.topics)) s.notify(removed ? l.removed : l.result);
     }
+    for (const l of logs) (removed ? l.removed : l.result).wire = null;
   }
 
   // ------------------------------------------------------------ fetching
 
   private async byNumber(n: number): Promise<Header> {
-    return this.header(await rpcCall(this.dispatch, this.route, 'eth_getBlockByNumber', `["0x${n.toString(16)}",false]`), `block ${n}`);
+    return this.header(await rpcCall(this.front, this.route, 'eth_getBlockByNumber', `["0x${n.toString(16)}",false]`), `block ${n}`);
   }
 
   private async byHash(hash: string): Promise<Header> {
-    return this.header(await rpcCall(this.dispatch, this.route, 'eth_getBlockByHash', `[${JSON.stringify(hash)},false]`), `block ${hash}`);
+    return this.header(await rpcCall(this.front, this.route, 'eth_getBlockByHash', `[${JSON.stringify(hash)},false]`), `block ${hash}`);
   }
 
   private header(v: unknown, what: string): Header {
@@ -280,16 +297,15 @@ export class ChainFeed implements ChainListener {
     const number = quantity(b.number);
     if (number < 0 || typeof b.hash !== 'string' || typeof b.parentHash !== 'string') throw new Error(`${what}: not a block`);
     delete b.transactions;
-    return { number, hash: b.hash.toLowerCase(), parentHash: b.parentHash.toLowerCase(), json: JSON.stringify(b) };
+    return { number, hash: b.hash.toLowerCase(), parentHash: b.parentHash.toLowerCase(), result: resultOf(JSON.stringify(b)) };
   }
 
   private async logsOf(h: Header): Promise<Log[]> {
-    const v = await rpcCall(this.dispatch, this.route, 'eth_getLogs', `[{"blockHash":${JSON.stringify(h.hash)}}]`);
+    const v = await rpcCall(this.front, this.route, 'eth_getLogs', `[{"blockHash":${JSON.stringify(h.hash)}}]`);
     if (!Array.isArray(v)) throw new Error(`logs of ${h.hash}: not a list`);
     return v.map((l: Record<string, unknown>) => {
       const topics = Array.isArray(l.topics) ? (l.topics as unknown[]).map((t) => String(t).toLowerCase()) : [];
-      const json = JSON.stringify(l);
-      return { address: String(l.address).toLowerCase(), topics, json, removed: JSON.stringify({ ...l, removed: true }) };
+      return { address: String(l.address).toLowerCase(), topics, result: resultOf(JSON.stringify(l)), removed: resultOf(JSON.stringify({ ...l, removed: true })) };
     });
   }
 }
