@@ -94,8 +94,11 @@ export interface Gateway<S = Record<string, unknown>> {
   /** Key by id. */
   readonly keys: Readonly<Record<string, string>>;
   readonly standIns: Started<S>;
-  /** Starts one more gateway from the same build (`env` over the fixture's, another node or node options); close() stops it too. */
-  start(opts?: Partial<Pick<StartOptions, 'env' | 'node' | 'nodeArgs'>>): Promise<RunningGateway>;
+  /**
+   * Starts one more gateway from the same build (`env` over the fixture's, another node or node options, another
+   * keys file: the build's is rewritten); close() stops it too.
+   */
+  start(opts?: Partial<Pick<StartOptions, 'env' | 'node' | 'nodeArgs'>> & { readonly keys?: GatewayOptions<unknown>['keys'] }): Promise<RunningGateway>;
   /** Stops every gateway started, then every stand-in; safe to call twice. */
   close(): Promise<void>;
 }
@@ -147,6 +150,18 @@ async function stopAll(things: readonly StandIn[]): Promise<void> {
   if (failed) throw (failed as PromiseRejectedResult).reason;
 }
 
+/** Writes `dir`/keys.yaml from `keys` (nothing when none); gives back the key of each described id. */
+function writeKeys(dir: string, keys: GatewayOptions<unknown>['keys']): Record<string, string> {
+  const byId: Record<string, string> = {};
+  if (typeof keys === 'string') writeFileSync(join(dir, 'keys.yaml'), keys);
+  else if (keys) {
+    const specs = keys.map((k) => ({ ...k, key: k.key ?? newKey() }));
+    for (const k of specs) byId[k.id] = k.key;
+    writeFileSync(join(dir, 'keys.yaml'), keysYaml(specs));
+  }
+  return byId;
+}
+
 export async function gateway<S extends Readonly<Record<string, StandIn | Promise<StandIn> | undefined>> = Record<string, never>>(
   opts: GatewayOptions<S>,
 ): Promise<Gateway<S>> {
@@ -166,20 +181,15 @@ export async function gateway<S extends Readonly<Record<string, StandIn | Promis
     const failed = settled.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
     const built = await buildManifest(opts.name, opts.manifest ?? manifestYaml(opts.chains!, opts.header));
-    const keys: Record<string, string> = {};
-    if (typeof opts.keys === 'string') writeFileSync(join(built.dir, 'keys.yaml'), opts.keys);
-    else if (opts.keys) {
-      const specs = opts.keys.map((k) => ({ ...k, key: k.key ?? newKey() }));
-      for (const k of specs) keys[k.id] = k.key;
-      writeFileSync(join(built.dir, 'keys.yaml'), keysYaml(specs));
-    }
+    const keys = writeKeys(built.dir, opts.keys);
     const env: Record<string, string> = {};
     for (const [n, s] of Object.entries(standIns as Record<string, { url?: unknown; env?: Record<string, string> } | undefined>)) {
       if (typeof s?.url === 'string') env[n] = s.url;
       Object.assign(env, s?.env);
     }
     Object.assign(env, typeof opts.env === 'function' ? opts.env(standIns) : opts.env);
-    const start: Gateway<S>['start'] = async (more = {}) => {
+    const start: Gateway<S>['start'] = async ({ keys: otherKeys, ...more } = {}) => {
+      if (otherKeys) Object.assign(keys, writeKeys(built.dir, otherKeys));
       const g = await startGateway({ cwd: built.dir, bundle: built.bundle, node: opts.node, nodeArgs: opts.nodeArgs, ...more, env: { ...env, ...more.env } });
       gateways.push(g);
       return g;
