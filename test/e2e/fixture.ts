@@ -3,21 +3,22 @@
 // share: listeners, admin, keys file, health, methodSets evm, each defaulted
 // and overridable) and the keys file, waits for the stand-ins it is given,
 // builds and starts the gateway with the real CLI (harness.ts), and gives back
-// one object whose close() stops the gateway and every stand-in. A test about
-// the manifest's own text passes it whole (`manifest`).
+// one object whose close() stops the gateway(s) and every stand-in. A test
+// about the manifest's own text passes it whole (`manifest`).
 //
-//   let g: Gateway<{ anvil: Anvil; proxy: RecordingProxy }>;
+//   let rig: Gateway;
 //   beforeAll(async () => {
 //     const anvil = await startAnvil();
-//     g = await gateway({
+//     rig = await gateway({
 //       name: 'my-test',
-//       chains: [{ path: 'eth', interface: 'evm-jsonrpc', upstreams: ['${ETH_URL}'] }],
+//       chains: [evmChain('eth', ['NODE_A', 'NODE_B'], { hedge: { afterMs: 50 } })],
+//       header: { cache: { headPollMs: 100 } },
 //       keys: [{ id: 'k', key: KEY }],
-//       standIns: { anvil, proxy: startRecordingProxy(anvil.url) },
-//       env: (s) => ({ ETH_URL: s.proxy.url }),
+//       // Each stand-in's url is the env variable of its name: NODE_A, NODE_B.
+//       standIns: { anvil, NODE_A: startRecordingProxy(anvil.url), NODE_B: startRecordingProxy(anvil.url) },
 //     });
-//   });
-//   afterAll(() => g?.close());          // or onTestFinished(() => g.close()) inside a test
+//   }, 60_000);
+//   afterAll(() => rig?.close());        // or onTestFinished(() => rig.close()) inside a test
 import { writeFileSync } from 'node:fs';
 import { Server } from 'node:net';
 import { join } from 'node:path';
@@ -174,7 +175,7 @@ export async function gateway<S extends Readonly<Record<string, StandIn | Promis
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
-      await stopAll(gateways.map((g) => ({ stop: () => g.stop() })));
+      await stopAll(gateways);
       await stopAll(Object.values(standIns).filter((s): s is StandIn => s !== undefined));
     })());
   try {
