@@ -4,10 +4,9 @@
 // final Rosetta block) the other serves without asking its upstream; answers
 // bound to the head never go to Redis; a Redis outage only turns the tier off.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type Built, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
@@ -20,12 +19,12 @@ let proxy: RecordingProxy;
 let rosetta: RosettaStub;
 let redis: RedisServer;
 let peek: Redis;
-let built: Built;
+let rig: Gateway;
 let a: RunningGateway;
 let b: RunningGateway;
 
 async function launch(redisUrl: string): Promise<RunningGateway> {
-  const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, ROSETTA_URL: rosetta.url, REDIS_URL: redisUrl } });
+  const g = await rig.start({ env: { REDIS_URL: redisUrl } });
   await g.waitForLog((e) => e.event === 'cache_shared_up');
   return g;
 }
@@ -36,32 +35,24 @@ beforeAll(async () => {
   proxy = await startRecordingProxy(anvil.url);
   peek = new Redis(redis.url, { lazyConnect: true });
   await peek.connect();
-  built = await buildManifest(
-    'cache-shared',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { redis: true, headPollMs: 100 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, finality: { depth: 10 }, upstreams: ["\${ROSETTA_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'shared', key: KEY }]));
+  rig = await gateway({
+    name: 'cache-shared',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+      { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', finality: { depth: 10 }, upstreams: ['${ROSETTA_URL}'] },
+    ],
+    header: { cache: { redis: true, headPollMs: 100 }, health: { intervalMs: 60000, timeoutMs: 1000 } },
+    keys: [{ id: 'shared', key: KEY }],
+    standIns: { anvil, redis, ETH_URL: proxy, ROSETTA_URL: rosetta },
+    start: false,
+  });
   [a, b] = await Promise.all([launch(redis.url), launch(redis.url)]);
   await Promise.all([a, b].map((g) => finalKnown(g)));
 }, 90_000);
 
 afterAll(async () => {
-  await Promise.all([a?.stop(), b?.stop()]);
   peek?.disconnect();
-  await Promise.all([proxy?.close(), anvil?.stop(), rosetta?.close(), redis?.stop()]);
+  await rig?.close();
 });
 
 const metric = metricValue;

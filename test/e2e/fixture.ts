@@ -3,21 +3,22 @@
 // share: listeners, admin, keys file, health, methodSets evm, each defaulted
 // and overridable) and the keys file, waits for the stand-ins it is given,
 // builds and starts the gateway with the real CLI (harness.ts), and gives back
-// one object whose close() stops the gateway and every stand-in. A test about
-// the manifest's own text passes it whole (`manifest`).
+// one object whose close() stops the gateway(s) and every stand-in. A test
+// about the manifest's own text passes it whole (`manifest`).
 //
-//   let g: Gateway<{ anvil: Anvil; proxy: RecordingProxy }>;
+//   let rig: Gateway;
 //   beforeAll(async () => {
 //     const anvil = await startAnvil();
-//     g = await gateway({
+//     rig = await gateway({
 //       name: 'my-test',
-//       chains: [{ path: 'eth', interface: 'evm-jsonrpc', upstreams: ['${ETH_URL}'] }],
+//       chains: [evmChain('eth', ['NODE_A', 'NODE_B'], { hedge: { afterMs: 50 } })],
+//       header: { cache: { headPollMs: 100 } },
 //       keys: [{ id: 'k', key: KEY }],
-//       standIns: { anvil, proxy: startRecordingProxy(anvil.url) },
-//       env: (s) => ({ ETH_URL: s.proxy.url }),
+//       // Each stand-in's url is the env variable of its name: NODE_A, NODE_B.
+//       standIns: { anvil, NODE_A: startRecordingProxy(anvil.url), NODE_B: startRecordingProxy(anvil.url) },
 //     });
-//   });
-//   afterAll(() => g?.close());          // or onTestFinished(() => g.close()) inside a test
+//   }, 60_000);
+//   afterAll(() => rig?.close());        // or onTestFinished(() => rig.close()) inside a test
 import { writeFileSync } from 'node:fs';
 import { Server } from 'node:net';
 import { join } from 'node:path';
@@ -94,8 +95,11 @@ export interface Gateway<S = Record<string, unknown>> {
   /** Key by id. */
   readonly keys: Readonly<Record<string, string>>;
   readonly standIns: Started<S>;
-  /** Starts one more gateway from the same build (`env` over the fixture's, another node or node options); close() stops it too. */
-  start(opts?: Partial<Pick<StartOptions, 'env' | 'node' | 'nodeArgs'>>): Promise<RunningGateway>;
+  /**
+   * Starts one more gateway from the same build (`env` over the fixture's, another node or node options, another
+   * keys file: the build's is rewritten); close() stops it too.
+   */
+  start(opts?: Partial<Pick<StartOptions, 'env' | 'node' | 'nodeArgs'>> & { readonly keys?: GatewayOptions<unknown>['keys'] }): Promise<RunningGateway>;
   /** Stops every gateway started, then every stand-in; safe to call twice. */
   close(): Promise<void>;
 }
@@ -147,6 +151,18 @@ async function stopAll(things: readonly StandIn[]): Promise<void> {
   if (failed) throw (failed as PromiseRejectedResult).reason;
 }
 
+/** Writes `dir`/keys.yaml from `keys` (nothing when none); gives back the key of each described id. */
+function writeKeys(dir: string, keys: GatewayOptions<unknown>['keys']): Record<string, string> {
+  const byId: Record<string, string> = {};
+  if (typeof keys === 'string') writeFileSync(join(dir, 'keys.yaml'), keys);
+  else if (keys) {
+    const specs = keys.map((k) => ({ ...k, key: k.key ?? newKey() }));
+    for (const k of specs) byId[k.id] = k.key;
+    writeFileSync(join(dir, 'keys.yaml'), keysYaml(specs));
+  }
+  return byId;
+}
+
 export async function gateway<S extends Readonly<Record<string, StandIn | Promise<StandIn> | undefined>> = Record<string, never>>(
   opts: GatewayOptions<S>,
 ): Promise<Gateway<S>> {
@@ -159,27 +175,22 @@ export async function gateway<S extends Readonly<Record<string, StandIn | Promis
   let closing: Promise<void> | null = null;
   const close = () =>
     (closing ??= (async () => {
-      await stopAll(gateways.map((g) => ({ stop: () => g.stop() })));
+      await stopAll(gateways);
       await stopAll(Object.values(standIns).filter((s): s is StandIn => s !== undefined));
     })());
   try {
     const failed = settled.find((r) => r.status === 'rejected');
     if (failed) throw (failed as PromiseRejectedResult).reason;
     const built = await buildManifest(opts.name, opts.manifest ?? manifestYaml(opts.chains!, opts.header));
-    const keys: Record<string, string> = {};
-    if (typeof opts.keys === 'string') writeFileSync(join(built.dir, 'keys.yaml'), opts.keys);
-    else if (opts.keys) {
-      const specs = opts.keys.map((k) => ({ ...k, key: k.key ?? newKey() }));
-      for (const k of specs) keys[k.id] = k.key;
-      writeFileSync(join(built.dir, 'keys.yaml'), keysYaml(specs));
-    }
+    const keys = writeKeys(built.dir, opts.keys);
     const env: Record<string, string> = {};
     for (const [n, s] of Object.entries(standIns as Record<string, { url?: unknown; env?: Record<string, string> } | undefined>)) {
       if (typeof s?.url === 'string') env[n] = s.url;
       Object.assign(env, s?.env);
     }
     Object.assign(env, typeof opts.env === 'function' ? opts.env(standIns) : opts.env);
-    const start: Gateway<S>['start'] = async (more = {}) => {
+    const start: Gateway<S>['start'] = async ({ keys: otherKeys, ...more } = {}) => {
+      if (otherKeys) Object.assign(keys, writeKeys(built.dir, otherKeys));
       const g = await startGateway({ cwd: built.dir, bundle: built.bundle, node: opts.node, nodeArgs: opts.nodeArgs, ...more, env: { ...env, ...more.env } });
       gateways.push(g);
       return g;

@@ -4,13 +4,13 @@
 // misbehaves and sees what reached it; a real anvil answers notifications.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, type RawResponse, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, type RawResponse, type RunningGateway } from './harness.ts';
+import { gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
-import { close, createServer, isHealthCheck, listen, readAll } from '../support/http.ts';
+import { createServer, isHealthCheck, listen, readAll } from '../support/http.ts';
 import { RPC_ERRORS } from '../../runtime/errors/evm-jsonrpc.ts';
 import { ROSETTA_ERRORS } from '../../runtime/errors/rosetta.ts';
 
@@ -31,6 +31,7 @@ let rogue: ReturnType<typeof createServer>;
 let rogueUrl: string;
 let anvil: Anvil;
 let proxy: RecordingProxy;
+let rig: Gateway;
 let gw: RunningGateway;
 
 /** The good answers a healthy node of each interface gives. */
@@ -72,38 +73,27 @@ beforeAll(async () => {
   rogueUrl = await listen(rogue);
   anvil = await startAnvil({ chainId: 1 });
   proxy = await startRecordingProxy(anvil.url);
-  const evm = EVM_CHAINS.map(
-    (c) =>
-      // e-deep forwards params nested up to the parser's own limit: its params go unchecked (validate: off).
-      `  - { path: ${c}, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber], retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"]${c === 'e-deep' ? ', validate: off' : ''} }`,
-  );
-  const rosetta = ROSETTA_CHAINS.map(
-    (c) => `  - { path: ${c}, interface: rosetta, listener: rpc, network: preprod, retries: 0, limits: { timeoutMs: 2000 }, upstreams: ["\${ROGUE}/${c}"] }`,
-  );
-  const blockbook = BLOCKBOOK_CHAINS.map((c) => `  - { path: ${c}, interface: blockbook, listener: explorer, retries: 0, upstreams: ["\${ROGUE}/${c}"] }`);
-  const built = await buildManifest(
-    'hostile',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-limits: { maxBodyBytes: 1048576, maxBatchSize: 20, timeoutMs: 5000, maxPageSize: 50 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${ETH_URL}"] }
-${[...evm, ...rosetta, ...blockbook].join('\n')}
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'hostile', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ROGUE: rogueUrl, ETH_URL: proxy.url } });
+  const methods = ['eth_chainId', 'eth_blockNumber'];
+  const rogueChain = (path: string) => ({ path, retries: 0, upstreams: [`\${ROGUE}/${path}`] });
+  const chains: Chain[] = [
+    { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, methods, upstreams: ['${ETH_URL}'] },
+    // e-deep forwards params nested up to the parser's own limit: its params go unchecked (validate: off).
+    ...EVM_CHAINS.map((c): Chain => ({ ...rogueChain(c), interface: 'evm-jsonrpc', methods, limits: { timeoutMs: 2000 }, ...(c === 'e-deep' ? { validate: 'off' } : {}) })),
+    ...ROSETTA_CHAINS.map((c): Chain => ({ ...rogueChain(c), interface: 'rosetta', network: 'preprod', limits: { timeoutMs: 2000 } })),
+    ...BLOCKBOOK_CHAINS.map((c): Chain => ({ ...rogueChain(c), interface: 'blockbook', listener: 'explorer' })),
+  ];
+  rig = await gateway({
+    name: 'hostile',
+    chains,
+    header: { admin: null, limits: { maxBodyBytes: 1048576, maxBatchSize: 20, timeoutMs: 5000, maxPageSize: 50 }, health: { intervalMs: 60000, timeoutMs: 1000 }, methodSets: null },
+    keys: [{ id: 'hostile', key: KEY }],
+    standIns: { anvil, rogue, ETH_URL: proxy },
+    env: { ROGUE: rogueUrl },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([rogue && close(rogue), proxy?.close(), anvil?.stop()]);
-});
+afterAll(() => rig?.close());
 
 beforeEach(() => {
   behaviours.clear();

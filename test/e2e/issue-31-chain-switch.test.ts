@@ -20,9 +20,8 @@
 // during the switch are followed by three more before S goes back, so every
 // answer S gave from chain 5 had an identity check after it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type Built, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { startSteerableProxy, type SteerableProxy } from '../support/steerable-proxy.ts';
@@ -40,12 +39,12 @@ let s: SteerableProxy;
 let p1: SteerableProxy;
 let p2a: SteerableProxy;
 let p2b: SteerableProxy;
-let built: Built;
+let rig: Gateway;
 let r1: RunningGateway;
 let r2: RunningGateway;
 
 async function launch(up1: string, up2: string): Promise<RunningGateway> {
-  const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { UP1: up1, UP2: up2, REDIS_URL: redis.url } });
+  const g = await rig.start({ env: { UP1: up1, UP2: up2, REDIS_URL: redis.url } });
   await g.waitForLog((e) => e.event === 'cache_shared_up');
   return g;
 }
@@ -54,23 +53,14 @@ beforeAll(async () => {
   [a, b, redis] = await Promise.all([startAnvil({ chainId: 1 }), startAnvil({ chainId: 5, args: ['--timestamp', '1600000000'] }), startRedis()]);
   await Promise.all([a.mine(A_HEAD), b.mine(B_HEAD)]);
   [s, p1, p2a, p2b] = await Promise.all([startSteerableProxy(a.url), startSteerableProxy(a.url), startSteerableProxy(a.url), startSteerableProxy(a.url)]);
-  built = await buildManifest(
-    'issue-31-chain-switch',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { redis: true, headPollMs: 100 }
-health: { intervalMs: 60000, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: [{ url: "\${UP1}", weight: 10 }, "\${UP2}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'switch', key: KEY }]));
+  rig = await gateway({
+    name: 'issue-31-chain-switch',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: [{ url: '${UP1}', weight: 10 }, '${UP2}'] }],
+    header: { cache: { redis: true, headPollMs: 100 }, health: { intervalMs: 60000, timeoutMs: 2000 } },
+    keys: [{ id: 'switch', key: KEY }],
+    standIns: { a, b, redis, proxies: [s, p1, p2a, p2b] },
+    start: false,
+  });
   [r1, r2] = await Promise.all([launch(s.url, p1.url), launch(p2a.url, p2b.url)]);
   for (const g of [r1, r2]) {
     await until(
@@ -80,11 +70,7 @@ chains:
   }
 }, 90_000);
 
-afterAll(async () => {
-  await Promise.all([r1?.stop(), r2?.stop()]);
-  await Promise.all([s, p1, p2a, p2b].map((p) => p?.close()));
-  await Promise.all([a?.stop(), b?.stop(), redis?.stop()]);
-});
+afterAll(() => rig?.close());
 
 let nextId = 1;
 async function rpc(g: RunningGateway, method: string, params: unknown[]): Promise<{ xCache: string; result?: unknown; error?: unknown }> {

@@ -27,9 +27,8 @@
 // judged (null 47-49, backwards 3-12, stateError 24-33), with `archive`
 // taken out of the manifest so that it builds; nginx's 74-96 of ~550.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, type RunningGateway } from './harness.ts';
+import { gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type Alterations, type PoolStandin } from '../support/pool-standins.ts';
 import { startRoundRobin, type RoundRobin } from '../support/nginx.ts';
@@ -47,26 +46,12 @@ const CONTROL_SEQUENCES = 4;
 const SEED = chosenSeed();
 
 /** The pool as an operator writes it: the issue's defaults (servedTip: all), no cache, the healthy node the archive. */
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - path: pool
-    interface: evm-jsonrpc
-    listener: rpc
-    chainId: 31337
-    methods: evm
-    upstreams:
-      - { url: "\${LAGGARD_URL}" }
-      - { url: "\${PRUNED_URL}" }
-      - { url: "\${HEALTHY_URL}", archive: true }
-`;
+const POOL: Chain = {
+  path: 'pool',
+  interface: 'evm-jsonrpc',
+  chainId: 31337,
+  upstreams: [{ url: '${LAGGARD_URL}' }, { url: '${PRUNED_URL}' }, { url: '${HEALTHY_URL}', archive: true }],
+};
 
 let anvil: Anvil;
 /** Every reader of anvil (the three nodes, the judge) shares it: the miner's blocks and reorgs are atomic for all. */
@@ -75,6 +60,7 @@ let laggard: PoolStandin;
 let pruned: PoolStandin;
 let healthy: PoolStandin;
 let nginx: RoundRobin;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
@@ -153,13 +139,16 @@ describe('issue 33: the oracle against nginx round-robin over the pool', () => {
 describe('issue 33: the gateway in front of the same pool', () => {
   // Built here, not with the pool: the baseline above needs no gateway.
   beforeAll(async () => {
-    const built = await buildManifest('issue-33-consistency', MANIFEST);
-    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'oracle', key: KEY }]));
-    gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { LAGGARD_URL: laggard.url, PRUNED_URL: pruned.url, HEALTHY_URL: healthy.url } });
+    rig = await gateway({
+      name: 'issue-33-consistency',
+      chains: [POOL],
+      header: { health: { intervalMs: 200, timeoutMs: 1000 } },
+      keys: [{ id: 'oracle', key: KEY }],
+      env: { LAGGARD_URL: laggard.url, PRUNED_URL: pruned.url, HEALTHY_URL: healthy.url },
+    });
+    gw = rig.gw;
   }, 30_000);
-  afterAll(async () => {
-    await gw?.stop();
-  });
+  afterAll(() => rig?.close());
 
   it('through the gateway every answer belongs to one chain that only moves forward: 0 inconsistencies', async () => {
     const { report, altered } = await withAlterations(() =>

@@ -10,12 +10,11 @@
 // records what reached it; the tests wait on those records, the gateway's
 // metrics and its logs, never on time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { keccak256, type Hex } from 'viem';
 import { mnemonicToAccount } from 'viem/accounts';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 import { close, createSafeServer, isHealthCheck, listen, parseJson, readAll } from '../support/http.ts';
@@ -100,6 +99,7 @@ let slow: Tweak;
 let fast: Tweak;
 let tipLaggard: PoolStandin;
 let tipHealthy: PoolStandin;
+let rig: Gateway;
 let gw: RunningGateway;
 
 /** Blocks the pruned node keeps the state of. */
@@ -107,75 +107,6 @@ const KEEP = 16;
 /** The archive chain's pruneDepth: state between KEEP and this deep only a try again can save. */
 const PRUNE_DEPTH = 64;
 const HEDGE_AFTER_MS = 50;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-cache: { maxBytes: 8388608, headPollMs: 200 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - path: bcast
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    upstreams: ["\${MEMPOOL_A}", "\${MEMPOOL_B}"]
-  - path: bcastone
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    broadcast: one
-    upstreams: ["\${MEMPOOL_A}", "\${MEMPOOL_B}"]
-  - path: quorum
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    quorum: { methods: [eth_getBalance], of: 2 }
-    upstreams: ["\${HONEST}", "\${LIAR}"]
-  - path: archive
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    pruneDepth: ${PRUNE_DEPTH}
-    upstreams: ["\${PRUNED}", { url: "\${ARCHIVE}", archive: true }]
-  - path: retry
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    upstreams: ["\${LAGGARD}", "\${HEALTHY}"]
-  - path: final
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    finality: { depth: 5 }
-    upstreams: ["\${FORGETFUL}", "\${REMEMBERS}"]
-  - path: hedge
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    hedge: { afterMs: ${HEDGE_AFTER_MS} }
-    broadcast: one
-    # Half the reads must go to the slow node first for hedges to show: selection by score would keep it to probes.
-    selection: weighted
-    upstreams: ["\${SLOW}", "\${FAST}"]
-  - path: tip
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    cache: off
-    servedTip: all
-    upstreams: ["\${TIP_LAGGARD}", "\${TIP_HEALTHY}"]
-`;
 
 beforeAll(async () => {
   [anvil, mempoolA, mempoolB] = await Promise.all([startAnvil({ args: ['--no-mining'] }), startAnvil({ args: ['--no-mining'] }), startAnvil({ args: ['--no-mining'] })]);
@@ -191,35 +122,43 @@ beforeAll(async () => {
     startPoolStandin(anvil.url, { role: 'laggard', lag: 3 }),
     startPoolStandin(anvil.url, { role: 'healthy' }),
   ]);
-  const built = await buildManifest('issue-33-pool', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'pool', key: KEY }]));
-  gw = await startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
-    env: {
-      MEMPOOL_A: mempoolA.url,
-      MEMPOOL_B: mempoolB.url,
-      HONEST: honest.url,
-      LIAR: liar.url,
-      PRUNED: pruned.url,
-      ARCHIVE: archive.url,
-      LAGGARD: laggard.url,
-      HEALTHY: healthy.url,
-      FORGETFUL: forgetful.url,
-      REMEMBERS: remembers.url,
-      SLOW: slow.url,
-      FAST: fast.url,
-      TIP_LAGGARD: tipLaggard.url,
-      TIP_HEALTHY: tipHealthy.url,
+  rig = await gateway({
+    name: 'issue-33-pool',
+    chains: [
+      evmChain('bcast', ['MEMPOOL_A', 'MEMPOOL_B'], { cache: 'off' }),
+      evmChain('bcastone', ['MEMPOOL_A', 'MEMPOOL_B'], { cache: 'off', broadcast: 'one' }),
+      evmChain('quorum', ['HONEST', 'LIAR'], { cache: 'off', quorum: { methods: ['eth_getBalance'], of: 2 } }),
+      { path: 'archive', interface: 'evm-jsonrpc', cache: 'off', pruneDepth: PRUNE_DEPTH, upstreams: ['${PRUNED}', { url: '${ARCHIVE}', archive: true }] },
+      evmChain('retry', ['LAGGARD', 'HEALTHY'], { cache: 'off' }),
+      evmChain('final', ['FORGETFUL', 'REMEMBERS'], { finality: { depth: 5 } }),
+      // Half the reads must go to the slow node first for hedges to show: selection by score would keep it to probes.
+      evmChain('hedge', ['SLOW', 'FAST'], { cache: 'off', hedge: { afterMs: HEDGE_AFTER_MS }, broadcast: 'one', selection: 'weighted' }),
+      evmChain('tip', ['TIP_LAGGARD', 'TIP_HEALTHY'], { cache: 'off', servedTip: 'all' }),
+    ],
+    header: { cache: { maxBytes: 8388608, headPollMs: 200 } },
+    keys: [{ id: 'pool', key: KEY }],
+    standIns: {
+      anvil,
+      MEMPOOL_A: mempoolA,
+      MEMPOOL_B: mempoolB,
+      HONEST: honest,
+      LIAR: liar,
+      PRUNED: pruned,
+      ARCHIVE: archive,
+      LAGGARD: laggard,
+      HEALTHY: healthy,
+      FORGETFUL: forgetful,
+      REMEMBERS: remembers,
+      SLOW: slow,
+      FAST: fast,
+      TIP_LAGGARD: tipLaggard,
+      TIP_HEALTHY: tipHealthy,
     },
   });
+  gw = rig.gw;
 }, 40_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([honest, liar, forgetful, remembers, slow, fast, pruned, archive, laggard, healthy, tipLaggard, tipHealthy].map((s) => s?.close()));
-  await Promise.all([anvil?.stop(), mempoolA?.stop(), mempoolB?.stop()]);
-});
+afterAll(() => rig?.close());
 
 // ---------------------------------------------------------------- helpers
 

@@ -11,10 +11,9 @@
 //  - state at a {blockHash} of a block only the healthy node has is answered,
 //    whether the gateway has seen that hash in an answer or not.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 import { fetchSeries } from '../support/metrics-text.ts';
@@ -32,6 +31,7 @@ const LOGGER_INIT = '0x663360006000a10060005260076019f3';
 
 let anvil: Anvil;
 const nodes: Record<string, PoolStandin> = {};
+let rig: Gateway;
 let gw: RunningGateway;
 let split: SplitNode;
 let logger: string;
@@ -42,24 +42,10 @@ let head: number;
 const CHAINS = { geth: 'geth', anvil: 'anvil', notags: 'geth', hgeth: 'geth', hanvil: 'anvil', split: 'split' } as const;
 type Path = keyof typeof CHAINS;
 
-const chain = (path: Path) => `
-  - path: ${path}
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm${path === 'notags' ? '\n    rewriteTags: false' : ''}
-    upstreams: ["\${${path.toUpperCase()}_0}", "\${${path.toUpperCase()}_1}"]`;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${[...EVM_METHODS, 'eth_getLogs', 'eth_getBlockReceipts', 'eth_feeHistory'].join(', ')}]
-chains:${(Object.keys(CHAINS) as Path[]).map(chain).join('')}
-`;
+const chain = (path: Path): Chain => {
+  const name = path.toUpperCase();
+  return evmChain(path, [`${name}_0`, `${name}_1`], path === 'notags' ? { rewriteTags: false } : {});
+};
 
 async function anvilResult(method: string, params: unknown[]): Promise<any> {
   const a = await anvil.rpc(method, params);
@@ -110,9 +96,15 @@ beforeAll(async () => {
     env[`${path.toUpperCase()}_0`] = h.url;
     env[`${path.toUpperCase()}_1`] = second;
   }
-  const built = await buildManifest('issue-37-range', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'range', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env });
+  rig = await gateway({
+    name: 'issue-37-range',
+    chains: (Object.keys(CHAINS) as Path[]).map(chain),
+    header: { methodSets: { evm: [...EVM_METHODS, 'eth_getLogs', 'eth_getBlockReceipts', 'eth_feeHistory'] } },
+    keys: [{ id: 'range', key: KEY }],
+    standIns: { anvil, split, nodes: Object.values(nodes) },
+    env,
+  });
+  gw = rig.gw;
   // Every pool's polls have seen both nodes at their heads: the served tip is the laggard's (the split node's polls see the head).
   const upstreamHead = (path: string, n: number) => fetchSeries(gw.url('admin', '/metrics'), 'gateway_upstream_head', { chain: path, upstream: `${path}#${n}` });
   for (const path of Object.keys(CHAINS) as Path[]) {
@@ -121,11 +113,7 @@ beforeAll(async () => {
   }
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([...Object.values(nodes), split].map((s) => s?.close()));
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 /** The client calls of `method` that reached the chain's nodes since `from` (request counts per node). */
 function reached(path: Path, method: string, from: readonly number[]): unknown[][] {

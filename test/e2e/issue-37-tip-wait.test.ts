@@ -13,10 +13,9 @@
 // that the laggard reaches the tip. Each step waits for what the gateway saw
 // (/readyz) with until(), never for a time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 
@@ -33,37 +32,27 @@ let healthy: PoolStandin;
 /** Closed by the test itself (the node that set the tip going away). */
 let healthyClosed = false;
 let laggard: PoolStandin;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
   anvil = await startAnvil({ chainId: 1, args: ['--no-mining'] });
   await anvil.mine(20);
   [healthy, laggard] = await Promise.all([startPoolStandin(anvil.url, { role: 'healthy' }), startPoolStandin(anvil.url, { role: 'laggard', lag: LAG })]);
-  const built = await buildManifest(
-    'issue-37-tip-wait',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 300, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: wait, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", limits: { timeoutMs: ${WAIT_MS} }, upstreams: ["\${HEALTHY}", "\${LAGGARD}"] }
-  - { path: short, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", limits: { timeoutMs: ${SHORT_MS} }, upstreams: ["\${HEALTHY}", "\${LAGGARD}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'wait', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { HEALTHY: healthy.url, LAGGARD: laggard.url } });
+  rig = await gateway({
+    name: 'issue-37-tip-wait',
+    chains: [
+      evmChain('wait', ['HEALTHY', 'LAGGARD'], { cache: 'off', limits: { timeoutMs: WAIT_MS } }),
+      evmChain('short', ['HEALTHY', 'LAGGARD'], { cache: 'off', limits: { timeoutMs: SHORT_MS } }),
+    ],
+    header: { health: { intervalMs: 300, timeoutMs: 2000 } },
+    keys: [{ id: 'wait', key: KEY }],
+    standIns: { anvil, LAGGARD: laggard, HEALTHY: { url: healthy.url, close: () => healthyClosed || healthy.close() } },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([healthyClosed ? undefined : healthy, laggard].map((s) => s?.close()));
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 let nextId = 1;
 async function post(chain: string, method: string, params: unknown[] = []): Promise<{ status: number; doc: { result?: unknown; error?: { message?: string } } }> {

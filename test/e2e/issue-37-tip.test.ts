@@ -20,10 +20,9 @@
 // Each test waits for what the gateway saw (/readyz's heads, the stand-ins'
 // poll records) with until(), never for a time.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, metricValue, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, vars, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 import { polledHead, startSteerableProxy, withoutHeight, type SteerableProxy } from '../support/steerable-proxy.ts';
@@ -52,6 +51,7 @@ let electB: RecordingProxy;
 let electWrong: RecordingProxy;
 let rosettaA: RosettaStub;
 let rosettaB: RosettaStub;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
@@ -72,57 +72,43 @@ beforeAll(async () => {
     startRecordingProxy(anvil.url),
     startRecordingProxy(polygon.url),
   ]);
-  const built = await buildManifest(
-    'issue-37-tip',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-cache: { headPollMs: ${POLL_MS} }
-health: { intervalMs: ${POLL_MS}, timeoutMs: 10000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: dip, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", rewriteTags: false, upstreams: ["\${DIP_A}", "\${DIP_B}"] }
-  - { path: dip-cached, interface: evm-jsonrpc, listener: rpc, methods: evm, rewriteTags: false, upstreams: ["\${DIP_A}", "\${DIP_B}"] }
-  - { path: height, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", rewriteTags: false, upstreams: ["\${HEIGHT_A}", "\${HEIGHT_B}"] }
-  - { path: slow, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", rewriteTags: false, upstreams: ["\${SLOW_A}", "\${SLOW_B}"] }
-  - { path: depth, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", rewriteTags: true, finality: { depth: ${DEPTH} }, upstreams: ["\${DEPTH_A}", "\${DEPTH_B}"] }
-  - { path: depth-cached, interface: evm-jsonrpc, listener: rpc, methods: evm, rewriteTags: true, finality: { depth: ${DEPTH} }, upstreams: ["\${DEPTH_A}", "\${DEPTH_B}"] }
-  - { path: rosetta-dip, interface: rosetta, listener: rpc, network: preprod, cache: "off", finality: { depth: 10 }, upstreams: ["\${ROSETTA_A}", "\${ROSETTA_B}"] }
-  - { path: rosetta-dip-cached, interface: rosetta, listener: rpc, network: preprod, finality: { depth: 10 }, upstreams: ["\${ROSETTA_A}", "\${ROSETTA_B}"] }
-  - { path: elect, interface: evm-jsonrpc, listener: rpc, methods: evm, cache: "off", upstreams: ["\${ELECT_A}", "\${ELECT_B}", { url: "\${ELECT_WRONG}", weight: 10 }] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'tip', key: KEY }]));
-  gw = await startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
-    env: {
-      DIP_A: dipA.url,
-      DIP_B: dipB.url,
-      HEIGHT_A: heightA.url,
-      HEIGHT_B: heightB.url,
-      SLOW_A: slowA.url,
-      SLOW_B: slowB.url,
-      DEPTH_A: depthA.url,
-      DEPTH_B: depthB.url,
-      ELECT_A: electA.url,
-      ELECT_B: electB.url,
-      ELECT_WRONG: electWrong.url,
-      ROSETTA_A: rosettaA.url,
-      ROSETTA_B: rosettaB.url,
+  rig = await gateway({
+    name: 'issue-37-tip',
+    chains: [
+      evmChain('dip', ['DIP_A', 'DIP_B'], { cache: 'off', rewriteTags: false }),
+      evmChain('dip-cached', ['DIP_A', 'DIP_B'], { rewriteTags: false }),
+      evmChain('height', ['HEIGHT_A', 'HEIGHT_B'], { cache: 'off', rewriteTags: false }),
+      evmChain('slow', ['SLOW_A', 'SLOW_B'], { cache: 'off', rewriteTags: false }),
+      evmChain('depth', ['DEPTH_A', 'DEPTH_B'], { cache: 'off', rewriteTags: true, finality: { depth: DEPTH } }),
+      evmChain('depth-cached', ['DEPTH_A', 'DEPTH_B'], { rewriteTags: true, finality: { depth: DEPTH } }),
+      { path: 'rosetta-dip', interface: 'rosetta', network: 'preprod', cache: 'off', finality: { depth: 10 }, upstreams: vars('ROSETTA_A', 'ROSETTA_B') },
+      { path: 'rosetta-dip-cached', interface: 'rosetta', network: 'preprod', finality: { depth: 10 }, upstreams: vars('ROSETTA_A', 'ROSETTA_B') },
+      { path: 'elect', interface: 'evm-jsonrpc', cache: 'off', upstreams: [...vars('ELECT_A', 'ELECT_B'), { url: '${ELECT_WRONG}', weight: 10 }] },
+    ],
+    header: { cache: { headPollMs: POLL_MS }, health: { intervalMs: POLL_MS, timeoutMs: 10000 } },
+    keys: [{ id: 'tip', key: KEY }],
+    standIns: {
+      anvil,
+      polygon,
+      DIP_A: dipA,
+      DIP_B: dipB,
+      HEIGHT_A: heightA,
+      HEIGHT_B: heightB,
+      SLOW_A: slowA,
+      SLOW_B: slowB,
+      DEPTH_A: depthA,
+      DEPTH_B: depthB,
+      ELECT_A: electA,
+      ELECT_B: electB,
+      ELECT_WRONG: electWrong,
+      ROSETTA_A: rosettaA,
+      ROSETTA_B: rosettaB,
     },
   });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([dipA, dipB, heightA, heightB, slowA, slowB, depthA, depthB, electA, electB, electWrong, rosettaA, rosettaB].map((s) => s?.close()));
-  await Promise.all([anvil?.stop(), polygon?.stop()]);
-});
+afterAll(() => rig?.close());
 
 let nextId = 1;
 async function call(chain: string, method: string, params: unknown[] = []): Promise<any> {

@@ -17,10 +17,10 @@
 // uncounted and copied into the batch's answer (pool/batch.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { HEAD, logText, startBigLogsNode, type BigLogsNode } from '../support/big-logs-node.ts';
 
 const KEY = newKey();
@@ -35,34 +35,19 @@ const BLOCKS = 10_000;
 let node: BigLogsNode;
 /** The gateway the case at hand runs against. */
 let gw: RunningGateway;
-const gateways: RunningGateway[] = [];
+const gateways: Gateway[] = [];
 
 /** A gateway with the one chain, with the cache (`cache`: its settings) or without. */
-function manifest(cache: string | null): string {
-  return `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 1000, timeoutMs: 2000 }
-${cache === null ? '' : `cache: ${cache}\n`}methodSets:
-  evm: [${EVM_METHODS.join(', ')}, eth_getLogs]
-chains:
-  - path: big
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    limits: { timeoutMs: 120000 }
-    upstreams: [{ url: "\${BIG}", maxLogRange: 1000 }]
-`;
-}
-
-async function start(name: string, cache: string | null): Promise<RunningGateway> {
-  const built = await buildManifest(name, manifest(cache));
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'mem', key: KEY }]));
-  const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { BIG: node.url } });
+async function start(name: string, cache: Record<string, unknown> | null): Promise<RunningGateway> {
+  const g = await gateway({
+    name,
+    chains: [{ path: 'big', interface: 'evm-jsonrpc', limits: { timeoutMs: 120000 }, upstreams: [{ url: '${BIG}', maxLogRange: 1000 }] }],
+    header: { admin: null, health: { intervalMs: 1000, timeoutMs: 2000 }, cache, methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] } },
+    keys: [{ id: 'mem', key: KEY }],
+    env: { BIG: node.url },
+  });
   gateways.push(g);
-  return g;
+  return g.gw;
 }
 
 beforeAll(async () => {
@@ -70,7 +55,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const g of gateways) await g.stop();
+  for (const g of gateways) await g.close();
   await node?.close();
 });
 
@@ -166,7 +151,7 @@ describe('merged eth_getLogs answers and the held-bytes bound (issue 43 rule 6)'
   }, 240_000);
 
   it(`on a cached chain, six concurrent ranges of ~100 MB keep the gateway's peak RSS under ${BOUND_MIB} MiB + ${MARGIN_MIB} MiB; each is complete or the documented 502`, async () => {
-    gw = await start('issue-43-logs-memory-cached', '{ headPollMs: 1000 }');
+    gw = await start('issue-43-logs-memory-cached', { headPollMs: 1000 });
     await sixRanges();
   }, 240_000);
 

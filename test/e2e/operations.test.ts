@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { createServer, Agent, request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type Built, type KeySpec, type RunningGateway } from './harness.ts';
+import { keysYaml, newKey, rawRequest, type Built, type KeySpec, type RunningGateway } from './harness.ts';
+import { gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { startRosettaStub, type RosettaStub } from '../support/rosetta-stub.ts';
@@ -22,6 +23,7 @@ let rosetta: RosettaStub;
 let redis: RedisServer;
 let gate: Server;
 let built: Built;
+let rig: Gateway;
 /** heldchain's upstream holds every call (health checks aside) until releaseHeld(). */
 const held: ServerResponse[] = [];
 const heldWaiters: { n: number; ok: () => void }[] = [];
@@ -32,23 +34,12 @@ function releaseHeld(): void {
   for (const res of held.splice(0)) if (!res.destroyed) res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":"0x2"}');
 }
 
-const MANIFEST = () => `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 60000, timeoutMs: 1000 }
-drainTimeoutMs: 8000
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-  - { path: heldchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["\${HELD_URL}"] }
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${ROSETTA_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-`;
+const CHAINS: readonly Chain[] = [
+  { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] },
+  { path: 'heldchain', interface: 'evm-jsonrpc', retries: 0, upstreams: ['${HELD_URL}'] },
+  { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${ROSETTA_URL}'] },
+  { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB_URL}'] },
+];
 
 const KEYS: KeySpec[] = [
   { id: 'unlimited', key: KEY },
@@ -69,22 +60,21 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => gate.listen(0, '127.0.0.1', r));
   heldUrl = `http://127.0.0.1:${(gate.address() as { port: number }).port}`;
-  built = await buildManifest('operations', MANIFEST());
+  rig = await gateway({
+    name: 'operations',
+    chains: CHAINS,
+    header: { health: { intervalMs: 60000, timeoutMs: 1000 }, drainTimeoutMs: 8000 },
+    standIns: { gate, redis, ETH_URL: anvil, BB_URL: bb, ROSETTA_URL: rosetta },
+    env: { HELD_URL: heldUrl },
+    start: false,
+  });
+  built = rig.built;
 }, 60_000);
 
-afterAll(async () => {
-  gate?.closeAllConnections();
-  gate?.close();
-  await Promise.all([anvil?.stop(), bb?.close(), rosetta?.close(), redis?.stop()]);
-});
+afterAll(() => rig?.close());
 
 async function launch(extraEnv: Record<string, string> = {}, keys: KeySpec[] = KEYS): Promise<RunningGateway> {
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml(keys));
-  return startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
-    env: { ETH_URL: anvil.url, BB_URL: bb.url, ROSETTA_URL: rosetta.url, HELD_URL: heldUrl, ...extraEnv },
-  });
+  return rig.start({ env: extraEnv, keys });
 }
 
 /** Waits until `cond()` holds (a load running beside the test makes progress); fails after 10 s. */

@@ -5,10 +5,9 @@
 // one anvil, so the two report different safe and finalized blocks; each
 // records what reached it, and the tests read those records.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startPoolStandin, type PoolStandin } from '../support/pool-standins.ts';
 
@@ -18,41 +17,27 @@ const LAG = 80;
 let anvil: Anvil;
 let healthy: PoolStandin;
 let laggard: PoolStandin;
+let rig: Gateway;
 let gw: RunningGateway;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 2000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - path: tags
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    rewriteTags: true
-    # The laggard is further behind than anvil's finalized block (64 deep) and stays in the pool.
-    maxLag: 100
-    upstreams: ["\${HEALTHY}", "\${LAGGARD}"]
-`;
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
   await anvil.mine(200);
   [healthy, laggard] = await Promise.all([startPoolStandin(anvil.url, { role: 'healthy' }), startPoolStandin(anvil.url, { role: 'laggard', lag: LAG })]);
-  const built = await buildManifest('pool-tags', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'tags', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { HEALTHY: healthy.url, LAGGARD: laggard.url } });
+  rig = await gateway({
+    name: 'pool-tags',
+    chains: [
+      // The laggard is further behind than anvil's finalized block (64 deep) and stays in the pool.
+      evmChain('tags', ['HEALTHY', 'LAGGARD'], { rewriteTags: true, maxLag: 100 }),
+    ],
+    header: { admin: null },
+    keys: [{ id: 'tags', key: KEY }],
+    standIns: { anvil, HEALTHY: healthy, LAGGARD: laggard },
+  });
+  gw = rig.gw;
 }, 40_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([healthy, laggard].map((s) => s?.close()));
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 let nextId = 1;
 async function result(method: string, params: unknown[]): Promise<any> {

@@ -3,35 +3,17 @@
 // playwright-core) against a running gateway with two real anvils, one of
 // which is killed while the page is open.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { buildManifest, keysYaml, newKey, rawRequest, ROOT, sha256, startGateway, until, type Built, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, ROOT, sha256, until, type Built, type RunningGateway } from './harness.ts';
+import { gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const ALICE = newKey();
 const BOB = newKey();
 const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-
-// Health checks every 300 ms, so that a killed node is seen within a second or two.
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 300, timeoutMs: 250 }
-chains:
-  - path: dev
-    interface: evm-jsonrpc
-    listener: rpc
-    chainId: 31337
-    methods: [eth_chainId, eth_blockNumber, eth_getBalance]
-    upstreams:
-      - "\${A_URL}"
-      - { url: "\${B_URL}", role: fallback }
-`;
 
 // eth_chainId: on a chain of two upstreams (a pool) eth_blockNumber is answered from the served tip, with no upstream attempt.
 const call = (method = 'eth_chainId') => JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: [] });
@@ -41,14 +23,21 @@ interface Setup {
   b: Anvil;
   built: Built;
   gw: RunningGateway;
+  close(): Promise<void>;
 }
 
 async function setup(name: string): Promise<Setup> {
-  const [a, b] = await Promise.all([startAnvil(), startAnvil()]);
-  const built = await buildManifest(name, MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'alice', key: ALICE }, { id: 'bob', key: BOB }]));
-  const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { A_URL: a.url, B_URL: b.url } });
-  return { a, b, built, gw };
+  const g = await gateway({
+    name,
+    chains: [
+      { path: 'dev', interface: 'evm-jsonrpc', chainId: 31337, methods: ['eth_chainId', 'eth_blockNumber', 'eth_getBalance'], upstreams: ['${A_URL}', { url: '${B_URL}', role: 'fallback' }] },
+    ],
+    // Health checks every 300 ms, so that a killed node is seen within a second or two.
+    header: { health: { intervalMs: 300, timeoutMs: 250 } },
+    keys: [{ id: 'alice', key: ALICE }, { id: 'bob', key: BOB }],
+    standIns: { A_URL: startAnvil(), B_URL: startAnvil() },
+  });
+  return { a: g.standIns.A_URL, b: g.standIns.B_URL, built: g.built, gw: g.gw, close: g.close };
 }
 
 async function status(gw: RunningGateway): Promise<any> {
@@ -86,8 +75,7 @@ describe('GET /status.json on the admin listener', { timeout: 60_000 }, () => {
     s = await setup('status-json');
   }, 60_000);
   afterAll(async () => {
-    await s?.gw.stop();
-    await Promise.all([s?.a.stop(), s?.b.stop()]);
+    await s?.close();
   });
 
   it('names the build: the manifest, its SHA-256 and the version, which the started line also carries', async () => {
@@ -182,8 +170,7 @@ describe('the status page in Chromium', { timeout: 90_000 }, () => {
   }, 60_000);
   afterAll(async () => {
     await browser?.close();
-    await s?.gw.stop();
-    await Promise.all([s?.a.stop(), s?.b.stop()]);
+    await s?.close();
   });
 
   /** The page's upstream rows as [name, role, state] and its chain rows as [path, interface, state]. */

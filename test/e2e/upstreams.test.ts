@@ -5,9 +5,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 
@@ -30,6 +29,7 @@ let failCalls = 0;
 let failHoldsChecks = false;
 let failChecksHeld = false;
 const failHeldChecks: ServerResponse[] = [];
+let rig: Gateway;
 let gw: RunningGateway;
 /** Resolvers for the holding upstream's next held request and its next dropped one. */
 const held: (() => void)[] = [];
@@ -163,58 +163,38 @@ beforeAll(async () => {
   });
   s8.server.keepAliveTimeout = 0;
   s8.server.on('connection', (socket) => socket.on('close', () => socketClosed.shift()?.(socket)));
-  const built = await buildManifest(
-    'upstreams',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-limits: { timeoutMs: 800 }
-health: { intervalMs: 150, timeoutMs: 500 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - path: ethereum
-    interface: evm-jsonrpc
-    listener: rpc
-    chainId: 1
-    methods: evm
-    maxLag: 5
-    retries: 1
-    upstreams:
-      - { url: "\${A_URL}", weight: 2, headers: { Authorization: "Bearer \${TOKEN}" } }
-      - "\${B_URL}"
-      - { url: "\${C_URL}", role: fallback }
-      - "\${D_URL}"
-  # Pools of a toy node that answers eth_blockNumber alone: rewriteTags off, or the polls for the tags' blocks would find no head.
-  - { path: slowchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, upstreams: ["${s1.url}", "${s1b.url}"] }
-  - { path: garbagechain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, upstreams: [{ url: "${s2.url}", weight: 100 }, "\${B_URL}"] }
-  - { path: failchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, upstreams: ["${s3.url}"] }
-  - { path: bigchain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "${s4.url}", connections: 2 }] }
-  - { path: headerchain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${s6.url}"] }
-  - { path: holdchain, interface: evm-jsonrpc, listener: rpc, methods: evm, retries: 0, limits: { timeoutMs: 600000 }, upstreams: [{ url: "${s7.url}", connections: 2 }] }
-  - { path: idlechain, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: [{ url: "${s8.url}", idleTimeoutMs: 1000 }] }
-  - { path: hangchain, interface: evm-jsonrpc, listener: rpc, maxLag: 1000000, methods: evm, rewriteTags: false, broadcast: one, upstreams: [{ url: "${s5.url}", weight: 100 }, "\${B_URL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ops', key: KEY }]));
-  gw = await startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
-    env: { A_URL: pa.url, B_URL: pb.url, C_URL: pc.url, D_URL: pd.url, TOKEN },
+  rig = await gateway({
+    name: 'upstreams',
+    chains: [
+      {
+        path: 'ethereum',
+        interface: 'evm-jsonrpc',
+        chainId: 1,
+        maxLag: 5,
+        retries: 1,
+        upstreams: [{ url: '${A_URL}', weight: 2, headers: { Authorization: 'Bearer ${TOKEN}' } }, '${B_URL}', { url: '${C_URL}', role: 'fallback' }, '${D_URL}'],
+      },
+      // Pools of a toy node that answers eth_blockNumber alone: rewriteTags off, or the polls for the tags' blocks would find no head.
+      { path: 'slowchain', interface: 'evm-jsonrpc', maxLag: 1000000, rewriteTags: false, upstreams: [s1.url, s1b.url] },
+      { path: 'garbagechain', interface: 'evm-jsonrpc', maxLag: 1000000, rewriteTags: false, upstreams: [{ url: s2.url, weight: 100 }, '${B_URL}'] },
+      { path: 'failchain', interface: 'evm-jsonrpc', retries: 0, upstreams: [s3.url] },
+      { path: 'bigchain', interface: 'evm-jsonrpc', upstreams: [{ url: s4.url, connections: 2 }] },
+      { path: 'headerchain', interface: 'evm-jsonrpc', upstreams: [s6.url] },
+      { path: 'holdchain', interface: 'evm-jsonrpc', retries: 0, limits: { timeoutMs: 600000 }, upstreams: [{ url: s7.url, connections: 2 }] },
+      { path: 'idlechain', interface: 'evm-jsonrpc', upstreams: [{ url: s8.url, idleTimeoutMs: 1000 }] },
+      { path: 'hangchain', interface: 'evm-jsonrpc', maxLag: 1000000, rewriteTags: false, broadcast: 'one', upstreams: [{ url: s5.url, weight: 100 }, '${B_URL}'] },
+    ],
+    header: { limits: { timeoutMs: 800 }, health: { intervalMs: 150, timeoutMs: 500 } },
+    keys: [{ id: 'ops', key: KEY }],
+    standIns: { servers, A_URL: pa, B_URL: pb, C_URL: pc, D_URL: pd, anvils: [a, b, c, d] },
+    env: { TOKEN },
   });
+  gw = rig.gw;
   // Ready once the health checks have seen a, b and c (d lags, so it stays out).
   await until((ups) => ups.slice(0, 3).every((u) => u.state === 'up') && ups[3]!.state === 'down');
 }, 90_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  for (const s of servers) s.closeAllConnections(), s.close();
-  await Promise.all([pa, pb, pc, pd].map((p) => p?.close()));
-  await Promise.all([a, b, c, d].map((n) => n?.stop()));
-});
+afterAll(() => rig?.close());
 
 const send = (path: string, body = CALL) => rawRequest(gw.url('rpc', path), { body, headers: { 'x-api-key': KEY } });
 const clearAll = () => [pa, pb, pc, pd].forEach((p) => p.clear());

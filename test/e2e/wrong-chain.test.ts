@@ -5,9 +5,8 @@
 // say wrong_chain; the error log line names chain and upstream, not the URL;
 // it is checked again every round and comes back once it serves the chain.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, metricValue, newKey, rawRequest, startGateway, until, type RunningGateway } from './harness.ts';
+import { metricValue, newKey, rawRequest, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
@@ -26,6 +25,7 @@ let bbGood: BlockbookStub;
 let bbWrong: BlockbookStub;
 let rGood: RosettaStub;
 let rWrong: RosettaStub;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
@@ -40,39 +40,21 @@ beforeAll(async () => {
     startRosettaStub({ network: 'preview' }),
   ]);
   // The wrong upstreams weigh most: were they usable, they would take most requests.
-  const built = await buildManifest(
-    'wrong-chain',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 1000 }
-chains:
-  - path: bsc
-    interface: evm-jsonrpc
-    listener: rpc
-    chainId: 56
-    methods: [eth_chainId, eth_blockNumber]
-    upstreams: ["\${GOOD_URL}", { url: "\${WRONG_URL}", weight: 10 }]
-  - { path: cardano-preprod, interface: rosetta, listener: rpc, network: preprod, upstreams: ["\${R_GOOD}", { url: "\${R_WRONG}", weight: 10 }] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, coin: Bitcoin, upstreams: ["\${BB_GOOD}", { url: "\${BB_WRONG}", weight: 10 }] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'ops', key: KEY }]));
-  gw = await startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
-    env: { GOOD_URL: pGood.url, WRONG_URL: pWrong.url, R_GOOD: rGood.url, R_WRONG: rWrong.url, BB_GOOD: bbGood.url, BB_WRONG: bbWrong.url },
+  rig = await gateway({
+    name: 'wrong-chain',
+    chains: [
+      { path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, methods: ['eth_chainId', 'eth_blockNumber'], upstreams: ['${GOOD_URL}', { url: '${WRONG_URL}', weight: 10 }] },
+      { path: 'cardano-preprod', interface: 'rosetta', network: 'preprod', upstreams: ['${R_GOOD}', { url: '${R_WRONG}', weight: 10 }] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', coin: 'Bitcoin', upstreams: ['${BB_GOOD}', { url: '${BB_WRONG}', weight: 10 }] },
+    ],
+    header: { health: { intervalMs: 200, timeoutMs: 1000 } },
+    keys: [{ id: 'ops', key: KEY }],
+    standIns: { good, polygon, GOOD_URL: pGood, WRONG_URL: pWrong, R_GOOD: rGood, R_WRONG: rWrong, BB_GOOD: bbGood, BB_WRONG: bbWrong },
   });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await Promise.all([pGood?.close(), pWrong?.close(), bbGood?.close(), bbWrong?.close(), rGood?.close(), rWrong?.close(), good?.stop(), polygon?.stop()]);
-});
+afterAll(() => rig?.close());
 
 type Ready = { status: string; chains: Record<string, { state: string; upstreams: { name: string; state: string }[] }> };
 const readyz = async (): Promise<Ready> => (await rawRequest(gw.url('admin', '/readyz'))).json() as Ready;
@@ -189,20 +171,13 @@ describe('the wrong-chain guard from the first request on', () => {
       });
     });
     const slowUrl = await listen(slow);
-    const built = await buildManifest(
-      'wrong-chain-first',
-      `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 60000, timeoutMs: 2000 }
-chains:
-  - { path: bsc, interface: evm-jsonrpc, listener: rpc, chainId: 56, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${WRONG_URL}"] }
-`,
-    );
-    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'first', key: KEY }]));
-    const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { WRONG_URL: slowUrl } });
+    const { gw: g } = await gateway({
+      name: 'wrong-chain-first',
+      chains: [{ path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, methods: ['eth_chainId', 'eth_blockNumber'], upstreams: ['${WRONG_URL}'] }],
+      header: { admin: null, health: { intervalMs: 60000, timeoutMs: 2000 } },
+      keys: [{ id: 'first', key: KEY }],
+      env: { WRONG_URL: slowUrl },
+    });
     try {
       // startGateway resolves on the 'started' line, written once the listeners are bound: the node had answered its check by then.
       expect(checksAnswered).toBeGreaterThan(0);
@@ -237,21 +212,13 @@ describe('the wrong-chain guard with nodes that take no batches', () => {
       return { server, got, url: await listen(server) };
     };
     const [right, wrong] = await Promise.all([node('0x38'), node('0x89')]);
-    const built = await buildManifest(
-      'wrong-chain-nobatch',
-      `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 200, timeoutMs: 1000 }
-chains:
-  - { path: bsc, interface: evm-jsonrpc, listener: rpc, chainId: 56, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${RIGHT_URL}", "\${WRONG_URL}"] }
-`,
-    );
-    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'nobatch', key: KEY }]));
-    const g = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { RIGHT_URL: right.url, WRONG_URL: wrong.url } });
+    const { gw: g } = await gateway({
+      name: 'wrong-chain-nobatch',
+      chains: [{ path: 'bsc', interface: 'evm-jsonrpc', chainId: 56, methods: ['eth_chainId', 'eth_blockNumber'], upstreams: ['${RIGHT_URL}', '${WRONG_URL}'] }],
+      header: { health: { intervalMs: 200, timeoutMs: 1000 } },
+      keys: [{ id: 'nobatch', key: KEY }],
+      env: { RIGHT_URL: right.url, WRONG_URL: wrong.url },
+    });
     try {
       const states = async () => {
         const r = (await rawRequest(g.url('admin', '/readyz'))).json() as Ready;
