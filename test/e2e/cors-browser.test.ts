@@ -8,15 +8,14 @@
 // never reaches the gateway's chain.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateKeyPairSync } from 'node:crypto';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Server } from 'node:http';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { SignJWT } from 'jose';
-import { buildManifest, newKey, rawRequest, sha256, startGateway, until, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, sha256, until, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { close, createSafeServer, listen } from '../support/http.ts';
+import { createSafeServer, listen } from '../support/http.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const AUDIENCE = 'chain-gateway-cors';
@@ -59,6 +58,7 @@ interface PageAnswer {
 
 let anvil: Anvil;
 let bb: BlockbookStub;
+let rig: Gateway;
 let gw: RunningGateway;
 let browser: Browser;
 /** The dapp's server (its origin is in cors.origins) and another one (not listed). */
@@ -78,26 +78,14 @@ beforeAll(async () => {
   other = pageServer();
   const [dappUrl, otherUrl] = await Promise.all([listen(dapp), listen(other)]);
   [anvil, bb, browser] = await Promise.all([startAnvil({ chainId: 1 }), startBlockbookStub(), chromium.launch({ executablePath: CHROMIUM })]);
-  const built = await buildManifest(
-    'cors-browser',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-  explorer: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-jwtAudience: ${AUDIENCE}
-cors: { origins: ["${dappUrl}"] }
-cache: { maxBytes: 8388608, headPollMs: 200 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: [eth_chainId, eth_blockNumber, eth_getBlockByNumber], upstreams: ["\${ETH_URL}"] }
-  - { path: bitcoin, interface: blockbook, listener: explorer, upstreams: ["\${BB_URL}"] }
-`,
-  );
-  writeFileSync(
-    join(built.dir, 'keys.yaml'),
-    `keys:
+  rig = await gateway({
+    name: 'cors-browser',
+    chains: [
+      { path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, methods: ['eth_chainId', 'eth_blockNumber', 'eth_getBlockByNumber'], upstreams: ['${ETH_URL}'] },
+      { path: 'bitcoin', interface: 'blockbook', listener: 'explorer', upstreams: ['${BB_URL}'] },
+    ],
+    header: { admin: null, jwtAudience: AUDIENCE, cors: { origins: [dappUrl] }, cache: { maxBytes: 8388608, headPollMs: 200 }, health: { intervalMs: 60000, timeoutMs: 1000 }, methodSets: null },
+    keys: `keys:
   - { id: plain, sha256: "${sha256(PLAIN)}", rateLimit: 1000/min }
   - id: jwt
     sha256: "${sha256(JWT)}"
@@ -106,8 +94,9 @@ chains:
       keys:
         - { kid: k1, alg: ES256, pem: ${JSON.stringify(es.publicKey.export({ type: 'spki', format: 'pem' }).toString())} }
 `,
-  );
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: anvil.url, BB_URL: bb.url } });
+    standIns: { ETH_URL: anvil, BB_URL: bb, dapp, other },
+  });
+  gw = rig.gw;
   await until(async () => (await rawRequest(gw.url('rpc', '/readyz'))).status === 200, 'both chains ready');
   [dappPage, otherPage] = await Promise.all([browser.newPage(), browser.newPage()]);
   await Promise.all([dappPage.goto(`${dappUrl}/`), otherPage.goto(`${otherUrl}/`)]);
@@ -115,8 +104,7 @@ chains:
 
 afterAll(async () => {
   await browser?.close();
-  await gw?.stop();
-  await Promise.all([anvil?.stop(), bb?.close(), dapp && close(dapp), other && close(other)]);
+  await rig?.close();
 });
 
 /** fetch() run by the page's own script. */

@@ -3,9 +3,10 @@
 // variable's label_values query) has samples in /metrics of a running gateway
 // after some traffic: served calls (the cache on, so its series exist), a refused key, a rate limit and a quota hit.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, newKey, rawRequest, ROOT, sha256, startGateway, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, ROOT, sha256, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 
 const DASHBOARD = JSON.parse(readFileSync(join(ROOT, 'deploy/grafana/gateway-dashboard.json'), 'utf8')) as unknown;
@@ -89,40 +90,27 @@ describe('the PromQL name reader', () => {
 });
 
 let anvil: Anvil;
+let rig: Gateway;
 let gw: RunningGateway;
 const KEYS = { plain: newKey(), limited: newKey(), metered: newKey() };
 
 beforeAll(async () => {
   anvil = await startAnvil({ chainId: 1 });
-  const built = await buildManifest(
-    'dashboard',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 500, timeoutMs: 1000 }
-cache: { headPollMs: 200 }
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: [eth_chainId, eth_blockNumber], upstreams: ["\${ETH_URL}"] }
-`,
-  );
-  writeFileSync(
-    join(built.dir, 'keys.yaml'),
-    `keys:
+  rig = await gateway({
+    name: 'dashboard',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, methods: ['eth_chainId', 'eth_blockNumber'], upstreams: ['${ETH_URL}'] }],
+    header: { health: { intervalMs: 500, timeoutMs: 1000 }, cache: { headPollMs: 200 }, methodSets: null },
+    keys: `keys:
   - { id: plain, sha256: "${sha256(KEYS.plain)}" }
   - { id: limited, sha256: "${sha256(KEYS.limited)}", rateLimit: 1/min }
   - { id: metered, sha256: "${sha256(KEYS.metered)}", quota: 1/day }
 `,
-  );
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: anvil.url } });
+    standIns: { ETH_URL: anvil },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 describe('deploy/grafana/gateway-dashboard.json', () => {
   it('names only metrics a running gateway exports, after traffic', async () => {

@@ -6,11 +6,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createPublicClient, http } from 'viem';
 import { mainnet } from 'viem/chains';
-import { buildManifest, newKey, rawRequest, ROOT, sha256, startGateway, until, type Built, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, ROOT, sha256, until, type Built, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
@@ -23,30 +23,18 @@ let anvil: Anvil;
 let proxy: RecordingProxy;
 let redis: RedisServer;
 let built: Built;
+let rig: Gateway;
 let fileGw: RunningGateway;
 let redisGw: RunningGateway;
 
 beforeAll(async () => {
   [anvil, redis] = await Promise.all([startAnvil({ chainId: 1 }), startRedis()]);
   proxy = await startRecordingProxy(anvil.url);
-  built = await buildManifest(
-    'key-batch-limit',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: "\${KEYS}"
-keyCache: { size: 100, ttlMs: 30000 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [eth_blockNumber, eth_chainId, eth_getBalance]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, limits: { maxBatchSize: ${CHAIN_MAX} }, upstreams: ["\${ETH_URL}"] }
-`,
-  );
-  writeFileSync(
-    join(built.dir, 'keys.yaml'),
-    `keys:
+  rig = await gateway({
+    name: 'key-batch-limit',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, limits: { maxBatchSize: CHAIN_MAX }, upstreams: ['${ETH_URL}'] }],
+    header: { admin: null, keys: '${KEYS}', keyCache: { size: 100, ttlMs: 30000 }, health: { intervalMs: 60000, timeoutMs: 1000 }, methodSets: { evm: ['eth_blockNumber', 'eth_chainId', 'eth_getBalance'] } },
+    keys: `keys:
   - id: small
     sha256: "${sha256(K.small)}"
     maxBatchSize: 3
@@ -57,17 +45,15 @@ chains:
     maxBatchSize: 2
     allow: { methods: [eth_blockNumber, eth_chainId] }
 `,
-  );
-  [fileGw, redisGw] = await Promise.all([
-    startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, KEYS: './keys.yaml' } }),
-    startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: proxy.url, KEYS: redis.url } }),
-  ]);
+    standIns: { anvil, redis, ETH_URL: proxy },
+    start: false,
+  });
+  built = rig.built;
+  [fileGw, redisGw] = await Promise.all([rig.start({ env: { KEYS: './keys.yaml' } }), rig.start({ env: { KEYS: redis.url } })]);
+
 }, 60_000);
 
-afterAll(async () => {
-  await Promise.all([fileGw?.stop(), redisGw?.stop()]);
-  await Promise.all([proxy?.close(), anvil?.stop(), redis?.stop()]);
-});
+afterAll(() => rig?.close());
 
 async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
