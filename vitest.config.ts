@@ -5,5 +5,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     setupFiles: ['test/support/fc-seed.ts'],
     globalSetup: ['test/support/fc-seed-banner.ts'],
+    // Generous bounds for a loaded 2-core host: a case or hook that hangs still fails, but a slow build or gateway
+    // start does not (vitest's 5 s and 10 s defaults failed cases that passed alone). Bounds a test promises are its own.
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
   },
 });
