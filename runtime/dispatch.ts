@@ -110,12 +110,12 @@ export interface ThrottleSeen {
 }
 
 /**
- * What is left of a request's `deadline`, in whole ms for a timer or a wait:
- * at least 1 while any is left, 0 once it is over. The one place the time
- * left of a call is worked out.
+ * What is left of a request's `deadline` at `now`, in whole ms for a timer
+ * or a wait: at least 1 while any is left, 0 once it is over. The one place
+ * the time left of a call is worked out.
  */
-export function timeLeft(deadline: number): number {
-  const left = deadline - performance.now();
+export function timeLeft(deadline: number, now = performance.now()): number {
+  const left = deadline - now;
   return left < 1 ? 0 : Math.round(left);
 }
 
