@@ -42,7 +42,7 @@
 // searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, streamParts, timeLeft, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
+import { deliver as handOn, JSON_HEADERS, streamParts, timeLeft, type CacheSays, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
 import { holdBytes, releaseHeld } from './upstreams/forward.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerOf, answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
@@ -207,29 +207,13 @@ export class LogRanges {
 
 const NOTHING: Cancelable = { cancel: () => undefined };
 
-type CacheSays = 'hit' | 'coalesced' | 'miss';
-
-/**
- * A target that says how the cache took part in an answer made of its
- * chunks (the cache's front: cache/evm.ts): told before the answer's head is
- * written, where the answer streams; a held answer says it in `cache`.
- */
-export interface CacheTold {
-  cacheSaid(c: CacheSays): void;
-}
-
-function tell(target: HeldTarget, cache: CacheSays | undefined): void {
-  if (cache !== undefined) (target as Partial<CacheTold>).cacheSaid?.(cache);
-}
-
 /** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
 function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
-  const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body, cache };
-  if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
-    tell(target, cache);
-    return handOn(target, request, r);
-  }
-  if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+  const r: ForwardResult = { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body };
+  const streamed = request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream';
+  if (!streamed && body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+  if (cache !== undefined) target.cacheSaid?.(cache);
+  if (streamed) return handOn(target, request, r);
   target.forwarded(r);
 }
 
@@ -609,8 +593,8 @@ class RangeCall implements Cancelable {
     const spans = r.status === 200 ? answerOf(r.body).spansWithin(MAX_ANSWER_DEPTH) : null;
     if (spans !== null && !spans.hasError && spans.resultStart !== -1 && r.body[spans.resultStart] === 0x5b) {
       // An answer from memory names no upstream of its own: the merged answer's is one that was asked.
-      if (r.cache !== 'hit') this.upstream ??= u;
-      this.cache[r.cache ?? 'none']++;
+      if (t.said !== 'hit') this.upstream ??= u;
+      this.cache[t.said ?? 'none']++;
       let result: Buffer | null = r.body.subarray(spans.resultStart, spans.resultEnd);
       // A chunk widened past the client's range (widen): only the logs within it.
       if (c.from < this.from || c.to > this.to) result = trimLogs(result, this.from, this.to);
@@ -684,7 +668,7 @@ class RangeCall implements Cancelable {
     const cache = this.cacheSays();
     const request = this.request;
     if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
-      tell(this.target, cache);
+      if (cache !== undefined) this.target.cacheSaid?.(cache);
       return streamParts(this.target as ForwardTarget, u, parts, () => this.drop());
     }
     // A client batch's call: its parts go to the batch's answer as they are, still counted (the batch lets go of them).
@@ -777,11 +761,17 @@ function errorOf(body: Buffer): Record<string, unknown> | null {
 class ChunkTarget implements HeldTarget {
   running: Cancelable | null = null;
   finished = false;
+  /** How the cache's layer took part in the chunk's answer (none: it did not). */
+  said: CacheSays | null = null;
 
   constructor(
     private readonly call: RangeCall,
     readonly chunk: Chunk,
   ) {}
+
+  cacheSaid(c: CacheSays): void {
+    this.said = c;
+  }
 
   forwarded(r: ForwardResult): void {
     this.finished = true;
