@@ -50,7 +50,7 @@ import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
 import { callOf, carries } from './pool/call.ts';
-import { Call, type BlockRef } from './evm-call.ts';
+import { Call, ID_AT, type BlockRef } from './evm-call.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { mayBeError } from './upstreams/throttle.ts';
 import { POLL_SHARE } from './upstreams/upstream-budget.ts';
@@ -529,10 +529,9 @@ class RangeCall implements Cancelable {
       this.queue.shift();
       if (++this.sends > MAX_CHUNK_SENDS) return this.fail('bad-response', null, 'more chunk requests than one call may cost');
       const t = new ChunkTarget(this, c);
-      // Each chunk carries its Call, so that the layers below (the cache's, the pool) parse its body once between them.
-      const body = this.chunkBody(c);
-      const call = body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
-      t.running = this.host.inner(t, { ...this.chunkRequest, body, call }, group);
+      // Each chunk carries its Call, so that the layers below (the cache's, the pool) read it, not its bytes.
+      const call = this.chunkCall(c);
+      t.running = this.host.inner(t, { ...this.chunkRequest, body: call.body, call }, group);
       if (!t.finished) this.running.add(t.running);
     }
     if (!this.over && this.pacer === null && this.running.size === 0 && this.queue.length === 0) this.finish();
@@ -575,12 +574,19 @@ class RangeCall implements Cancelable {
     return Number.isFinite(at) ? Math.max(1, at - now) : 0;
   }
 
-  private chunkBody(c: Chunk): Buffer | string {
-    if (c.whole === true && this.asItCame && this.request.body !== null) return this.request.body;
+  /**
+   * A chunk's call: the client's own where the chunk is its whole range as it
+   * came; else one the gateway writes, whose Call is made of the document it
+   * wrote (its id where it wrote it), so no layer below parses or scans it.
+   */
+  private chunkCall(c: Chunk): Call {
+    const body = this.request.body;
+    if (c.whole === true && this.asItCame && body !== null) return body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
     const params = this.call.params.slice();
     params[0] = { ...this.filter, fromBlock: `0x${c.from.toString(16)}`, toBlock: `0x${c.to.toString(16)}` };
     // An id of its own: a node need not take the client's (anvil refuses a 30-digit number); the answer gets the client's back.
-    return `{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":${JSON.stringify(params)}}`;
+    const doc = { jsonrpc: '2.0', id: 1, method: 'eth_getLogs', params };
+    return Call.parsedAs(JSON.stringify(doc), 'eth_getLogs', doc, ID_AT, ID_AT + 1);
   }
 
   /** A chunk's outcome: its logs, a split further, a try elsewhere, or the call's end. */

@@ -23,7 +23,7 @@
 //    other upstreams (its group narrowed) goes on alone.
 import { callOf, carries } from '../pool/call.ts';
 import { JSON_HEADERS, type CacheSays, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../dispatch.ts';
-import { answerOf, answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { answerOf, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../exchange.ts';
 import type { EvmRouteSpec } from '../types.ts';
@@ -70,11 +70,13 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     const from = call.from;
     const to = call.block;
     if (typeof from !== 'number' || typeof to !== 'number' || from > to || !core.view.isFinal(to)) return this.next(target, request as HeldRequest, group);
+    // Its id where its Call has it (the ranges layer writes each chunk's; the client's, the guard found).
+    const idStart = call.idFrom;
+    if (idStart === -1) return this.next(target, request as HeldRequest, group);
+    const idEnd = call.idTo;
     const b = typeof body === 'string' ? Buffer.from(body) : body;
-    const spans = answerSpans(b, MAX_ANSWER_DEPTH);
-    if (spans === null || spans.idStart === -1) return this.next(target, request as HeldRequest, group);
-    const key = this.keyPrefix + b.toString('latin1', 0, spans.idStart) + '\u0000' + b.toString('latin1', spans.idEnd);
-    const idJson = b.toString('utf8', spans.idStart, spans.idEnd);
+    const key = this.keyPrefix + b.toString('latin1', 0, idStart) + '\u0000' + b.toString('latin1', idEnd);
+    const idJson = b.toString('utf8', idStart, idEnd);
     const e = core.hit(key);
     if (e !== undefined) {
       core.stats.hits++;
