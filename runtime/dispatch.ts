@@ -110,12 +110,12 @@ export interface ThrottleSeen {
 }
 
 /**
- * What is left of a request's `deadline`, in whole ms for a timer or a wait:
- * at least 1 while any is left, 0 once it is over. The one place the time
- * left of a call is worked out.
+ * What is left of a request's `deadline` at `now`, in whole ms for a timer
+ * or a wait: at least 1 while any is left, 0 once it is over. The one place
+ * the time left of a call is worked out.
  */
-export function timeLeft(deadline: number): number {
-  const left = deadline - performance.now();
+export function timeLeft(deadline: number, now = performance.now()): number {
+  const left = deadline - now;
   return left < 1 ? 0 : Math.round(left);
 }
 
@@ -129,7 +129,18 @@ export type Sink = Pick<ServerResponse, 'destroyed' | 'headersSent' | 'write' | 
 export interface HeldTarget {
   /** Called once, with the outcome. */
   forwarded(r: ForwardResult): void;
+  /**
+   * Told, before the outcome comes (before a streamed answer's head), how
+   * the cache's layer took part in it (cache/evm-logs.ts): the answer came
+   * from memory, joined a call in flight, or was sent for it; for an answer
+   * the ranges layer made of chunks, what its chunks say together. A target
+   * that reports it (X-Cache) or counts it listens.
+   */
+  cacheSaid?(c: CacheSays): void;
 }
+
+/** How the cache's layer took part in an answer. */
+export type CacheSays = 'hit' | 'coalesced' | 'miss';
 
 /** The request's side of forwarding that can be streamed to: a client's exchange. */
 export interface ForwardTarget extends HeldTarget {
@@ -146,8 +157,6 @@ export type ForwardResult =
       readonly status: number;
       readonly headers: IncomingHttpHeaders;
       readonly body: Buffer;
-      /** Where the cache's layer (cache/evm-logs.ts) took part: the answer came from memory, joined a call in flight, or was sent for it. */
-      readonly cache?: 'hit' | 'coalesced' | 'miss';
     }
   /** retryAfter: seconds until the soonest throttled upstream is free again (fail 'throttled'). */
   /** logged: the layer that failed it logged it (once for a batch of calls): its receivers do not. */

@@ -42,7 +42,7 @@
 // searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, streamParts, timeLeft, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
+import { deliver as handOn, JSON_HEADERS, streamParts, timeLeft, type CacheSays, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
 import { holdBytes, releaseHeld } from './upstreams/forward.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
 import { answerOf, answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
@@ -50,7 +50,7 @@ import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
 import { callOf, carries } from './pool/call.ts';
-import { Call, type BlockRef } from './evm-call.ts';
+import { Call, ID_AT, type BlockRef } from './evm-call.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { mayBeError } from './upstreams/throttle.ts';
 import { POLL_SHARE } from './upstreams/upstream-budget.ts';
@@ -207,29 +207,13 @@ export class LogRanges {
 
 const NOTHING: Cancelable = { cancel: () => undefined };
 
-type CacheSays = 'hit' | 'coalesced' | 'miss';
-
-/**
- * A target that says how the cache took part in an answer made of its
- * chunks (the cache's front: cache/evm.ts): told before the answer's head is
- * written, where the answer streams; a held answer says it in `cache`.
- */
-export interface CacheTold {
-  cacheSaid(c: CacheSays): void;
-}
-
-function tell(target: HeldTarget, cache: CacheSays | undefined): void {
-  if (cache !== undefined) (target as Partial<CacheTold>).cacheSaid?.(cache);
-}
-
 /** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
 function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
-  const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body, cache };
-  if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
-    tell(target, cache);
-    return handOn(target, request, r);
-  }
-  if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+  const r: ForwardResult = { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body };
+  const streamed = request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream';
+  if (!streamed && body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+  if (cache !== undefined) target.cacheSaid?.(cache);
+  if (streamed) return handOn(target, request, r);
   target.forwarded(r);
 }
 
@@ -545,10 +529,9 @@ class RangeCall implements Cancelable {
       this.queue.shift();
       if (++this.sends > MAX_CHUNK_SENDS) return this.fail('bad-response', null, 'more chunk requests than one call may cost');
       const t = new ChunkTarget(this, c);
-      // Each chunk carries its Call, so that the layers below (the cache's, the pool) parse its body once between them.
-      const body = this.chunkBody(c);
-      const call = body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
-      t.running = this.host.inner(t, { ...this.chunkRequest, body, call }, group);
+      // Each chunk carries its Call, so that the layers below (the cache's, the pool) read it, not its bytes.
+      const call = this.chunkCall(c);
+      t.running = this.host.inner(t, { ...this.chunkRequest, body: call.body, call }, group);
       if (!t.finished) this.running.add(t.running);
     }
     if (!this.over && this.pacer === null && this.running.size === 0 && this.queue.length === 0) this.finish();
@@ -591,12 +574,19 @@ class RangeCall implements Cancelable {
     return Number.isFinite(at) ? Math.max(1, at - now) : 0;
   }
 
-  private chunkBody(c: Chunk): Buffer | string {
-    if (c.whole === true && this.asItCame && this.request.body !== null) return this.request.body;
+  /**
+   * A chunk's call: the client's own where the chunk is its whole range as it
+   * came; else one the gateway writes, whose Call is made of the document it
+   * wrote (its id where it wrote it), so no layer below parses or scans it.
+   */
+  private chunkCall(c: Chunk): Call {
+    const body = this.request.body;
+    if (c.whole === true && this.asItCame && body !== null) return body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
     const params = this.call.params.slice();
     params[0] = { ...this.filter, fromBlock: `0x${c.from.toString(16)}`, toBlock: `0x${c.to.toString(16)}` };
     // An id of its own: a node need not take the client's (anvil refuses a 30-digit number); the answer gets the client's back.
-    return `{"jsonrpc":"2.0","id":1,"method":"eth_getLogs","params":${JSON.stringify(params)}}`;
+    const doc = { jsonrpc: '2.0', id: 1, method: 'eth_getLogs', params };
+    return Call.parsedAs(JSON.stringify(doc), 'eth_getLogs', doc, ID_AT, ID_AT + 1);
   }
 
   /** A chunk's outcome: its logs, a split further, a try elsewhere, or the call's end. */
@@ -609,8 +599,8 @@ class RangeCall implements Cancelable {
     const spans = r.status === 200 ? answerOf(r.body).spansWithin(MAX_ANSWER_DEPTH) : null;
     if (spans !== null && !spans.hasError && spans.resultStart !== -1 && r.body[spans.resultStart] === 0x5b) {
       // An answer from memory names no upstream of its own: the merged answer's is one that was asked.
-      if (r.cache !== 'hit') this.upstream ??= u;
-      this.cache[r.cache ?? 'none']++;
+      if (t.said !== 'hit') this.upstream ??= u;
+      this.cache[t.said ?? 'none']++;
       let result: Buffer | null = r.body.subarray(spans.resultStart, spans.resultEnd);
       // A chunk widened past the client's range (widen): only the logs within it.
       if (c.from < this.from || c.to > this.to) result = trimLogs(result, this.from, this.to);
@@ -684,7 +674,7 @@ class RangeCall implements Cancelable {
     const cache = this.cacheSays();
     const request = this.request;
     if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
-      tell(this.target, cache);
+      if (cache !== undefined) this.target.cacheSaid?.(cache);
       return streamParts(this.target as ForwardTarget, u, parts, () => this.drop());
     }
     // A client batch's call: its parts go to the batch's answer as they are, still counted (the batch lets go of them).
@@ -777,11 +767,17 @@ function errorOf(body: Buffer): Record<string, unknown> | null {
 class ChunkTarget implements HeldTarget {
   running: Cancelable | null = null;
   finished = false;
+  /** How the cache's layer took part in the chunk's answer (none: it did not). */
+  said: CacheSays | null = null;
 
   constructor(
     private readonly call: RangeCall,
     readonly chunk: Chunk,
   ) {}
+
+  cacheSaid(c: CacheSays): void {
+    this.said = c;
+  }
 
   forwarded(r: ForwardResult): void {
     this.finished = true;

@@ -22,11 +22,10 @@
 //  - identical calls in flight share one request; a chunk tried again on
 //    other upstreams (its group narrowed) goes on alone.
 import { callOf, carries } from '../pool/call.ts';
-import { JSON_HEADERS, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../dispatch.ts';
-import { answerOf, answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
+import { JSON_HEADERS, type CacheSays, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../dispatch.ts';
+import { answerOf, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../exchange.ts';
-import type { CacheTold } from '../log-ranges.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { MAX_HELD, X_CACHE, X_CACHE_LOG } from './common.ts';
@@ -71,11 +70,13 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     const from = call.from;
     const to = call.block;
     if (typeof from !== 'number' || typeof to !== 'number' || from > to || !core.view.isFinal(to)) return this.next(target, request as HeldRequest, group);
+    // Its id where its Call has it (the ranges layer writes each chunk's; the client's, the guard found).
+    const idStart = call.idFrom;
+    if (idStart === -1) return this.next(target, request as HeldRequest, group);
+    const idEnd = call.idTo;
     const b = typeof body === 'string' ? Buffer.from(body) : body;
-    const spans = answerSpans(b, MAX_ANSWER_DEPTH);
-    if (spans === null || spans.idStart === -1) return this.next(target, request as HeldRequest, group);
-    const key = this.keyPrefix + b.toString('latin1', 0, spans.idStart) + '\u0000' + b.toString('latin1', spans.idEnd);
-    const idJson = b.toString('utf8', spans.idStart, spans.idEnd);
+    const key = this.keyPrefix + b.toString('latin1', 0, idStart) + '\u0000' + b.toString('latin1', idEnd);
+    const idJson = b.toString('utf8', idStart, idEnd);
     const e = core.hit(key);
     if (e !== undefined) {
       core.stats.hits++;
@@ -85,7 +86,9 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
       const answer = withId(e.prefix, idJson, e.suffix);
       const u = core.group.all[0]!;
       queueMicrotask(() => {
-        if (!w.gone) target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: answer, cache: 'hit' });
+        if (w.gone) return;
+        target.cacheSaid?.('hit');
+        target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: answer });
       });
       return waiting(w);
     }
@@ -119,7 +122,9 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     const u = core.group.all[0]!;
     for (const w of f.data.waiters) {
       core.stats.hits++;
-      if (!w.gone) w.target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: withId(prefix, w.idJson, suffix), cache: 'hit' });
+      if (w.gone) continue;
+      w.target.cacheSaid?.('hit');
+      w.target.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body: withId(prefix, w.idJson, suffix) });
     }
   }
 
@@ -139,7 +144,9 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     core.stats.misses++;
     core.stats.coalesced += waiters.length - 1;
     waiters.forEach((w, i) => {
-      if (!w.gone) w.target.forwarded({ ...r, body: withId(prefix, w.idJson, suffix), cache: i === 0 ? 'miss' : 'coalesced' });
+      if (w.gone) return;
+      w.target.cacheSaid?.(i === 0 ? 'miss' : 'coalesced');
+      w.target.forwarded({ ...r, body: withId(prefix, w.idJson, suffix) });
     });
     const result = spans.resultStart === -1 ? null : r.body.subarray(spans.resultStart, spans.resultEnd);
     if (r.status !== 200 || spans.hasError || result === null || result[0] !== 0x5b) return;
@@ -183,8 +190,8 @@ export function sendLogs(x: ClientTarget, dispatch: Dispatch, request: ForwardRe
  * memory: no upstream is named), COALESCED (none sent for it, some joined
  * calls in flight), MISS (some went to a node), BYPASS (no chunk took part).
  */
-class LogsAnswer implements ForwardTarget, CacheTold {
-  private hit = false;
+class LogsAnswer implements ForwardTarget {
+  private said: CacheSays | null = null;
 
   constructor(private readonly x: ClientTarget) {}
 
@@ -192,8 +199,8 @@ class LogsAnswer implements ForwardTarget, CacheTold {
     return this.x.res;
   }
 
-  cacheSaid(c: 'hit' | 'coalesced' | 'miss'): void {
-    this.hit = c === 'hit';
+  cacheSaid(c: CacheSays): void {
+    this.said = c;
     this.x.cacheTag = X_CACHE[c];
     this.x.cacheLog = X_CACHE_LOG[c];
   }
@@ -204,14 +211,14 @@ class LogsAnswer implements ForwardTarget, CacheTold {
 
   forwarded(r: ForwardResult): void {
     const x = this.x;
-    if (r.kind === 'buffered' && r.cache !== undefined) {
-      this.cacheSaid(r.cache);
+    const said = this.said;
+    if (r.kind === 'buffered' && said !== null) {
       // The ranges layer's answer (the merged logs, or a node's error under the client's id): JSON-RPC the gateway wrote.
-      if (r.cache !== 'hit') x.upstream = r.upstream;
+      if (said !== 'hit') x.upstream = r.upstream;
       return x.later(() => x.send(r.status, r.body));
     }
     x.forwarded(r);
     // An answer from memory names no upstream of its own.
-    if (this.hit) x.upstream = null;
+    if (said === 'hit') x.upstream = null;
   }
 }

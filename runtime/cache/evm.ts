@@ -80,10 +80,16 @@ export class EvmLayer implements FlightLanding<EvmFlight> {
   take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, request: ForwardRequest, d: EvmForward, given: Call | null = null): boolean {
     // The key is the call as sent with its id cut out. (The guard has checked the body: one object, this one method.)
     if (idStart < 0) {
-      const spans = answerSpans(b, MAX_ANSWER_DEPTH);
-      if (spans === null || spans.idStart === -1) return false;
-      idStart = spans.idStart;
-      idEnd = spans.idEnd;
+      // Where its Call has it (found once, and kept for the layers below); a call without one is scanned here.
+      const c = given ?? (template === null ? d.call : null);
+      if (c !== null) {
+        idStart = c.idFrom;
+        idEnd = c.idTo;
+      } else {
+        const spans = answerSpans(b, MAX_ANSWER_DEPTH);
+        if (spans !== null) ({ idStart, idEnd } = spans);
+      }
+      if (idStart < 0) return false;
     }
     const core = this.core;
     const constant = this.constants?.get(method);

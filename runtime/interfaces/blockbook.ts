@@ -113,7 +113,7 @@ class BlockbookRoute implements RouteHandler {
       idempotent: c.doc.read,
       classify,
       throttled: blockbookThrottled,
-      // What names the read below the upstream's base: the cache's front keys it by that (doc-rules.ts).
+      // With what names the read below the upstream's base (its path and query: doc-call.ts tail).
       doc: { ...c.doc, tail },
     });
     x.forwardWith(this.s.dispatch, request);

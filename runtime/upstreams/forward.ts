@@ -242,7 +242,8 @@ export class Forward implements Dispatcher.DispatchHandler {
     if (this.attempt === 0 && req.skip !== undefined) this.tried = new Set(req.skip);
     if (this.attempt === 0 && req.throttledIn !== undefined) this.alike = { body: req.throttledIn.body, pending: [req.throttledIn] };
     // One deadline per call: a retry gets what is left of it, and none once it is over.
-    const wait = timeLeft(req.deadline);
+    const now = performance.now();
+    const wait = timeLeft(req.deadline, now);
     if (wait === 0) return this.end(this.last ?? { kind: 'failed', fail: 'timeout', upstream: this.u });
     const tried = this.tried;
     const u = tried === null ? group.pick(null, req.accept, req.cost) : group.pickRetry(tried, req.accept, req.cost);
@@ -257,7 +258,7 @@ export class Forward implements Dispatcher.DispatchHandler {
     this.bad = false;
     this.erred = false;
     this.controller = null;
-    this.sentAt = performance.now();
+    this.sentAt = now;
     const headers = u.headerList.length ? req.headers.concat(u.headerList) : req.headers;
     // The head is waited for until the deadline: less than the upstream's own head timeout on a retry, or for a pool's try again.
     this.clearDeadline();
