@@ -16,6 +16,7 @@
 //    (evm-logs.ts), chunk by chunk; here its answer only says X-Cache as its
 //    chunks went.
 import { Call } from '../evm-call.ts';
+import type { Located } from '../evm-methods.ts';
 import type { ClientTarget } from '../exchange.ts';
 import { answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
 import type { Cancelable } from '../dispatch.ts';
@@ -27,7 +28,7 @@ import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from '
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 import { serveBatch } from './evm-batch.ts';
 import type { EvmFlight } from './evm-types.ts';
-import { isCacheable, scopeOf, type Located } from './policy.ts';
+import { isCacheable, scopeOf } from './policy.ts';
 
 const NULL = Buffer.from('null');
 

@@ -25,7 +25,8 @@
 // decides, with JSON.parse and the full rules. The fast path never refuses
 // and never answers; a property test checks that whatever it accepts, the
 // general path accepts with the same meaning.
-import { WRITE_METHODS, type EvmDecision } from './evm-decision.ts';
+import type { EvmDecision } from './evm-decision.ts';
+import { traitsOf } from '../evm-methods.ts';
 import { isDigit, skipWs, spells } from '../json-scan.ts';
 import { Call, NO_ID } from '../evm-call.ts';
 
@@ -63,6 +64,7 @@ let call = 0;
  * valid until the next one.
  */
 export const paramSpans = { starts: [] as number[], ends: [] as number[] };
+/** Some call is not a read (evm-methods.ts): the request is sent once. */
 let writes = false;
 /** Each scanned call's id span, [start, end); start -1 when it has none. Valid until the next scan. */
 const idStarts: number[] = [];
@@ -73,7 +75,8 @@ let answered = false;
 /** An allowlisted method as the scanner finds it: by a hash of its bytes. */
 interface Known {
   readonly name: string;
-  readonly write: boolean;
+  /** Its traits say it is a read (evm-methods.ts): it may be sent twice. */
+  readonly read: boolean;
 }
 /** Per allowlist: hash of a method's bytes to the methods with that hash. */
 const tables = new WeakMap<ReadonlySet<string>, Map<number, Known[]>>();
@@ -96,7 +99,7 @@ function tableOf(allowed: ReadonlySet<string>): Map<number, Known[]> {
   for (const name of allowed) {
     const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
     const list = t.get(h) ?? [];
-    list.push({ name, write: WRITE_METHODS.has(name) });
+    list.push({ name, read: traitsOf(name).read });
     t.set(h, list);
   }
   tables.set(allowed, t);
@@ -216,7 +219,7 @@ function keyOf(b: Buffer, s: number, e: number): number {
 
 /**
  * One call object at `p`; returns the index past it, or -1. Sets `method`
- * and, for write methods, `writes`.
+ * and, for a method that is not a read, `writes`.
  */
 function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
   if (b[p] !== LBRACE) return -1;
@@ -247,7 +250,7 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
         const known = lookupMethod(table, b, p + 1, me);
         if (known === null) return -1;
         method = known.name;
-        if (known.write) writes = true;
+        if (!known.read) writes = true;
         p = me + 1;
         break;
       }

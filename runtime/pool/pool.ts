@@ -75,7 +75,7 @@ export class Pool implements FlowHost {
     if (call !== null) {
       // With no usable upstream there is no served tip: the call fails as any other does then.
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
-      if (call.method === 'eth_sendRawTransaction' && this.route.broadcast === 'all') {
+      if (call.traits.broadcast && this.route.broadcast === 'all') {
         const usable = group.all.filter((u) => u.usable);
         if (usable.length > 1) return broadcast(this.next, request, group, usable, this.stats, (r) => target.forwarded(r));
       }
