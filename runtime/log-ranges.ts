@@ -50,7 +50,7 @@ import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
 import { callOf } from './pool/call.ts';
 import { Call, type BlockRef } from './evm-call.ts';
-import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
+import { holdBytes, MAX_HELD, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './proxy.ts';
 import type { EvmRouteSpec } from './types.ts';
 import { mayBeError } from './upstreams/throttle.ts';
 import { POLL_SHARE } from './upstreams/upstream-budget.ts';
@@ -62,8 +62,7 @@ export const CHUNKS_AT_ONCE = 4;
 export const MAX_CHUNK_SENDS = 1000;
 /** How long a cap learned from an upstream's error holds: then one range as wide as the rest allow tries it again. */
 export const LEARNED_CAP_MS = 10 * 60 * 1000;
-/** Largest chunk answer held, and largest merged answer (all calls' together: proxy.ts's MAX_HELD_BYTES). */
-const MAX_CHUNK_BYTES = 32 * 1024 * 1024;
+/** Largest merged answer (a chunk's answer: proxy.ts's MAX_HELD; all calls' together: its MAX_HELD_BYTES). */
 const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 /** A streamed whole range's answer is held to be judged while it is this short: every refusal in log-range-errors.ts's table is under 600 bytes. */
 const MAX_JUDGED = 1024;
@@ -390,7 +389,7 @@ class RangeCall implements Cancelable {
   ) {
     this.to = to;
     // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
-    this.chunkRequest = { ...request, hold: true, call: undefined, decision: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_CHUNK_BYTES };
+    this.chunkRequest = { ...request, hold: true, call: undefined, decision: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_HELD };
     this.filter = call.params[0] as Record<string, unknown>;
     this.asItCame = !(host.cached && (typeof call.from !== 'number' || typeof call.block !== 'number') && host.view.isFinal(to));
   }

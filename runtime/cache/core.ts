@@ -18,10 +18,10 @@
 //    when the chain resets.
 import type { Logger } from '../observe/log.ts';
 import type { ChainListener, ChainView, ResetReason } from '../upstreams/chain-view.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
+import { MAX_HELD, type ForwardRequest, type ForwardResult, type HeldTarget } from '../proxy.ts';
 import type { Dispatch } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import { MAX_HELD, tagFlight, type FlightMember } from './common.ts';
+import { tagFlight, type FlightMember } from './common.ts';
 import { SharedTier, type Parts } from './shared.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
 

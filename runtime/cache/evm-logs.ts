@@ -27,10 +27,10 @@ import { answerSpans, MAX_ANSWER_DEPTH } from '../json-scan.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../exchange.ts';
 import type { CacheTold } from '../log-ranges.ts';
-import type { ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget, Sink } from '../proxy.ts';
+import { MAX_HELD, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../proxy.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import { MAX_HELD, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 
 /** A log's `removed: true`, as nodes write it (compact; with a space after the colon). */

@@ -5,7 +5,7 @@
 // through the dispatch below the pool (a Forward), held whole; the answer goes
 // to the client as the route would have had it (streamed where the route
 // streams, else to its rewrite: dispatch.ts's deliver).
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { MAX_HELD, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import type { PoolStats } from './stats.ts';
@@ -20,8 +20,6 @@ export interface HeldRules {
   rewrite(r: Buffered): Buffer | null;
 }
 
-/** Largest answer held. */
-const MAX_HELD = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
 

@@ -2,7 +2,7 @@
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { MAX_HELD, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import { JSON_HEADERS, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
@@ -10,8 +10,6 @@ import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
-
-const MAX_HELD = 4 * 1024 * 1024;
 
 /** Sends `request` to each of `upstreams` once (no retry: a write may have run), and calls `each` with every outcome. */
 class Fan implements Cancelable {

@@ -7,7 +7,7 @@
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends within the call's timeoutMs.
 import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
-import type { ForwardRequest, ForwardResult, HeldRequest, HeldTarget } from '../proxy.ts';
+import { MAX_HELD, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import { deliver, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { traitsOf, type MethodTraits } from '../evm-methods.ts';
@@ -45,8 +45,6 @@ export interface FlowPlan {
   readonly answered?: (r: Buffered) => void;
 }
 
-/** Largest answer a pool holds to judge it. */
-const MAX_JUDGED = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
 
@@ -86,7 +84,7 @@ export class Flow implements Cancelable {
       ...request,
       // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: proxy.ts).
       idempotent: request.idempotent && (this.traits === null || this.traits.read),
-      maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
+      maxBuffer: Math.max(request.maxBuffer, MAX_HELD),
       hold: true,
       // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
       isAnswer: call === null ? undefined : isAnswer,
