@@ -20,7 +20,7 @@
 // (`call`). Below the guard, the cache and the pool: it imports only the
 // method traits table and the JSON scanner.
 import { traitsOf, type MethodTraits } from './evm-methods.ts';
-import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
+import { answerSpans, firstByte, MAX_ANSWER_DEPTH } from './json-scan.ts';
 
 export type BlockRef = number | 'latest' | 'safe' | 'finalized' | 'pending' | { readonly hash: string } | null;
 
@@ -75,9 +75,7 @@ export class Call {
   static read(body: Buffer | string | null, idStart = -1, idEnd = -1): Call | null {
     if (body === null) return null;
     const b = bytes(body);
-    let first = 0;
-    while (first < b.length && (b[first] === 0x20 || b[first] === 0x0a || b[first] === 0x0d || b[first] === 0x09)) first++;
-    if (b[first] !== 0x7b) return null; // '{': a batch or nothing
+    if (firstByte(b) !== 0x7b) return null; // '{': a batch or nothing
     let doc: unknown;
     callParses.count++;
     try {

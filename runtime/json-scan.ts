@@ -18,7 +18,7 @@ const LBRACKET = 0x5b;
 const RBRACKET = 0x5d;
 const LBRACE = 0x7b;
 const RBRACE = 0x7d;
-const COMMA = 0x2c;
+const COMMA_BYTE = 0x2c;
 const COLON = 0x3a;
 
 /**
@@ -82,16 +82,30 @@ export function hasDuplicateKeys(b: Buffer, doc: unknown, start = 0, end = b.len
   return parsed !== inText;
 }
 
+/** Whether `c` is a JSON white-space byte (or, for a string, a char code). */
+export function isWs(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
 /** The index of the first byte at or after `p` that is not JSON white space. */
 export function skipWs(b: Buffer, p: number): number {
   const n = b.length;
-  while (p < n) {
-    const c = b[p]!;
-    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
-    p++;
-  }
+  while (p < n && isWs(b[p]!)) p++;
   return p;
 }
+
+/** The first byte of `body` that is not JSON white space (-1: none): '[' (0x5b) for a batch, '{' (0x7b) for one call. */
+export function firstByte(body: Buffer | string): number {
+  if (typeof body !== 'string') return body[skipWs(body, 0)] ?? -1;
+  let i = 0;
+  while (i < body.length && isWs(body.charCodeAt(i))) i++;
+  return i < body.length ? body.charCodeAt(i) : -1;
+}
+
+/** A JSON array's punctuation, for an array written from the parts it holds (a batch's answers, a range's logs). */
+export const OPEN = Buffer.from('[');
+export const COMMA = Buffer.from(',');
+export const CLOSE = Buffer.from(']');
 
 const HEX = new Uint8Array(256);
 for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1;
@@ -191,7 +205,7 @@ export function valueEnd(b: Buffer, p: number, maxDepth: number): number {
       if (stack.length === 0) return p;
       p = skipWs(b, p);
       const inObject = stack[stack.length - 1] === 1;
-      if (b[p] === COMMA) {
+      if (b[p] === COMMA_BYTE) {
         p = skipWs(b, p + 1);
         if (inObject && (p = keyEnd(b, p)) === -1) return -1;
         break;
@@ -247,7 +261,7 @@ export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | nu
         }
         p = skipWs(b, p);
         if (b[p] === RBRACE) break;
-        if (b[p] !== COMMA) return null;
+        if (b[p] !== COMMA_BYTE) return null;
         p = skipWs(b, p + 1);
       }
     }
@@ -255,7 +269,7 @@ export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | nu
     items.push({ start, end: p, id });
     p = skipWs(b, p);
     if (b[p] === RBRACKET) break;
-    if (b[p] !== COMMA) return null;
+    if (b[p] !== COMMA_BYTE) return null;
     p = skipWs(b, p + 1);
   }
   return skipWs(b, p + 1) === b.length ? items : null;
@@ -324,7 +338,7 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
       } else if (key === 3) hasError = true;
       p = skipWs(b, p);
       if (b[p] === RBRACE) break;
-      if (b[p] !== COMMA) return null;
+      if (b[p] !== COMMA_BYTE) return null;
       p = skipWs(b, p + 1);
     }
   }

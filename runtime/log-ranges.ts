@@ -42,9 +42,9 @@
 // searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from './dispatch.ts';
+import { deliver, JSON_HEADERS, NOTHING, streamParts, streams, type Cancelable, type Dispatch } from './dispatch.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
-import { answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
+import { answerSpans, CLOSE, COMMA, firstByte, isWs, MAX_ANSWER_DEPTH, OPEN, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
@@ -68,9 +68,6 @@ const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 const MAX_JUDGED = 1024;
 /** JSON-RPC errors that are the call's own fault: every node answers them alike, so no other is asked. */
 const CALLERS_FAULT = new Set([-32600, -32601, -32602]);
-const COMMA = Buffer.from(',');
-const OPEN = Buffer.from('[');
-const CLOSE = Buffer.from(']');
 const TAIL = Buffer.from(']}');
 
 /** Whether a chain gets the layer: it allows eth_getLogs (any upstream may refuse a range, a lone one too). */
@@ -199,12 +196,10 @@ export class LogRanges {
   private refuse(target: HeldTarget, request: ForwardRequest, call: Call, width: number): Cancelable {
     const data = JSON.stringify({ path: '/0', message: `the range spans ${width} blocks, more than limits.maxLogRange`, maxLogRange: this.clientLimit });
     const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', call.idJson, data));
-    queueMicrotask(() => deliver(target, request, this.group.all[0]!, body));
+    queueMicrotask(() => sendOwn(target, request, this.group.all[0]!, body));
     return NOTHING;
   }
 }
-
-const NOTHING: Cancelable = { cancel: () => undefined };
 
 type CacheSays = 'hit' | 'coalesced' | 'miss';
 
@@ -221,15 +216,16 @@ function tell(target: HeldTarget, cache: CacheSays | undefined): void {
   if (cache !== undefined) (target as Partial<CacheTold>).cacheSaid?.(cache);
 }
 
-/** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
-function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
-  const r: ForwardResult = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body, cache };
-  if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
-    tell(target, cache);
-    return handOn(target, request, r);
-  }
-  if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
-  target.forwarded(r);
+/**
+ * An answer this layer made (a merged range, its own error), handed on as the
+ * sender asked (dispatch.ts `deliver`): the cache's part told first where it
+ * streams; one held past the sender's maxBuffer fails as too large.
+ */
+function sendOwn(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
+  const r: Extract<ForwardResult, { kind: 'buffered' }> = cache === undefined ? { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body } : { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body, cache };
+  if (streams(request, r)) tell(target, cache);
+  else if (body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+  deliver(target, request, r);
 }
 
 /**
@@ -243,13 +239,6 @@ function mayBeLogs(request: ForwardRequest, body: Buffer | string): boolean {
   const d = request.decision;
   if (d !== undefined) return d.methods === null ? d.label === 'eth_getLogs' : d.methods.includes('eth_getLogs');
   return body.includes('eth_getLogs');
-}
-
-function firstByte(body: Buffer | string): number {
-  let i = 0;
-  const at = (k: number): number => (typeof body === 'string' ? body.charCodeAt(k) : (body[k] ?? -1));
-  while (at(i) === 0x20 || at(i) === 0x0a || at(i) === 0x0d || at(i) === 0x09) i++;
-  return at(i);
 }
 
 interface Chunk {
@@ -336,13 +325,9 @@ function arrayInner(a: Buffer): Buffer {
   while (e > s && a[e - 1] !== 0x5d) e--;
   s++;
   e--;
-  while (s < e && isBlank(a[s]!)) s++;
-  while (e > s && isBlank(a[e - 1]!)) e--;
+  while (s < e && isWs(a[s]!)) s++;
+  while (e > s && isWs(a[e - 1]!)) e--;
   return a.subarray(s, Math.max(s, e));
-}
-
-function isBlank(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 /** One client eth_getLogs call: its chunks, at most CHUNKS_AT_ONCE out, merged once all are in. */
@@ -481,7 +466,7 @@ class RangeCall implements Cancelable {
     this.over = true;
     this.end();
     const body = mergeLogs(this.call.idJson, []);
-    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
+    queueMicrotask(() => sendOwn(this.target, this.request, this.group.all[0]!, body));
     return false;
   }
 
@@ -710,7 +695,7 @@ class RangeCall implements Cancelable {
       return taker.takeParts(u, parts, held);
     }
     try {
-      deliver(this.target, request, u, Buffer.concat(parts), cache);
+      sendOwn(this.target, request, u, Buffer.concat(parts), cache);
     } finally {
       this.drop();
     }
@@ -740,7 +725,7 @@ class RangeCall implements Cancelable {
     this.over = true;
     this.end();
     this.drop();
-    deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`), this.cacheSays() === undefined ? undefined : 'miss');
+    sendOwn(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`), this.cacheSays() === undefined ? undefined : 'miss');
   }
 
   /** A range that would take more chunk requests than one call may cost, or than its budget lets be sent in time: -32602, naming the widest range that fits. */
@@ -749,7 +734,7 @@ class RangeCall implements Cancelable {
     this.end();
     const data = JSON.stringify({ path: '/0', message: `the range spans ${this.to - this.from + 1} blocks, ${why}`, maxLogRange: widest });
     const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', this.call.idJson, data));
-    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
+    queueMicrotask(() => sendOwn(this.target, this.request, this.group.all[0]!, body));
   }
 
   private fail(fail: FailKind, u: Upstream | null, why?: string): void {

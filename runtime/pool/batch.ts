@@ -22,7 +22,7 @@
 //    from its chunks: PartsTaker), not copied into one.
 import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from '../dispatch.ts';
 import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
-import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { answerSpans, ANY_DEPTH, CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
 import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../proxy.ts';
@@ -36,10 +36,6 @@ const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
   'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
   throttled: 'GW_RPC_UPSTREAM_THROTTLED',
 };
-
-const OPEN = Buffer.from('[');
-const COMMA = Buffer.from(',');
-const CLOSE = Buffer.from(']');
 
 /**
  * A batch body sent through `single` call by call; null when `request` is not
@@ -98,16 +94,6 @@ function readItems(body: Buffer | string): BatchItem[] | null {
     calls.push({ text, idJson, call: Call.read(text, spans.idStart, spans.idEnd) });
   }
   return answered === 0 ? null : calls;
-}
-
-function firstByte(body: Buffer | string): number {
-  let i = 0;
-  if (typeof body === 'string') {
-    while (i < body.length && (body[i] === ' ' || body[i] === '\n' || body[i] === '\r' || body[i] === '\t')) i++;
-    return body.charCodeAt(i);
-  }
-  while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
-  return body[i] ?? -1;
 }
 
 interface BatchItem {

@@ -3,7 +3,7 @@
 // of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerSpans, ANY_DEPTH } from '../json-scan.ts';
 import { MAX_HELD, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget } from '../proxy.ts';
-import { JSON_HEADERS, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
+import { JSON_HEADERS, NOTHING, type Attempt, type Cancelable, type Next } from '../dispatch.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { answerSaysStateGone } from './state-errors.ts';
@@ -85,7 +85,7 @@ export function broadcast(next: Next, request: ForwardRequest, group: UpstreamGr
   });
   fan.start();
   // The client going away does not call a broadcast back.
-  return { cancel: () => undefined };
+  return NOTHING;
 }
 
 /**

@@ -19,7 +19,7 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../upstreams/chain-view.ts';
-import { JSON_HEADERS, type Cancelable, type Dispatch, type Next } from '../dispatch.ts';
+import { JSON_HEADERS, NOTHING, type Cancelable, type Dispatch, type Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../observe/log.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget } from '../proxy.ts';
@@ -271,8 +271,6 @@ function furthest(group: UpstreamGroup, current: boolean): ((u: Upstream) => boo
   for (const u of group.all) if (u.usable && (!only || u.view.current) && (u.view.head ?? -1) > best) best = u.view.head ?? -1;
   return best < 0 ? undefined : (u) => (!only || u.view.current) && (u.view.head ?? -1) >= best;
 }
-const NOTHING: Cancelable = { cancel: () => undefined };
-
 /** A JSON-RPC answer's result (undefined: none, or not JSON). */
 function resultOf(body: Buffer): unknown {
   try {
