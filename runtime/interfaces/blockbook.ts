@@ -1,7 +1,7 @@
 // Explorer API, Blockbook-style: `GET /<chain>[/<key>]/v2/<endpoint>/...` to
 // the upstream's `/api/v2/...`. Blockbook's answers pass through unchanged,
 // its own errors included.
-import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { BLOCKBOOK_ENDPOINTS, checkBlockbook, type BlockbookParamsCheck } from '../guards/blockbook.ts';
@@ -19,23 +19,12 @@ import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
 import { BLOCKBOOK_BLOCKS, docPool } from '../pool/doc-pool.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
-const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
-  ...AUTH_NAMES,
+const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = failureNames('GW_BB', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
-  'rate-limited': 'GW_BB_RATE_LIMITED',
-  'quota-exceeded': 'GW_BB_QUOTA_EXCEEDED',
-  unavailable: 'GW_BB_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_BB_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_BB_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_BB_UPSTREAM_UNAVAILABLE',
-  throttled: 'GW_BB_UPSTREAM_THROTTLED',
   'not-found': 'GW_BB_NOT_FOUND',
   'method-not-allowed': 'GW_BB_METHOD_NOT_ALLOWED',
-  'body-too-large': 'GW_BB_BODY_TOO_LARGE',
-  'malformed-http': 'GW_BB_MALFORMED_HTTP',
-  'expectation-failed': 'GW_BB_EXPECTATION_FAILED',
-  internal: 'GW_BB_INTERNAL',
-};
+});
 
 /** Request headers passed on to Blockbook; everything else (cookies, the key) stays here. */
 const PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-none-match', 'if-modified-since', 'content-type'] as const satisfies readonly RequestHeader[];

@@ -1,8 +1,8 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
-import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
+import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { RPC_ERRORS, RPC_FAILED, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from '../guards/evm-params.ts';
 import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from '../guards/evm.ts';
@@ -24,23 +24,12 @@ import { EvmLayer } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
 
-const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
-  ...AUTH_NAMES,
+const NAMES: Readonly<Record<Failure, RpcErrorName>> = failureNames('GW_RPC', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
-  'rate-limited': 'GW_RPC_RATE_LIMITED',
-  'quota-exceeded': 'GW_RPC_QUOTA_EXCEEDED',
-  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
-  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
-  throttled: 'GW_RPC_UPSTREAM_THROTTLED',
+  ...RPC_FAILED,
   'not-found': 'GW_RPC_NOT_FOUND',
   'method-not-allowed': 'GW_RPC_HTTP_METHOD_NOT_ALLOWED',
-  'body-too-large': 'GW_RPC_BODY_TOO_LARGE',
-  'malformed-http': 'GW_RPC_MALFORMED_HTTP',
-  'expectation-failed': 'GW_RPC_EXPECTATION_FAILED',
-  internal: 'GW_RPC_INTERNAL',
-};
+});
 
 type Forwarded = Extract<EvmDecision, { kind: 'forward' }>;
 

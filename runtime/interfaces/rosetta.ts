@@ -1,7 +1,7 @@
 // Cardano Rosetta: `POST /<chain>/<endpoint>`, the network check, and the
 // answers the gateway rewrites (errors, always HTTP 500; /network/options,
 // which lists the gateway's own errors too).
-import { envelope, AUTH_NAMES, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck, type RosettaDecision } from '../guards/rosetta.ts';
@@ -17,23 +17,12 @@ import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
 
-const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
-  ...AUTH_NAMES,
+const NAMES: Readonly<Record<Failure, RosettaErrorName>> = failureNames('GW_ROSETTA', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_POLICY'),
-  'rate-limited': 'GW_ROSETTA_RATE_LIMITED',
-  'quota-exceeded': 'GW_ROSETTA_QUOTA_EXCEEDED',
-  unavailable: 'GW_ROSETTA_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_ROSETTA_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_ROSETTA_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_ROSETTA_UPSTREAM_BAD_RESPONSE',
-  throttled: 'GW_ROSETTA_UPSTREAM_THROTTLED',
   'not-found': 'GW_ROSETTA_UNKNOWN_ENDPOINT',
   'method-not-allowed': 'GW_ROSETTA_METHOD_NOT_ALLOWED',
-  'body-too-large': 'GW_ROSETTA_BODY_TOO_LARGE',
-  'malformed-http': 'GW_ROSETTA_MALFORMED_HTTP',
-  'expectation-failed': 'GW_ROSETTA_EXPECTATION_FAILED',
-  internal: 'GW_ROSETTA_INTERNAL',
-};
+});
 
 const OPTIONS = 'network/options';
 /** The guard's decision on a request that goes on: its body and its call (doc-call.ts). */

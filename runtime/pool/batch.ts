@@ -21,21 +21,12 @@
 //    stream is written from them as they are (a merged eth_getLogs range's
 //    from its chunks: PartsTaker), not copied into one.
 import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch } from '../dispatch.ts';
-import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
+import { RPC_FAILED, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { answerSpans, ANY_DEPTH, CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
 import { holdBytes, releaseHeld, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../proxy.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-
-/** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
-const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
-  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
-  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
-  throttled: 'GW_RPC_UPSTREAM_THROTTLED',
-};
 
 /**
  * A batch body sent through `single` call by call; null when `request` is not
@@ -224,7 +215,7 @@ class PoolBatch implements Cancelable {
         parts.push(...(g as readonly Buffer[]));
       } else {
         first ??= g as Failed;
-        parts.push(Buffer.from(rpcErrorJson(FAILED[(g as Failed).fail], c.idJson)));
+        parts.push(Buffer.from(rpcErrorJson(RPC_FAILED[(g as Failed).fail], c.idJson)));
       }
     }
     parts.push(CLOSE);
