@@ -32,7 +32,7 @@ import { isCacheable, scopeOf } from './policy.ts';
 
 const NULL = Buffer.from('null');
 
-export class EvmLayer implements FlightLanding<EvmFlight> {
+export class EvmFront implements FlightLanding<EvmFlight> {
   /** eth_chainId and net_version's results, where the manifest names the chain id. */
   private readonly constants: ReadonlyMap<string, string> | null;
   /** What every key of the chain starts with: the store holds every chain's entries. */

@@ -12,7 +12,7 @@ import { blockbookThrottled } from '../upstreams/throttle.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
-import { forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
+import { DOC_KIND, forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
 import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
@@ -116,17 +116,11 @@ function classify(status: number): Verdict {
 
 export const blockbook: InterfaceModule<'blockbook'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
-  answersStrays: false,
-  batchesCalls: false,
+  ...DOC_KIND,
   handler: (route, services) => new BlockbookRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
-  poolHeads: () => false,
-  followsHeads: () => false,
-  cacheLayer: (_route, _core, next) => next,
-  below: (_route, _group, _view, next) => next,
   creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'],
-  archive: false,
   /** /status names the coin, the best height and, from its backend, that block's hash. Nothing of Blockbook's is final. */
   probe: {
     names: (route) => route.coin !== undefined,

@@ -20,7 +20,7 @@ import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } f
 import { LogRanges, wantsLogRanges } from '../log-ranges.ts';
 import { LogsLayer } from '../cache/evm-logs.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
-import { EvmLayer } from '../cache/evm.ts';
+import { EvmFront } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
 
@@ -268,7 +268,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   answersStrays: true,
   batchesCalls: true,
   handler: (route, services) => new EvmRoute(route, services),
-  cacheFront: (route, core) => new EvmLayer(route, core).front,
+  cacheFront: (route, core) => new EvmFront(route, core).front,
   // Below the ranges layer: its chunks in final blocks (cache/evm-logs.ts).
   cacheLayer: (route, core, next) => (route.methods.has('eth_getLogs') ? new LogsLayer(route, core, next).dispatch : next),
   pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),
@@ -277,7 +277,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   followsHeads: (route) => route.websocket === true,
   // eth_getLogs ranges split above the cache's layer and the pool (or the one upstream), below the cache's front
   // (log-ranges.ts), on every chain that allows eth_getLogs: any upstream, a lone one too, may refuse a range.
-  below: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
+  own: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
   creditNames: null,
   archive: true,
   probe: {

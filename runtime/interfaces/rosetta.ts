@@ -11,7 +11,7 @@ import type { Verdict } from '../proxy.ts';
 import type { RosettaRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { splitQuery } from '../url.ts';
-import { forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import { DOC_KIND, forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
@@ -120,17 +120,11 @@ function classifyOptions(status: number, h: Record<string, string | string[] | u
 
 export const rosetta: InterfaceModule<'rosetta'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : reason === 'quota' ? { reason, resetsAt: RESETS_AT } : { reason }) })),
-  answersStrays: false,
-  batchesCalls: false,
+  ...DOC_KIND,
   handler: (route, services) => new RosettaRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, ROSETTA_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, ROSETTA_BLOCKS),
-  poolHeads: () => false,
-  followsHeads: () => false,
-  cacheLayer: (_route, _core, next) => next,
-  below: (_route, _group, _view, next) => next,
   creditNames: [...ROSETTA_ENDPOINTS.keys()],
-  archive: false,
   /**
    * /network/list and /network/status, sent together every poll: Rosetta has
    * no batch, and a node of another network answers /network/status for ours

@@ -1,6 +1,7 @@
 // A pool: an EVM chain's several upstreams seen as one chain that only moves
 // forward, whichever node answers (docs/upstreams.md: "Pool settings"). It
-// takes the place of the chain's plain dispatch (dispatch.ts, chains.ts):
+// wraps the dispatch chains.ts gives it (the forward batches over the plain
+// dispatch, or the plain one), and each of its attempts goes through that:
 // every upstream request of the chain, a route's or a cache miss's, is routed
 // here, by the Call a layer above made of it (evm-call.ts) or, for a body
 // that came without one, by reading the body once (call.ts).
