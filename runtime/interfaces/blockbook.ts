@@ -12,12 +12,12 @@ import { blockbookThrottled } from '../upstreams/throttle.ts';
 import type { BlockbookRouteSpec } from '../types.ts';
 import { splitQuery } from '../url.ts';
 import type { RequestHeader } from '../request-headers.ts';
-import { DOC_KIND, forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
+import { forwardRequest, MAX_REWRITE_BYTES } from './common.ts';
 import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
 import { BLOCKBOOK_BLOCKS, docPool } from '../pool/doc-pool.ts';
-import type { InterfaceModule, RouteServices } from './interface.ts';
+import { DOC_KIND, type InterfaceModule, type RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = failureNames('GW_BB', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),

@@ -1,6 +1,5 @@
 // Pieces the interfaces share when they hand a request to Forward.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Dispatch } from '../dispatch.ts';
 import type { EvmForward, ForwardRequest, Verdict } from '../proxy.ts';
 import type { Call } from '../evm-call.ts';
 import type { DocCall } from '../doc-call.ts';
@@ -63,19 +62,3 @@ export function isHtml(h: IncomingHttpHeaders): boolean {
   const ct = h['content-type'];
   return typeof ct === 'string' && ct.indexOf('html') !== -1;
 }
-
-/**
- * The module members of a kind whose calls are documents (Blockbook,
- * Rosetta): it answers no strays, sends no batches, has no layer of its own
- * nor a cache layer under the pool, polls no head hashes, and has no archive
- * nodes.
- */
-export const DOC_KIND = {
-  answersStrays: false,
-  batchesCalls: false,
-  poolHeads: () => false,
-  followsHeads: () => false,
-  cacheLayer: (_route: unknown, _core: unknown, next: Dispatch): Dispatch => next,
-  own: (_route: unknown, _group: unknown, _view: unknown, next: Dispatch): Dispatch => next,
-  archive: false,
-} as const;

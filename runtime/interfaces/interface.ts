@@ -91,3 +91,19 @@ export interface InterfaceModule<K extends InterfaceKind> {
   /** Whether its upstreams' `archive` applies (state older than pruneDepth goes to them); else the build refuses it. */
   readonly archive: boolean;
 }
+
+/**
+ * The module members of a kind whose calls are documents (Blockbook,
+ * Rosetta): it answers no strays, sends no batches, has no layer of its own
+ * nor a cache layer under the pool, polls no head hashes, and has no archive
+ * nodes.
+ */
+export const DOC_KIND = {
+  answersStrays: false,
+  batchesCalls: false,
+  poolHeads: () => false,
+  followsHeads: () => false,
+  cacheLayer: (_route: unknown, _core: unknown, next: Dispatch): Dispatch => next,
+  own: (_route: unknown, _group: unknown, _view: unknown, next: Dispatch): Dispatch => next,
+  archive: false,
+} as const;

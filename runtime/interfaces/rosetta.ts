@@ -11,11 +11,11 @@ import type { Verdict } from '../proxy.ts';
 import type { RosettaRouteSpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import { splitQuery } from '../url.ts';
-import { DOC_KIND, forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
+import { forwardRequest, isHtml, MAX_REWRITE_BYTES, NO_KEYS } from './common.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
-import type { InterfaceModule, RouteServices } from './interface.ts';
+import { DOC_KIND, type InterfaceModule, type RouteServices } from './interface.ts';
 
 const NAMES: Readonly<Record<Failure, RosettaErrorName>> = failureNames('GW_ROSETTA', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_POLICY'),
