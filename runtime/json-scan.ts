@@ -244,20 +244,13 @@ export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | nu
     p = skipWs(b, p + 1);
     if (b[p] !== RBRACE) {
       for (;;) {
-        if (b[p] !== QUOTE) return null;
-        const ke = stringEnd(b, p + 1);
-        if (ke === -1) return null;
-        const isId = keyIs(b, p, ke, 'id');
-        p = skipWs(b, ke + 1);
-        if (b[p] !== COLON) return null;
-        p = skipWs(b, p + 1);
-        const vs = p;
-        p = valueEnd(b, p, maxDepth - 2);
+        const ks = p;
+        p = memberEnd(b, p, maxDepth - 2);
         if (p === -1) return null;
-        if (isId) {
+        if (keyIs(b, ks, keyClose, 'id')) {
           if (seenId) return null;
           seenId = true;
-          id = canonicalId(b, vs, p);
+          id = canonicalId(b, valueStart, p);
         }
         p = skipWs(b, p);
         if (b[p] === RBRACE) break;
@@ -273,6 +266,28 @@ export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | nu
     p = skipWs(b, p + 1);
   }
   return skipWs(b, p + 1) === b.length ? items : null;
+}
+
+/** Where the member memberEnd read last has its key's closing quote, and its value's first byte. */
+let keyClose = 0;
+let valueStart = 0;
+
+/**
+ * One object member, `"key": value`, at `p` (its key's opening quote): the
+ * index past its value, or -1 when it is not one (or its value nests deeper
+ * than `maxDepth`); its key's closing quote and its value's start are left in
+ * keyClose and valueStart. What splitBatchAnswer and answerSpans each read.
+ */
+function memberEnd(b: Buffer, p: number, maxDepth: number): number {
+  if (b[p] !== QUOTE) return -1;
+  const ke = stringEnd(b, p + 1);
+  if (ke === -1) return -1;
+  let q = skipWs(b, ke + 1);
+  if (b[q] !== COLON) return -1;
+  q = skipWs(b, q + 1);
+  keyClose = ke;
+  valueStart = q;
+  return valueEnd(b, q, maxDepth);
 }
 
 /** The key string [q, e] (quotes included) means `word`, escapes decoded. */
@@ -317,16 +332,12 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
   p = skipWs(b, p + 1);
   if (b[p] !== RBRACE) {
     for (;;) {
-      if (b[p] !== QUOTE) return null;
-      const ke = stringEnd(b, p + 1);
-      if (ke === -1) return null;
-      const key = keyIs(b, p, ke, 'id') ? 1 : keyIs(b, p, ke, 'result') ? 2 : keyIs(b, p, ke, 'error') ? 3 : 0;
-      p = skipWs(b, ke + 1);
-      if (b[p] !== COLON) return null;
-      p = skipWs(b, p + 1);
-      const vs = p;
-      p = valueEnd(b, p, maxDepth - 1);
+      const ks = p;
+      p = memberEnd(b, p, maxDepth - 1);
       if (p === -1) return null;
+      const ke = keyClose;
+      const vs = valueStart;
+      const key = keyIs(b, ks, ke, 'id') ? 1 : keyIs(b, ks, ke, 'result') ? 2 : keyIs(b, ks, ke, 'error') ? 3 : 0;
       if (key === 1) {
         if (idStart !== -1) return null;
         idStart = vs;
