@@ -18,7 +18,10 @@ export type EvmDecision =
       readonly label: string;
       /** Items the node will see, for rate limits and metrics. */
       readonly count: number;
-      /** false when a call is not a read (evm-methods.ts): a retry could execute a write twice, or make a filter on a second node. */
+      /**
+       * false when a call is a write (evm-methods.ts): a retry could execute it twice. (A call about state on one node,
+       * a filter, is not a write: a pool sends it once all the same, as it does every call that is not a read: pool/flow.ts.)
+       */
       readonly idempotent: boolean;
       /** false when every forwarded call is a notification: the node answers with no body. */
       readonly answered: boolean;

@@ -64,7 +64,7 @@ let call = 0;
  * valid until the next one.
  */
 export const paramSpans = { starts: [] as number[], ends: [] as number[] };
-/** Some call is not a read (evm-methods.ts): the request is sent once. */
+/** Some call is a write (evm-methods.ts): the request is sent once. */
 let writes = false;
 /** Each scanned call's id span, [start, end); start -1 when it has none. Valid until the next scan. */
 const idStarts: number[] = [];
@@ -75,8 +75,8 @@ let answered = false;
 /** An allowlisted method as the scanner finds it: by a hash of its bytes. */
 interface Known {
   readonly name: string;
-  /** Its traits say it is a read (evm-methods.ts): it may be sent twice. */
-  readonly read: boolean;
+  /** It sends, signs or changes something on a node (evm-methods.ts): a request with it is sent once. */
+  readonly write: boolean;
 }
 /** Per allowlist: hash of a method's bytes to the methods with that hash. */
 const tables = new WeakMap<ReadonlySet<string>, Map<number, Known[]>>();
@@ -99,7 +99,7 @@ function tableOf(allowed: ReadonlySet<string>): Map<number, Known[]> {
   for (const name of allowed) {
     const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
     const list = t.get(h) ?? [];
-    list.push({ name, read: traitsOf(name).read });
+    list.push({ name, write: traitsOf(name).write });
     t.set(h, list);
   }
   tables.set(allowed, t);
@@ -219,7 +219,7 @@ function keyOf(b: Buffer, s: number, e: number): number {
 
 /**
  * One call object at `p`; returns the index past it, or -1. Sets `method`
- * and, for a method that is not a read, `writes`.
+ * and, for write methods, `writes`.
  */
 function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
   if (b[p] !== LBRACE) return -1;
@@ -250,7 +250,7 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
         const known = lookupMethod(table, b, p + 1, me);
         if (known === null) return -1;
         method = known.name;
-        if (!known.read) writes = true;
+        if (known.write) writes = true;
         p = me + 1;
         break;
       }

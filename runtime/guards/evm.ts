@@ -162,7 +162,7 @@ export function checkEvmBodyGeneral(
       body,
       label: method,
       count: 1,
-      idempotent: traitsOf(method).read,
+      idempotent: !traitsOf(method).write,
       answered: it.id !== undefined,
       merge: null,
       methods: null,
@@ -207,7 +207,7 @@ export function checkEvmBodyGeneral(
       continue;
     }
     if (state === 1) allCanonical = false;
-    if (!traitsOf(it.method as string).read) idempotent = false;
+    if (traitsOf(it.method as string).write) idempotent = false;
     if (it.id !== undefined) answered = true;
     forwarded.push(it);
     if (slots !== null) slots[i] = forwardedSlot(it);
