@@ -2,7 +2,7 @@
 // interface spec allows plus other standard Ethereum JSON-RPC names. A name
 // outside this list is still accepted (a chain may allow its own methods)
 // unless it is a near miss of one of these.
-import { WRITE_METHODS } from '../runtime/guards/evm-decision.ts';
+import { WRITES } from '../runtime/evm-methods.ts';
 
 export const SPEC_METHODS = [
   'web3_clientVersion', 'web3_sha3', 'net_version', 'net_listening', 'eth_syncing', 'eth_mining', 'eth_gasPrice',
@@ -35,19 +35,13 @@ export const KNOWN_METHODS: ReadonlySet<string> = new Set<string>([
 
 /**
  * Methods `quorum` cannot compare, and why. Writes: a transaction or a
- * signature is sent once, never asked of two nodes to compare (the runtime's
- * WRITE_METHODS, which it never retries, and the rest that send, sign or change
- * a node). About one node: the answer differs from node to node by design (a
+ * signature is sent once, never asked of two nodes to compare (the method
+ * table's writes: runtime/evm-methods.ts). About one node: the answer differs from node to node by design (a
  * filter or subscription id, a node's peers, pool or version), so two
  * upstreams would never agree.
  */
 export const NOT_COMPARABLE: ReadonlyMap<string, 'write' | 'node'> = new Map<string, 'write' | 'node'>([
-  ...[...WRITE_METHODS].map((m) => [m, 'write'] as const),
-  ...[
-    'eth_sendRawTransactionConditional', 'eth_sign', 'eth_signTransaction', 'eth_signTypedData', 'eth_signTypedData_v3',
-    'eth_signTypedData_v4', 'personal_sign', 'eth_submitWork', 'eth_submitHashrate', 'admin_addPeer', 'admin_removePeer',
-    'miner_start', 'miner_stop', 'miner_setEtherbase',
-  ].map((m) => [m, 'write'] as const),
+  ...[...WRITES].map((m) => [m, 'write'] as const),
   ...[
     'eth_newFilter', 'eth_newBlockFilter', 'eth_newPendingTransactionFilter', 'eth_getFilterChanges', 'eth_getFilterLogs',
     'eth_uninstallFilter', 'eth_subscribe', 'eth_unsubscribe', 'web3_clientVersion', 'net_peerCount', 'admin_peers',

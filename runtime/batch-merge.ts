@@ -5,7 +5,7 @@
 import type { BatchMerge, EvmForward } from './guards/evm-decision.ts';
 import { Call } from './evm-call.ts';
 import { rpcErrorWithId } from './errors/evm-jsonrpc.ts';
-import { ANY_DEPTH, MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer } from './json-scan.ts';
+import { ANY_DEPTH, COMMA, CLOSE, MAX_ANSWER_DEPTH, nestsDeeper, OPEN, skipWs, splitBatchAnswer } from './json-scan.ts';
 
 /**
  * Rebuilds a batch answer: the node's answers matched to forwarded ids, the
@@ -21,7 +21,7 @@ export function mergeBatch(merge: BatchMerge, upstreamBody: Buffer | string): Bu
   const parts: Buffer[] = [];
   const own = (s: string | Buffer) => parts.push(typeof s === 'string' ? Buffer.from(s) : s);
   // Only notifications went to the node: it answers with no body.
-  if (expected.size === 0 && isBlank(body)) {
+  if (expected.size === 0 && skipWs(body, 0) === body.length) {
     for (const slot of merge.slots) if (slot !== null && 'ready' in slot) own(slot.ready);
     return joinArray(parts);
   }
@@ -52,18 +52,10 @@ interface AnswerSpan {
   readonly end: number;
 }
 
-function isBlank(b: Buffer): boolean {
-  for (const c of b) if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return false;
-  return true;
-}
-
-const OPEN = Buffer.from('[');
-const SEP = Buffer.from(',');
-const CLOSE = Buffer.from(']');
 
 function joinArray(parts: readonly Buffer[]): Buffer {
   const out: Buffer[] = [OPEN];
-  parts.forEach((p, i) => (i === 0 ? out.push(p) : out.push(SEP, p)));
+  parts.forEach((p, i) => (i === 0 ? out.push(p) : out.push(COMMA, p)));
   out.push(CLOSE);
   return Buffer.concat(out);
 }

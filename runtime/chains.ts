@@ -147,7 +147,7 @@ function chainFlow<K extends InterfaceKind>(
   // (EVM: eth_getLogs ranges, on every chain that allows the method) reads only its method's, and parses those itself
   // where no Call came: a chain of one upstream keeps the guard's plain path.
   const layered = dispatch !== plain || core !== null;
-  dispatch = m.below(route, group, view, dispatch, services.log, core !== null);
+  dispatch = m.own(route, group, view, dispatch, services.log, core !== null);
   // The cache's front over them, whose hits answer the client with no upstream request and whose flights go through
   // the layers below (the core's dispatch); a chain without a cache has none.
   let front: Front = dispatch;

@@ -172,6 +172,9 @@ export interface Cancelable {
   cancel(): void;
 }
 
+/** Nothing to cancel: an answer already made, or a request nobody calls back. */
+export const NOTHING: Cancelable = { cancel: () => undefined };
+
 /**
  * Sends `request` upstream (to `group`'s upstreams, the chain's by default);
  * `target` gets the outcome once. A held request (`hold`) needs only a

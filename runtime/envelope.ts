@@ -33,6 +33,39 @@ export const AUTH_NAMES = {
   'key-store-unavailable': 'GW_AUTH_KEY_STORE_UNAVAILABLE',
 } as const;
 
+/**
+ * Failures whose catalogue name is the same in every interface but for the
+ * interface's prefix (GW_RPC_, GW_BB_, GW_ROSETTA_: docs/errors.md).
+ */
+const PREFIXED = {
+  'rate-limited': 'RATE_LIMITED',
+  'quota-exceeded': 'QUOTA_EXCEEDED',
+  unavailable: 'UPSTREAM_UNAVAILABLE',
+  timeout: 'UPSTREAM_TIMEOUT',
+  'no-upstream': 'NO_HEALTHY_UPSTREAM',
+  throttled: 'UPSTREAM_THROTTLED',
+  'body-too-large': 'BODY_TOO_LARGE',
+  'malformed-http': 'MALFORMED_HTTP',
+  'expectation-failed': 'EXPECTATION_FAILED',
+  internal: 'INTERNAL',
+} as const;
+type Prefixed = keyof typeof PREFIXED;
+type AuthFailure = keyof typeof AUTH_NAMES;
+
+/**
+ * An interface's catalogue name for every failure: the key refusals' (AUTH_NAMES), the shared ones under its
+ * `prefix`, and its `own` (the policy refusals, and the failures whose names differ; a shared one may be given
+ * another name). The names are typed from the prefix, so the caller's Record of its catalogue's names checks them.
+ */
+export function failureNames<P extends string, N extends string>(
+  prefix: P,
+  own: Readonly<Record<Exclude<Failure, Prefixed | AuthFailure>, N> & Partial<Record<Prefixed, N>>>,
+): Readonly<Record<Failure, N | `${P}_${(typeof PREFIXED)[Prefixed]}` | (typeof AUTH_NAMES)[AuthFailure]>> {
+  const shared = {} as Record<Prefixed, `${P}_${(typeof PREFIXED)[Prefixed]}`>;
+  for (const f of Object.keys(PREFIXED) as Prefixed[]) shared[f] = `${prefix}_${PREFIXED[f]}`;
+  return { ...AUTH_NAMES, ...shared, ...own };
+}
+
 /** A policy refusal's catalogue name in every interface: one for all the checks, another (or the same) for the JWT. */
 export function policyNames<N extends string>(policy: N, jwt: N): Readonly<Record<PolicyRefusal, N>> {
   return { 'policy-origin': policy, 'policy-ip': policy, 'policy-user-agent': policy, 'policy-expired': policy, 'policy-jwt': jwt, 'policy-method': policy };

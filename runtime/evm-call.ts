@@ -1,7 +1,8 @@
 // One EVM JSON-RPC call as it crosses the layers (issue 37: one Call, parsed
 // once): its method, its id as the client wrote it, its params and the block
 // it names (a number, a tag, a hash; for a range, its two ends), read with the
-// block-parameter table below, and its method's traits (evm-methods.ts).
+// method table (evm-methods.ts: where its block parameter is), and its
+// method's traits.
 //
 // The guard's decision is one (guards/evm*.ts), for every single call it lets
 // through: made of what it found (the method, the id's span) and of what it
@@ -18,17 +19,11 @@
 // layer reads the same Call from the ForwardRequest
 // (`call`). Below the guard, the cache and the pool: it imports only the
 // method traits table and the JSON scanner.
-import { blockParamAt, traitsOf, type MethodTraits } from './evm-methods.ts';
-import { answerSpans, MAX_ANSWER_DEPTH } from './json-scan.ts';
+import { traitsOf, type MethodTraits } from './evm-methods.ts';
+import { answerSpans, firstByte, MAX_ANSWER_DEPTH } from './json-scan.ts';
 
 export type BlockRef = number | 'latest' | 'safe' | 'finalized' | 'pending' | { readonly hash: string } | null;
 
-
-/** Methods whose first parameter is a filter object: fromBlock..toBlock (each `latest` when absent), or blockHash. */
-const RANGES: ReadonlySet<string> = new Set(['eth_getLogs']);
-
-/** Methods whose first parameter is a block hash. */
-const BY_BLOCK_HASH: ReadonlySet<string> = new Set(['eth_getBlockByHash', 'eth_getBlockTransactionCountByHash', 'eth_getUncleCountByBlockHash', 'eth_getTransactionByBlockHashAndIndex', 'eth_getUncleByBlockHashAndIndex']);
 
 const QUANTITY = /^0x(0|[1-9a-fA-F][0-9a-fA-F]{0,12})$/;
 const HASH = /^0x[0-9a-fA-F]{64}$/;
@@ -86,9 +81,7 @@ export class Call {
   static read(body: Buffer | string | null, idStart = -1, idEnd = -1): Call | null {
     if (body === null) return null;
     const b = bytes(body);
-    let first = 0;
-    while (first < b.length && (b[first] === 0x20 || b[first] === 0x0a || b[first] === 0x0d || b[first] === 0x09)) first++;
-    if (b[first] !== 0x7b) return null; // '{': a batch or nothing
+    if (firstByte(b) !== 0x7b) return null; // '{': a batch or nothing
     let doc: unknown;
     callParses.count++;
     try {
@@ -189,7 +182,7 @@ export class Call {
   }
 
   private whereAbout(): Where {
-    return (this.where ??= whereOf(this.method, this.params));
+    return (this.where ??= whereOf(this.traits, this.params));
   }
 }
 
@@ -197,16 +190,16 @@ function bytes(body: Buffer | string): Buffer {
   return typeof body === 'string' ? Buffer.from(body) : body;
 }
 
-function whereOf(method: string, params: readonly unknown[]): Where {
-  if (BY_BLOCK_HASH.has(method)) return { at: -1, block: typeof params[0] === 'string' ? { hash: params[0] } : null };
-  if (RANGES.has(method)) {
+function whereOf(t: MethodTraits, params: readonly unknown[]): Where {
+  if (t.byHash) return { at: -1, block: typeof params[0] === 'string' ? { hash: params[0] } : null };
+  if (t.range) {
     const f = params[0];
     if (f === null || typeof f !== 'object' || Array.isArray(f)) return { at: -1, block: null };
     const o = f as { fromBlock?: unknown; toBlock?: unknown; blockHash?: unknown };
     if (o.blockHash !== undefined) return { at: 0, block: typeof o.blockHash === 'string' ? { hash: o.blockHash } : null };
     return { at: 0, block: rangeEndOf(o.toBlock), from: rangeEndOf(o.fromBlock) };
   }
-  const at = blockParamAt(method) ?? -1;
+  const at = t.block;
   return { at, block: at >= 0 ? blockOf(params[at]) : null };
 }
 

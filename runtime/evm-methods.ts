@@ -1,19 +1,39 @@
-// What the gateway knows of each EVM JSON-RPC method (issue 37: one table of
-// method traits, below every user of it): whether it is a read, whether its
-// null or 0 may only mean that a node has not seen the data yet, whether it
-// reads state at a block, whether the cache may keep it, and whether it lives
-// on one upstream (filters). Every method the manifest checker knows
-// (generator/known-methods.ts) has a row; a method without one is a write.
-// Imports nothing of the runtime: the pool, the cache and the guards may all
-// read it.
+// What the gateway knows of each EVM JSON-RPC method (issues 37 and 45: one
+// table of method traits, below every user of it), one row a method: whether
+// it is a read or a write, whether its null or 0 may only mean that a node has
+// not seen the data yet, whether it reads state at a block, where its block
+// parameter is (or its range, or its block hash), where its answer names its
+// block, how long the cache may keep it, whether it lives on one upstream
+// (filters), and whether a pool sends it to every upstream (broadcast). Every
+// method the manifest checker knows (generator/known-methods.ts) has a row; a
+// method without one is a write. The guards (a request's idempotent), the Call
+// (the block it names), the cache (cache/policy.ts: its scope), the pool (its
+// routing, hedges, broadcast, learn.ts) and the manifest checker (quorum's
+// writes) all read it, and nothing else says these things. Imports nothing of
+// the runtime.
+
+/** Where an answer names its block: 'block' (it is a block: its number and hash), 'tx' (each object in it carries blockNumber and blockHash: transactions, receipts, logs). */
+export type Located = 'block' | 'tx';
+
+/**
+ * How long the cache may keep an answer (cache/policy.ts):
+ *  - 'constant': forever, it never changes on one chain (the chain id; web3_sha3 of its params);
+ *  - 'block': by the block its block parameter names, else (by hash) the block its answer names (`located`);
+ *  - 'head': until the chain's head moves;
+ *  - null: never kept nor coalesced (writes, answers about the caller, the mempool or the node).
+ */
+export type CacheScope = 'constant' | 'block' | 'head' | null;
 
 export interface MethodTraits {
   /**
    * It changes nothing on a node, so it may be asked of a second upstream: as
-   * a hedge, or again after an answer or a 5xx. false: a write (or a call
-   * about state kept on one node), sent once, never hedged.
+   * a hedge, or again after an answer or a 5xx. false: a write, or a call
+   * about state kept on one node (filters, subscriptions), sent once, never
+   * hedged.
    */
   readonly read: boolean;
+  /** It sends, signs or changes something on a node: sent once, never compared by quorum (generator/validate.ts). */
+  readonly write: boolean;
   /**
    * Its answer may be empty only because the node has not seen the data yet:
    * 'null' (a block, transaction, receipt or uncle it does not have), 'count'
@@ -23,50 +43,67 @@ export interface MethodTraits {
   readonly mayBeEmpty: 'null' | 'count' | null;
   /** It reads state at a block, which a full node may have pruned (archive routing). */
   readonly state: boolean;
-  /** The cache may keep or coalesce its answers (cache/policy.ts says for which params, and how long). */
-  readonly cacheable: boolean;
+  /** Where its block parameter is: a number, a tag, an EIP-1898 object or (eth_getBlockReceipts) a block hash; -1: none. */
+  readonly block: number;
+  /** Its first parameter is a filter object: a range fromBlock..toBlock (each `latest` when absent), or a blockHash. */
+  readonly range: boolean;
+  /** Its first parameter is a block hash. */
+  readonly byHash: boolean;
+  /** Where its answer names its block (null: it names none the gateway reads): the pool learns hashes from it, the cache keeps an answer by hash with it. */
+  readonly located: Located | null;
+  /** How long the cache may keep or coalesce its answer (its params decide the rest: cache/policy.ts). */
+  readonly cache: CacheScope;
   /**
    * It is about a filter, which lives on the node that made it: 'new' makes
    * one (the answer is its id), 'use' names one by its id (params[0]).
    */
   readonly filter: 'new' | 'use' | null;
+  /** It sends a transaction: with the chain's `broadcast: all`, a pool sends it to every usable upstream. */
+  readonly broadcast: boolean;
 }
 
-const READ: MethodTraits = { read: true, mayBeEmpty: null, state: false, cacheable: false, filter: null };
-const WRITE: MethodTraits = { read: false, mayBeEmpty: null, state: false, cacheable: false, filter: null };
-
-const row = (t: Partial<MethodTraits>): MethodTraits => Object.freeze({ ...READ, ...t });
-const CACHED = row({ cacheable: true });
-const STATE = row({ state: true });
-const STATE_CACHED = row({ state: true, cacheable: true });
-const MAYBE_NULL = row({ mayBeEmpty: 'null' });
-const MAYBE_NULL_CACHED = row({ mayBeEmpty: 'null', cacheable: true });
-const COUNT_CACHED = row({ mayBeEmpty: 'count', cacheable: true });
-const NEW_FILTER = row({ read: false, filter: 'new' });
-const USE_FILTER = row({ read: false, filter: 'use' });
+const READ: MethodTraits = Object.freeze({ read: true, write: false, mayBeEmpty: null, state: false, block: -1, range: false, byHash: false, located: null, cache: null, filter: null, broadcast: false });
+const WRITE: MethodTraits = Object.freeze({ ...READ, read: false, write: true });
 
 const rows: [string, MethodTraits][] = [];
-const add = (t: MethodTraits, names: string): void => {
-  for (const n of names.trim().split(/\s+/)) rows.push([n, t]);
+/** Each of `names` gets a row: `base` with `t` over it. */
+const add = (base: MethodTraits, t: Partial<MethodTraits>, names: string): void => {
+  const row = Object.freeze({ ...base, ...t });
+  for (const n of names.trim().split(/\s+/)) rows.push([n, row]);
 };
 
-// Reads the cache keeps (cache/policy.ts: its block-parameter table and its constants).
-add(CACHED, 'eth_chainId net_version web3_sha3 eth_blockNumber eth_gasPrice');
-add(STATE_CACHED, 'eth_getBalance eth_getTransactionCount eth_getCode eth_getStorageAt eth_call eth_getProof');
-add(
-  MAYBE_NULL_CACHED,
-  `eth_getBlockByNumber eth_getBlockByHash eth_getTransactionByHash eth_getTransactionReceipt
-   eth_getTransactionByBlockHashAndIndex eth_getTransactionByBlockNumberAndIndex
-   eth_getUncleByBlockHashAndIndex eth_getUncleByBlockNumberAndIndex`,
-);
-add(COUNT_CACHED, 'eth_getBlockTransactionCountByNumber eth_getBlockTransactionCountByHash eth_getUncleCountByBlockNumber eth_getUncleCountByBlockHash');
+// Reads the cache keeps forever: the chain's own constants.
+add(READ, { cache: 'constant' }, 'eth_chainId net_version web3_sha3');
+// The head itself: until it moves.
+add(READ, { cache: 'head' }, 'eth_blockNumber eth_gasPrice');
+// State at a block: the block parameter's place, kept by that block.
+add(READ, { state: true, block: 1, cache: 'block' }, 'eth_getBalance eth_getTransactionCount eth_getCode eth_call');
+add(READ, { state: true, block: 2, cache: 'block' }, 'eth_getStorageAt eth_getProof');
+// Blocks, transactions and uncles by a block's number: kept by that block.
+add(READ, { mayBeEmpty: 'null', block: 0, located: 'block', cache: 'block' }, 'eth_getBlockByNumber');
+add(READ, { mayBeEmpty: 'null', block: 0, located: 'tx', cache: 'block' }, 'eth_getTransactionByBlockNumberAndIndex');
+add(READ, { mayBeEmpty: 'null', block: 0, cache: 'block' }, 'eth_getUncleByBlockNumberAndIndex');
+add(READ, { mayBeEmpty: 'count', block: 0, cache: 'block' }, 'eth_getBlockTransactionCountByNumber eth_getUncleCountByBlockNumber');
+// By a block's hash: kept by the block the answer names where it names one (a block can be reorged out, and some
+// nodes keep answering for it), else until the head moves.
+add(READ, { mayBeEmpty: 'null', byHash: true, located: 'block', cache: 'block' }, 'eth_getBlockByHash');
+add(READ, { mayBeEmpty: 'null', byHash: true, located: 'tx', cache: 'block' }, 'eth_getTransactionByBlockHashAndIndex');
+add(READ, { mayBeEmpty: 'null', byHash: true, cache: 'head' }, 'eth_getUncleByBlockHashAndIndex');
+add(READ, { mayBeEmpty: 'count', byHash: true, cache: 'head' }, 'eth_getBlockTransactionCountByHash eth_getUncleCountByBlockHash');
+// By a transaction's hash: kept by the block the answer names (a transaction not yet in a block never).
+add(READ, { mayBeEmpty: 'null', located: 'tx', cache: 'block' }, 'eth_getTransactionByHash eth_getTransactionReceipt');
 // Other reads.
-add(STATE, 'eth_estimateGas eth_createAccessList eth_simulateV1 eth_fillTransaction debug_traceCall debug_storageRangeAt trace_call trace_rawTransaction');
-add(MAYBE_NULL, 'eth_getBlockReceipts eth_getHeaderByHash eth_getHeaderByNumber');
+add(READ, { state: true, block: 1 }, 'eth_estimateGas');
+add(READ, { state: true }, 'eth_createAccessList eth_simulateV1 eth_fillTransaction debug_traceCall debug_storageRangeAt trace_call trace_rawTransaction');
+add(READ, { mayBeEmpty: 'null', block: 0, located: 'tx' }, 'eth_getBlockReceipts');
+add(READ, { mayBeEmpty: 'null' }, 'eth_getHeaderByHash eth_getHeaderByNumber');
+add(READ, { block: 1 }, 'eth_feeHistory');
+add(READ, { range: true, located: 'tx' }, 'eth_getLogs');
 add(
   READ,
+  {},
   `web3_clientVersion net_listening net_peerCount eth_syncing eth_mining eth_hashrate eth_getWork eth_accounts
-   eth_coinbase eth_blobBaseFee eth_feeHistory eth_getLogs eth_maxPriorityFeePerGas eth_protocolVersion
+   eth_coinbase eth_blobBaseFee eth_maxPriorityFeePerGas eth_protocolVersion
    eth_getRawTransactionByHash eth_pendingTransactions
    debug_traceTransaction debug_traceBlockByNumber debug_traceBlockByHash debug_traceBlock debug_getBadBlocks
    debug_getRawBlock debug_getRawHeader debug_getRawReceipts debug_getRawTransaction
@@ -74,15 +111,18 @@ add(
    txpool_content txpool_contentFrom txpool_inspect txpool_status admin_peers admin_nodeInfo
    personal_ecRecover personal_listAccounts`,
 );
-// Filters: made on one node, and known only there.
-add(NEW_FILTER, 'eth_newFilter eth_newBlockFilter eth_newPendingTransactionFilter');
-add(USE_FILTER, 'eth_getFilterChanges eth_getFilterLogs eth_uninstallFilter');
-// Writes: they send, sign or change something on a node. A subscription lives on its node, as a filter does.
+// Filters and subscriptions: made on one node, and known only there (not writes, not reads either).
+add(READ, { read: false, filter: 'new' }, 'eth_newFilter eth_newBlockFilter eth_newPendingTransactionFilter');
+add(READ, { read: false, filter: 'use' }, 'eth_getFilterChanges eth_getFilterLogs eth_uninstallFilter');
+add(READ, { read: false }, 'eth_subscribe eth_unsubscribe');
+// Writes: they send, sign or change something on a node.
+add(WRITE, { broadcast: true }, 'eth_sendRawTransaction');
 add(
   WRITE,
-  `eth_sendRawTransaction eth_sendTransaction eth_sendRawTransactionConditional eth_sign eth_signTransaction
+  {},
+  `eth_sendTransaction eth_sendRawTransactionConditional eth_sign eth_signTransaction
    eth_signTypedData eth_signTypedData_v3 eth_signTypedData_v4 personal_sign eth_submitWork eth_submitHashrate
-   eth_subscribe eth_unsubscribe admin_addPeer admin_removePeer miner_start miner_stop miner_setEtherbase`,
+   admin_addPeer admin_removePeer miner_start miner_stop miner_setEtherbase`,
 );
 
 /** Every method the gateway knows, with its traits. */
@@ -101,29 +141,5 @@ export const STATE_METHODS = named((t) => t.state);
 export const MAY_BE_EMPTY = named((t) => t.mayBeEmpty === 'null');
 /** Counts whose 0 about a block above an upstream's finalized block may only mean that node has not seen it yet. */
 export const COUNTS = named((t) => t.mayBeEmpty === 'count');
-
-/** Where a method's block parameter is: a number, a tag, an EIP-1898 object or (eth_getBlockReceipts) a block hash. */
-const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
-  // state at a block
-  ['eth_getBalance', 1],
-  ['eth_getTransactionCount', 1],
-  ['eth_getCode', 1],
-  ['eth_getStorageAt', 2],
-  ['eth_call', 1],
-  ['eth_getProof', 2],
-  ['eth_estimateGas', 1],
-  // blocks by number
-  ['eth_getBlockByNumber', 0],
-  ['eth_getBlockTransactionCountByNumber', 0],
-  ['eth_getUncleCountByBlockNumber', 0],
-  ['eth_getTransactionByBlockNumberAndIndex', 0],
-  ['eth_getUncleByBlockNumberAndIndex', 0],
-  // a block's receipts; fee history up to its newest block
-  ['eth_getBlockReceipts', 0],
-  ['eth_feeHistory', 1],
-]);
-
-/** Where `method`'s block parameter is (undefined: it names no block by number or tag): the pool's and the cache's one table. */
-export function blockParamAt(method: string): number | undefined {
-  return BLOCK_PARAM.get(method);
-}
+/** Methods that send, sign or change something on a node. */
+export const WRITES = named((t) => t.write);

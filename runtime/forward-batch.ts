@@ -28,7 +28,7 @@
 // chain without it (one upstream and no cache, or a chain not EVM) pays
 // nothing: chains.ts does not compose it.
 import { JSON_HEADERS, type Attempt, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next, type ThrottleSeen } from './dispatch.ts';
-import { answerSpans, ANY_DEPTH, MAX_ANSWER_DEPTH, splitBatchAnswer } from './json-scan.ts';
+import { answerSpans, ANY_DEPTH, CLOSE, COMMA, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
@@ -38,9 +38,6 @@ export interface BatchCounts {
   batched: number;
 }
 
-const OPEN = Buffer.from('[');
-const COMMA = Buffer.from(',');
-const CLOSE = Buffer.from(']');
 /** The set of upstreams a call may go to is a bit mask over its group's list: pools larger than this send calls alone. */
 const MAX_SET = 30;
 

@@ -27,7 +27,7 @@ const LBRACKET = 0x5b;
 const RBRACKET = 0x5d;
 const LBRACE = 0x7b;
 const RBRACE = 0x7d;
-const COMMA = 0x2c;
+const COMMA_BYTE = 0x2c;
 const COLON = 0x3a;
 
 /**
@@ -91,16 +91,30 @@ export function hasDuplicateKeys(b: Buffer, doc: unknown, start = 0, end = b.len
   return parsed !== inText;
 }
 
+/** Whether `c` is a JSON white-space byte (or, for a string, a char code). */
+export function isWs(c: number): boolean {
+  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
+}
+
 /** The index of the first byte at or after `p` that is not JSON white space. */
 export function skipWs(b: Buffer, p: number): number {
   const n = b.length;
-  while (p < n) {
-    const c = b[p]!;
-    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) break;
-    p++;
-  }
+  while (p < n && isWs(b[p]!)) p++;
   return p;
 }
+
+/** The first byte of `body` that is not JSON white space (-1: none): '[' (0x5b) for a batch, '{' (0x7b) for one call. */
+export function firstByte(body: Buffer | string): number {
+  if (typeof body !== 'string') return body[skipWs(body, 0)] ?? -1;
+  let i = 0;
+  while (i < body.length && isWs(body.charCodeAt(i))) i++;
+  return i < body.length ? body.charCodeAt(i) : -1;
+}
+
+/** A JSON array's punctuation, for an array written from the parts it holds (a batch's answers, a range's logs). */
+export const OPEN = Buffer.from('[');
+export const COMMA = Buffer.from(',');
+export const CLOSE = Buffer.from(']');
 
 const HEX = new Uint8Array(256);
 for (const c of '0123456789abcdefABCDEF') HEX[c.charCodeAt(0)] = 1;
@@ -204,7 +218,7 @@ export function valueEnd(b: Buffer, p: number, maxDepth: number): number {
       if (stack.length === 0) return p;
       p = skipWs(b, p);
       const inObject = stack[stack.length - 1] === 1;
-      if (b[p] === COMMA) {
+      if (b[p] === COMMA_BYTE) {
         p = skipWs(b, p + 1);
         if (inObject && (p = keyEnd(b, p)) === -1) return -1;
         break;
@@ -244,24 +258,17 @@ export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | nu
     p = skipWs(b, p + 1);
     if (b[p] !== RBRACE) {
       for (;;) {
-        if (b[p] !== QUOTE) return null;
-        const ke = stringEnd(b, p + 1);
-        if (ke === -1) return null;
-        const isId = keyIs(b, p, ke, 'id');
-        p = skipWs(b, ke + 1);
-        if (b[p] !== COLON) return null;
-        p = skipWs(b, p + 1);
-        const vs = p;
-        p = valueEnd(b, p, maxDepth - 2);
+        const ks = p;
+        p = memberEnd(b, p, maxDepth - 2);
         if (p === -1) return null;
-        if (isId) {
+        if (keyIs(b, ks, keyClose, 'id')) {
           if (seenId) return null;
           seenId = true;
-          id = canonicalId(b, vs, p);
+          id = canonicalId(b, valueStart, p);
         }
         p = skipWs(b, p);
         if (b[p] === RBRACE) break;
-        if (b[p] !== COMMA) return null;
+        if (b[p] !== COMMA_BYTE) return null;
         p = skipWs(b, p + 1);
       }
     }
@@ -269,10 +276,32 @@ export function splitBatchAnswer(b: Buffer, maxDepth: number): AnswerItem[] | nu
     items.push({ start, end: p, id });
     p = skipWs(b, p);
     if (b[p] === RBRACKET) break;
-    if (b[p] !== COMMA) return null;
+    if (b[p] !== COMMA_BYTE) return null;
     p = skipWs(b, p + 1);
   }
   return skipWs(b, p + 1) === b.length ? items : null;
+}
+
+/** Where the member memberEnd read last has its key's closing quote, and its value's first byte. */
+let keyClose = 0;
+let valueStart = 0;
+
+/**
+ * One object member, `"key": value`, at `p` (its key's opening quote): the
+ * index past its value, or -1 when it is not one (or its value nests deeper
+ * than `maxDepth`); its key's closing quote and its value's start are left in
+ * keyClose and valueStart. What splitBatchAnswer and answerSpans each read.
+ */
+function memberEnd(b: Buffer, p: number, maxDepth: number): number {
+  if (b[p] !== QUOTE) return -1;
+  const ke = stringEnd(b, p + 1);
+  if (ke === -1) return -1;
+  let q = skipWs(b, ke + 1);
+  if (b[q] !== COLON) return -1;
+  q = skipWs(b, q + 1);
+  keyClose = ke;
+  valueStart = q;
+  return valueEnd(b, q, maxDepth);
 }
 
 /** The key string [q, e] (quotes included) means `word`, escapes decoded. */
@@ -321,17 +350,13 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
   p = skipWs(b, p + 1);
   if (b[p] !== RBRACE) {
     for (;;) {
-      if (b[p] !== QUOTE) return null;
-      const ke = stringEnd(b, p + 1);
-      if (ke === -1) return null;
-      const key = keyIs(b, p, ke, 'id') ? 1 : keyIs(b, p, ke, 'result') ? 2 : keyIs(b, p, ke, 'error') ? 3 : 0;
-      p = skipWs(b, ke + 1);
-      if (b[p] !== COLON) return null;
-      p = skipWs(b, p + 1);
-      const vs = p;
-      p = valueEnd(b, p, maxDepth - 1);
+      const ks = p;
+      p = memberEnd(b, p, maxDepth - 1);
       if (p === -1) return null;
       if (deepest > depth) depth = deepest;
+      const ke = keyClose;
+      const vs = valueStart;
+      const key = keyIs(b, ks, ke, 'id') ? 1 : keyIs(b, ks, ke, 'result') ? 2 : keyIs(b, ks, ke, 'error') ? 3 : 0;
       if (key === 1) {
         if (idStart !== -1) return null;
         idStart = vs;
@@ -343,7 +368,7 @@ export function answerSpans(b: Buffer, maxDepth: number): AnswerSpans | null {
       } else if (key === 3) hasError = true;
       p = skipWs(b, p);
       if (b[p] === RBRACE) break;
-      if (b[p] !== COMMA) return null;
+      if (b[p] !== COMMA_BYTE) return null;
       p = skipWs(b, p + 1);
     }
   }

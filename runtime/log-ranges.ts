@@ -42,10 +42,10 @@
 // searched for the name.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ChainView } from './upstreams/chain-view.ts';
-import { deliver as handOn, JSON_HEADERS, streamParts, timeLeft, type CacheSays, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
-import { holdBytes, releaseHeld } from './upstreams/forward.ts';
+import { deliver, JSON_HEADERS, NOTHING, streams, streamParts, timeLeft, type CacheSays, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from './dispatch.ts';
+import { holdBytes, MAX_HELD, releaseHeld } from './upstreams/forward.ts';
 import { rpcErrorJson } from './errors/evm-jsonrpc.ts';
-import { answerOf, answerSpans, MAX_ANSWER_DEPTH, quantity, splitBatchAnswer } from './json-scan.ts';
+import { answerOf, answerSpans, CLOSE, COMMA, firstByte, isWs, MAX_ANSWER_DEPTH, OPEN, quantity, splitBatchAnswer } from './json-scan.ts';
 import type { Logger } from './observe/log.ts';
 import { rangeComplaint, type RangeComplaint } from './log-range-errors.ts';
 import { splitBatch, type PartsTaker } from './pool/batch.ts';
@@ -62,16 +62,12 @@ export const CHUNKS_AT_ONCE = 4;
 export const MAX_CHUNK_SENDS = 1000;
 /** How long a cap learned from an upstream's error holds: then one range as wide as the rest allow tries it again. */
 export const LEARNED_CAP_MS = 10 * 60 * 1000;
-/** Largest chunk answer held, and largest merged answer (all calls' together: forward.ts's MAX_HELD_BYTES). */
-const MAX_CHUNK_BYTES = 32 * 1024 * 1024;
+/** Largest merged answer (a chunk's answer: forward.ts's MAX_HELD; all calls' together: its MAX_HELD_BYTES). */
 const MAX_MERGED_BYTES = 128 * 1024 * 1024;
 /** A streamed whole range's answer is held to be judged while it is this short: every refusal in log-range-errors.ts's table is under 600 bytes. */
 const MAX_JUDGED = 1024;
 /** JSON-RPC errors that are the call's own fault: every node answers them alike, so no other is asked. */
 const CALLERS_FAULT = new Set([-32600, -32601, -32602]);
-const COMMA = Buffer.from(',');
-const OPEN = Buffer.from('[');
-const CLOSE = Buffer.from(']');
 const TAIL = Buffer.from(']}');
 
 /** Whether a chain gets the layer: it allows eth_getLogs (any upstream may refuse a range, a lone one too). */
@@ -200,30 +196,23 @@ export class LogRanges {
   private refuse(target: HeldTarget, request: ForwardRequest, call: Call, width: number): Cancelable {
     const data = JSON.stringify({ path: '/0', message: `the range spans ${width} blocks, more than limits.maxLogRange`, maxLogRange: this.clientLimit });
     const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', call.idJson, data));
-    queueMicrotask(() => deliver(target, request, this.group.all[0]!, body));
+    queueMicrotask(() => sendOwn(target, request, this.group.all[0]!, body));
     return NOTHING;
   }
 }
 
-const NOTHING: Cancelable = { cancel: () => undefined };
-
-/** A held answer to the route: streamed as it is if the route would stream it, else to its rewrite (as pool/flow.ts does). */
-function deliver(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
-  const r: ForwardResult = { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body };
-  const streamed = request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream';
-  if (!streamed && body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+/**
+ * An answer this layer made (a merged range, its own error), handed on as the
+ * sender asked (dispatch.ts `deliver`), the cache's part told first; one held
+ * past the sender's maxBuffer fails as too large.
+ */
+function sendOwn(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
+  const r: Extract<ForwardResult, { kind: 'buffered' }> = { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body };
+  if (!streams(request, r) && body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
   if (cache !== undefined) target.cacheSaid?.(cache);
-  if (streamed) return handOn(target, request, r);
-  target.forwarded(r);
+  deliver(target, request, r);
 }
 
-
-function firstByte(body: Buffer | string): number {
-  let i = 0;
-  const at = (k: number): number => (typeof body === 'string' ? body.charCodeAt(k) : (body[k] ?? -1));
-  while (at(i) === 0x20 || at(i) === 0x0a || at(i) === 0x0d || at(i) === 0x09) i++;
-  return at(i);
-}
 
 interface Chunk {
   readonly from: number;
@@ -309,13 +298,9 @@ function arrayInner(a: Buffer): Buffer {
   while (e > s && a[e - 1] !== 0x5d) e--;
   s++;
   e--;
-  while (s < e && isBlank(a[s]!)) s++;
-  while (e > s && isBlank(a[e - 1]!)) e--;
+  while (s < e && isWs(a[s]!)) s++;
+  while (e > s && isWs(a[e - 1]!)) e--;
   return a.subarray(s, Math.max(s, e));
-}
-
-function isBlank(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
 
 /** One client eth_getLogs call: its chunks, at most CHUNKS_AT_ONCE out, merged once all are in. */
@@ -361,7 +346,7 @@ class RangeCall implements Cancelable {
   ) {
     this.to = to;
     // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
-    this.chunkRequest = { ...request, hold: true, call: undefined, decision: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_CHUNK_BYTES };
+    this.chunkRequest = { ...request, hold: true, call: undefined, decision: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_HELD };
     this.filter = call.params[0] as Record<string, unknown>;
     this.asItCame = !(host.cached && (typeof call.from !== 'number' || typeof call.block !== 'number') && host.view.isFinal(to));
   }
@@ -453,7 +438,7 @@ class RangeCall implements Cancelable {
     this.over = true;
     this.end();
     const body = mergeLogs(this.call.idJson, []);
-    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
+    queueMicrotask(() => sendOwn(this.target, this.request, this.group.all[0]!, body));
     return false;
   }
 
@@ -686,7 +671,7 @@ class RangeCall implements Cancelable {
       return taker.takeParts(u, parts, held);
     }
     try {
-      deliver(this.target, request, u, Buffer.concat(parts), cache);
+      sendOwn(this.target, request, u, Buffer.concat(parts), cache);
     } finally {
       this.drop();
     }
@@ -716,7 +701,7 @@ class RangeCall implements Cancelable {
     this.over = true;
     this.end();
     this.drop();
-    deliver(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`), this.cacheSays() === undefined ? undefined : 'miss');
+    sendOwn(this.target, this.request, u, Buffer.from(`{"jsonrpc":"2.0","id":${this.call.idJson},"error":${JSON.stringify(error)}}`), this.cacheSays() === undefined ? undefined : 'miss');
   }
 
   /** A range that would take more chunk requests than one call may cost, or than its budget lets be sent in time: -32602, naming the widest range that fits. */
@@ -725,7 +710,7 @@ class RangeCall implements Cancelable {
     this.end();
     const data = JSON.stringify({ path: '/0', message: `the range spans ${this.to - this.from + 1} blocks, ${why}`, maxLogRange: widest });
     const body = Buffer.from(rpcErrorJson('GW_RPC_INVALID_PARAMS', this.call.idJson, data));
-    queueMicrotask(() => deliver(this.target, this.request, this.group.all[0]!, body));
+    queueMicrotask(() => sendOwn(this.target, this.request, this.group.all[0]!, body));
   }
 
   private fail(fail: FailKind, u: Upstream | null, why?: string): void {

@@ -76,8 +76,7 @@ export function splitQuery(query: string): SplitQuery {
   const kept: string[] = [];
   for (const part of query.split('&')) {
     const eq = part.indexOf('=');
-    const rawName = eq === -1 ? part : part.slice(0, eq);
-    const name = rawName.indexOf('%') === -1 ? rawName : decodeOrNull(rawName);
+    const name = partName(part, eq);
     if (name !== null && name.length === 7 && name.toLowerCase() === 'api_key') {
       const rawValue = eq === -1 ? '' : part.slice(eq + 1);
       // An undecodable value can never be a valid key; keep it as the
@@ -88,15 +87,19 @@ export function splitQuery(query: string): SplitQuery {
   return { keys: keys.length ? keys : NO_KEYS, rest: kept.length === 0 ? '' : kept.join('&') };
 }
 
+/** A query part's name (before its '=' at `eq`, -1: none), decoded; null when it cannot be. */
+function partName(part: string, eq: number): string | null {
+  const raw = eq === -1 ? part : part.slice(0, eq);
+  return raw.indexOf('%') === -1 ? raw : decodeOrNull(raw);
+}
+
 /** All values of one query parameter (names compared after decoding). */
 export function queryValues(query: string, wanted: string): string[] {
   if (query === '' || query.indexOf(wanted) === -1 && query.indexOf('%') === -1) return [];
   const out: string[] = [];
   for (const part of query.split('&')) {
     const eq = part.indexOf('=');
-    const rawName = eq === -1 ? part : part.slice(0, eq);
-    const name = rawName.indexOf('%') === -1 ? rawName : decodeOrNull(rawName);
-    if (name === wanted) {
+    if (partName(part, eq) === wanted) {
       const v = eq === -1 ? '' : part.slice(eq + 1);
       out.push(v.indexOf('%') === -1 ? v : (decodeOrNull(v) ?? '\u0000invalid'));
     }

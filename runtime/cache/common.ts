@@ -31,9 +31,6 @@ export const X_CACHE = {
 /** The access log's field, per X-Cache value. */
 export const X_CACHE_LOG = { hit: ',"cache":"HIT"', miss: ',"cache":"MISS"', coalesced: ',"cache":"COALESCED"', bypass: ',"cache":"BYPASS"' } as const;
 
-/** Largest answer a flight holds (forward.ts's MAX_HELD_BYTES caps all of them together). */
-export const MAX_HELD = 32 * 1024 * 1024;
-
 /** The clients of one flight, as X-Cache and the log say: the first went upstream (MISS), the rest joined it. */
 export function tagFlight(members: readonly FlightMember[]): void {
   members.forEach((x, i) => {

@@ -20,9 +20,10 @@ import type { Logger } from '../observe/log.ts';
 import type { ChainListener, ChainView, ResetReason } from '../upstreams/chain-view.ts';
 import type { Dispatch, ForwardRequest, ForwardResult, HeldTarget } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import { MAX_HELD, tagFlight, type FlightMember } from './common.ts';
+import { tagFlight, type FlightMember } from './common.ts';
 import { SharedTier, type Parts } from './shared.ts';
 import { CacheStats, type CacheStore, type Entry } from './store.ts';
+import { MAX_HELD } from '../upstreams/forward.ts';
 
 /** What an interface's cache does with its flights' answers. */
 export interface FlightLanding<D> {

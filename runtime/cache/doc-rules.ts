@@ -2,6 +2,7 @@
 // (doc.ts applies them). The EVM rules are policy.ts.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { DocRules, Keep } from './doc.ts';
+import { BY_HEIGHT } from '../guards/blockbook.ts';
 import { isBlockId } from '../guards/rosetta.ts';
 
 const KEEP_HEAD: Keep = { kind: 'head' };
@@ -44,14 +45,14 @@ export const ROSETTA_RULES: DocRules = {
 };
 
 /**
- * Blockbook: blocks (by height or hash, raw or not), a height's block hash,
+ * Blockbook: blocks (by height or hash, raw or not), a height's block hash
+ * (the endpoints that name a block by height: guards/blockbook.ts BY_HEIGHT),
  * and transactions in a block, each until the next block: every block and
  * transaction answer carries a confirmation count that grows with the head.
  * A transaction still in the mempool is never kept, and nothing is final
  * (nothing goes to the shared tier). Only plain reads take part: never
  * sendtx, never a conditional request (If-None-Match, If-Modified-Since).
  */
-const HEAD_BOUND = new Set(['block', 'block-index', 'rawblock']);
 export const BLOCKBOOK_RULES: DocRules = {
   key(x, request, doc) {
     const h = x.req.headers;
@@ -62,7 +63,7 @@ export const BLOCKBOOK_RULES: DocRules = {
   },
   mayLast: () => false,
   keep(endpoint, _sent, body, headers: IncomingHttpHeaders): Keep | null {
-    if (HEAD_BOUND.has(endpoint)) return KEEP_HEAD;
+    if (BY_HEIGHT.has(endpoint)) return KEEP_HEAD;
     if (endpoint !== 'tx' || headers['content-encoding'] !== undefined) return null;
     try {
       const tx = JSON.parse(body.toString('utf8')) as { confirmations?: unknown };

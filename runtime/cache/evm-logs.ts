@@ -28,8 +28,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../exchange.ts';
 import type { EvmRouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import { MAX_HELD, X_CACHE, X_CACHE_LOG } from './common.ts';
+import { X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
+import { MAX_HELD } from '../upstreams/forward.ts';
 
 /** A log's `removed: true`, as nodes write it (compact; with a space after the colon). */
 const REMOVED = [Buffer.from('"removed":true'), Buffer.from('"removed": true')];

@@ -16,7 +16,3 @@ export interface EvmCache {
   readonly core: CacheCore;
   take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, request: ForwardRequest, d: EvmForward, given?: Call | null): boolean;
 }
-
-export const OPEN = Buffer.from('[');
-export const COMMA = Buffer.from(',');
-export const CLOSE = Buffer.from(']');

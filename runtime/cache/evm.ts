@@ -16,6 +16,7 @@
 //    (evm-logs.ts), chunk by chunk; here its answer only says X-Cache as its
 //    chunks went.
 import { Call } from '../evm-call.ts';
+import type { Located } from '../evm-methods.ts';
 import type { ClientTarget } from '../exchange.ts';
 import { answerOf, answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../json-scan.ts';
 import type { Cancelable, ForwardRequest, ForwardResult } from '../dispatch.ts';
@@ -27,11 +28,11 @@ import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG, type FlightMember } from '
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 import { serveBatch } from './evm-batch.ts';
 import type { EvmFlight } from './evm-types.ts';
-import { isCacheable, scopeOf, type Located } from './policy.ts';
+import { isCacheable, scopeOf } from './policy.ts';
 
 const NULL = Buffer.from('null');
 
-export class EvmLayer implements FlightLanding<EvmFlight> {
+export class EvmFront implements FlightLanding<EvmFlight> {
   /** eth_chainId and net_version's results, where the manifest names the chain id. */
   private readonly constants: ReadonlyMap<string, string> | null;
   /** What every key of the chain starts with: the store holds every chain's entries. */

@@ -1,15 +1,19 @@
 // What the cache may keep of an EVM JSON-RPC answer, and until when, per
-// method (docs/cache.md: "What is kept, and until when"). Anything not listed here is never cached
-// nor coalesced: writes, answers that depend on the caller or the mempool, and
-// node status.
-import { blockParamAt } from '../evm-methods.ts';
+// method (docs/cache.md: "What is kept, and until when"), as the method
+// table's rows say (evm-methods.ts: the cache scope, where the block parameter
+// is, where the answer names its block) read with a call's params. A method
+// whose row has no cache scope is never cached nor coalesced: writes, answers
+// that depend on the caller or the mempool, and node status.
+import { METHOD_TRAITS, type Located } from '../evm-methods.ts';
 import { blockOf, type BlockRef } from '../evm-call.ts';
 
 /**
  * How long an answer may be served:
  *  - forever: it can never change (the chain id);
  *  - head: until the chain's head (number or hash) moves;
- *  - block: addressed by block number N: forever once N is final, until the head moves before that.
+ *  - block: addressed by block number N: forever once N is final, until the head moves before that;
+ *  - hash: addressed by hash, with its answer saying where its block is (`located`): forever once that block is
+ *    final and its hash is the canonical one at that number, until the head moves before that.
  */
 export type Scope =
   | { readonly kind: 'forever' }
@@ -17,58 +21,13 @@ export type Scope =
   | { readonly kind: 'block'; readonly number: number }
   | { readonly kind: 'hash'; readonly located: Located };
 
-/**
- * Where an answer addressed by hash says its block is: 'block' (a block: its
- * number and hash), 'tx' (a transaction or receipt: blockNumber and
- * blockHash). Such an answer is kept forever once that block is final and its
- * hash is the canonical one at that number; until the head moves before that.
- */
-export type Located = 'block' | 'tx';
-
 const FOREVER: Scope = { kind: 'forever' };
 const HEAD: Scope = { kind: 'head' };
-const BY_HASH: ReadonlyMap<string, Scope> = new Map<string, Scope>([
-  ['eth_getBlockByHash', { kind: 'hash', located: 'block' }],
-  ['eth_getTransactionByHash', { kind: 'hash', located: 'tx' }],
-  ['eth_getTransactionReceipt', { kind: 'hash', located: 'tx' }],
-  ['eth_getTransactionByBlockHashAndIndex', { kind: 'hash', located: 'tx' }],
-]);
-
-/** Methods the cache keeps by the block their parameter names (where it is: evm-methods.ts, the pool's table too). */
-const AT_BLOCK = [
-  // state at a block
-  'eth_getBalance',
-  'eth_getTransactionCount',
-  'eth_getCode',
-  'eth_getStorageAt',
-  'eth_call',
-  'eth_getProof',
-  // blocks by number
-  'eth_getBlockByNumber',
-  'eth_getBlockTransactionCountByNumber',
-  'eth_getUncleCountByBlockNumber',
-  'eth_getTransactionByBlockNumberAndIndex',
-  'eth_getUncleByBlockNumberAndIndex',
-] as const;
-
-/** Where a cacheable method's block parameter is (-1: none, the answer is bound to the head). */
-const BLOCK_PARAM: ReadonlyMap<string, number> = new Map([
-  ...AT_BLOCK.map((m) => [m, blockParamAt(m)!] as const),
-  // by hash: a block can be reorged out, and some nodes keep answering for it;
-  // those whose answer says where its block is may be kept forever (BY_HASH)
-  ['eth_getBlockByHash', -1],
-  ['eth_getBlockTransactionCountByHash', -1],
-  ['eth_getUncleCountByBlockHash', -1],
-  ['eth_getTransactionByBlockHashAndIndex', -1],
-  ['eth_getUncleByBlockHashAndIndex', -1],
-  ['eth_getTransactionByHash', -1],
-  ['eth_getTransactionReceipt', -1],
-  // the head itself
-  ['eth_blockNumber', -1],
-  ['eth_gasPrice', -1],
-]);
-
-const CONSTANT = new Set(['eth_chainId', 'net_version', 'web3_sha3']);
+/** An answer addressed by hash whose answer says where its block is. */
+const LOCATED: Readonly<Record<Located, Scope>> = {
+  block: { kind: 'hash', located: 'block' },
+  tx: { kind: 'hash', located: 'tx' },
+};
 
 /**
  * How long an answer at the block a block parameter names may be kept: a
@@ -84,16 +43,21 @@ function scopeAt(b: BlockRef): Scope | null {
 
 /** May a call of this method ever be cached or coalesced? (Its params decide the rest: scopeOf.) */
 export function isCacheable(method: string): boolean {
-  return CONSTANT.has(method) || BLOCK_PARAM.has(method);
+  return (METHOD_TRAITS.get(method)?.cache ?? null) !== null;
 }
 
-/** The scope of a call's answer, or null when it must not be cached or coalesced. */
+/**
+ * The scope of a call's answer, or null when it must not be cached or
+ * coalesced: as the method table's row says (its cache scope, and where its
+ * block parameter is or its answer names its block).
+ */
 export function scopeOf(method: string, params: unknown): Scope | null {
-  if (CONSTANT.has(method)) return FOREVER;
-  const at = BLOCK_PARAM.get(method);
-  if (at === undefined) return null;
-  if (at === -1) return BY_HASH.get(method) ?? HEAD;
+  const t = METHOD_TRAITS.get(method);
+  if (t === undefined || t.cache === null) return null;
+  if (t.cache === 'constant') return FOREVER;
+  if (t.cache === 'head') return HEAD;
+  if (t.block < 0) return t.located === null ? HEAD : LOCATED[t.located];
   const list = params === undefined ? [] : params;
   if (!Array.isArray(list)) return null;
-  return scopeAt(blockOf(list[at]));
+  return scopeAt(blockOf(list[t.block]));
 }

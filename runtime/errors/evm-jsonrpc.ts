@@ -54,6 +54,19 @@ export const RPC_ERRORS = {
 
 export type RpcErrorName = keyof typeof RPC_ERRORS;
 
+/**
+ * The error a call gets when its upstream request failed (proxy.ts's FailKind):
+ * a lone call's answer (interfaces/evm.ts) and a batch's slot (pool/batch.ts)
+ * alike.
+ */
+export const RPC_FAILED = {
+  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
+  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
+  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
+  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
+  throttled: 'GW_RPC_UPSTREAM_THROTTLED',
+} as const satisfies Readonly<Record<string, RpcErrorName>>;
+
 /** The JSON text of one error response object; `idJson` is the id already as JSON, `dataJson` the error's data as JSON. */
 export function rpcErrorJson(name: RpcErrorName, idJson: string, dataJson?: string): string {
   const e = RPC_ERRORS[name];

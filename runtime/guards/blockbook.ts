@@ -47,7 +47,7 @@ export type BlockbookDecision =
     };
 
 /** Endpoints that name a block by height: /v2/block/<height>, /v2/block-index/<height>, /v2/rawblock/<height>. */
-const BY_HEIGHT: ReadonlySet<string> = new Set(['block', 'block-index', 'rawblock']);
+export const BY_HEIGHT: ReadonlySet<string> = new Set(['block', 'block-index', 'rawblock']);
 /** Endpoints that take a block by hash: /v2/block/<hash>, /v2/rawblock/<hash>, /v2/feestats/<hash>. */
 const BY_HASH: ReadonlySet<string> = new Set(['block', 'rawblock', 'feestats']);
 const HEIGHT = /^\d{1,12}$/;

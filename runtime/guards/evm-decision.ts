@@ -2,9 +2,6 @@
 // (evm.ts) and its fast path (evm-fast.ts), so neither imports the other.
 import type { Call } from '../evm-call.ts';
 
-/** Methods that change state: a retry could execute them twice. */
-export const WRITE_METHODS: ReadonlySet<string> = new Set(['eth_sendRawTransaction', 'eth_sendTransaction']);
-
 export type EvmDecision =
   | {
       readonly kind: 'reply';
@@ -21,7 +18,10 @@ export type EvmDecision =
       readonly label: string;
       /** Items the node will see, for rate limits and metrics. */
       readonly count: number;
-      /** false when a retry could execute a write twice. */
+      /**
+       * false when a call is a write (evm-methods.ts): a retry could execute it twice. (A call about state on one node,
+       * a filter, is not a write: a pool sends it once all the same, as it does every call that is not a read: pool/flow.ts.)
+       */
       readonly idempotent: boolean;
       /** false when every forwarded call is a notification: the node answers with no body. */
       readonly answered: boolean;

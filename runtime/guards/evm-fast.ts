@@ -25,9 +25,10 @@
 // decides, with JSON.parse and the full rules. The fast path never refuses
 // and never answers; a property test checks that whatever it accepts, the
 // general path accepts with the same meaning.
-import { WRITE_METHODS, type EvmDecision } from './evm-decision.ts';
+import type { EvmDecision } from './evm-decision.ts';
 import { isDigit, scanSeen, skipWs, spells } from '../json-scan.ts';
 import { Call, NO_ID } from '../evm-call.ts';
+import { traitsOf } from '../evm-methods.ts';
 
 /** Nesting allowed inside params before the general path takes over. */
 const MAX_DEPTH = 64;
@@ -63,6 +64,7 @@ let call = 0;
  * valid until the next one.
  */
 export const paramSpans = { starts: [] as number[], ends: [] as number[] };
+/** Some call is a write (evm-methods.ts): the request is sent once. */
 let writes = false;
 /** Each scanned call's id span, [start, end); start -1 when it has none. Valid until the next scan. */
 const idStarts: number[] = [];
@@ -73,6 +75,7 @@ let answered = false;
 /** An allowlisted method as the scanner finds it: by a hash of its bytes. */
 interface Known {
   readonly name: string;
+  /** It sends, signs or changes something on a node (evm-methods.ts): a request with it is sent once. */
   readonly write: boolean;
 }
 /** Per allowlist: hash of a method's bytes to the methods with that hash. */
@@ -96,7 +99,7 @@ function tableOf(allowed: ReadonlySet<string>): Map<number, Known[]> {
   for (const name of allowed) {
     const h = hashBytes(Buffer.from(name, 'latin1'), 0, name.length);
     const list = t.get(h) ?? [];
-    list.push({ name, write: WRITE_METHODS.has(name) });
+    list.push({ name, write: traitsOf(name).write });
     t.set(h, list);
   }
   tables.set(allowed, t);

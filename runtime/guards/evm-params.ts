@@ -11,7 +11,7 @@
 import { rpcErrorJson } from '../errors/evm-jsonrpc.ts';
 import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn, type ValidatorTables } from '../validators.ts';
 import { paramSpans } from './evm-fast.ts';
-import { hasDuplicateKeys } from '../json-scan.ts';
+import { hasDuplicateKeys, isWs } from '../json-scan.ts';
 import type { Call } from '../evm-call.ts';
 
 export interface EvmParamsCheck {
@@ -66,10 +66,6 @@ export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: st
 
 /** Buffer's own latin1 reader, without toString's argument handling (the bytes are ASCII). */
 type LatinSlice = Buffer & { latin1Slice(start: number, end: number): string };
-
-function isWs(c: number): boolean {
-  return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
-}
 
 /**
  * Params that are a flat array of strings and literals (`["0x...","latest"]`,

@@ -18,7 +18,8 @@ import { isUtf8 } from 'node:buffer';
 import { rpcErrorJson, type RpcErrorName, RPC_ERRORS } from '../errors/evm-jsonrpc.ts';
 import { scanPlainRpc } from './evm-fast.ts';
 import { invalidParamsJson, paramsInvalid, scannedParamsValid, type EvmParamsCheck } from './evm-params.ts';
-import { WRITE_METHODS, type BatchMerge, type EvmDecision, type MergeSlot } from './evm-decision.ts';
+import type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
+import { traitsOf } from '../evm-methods.ts';
 
 export type { BatchMerge, EvmDecision, MergeSlot } from './evm-decision.ts';
 import { hasDuplicateKeys, MAX_ANSWER_DEPTH, MAX_REQUEST_DEPTH, nestsDeeper, skipWs, valueEnd } from '../json-scan.ts';
@@ -162,7 +163,7 @@ export function checkEvmBodyGeneral(
       body,
       label: method,
       count: 1,
-      idempotent: !WRITE_METHODS.has(method),
+      idempotent: !traitsOf(method).write,
       answered: it.id !== undefined,
       merge: null,
       methods: null,
@@ -207,7 +208,7 @@ export function checkEvmBodyGeneral(
       continue;
     }
     if (state === 1) allCanonical = false;
-    if (WRITE_METHODS.has(it.method as string)) idempotent = false;
+    if (traitsOf(it.method as string).write) idempotent = false;
     if (it.id !== undefined) answered = true;
     forwarded.push(it);
     if (slots !== null) slots[i] = forwardedSlot(it);

@@ -1,7 +1,7 @@
 // Explorer API, Blockbook-style: `GET /<chain>[/<key>]/v2/<endpoint>/...` to
 // the upstream's `/api/v2/...`. Blockbook's answers pass through unchanged,
 // its own errors included.
-import { AUTH_NAMES, envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from '../errors/blockbook.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { BLOCKBOOK_ENDPOINTS, checkBlockbook, type BlockbookParamsCheck } from '../guards/blockbook.ts';
@@ -17,25 +17,14 @@ import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../cache/doc-rules.ts';
 import { BLOCKBOOK_BLOCKS, docPool } from '../pool/doc-pool.ts';
-import type { InterfaceModule, RouteServices } from './interface.ts';
+import { DOC_KIND, type InterfaceModule, type RouteServices } from './interface.ts';
 
-const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = {
-  ...AUTH_NAMES,
+const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = failureNames('GW_BB', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
-  'rate-limited': 'GW_BB_RATE_LIMITED',
-  'quota-exceeded': 'GW_BB_QUOTA_EXCEEDED',
-  unavailable: 'GW_BB_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_BB_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_BB_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_BB_UPSTREAM_UNAVAILABLE',
-  throttled: 'GW_BB_UPSTREAM_THROTTLED',
   'not-found': 'GW_BB_NOT_FOUND',
   'method-not-allowed': 'GW_BB_METHOD_NOT_ALLOWED',
-  'body-too-large': 'GW_BB_BODY_TOO_LARGE',
-  'malformed-http': 'GW_BB_MALFORMED_HTTP',
-  'expectation-failed': 'GW_BB_EXPECTATION_FAILED',
-  internal: 'GW_BB_INTERNAL',
-};
+});
 
 /** Request headers passed on to Blockbook; everything else (cookies, the key) stays here. */
 const PASS = ['accept', 'accept-encoding', 'accept-language', 'user-agent', 'if-none-match', 'if-modified-since', 'content-type'] as const satisfies readonly RequestHeader[];
@@ -137,18 +126,11 @@ function classify(status: number): Verdict {
 
 export const blockbook: InterfaceModule<'blockbook'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
-  answersStrays: false,
-  batchesCalls: false,
+  ...DOC_KIND,
   handler: (route, services) => new BlockbookRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
-  poolHeads: () => false,
-  followsHeads: () => false,
-  cacheLayer: (_route, _core, next) => next,
-  below: (_route, _group, _view, next) => next,
   creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'],
-  archive: false,
-  socket: null,
   /** /status names the coin, the best height and, from its backend, that block's hash. Nothing of Blockbook's is final. */
   probe: {
     names: (route) => route.coin !== undefined,

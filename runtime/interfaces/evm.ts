@@ -1,8 +1,8 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { AUTH_NAMES, envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
-import { RPC_ERRORS, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
+import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { RPC_ERRORS, RPC_FAILED, rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from '../guards/evm-params.ts';
 import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from '../guards/evm.ts';
@@ -20,28 +20,17 @@ import { forwardRequest, isHtml, MAX_MERGE_BYTES, MAX_REWRITE_BYTES, NO_KEYS } f
 import { LogRanges, wantsLogRanges } from '../log-ranges.ts';
 import { LogsLayer } from '../cache/evm-logs.ts';
 import type { InterfaceModule, RouteServices } from './interface.ts';
-import { EvmLayer } from '../cache/evm.ts';
+import { EvmFront } from '../cache/evm.ts';
 import { Pool } from '../pool/pool.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
 import { evmSocket } from './evm-socket.ts';
 
-const NAMES: Readonly<Record<Failure, RpcErrorName>> = {
-  ...AUTH_NAMES,
+const NAMES: Readonly<Record<Failure, RpcErrorName>> = failureNames('GW_RPC', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
-  'rate-limited': 'GW_RPC_RATE_LIMITED',
-  'quota-exceeded': 'GW_RPC_QUOTA_EXCEEDED',
-  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
-  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
-  throttled: 'GW_RPC_UPSTREAM_THROTTLED',
+  ...RPC_FAILED,
   'not-found': 'GW_RPC_NOT_FOUND',
   'method-not-allowed': 'GW_RPC_HTTP_METHOD_NOT_ALLOWED',
-  'body-too-large': 'GW_RPC_BODY_TOO_LARGE',
-  'malformed-http': 'GW_RPC_MALFORMED_HTTP',
-  'expectation-failed': 'GW_RPC_EXPECTATION_FAILED',
-  internal: 'GW_RPC_INTERNAL',
-};
+});
 
 type Forwarded = Extract<EvmDecision, { kind: 'forward' }>;
 
@@ -278,7 +267,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   answersStrays: true,
   batchesCalls: true,
   handler: (route, services) => new EvmRoute(route, services),
-  cacheFront: (route, core) => new EvmLayer(route, core).front,
+  cacheFront: (route, core) => new EvmFront(route, core).front,
   // Below the ranges layer: its chunks in final blocks (cache/evm-logs.ts).
   cacheLayer: (route, core, next) => (route.methods.has('eth_getLogs') ? new LogsLayer(route, core, next).dispatch : next),
   pool: (route, group, view, log, next) => new Pool(route, group, view, log, next),
@@ -287,7 +276,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   followsHeads: (route) => route.websocket === true,
   // eth_getLogs ranges split above the cache's layer and the pool (or the one upstream), below the cache's front
   // (log-ranges.ts), on every chain that allows eth_getLogs: any upstream, a lone one too, may refuse a range.
-  below: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
+  own: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
   creditNames: null,
   archive: true,
   socket: evmSocket,

@@ -78,11 +78,12 @@ export interface InterfaceModule<K extends InterfaceKind> {
   /** Whether the chain follows its head (and its hash) even with one upstream (EVM: WebSocket subscribers, websocket: true). */
   followsHeads(route: RouteOf<K>): boolean;
   /**
-   * Its own layer above the cache's layer (or the pool, or the one upstream);
-   * `next` itself where it has none (EVM: eth_getLogs ranges). `cached`: the
-   * chain has a cache, whose layer is `next`.
+   * The module's own layer: under the cache's front, over the cache's layer
+   * (or the pool, or the one upstream), which is `next`; `next` itself where
+   * it has none (EVM: eth_getLogs ranges). `cached`: the chain has a cache,
+   * whose layer is `next`.
    */
-  below(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, next: Dispatch, log: Logger, cached: boolean): Dispatch;
+  own(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, next: Dispatch, log: Logger, cached: boolean): Dispatch;
   /**
    * What the manifest's `credits` may name for it: its endpoints; null: the
    * JSON-RPC method names the build knows (generator/known-methods.ts).
@@ -98,3 +99,20 @@ export interface InterfaceModule<K extends InterfaceKind> {
    */
   readonly socket: SocketProtocol<RouteOf<K>> | null;
 }
+
+/**
+ * The module members of a kind whose calls are documents (Blockbook,
+ * Rosetta): it answers no strays, sends no batches, has no layer of its own
+ * nor a cache layer under the pool, polls no head hashes, and has no archive
+ * nodes.
+ */
+export const DOC_KIND = {
+  answersStrays: false,
+  batchesCalls: false,
+  poolHeads: () => false,
+  followsHeads: () => false,
+  cacheLayer: (_route: unknown, _core: unknown, next: Dispatch): Dispatch => next,
+  own: (_route: unknown, _group: unknown, _view: unknown, next: Dispatch): Dispatch => next,
+  archive: false,
+  socket: null,
+} as const;

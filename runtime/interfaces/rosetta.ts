@@ -1,7 +1,7 @@
 // Cardano Rosetta: `POST /<chain>/<endpoint>`, the network check, and the
 // answers the gateway rewrites (errors, always HTTP 500; /network/options,
 // which lists the gateway's own errors too).
-import { AUTH_NAMES, envelope, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
+import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../envelope.ts';
 import { GATEWAY_ROSETTA_ALLOW_ERRORS, rosettaErrorJson, type RosettaErrorName } from '../errors/rosetta.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../exchange.ts';
 import { checkRosettaBody, isBlockId, isRosettaError, ROSETTA_ENDPOINTS, type RosettaBodyCheck, type RosettaDecision } from '../guards/rosetta.ts';
@@ -15,25 +15,14 @@ import { forwardRequest, isHtml, NO_KEYS } from './common.ts';
 import { DocLayer } from '../cache/doc.ts';
 import { ROSETTA_RULES } from '../cache/doc-rules.ts';
 import { docPool, ROSETTA_BLOCKS } from '../pool/doc-pool.ts';
-import type { InterfaceModule, RouteServices } from './interface.ts';
+import { DOC_KIND, type InterfaceModule, type RouteServices } from './interface.ts';
 
-const NAMES: Readonly<Record<Failure, RosettaErrorName>> = {
-  ...AUTH_NAMES,
+const NAMES: Readonly<Record<Failure, RosettaErrorName>> = failureNames('GW_ROSETTA', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_POLICY'),
-  'rate-limited': 'GW_ROSETTA_RATE_LIMITED',
-  'quota-exceeded': 'GW_ROSETTA_QUOTA_EXCEEDED',
-  unavailable: 'GW_ROSETTA_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_ROSETTA_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_ROSETTA_NO_HEALTHY_UPSTREAM',
   'bad-response': 'GW_ROSETTA_UPSTREAM_BAD_RESPONSE',
-  throttled: 'GW_ROSETTA_UPSTREAM_THROTTLED',
   'not-found': 'GW_ROSETTA_UNKNOWN_ENDPOINT',
   'method-not-allowed': 'GW_ROSETTA_METHOD_NOT_ALLOWED',
-  'body-too-large': 'GW_ROSETTA_BODY_TOO_LARGE',
-  'malformed-http': 'GW_ROSETTA_MALFORMED_HTTP',
-  'expectation-failed': 'GW_ROSETTA_EXPECTATION_FAILED',
-  internal: 'GW_ROSETTA_INTERNAL',
-};
+});
 
 const OPTIONS = 'network/options';
 /** The guard's decision on a request that goes on: its body and its call (doc-call.ts). */
@@ -139,18 +128,11 @@ function classifyOptions(status: number, h: Record<string, string | string[] | u
 
 export const rosetta: InterfaceModule<'rosetta'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: 500, body: rosettaErrorJson(n, reason === undefined ? undefined : reason === 'quota' ? { reason, resetsAt: RESETS_AT } : { reason }) })),
-  answersStrays: false,
-  batchesCalls: false,
+  ...DOC_KIND,
   handler: (route, services) => new RosettaRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, ROSETTA_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, ROSETTA_BLOCKS),
-  poolHeads: () => false,
-  followsHeads: () => false,
-  cacheLayer: (_route, _core, next) => next,
-  below: (_route, _group, _view, next) => next,
   creditNames: [...ROSETTA_ENDPOINTS.keys()],
-  archive: false,
-  socket: null,
   /**
    * /network/list and /network/status, sent together every poll: Rosetta has
    * no batch, and a node of another network answers /network/status for ours

@@ -63,9 +63,16 @@ const same = (s: string): string => s;
  * id already copied.
  */
 export function entryOfRecord(r: KeyRecord, copy: (s: string) => string = same, id: string = copy(r.id)): KeyEntry {
-  const rateLimit = r.rateLimit === undefined ? null : parseRate(r.rateLimit);
-  const quota = r.quota === undefined ? null : parseQuota(r.quota);
-  return entryOf(id, copy(r.sha256.toLowerCase()), r.chains === undefined ? null : new Set(r.chains.map(copy)), r.disabled === true, rateLimit, quota, compilePolicy(r), r.maxBatchSize ?? null);
+  return entryOf({
+    id,
+    sha256: copy(r.sha256.toLowerCase()),
+    chains: r.chains === undefined ? null : new Set(r.chains.map(copy)),
+    disabled: r.disabled === true,
+    rateLimit: r.rateLimit === undefined ? null : parseRate(r.rateLimit),
+    quota: r.quota === undefined ? null : parseQuota(r.quota),
+    policy: compilePolicy(r),
+    maxBatchSize: r.maxBatchSize ?? null,
+  });
 }
 
 const INVALID = { ok: false, reason: 'invalid' } as const;
@@ -155,17 +162,23 @@ class TableBuilder {
   }
 }
 
-function entryOf(
-  id: string,
-  sha256: string,
-  chains: ReadonlySet<string> | null,
-  disabled: boolean,
-  rateLimit: KeyEntry['rateLimit'],
-  quota: Quota | null,
-  policy: KeyPolicy | null,
-  maxBatchSize: number | null,
-): KeyEntry {
-  return { id, logField: `,"keyId":${JSON.stringify(id)}`, sha256, digest: Buffer.from(sha256, 'hex'), chains, disabled, rateLimit, quota, policy, maxBatchSize };
+/** What a key's entry is made of: its id and hash, and what its record sets (each absent one: none, or false). */
+type EntryFacts = Pick<KeyEntry, 'id' | 'sha256'> & Partial<Pick<KeyEntry, 'chains' | 'disabled' | 'rateLimit' | 'quota' | 'policy' | 'maxBatchSize'>>;
+
+function entryOf(f: EntryFacts): KeyEntry {
+  const { id, sha256 } = f;
+  return {
+    id,
+    logField: `,"keyId":${JSON.stringify(id)}`,
+    sha256,
+    digest: Buffer.from(sha256, 'hex'),
+    chains: f.chains ?? null,
+    disabled: f.disabled ?? false,
+    rateLimit: f.rateLimit ?? null,
+    quota: f.quota ?? null,
+    policy: f.policy ?? null,
+    maxBatchSize: f.maxBatchSize ?? null,
+  };
 }
 
 function tableOf(entries: readonly KeyEntry[]): KeyTable {
@@ -340,7 +353,8 @@ export class KeyStore implements KeyLookup {
       if (found === undefined) {
         const id = t.plain[bin.charCodeAt(0)]!.get(bin);
         if (id === undefined) return INVALID;
-        found = entryOf(id, digest.toString('hex'), null, false, null, null, null, null);
+        // A plain key (the keys file's id and hash only): nothing else to set.
+        found = entryOf({ id, sha256: digest.toString('hex') });
       }
       if (found.disabled || !timingSafeEqual(found.digest, digest)) return INVALID;
       if (this.recent.size >= 4096) this.recent.clear();

@@ -10,7 +10,7 @@
 // render on scrape. Rare events (rate limits, upstream state) use prom-client
 // directly. Hot path: change with care.
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import { BUCKETS, UPSTREAM_STATES, type UpstreamState, type UpstreamTally } from '../upstreams/tally.ts';
+import { BUCKETS, bucketOf, UPSTREAM_STATES, type UpstreamState } from './series.ts';
 import { LINGER_OUTCOMES, lingerStats } from '../linger.ts';
 import { REDIS_STATES, type RedisState } from '../redis.ts';
 
@@ -25,7 +25,8 @@ export interface UpstreamSeries {
   readonly usable: boolean;
   readonly state: UpstreamState;
   readonly head: number | null;
-  readonly tally: UpstreamTally;
+  /** Its attempts by outcome, and their latency (upstreams/tally.ts's UpstreamTally). */
+  readonly tally: { readonly ok: number; readonly failed: number; readonly buckets: Float64Array; readonly sum: number };
   readonly view: { readonly throttledTotal: number };
 }
 
@@ -132,9 +133,7 @@ export class RouteMetrics {
     }
     t.count(status);
     const seconds = ms / 1000;
-    let i = 0;
-    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
-    this.buckets[i]!++;
+    this.buckets[bucketOf(seconds)]!++;
     this.sum += seconds;
     this.total++;
     return t;

@@ -22,24 +22,11 @@
 //    from its chunks: PartsTaker), not copied into one.
 import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
-import { rpcErrorJson, type RpcErrorName } from '../errors/evm-jsonrpc.ts';
-import { answerOf, answerSpans, MAX_ANSWER_DEPTH, splitBatchAnswer } from '../json-scan.ts';
+import { RPC_FAILED, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
+import { answerOf, answerSpans, CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from '../json-scan.ts';
 import { Call } from '../evm-call.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-
-/** The gateway's error for a call that failed, as the route gives it for a lone call (interfaces/evm.ts). */
-const FAILED: Readonly<Record<FailKind, RpcErrorName>> = {
-  unavailable: 'GW_RPC_UPSTREAM_UNAVAILABLE',
-  timeout: 'GW_RPC_UPSTREAM_TIMEOUT',
-  'no-upstream': 'GW_RPC_NO_HEALTHY_UPSTREAM',
-  'bad-response': 'GW_RPC_UPSTREAM_BAD_RESPONSE',
-  throttled: 'GW_RPC_UPSTREAM_THROTTLED',
-};
-
-const OPEN = Buffer.from('[');
-const COMMA = Buffer.from(',');
-const CLOSE = Buffer.from(']');
 
 /**
  * A batch body sent through `single` call by call; null when `request` is not
@@ -98,16 +85,6 @@ function readItems(body: Buffer | string): BatchItem[] | null {
     calls.push({ text, idJson, call: Call.read(text, spans.idStart, spans.idEnd) });
   }
   return answered === 0 ? null : calls;
-}
-
-function firstByte(body: Buffer | string): number {
-  let i = 0;
-  if (typeof body === 'string') {
-    while (i < body.length && (body[i] === ' ' || body[i] === '\n' || body[i] === '\r' || body[i] === '\t')) i++;
-    return body.charCodeAt(i);
-  }
-  while (i < body.length && (body[i] === 0x20 || body[i] === 0x0a || body[i] === 0x0d || body[i] === 0x09)) i++;
-  return body[i] ?? -1;
 }
 
 interface BatchItem {
@@ -238,7 +215,7 @@ class PoolBatch implements Cancelable {
         parts.push(...(g as readonly Buffer[]));
       } else {
         first ??= g as Failed;
-        parts.push(Buffer.from(rpcErrorJson(FAILED[(g as Failed).fail], c.idJson)));
+        parts.push(Buffer.from(rpcErrorJson(RPC_FAILED[(g as Failed).fail], c.idJson)));
       }
     }
     parts.push(CLOSE);

@@ -8,6 +8,7 @@
 import { deliver, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import type { PoolStats } from './stats.ts';
+import { MAX_HELD } from '../upstreams/forward.ts';
 
 export type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 
@@ -19,8 +20,6 @@ export interface HeldRules {
   rewrite(r: Buffered): Buffer | null;
 }
 
-/** Largest answer held. */
-const MAX_HELD = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
 

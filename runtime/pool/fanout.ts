@@ -2,15 +2,14 @@
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerOf } from '../json-scan.ts';
-import { JSON_HEADERS, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
+import { JSON_HEADERS, NOTHING, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { answerSaysStateGone } from './state-errors.ts';
 import type { PoolStats } from './stats.ts';
+import { MAX_HELD } from '../upstreams/forward.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
-
-const MAX_HELD = 4 * 1024 * 1024;
 
 /** Sends `request` to each of `upstreams` once (no retry: a write may have run), and calls `each` with every outcome. */
 class Fan implements Cancelable {
@@ -86,7 +85,7 @@ export function broadcast(next: Next, request: ForwardRequest, group: UpstreamGr
   });
   fan.start();
   // The client going away does not call a broadcast back.
-  return { cancel: () => undefined };
+  return NOTHING;
 }
 
 /**

@@ -14,6 +14,7 @@ import type { Call } from '../evm-call.ts';
 import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
 import type { PoolStats } from './stats.ts';
+import { MAX_HELD } from '../upstreams/forward.ts';
 
 type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 
@@ -44,8 +45,6 @@ export interface FlowPlan {
   readonly answered?: (r: Buffered) => void;
 }
 
-/** Largest answer a pool holds to judge it. */
-const MAX_JUDGED = 32 * 1024 * 1024;
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
 
@@ -85,7 +84,7 @@ export class Flow implements Cancelable {
       ...request,
       // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: upstreams/forward.ts).
       idempotent: request.idempotent && (this.traits === null || this.traits.read),
-      maxBuffer: Math.max(request.maxBuffer, MAX_JUDGED),
+      maxBuffer: Math.max(request.maxBuffer, MAX_HELD),
       hold: true,
       // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
       isAnswer: call === null ? undefined : isAnswer,

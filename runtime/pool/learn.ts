@@ -2,19 +2,10 @@
 // that a later call naming a block by hash goes to an upstream that has it:
 // a block's hash and number, and the blockHash and blockNumber that
 // transactions, receipts and logs carry. A scan of the answer's text for those
-// fields, only for the methods whose answers have them; nothing is parsed.
-
-/** Methods whose answers carry blockHash and blockNumber (each object one of each), and blocks, which carry hash and number. */
-const CARRIES: ReadonlyMap<string, 'block' | 'located'> = new Map([
-  ['eth_getBlockByNumber', 'block'],
-  ['eth_getBlockByHash', 'block'],
-  ['eth_getTransactionByHash', 'located'],
-  ['eth_getTransactionReceipt', 'located'],
-  ['eth_getTransactionByBlockHashAndIndex', 'located'],
-  ['eth_getTransactionByBlockNumberAndIndex', 'located'],
-  ['eth_getBlockReceipts', 'located'],
-  ['eth_getLogs', 'located'],
-]);
+// fields, only for the methods whose answers have them (the method table's
+// `located`: a block carries hash and number, transactions, receipts and logs
+// blockHash and blockNumber, one of each an object); nothing is parsed.
+import { traitsOf } from '../evm-methods.ts';
 
 const HASH_RE = /"blockHash"\s*:\s*(?:"(0x[0-9a-fA-F]{64})"|null)/g;
 const NUMBER_RE = /"blockNumber"\s*:\s*(?:"(0x[0-9a-fA-F]{1,13})"|null)/g;
@@ -23,8 +14,8 @@ const OWN_NUMBER_RE = /"number"\s*:\s*"(0x[0-9a-fA-F]{1,13})"/g;
 
 /** Calls `learn` with each block hash and number that `body` (an answer to `method`) pairs. */
 export function learnHashes(method: string, body: Buffer, learn: (hash: string, n: number) => void): void {
-  const kind = CARRIES.get(method);
-  if (kind === undefined) return;
+  const kind = traitsOf(method).located;
+  if (kind === null) return;
   const text = body.toString('latin1');
   // Transactions, receipts and logs: each object has one blockHash and one blockNumber, so the nth of one pairs with the nth of the other.
   const hashes = [...text.matchAll(HASH_RE)];

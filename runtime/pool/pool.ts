@@ -1,6 +1,7 @@
 // A pool: an EVM chain's several upstreams seen as one chain that only moves
 // forward, whichever node answers (docs/upstreams.md: "Pool settings"). It
-// takes the place of the chain's plain dispatch (dispatch.ts, chains.ts):
+// wraps the dispatch chains.ts gives it (the forward batches over the plain
+// dispatch, or the plain one), and each of its attempts goes through that:
 // every upstream request of the chain, a route's or a cache miss's, is routed
 // here, by the Call a layer above made of it (evm-call.ts) or, for a body
 // that came without one, by reading the body once (call.ts).
@@ -19,7 +20,7 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../upstreams/chain-view.ts';
-import { JSON_HEADERS, timeLeft, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type HeldTarget, type Next } from '../dispatch.ts';
+import { JSON_HEADERS, NOTHING, timeLeft, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type HeldTarget, type Next } from '../dispatch.ts';
 import { traitsOf } from '../evm-methods.ts';
 import type { Logger } from '../observe/log.ts';
 import type { EvmRouteSpec } from '../types.ts';
@@ -74,7 +75,7 @@ export class Pool implements FlowHost {
     if (call !== null) {
       // With no usable upstream there is no served tip: the call fails as any other does then.
       if (call.method === 'eth_blockNumber' && this.view.tip >= 0 && group.all.some((u) => u.usable)) return this.tipAnswer(target, call);
-      if (call.method === 'eth_sendRawTransaction' && this.route.broadcast === 'all') {
+      if (call.traits.broadcast && this.route.broadcast === 'all') {
         const usable = group.all.filter((u) => u.usable);
         if (usable.length > 1) return broadcast(this.next, request, group, usable, this.stats, (r) => target.forwarded(r));
       }
@@ -269,8 +270,6 @@ function furthest(group: UpstreamGroup, current: boolean): ((u: Upstream) => boo
   for (const u of group.all) if (u.usable && (!only || u.view.current) && (u.view.head ?? -1) > best) best = u.view.head ?? -1;
   return best < 0 ? undefined : (u) => (!only || u.view.current) && (u.view.head ?? -1) >= best;
 }
-const NOTHING: Cancelable = { cancel: () => undefined };
-
 /** A JSON-RPC answer's result (undefined: none, or not JSON). */
 function resultOf(body: Buffer): unknown {
   try {

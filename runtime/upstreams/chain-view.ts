@@ -29,7 +29,8 @@
 //  - an upstream's head counts for the tip only while it is current: its last
 //    poll answered with a usable height, within the poll interval, and the
 //    one out now is not overdue. A stale one holds up no one.
-import { UpstreamTally, type UpstreamState } from './tally.ts';
+import type { UpstreamState } from '../observe/series.ts';
+import { UpstreamTally } from './tally.ts';
 
 /** What one poll of one upstream found. */
 export interface PollReport {

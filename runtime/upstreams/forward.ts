@@ -126,6 +126,8 @@ const NO_HEADERS: IncomingHttpHeaders = Object.freeze({});
  * the process's memory. An answer that would go past it fails as too large.
  */
 export const MAX_HELD_BYTES = 256 * 1024 * 1024;
+/** Largest one answer a layer holds whole to judge or keep it (a cache's flight, a pool's try, quorum's votes, a range's chunk). */
+export const MAX_HELD = 32 * 1024 * 1024;
 let held = 0;
 
 /**

@@ -1,14 +1,8 @@
-// Latency buckets, an upstream's states, and the per-upstream counters
-// forwarding keeps: plain arithmetic on pre-made arrays (see metrics.ts for why
-// not prom-client's own). A leaf of its own so that upstream.ts and metrics.ts
-// need not import each other.
-
-/** wrong_chain: a poll found it serving another chain (it takes no traffic until a poll finds the right one). */
-export type UpstreamState = 'unknown' | 'up' | 'down' | 'wrong_chain';
-export const UPSTREAM_STATES: readonly UpstreamState[] = ['unknown', 'up', 'down', 'wrong_chain'];
-
-/** Upper bounds (seconds) of the latency histograms' buckets; one more bucket, +Inf, follows. */
-export const BUCKETS: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+// The per-upstream counters forwarding keeps: plain arithmetic on pre-made
+// arrays (see metrics.ts for why not prom-client's own), in the buckets the
+// metrics' series have (observe/series.ts). metrics.ts reads them through a
+// narrow shape of its own.
+import { BUCKETS, bucketOf } from '../observe/series.ts';
 
 /**
  * The attempts one upstream got, by outcome, and their latency (send to the
@@ -27,9 +21,7 @@ export class UpstreamTally {
     if (ok) this.ok++;
     else this.failed++;
     const seconds = ms / 1000;
-    let i = 0;
-    while (i < BUCKETS.length && seconds > BUCKETS[i]!) i++;
-    this.buckets[i]!++;
+    this.buckets[bucketOf(seconds)]!++;
     this.sum += seconds;
   }
 }

@@ -4,7 +4,7 @@ import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from '../types.ts';
 import { resolveTemplate } from '../env.ts';
 import { UpstreamView } from './chain-view.ts';
-import type { UpstreamState } from './tally.ts';
+import type { UpstreamState } from '../observe/series.ts';
 import type { UpstreamTally } from './tally.ts';
 import { Scorer, type UpstreamScore } from './upstream-score.ts';
 import { budgetOf, type Budget } from './upstream-budget.ts';
@@ -12,7 +12,7 @@ import { budgetOf, type Budget } from './upstream-budget.ts';
 /** Health checks and head polls say who they are, so upstream logs (and tests) can tell them apart. */
 export const HEALTH_AGENT = 'chain-gateway-health/1';
 
-export { UPSTREAM_STATES, type UpstreamState } from './tally.ts';
+export { UPSTREAM_STATES, type UpstreamState } from '../observe/series.ts';
 
 /** Failed health checks in a row before an upstream is taken out. */
 export const HEALTH_FAILS_TO_DOWN = 2;

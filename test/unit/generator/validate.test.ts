@@ -10,7 +10,7 @@ import { formatProblem } from '../../../generator/check.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 import { EXPECTED, F, V } from './expected-problems.ts';
 import { KNOWN_METHODS, NOT_COMPARABLE } from '../../../generator/known-methods.ts';
-import { WRITE_METHODS } from '../../../runtime/guards/evm-decision.ts';
+import { WRITES } from '../../../runtime/evm-methods.ts';
 
 /** Problems as `gateway check` prints them, with the path relative to the project. */
 function check(file: string): string[] {
@@ -84,7 +84,7 @@ describe('gateway check: every problem, at its key or value', () => {
     });
 
     it('refuses every write the runtime knows in quorum, even when the chain allows it; every listed method is a known one', () => {
-      for (const w of WRITE_METHODS) {
+      for (const w of WRITES) {
         expect(NOT_COMPARABLE.get(w)).toBe('write');
         expect(problems(chain(`methods: [eth_call, ${w}], quorum: { methods: [${w}], of: 2 }`))).toEqual([
           `chains[0] (a) quorum.methods[0]: '${w}' is a write; quorum compares reads only (drop it from quorum.methods; broadcast decides where a transaction goes)`,

@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { blockOf, Call, type BlockRef } from '../../../runtime/evm-call.ts';
 import { scopeOf, type Scope } from '../../../runtime/cache/policy.ts';
-import { blockParamAt } from '../../../runtime/evm-methods.ts';
+import { traitsOf } from '../../../runtime/evm-methods.ts';
 
 const HASH = `0x${'ab'.repeat(32)}`;
 const ADDR = '0x742d35cc6634c0532925a3b844bc454e4438f44e';
@@ -65,7 +65,7 @@ const CASES: readonly [unknown, BlockRef, Scope | null][] = [
 /** The Call of a call with `param` at its block parameter (absent when undefined). */
 function callWith(method: string, param: unknown): Call {
   // What comes before the block parameter does not matter to where it is.
-  const params: unknown[] = Array.from({ length: blockParamAt(method)! }, () => ADDR);
+  const params: unknown[] = Array.from({ length: traitsOf(method).block }, () => ADDR);
   if (param !== undefined) params.push(param);
   return Call.read(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }))!;
 }

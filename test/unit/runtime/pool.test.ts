@@ -602,6 +602,20 @@ describe('pool routing', () => {
     expect(two.pool.stats.quorum).toEqual({ agree: 1, disagree: 0, short: 0 });
   });
 
+  it("a quorum's votes are held as large as a lone call's answer is (proxy.ts's MAX_HELD: one cap for every answer held whole)", async () => {
+    // 5 MiB: past the 4 MiB a quorum's votes were held to before, well within the 32 MiB a lone read is held to.
+    const big = 'ab'.repeat(5 * 512 * 1024);
+    const quorum = { methods: ['eth_getBlockByNumber'], of: 2 };
+    const voted = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }], { quorum });
+    const alone = poolOf([{ name: 'a', head: 100 }, { name: 'b', head: 100 }]);
+    for (const u of [...voted.ups, ...alone.ups]) fake(u, () => ({ result: { number: hex(90), extraData: `0x${big}` } }));
+    for (const { pool } of [alone, voted]) {
+      const r = await send(pool, 'eth_getBlockByNumber', [hex(90), true]);
+      expect((JSON.parse(r.body) as { result: { extraData: string } }).result.extraData).toHaveLength(2 + big.length);
+    }
+    expect(voted.pool.stats.quorum).toEqual({ agree: 1, disagree: 0, short: 0 });
+  });
+
   it('eth_blockNumber is answered from the served tip, asking no node, with the id as the client wrote it', async () => {
     const { pool, seen, ups, view } = poolOf([
       { name: 'a', head: 100 },

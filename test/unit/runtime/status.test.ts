@@ -1,11 +1,11 @@
-// The status page's figures (runtime/observe/status.ts): read from the very counters
+// The status page's figures (runtime/admin/status.ts): read from the very counters
 // /metrics renders, with windows worked out from copies taken at known times
 // (copy(now) and json(now) take the time, so nothing here waits).
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { Metrics, type RouteMetrics } from '../../../runtime/observe/metrics.ts';
-import { BUCKETS } from '../../../runtime/upstreams/tally.ts';
-import { quantile, StatusBoard, STEP_MS } from '../../../runtime/observe/status.ts';
+import { BUCKETS } from '../../../runtime/observe/series.ts';
+import { quantile, StatusBoard, STEP_MS } from '../../../runtime/admin/status.ts';
 import type { GatewaySpec, RouteSpec } from '../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../runtime/upstreams/upstream.ts';
 import { Usage } from '../../../runtime/observe/usage.ts';

@@ -2,9 +2,9 @@
 // the readiness report that every listener's /readyz shares.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { nextRequestId } from '../exchange.ts';
-import type { Metrics } from './metrics.ts';
+import type { Metrics } from '../observe/metrics.ts';
 import type { Chain } from '../chains.ts';
-import { daysBetween, totals, type Usage } from './usage.ts';
+import { daysBetween, totals, type Usage } from '../observe/usage.ts';
 import type { StatusBoard } from './status.ts';
 import { statusPage } from './status-page.ts';
 

@@ -7,11 +7,11 @@
 // request. The top keys are the exception: usage per key is kept out of
 // Prometheus on purpose (runtime/observe/usage.ts), so they come from the /usage counters.
 import type { Chain } from '../chains.ts';
-import type { Metrics, PoolCounts, RedisPart, SocketCounts } from './metrics.ts';
-import { BUCKETS } from '../upstreams/tally.ts';
+import type { Metrics, PoolCounts, RedisPart, SocketCounts } from '../observe/metrics.ts';
+import { BUCKETS } from '../observe/series.ts';
 import type { GatewaySpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
-import type { Usage } from './usage.ts';
+import type { Usage } from '../observe/usage.ts';
 import { VERSION } from '../version.ts';
 
 /** How often the counters are copied. */
