@@ -10,7 +10,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { checkManifestFile } from '../generator/check.ts';
 import type { ChainModel } from '../generator/model.ts';
-import { NO_MEMORY_REDUCER } from '../runtime/node-flags.ts';
+import { NO_MEMORY_REDUCER } from '../runtime/process/node-flags.ts';
 import { startAnvil, type Anvil } from '../test/support/anvil.ts';
 import { startBlockbookStub } from '../test/support/blockbook-stub.ts';
 import { startRosettaStub } from '../test/support/rosetta-stub.ts';

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { emitHeader } from './emit/header.ts';
 import { RUNTIME_SPECIFIER } from './emit/index.ts';
 import { VALIDATORS_SPECIFIER } from './validators.ts';
-import { NO_MEMORY_REDUCER } from '../runtime/node-flags.ts';
+import { NO_MEMORY_REDUCER } from '../runtime/process/node-flags.ts';
 import pkg from '../package.json' with { type: 'json' };
 
 /** The project root: esbuild resolves runtime/ and node_modules from here. */
@@ -57,13 +57,13 @@ export async function bundleServerText(source: string, manifest: string, validat
     target: 'node20.18',
     write: false,
     legalComments: 'none',
-    // runtime/version.ts: the version is part of the file, like the tables.
+    // runtime/config/version.ts: the version is part of the file, like the tables.
     define: { __GATEWAY_VERSION__: JSON.stringify(pkg.version) },
     logLevel: 'silent',
     // Bundled CommonJS dependencies call require(); give ESM one.
     banner: {
       js: [
-        // V8's memory reducer off when the file is run itself (runtime/node-flags.ts).
+        // V8's memory reducer off when the file is run itself (runtime/process/node-flags.ts).
         `#!/usr/bin/env -S node ${NO_MEMORY_REDUCER}`,
         emitHeader(manifest),
         `// Run it as \`node ${NO_MEMORY_REDUCER} <this file>\`, or run the file itself (docs/operations.md: Running the file).`,

@@ -9,7 +9,7 @@ import type { GatewayModel } from './model.ts';
 
 export type CheckResult = { readonly ok: true; readonly model: GatewayModel } | { readonly ok: false; readonly problems: readonly Problem[] };
 
-export { formatProblem } from '../runtime/schema-problems.ts';
+export { formatProblem } from '../runtime/config/schema-problems.ts';
 
 /**
  * The manifest path as the model (and the generated header) records it:

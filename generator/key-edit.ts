@@ -6,7 +6,7 @@
 // `keys list` gives a column of their own.
 import { KEY_FIELDS, LINE_FIELDS, recordProblems, TOP_FIELDS, valueOf, type KeyField, type KeyFieldName, type KeyRecord } from '../runtime/keys/key-record.ts';
 import { NOT_STRING } from '../runtime/keys/keys-fast.ts';
-import { pathText, type YamlPath } from '../runtime/schema-problems.ts';
+import { pathText, type YamlPath } from '../runtime/config/schema-problems.ts';
 
 export class KeysError extends Error {}
 

@@ -2,7 +2,7 @@
 // interface spec allows plus other standard Ethereum JSON-RPC names. A name
 // outside this list is still accepted (a chain may allow its own methods)
 // unless it is a near miss of one of these.
-import { WRITES } from '../runtime/evm-methods.ts';
+import { WRITES } from '../runtime/kinds/evm/methods.ts';
 
 export const SPEC_METHODS = [
   'web3_clientVersion', 'web3_sha3', 'net_version', 'net_listening', 'eth_syncing', 'eth_mining', 'eth_gasPrice',
@@ -36,7 +36,7 @@ export const KNOWN_METHODS: ReadonlySet<string> = new Set<string>([
 /**
  * Methods `quorum` cannot compare, and why. Writes: a transaction or a
  * signature is sent once, never asked of two nodes to compare (the method
- * table's writes: runtime/evm-methods.ts). About one node: the answer differs from node to node by design (a
+ * table's writes: runtime/kinds/evm/methods.ts). About one node: the answer differs from node to node by design (a
  * filter or subscription id, a node's peers, pool or version), so two
  * upstreams would never agree.
  */

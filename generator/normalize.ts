@@ -6,7 +6,7 @@ import { chainSettings, limitFields, settingValue, upstreamSettings, type Field 
 import type { ChainModel, GatewayModel, ListenerModel, UpstreamModel } from './model.ts';
 import { createHash } from 'node:crypto';
 import { parseTemplate } from './template.ts';
-import { parseRate } from '../runtime/rate.ts';
+import { parseRate } from '../runtime/config/rate.ts';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 
 // The YAML-shaped input, as the schema admits it (see schema/gateway.schema.json;

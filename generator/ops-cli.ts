@@ -137,8 +137,8 @@ export async function probeManifest(
   // The runtime's modules, loaded only here: routes and check stay light.
   const { Upstream } = await import('../runtime/upstreams/upstream.ts');
   const { probeWithReason } = await import('../runtime/upstreams/poller.ts');
-  const { moduleOf } = await import('../runtime/interfaces/index.ts');
-  const { resolveTemplate } = await import('../runtime/env.ts');
+  const { moduleOf } = await import('../runtime/kinds/index.ts');
+  const { resolveTemplate } = await import('../runtime/config/env.ts');
   const env = opts.env ?? process.env;
   type Job = { chain: ChainModel; index: number };
   const jobs: Job[] = model.chains.flatMap((chain) => chain.upstreams.map((_, index) => ({ chain, index })));

@@ -1,5 +1,5 @@
 // `${VAR}` and `${VAR:-default}` in manifest strings. Parsed at build time into
-// parts; resolved only when the server starts (runtime/env.ts).
+// parts; resolved only when the server starts (runtime/config/env.ts).
 import type { Template, TemplatePart } from '../runtime/types.ts';
 
 export class TemplateError extends Error {}

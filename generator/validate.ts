@@ -5,12 +5,12 @@
 import { Ajv } from 'ajv';
 import schema from '../schema/gateway.schema.json' with { type: 'json' };
 import type { LoadedManifest, YamlPath } from './load.ts';
-import { didYouMean, getAt, isObj, orList, problemsIn, schemaProblems, sortProblems, whereInList, type Problem, type Report } from '../runtime/schema-problems.ts';
+import { didYouMean, getAt, isObj, orList, problemsIn, schemaProblems, sortProblems, whereInList, type Problem, type Report } from '../runtime/config/schema-problems.ts';
 import { parseTemplate, templateDefaultValue, TemplateError } from './template.ts';
 import type { InterfaceKind, Template } from '../runtime/types.ts';
 import { KNOWN_METHODS, NOT_COMPARABLE } from './known-methods.ts';
 import { ipList } from '../runtime/keys/key-policy.ts';
-import { INTERFACES as MODULES } from '../runtime/interfaces/index.ts';
+import { INTERFACES as MODULES } from '../runtime/kinds/index.ts';
 
 export type { Problem } from './load.ts';
 export { didYouMean };

@@ -1,13 +1,13 @@
 // Model -> the request validators module: ajv compiles the schemas of
 // generator/specs.ts into standalone code (no ajv at run time), only for what
 // the manifest's chains allow and validate. The module's default export is
-// plain data the runtime reads (runtime/validators.ts); the bundle resolves
+// plain data the runtime reads (runtime/config/validators.ts); the bundle resolves
 // VALIDATORS_SPECIFIER to this text.
 import { Ajv, type AnySchema } from 'ajv';
 import standaloneCodeModule from 'ajv/dist/standalone/index.js';
 import type { GatewayModel } from './model.ts';
-import { BLOCKBOOK_ENDPOINTS } from '../runtime/guards/blockbook.ts';
-import { ROSETTA_ENDPOINTS } from '../runtime/guards/rosetta.ts';
+import { BLOCKBOOK_ENDPOINTS } from '../runtime/kinds/blockbook/guard.ts';
+import { ROSETTA_ENDPOINTS } from '../runtime/kinds/rosetta/guard.ts';
 import { blockbookParams, evmDefinitions, evmMethodNames, evmParamsSchema, rosettaBodySchema, rosettaDefinitions, type BlockbookParams } from './specs.ts';
 
 /** The module specifier generated code imports the validators by (a tsconfig path and an esbuild plugin). */

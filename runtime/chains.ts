@@ -7,15 +7,15 @@ import type { Front, RouteHandler } from './exchange.ts';
 import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteOf, RouteSpec } from './types.ts';
 import { ChainView } from './upstreams/chain-view.ts';
 import { cacheCore, type CacheServices } from './cache/index.ts';
-import { listenerEnvelope, moduleOf } from './interfaces/index.ts';
-import type { InterfaceModule, RouteServices } from './interfaces/interface.ts';
-import type { RouteSocket, SocketChainParts } from './interfaces/socket.ts';
+import { listenerEnvelope, moduleOf } from './kinds/index.ts';
+import type { InterfaceModule, RouteServices } from './kinds/interface.ts';
+import type { RouteSocket, SocketChainParts } from './kinds/socket.ts';
 import type { Metrics, RouteMetrics } from './observe/metrics.ts';
 import type { PolledChain } from './upstreams/poller.ts';
 import { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 import type { Dispatch } from './dispatch.ts';
 import { plainDispatch } from './upstreams/forward.ts';
-import { ForwardBatches } from './forward-batch.ts';
+import { ForwardBatches } from './jsonrpc/forward-batch.ts';
 import { splitBatches } from './pool/batch.ts';
 import { AdmitLayer } from './admission/admission.ts';
 
@@ -128,7 +128,7 @@ function chainFlow<K extends InterfaceKind>(
   const plain = plainDispatch(group);
   const pooled = group.all.length > 1;
   // A chain of one upstream with a rateLimit splits a client batch into its calls as a pool does: a batch costs its
-  // calls, and goes together only as far as the budget has room (forward-batch.ts).
+  // calls, and goes together only as far as the budget has room (jsonrpc/forward-batch.ts).
   const budgeted = m.batchesCalls && !pooled && group.all[0]!.budget !== null;
   // An EVM pool without the cache still sends each client batch's calls together where the pool sends them to the
   // same upstreams (batch 1: only the calls of one client batch); a chain of one upstream without it (and without a

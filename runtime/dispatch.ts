@@ -8,9 +8,9 @@
 // (upstreams/forward.ts).
 import type { ServerResponse } from 'node:http';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Call } from './evm-call.ts';
-import type { DocCall } from './doc-call.ts';
-import type { EvmForward } from './guards/evm-decision.ts';
+import type { Call } from './kinds/evm/call.ts';
+import type { DocCall } from './kinds/doc-call.ts';
+import type { EvmForward } from './kinds/evm/decision.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
@@ -55,11 +55,11 @@ export interface ForwardRequest {
   readonly isAnswer?: (body: Buffer) => boolean;
   /**
    * The call went in a batch whose upstream answered it with a throttle error
-   * (forward-batch.ts): that answer counts with this call's others as one
+   * (jsonrpc/forward-batch.ts): that answer counts with this call's others as one
    * seen in a body (Forward.throttledInBody); `skip` holds the upstream.
    */
   readonly throttledIn?: ThrottleSeen;
-  /** The calls the body carries, each a token of an upstream's budget (upstream-budget.ts): a batch's count (forward-batch.ts); absent: one. */
+  /** The calls the body carries, each a token of an upstream's budget (upstream-budget.ts): a batch's count (jsonrpc/forward-batch.ts); absent: one. */
   readonly cost?: number;
   /** Whether an answer held whole (not a 5xx), or a short streamed one (Judge), says the upstream throttled the call (EVM's JSON-RPC -32005 in a 200, every EVM chain); absent: only a 429 does. */
   readonly throttled?: (body: Buffer) => boolean;
@@ -71,9 +71,9 @@ export interface ForwardRequest {
    */
   readonly hold?: boolean;
   /**
-   * The EVM call the body is, as the guard decided it (evm-call.ts: its
+   * The EVM call the body is, as the guard decided it (kinds/evm/call.ts: its
    * method, id, params parsed once, block): the layers below read it instead
-   * of the bytes. Only as long as `body` is the Call's own (pool/call.ts, callOf).
+   * of the bytes. Only as long as `body` is the Call's own (kinds/evm/pool-call.ts, callOf).
    */
   readonly call?: Call;
   /**
@@ -86,10 +86,10 @@ export interface ForwardRequest {
   readonly calls?: readonly Call[];
   /**
    * The calls of one client's batch share this: the forward layer sends them
-   * to a node together, with cache.batch 1 too (forward-batch.ts).
+   * to a node together, with cache.batch 1 too (jsonrpc/forward-batch.ts).
    */
   readonly together?: object;
-  /** The Blockbook or Rosetta call the request is, as its guard decided it (doc-call.ts: endpoint, block, read or write, Blockbook's tail). */
+  /** The Blockbook or Rosetta call the request is, as its guard decided it (kinds/doc-call.ts: endpoint, block, read or write, Blockbook's tail). */
   readonly doc?: DocCall;
   /**
    * The EVM guard's decision the request was made of (a single call's
@@ -131,7 +131,7 @@ export interface HeldTarget {
   forwarded(r: ForwardResult): void;
   /**
    * Told, before the outcome comes (before a streamed answer's head), how
-   * the cache's layer took part in it (cache/evm-logs.ts): the answer came
+   * the cache's layer took part in it (kinds/evm/cache-logs.ts): the answer came
    * from memory, joined a call in flight, or was sent for it; for an answer
    * the ranges layer made of chunks, what its chunks say together. A target
    * that reports it (X-Cache) or counts it listens.

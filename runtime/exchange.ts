@@ -9,7 +9,7 @@ import { RESETS_AT, type Envelope, type Failure, type Refused } from './envelope
 import type { KeyEntry } from './keys/keys.ts';
 import type { Logger } from './observe/log.ts';
 import type { RouteMetrics } from './observe/metrics.ts';
-import { lingerAfterAnswer } from './linger.ts';
+import { lingerAfterAnswer } from './process/linger.ts';
 import type { Cancelable, ForwardRequest, ForwardResult, ForwardTarget } from './dispatch.ts';
 import { endToEndHeaders } from './upstreams/forward.ts';
 import type { Upstream } from './upstreams/upstream.ts';
@@ -279,7 +279,7 @@ const ZEROS = '000000000000';
 /**
  * Reads a request body up to `limit` bytes; calls back with null when it is
  * larger (then stops keeping it: the connection closes after the 413, once
- * the client has sent the rest or a bound is hit, see linger.ts).
+ * the client has sent the rest or a bound is hit, see process/linger.ts).
  */
 export function readBody(x: Exchange, limit: number, cb: (buf: Buffer | null) => void): void {
   const req = x.req;

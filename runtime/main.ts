@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { GatewaySpec } from './types.ts';
 import { Gateway } from './server.ts';
-import { keysSource } from './env.ts';
-import { isWorker, runPrimary, sha256Of, workerCount } from './cluster.ts';
-import { runWorker } from './cluster-worker.ts';
+import { keysSource } from './config/env.ts';
+import { isWorker, runPrimary, sha256Of, workerCount } from './process/cluster.ts';
+import { runWorker } from './process/cluster-worker.ts';
 
 /**
  * Entry point of the emitted server. Start-up problems (a missing variable,

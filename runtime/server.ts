@@ -4,7 +4,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { Server as NetServer } from 'node:net';
 import type { GatewaySpec } from './types.ts';
-import { keysSource, requiredRedisUrl, resolveTemplate } from './env.ts';
+import { keysSource, requiredRedisUrl, resolveTemplate } from './config/env.ts';
 import { createLogger, type Logger } from './observe/log.ts';
 import { AccessLog } from './observe/access-log.ts';
 import { KeyStore, type KeyLookup } from './keys/keys.ts';
@@ -24,15 +24,15 @@ import { Poller } from './upstreams/poller.ts';
 import { MemoryRateLimiter, type RateLimiter } from './admission/ratelimit.ts';
 import { RedisRateLimiter } from './admission/ratelimit-redis.ts';
 import { Metrics, type RedisPart, type RouteMetrics } from './observe/metrics.ts';
-import { isWorker } from './cluster.ts';
-import { memoryReducerFlag, NO_MEMORY_REDUCER } from './node-flags.ts';
-import { VERSION } from './version.ts';
+import { isWorker } from './process/cluster.ts';
+import { memoryReducerFlag, NO_MEMORY_REDUCER } from './process/node-flags.ts';
+import { VERSION } from './config/version.ts';
 import { buildChains, type Chain, type DispatchTable } from './chains.ts';
-import { answerClientError } from './client-error.ts';
+import { answerClientError } from './process/client-error.ts';
 import { RequestTracker } from './observe/tracker.ts';
 import { Sockets } from './ws/sockets.ts';
-import { listen, parsePort, type Listening } from './listen.ts';
-import { bindOrder } from './cluster-ipc.ts';
+import { listen, parsePort, type Listening } from './process/listen.ts';
+import { bindOrder } from './process/cluster-ipc.ts';
 
 export class Gateway {
   readonly log: Logger;
@@ -234,7 +234,7 @@ export class Gateway {
   /**
    * The drain begins: readiness goes 503 at once, the listeners stop
    * accepting (in a roll, the other workers take the new connections), and
-   * open connections are closed after their answer or once idle (drain.ts).
+   * open connections are closed after their answer or once idle (process/drain.ts).
    */
   stopAccepting(signal: string): void {
     if (this.tracker.draining) return;

@@ -4,7 +4,7 @@
 // A chain's settings (what the manifest sets and the runtime reads as set,
 // defaults filled) and InterfaceKind are generated from the schema
 // (chain-types.gen.ts, `npm run gen:types`); what the build reshapes is here.
-import type { ValidatorTables } from './validators.ts';
+import type { ValidatorTables } from './config/validators.ts';
 import type { BlockbookSettings, ChainSettings, EvmJsonrpcSettings, InterfaceKind, LimitsSpec, RosettaSettings, UpstreamSettings } from './chain-types.gen.ts';
 
 export type { HedgeSpec, InterfaceKind, QuorumSpec } from './chain-types.gen.ts';

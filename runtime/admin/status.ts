@@ -12,7 +12,7 @@ import { BUCKETS } from '../observe/series.ts';
 import type { GatewaySpec } from '../types.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
 import type { Usage } from '../observe/usage.ts';
-import { VERSION } from '../version.ts';
+import { VERSION } from '../config/version.ts';
 
 /** How often the counters are copied. */
 export const STEP_MS = 5000;

@@ -4,7 +4,7 @@
 // `credits` says otherwise). This file counts in this process; with REDIS_URL
 // the counts are Redis's (ratelimit-redis.ts), shared by every replica.
 
-import type { Quota, Rate } from '../rate.ts';
+import type { Quota, Rate } from '../config/rate.ts';
 
 /** One window of one limit: what to count against, and when it ends. */
 export interface CountWindow {

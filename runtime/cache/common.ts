@@ -42,7 +42,7 @@ export function tagFlight(members: readonly FlightMember[]): void {
 /** A flight that got no answer: logged once, and every client waiting on it gets the failure in its envelope. */
 export function failFlight(log: Logger, r: Exclude<ForwardResult, { kind: 'buffered' }>, waiting: readonly FlightMember[]): void {
   const fail = r.kind === 'failed' ? r.fail : 'unavailable';
-  // Logged once where a batch of calls failed (forward-batch.ts).
+  // Logged once where a batch of calls failed (jsonrpc/forward-batch.ts).
   if (r.upstream && !(r.kind === 'failed' && r.logged === true)) log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail, reqId: waiting[0]!.id }, 'upstream failed');
   for (const x of waiting) {
     if (r.upstream) x.upstream = r.upstream;

@@ -2,8 +2,8 @@
 // (doc.ts applies them). The EVM rules are policy.ts.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { DocRules, Keep } from './doc.ts';
-import { BY_HEIGHT } from '../guards/blockbook.ts';
-import { isBlockId } from '../guards/rosetta.ts';
+import { BY_HEIGHT } from '../kinds/blockbook/guard.ts';
+import { isBlockId } from '../kinds/rosetta/guard.ts';
 
 const KEEP_HEAD: Keep = { kind: 'head' };
 
@@ -46,7 +46,7 @@ export const ROSETTA_RULES: DocRules = {
 
 /**
  * Blockbook: blocks (by height or hash, raw or not), a height's block hash
- * (the endpoints that name a block by height: guards/blockbook.ts BY_HEIGHT),
+ * (the endpoints that name a block by height: kinds/blockbook/guard.ts BY_HEIGHT),
  * and transactions in a block, each until the next block: every block and
  * transaction answer carries a confirmation count that grows with the head.
  * A transaction still in the mempool is never kept, and nothing is final

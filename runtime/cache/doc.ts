@@ -11,7 +11,7 @@
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { ClientTarget } from '../exchange.ts';
 import type { Cancelable, ForwardRequest, ForwardResult } from '../dispatch.ts';
-import type { DocCall } from '../doc-call.ts';
+import type { DocCall } from '../kinds/doc-call.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 

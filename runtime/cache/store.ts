@@ -1,5 +1,5 @@
 // The cache's memory: one store over every chain's entries, bounded in bytes,
-// evicting the least recently used as CLOCK does (clock.ts): a hit only marks
+// evicting the least recently used as CLOCK does (cache/clock.ts): a hit only marks
 // its entry used, and nothing moves in the Map.
 //
 // An entry is the node's answer as it came, cut around its `id` (EVM), so a
@@ -12,7 +12,7 @@
 // keeps its whole slab alive: kept as they came, small entries held up to 18x
 // what the store counted. Copied, `maxBytes` bounds what the store keeps alive.
 
-import { Clock } from '../clock.ts';
+import { Clock } from './clock.ts';
 
 /** Counters of one chain, for /metrics. */
 export class CacheStats {
@@ -44,7 +44,7 @@ export interface Entry {
   readonly size: number;
   /** Rosetta and Blockbook: the headers that describe the bytes (content-type, content-encoding...). */
   readonly headers?: Readonly<Record<string, string>>;
-  /** Read since the clock's hand last passed it (clock.ts). */
+  /** Read since the clock's hand last passed it (cache/clock.ts). */
   used: boolean;
 }
 

@@ -11,9 +11,9 @@ import { createPublicKey } from 'node:crypto';
 import validateKeysFile from './keys-validate.gen.ts';
 import { KEY_FIELDS, type KeyField, type KeyFieldName, type KeyRecord } from './keys-schema.gen.ts';
 import { ipList, parseOrigin } from './key-policy.ts';
-import { parseQuota, parseRate } from '../rate.ts';
-import { formatProblem, getAt, isObj, pathText, problemsIn, schemaProblems, sortProblems, whereInList, type Report } from '../schema-problems.ts';
-import { loadYaml, type YamlPath } from '../yaml-source.ts';
+import { parseQuota, parseRate } from '../config/rate.ts';
+import { formatProblem, getAt, isObj, pathText, problemsIn, schemaProblems, sortProblems, whereInList, type Report } from '../config/schema-problems.ts';
+import { loadYaml, type YamlPath } from '../config/yaml-source.ts';
 
 export { KEY_FIELDS };
 export type { KeyField, KeyFieldName, KeyRecord };

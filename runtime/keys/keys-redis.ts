@@ -7,7 +7,7 @@
 // --store URL` writes them and publishes the hash (or `*` for all) on
 // `gw:keys:changed`.
 //
-// A key is looked up on first use and kept in a bounded LRU (clock.ts), found
+// A key is looked up on first use and kept in a bounded LRU (cache/clock.ts), found
 // or not, for keyCache.ttlMs; a change published by any replica drops it at
 // once on every replica, and an answer that a change overtook on its way (a
 // revoke published while the lookup was on the wire) serves its own request
@@ -21,7 +21,7 @@
 // persistence) is `empty`: logged as keys_store_empty and refused with the
 // same 503, never taken for "every key invalid" (rule 5).
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { Clock } from '../clock.ts';
+import { Clock } from '../cache/clock.ts';
 import type { Redis } from 'ioredis';
 import { failFastRedis, RedisLink, type RedisState } from '../redis.ts';
 import type { KeyCheck, KeyEntry, KeyLookup } from './keys.ts';

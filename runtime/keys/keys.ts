@@ -3,7 +3,7 @@ import { closeSync, openSync, readFileSync, readSync, realpathSync, statSync, wa
 import { open, readFile } from 'node:fs/promises';
 import { basename, dirname, resolve } from 'node:path';
 import { compilePolicy, type KeyPolicy } from './key-policy.ts';
-import { parseQuota, parseRate, type Quota } from '../rate.ts';
+import { parseQuota, parseRate, type Quota } from '../config/rate.ts';
 import { binaryOfHex, GiveUp, KeyScan, own, type ScannedEntry } from './keys-fast.ts';
 import { LINE_FIELDS, readKeyRecords, recordOfStore, recordProblems, valueFits, type KeyRecord } from './key-record.ts';
 

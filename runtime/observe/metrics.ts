@@ -11,7 +11,7 @@
 // directly. Hot path: change with care.
 import { Counter, Gauge, Registry, collectDefaultMetrics, type Metric, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { BUCKETS, bucketOf, UPSTREAM_STATES, type UpstreamState } from './series.ts';
-import { LINGER_OUTCOMES, lingerStats } from '../linger.ts';
+import { LINGER_OUTCOMES, lingerStats } from '../process/linger.ts';
 import { REDIS_STATES, type RedisState } from '../redis.ts';
 
 // What the metrics read of the layers they count, as narrow shapes declared
@@ -212,7 +212,7 @@ export class Metrics {
 
   /** `inflight` reads the gateway's own count of requests being served, on scrape. */
   constructor(inflight: () => number) {
-    // In multi-process mode the primary sums every worker's registry (cluster-worker.ts sends it).
+    // In multi-process mode the primary sums every worker's registry (process/cluster-worker.ts sends it).
     collectDefaultMetrics({ register: this.registry });
     new Gauge({
       name: 'gateway_inflight_requests',

@@ -4,7 +4,7 @@
 // rewriting, block routing, tries again, quorum, broadcast, hedge), one
 // upstream request (or more) per call; on a cached chain the forward layer
 // below puts the calls bound for the same upstreams back into one upstream
-// batch (forward-batch.ts). The answers are merged in the batch's order, each with
+// batch (jsonrpc/forward-batch.ts). The answers are merged in the batch's order, each with
 // the id bytes its call came with (docs/upstreams.md, "What a pool does"):
 //  - a call that fails (no usable upstream, timeout, an answer that is not
 //    JSON-RPC) gets the gateway's JSON-RPC error for that failure in its slot,
@@ -22,9 +22,9 @@
 //    from its chunks: PartsTaker), not copied into one.
 import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
-import { RPC_FAILED, rpcErrorJson } from '../errors/evm-jsonrpc.ts';
-import { answerOf, answerSpans, CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from '../json-scan.ts';
-import { Call } from '../evm-call.ts';
+import { RPC_FAILED, rpcErrorJson } from '../kinds/evm/errors.ts';
+import { answerOf, answerSpans, CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from '../jsonrpc/scan.ts';
+import { Call } from '../kinds/evm/call.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 
@@ -49,7 +49,7 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
  * A layer that sends each client batch through `single` call by call (as
  * splitBatch does), and anything else as it is: for a chain of one upstream
  * with a `rateLimit`, whose forward layer then sends the calls together only
- * as far as the budget has room (a batch costs its calls: forward-batch.ts).
+ * as far as the budget has room (a batch costs its calls: jsonrpc/forward-batch.ts).
  */
 export function splitBatches(single: Dispatch, log: Logger, chain: string): Dispatch {
   const dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup) =>
@@ -98,7 +98,7 @@ interface BatchItem {
 
 /**
  * A held call's target that takes an answer a layer made of parts (the
- * ranges layer's merged logs: log-ranges.ts) as they are, with the bytes
+ * ranges layer's merged logs: kinds/evm/log-ranges.ts) as they are, with the bytes
  * they hold counted under forward.ts's MAX_HELD_BYTES (`held`): from then on
  * the taker lets go of them. The parts carry the call's own id.
  */
@@ -136,7 +136,7 @@ class PoolBatch implements Cancelable {
 
   start(single: Dispatch): void {
     // Each call's answer is held: it is one item of the batch's answer. The calls are one client batch: those the
-    // pool sends to the same upstreams may go there together (forward-batch.ts).
+    // pool sends to the same upstreams may go there together (jsonrpc/forward-batch.ts).
     const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this, calls: undefined, decision: undefined };
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;

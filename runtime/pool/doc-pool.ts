@@ -6,7 +6,7 @@
 // or above the served tip, and Rosetta's /network/status names the served tip,
 // never going back (doc-held.ts). Nothing else changes: the answers are the
 // upstreams' own. The block a request names, and whether it is a read, are
-// its guard's (the request's `doc`, doc-call.ts): the pool never reads the
+// its guard's (the request's `doc`, kinds/doc-call.ts): the pool never reads the
 // path or the body for them. The interface module picks how a node says it
 // has no such block, and which read names the head (ROSETTA_BLOCKS,
 // BLOCKBOOK_BLOCKS).
@@ -68,7 +68,7 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
   };
   const dispatch: Dispatch = (target, request, g = group) => {
     budget.call();
-    // What the guard found (doc-call.ts); a request without it names no block.
+    // What the guard found (kinds/doc-call.ts); a request without it names no block.
     const call = request.doc;
     if (head !== null && call?.endpoint === head.endpoint && view.tip >= 0) {
       const held = new HeldDoc(next, target, request, g, head.rules.accept(), head.rules, stats);

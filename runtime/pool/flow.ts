@@ -3,15 +3,15 @@
 // node that lacks the state). Each attempt (a leg) goes through the dispatch
 // below the pool (a Forward of its own), held whole so that its answer can be
 // judged before the client sees it; the first good answer wins and the other
-// legs are cancelled. Only reads (the method traits table, evm-methods.ts) are
+// legs are cancelled. Only reads (the method traits table, kinds/evm/methods.ts) are
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends by the call's deadline.
-import { answerOf } from '../json-scan.ts';
+import { answerOf } from '../jsonrpc/scan.ts';
 import { deliver, timeLeft, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import { traitsOf, type MethodTraits } from '../evm-methods.ts';
-import type { Call } from '../evm-call.ts';
-import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from './state-errors.ts';
+import { traitsOf, type MethodTraits } from '../kinds/evm/methods.ts';
+import type { Call } from '../kinds/evm/call.ts';
+import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from '../kinds/evm/state-errors.ts';
 import { answerThrottled } from '../upstreams/throttle.ts';
 import type { PoolStats } from './stats.ts';
 import { MAX_HELD } from '../upstreams/forward.ts';
@@ -122,7 +122,7 @@ export class Flow implements Cancelable {
     if (this.over || this.expired || this.legs.length !== 1 || this.legs[0]!.done) return;
     if (!this.host.takeHedge()) return void this.host.stats.hedges.capped++;
     this.host.stats.hedges.sent++;
-    // The first leg's upstream, where it was not known at its start (held for a batch below: forward-batch.ts).
+    // The first leg's upstream, where it was not known at its start (held for a batch below: jsonrpc/forward-batch.ts).
     const first = this.legs[0]!.forward?.upstream;
     if (first) this.tried.add(first);
     this.launch(this.plan.accept, true);

@@ -79,7 +79,7 @@ export class UpstreamView {
    * to take traffic or count for the chain (-1: not behind).
    */
   finalBehind = -1;
-  /** Most blocks it takes in one eth_getLogs call: the manifest's maxLogRange, lowered by what its errors say (log-ranges.ts); null: none known. */
+  /** Most blocks it takes in one eth_getLogs call: the manifest's maxLogRange, lowered by what its errors say (kinds/evm/log-ranges.ts); null: none known. */
   maxLogRange: number | null = null;
   /** False once it answered a JSON-RPC batch with one object; asked call by call until it comes back from down. */
   takesBatches = true;

@@ -18,7 +18,7 @@
 // asked gives alike is the call's answer (forward.ts Forward.throttledInBody).
 // Retry-After is read strictly and honoured up to MAX_RETRY_AFTER_MS.
 // Each entry of the table names the provider that says it and where the text
-// comes from, as the state-error table does (pool/state-errors.ts).
+// comes from, as the state-error table does (kinds/evm/state-errors.ts).
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 

@@ -17,10 +17,10 @@
 // A batch costs its calls (issue 43: the plans a rate stands for count calls,
 // not HTTP requests): a request of n calls takes n tokens, and goes only to an
 // upstream whose bucket holds them (upstream.ts `choose`). A batch larger than
-// the room any of its upstreams has is split (forward-batch.ts), down to calls
+// the room any of its upstreams has is split (jsonrpc/forward-batch.ts), down to calls
 // sent alone, which get "every upstream throttled" once no room is left.
 // docs/upstreams.md: "Budgets".
-import { workerCount } from '../workers.ts';
+import { workerCount } from '../process/workers.ts';
 
 /** The share of a budget the poller may take. */
 export const POLL_SHARE = 0.1;

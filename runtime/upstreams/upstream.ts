@@ -2,7 +2,7 @@
 // poller and by the answers of real requests), and weighted selection per chain.
 import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from '../types.ts';
-import { resolveTemplate } from '../env.ts';
+import { resolveTemplate } from '../config/env.ts';
 import { UpstreamView } from './chain-view.ts';
 import type { UpstreamState } from '../observe/series.ts';
 import type { UpstreamTally } from './tally.ts';

@@ -1,5 +1,5 @@
 // One client socket on a chain: the transport under its protocol (the
-// chain's module's `socket`, interfaces/socket.ts), which reads its messages
+// chain's module's `socket`, kinds/socket.ts), which reads its messages
 // and keeps its subscriptions. Here: what goes into the chain for it, and
 // what is bounded.
 //
@@ -31,7 +31,7 @@ import type { Logger } from '../observe/log.ts';
 import type { RouteMetrics } from '../observe/metrics.ts';
 import type { Chain } from '../chains.ts';
 import type { WebSocketSpec } from '../types.ts';
-import type { ChainSockets, SocketLink, SocketRequest, SocketSession } from '../interfaces/socket.ts';
+import type { ChainSockets, SocketLink, SocketRequest, SocketSession } from '../kinds/socket.ts';
 import type { CloseReason, WsStats } from './stats.ts';
 
 const EMPTY = Buffer.alloc(0);

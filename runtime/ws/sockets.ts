@@ -19,11 +19,11 @@ import type { KeyEntry } from '../keys/keys.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { Chain, DispatchTable } from '../chains.ts';
 import { RequestTarget, splitQuery } from '../url.ts';
-import { NO_KEYS } from '../interfaces/common.ts';
-import { lingerAfterAnswer } from '../linger.ts';
+import { NO_KEYS } from '../kinds/common.ts';
+import { lingerAfterAnswer } from '../process/linger.ts';
 import { Connection, type Origin, type SocketChain, type SocketHost } from './connection.ts';
 import { FrameResponse } from './frame.ts';
-import type { ChainSockets as ProtocolSide, RouteSocket } from '../interfaces/socket.ts';
+import type { ChainSockets as ProtocolSide, RouteSocket } from '../kinds/socket.ts';
 import { SLICES, Slices } from './slices.ts';
 import { WsStats, type CloseReason } from './stats.ts';
 
@@ -245,7 +245,7 @@ const BODY_IDLE_MS = 10_000;
  * from Content-Length) runs before a byte of the body is read, and the body
  * is read only as the chain reads it (SocketBody). An answer that comes
  * before the whole body (a refusal, a 413) leaves the rest unread, dropped
- * within the lingering close's bounds (linger.ts). A chunked one is refused
+ * within the lingering close's bounds (process/linger.ts). A chunked one is refused
  * with 411, since nothing here could bound it ahead.
  */
 function serveAsHttp(req: IncomingMessage, socket: Socket, head: Buffer, http: (req: IncomingMessage, res: ServerResponse) => void): void {

@@ -1,10 +1,10 @@
 // The WebSocket counters of one chain, kept as plain numbers and rendered on
 // scrape (metrics.ts), and read by the status page. The subscription counts
-// are by the chain's protocol's own types (interfaces/socket.ts), kept by it.
-import type { SocketCounts } from '../interfaces/socket.ts';
+// are by the chain's protocol's own types (kinds/socket.ts), kept by it.
+import type { SocketCounts } from '../kinds/socket.ts';
 
 /** Why the gateway or the client ended a socket (the access log's and the metric's reason). */
-/** A protocol's own (interfaces/socket.ts ProtocolCloseReason) among them: Connection implements its SocketLink. */
+/** A protocol's own (kinds/socket.ts ProtocolCloseReason) among them: Connection implements its SocketLink. */
 export const CLOSE_REASONS = ['client', 'slow', 'ping', 'drain', 'revoked', 'quota', 'gap', 'error'] as const;
 export type CloseReason = (typeof CLOSE_REASONS)[number];
 

@@ -112,7 +112,7 @@ describe('the emitted server file', () => {
       types: ['node'],
       typeRoots: [join(ROOT, 'node_modules/@types')],
       baseUrl: ROOT,
-      paths: { '@gateway/runtime': ['./runtime/index.ts'], '@gateway/validators': ['./runtime/validators-module.ts'] },
+      paths: { '@gateway/runtime': ['./runtime/index.ts'], '@gateway/validators': ['./runtime/config/validators-module.ts'] },
     });
     const diagnostics = ts.getPreEmitDiagnostics(program).map((d) => ts.flattenDiagnosticMessageText(d.messageText, '\n'));
     expect(diagnostics).toEqual([]);

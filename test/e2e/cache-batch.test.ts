@@ -320,7 +320,7 @@ describe('cache.batch: misses of one turn go to the node together', () => {
       check(await pipelined('/mixed', bodies), bodies);
     }
     // Each round's three calls, bound for either node (both at the head), went to one of them as one batch
-    // (runtime/forward-batch.ts, under the pool).
+    // (runtime/jsonrpc/forward-batch.ts, under the pool).
     expect(await metricValue(gw, 'gateway_cache_batches_total', '{chain="mixed"}')).toBeGreaterThan(batchesBefore);
     const toNo = mixedNo.bodies.slice(noBefore);
     const toYes = mixedYes.bodies.slice(yesBefore);

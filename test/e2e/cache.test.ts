@@ -214,7 +214,7 @@ const blockParam = fc.oneof(
   fc.integer({ min: 66, max: 90 }).map((back) => (_p: Pick, head: number) => num(Math.max(0, head - back))),
   fc.integer({ min: 0, max: 6 }).map((back) => (_p: Pick, head: number) => ({ blockNumber: num(Math.max(0, head - back)) })),
   fc.constant((p: Pick) => ({ blockHash: p(blockHashes) })),
-  // Other spellings geth reads (the one block-parameter reader, evm-call.ts): hex digits in upper case, a tag in
+  // Other spellings geth reads (the one block-parameter reader, kinds/evm/call.ts): hex digits in upper case, a tag in
   // EIP-1898's object, a hash as a string. Each is kept as its own text, by the block it names.
   fc.integer({ min: 0, max: 6 }).map((back) => (_p: Pick, head: number) => `0x${Math.max(0, head - back).toString(16).toUpperCase()}`),
   fc.constantFrom('latest', 'safe', 'finalized').map((tag) => () => ({ blockNumber: tag })),

@@ -25,11 +25,11 @@ import fc from 'fast-check';
 import { Agent, request as httpRequest } from 'node:http';
 import { newKey, EVM_METHODS } from './harness.ts';
 import { MAX_BODY, startThreeChains, type ThreeChains } from './three-chains.ts';
-import { ROSETTA_ENDPOINTS } from '../../runtime/guards/rosetta.ts';
-import { BLOCKBOOK_ENDPOINTS } from '../../runtime/guards/blockbook.ts';
-import { RPC_ERRORS, rpcErrorJson } from '../../runtime/errors/evm-jsonrpc.ts';
-import { ROSETTA_ERRORS } from '../../runtime/errors/rosetta.ts';
-import { BLOCKBOOK_ERRORS, blockbookErrorJson } from '../../runtime/errors/blockbook.ts';
+import { ROSETTA_ENDPOINTS } from '../../runtime/kinds/rosetta/guard.ts';
+import { BLOCKBOOK_ENDPOINTS } from '../../runtime/kinds/blockbook/guard.ts';
+import { RPC_ERRORS, rpcErrorJson } from '../../runtime/kinds/evm/errors.ts';
+import { ROSETTA_ERRORS } from '../../runtime/kinds/rosetta/errors.ts';
+import { BLOCKBOOK_ERRORS, blockbookErrorJson } from '../../runtime/kinds/blockbook/errors.ts';
 
 const KEY = newKey();
 /** Runs per interface; three interfaces make 21,000 requests. */

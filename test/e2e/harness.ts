@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { SPEC_METHODS } from '../../generator/known-methods.ts';
-import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
+import { NO_MEMORY_REDUCER } from '../../runtime/process/node-flags.ts';
 import { request as undiciRequest } from 'undici';
 
 export const ROOT = fileURLToPath(new URL('../..', import.meta.url));

@@ -11,8 +11,8 @@ import { gateway, type Chain, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { createServer, isHealthCheck, listen, readAll } from '../support/http.ts';
-import { RPC_ERRORS } from '../../runtime/errors/evm-jsonrpc.ts';
-import { ROSETTA_ERRORS } from '../../runtime/errors/rosetta.ts';
+import { RPC_ERRORS } from '../../runtime/kinds/evm/errors.ts';
+import { ROSETTA_ERRORS } from '../../runtime/kinds/rosetta/errors.ts';
 
 const KEY = newKey();
 const MiB = 1024 * 1024;

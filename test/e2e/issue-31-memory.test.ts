@@ -18,7 +18,7 @@ import type { Server } from 'node:http';
 import { Pool } from 'undici';
 import { metricValue, newKey, type RunningGateway } from './harness.ts';
 import { gateway, type Gateway } from './fixture.ts';
-import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
+import { NO_MEMORY_REDUCER } from '../../runtime/process/node-flags.ts';
 import { createSafeServer, listen, parseJson, readAll } from '../support/http.ts';
 import { connectCdp, inspectorUrl, type Cdp } from '../support/inspector.ts';
 

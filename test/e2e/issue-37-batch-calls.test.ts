@@ -1,7 +1,7 @@
 // Issue 37, "one Call, parsed once", for a client's batch: the guard's
-// decision on a batch carries one Call per call (evm-call.ts; the fast path
+// decision on a batch carries one Call per call (kinds/evm/call.ts; the fast path
 // makes them, with the params it read for validate: params), and the layers
-// that split the batch, the cache (cache/evm-batch.ts) and the pool
+// that split the batch, the cache (kinds/evm/cache-batch.ts) and the pool
 // (pool/batch.ts), use those instead of parsing each call again. The gateway
 // runs with a preload (test/support/count-parses.mjs) that logs every
 // JSON.parse of a text holding a marker; each eth_call of a batch carries a

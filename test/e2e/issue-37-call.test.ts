@@ -1,5 +1,5 @@
 // Issue 37, "one Call, parsed once": the guard's decision is the Call that
-// travels (evm-call.ts), holding what the guard parsed, so no layer below it
+// travels (kinds/evm/call.ts), holding what the guard parsed, so no layer below it
 // (the cache, the pool) parses the call's body again. The gateway runs with a
 // preload (test/support/count-parses.mjs) that logs every JSON.parse of a
 // text holding a marker; each call here carries a marker of its own in its

@@ -135,7 +135,7 @@ function reads(n: number, salt: number): [string, unknown[]][] {
   return [...out.values()];
 }
 
-describe('a pool: calls bound for the same nodes go as one upstream batch (forward-batch.ts)', () => {
+describe('a pool: calls bound for the same nodes go as one upstream batch (jsonrpc/forward-batch.ts)', () => {
   it('a client batch of 20 reads costs fewer than 20 upstream requests, in batches of at most cache.batch, and every answer is anvil\'s own with the client\'s id', { timeout: 30_000 }, async () => {
     const calls = reads(20, 0);
     const truth = await Promise.all(calls.map(([m, p]) => anvil.rpc(m, p)));

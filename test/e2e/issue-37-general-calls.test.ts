@@ -1,11 +1,11 @@
 // Issue 37, "one Call, parsed once", for a client's batch the guard takes on
-// its general path (guards/evm.ts checkEvmBodyGeneral): a body with an escape
+// its general path (kinds/evm/guard.ts checkEvmBodyGeneral): a body with an escape
 // or a character outside ASCII, a batch with a refused call, or a key with a
 // contracts list. The guard JSON.parses such a body whole; its decision
 // carries one Call per forwarded call, made of what it parsed, each with its
 // own bytes of the body that goes upstream (the body as it came, or the
 // canonical re-serialization of what was checked) and its id. The cache
-// (cache/evm-batch.ts) and the pool (pool/batch.ts) split the batch with
+// (kinds/evm/cache-batch.ts) and the pool (pool/batch.ts) split the batch with
 // those. Counted as issue-37-batch-calls.test.ts counts: each eth_call carries
 // a marker of its own, and a preload logs every JSON.parse of a text with the
 // marker. Before, the general path's batch decision carried no Calls, and each

@@ -12,7 +12,7 @@
 // answer past the bound (502, -32053), and at least one is answered complete.
 // The same on a cached chain (a gateway of its own: peak RSS is the
 // process's), whose answers were held whole for X-Cache and copied into one
-// buffer past the bound (cache/evm.ts): now written from the chunks as well.
+// buffer past the bound (kinds/evm/cache-front.ts): now written from the chunks as well.
 // And the same ranges each in a client batch, whose calls' answers were held
 // uncounted and copied into the batch's answer (pool/batch.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -105,7 +105,7 @@ function load(port: number) {
       } catch (err) {
         failures.push(`client ${n}: ${(err as Error & { code?: string }).code ?? ''} ${(err as Error).message}`);
       }
-      // A client's pause between two requests: well under the drain's idle bound (drain.ts).
+      // A client's pause between two requests: well under the drain's idle bound (process/drain.ts).
       await new Promise((r) => setTimeout(r, (n * 7 + i * 13) % 20));
     }
     await client.close();

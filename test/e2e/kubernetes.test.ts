@@ -27,7 +27,7 @@ import { loadManifest } from '../../generator/load.ts';
 import { validateManifest } from '../../generator/validate.ts';
 import { buildModel } from '../../generator/normalize.ts';
 import type { GatewayModel } from '../../generator/model.ts';
-import { resolveTemplate } from '../../runtime/env.ts';
+import { resolveTemplate } from '../../runtime/config/env.ts';
 import type { Template } from '../../runtime/types.ts';
 import { keysYaml, newKey, ROOT } from './harness.ts';
 import type { PodPlan, PodReport } from './kubernetes-pod.ts';
@@ -357,7 +357,7 @@ describe('deploy/kubernetes against gateway.yaml and the runtime', () => {
   it('the keys file is in the keys Secret, mounted as a directory (no subPath), where GATEWAY_KEYS_FILE points', () => {
     const docs = allDocs();
     const { pod, container, env, model } = gatewayPod(docs);
-    // runtime/env.ts keysSource(): GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the manifest's keys.
+    // runtime/config/env.ts keysSource(): GATEWAY_KEYS, else GATEWAY_KEYS_FILE, else the manifest's keys.
     const path = env.GATEWAY_KEYS ?? env.GATEWAY_KEYS_FILE ?? resolveTemplate(model.keysFile, 'keys', env);
     expect(posix.isAbsolute(path)).toBe(true);
     const mount = (container.volumeMounts as Obj[]).find((m) => m.mountPath === posix.dirname(path));

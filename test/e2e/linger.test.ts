@@ -3,7 +3,7 @@
 // connection then, with the body still arriving, makes the kernel reset it,
 // and Node's fetch (undici, what viem and ethers use) fails with EPIPE or
 // ECONNRESET before it reads the answer: here 5 tries in 8 with a 2.2 MB
-// body. The gateway lingers instead (runtime/linger.ts): it half-closes after
+// body. The gateway lingers instead (runtime/process/linger.ts): it half-closes after
 // the answer and reads and drops the rest of the body, within bounds. Every
 // try must read the error, on every interface that takes a body; the bodies
 // never reach an upstream.

@@ -220,7 +220,7 @@ describe('a quorum of two and a node that lies about balances', () => {
       ADDRESSES.map((a) => ['eth_getBalance', [a, hex(n)]] as const),
     );
     await expectEach(items, ADDRESSES, n);
-    // Each call asked of both nodes, and the six calls bound for each node went to it as one batch (runtime/forward-batch.ts).
+    // Each call asked of both nodes, and the six calls bound for each node went to it as one batch (runtime/jsonrpc/forward-batch.ts).
     expect(await metricValue(gw, 'gateway_cache_batches_total', '{chain="quorumcache"}')).toBe(batchesBefore + 2);
   });
 });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import { newKey, rawRequest, EVM_METHODS, type RawResponse } from './harness.ts';
 import { startThreeChains, type ThreeChains } from './three-chains.ts';
-import { ROSETTA_ENDPOINTS } from '../../runtime/guards/rosetta.ts';
+import { ROSETTA_ENDPOINTS } from '../../runtime/kinds/rosetta/guard.ts';
 
 const KEY = newKey();
 const RUNS = 2000;

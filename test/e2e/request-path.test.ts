@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { keysYaml, newKey, rawRequest, type RunningGateway } from './harness.ts';
 import { gateway, type Chain, type Gateway } from './fixture.ts';
 import { startStandIns, type StandIns } from './three-chains.ts';
-import { RPC_ERRORS } from '../../runtime/errors/evm-jsonrpc.ts';
-import { ROSETTA_ERRORS } from '../../runtime/errors/rosetta.ts';
+import { RPC_ERRORS } from '../../runtime/kinds/evm/errors.ts';
+import { ROSETTA_ERRORS } from '../../runtime/kinds/rosetta/errors.ts';
 
 const KEY = newKey();
 const KEY_ETH_ONLY = newKey();

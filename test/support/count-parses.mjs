@@ -2,7 +2,7 @@
 // every JSON.parse of a text that holds PARSE_MARK is written, as one JSON
 // line, to the file PARSE_LOG, so a test can count how many times the
 // gateway parsed a call it sent (issue 37: the body is parsed once). With
-// SCAN_LOG, every whole-text scan of such a text (runtime/json-scan.ts
+// SCAN_LOG, every whole-text scan of such a text (runtime/jsonrpc/scan.ts
 // scanSeen: the fast scan, answerSpans, splitBatchAnswer) is written there,
 // as {"scan","text"} (issue 45: a call and its answer are each scanned once).
 // Test use only; it changes nothing else.

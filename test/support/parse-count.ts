@@ -7,7 +7,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildManifest, keysYaml, startGateway, type RunningGateway } from '../e2e/harness.ts';
-import { NO_MEMORY_REDUCER } from '../../runtime/node-flags.ts';
+import { NO_MEMORY_REDUCER } from '../../runtime/process/node-flags.ts';
 import { startAnvil, type Anvil } from './anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from './recording-proxy.ts';
 
@@ -39,7 +39,7 @@ export interface ParseCountedPool {
   readonly gw: RunningGateway;
   /** How many times the gateway parsed a text holding `data`. */
   parsesOf(data: string): number;
-  /** The gateway's whole-text scans (json-scan.ts scanSeen) of texts holding `data`: each scan's name and the text. */
+  /** The gateway's whole-text scans (jsonrpc/scan.ts scanSeen) of texts holding `data`: each scan's name and the text. */
   scansOf(data: string): { readonly scan: string; readonly text: string }[];
   /** How many of the nodes' requests carried `data`. */
   reached(data: string): number;

@@ -1,5 +1,5 @@
 // A node in front of anvil whose eth_getLogs takes only ranges up to a cap,
-// and refuses wider ones with a provider's own text (runtime/log-range-errors.ts
+// and refuses wider ones with a provider's own text (runtime/kinds/evm/log-range-errors.ts
 // cites where each comes from), or fails every eth_getLogs as a load balancer
 // in front of a broken node does. Everything else goes to anvil unchanged.
 // Records the range of every eth_getLogs that reached it, and which it refused.

@@ -77,8 +77,8 @@ describe('runtime layout', () => {
 
   it("no route handler mentions the cache: only its interface module's table names the kind's cache rules", () => {
     // interface.ts is the modules' type, which lists the cache rules among what a module gives.
-    const handlers = runtime.filter((f) => rel(f).startsWith('runtime/interfaces/') && rel(f) !== 'runtime/interfaces/interface.ts');
-    expect(handlers.length).toBeGreaterThanOrEqual(4);
+    const handlers = runtime.filter((f) => /^runtime\/kinds\/[^/]+\/module\.ts$/.test(rel(f)));
+    expect(handlers.length).toBeGreaterThanOrEqual(3);
     // A module file: its imports, its handler (what comes before the module's table), then the table.
     const handlerCode = (f: string) =>
       text(f)
@@ -101,12 +101,15 @@ describe('runtime layout', () => {
     expect(text(join(ROOT, 'runtime/exchange.ts'))).not.toMatch(/from '\.\/server\.ts'|ExchangeHost/);
   });
 
-  it('the pool imports nothing of the cache (the cache stands above it, as at run time), and the cache nothing of interfaces/', () => {
-    const pool = runtime.filter((f) => rel(f).startsWith('runtime/pool/'));
-    expect(pool.length).toBeGreaterThan(5);
-    expect(pool.filter((f) => /from '\.\.\/cache\//.test(text(f))).map(rel)).toEqual([]);
-    const cache = runtime.filter((f) => rel(f).startsWith('runtime/cache/'));
-    expect(cache.filter((f) => /from '\.\.\/interfaces\//.test(text(f))).map(rel)).toEqual([]);
+  it('the pool imports nothing of the cache (the cache stands above it, as at run time), and the cache nothing of the modules', () => {
+    // The pool's core (pool/) and EVM's pool (kinds/evm/pool*.ts, its broadcast, filters and learned hashes).
+    const pool = runtime.filter((f) => rel(f).startsWith('runtime/pool/') || /^runtime\/kinds\/evm\/(pool|pool-call|fanout|filters|learn)\.ts$/.test(rel(f)));
+    expect(pool.length).toBeGreaterThan(8);
+    expect(pool.filter((f) => /from '(\.\.\/)+cache\/|from '\.\/cache-/.test(text(f))).map(rel)).toEqual([]);
+    const cache = runtime.filter((f) => rel(f).startsWith('runtime/cache/') || /^runtime\/kinds\/evm\/cache-/.test(rel(f)));
+    const modules = /^runtime\/kinds\/((index|interface|common)\.ts|[^/]+\/module\.ts)$/;
+    const deps = importGraph(cache);
+    expect(cache.filter((f) => deps.get(f)!.some((d) => modules.test(rel(d)))).map(rel)).toEqual([]);
   });
 
   it('layers compose through the dispatch: only the plain dispatch (upstreams/forward.ts) makes a Forward (a pool sends through the dispatch below it)', () => {
@@ -121,29 +124,36 @@ describe('runtime layout', () => {
 
 // The direction of the arrows: a file imports only from its own tier or a lower
 // one, the tiers in the order a request meets them from the bottom up. A leaf
-// (a file that imports nothing of runtime/: tally.ts, log.ts, json-scan.ts...)
+// (a file that imports nothing of runtime/: tally.ts, log.ts, jsonrpc/scan.ts...)
 // stands below every tier. What a lower tier needs of a higher one it declares
 // as a narrow shape of its own (observe/metrics.ts's CacheCounts, PoolCounts...)
-// or finds in a file moved down to where both can import it (rate.ts, batch-merge.ts).
+// or finds in a file moved down to where both can import it (config/rate.ts, jsonrpc/batch-merge.ts).
 describe('runtime tiers (no import runs back up)', () => {
   const ROOT_RT = join(ROOT, 'runtime');
   const TIERS: readonly (readonly string[])[] = [
-    // 0: plain types and parsing, the seam's own types
-    ['types.ts', 'validators.ts', 'validators-module.ts', 'env.ts', 'schema-problems.ts', 'evm-call.ts', 'batch-merge.ts', 'errors/', 'guards/'],
+    // 0: plain types and parsing: the manifest's and keys' shapes, JSON-RPC's scanning and merging, each kind's calls,
+    // guards, method table and error catalogue
+    [
+      'types.ts', 'config/', 'jsonrpc/scan.ts', 'jsonrpc/batch-merge.ts', 'kinds/doc-call.ts',
+      'kinds/evm/call.ts', 'kinds/evm/methods.ts', 'kinds/evm/decision.ts', 'kinds/evm/guard.ts', 'kinds/evm/guard-fast.ts', 'kinds/evm/params.ts',
+      'kinds/evm/errors.ts', 'kinds/evm/log-range-errors.ts', 'kinds/evm/state-errors.ts',
+      'kinds/blockbook/guard.ts', 'kinds/blockbook/errors.ts', 'kinds/rosetta/guard.ts', 'kinds/rosetta/errors.ts',
+    ],
     // 1: what everything writes to (metrics, logs, usage), and the keys
     ['observe/', 'keys/'],
     // 2: the upstreams, their views and the way out to them
     ['upstreams/', 'dispatch.ts'],
     // 3: one request and its admission
-    ['envelope.ts', 'exchange.ts', 'own-call.ts', 'admission/'],
-    // 4: the layers over the dispatch
-    ['pool/', 'log-ranges.ts', 'forward-batch.ts', 'cache/'],
-    // 5: the interface modules
-    ['interfaces/'],
+    ['envelope.ts', 'exchange.ts', 'kinds/own-call.ts', 'admission/'],
+    // 4: the layers over the dispatch: the kind-neutral cores (pool/, cache/, forward batches) and each kind's layers
+    // over them (EVM's pool, cache rules and front, eth_getLogs ranges)
+    ['pool/', 'cache/', 'jsonrpc/forward-batch.ts', 'kinds/evm/'],
+    // 5: the interface modules (each kind's module and its socket protocol), their contract and table
+    ['kinds/', 'kinds/evm/module.ts', 'kinds/evm/socket.ts', 'kinds/evm/socket-feed.ts', 'kinds/evm/socket-fetch.ts', 'kinds/evm/socket-logs.ts'],
     // 6: a chain composed
     ['chains.ts'],
     // 7: the edges: listeners, sockets, the admin listener and status, the process
-    ['server.ts', 'listen.ts', 'client-error.ts', 'ws/', 'admin/', 'cluster.ts', 'cluster-worker.ts', 'cluster-metrics.ts', 'main.ts', 'index.ts'],
+    ['server.ts', 'process/', 'ws/', 'admin/', 'main.ts', 'index.ts'],
   ];
   /** Arrows that still run back up, each to be turned round (the test fails once one is gone, so it leaves this list): none now. */
   const KNOWN: readonly string[] = [];
@@ -181,9 +191,9 @@ describe('runtime tiers (no import runs back up)', () => {
     expect(importers('server.ts').sort()).toEqual(['index.ts', 'main.ts']);
   });
 
-  it('upstreams/ imports nothing of pool/, cache/, interfaces/ or exchange.ts (the poller is handed each chain\'s probe)', () => {
+  it('upstreams/ imports nothing of pool/, cache/, kinds/ or exchange.ts (the poller is handed each chain\'s probe)', () => {
     const ups = files.filter((f) => relative(ROOT_RT, f).startsWith('upstreams/'));
-    const bad = ups.flatMap((f) => (graph.get(f) ?? []).filter((d) => /^(pool|cache|interfaces)\/|^exchange\.ts$/.test(relative(ROOT_RT, d))).map((d) => `${relative(ROOT, f)} -> ${relative(ROOT, d)}`));
+    const bad = ups.flatMap((f) => (graph.get(f) ?? []).filter((d) => /^(pool|cache|kinds)\/|^exchange\.ts$/.test(relative(ROOT_RT, d))).map((d) => `${relative(ROOT, f)} -> ${relative(ROOT, d)}`));
     expect(bad.filter((a) => !KNOWN.includes(a))).toEqual([]);
   });
 

@@ -11,7 +11,7 @@ import { loadManifest } from '../../../generator/load.ts';
 import { validateManifest } from '../../../generator/validate.ts';
 import { buildModel } from '../../../generator/normalize.ts';
 import { emitServerSource } from '../../../generator/emit/index.ts';
-import { INTERFACES } from '../../../runtime/interfaces/index.ts';
+import { INTERFACES } from '../../../runtime/kinds/index.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 
 const schema = (): SchemaNode => JSON.parse(readFileSync(join(PROJECT_ROOT, 'schema/gateway.schema.json'), 'utf8')) as SchemaNode;

@@ -10,7 +10,7 @@ import { formatProblem } from '../../../generator/check.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 import { EXPECTED, F, V } from './expected-problems.ts';
 import { KNOWN_METHODS, NOT_COMPARABLE } from '../../../generator/known-methods.ts';
-import { WRITES } from '../../../runtime/evm-methods.ts';
+import { WRITES } from '../../../runtime/kinds/evm/methods.ts';
 
 /** Problems as `gateway check` prints them, with the path relative to the project. */
 function check(file: string): string[] {

@@ -13,7 +13,7 @@ import { checkManifestFile } from '../../../generator/check.ts';
 import { loadSpecs, SPECS_DIR } from '../../../generator/specs.ts';
 import { addSchemas, emitValidators, newAjv, validatedSet, type CompiledSchemas } from '../../../generator/validators.ts';
 import type { GatewayModel } from '../../../generator/model.ts';
-import type { ValidateFn, ValidatorTables } from '../../../runtime/validators.ts';
+import type { ValidateFn, ValidatorTables } from '../../../runtime/config/validators.ts';
 import { arbitraryOf, mutate, mutation } from '../../support/schema-arbitrary.ts';
 import { PROJECT_ROOT, SPECS } from '../../support/index.ts';
 

@@ -107,8 +107,8 @@ describe('request headers the runtime reads (issue 32)', () => {
     expect(at('x-api-key')).toContain('runtime/admission/admission.ts');
     expect(at('authorization')).toContain('runtime/admission/admission.ts');
     // blockbook.ts: `const h = x.req.headers; h.accept`, and the PASS list read as `x.req.headers[name]`.
-    expect(at('accept')).toContain('runtime/interfaces/blockbook.ts');
-    expect(at('if-modified-since')).toContain('runtime/interfaces/blockbook.ts');
+    expect(at('accept')).toContain('runtime/kinds/blockbook/module.ts');
+    expect(at('if-modified-since')).toContain('runtime/kinds/blockbook/module.ts');
     // key-policy.ts: requestRefusal(p, headers, ...) is called with x.req.headers.
     expect(at('user-agent')).toContain('runtime/keys/key-policy.ts');
   });

@@ -5,7 +5,7 @@ import fc from 'fast-check';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { ROOT } from '../../e2e/harness.ts';
-import { Answer, answerOf, answerSpans, ANY_DEPTH } from '../../../runtime/json-scan.ts';
+import { Answer, answerOf, answerSpans, ANY_DEPTH } from '../../../runtime/jsonrpc/scan.ts';
 
 function tsFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {
@@ -31,7 +31,7 @@ describe('the seam', () => {
     expect(matching(/export class Forward\b/)).toEqual(['runtime/upstreams/forward.ts']);
   });
 
-  it("no layer searches a request's bytes for the method it takes: it reads the request's calls (pool/call.ts carries)", () => {
+  it("no layer searches a request's bytes for the method it takes: it reads the request's calls (kinds/evm/pool-call.ts carries)", () => {
     expect(matching(/includes\('eth_getLogs'\)/)).toEqual([]);
   });
 });

@@ -1,0 +1,230 @@
+// A client's batch and the EVM cache's front: its calls take part one by one
+// (CachedBatch); the calls the cache does not take go upstream together, as
+// the client's own request with those calls as its body, through the same
+// layers below the front as any call.
+import type { ClientTarget } from '../../exchange.ts';
+import type { Failure } from '../../envelope.ts';
+import type { MergeSlot } from './guard.ts';
+import { mergeBatch } from '../../jsonrpc/batch-merge.ts';
+import { CLOSE, COMMA, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from '../../jsonrpc/scan.ts';
+import type { ForwardRequest, ForwardResult, HeldTarget } from '../../dispatch.ts';
+import type { EvmForward } from './decision.ts';
+import type { Upstream } from '../../upstreams/upstream.ts';
+import type { Call } from './call.ts';
+import { X_CACHE, X_CACHE_LOG, type FlightMember } from '../../cache/common.ts';
+import { isCacheable } from './cache-policy.ts';
+import type { EvmCache } from './cache-types.ts';
+import type { Logger } from '../../observe/log.ts';
+
+/** What mergeBatch is given when nothing else went upstream: every slot is ready. */
+const EMPTY_BATCH = Buffer.from('[]');
+
+/**
+ * A client's batch: each call the cache takes by a single call's rules is
+ * answered from memory, joins an identical call in flight or goes as a flight
+ * of its own, and the other calls go upstream together, as one smaller batch.
+ * The client gets one batch answer, in its own order, once every part is in.
+ * False when no call takes part: the batch is forwarded as it is.
+ */
+export function serveBatch(cache: EvmCache, x: ClientTarget, d: EvmForward, request: ForwardRequest): boolean {
+  const methods = d.methods!;
+  // The guard's calls where it made them (each its own bytes and id: nothing is parsed again), or the body split here.
+  const items = d.calls !== null ? d.calls.map(guardItem) : bodyItems(d.body);
+  if (items === null || items.length !== methods.length) return false;
+  // The client's positions: the guard's own (refused calls answered in place), or one per call.
+  const slots: MergeSlot[] = d.merge !== null ? d.merge.slots.slice() : items.map((it) => (it.id === null ? null : { forwardedId: it.id }));
+  // The k-th call with an id answers in the k-th slot that waits for a forwarded answer.
+  const at = new Array<number>(items.length).fill(-1);
+  let slot = 0;
+  for (let i = 0; i < items.length; i++) {
+    if (items[i]!.id === null) continue;
+    while (slot < slots.length && !isForwarded(slots[slot]!)) slot++;
+    if (slot === slots.length) return false;
+    at[i] = slot++;
+  }
+  // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others): the
+  // forward layer holds them till the end of the turn and sends those bound for the same upstreams as one batch.
+  const template: ForwardRequest = { ...request, together: x, calls: undefined, decision: undefined };
+  const batch = new CachedBatch(x, slots, cache.core.log);
+  const rest: Buffer[] = [];
+  const restCalls: Call[] = [];
+  let restAnswered = false;
+  for (let i = 0; i < items.length; i++) {
+    const it = items[i]!;
+    // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
+    if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, it.text, template, request, d, it.call)) continue;
+    rest.push(it.text);
+    if (it.call !== null) restCalls.push(it.call);
+    if (at[i] !== -1) restAnswered = true;
+  }
+  if (batch.parts === 0) return false;
+  if (rest.length > 0) {
+    const body = Buffer.concat([OPEN, ...rest.flatMap((c, k) => (k === 0 ? [c] : [COMMA, c])), CLOSE]);
+    batch.expectRest();
+    // The rest's calls are the guard's, where it made them: the pool splits the rest with them.
+    const calls = restCalls.length === rest.length ? restCalls : undefined;
+    cache.core.send(new RestPart(batch, cache), { ...template, body, emptyOk: !restAnswered, calls });
+  }
+  batch.sent();
+  return true;
+}
+
+/** A call of the client's batch: its own bytes, its id as it came (null: a notification), the guard's Call if any. */
+interface Item {
+  readonly text: Buffer;
+  readonly id: string | null;
+  readonly call: Call | null;
+}
+
+function guardItem(c: Call): Item {
+  return { text: typeof c.body === 'string' ? Buffer.from(c.body) : c.body, id: c.notification ? null : c.idJson, call: c };
+}
+
+function bodyItems(body: Buffer | string): Item[] | null {
+  const b = typeof body === 'string' ? Buffer.from(body) : body;
+  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
+  return items === null ? null : items.map((it) => ({ text: b.subarray(it.start, it.end), id: it.id, call: null }));
+}
+
+function isForwarded(slot: MergeSlot): boolean {
+  return slot !== null && 'forwardedId' in slot;
+}
+
+/**
+ * A client's batch with calls the cache takes: their answers and the rest's
+ * answer are put back in the client's order and sent once all are in. The
+ * first failure fails the whole batch in the interface's envelope, as a
+ * failed batch does when forwarded whole.
+ */
+class CachedBatch {
+  /** Calls the cache took. */
+  parts = 0;
+  /** Parts and the rest still to come, plus one until the batch is sent. */
+  private pending = 1;
+  private restBody: Buffer | null = null;
+  /** What X-Cache says of the whole batch: 0 every call from memory, 1 some joined a call in flight, 2 some went upstream for it. */
+  private went = 0;
+
+  constructor(
+    readonly x: ClientTarget,
+    /** The client's calls in order: ready answers (refusals, then the parts' own), or forwarded ids. */
+    private readonly slots: MergeSlot[],
+    private readonly log: Logger,
+  ) {}
+
+  take(cache: EvmCache, slot: number, method: string, call: Buffer, template: ForwardRequest, request: ForwardRequest, d: EvmForward, given: Call | null): boolean {
+    this.pending++;
+    if (cache.take(new BatchCall(this, slot), method, call, -1, -1, template, request, d, given)) {
+      this.parts++;
+      return true;
+    }
+    this.pending--;
+    return false;
+  }
+
+  expectRest(): void {
+    this.pending++;
+  }
+
+  sent(): void {
+    this.settle();
+  }
+
+  answered(slot: number, body: string | Buffer, tag: readonly string[] | null): void {
+    this.slots[slot] = { ready: body };
+    const went = tag === X_CACHE.miss ? 2 : tag === X_CACHE.coalesced ? 1 : 0;
+    if (went > this.went) this.went = went;
+    this.settle();
+  }
+
+  /** The node's answer to the rest. */
+  restAnswer(body: Buffer): void {
+    this.restBody = body;
+    this.went = 2;
+    this.settle();
+  }
+
+  private settle(): void {
+    if (--this.pending !== 0) return;
+    const x = this.x;
+    // Already answered (a part failed) or the client went away: nothing more to send.
+    if (x.res.headersSent || x.res.destroyed) return;
+    const tag = this.went === 2 ? 'miss' : this.went === 1 ? 'coalesced' : 'hit';
+    x.cacheTag = X_CACHE[tag];
+    x.cacheLog = X_CACHE_LOG[tag];
+    const merged = mergeBatch({ slots: this.slots }, this.restBody ?? EMPTY_BATCH);
+    if (merged === null) {
+      this.log.warn({ event: 'upstream_bad_response', upstream: x.upstream?.name, reqId: x.id }, 'upstream answer is not JSON-RPC');
+      return x.fail('bad-response');
+    }
+    x.send(200, merged);
+  }
+
+  /** A part failed: the whole batch does, once (X-Cache as that part's: it went upstream or joined a call that did). */
+  fail(f: Failure, tag: readonly string[] | null): void {
+    const x = this.x;
+    if (x.res.headersSent || x.res.destroyed) return;
+    const t = tag === X_CACHE.coalesced && this.went < 2 ? 'coalesced' : 'miss';
+    x.cacheTag = X_CACHE[t];
+    x.cacheLog = X_CACHE_LOG[t];
+    x.fail(f);
+  }
+}
+
+/** The calls of a client's batch the cache does not take, sent upstream together: their answers join the others'. */
+class RestPart implements HeldTarget {
+  constructor(
+    private readonly batch: CachedBatch,
+    private readonly cache: EvmCache,
+  ) {}
+
+  forwarded(r: ForwardResult): void {
+    const x = this.batch.x;
+    x.later(() => {
+      if (r.upstream !== null) x.upstream = r.upstream;
+      if (r.kind === 'buffered' && r.status >= 200 && r.status < 300) return this.batch.restAnswer(r.body);
+      if (r.kind === 'buffered') this.cache.core.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
+      else if (r.upstream) this.cache.core.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail: r.kind === 'failed' ? r.fail : 'unavailable', reqId: x.id }, 'upstream failed');
+      this.batch.fail(r.kind === 'failed' ? r.fail : r.kind === 'buffered' ? 'bad-response' : 'unavailable', X_CACHE.miss);
+    });
+  }
+}
+
+/** One call of a client's batch, waiting as a flight's member: its answer goes to its slot. */
+class BatchCall implements FlightMember {
+  cacheTag: readonly string[] | null = null;
+  cacheLog = '';
+
+  constructor(
+    private readonly batch: CachedBatch,
+    private readonly slot: number,
+  ) {}
+
+  get id(): string {
+    return this.batch.x.id;
+  }
+
+  get upstream(): Upstream | null {
+    return this.batch.x.upstream;
+  }
+
+  set upstream(u: Upstream | null) {
+    if (u !== null) this.batch.x.upstream = u;
+  }
+
+  send(_status: number, body: string | Buffer): void {
+    this.batch.answered(this.slot, body, this.cacheTag);
+  }
+
+  fail(f: Failure): void {
+    this.batch.fail(f, this.cacheTag);
+  }
+
+  internal(err: unknown): void {
+    this.batch.x.internal(err);
+  }
+
+  later(step: () => void): void {
+    this.batch.x.later(step);
+  }
+}
