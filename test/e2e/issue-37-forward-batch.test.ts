@@ -71,7 +71,7 @@ beforeAll(async () => {
       evmChain('nocache', ['D', 'E'], { cache: 'off' }),
       { path: 'limited', interface: 'evm-jsonrpc', selection: 'weighted', upstreams: [{ url: '${LIMITER}', weight: 100 }, '${C}'] },
     ],
-    header: { cache: { maxBytes: 8388608, headPollMs: 200, batch: BATCH }, health: { intervalMs: 200, timeoutMs: 1000 } },
+    header: { cache: { maxBytes: 8388608, headPollMs: 200, batch: BATCH }, health: { intervalMs: 200, timeoutMs: 2000 } },
     keys: [{ id: 'fwd', key: KEY }],
     standIns: { anvil, A: a, B: b, C: c, D: d, E: e, LAGGARD: laggard, HEALTHY: healthy, limiter },
     env: { LIMITER: limiterUrl },
@@ -81,13 +81,13 @@ beforeAll(async () => {
   // until the laggard passes it: four blocks more), 13 once anvil is at 16.
   // Both have reported before the chain moves (under load the healthy one's first report could come after the mine,
   // and a tip of 16 set before the laggard's first report would stay: the laggard never passes it).
-  await until(async () => (await metricValue(gw, 'gateway_upstream_head', '{chain="lagging",upstream="lagging#0"}')) === 9 && (await metricValue(gw, 'gateway_upstream_head', '{chain="lagging",upstream="lagging#1"}')) === 12, 'both of the lagging pool report their heads');
+  await until(async () => (await metricValue(gw, 'gateway_upstream_head', '{chain="lagging",upstream="lagging#0"}')) === 9 && (await metricValue(gw, 'gateway_upstream_head', '{chain="lagging",upstream="lagging#1"}')) === 12, 'both of the lagging pool report their heads', 30_000);
   await anvil.mine(4);
-  await until(async () => (await rpc('lagging', 'eth_blockNumber', [])).result === hex(13), "the lagging pool serves the laggard's head");
-  await until(async () => (await rpc('limited', 'eth_blockNumber', [])).result === hex(16), 'the limited pool knows the head');
+  await until(async () => (await rpc('lagging', 'eth_blockNumber', [])).result === hex(13), "the lagging pool serves the laggard's head", 30_000);
+  await until(async () => (await rpc('limited', 'eth_blockNumber', [])).result === hex(16), 'the limited pool knows the head', 30_000);
   // Nothing moves from here on: answers kept for the head stay kept.
-  await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="pool"}')) === 16, 'the pool knows the new head');
-}, 60_000);
+  await until(async () => (await metricValue(gw, 'gateway_cache_head_block', '{chain="pool"}')) === 16, 'the pool knows the new head', 30_000);
+}, 120_000);
 
 afterAll(() => rig?.close());
 
