@@ -134,7 +134,7 @@ describe('runtime tiers (no import runs back up)', () => {
     // 0: plain types and parsing: the manifest's and keys' shapes, JSON-RPC's scanning and merging, each kind's calls,
     // guards, method table and error catalogue
     [
-      'types.ts', 'config/', 'jsonrpc/scan.ts', 'jsonrpc/batch-merge.ts', 'kinds/doc-call.ts',
+      'types.ts', 'config/', 'jsonrpc/scan.ts', 'jsonrpc/answer.ts', 'jsonrpc/batch-merge.ts', 'kinds/doc-call.ts',
       'kinds/evm/call.ts', 'kinds/evm/methods.ts', 'kinds/evm/decision.ts', 'kinds/evm/guard.ts', 'kinds/evm/guard-fast.ts', 'kinds/evm/params.ts',
       'kinds/evm/errors.ts', 'kinds/evm/log-range-errors.ts', 'kinds/evm/state-errors.ts',
       'kinds/blockbook/guard.ts', 'kinds/blockbook/errors.ts', 'kinds/rosetta/guard.ts', 'kinds/rosetta/errors.ts',
