@@ -4,7 +4,8 @@ import { resolve } from 'node:path';
 import type { GatewaySpec } from './types.ts';
 import { Gateway } from './server.ts';
 import { keysSource } from './config/env.ts';
-import { isWorker, runPrimary, sha256Of, workerCount } from './process/cluster.ts';
+import { isWorker, runPrimary, workerCount } from './process/cluster.ts';
+import { sha256Of } from './process/cluster-builds.ts';
 import { runWorker } from './process/cluster-worker.ts';
 
 /**

@@ -5,7 +5,8 @@
 import type { BatchMerge, EvmForward } from '../kinds/evm/decision.ts';
 import { Call } from '../kinds/evm/call.ts';
 import { rpcErrorWithId } from '../kinds/evm/errors.ts';
-import { ANY_DEPTH, COMMA, CLOSE, MAX_ANSWER_DEPTH, nestsDeeper, OPEN, skipWs, splitBatchAnswer } from './scan.ts';
+import { ANY_DEPTH, COMMA, CLOSE, MAX_ANSWER_DEPTH, nestsDeeper, OPEN, skipWs } from './scan.ts';
+import { splitBatchAnswer } from './answer.ts';
 
 /**
  * Rebuilds a batch answer: the node's answers matched to forwarded ids, the

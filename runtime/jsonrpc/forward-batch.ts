@@ -28,7 +28,8 @@
 // chain without it (one upstream and no cache, or a chain not EVM) pays
 // nothing: chains.ts does not compose it.
 import { JSON_HEADERS, type Attempt, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next, type ThrottleSeen } from '../dispatch.ts';
-import { answerSpans, ANY_DEPTH, CLOSE, COMMA, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from './scan.ts';
+import { ANY_DEPTH, CLOSE, COMMA, MAX_ANSWER_DEPTH, OPEN } from './scan.ts';
+import { answerSpans, splitBatchAnswer } from './answer.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 

@@ -23,7 +23,8 @@
 import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
 import { RPC_FAILED, rpcErrorJson } from '../kinds/evm/errors.ts';
-import { answerOf, answerSpans, CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN, splitBatchAnswer } from '../jsonrpc/scan.ts';
+import { CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN } from '../jsonrpc/scan.ts';
+import { answerOf, answerSpans, splitBatchAnswer } from '../jsonrpc/answer.ts';
 import { Call } from '../kinds/evm/call.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';

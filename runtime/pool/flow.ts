@@ -6,7 +6,7 @@
 // legs are cancelled. Only reads (the method traits table, kinds/evm/methods.ts) are
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends by the call's deadline.
-import { answerOf } from '../jsonrpc/scan.ts';
+import { answerOf } from '../jsonrpc/answer.ts';
 import { deliver, timeLeft, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { traitsOf, type MethodTraits } from '../kinds/evm/methods.ts';

@@ -25,13 +25,9 @@
 //      counters to the primary first.
 //
 // A SIGHUP during a roll is taken once the roll is over.
-import cluster, { type Worker } from 'node:cluster';
-import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import cluster from 'node:cluster';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { extname, join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import type { GatewaySpec } from '../types.ts';
 import { resolveTemplate } from '../config/env.ts';
 import { createLogger } from '../observe/log.ts';
@@ -41,103 +37,16 @@ import { usageAnswer } from '../admin/admin.ts';
 import { statusPage } from '../admin/status-page.ts';
 import { Usage } from '../observe/usage.ts';
 import { VERSION } from '../config/version.ts';
-import { SERVED_ENV, type FromWorker, type ToWorker } from './cluster-ipc.ts';
+import { SERVED_ENV, type FromWorker } from './cluster-ipc.ts';
 import { WorkerMetrics } from './cluster-metrics.ts';
+import { BuildFiles, syntaxProblem, type Build } from './cluster-builds.ts';
+import { Asks, Member } from './cluster-members.ts';
 export { workerCount } from './workers.ts';
 
 /** How long new workers have to be ready before their build is refused. */
 const START_TIMEOUT_MS = 60_000;
-/** How long the admin listener waits for a worker's metrics or status. */
-const ASK_TIMEOUT_MS = 2_000;
 /** Past its drainTimeoutMs, how long a retiring worker has to exit before it is killed. */
 const EXIT_GRACE_MS = 5_000;
-
-/** The SHA-256 of a file's bytes (hex). */
-export function sha256Of(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-/** A build: the server file's content, as the private copy the workers run. */
-interface Build {
-  readonly sha256: string;
-  readonly file: string;
-}
-
-/** A worker, the build it runs, and where it is in its life. */
-class Member {
-  ready = false;
-  retiring = false;
-  /** Why it could not start, as it said. */
-  failure: string | null = null;
-  manifestSha256: string | null = null;
-  /** Its public listeners, `host:port`. */
-  addresses: readonly string[] = [];
-  /** Resolves once the worker is ready (null), or with why it cannot start. */
-  readonly started: Promise<string | null>;
-  readonly exited: Promise<void>;
-  /** Resolves once a retiring worker has stopped accepting (or exited). */
-  readonly closed: Promise<void>;
-  settle!: (why: string | null) => void;
-  exit!: () => void;
-  close!: () => void;
-
-  constructor(
-    readonly worker: Worker,
-    readonly build: Build,
-  ) {
-    this.started = new Promise((r) => (this.settle = r));
-    this.exited = new Promise((r) => (this.exit = r));
-    this.closed = new Promise((r) => (this.close = r));
-  }
-
-  get pid(): number {
-    return this.worker.process.pid!;
-  }
-
-  send(m: ToWorker): void {
-    if (this.worker.isConnected()) this.worker.send(m);
-  }
-}
-
-/** The private copies of the builds, in a folder of the primary's own, removed when it exits. */
-class BuildFiles {
-  private readonly dir = mkdtempSync(join(tmpdir(), 'gateway-builds-'));
-  constructor(private readonly entry: string) {}
-
-  /** The file at the entry path now, and its hash. */
-  read(): { bytes: Buffer; sha256: string } {
-    const bytes = readFileSync(this.entry);
-    return { bytes, sha256: sha256Of(bytes) };
-  }
-
-  /** A copy of what read() gave: the build the workers will run. */
-  keep({ bytes, sha256 }: { bytes: Buffer; sha256: string }): Build {
-    const file = join(this.dir, `${sha256}${extname(this.entry) || '.mjs'}`);
-    writeFileSync(file, bytes);
-    return { sha256, file };
-  }
-
-  drop(b: Build): void {
-    rmSync(b.file, { force: true });
-  }
-
-  remove(): void {
-    rmSync(this.dir, { recursive: true, force: true });
-  }
-}
-
-/** `node --check` of a copy: null, or the SyntaxError with the line it is on. */
-function syntaxProblem(file: string): Promise<string | null> {
-  return new Promise((done) =>
-    execFile(process.execPath, ['--check', file], (err, _out, stderr) => {
-      if (err === null) return done(null);
-      const lines = stderr.split('\n');
-      const what = lines.find((l) => /^\w*Error\b/.test(l)) ?? `node --check exited with code ${err.code}`;
-      const where = /:(\d+)$/.exec(lines[0] ?? '');
-      done(where === null ? what : `${what} (line ${where[1]})`);
-    }),
-  );
-}
 
 export function runPrimary(spec: GatewaySpec, workers: number): void {
   const { log, flush } = createLogger();
@@ -380,37 +289,6 @@ export function runPrimary(spec: GatewaySpec, workers: number): void {
     doc.workers = { count: list.length, pids: list.map((m) => m.pid), shown: shown.pid, sha256: current.sha256, rolling };
     send(200, JSON.stringify(doc));
   };
-}
-
-/** The primary's questions to workers (metrics, status), each answered or given up on. */
-class Asks {
-  private next = 0;
-  private readonly waiting = new Map<number, { m: Member; done: (a: FromWorker | null) => void }>();
-
-  ask(m: Member, what: 'metrics' | 'status'): Promise<FromWorker | null> {
-    const id = this.next++;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => this.settle(id, null), ASK_TIMEOUT_MS);
-      this.waiting.set(id, { m, done: (a) => (clearTimeout(timer), resolve(a)) });
-      if (m.worker.isConnected()) m.worker.send({ gw: what, id } satisfies ToWorker);
-      else this.settle(id, null);
-    });
-  }
-
-  answer(m: Member, a: FromWorker): void {
-    if ('id' in a && this.waiting.get(a.id)?.m === m) this.settle(a.id, a);
-  }
-
-  gone(m: Member): void {
-    for (const [id, w] of this.waiting) if (w.m === m) this.settle(id, null);
-  }
-
-  private settle(id: number, a: FromWorker | null): void {
-    const w = this.waiting.get(id);
-    if (w === undefined) return;
-    this.waiting.delete(id);
-    w.done(a);
-  }
 }
 
 export const isWorker = (): boolean => cluster.isWorker;

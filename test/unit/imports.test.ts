@@ -97,6 +97,18 @@ describe('runtime layout', () => {
     expect(lines(join(ROOT, 'runtime/server.ts'))).toBeLessThanOrEqual(300);
   });
 
+  it('no hand-written runtime file (all but *.gen.ts) is over 400 lines (issue 45)', () => {
+    /**
+     * Files split on other branches at the same time as this case was written: tolerated here only so each branch
+     * stays green. The lead empties it when merging the other splits (an entry no longer over 400 lines fails below).
+     */
+    const SPLIT_PENDING: readonly string[] = ['runtime/kinds/evm/log-ranges.ts', 'runtime/upstreams/forward.ts', 'runtime/upstreams/chain-view.ts'];
+    const lines = (f: string) => text(f).split('\n').length - 1;
+    const over = runtime.filter((f) => !f.endsWith('.gen.ts') && lines(f) > 400);
+    expect(over.filter((f) => !SPLIT_PENDING.includes(rel(f))).map((f) => `${rel(f)}: ${lines(f)}`)).toEqual([]);
+    expect(SPLIT_PENDING.filter((p) => !over.some((f) => rel(f) === p))).toEqual([]);
+  });
+
   it('the exchange does not call back into the server', () => {
     expect(text(join(ROOT, 'runtime/exchange.ts'))).not.toMatch(/from '\.\/server\.ts'|ExchangeHost/);
   });
@@ -134,7 +146,7 @@ describe('runtime tiers (no import runs back up)', () => {
     // 0: plain types and parsing: the manifest's and keys' shapes, JSON-RPC's scanning and merging, each kind's calls,
     // guards, method table and error catalogue
     [
-      'types.ts', 'config/', 'jsonrpc/scan.ts', 'jsonrpc/batch-merge.ts', 'kinds/doc-call.ts',
+      'types.ts', 'config/', 'jsonrpc/scan.ts', 'jsonrpc/answer.ts', 'jsonrpc/batch-merge.ts', 'kinds/doc-call.ts',
       'kinds/evm/call.ts', 'kinds/evm/methods.ts', 'kinds/evm/decision.ts', 'kinds/evm/guard.ts', 'kinds/evm/guard-fast.ts', 'kinds/evm/params.ts',
       'kinds/evm/errors.ts', 'kinds/evm/log-range-errors.ts', 'kinds/evm/state-errors.ts',
       'kinds/blockbook/guard.ts', 'kinds/blockbook/errors.ts', 'kinds/rosetta/guard.ts', 'kinds/rosetta/errors.ts',

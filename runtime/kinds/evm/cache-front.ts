@@ -18,7 +18,8 @@
 import { Call } from './call.ts';
 import type { Located } from './methods.ts';
 import type { ClientTarget } from '../../exchange.ts';
-import { answerOf, answerSpans, hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../../jsonrpc/scan.ts';
+import { hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../../jsonrpc/scan.ts';
+import { answerOf, answerSpans } from '../../jsonrpc/answer.ts';
 import type { Cancelable, ForwardRequest, ForwardResult } from '../../dispatch.ts';
 import type { EvmForward } from './decision.ts';
 import type { EvmRouteSpec } from '../../types.ts';

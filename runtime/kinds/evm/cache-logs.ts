@@ -23,7 +23,8 @@
 //    other upstreams (its group narrowed) goes on alone.
 import { callOf, carries } from './pool-call.ts';
 import { JSON_HEADERS, type CacheSays, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../../dispatch.ts';
-import { answerOf, MAX_ANSWER_DEPTH } from '../../jsonrpc/scan.ts';
+import { MAX_ANSWER_DEPTH } from '../../jsonrpc/scan.ts';
+import { answerOf } from '../../jsonrpc/answer.ts';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { ClientTarget } from '../../exchange.ts';
 import type { EvmRouteSpec } from '../../types.ts';

@@ -20,7 +20,8 @@
 // (`call`). Below the guard, the cache and the pool: it imports only the
 // method traits table and the JSON scanner.
 import { traitsOf, type MethodTraits } from './methods.ts';
-import { answerSpans, firstByte, MAX_ANSWER_DEPTH } from '../../jsonrpc/scan.ts';
+import { firstByte, MAX_ANSWER_DEPTH } from '../../jsonrpc/scan.ts';
+import { answerSpans } from '../../jsonrpc/answer.ts';
 
 export type BlockRef = number | 'latest' | 'safe' | 'finalized' | 'pending' | { readonly hash: string } | null;
 

@@ -1,7 +1,7 @@
 // Calls a pool sends to several upstreams at once: a transaction broadcast to
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
-import { answerOf } from '../../jsonrpc/scan.ts';
+import { answerOf } from '../../jsonrpc/answer.ts';
 import { JSON_HEADERS, NOTHING, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../../dispatch.ts';
 import type { Logger } from '../../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../../upstreams/upstream.ts';

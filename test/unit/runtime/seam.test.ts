@@ -5,7 +5,8 @@ import fc from 'fast-check';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { ROOT } from '../../e2e/harness.ts';
-import { Answer, answerOf, answerSpans, ANY_DEPTH } from '../../../runtime/jsonrpc/scan.ts';
+import { ANY_DEPTH } from '../../../runtime/jsonrpc/scan.ts';
+import { Answer, answerOf, answerSpans } from '../../../runtime/jsonrpc/answer.ts';
 
 function tsFiles(dir: string): string[] {
   return readdirSync(dir).flatMap((f) => {

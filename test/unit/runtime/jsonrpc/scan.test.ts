@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { hasDuplicateKeys, MAX_ANSWER_DEPTH, nestsDeeper, splitBatchAnswer, valueEnd } from '../../../../runtime/jsonrpc/scan.ts';
+import { hasDuplicateKeys, MAX_ANSWER_DEPTH, nestsDeeper, valueEnd } from '../../../../runtime/jsonrpc/scan.ts';
+import { splitBatchAnswer } from '../../../../runtime/jsonrpc/answer.ts';
 import { checkEvmBodyGeneral, type BatchMerge } from '../../../../runtime/kinds/evm/guard.ts';
 import { mergeBatch } from '../../../../runtime/jsonrpc/batch-merge.ts';
 

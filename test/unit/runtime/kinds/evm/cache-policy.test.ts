@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { scopeOf } from '../../../../../runtime/kinds/evm/cache-policy.ts';
 import { CacheStats, CacheStore } from '../../../../../runtime/cache/store.ts';
-import { answerSpans } from '../../../../../runtime/jsonrpc/scan.ts';
+import { answerSpans } from '../../../../../runtime/jsonrpc/answer.ts';
 
 const ADDR = '0x00000000000000000000000000000000000000aa';
 const HASH = `0x${'ab'.repeat(32)}`;
