@@ -16,7 +16,7 @@
 //    (upstreams/throttle.ts) and the batch goes to another node of the set, as
 //    a lone call would; a throttle in one item sends that call elsewhere
 //    alone, which marks the node throttled unless every other node says the
-//    same (then it is the call's answer: forward.ts throttledInBody);
+//    same (then it is the call's answer: forward-attempts.ts throttledInBody);
 //  - an upstream that answers a batch with anything but a batch answer takes
 //    no batches (Upstream.takesBatches, logged once): the calls go alone;
 //  - a batch costs its calls against the upstreams' `rateLimit`: no batch

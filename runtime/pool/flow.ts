@@ -132,7 +132,7 @@ export class Flow implements Cancelable {
    * The call's timeoutMs is over: what it has (a null kept while asking
    * again), else the gateway's timeout. The first attempt alone ends by
    * itself: its retries after a failure (a 5xx, a timeout) share its
-   * deadline, which is this one (upstreams/forward.ts), and the gateway's timeout it
+   * deadline, which is this one (upstreams/forward-attempts.ts), and the gateway's timeout it
    * ends with counts against the upstream.
    */
   private readonly expire = (): void => {

@@ -4,7 +4,7 @@
 // poller with the chain (poller.ts PolledChain), so the poller knows no
 // interface.
 import type { InterfaceKind, RouteOf } from '../types.ts';
-import type { PollReport } from './chain-view.ts';
+import type { PollReport } from './upstream-view.ts';
 import type { Upstream } from './upstream.ts';
 
 export interface ProbeRequest {

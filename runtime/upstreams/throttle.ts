@@ -4,7 +4,7 @@
 // another one once, and the upstream takes no client traffic until its
 // Retry-After has passed, or, without one, for a cooldown of 1 s that doubles
 // with each throttle in a row up to 60 s (an answer, to a call or a poll, ends
-// the run). The cooldown is upstream state, in its view (chain-view.ts
+// the run). The cooldown is upstream state, in its view (upstream-view.ts
 // UpstreamView), so that selection (upstream.ts `usable`) and the pools skip
 // it; with every upstream of a chain throttled the client gets its
 // interface's "every upstream throttled" (HTTP 429, Retry-After: the soonest
@@ -15,7 +15,7 @@
 // Only HTTP 429, the throttle codes and the providers' own sentences are
 // throttles, never an execution result (issue 43: any client can make a node
 // revert with "rate limit exceeded"); and a throttle error that every upstream
-// asked gives alike is the call's answer (forward.ts Forward.throttledInBody).
+// asked gives alike is the call's answer (forward-attempts.ts ForwardAttempts.throttledInBody).
 // Retry-After is read strictly and honoured up to MAX_RETRY_AFTER_MS.
 // Each entry of the table names the provider that says it and where the text
 // comes from, as the state-error table does (kinds/evm/state-errors.ts).

@@ -20,7 +20,7 @@
 // round-robin, over these shares. A chain with `selection: weighted`, and a
 // list with one upstream, has no scorer: its shares are its weights.
 // docs/upstreams.md: "Selection by score".
-import type { UpstreamView } from './chain-view.ts';
+import type { UpstreamView } from './upstream-view.ts';
 import type { UpstreamTally } from './tally.ts';
 
 /** What the scorer reads and writes of an upstream (upstream.ts's Upstream is one; named here so the two files do not import each other). */

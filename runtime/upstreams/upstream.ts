@@ -3,7 +3,7 @@
 import { Pool } from 'undici';
 import type { RouteSpec, UpstreamRole, UpstreamSpec } from '../types.ts';
 import { resolveTemplate } from '../config/env.ts';
-import { UpstreamView } from './chain-view.ts';
+import { UpstreamView } from './upstream-view.ts';
 import type { UpstreamState } from '../observe/series.ts';
 import type { UpstreamTally } from './tally.ts';
 import { Scorer, type UpstreamScore } from './upstream-score.ts';

@@ -68,11 +68,11 @@ describe('runtime layout', () => {
   const rel = (f: string) => relative(ROOT, f);
 
   it('one place in runtime/ asks upstreams about themselves: poller.ts (requests go through Forward)', () => {
-    // pool.request is undici's promise API, the one a poll uses; Forward uses pool.dispatch.
+    // pool.request is undici's promise API, the one a poll uses; Forward uses pool.dispatch (its attempts, forward-attempts.ts).
     const asking = runtime.filter((f) => /\.pool\s*\.\s*request\s*\(/.test(text(f))).map(rel);
     expect(asking).toEqual(['runtime/upstreams/poller.ts']);
     const dispatching = runtime.filter((f) => /\.pool\s*\.\s*dispatch\s*\(/.test(text(f))).map(rel);
-    expect(dispatching).toEqual(['runtime/upstreams/forward.ts']);
+    expect(dispatching).toEqual(['runtime/upstreams/forward-attempts.ts']);
   });
 
   it("no route handler mentions the cache: only its interface module's table names the kind's cache rules", () => {

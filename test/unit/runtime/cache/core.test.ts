@@ -3,7 +3,8 @@
 // Upstreams are real Upstream objects (nothing is ever sent to them); what a
 // poll would report is given to the chain's view directly, as the poller does.
 import { describe, expect, it, vi } from 'vitest';
-import { ChainView, type PollReport, type ResetReason } from '../../../../runtime/upstreams/chain-view.ts';
+import { ChainView, type ResetReason } from '../../../../runtime/upstreams/chain-view.ts';
+import type { PollReport } from '../../../../runtime/upstreams/upstream-view.ts';
 import { CacheCore, type FlightLanding } from '../../../../runtime/cache/core.ts';
 import { BLOCKBOOK_RULES, ROSETTA_RULES } from '../../../../runtime/cache/doc-rules.ts';
 import { CacheStore } from '../../../../runtime/cache/store.ts';

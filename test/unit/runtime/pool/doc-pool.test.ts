@@ -3,7 +3,8 @@
 // reading the request's path or body again. The dispatch below the pool is a
 // stand-in that records each request and answers at once.
 import { describe, expect, it } from 'vitest';
-import { ChainView, type PollReport } from '../../../../runtime/upstreams/chain-view.ts';
+import { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
+import type { PollReport } from '../../../../runtime/upstreams/upstream-view.ts';
 import { docPool, BLOCKBOOK_BLOCKS, ROSETTA_BLOCKS } from '../../../../runtime/pool/doc-pool.ts';
 import type { ForwardRequest, ForwardResult, HeldTarget, Next } from '../../../../runtime/dispatch.ts';
 import type { DocCall } from '../../../../runtime/kinds/doc-call.ts';

@@ -5,7 +5,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Poller } from '../../../../runtime/upstreams/poller.ts';
 import { moduleOf } from '../../../../runtime/kinds/index.ts';
-import { ChainView, UpstreamView } from '../../../../runtime/upstreams/chain-view.ts';
+import { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
+import { UpstreamView } from '../../../../runtime/upstreams/upstream-view.ts';
 import type { Logger } from '../../../../runtime/observe/log.ts';
 import type { Metrics } from '../../../../runtime/observe/metrics.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../../runtime/types.ts';

@@ -6,7 +6,8 @@
 // poll would report is given to the chain's view directly, as the poller does.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Dispatcher } from 'undici';
-import { ChainView, type PollReport } from '../../../../../runtime/upstreams/chain-view.ts';
+import { ChainView } from '../../../../../runtime/upstreams/chain-view.ts';
+import type { PollReport } from '../../../../../runtime/upstreams/upstream-view.ts';
 import type { Logger } from '../../../../../runtime/observe/log.ts';
 import { Pool } from '../../../../../runtime/kinds/evm/pool.ts';
 import type { ForwardRequest, ForwardResult, ForwardTarget, Sink } from '../../../../../runtime/dispatch.ts';
