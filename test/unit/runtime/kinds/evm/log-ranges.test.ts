@@ -1,7 +1,8 @@
 // eth_getLogs ranges (issue 39): the split, the merge, and what each
-// provider's refusal says (runtime/kinds/evm/log-ranges.ts, runtime/kinds/evm/log-range-errors.ts).
+// provider's refusal says (runtime/kinds/evm/log-ranges.ts, runtime/kinds/evm/log-codec.ts, runtime/kinds/evm/log-range-errors.ts).
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { LogRanges, mergeLogs, splitRange, trimLogs, wantsLogRanges } from '../../../../../runtime/kinds/evm/log-ranges.ts';
+import { LogRanges, wantsLogRanges } from '../../../../../runtime/kinds/evm/log-ranges.ts';
+import { mergeLogs, splitRange, trimLogs } from '../../../../../runtime/kinds/evm/log-codec.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../../../runtime/types.ts';
 import type { Dispatch, ForwardRequest, ForwardResult, HeldTarget } from '../../../../../runtime/dispatch.ts';
 import type { Logger } from '../../../../../runtime/observe/log.ts';
