@@ -46,7 +46,7 @@ describe('an Answer', () => {
       return Buffer.from(`{${spaces}"jsonrpc":"2.0",${spaces}"id":${JSON.stringify(id)},${error ? '"error":{"code":-1,"message":"m"}' : `"result":${result}`}}`);
     });
 
-  it('reads what answerSpans reads, at every depth a reader allows, from one scan', () => {
+  it('reads what answerSpans reads, at every depth a reader allows (the scans counted: issue-37-call.test.ts)', () => {
     fc.assert(
       fc.property(answer, fc.integer({ min: 1, max: 16 }), (body, maxDepth) => {
         const a = new Answer(body);
@@ -59,9 +59,11 @@ describe('an Answer', () => {
     );
   });
 
-  it('is one per held body: every layer that judges the bytes gets the same, scanned once', () => {
+  it('is one per held body: every layer that judges the same bytes gets the same Answer, another body another, its spans read once', () => {
     const body = Buffer.from('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
     expect(answerOf(body)).toBe(answerOf(body));
     expect(answerOf(body)).not.toBe(answerOf(Buffer.from(body)));
+    // Its spans are read at the first ask and kept: every reader after gets the same object.
+    expect(answerOf(body).spans).toBe(answerOf(body).spansWithin(4));
   });
 });
