@@ -1,3 +1,4 @@
+// Not on fixture.ts: the build and the emitted file are what this file tests (built twice, copied, run alone).
 // The emitted file (issue 2): deterministic, self-contained, runs on Node 20
 // and Node 24, typechecks against runtime/, and a new chain needs no code change.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,46 +1,31 @@
 // Multi-process mode (GATEWAY_WORKERS): workers share the listeners, the
 // primary sums their metrics, passes SIGHUP and SIGTERM on, and exits 0.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, rawRequest, sha256, startGateway } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { newKey, rawRequest, sha256 } from './harness.ts';
+import { gateway } from './fixture.ts';
+import { startAnvil } from '../support/anvil.ts';
+import { freePort } from '../support/http.ts';
 
 const KEY = newKey();
-let anvil: Anvil;
-
-beforeAll(async () => {
-  anvil = await startAnvil({ chainId: 1 });
-});
-afterAll(() => anvil?.stop());
 
 describe('GATEWAY_WORKERS=2', () => {
   it('serves from two workers started with the memory reducer off, sums their metrics on the primary’s admin listener, reloads keys and drains on signals', { timeout: 60_000 }, async () => {
-    const built = await buildManifest(
-      'cluster',
-      `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "\${RPC_PORT}" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-methodSets:
-  evm: [eth_chainId]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, chainId: 1, methods: evm, upstreams: ["\${ETH_URL}"] }
-`,
-    );
-    writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
     // Workers share one fixed port; pick one that is free now.
-    const { createServer } = await import('node:net');
-    const port = await new Promise<number>((ok) => {
-      const s = createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port;
-        s.close(() => ok(p));
-      });
-    });
+    const port = await freePort();
     // The primary is started with plain `node`: its workers get --no-memory-reducer all the same.
-    const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, nodeArgs: [], env: { ETH_URL: anvil.url, RPC_PORT: String(port), GATEWAY_WORKERS: '2' } });
+    const rig = await gateway({
+      name: 'cluster',
+      chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', chainId: 1, upstreams: ['${ETH_URL}'] }],
+      header: { listeners: { rpc: { host: '127.0.0.1', port: '${RPC_PORT}' } }, health: null, methodSets: { evm: ['eth_chainId'] } },
+      keys: [{ id: 'k', key: KEY }],
+      standIns: { ETH_URL: startAnvil({ chainId: 1 }) },
+      env: { RPC_PORT: String(port), GATEWAY_WORKERS: '2' },
+      nodeArgs: [],
+    });
+    onTestFinished(() => rig.close());
+    const { gw, built } = rig;
     const primary = await gw.waitForLog((e) => e.event === 'primary_started');
     await gw.waitForLog((e) => e.event === 'started' && gw.lines.filter((l) => l.includes('"event":"started"')).length === 2);
     const started = gw.lines.filter((l) => l.includes('"event":"started"')).map((l) => JSON.parse(l) as { memoryReducer: string });

@@ -1,3 +1,4 @@
+// Not on fixture.ts: `npm run demo` builds and starts its gateway itself, and that is what this file tests.
 // `npm run demo`, the README's first command: builds gateway.yaml, starts anvil
 // behind every EVM chain and the stand-ins behind the others, and prints one
 // ready-to-paste curl line per interface and key placement. Every printed

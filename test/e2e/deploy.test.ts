@@ -1,3 +1,4 @@
+// Not on fixture.ts: it runs the deployment's own layout (the unit's folder and command, the Dockerfile's stages).
 // The deployment section of docs/operations.md, as far as this machine can
 // run it: the systemd unit's ExecStart, ExecReload and KillSignal against the
 // emitted file, and the Dockerfile's build stage using the project's own build.

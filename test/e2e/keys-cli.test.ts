@@ -1,3 +1,4 @@
+// Not on fixture.ts: it runs the `gateway keys` binary on keys files of its own and starts no gateway.
 // `gateway keys` as ops run it: the real binary (bin/gateway.mjs through tsx),
 // a child process per command, exit codes and the split between stdout (the
 // key, alone) and stderr (notes, problems). What the commands do is tested

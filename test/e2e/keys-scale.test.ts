@@ -4,14 +4,14 @@
 // reloaded under load with no failed request, answering while it reloads; and the CLI's
 // atomic rewrite is never read half-written.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createServer, type Server } from 'node:http';
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { buildManifest, rawRequest, ROOT, sha256, startGateway, type Built, type RunningGateway } from './harness.ts';
-import { close, listen } from '../support/http.ts';
+import { rawRequest, ROOT, sha256, type Built, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { startFixedAnswer } from '../support/http.ts';
 
 const exec = promisify(execFile);
 const ANSWER = '{"jsonrpc":"2.0","id":1,"result":"0x10"}';
@@ -56,35 +56,21 @@ Promise.all(Array.from({ length: 8 }, (_, w) => worker(w))).then(() => {
 });
 `;
 
-let upstream: Server;
-let upstreamUrl = '';
+let rig: Gateway;
 let built: Built;
 
 beforeAll(async () => {
-  upstream = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': ANSWER.length }).end(ANSWER));
+  rig = await gateway({
+    name: 'keys-scale',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', upstreams: ['${ETH_URL}'] }],
+    header: { admin: null, health: { intervalMs: 60000, timeoutMs: 1000 }, methodSets: { evm: ['eth_blockNumber'] } },
+    standIns: { ETH_URL: startFixedAnswer(ANSWER) },
+    start: false,
   });
-  upstreamUrl = await listen(upstream);
-  built = await buildManifest(
-    'keys-scale',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [eth_blockNumber]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${ETH_URL}"] }
-`,
-  );
+  built = rig.built;
 }, 60_000);
 
-afterAll(async () => {
-  await close(upstream);
-});
+afterAll(() => rig?.close());
 
 /** A keys file of the keys with these numbers. */
 function keysFile(numbers: Iterable<number>): string {
@@ -102,7 +88,7 @@ describe('keys file from a Kubernetes Secret or ConfigMap', () => {
     writeFileSync(join(dir, '..2026_11_25_a', 'keys.yaml'), keysFile([1, 2]));
     symlinkSync('..2026_11_25_a', join(dir, '..data'));
     symlinkSync('..data/keys.yaml', join(dir, 'keys.yaml'));
-    const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: upstreamUrl, GATEWAY_KEYS_FILE: join(dir, 'keys.yaml') } });
+    const gw = await rig.start({ env: { GATEWAY_KEYS_FILE: join(dir, 'keys.yaml') } });
     try {
       expect((await call(gw, keyOf(1))).status).toBe(200);
       expect((await call(gw, keyOf(3))).status).toBe(403);
@@ -134,7 +120,7 @@ describe('a large keys file', () => {
     // The node answers from a process of its own too: this one is busy with the test.
     const up = spawn(process.execPath, ['-e', UPSTREAM], { stdio: ['pipe', 'pipe', 'inherit'] });
     const upUrl = await new Promise<string>((ok) => up.stdout!.setEncoding('utf8').once('data', (c: string) => ok(c.trim())));
-    const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: upUrl, GATEWAY_KEYS_FILE: file } });
+    const gw = await rig.start({ env: { ETH_URL: upUrl, GATEWAY_KEYS_FILE: file } });
     try {
       // Load from a process of its own (keep-alive, 8 at once), so this process's work (the test runner reading
       // the gateway's log lines) does not count in the latencies. Keys spread over the file, in both versions of it.
@@ -169,7 +155,7 @@ describe('a large keys file', () => {
   it('`gateway keys add` rewrites the file atomically: the running server never reads half of it', { timeout: 120_000 }, async () => {
     const file = join(built.dir, 'cli.yaml');
     writeFileSync(file, keysFile(Array.from({ length: 20_000 }, (_, i) => i)));
-    const gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: upstreamUrl, GATEWAY_KEYS_FILE: file } });
+    const gw = await rig.start({ env: { GATEWAY_KEYS_FILE: file } });
     try {
       const added: string[] = [];
       for (let i = 0; i < 3; i++) {

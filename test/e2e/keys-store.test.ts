@@ -6,12 +6,12 @@
 // refused with 503, and a revoked key stays refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { execFile, spawn } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
 import { promisify } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, rawRequest, ROOT, sha256, startGateway, type Built, type RunningGateway } from './harness.ts';
-import { close, listen } from '../support/http.ts';
+import { rawRequest, ROOT, sha256, type Built, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { startFixedAnswer } from '../support/http.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
 const exec = promisify(execFile);
@@ -19,33 +19,21 @@ const ANSWER = '{"jsonrpc":"2.0","id":1,"result":"0x10"}';
 const CALL = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const fileKey = (i: number) => `store-test-key-${String(i).padStart(6, '0')}-abcdef`;
 
+// Redis is the file's own, not a stand-in of the fixture: a case stops it and starts another on its port.
 let redis: RedisServer;
-let upstream: Server;
-let upstreamUrl = '';
+let rig: Gateway;
 let built: Built;
 
 beforeAll(async () => {
   redis = await startRedis();
-  upstream = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': ANSWER.length }).end(ANSWER));
+  rig = await gateway({
+    name: 'keys-store',
+    chains: [{ path: 'ethereum', interface: 'evm-jsonrpc', upstreams: ['${ETH_URL}'] }],
+    header: { admin: null, keys: '${KEYS_URL}', keyCache: { size: 1000, ttlMs: 30000 }, health: { intervalMs: 60000, timeoutMs: 1000 }, methodSets: { evm: ['eth_blockNumber'] } },
+    standIns: { ETH_URL: startFixedAnswer(ANSWER) },
+    start: false,
   });
-  upstreamUrl = await listen(upstream);
-  built = await buildManifest(
-    'keys-store',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: "\${KEYS_URL}"
-keyCache: { size: 1000, ttlMs: 30000 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [eth_blockNumber]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${ETH_URL}"] }
-`,
-  );
+  built = rig.built;
   // Some keys come from a file, imported.
   const lines = ['keys:'];
   for (let i = 0; i < 50; i++) lines.push(`  - id: f${i}`, `    sha256: "${sha256(fileKey(i))}"`);
@@ -55,7 +43,7 @@ chains:
 }, 60_000);
 
 afterAll(async () => {
-  await close(upstream);
+  await rig?.close();
   await redis?.stop();
 });
 
@@ -68,7 +56,7 @@ async function cli(...args: string[]): Promise<{ code: number; stdout: string; s
   }
 }
 
-const launch = (): Promise<RunningGateway> => startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: upstreamUrl, KEYS_URL: redis.url } });
+const launch = (): Promise<RunningGateway> => rig.start({ env: { KEYS_URL: redis.url } });
 const call = (gw: RunningGateway, key: string) => rawRequest(gw.url('rpc', '/ethereum'), { body: CALL, headers: { 'x-api-key': key } });
 
 /** Milliseconds until `cond` holds on both gateways (polling every 10 ms, 5 s at most). */

@@ -1,3 +1,4 @@
+// Not on fixture.ts: it is the pod of kubernetes.test.ts, and starts the gateway as the image's CMD with the container's environment.
 // One pod of deploy/kubernetes, as far as this machine can run it, for
 // kubernetes.test.ts: started by it inside a network namespace of its own
 // (`unshare --net`), so the pod's fixed ports are free whatever else runs here

@@ -1,3 +1,4 @@
+// Not on fixture.ts: the gateway runs as deploy/kubernetes runs it (kubernetes-pod.ts, in a network namespace).
 // deploy/kubernetes, as far as a machine without a cluster can check it:
 // - every document of every file is a kind the Kubernetes schemas know
 //   (kubernetes-models, and its prometheus-operator package for the

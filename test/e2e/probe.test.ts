@@ -1,3 +1,4 @@
+// Not on fixture.ts: it runs `gateway check --probe` on manifests of its own and starts no gateway.
 // `gateway check --probe` against real anvils: one of the chain's id, one of
 // another chain id, one that is not there. ${VAR} comes from the environment,
 // the table says reachable / right chain / head per upstream, and the exit

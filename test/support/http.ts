@@ -144,6 +144,15 @@ export function close(server: Server): Promise<void> {
 
 export { createServer };
 
+/** A node that answers every request with `body` (a JSON text): for tests of what the gateway does before its upstream. */
+export async function startFixedAnswer(body: string): Promise<{ server: Server; url: string }> {
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) }).end(body));
+  });
+  return { server, url: await listen(server) };
+}
+
 /** A free port on 127.0.0.1, for a server given its port on the command line (nginx, redis-server). */
 export function freePort(): Promise<number> {
   return new Promise((ok, fail) => {

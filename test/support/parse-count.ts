@@ -3,10 +3,11 @@
 // (anvil behind two recording proxies: NODE1, NODE2 in the manifest), so an
 // issue-37 test can count how many times the gateway parsed a call it sent
 // and how many of the nodes' requests carried it. The manifest is the test's.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildManifest, keysYaml, startGateway, type RunningGateway } from '../e2e/harness.ts';
+import { keysYaml, type RunningGateway } from '../e2e/harness.ts';
+import { gateway } from '../e2e/fixture.ts';
 import { NO_MEMORY_REDUCER } from '../../runtime/process/node-flags.ts';
 import { startAnvil, type Anvil } from './anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from './recording-proxy.ts';
@@ -50,22 +51,29 @@ export interface ParseCountedPool {
 export async function startParseCountedPool(name: string, manifest: string, key: string, mark: string, keys = keysYaml([{ id: 'call', key }])): Promise<ParseCountedPool> {
   const anvil = await startAnvil();
   await anvil.mine(4);
-  const [node1, node2] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
-  const built = await buildManifest(name, manifest);
-  writeFileSync(join(built.dir, 'keys.yaml'), keys);
-  const parseLog = join(built.dir, 'parses.log');
-  const scanLog = join(built.dir, 'scans.log');
-  const gw = await startGateway({
-    cwd: built.dir,
-    bundle: built.bundle,
+  const rig = await gateway({
+    name,
+    manifest,
+    keys,
+    standIns: { anvil, NODE1: startRecordingProxy(anvil.url), NODE2: startRecordingProxy(anvil.url) },
     nodeArgs: [NO_MEMORY_REDUCER, '--import', PRELOAD],
-    env: { NODE1: node1.url, NODE2: node2.url, PARSE_MARK: mark, PARSE_LOG: parseLog, SCAN_LOG: scanLog },
+    // Started below: the logs go in the build's folder.
+    start: false,
   });
+  const parseLog = join(rig.built.dir, 'parses.log');
+  const scanLog = join(rig.built.dir, 'scans.log');
+  try {
+    await rig.start({ env: { PARSE_MARK: mark, PARSE_LOG: parseLog, SCAN_LOG: scanLog } });
+  } catch (err) {
+    await rig.close();
+    throw err;
+  }
+  const { NODE1: node1, NODE2: node2 } = rig.standIns;
   return {
     anvil,
     node1,
     node2,
-    gw,
+    gw: rig.gw,
     parsesOf: (data) =>
       existsSync(parseLog)
         ? readFileSync(parseLog, 'utf8')
@@ -80,10 +88,6 @@ export async function startParseCountedPool(name: string, manifest: string, key:
             .map((line) => JSON.parse(line) as { scan: string; text: string })
         : [],
     reached: (data) => [...node1.requests, ...node2.requests].filter((r) => JSON.stringify(r.json).includes(data)).length,
-    close: async () => {
-      await gw.stop();
-      await Promise.all([node1.close(), node2.close()]);
-      await anvil.stop();
-    },
+    close: rig.close,
   };
 }
