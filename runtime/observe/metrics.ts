@@ -310,7 +310,7 @@ export class Metrics {
       const one = (name: string, help: string, field: 'broadcasts' | 'tipAnswers' | 'tipWaits') =>
         this.rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>));
       one('gateway_pool_broadcasts_total', 'Transactions sent to every usable upstream of a pool (broadcast: all).', 'broadcasts');
-      one('gateway_pool_tip_answers_total', 'eth_blockNumber answered from the served tip, without asking a node.', 'tipAnswers');
+      one('gateway_pool_tip_answers_total', "Calls for the chain's head (EVM: eth_blockNumber) answered from the served tip, without asking a node.", 'tipAnswers');
       one('gateway_pool_tip_waits_total', 'Calls about a block at or below the served tip that no usable upstream had yet: they waited for one to reach it, within their timeoutMs.', 'tipWaits');
       this.rendered('gateway_pool_served_tip', "A pool's served tip: the highest block its usable upstreams all have (servedTip: all) or most of them have (majority); -1 while unknown.", 'gauge', () =>
         this.pools.map((p) => ({ labels: { chain: p.chain }, value: p.tip() }) as MetricValue<string>));
@@ -331,7 +331,7 @@ export class Metrics {
       const gauge = (name: string, help: string, values: () => MetricValue<string>[], type: 'gauge' | 'counter' = 'gauge') =>
         this.rendered(name, help, type, values);
       gauge('gateway_ws_connections', 'WebSocket connections open, by chain.', () => this.sockets.map((w) => ({ labels: { chain: w.chain }, value: w.connections }) as MetricValue<string>));
-      gauge('gateway_ws_subscriptions', 'Subscriptions held, by chain and type (newHeads, logs).', () =>
+      gauge('gateway_ws_subscriptions', "Subscriptions held, by chain and type (the socket protocol's own: EVM's newHeads, logs).", () =>
         this.sockets.flatMap((w) => Object.entries(w.subscriptions).map(([type, value]) => ({ labels: { chain: w.chain, type }, value }) as MetricValue<string>)),
       );
       gauge(
