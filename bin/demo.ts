@@ -55,23 +55,33 @@ async function main(): Promise<void> {
   const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
   const anvils = new Map<number, Anvil>();
   for (const chain of model.chains) {
-    if (chain.interface === 'evm-jsonrpc') {
-      const id = chain.chainId ?? 31337;
-      let a = anvils.get(id);
-      if (!a) {
-        a = await startAnvil({ chainId: id });
-        anvils.set(id, a);
-        stops.push(() => a!.stop());
+    // Each kind's node or stand-in; a kind the schema adds is asked for its own.
+    switch (chain.interface) {
+      case 'evm-jsonrpc': {
+        const id = chain.chainId ?? 31337;
+        let a = anvils.get(id);
+        if (!a) {
+          a = await startAnvil({ chainId: id });
+          anvils.set(id, a);
+          stops.push(() => a!.stop());
+        }
+        env[upstreamVar(chain)] = a.url;
+        break;
       }
-      env[upstreamVar(chain)] = a.url;
-    } else if (chain.interface === 'blockbook') {
-      const bb = await startBlockbookStub();
-      stops.push(() => bb.close());
-      env[upstreamVar(chain)] = bb.url;
-    } else {
-      const r = await startRosettaStub({ network: chain.network! });
-      stops.push(() => r.close());
-      env[upstreamVar(chain)] = r.url;
+      case 'blockbook': {
+        const bb = await startBlockbookStub();
+        stops.push(() => bb.close());
+        env[upstreamVar(chain)] = bb.url;
+        break;
+      }
+      case 'rosetta': {
+        const r = await startRosettaStub({ network: chain.network! });
+        stops.push(() => r.close());
+        env[upstreamVar(chain)] = r.url;
+        break;
+      }
+      default:
+        chain.interface satisfies never;
     }
   }
 

@@ -9,7 +9,7 @@ import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } f
 import { failedAnswer, mergeBatch } from '../../jsonrpc/batch-merge.ts';
 import { allowedFor, type KeyPolicy } from '../../keys/key-policy.ts';
 import { callRefusal } from './contracts.ts';
-import { CONTRACT_METHODS } from './methods.ts';
+import { CONTRACT_METHODS, METHOD_TRAITS } from './methods.ts';
 import { scanPlainRpc } from './guard-fast.ts';
 import { whenIdentified } from '../../admission/admission.ts';
 import type { KeyEntry } from '../../keys/keys.ts';
@@ -281,7 +281,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   // eth_getLogs ranges split above the cache's layer and the pool (or the one upstream), below the cache's front
   // (kinds/evm/log-ranges.ts), on every chain that allows eth_getLogs: any upstream, a lone one too, may refuse a range.
   own: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
-  creditNames: null,
+  // Every method the method table knows (the manifest checker's, generator/known-methods.ts: a test keeps them equal).
+  creditNames: [...METHOD_TRAITS.keys()],
   archive: true,
   socket: evmSocket,
   probe: {
