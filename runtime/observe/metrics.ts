@@ -282,7 +282,7 @@ export class Metrics {
       ofView('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
       this.rendered(
         'gateway_cache_resets_total',
-        "Times a chain's forever entries and eth_blockNumber's floor were dropped, by chain and reason: identity (an upstream's chain id, network, coin or genesis hash changed) or finalized_backwards (the chain went back below its finalized block).",
+        "Times a chain's forever entries and its head read's floor (EVM: eth_blockNumber) were dropped, by chain and reason: identity (an upstream's chain id, network, coin or genesis hash changed) or finalized_backwards (the chain went back below its finalized block).",
         'counter',
         () => this.caches.flatMap((c) => (['identity', 'finalized_backwards'] as const).map((reason) => ({ labels: { chain: c.chain, reason }, value: c.resets[reason] }) as MetricValue<string>)),
       );
@@ -306,7 +306,7 @@ export class Metrics {
           this.pools.flatMap((p) => Object.entries(p[field]).map(([k, value]) => ({ labels: { chain: p.chain, [label]: k }, value }) as MetricValue<string>)));
       by('gateway_pool_retries_total', 'Calls asked again of another upstream of a pool, by chain and reason: empty (a null or empty answer about data not final), state (a node that no longer has the state asked for).', 'retries', 'reason');
       by('gateway_pool_hedges_total', 'Hedged reads, by chain and outcome: sent (a second upstream asked after hedge.afterMs), won (its answer came first), capped (not sent: hedges are at most 10% of a minute\'s calls).', 'hedges', 'outcome');
-      by('gateway_pool_quorum_total', 'Quorum reads, by chain and outcome: agree, disagree (-32603 "upstreams disagree"), short (too few upstreams answered).', 'quorum', 'outcome');
+      by('gateway_pool_quorum_total', 'Quorum reads, by chain and outcome: agree, disagree (the client gets the interface\'s "upstreams disagree" error), short (too few upstreams answered).', 'quorum', 'outcome');
       const one = (name: string, help: string, field: 'broadcasts' | 'tipAnswers' | 'tipWaits') =>
         this.rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>));
       one('gateway_pool_broadcasts_total', 'Transactions sent to every usable upstream of a pool (broadcast: all).', 'broadcasts');

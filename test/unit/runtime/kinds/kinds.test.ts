@@ -48,8 +48,7 @@ function documentedNames(text: string, kind: string): string[] | null {
 }
 
 describe('every interface kind', () => {
-  it("the schema's kinds are the kinds table's and this file's (gen:types and the table's mapped type ask first)", () => {
-    expect([...kinds].sort()).toEqual(Object.keys(INTERFACES).sort());
+  it("every kind of the schema has its row here (the modules' table: chain-types.test.ts)", () => {
     expect([...kinds].sort()).toEqual(Object.keys(PLACES).sort());
   });
 
