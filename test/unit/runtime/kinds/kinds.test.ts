@@ -1,9 +1,10 @@
 // Every interface kind (issue 45: "a fourth interface is one new folder"): what
 // a kind needs beside its module, which the compiler cannot see, is checked
-// here for each kind the schema names. PLACES is keyed by InterfaceKind, so a
-// kind the schema adds is asked for its row (its folder, its error catalogue,
-// its stand-in) before this file compiles; the cases then ask for its folder's
-// files and its docs. docs/architecture.md "Adding an interface" lists them.
+// here for each kind the schema names. test/support/kinds.ts is keyed by
+// InterfaceKind, so a kind the schema adds is asked for its row (its folder,
+// its error catalogue, its stand-in) before this file compiles; the cases then
+// ask for its folder's files and its docs. docs/architecture.md "Adding an
+// interface" lists them.
 import { describe, expect, it } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -11,24 +12,7 @@ import { ROOT } from '../../../e2e/harness.ts';
 import { interfaceKinds } from '../../../../generator/chain-types.ts';
 import { INTERFACES } from '../../../../runtime/kinds/index.ts';
 import type { InterfaceKind } from '../../../../runtime/types.ts';
-import { RPC_ERRORS } from '../../../../runtime/kinds/evm/errors.ts';
-import { BLOCKBOOK_ERRORS } from '../../../../runtime/kinds/blockbook/errors.ts';
-import { ROSETTA_ERRORS } from '../../../../runtime/kinds/rosetta/errors.ts';
-
-interface Places {
-  /** Its folder under runtime/kinds/. */
-  readonly folder: string;
-  /** Its error catalogue (its errors.ts), which docs/errors.md lists. */
-  readonly errors: Readonly<Record<string, unknown>>;
-  /** Its node or stand-in under test/support/, which its end-to-end tests and the demo start. */
-  readonly standIn: string;
-}
-
-const PLACES = {
-  'evm-jsonrpc': { folder: 'evm', errors: RPC_ERRORS, standIn: 'anvil.ts' },
-  blockbook: { folder: 'blockbook', errors: BLOCKBOOK_ERRORS, standIn: 'blockbook-stub.ts' },
-  rosetta: { folder: 'rosetta', errors: ROSETTA_ERRORS, standIn: 'rosetta-stub.ts' },
-} satisfies Record<InterfaceKind, Places>;
+import { KINDS } from '../../../support/kinds.ts';
 
 const doc = (name: string) => readFileSync(join(ROOT, 'docs', name), 'utf8');
 const kinds = interfaceKinds() as InterfaceKind[];
@@ -49,22 +33,21 @@ function documentedNames(text: string, kind: string): string[] | null {
 
 describe('every interface kind', () => {
   it("every kind of the schema has its row here (the modules' table: chain-types.test.ts)", () => {
-    expect([...kinds].sort()).toEqual(Object.keys(PLACES).sort());
+    expect([...kinds].sort()).toEqual(Object.keys(KINDS).sort());
   });
 
   it.each(kinds)('%s: its folder holds its module, guard and errors, and docs/architecture.md names the folder', (kind) => {
-    const { folder } = PLACES[kind];
+    const { folder } = KINDS[kind];
     for (const file of ['module.ts', 'guard.ts', 'errors.ts']) expect(existsSync(join(ROOT, 'runtime/kinds', folder, file)), `runtime/kinds/${folder}/${file}`).toBe(true);
     expect(doc('architecture.md')).toMatch(new RegExp(`^ {4}(?:[a-z-]+/, )*${folder}/`, 'm'));
   });
 
   it.each(kinds)('%s: docs/errors.md has a table of exactly its catalogue', (kind) => {
-    expect(documentedNames(doc('errors.md'), kind), `a "## ... (\`${kind}\`)" table`).toEqual(Object.keys(PLACES[kind].errors));
+    expect(documentedNames(doc('errors.md'), kind), `a "## ... (\`${kind}\`)" table`).toEqual(Object.keys(KINDS[kind].errors));
   });
 
-  it.each(kinds)('%s: docs/requests.md says which chains its section is for, and its stand-in is in test/support', (kind) => {
+  it.each(kinds)('%s: docs/requests.md says which chains its section is for', (kind) => {
     expect(doc('requests.md')).toContain(`for the chains whose \`interface\` is \`${kind}\``);
-    expect(existsSync(join(ROOT, 'test/support', PLACES[kind].standIn))).toBe(true);
   });
 
   it.each(kinds)('%s: its module says what credits may name (the build checks a manifest against these names only)', (kind) => {
