@@ -41,6 +41,7 @@ function toyRoute(nodes: readonly ToyNode[]): RouteSpec {
   return { ...defaults(shared), interface: TOY, path: TOY, listener: 'rpc', source: 'chains[0]', limits: DEFAULT_LIMITS, validate: false, upstreams, cache: true } as unknown as RouteSpec;
 }
 
+const logLevel = process.env.LOG_LEVEL;
 const KEY = newKey();
 const LIMITED = newKey();
 let a: ToyNode;
@@ -80,8 +81,11 @@ beforeAll(async () => {
     // What credits may name is the module's (creditNames): a toy method.
     credits: { toy_echo: 3 },
   };
+  // The server logs to stdout: only what goes wrong, for this file.
   process.env.LOG_LEVEL = 'warn';
   gw = new Gateway(spec);
+  if (logLevel === undefined) delete process.env.LOG_LEVEL;
+  else process.env.LOG_LEVEL = logLevel;
   // Resolves after the first poll of both nodes (the toy's probe), with every listener bound.
   const listening = await gw.start();
   const port = (name: string) => listening.find((l) => (l.spec?.name ?? 'admin') === name)!.port;
