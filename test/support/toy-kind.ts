@@ -4,8 +4,9 @@
 // against the same module contract as the three real kinds
 // (runtime/kinds/interface.ts): its handler and guard, its envelope, its health
 // probe, its cache's front (the cache core's document layer, with rules of its
-// own), its pool (the pool core's, routing a call that names a block to the
-// upstreams that have it), no layer of its own and no socket. What it reads of
+// own), its own layer and its cache's layer (each marks what crosses it), its
+// pool (the pool core's, routing a call that names a block to the upstreams
+// that have it), and no socket. What it reads of
 // a request's bytes it reads with runtime/jsonrpc/ (the nesting bound, the
 // first byte, the answer's spans), which is the proof that JSON-RPC there is
 // no EVM's. test/unit/runtime/kinds/toy-kind.test.ts serves it through the
@@ -16,7 +17,8 @@ import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '..
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../../runtime/exchange.ts';
 import { whenIdentified } from '../../runtime/admission/admission.ts';
 import type { KeyEntry } from '../../runtime/keys/keys.ts';
-import type { Verdict } from '../../runtime/dispatch.ts';
+import type { Dispatch, ForwardRequest, ForwardTarget, Verdict } from '../../runtime/dispatch.ts';
+import type { UpstreamGroup } from '../../runtime/upstreams/upstream.ts';
 import type { InterfaceKind, RouteSpec } from '../../runtime/types.ts';
 import { pathKeyOf, splitQuery } from '../../runtime/url.ts';
 import { firstByte, LBRACKET, MAX_REQUEST_DEPTH, nestsDeeper } from '../../runtime/jsonrpc/scan.ts';
@@ -160,6 +162,12 @@ const RULES: DocRules = {
   keep: (endpoint) => (endpoint === 'toy_version' ? { kind: 'head' } : null),
 };
 
+/** A layer that passes every request on with `x-toy-layer: <name>` added. */
+function marking(name: string, next: Dispatch): Dispatch {
+  return ((target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup) =>
+    next(target, { ...request, headers: [...request.headers, 'x-toy-layer', name] }, group)) as Dispatch;
+}
+
 /** The call a poll sends. */
 const HEAD_CALL = '{"jsonrpc":"2.0","id":1,"method":"toy_head","params":[]}';
 
@@ -176,11 +184,13 @@ export const toy: InterfaceModule<InterfaceKind> = {
   batchesCalls: false,
   handler: (route, services) => new ToyRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, RULES).front,
-  cacheLayer: (_route, _core, next) => next,
+  // Its cache's layer and its own layer only mark what crosses them (the header `x-toy-layer`), so that the node
+  // shows where chains.ts put them: own over the cache's layer, both over the pool.
+  cacheLayer: (_route, _core, next) => marking('cache', next),
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, { notFound: () => false, head: null }),
   poolHeads: () => false,
   followsHeads: () => false,
-  own: (_route, _group, _view, next) => next,
+  own: (_route, _group, _view, next) => marking('own', next),
   creditNames: [...TOY_METHODS],
   archive: false,
   socket: null,
@@ -200,15 +210,15 @@ export const toy: InterfaceModule<InterfaceKind> = {
 /** A toy node on 127.0.0.1: its head, and every call it was sent (polls apart). */
 export interface ToyNode {
   readonly url: string;
-  /** The calls clients sent through the gateway (toy_head polls are counted in `polls`). */
-  readonly calls: { readonly method: string; readonly params: unknown }[];
+  /** The calls clients sent through the gateway (toy_head polls are counted in `polls`), with the layers they crossed (x-toy-layer). */
+  readonly calls: { readonly method: string; readonly params: unknown; readonly layers: string | undefined }[];
   polls: number;
   close(): Promise<void>;
 }
 
 /** A toy node whose head is `head`: toy_getBlock answers blocks up to it (null above), toy_version names the node. */
 export async function startToyNode(name: string, head: number): Promise<ToyNode> {
-  const calls: { method: string; params: unknown }[] = [];
+  const calls: { method: string; params: unknown; layers: string | undefined }[] = [];
   const node = {
     url: '',
     calls,
@@ -221,7 +231,7 @@ export async function startToyNode(name: string, head: number): Promise<ToyNode>
     req.on('end', () => {
       const call = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: unknown; method: string; params: unknown[] };
       if (call.method === 'toy_head') node.polls++;
-      else calls.push({ method: call.method, params: call.params });
+      else calls.push({ method: call.method, params: call.params, layers: req.headers['x-toy-layer'] as string | undefined });
       const result =
         call.method === 'toy_head'
           ? { number: head, hash: `0x${head.toString(16).padStart(64, '0')}` }

@@ -3,8 +3,8 @@
 // module contract alone (runtime/kinds/interface.ts), is served by the real
 // server (runtime/server.ts's Gateway, from a hand-made spec): over HTTP on
 // 127.0.0.1, through its key's admission at the top of the chain (credits,
-// rate limit, usage), its cache's front, its pool of two upstreams and
-// Forward, to toy nodes; and the metrics and the status page name it by its
+// rate limit, usage), its cache's front, its own layer, its cache's layer,
+// its pool of two upstreams and Forward, to toy nodes; and the metrics and the status page name it by its
 // kind with nothing added for it. The only thing the test does that a real
 // kind would not is put its module into the kinds table at run time: a real
 // one is a line there, which the compiler asks for.
@@ -112,10 +112,10 @@ async function call(method: string, params: unknown[], key: string | null = KEY)
 }
 
 describe('a fourth kind, from its module alone', () => {
-  it('serves a call of a key through the chain to a node, and refuses a call without a key or of no toy method in its own envelope', async () => {
+  it("serves a call of a key through the chain's layers to a node (its own layer over its cache's layer), and refuses a call without a key or of no toy method in its own envelope", async () => {
     const ok = await call('toy_echo', ['hello', 1]);
     expect(ok).toMatchObject({ status: 200, body: { jsonrpc: '2.0', id, result: ['hello', 1] } });
-    expect([...a.calls, ...b.calls]).toContainEqual({ method: 'toy_echo', params: ['hello', 1] });
+    expect([...a.calls, ...b.calls]).toContainEqual({ method: 'toy_echo', params: ['hello', 1], layers: 'own, cache' });
 
     const none = await call('toy_echo', ['x'], null);
     expect(none.status).toBe(401);
