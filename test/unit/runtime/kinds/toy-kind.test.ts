@@ -4,10 +4,11 @@
 // server (runtime/server.ts's Gateway, from a hand-made spec): over HTTP on
 // 127.0.0.1, through its key's admission at the top of the chain (credits,
 // rate limit, usage), its cache's front, its own layer, its cache's layer,
-// its pool of two upstreams and Forward, to toy nodes; and the metrics and the status page name it by its
-// kind with nothing added for it. The only thing the test does that a real
-// kind would not is put its module into the kinds table at run time: a real
-// one is a line there, which the compiler asks for.
+// its pool of two upstreams and Forward, to toy nodes; and the metrics and
+// the status page name it by its kind with nothing added for it. The only
+// thing the test does that a real kind would not is put its module into the
+// kinds table at run time: a real one is a line there, which the compiler
+// asks for.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
