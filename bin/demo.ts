@@ -11,9 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { checkManifestFile } from '../generator/check.ts';
 import type { ChainModel } from '../generator/model.ts';
 import { NO_MEMORY_REDUCER } from '../runtime/process/node-flags.ts';
-import { startAnvil, type Anvil } from '../test/support/anvil.ts';
-import { startBlockbookStub } from '../test/support/blockbook-stub.ts';
-import { startRosettaStub } from '../test/support/rosetta-stub.ts';
+import { KINDS } from '../test/support/kinds.ts';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MANIFEST = process.argv[2] ?? 'gateway.yaml';
@@ -53,26 +51,11 @@ async function main(): Promise<void> {
   const model = checked.model;
 
   const env: Record<string, string> = { PATH: process.env.PATH ?? '' };
-  const anvils = new Map<number, Anvil>();
+  // Each chain's node or stand-in, as its kind starts one (test/support/kinds.ts).
   for (const chain of model.chains) {
-    if (chain.interface === 'evm-jsonrpc') {
-      const id = chain.chainId ?? 31337;
-      let a = anvils.get(id);
-      if (!a) {
-        a = await startAnvil({ chainId: id });
-        anvils.set(id, a);
-        stops.push(() => a!.stop());
-      }
-      env[upstreamVar(chain)] = a.url;
-    } else if (chain.interface === 'blockbook') {
-      const bb = await startBlockbookStub();
-      stops.push(() => bb.close());
-      env[upstreamVar(chain)] = bb.url;
-    } else {
-      const r = await startRosettaStub({ network: chain.network! });
-      stops.push(() => r.close());
-      env[upstreamVar(chain)] = r.url;
-    }
+    const node = await KINDS[chain.interface].standIn(chain);
+    stops.push(() => node.stop());
+    env[upstreamVar(chain)] = node.url;
   }
 
   const key = randomBytes(24).toString('base64url');

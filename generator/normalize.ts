@@ -215,8 +215,8 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
     ...(doc.keyCache === undefined ? {} : { keyCache: { size: doc.keyCache.size ?? DEFAULTS.keyCacheSize, ttlMs: doc.keyCache.ttlMs ?? DEFAULTS.keyCacheTtlMs } }),
     ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
-    // With a websocket block or a chain that takes WebSockets: the limits, every one filled.
-    ...(doc.websocket === undefined && !doc.chains.some((c) => c.interface === 'evm-jsonrpc' && c.websocket === true)
+    // With a websocket block or a chain (of any kind the schema lets say so) that takes WebSockets: the limits, every one filled.
+    ...(doc.websocket === undefined && !doc.chains.some((c) => 'websocket' in c && c.websocket === true)
       ? {}
       : {
           websocket: {

@@ -99,12 +99,12 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
   const setNames = Object.keys(methodSets);
 
   if (isObj(doc.credits)) {
-    // What each interface's module says credits may name (null: the JSON-RPC methods).
-    const names = [...new Set(Object.values(MODULES).flatMap((m) => m.creditNames ?? [...KNOWN_METHODS]))];
+    // What each interface's module says credits may name: its methods or endpoints.
+    const names = [...new Set(Object.values(MODULES).flatMap((m) => m.creditNames))];
     for (const name of Object.keys(doc.credits)) {
       if (names.includes(name)) continue;
       const hint = didYouMean(name, names);
-      report('key', ['credits', name], `credits.${name}: not a JSON-RPC method or a Rosetta or Blockbook endpoint`, hint ?? 'eth_call, eth_getLogs, block, address');
+      report('key', ['credits', name], `credits.${name}: not a method or endpoint of any interface`, hint ?? 'eth_call, eth_getLogs, block, address');
     }
   }
   if (Array.isArray(doc.trustedProxies)) {

@@ -31,11 +31,20 @@ export function validatedSet(model: GatewayModel): ValidatedSet {
   let sendtx = false;
   for (const c of model.chains) {
     if (!c.validate) continue;
-    if (c.interface === 'evm-jsonrpc') for (const m of c.methods ?? []) if (described.has(m)) evm.add(m);
-    if (c.interface === 'rosetta') rosetta = true;
-    if (c.interface === 'blockbook') {
-      blockbook = true;
-      if (c.sendtx === true) sendtx = true;
+    // What each kind checks against its published spec; a kind the schema adds is asked for its case (none: break).
+    switch (c.interface) {
+      case 'evm-jsonrpc':
+        for (const m of c.methods ?? []) if (described.has(m)) evm.add(m);
+        break;
+      case 'rosetta':
+        rosetta = true;
+        break;
+      case 'blockbook':
+        blockbook = true;
+        if (c.sendtx === true) sendtx = true;
+        break;
+      default:
+        c.interface satisfies never;
     }
   }
   const bb = blockbook ? [...BLOCKBOOK_ENDPOINTS].map(([endpoint, spec]) => ({ endpoint, hasParam: spec.params === 1 })) : [];

@@ -38,7 +38,7 @@ export interface KeyPolicy {
   readonly userAgents: readonly string[] | null;
   /** JSON-RPC methods, or Rosetta/Blockbook endpoint names. */
   readonly methods: ReadonlySet<string> | null;
-  /** Lower-case 0x addresses. */
+  /** Lower-case contract and account addresses, which the kind's guard compares the one a call names with (EVM: kinds/evm/contracts.ts). */
   readonly contracts: ReadonlySet<string> | null;
   /** Milliseconds since the epoch; null: never. */
   readonly expires: number | null;
@@ -214,11 +214,6 @@ export function requestRefusal(p: KeyPolicy, headers: { origin?: string; 'user-a
   return null;
 }
 
-/** Methods whose parameters the contracts list checks. */
-export function checksParams(method: string): boolean {
-  return TO_METHODS.has(method) || ADDRESS_METHODS.has(method);
-}
-
 const INTERSECTIONS = new WeakMap<KeyPolicy, WeakMap<ReadonlySet<string>, ReadonlySet<string>>>();
 
 /** The chain's allowlist narrowed to the key's methods (made once per key and chain allowlist). */
@@ -235,27 +230,4 @@ export function allowedFor(p: KeyPolicy, chain: ReadonlySet<string>): ReadonlySe
     byChain.set(chain, set);
   }
   return set;
-}
-
-/** Methods whose params[0].to is the contract called. */
-const TO_METHODS = new Set(['eth_call', 'eth_estimateGas']);
-/** Methods whose params[0] is the account or contract address read. */
-const ADDRESS_METHODS = new Set(['eth_getBalance', 'eth_getCode', 'eth_getStorageAt', 'eth_getTransactionCount', 'eth_getProof']);
-
-/** A JSON-RPC call's refusal by the key's methods and contracts lists, or null. */
-export function callRefusal(p: KeyPolicy, method: string, params: unknown): 'method' | 'contract' | null {
-  if (p.methods !== null && !p.methods.has(method)) return 'method';
-  if (p.contracts === null) return null;
-  let address: unknown;
-  if (TO_METHODS.has(method)) {
-    const tx = Array.isArray(params) ? params[0] : undefined;
-    if (tx === null || typeof tx !== 'object' || Array.isArray(tx)) return 'contract';
-    // Go's encoding/json (geth) matches keys case-insensitively, the last one winning: a "TO" next to "to"
-    // could be the address the node calls. Such a call is refused, whatever "to" says.
-    for (const k in tx) if (k !== 'to' && k.length === 2 && k.toLowerCase() === 'to') return 'contract';
-    address = (tx as { to?: unknown }).to;
-  } else if (ADDRESS_METHODS.has(method)) address = Array.isArray(params) ? params[0] : undefined;
-  else return null;
-  // No `to` (a contract creation) or a malformed one: refused while the list is set.
-  return typeof address === 'string' && p.contracts.has(address.toLowerCase()) ? null : 'contract';
 }

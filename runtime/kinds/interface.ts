@@ -84,11 +84,8 @@ export interface InterfaceModule<K extends InterfaceKind> {
    * whose layer is `next`.
    */
   own(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, next: Dispatch, log: Logger, cached: boolean): Dispatch;
-  /**
-   * What the manifest's `credits` may name for it: its endpoints; null: the
-   * JSON-RPC method names the build knows (generator/known-methods.ts).
-   */
-  readonly creditNames: readonly string[] | null;
+  /** What the manifest's `credits` may name for it: its methods or endpoints (the build refuses any other name). */
+  readonly creditNames: readonly string[];
   /** Whether its upstreams' `archive` applies (state older than pruneDepth goes to them); else the build refuses it. */
   readonly archive: boolean;
   /**

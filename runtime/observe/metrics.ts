@@ -282,7 +282,7 @@ export class Metrics {
       ofView('gateway_cache_head_changes_total', 'Times the head\'s number or hash changed (new blocks and reorgs), each dropping the entries bound to the head.', 'counter', 'headChanges');
       this.rendered(
         'gateway_cache_resets_total',
-        "Times a chain's forever entries and eth_blockNumber's floor were dropped, by chain and reason: identity (an upstream's chain id, network, coin or genesis hash changed) or finalized_backwards (the chain went back below its finalized block).",
+        "Times a chain's forever entries and its head read's floor (EVM: eth_blockNumber) were dropped, by chain and reason: identity (an upstream's chain id, network, coin or genesis hash changed) or finalized_backwards (the chain went back below its finalized block).",
         'counter',
         () => this.caches.flatMap((c) => (['identity', 'finalized_backwards'] as const).map((reason) => ({ labels: { chain: c.chain, reason }, value: c.resets[reason] }) as MetricValue<string>)),
       );
@@ -306,11 +306,11 @@ export class Metrics {
           this.pools.flatMap((p) => Object.entries(p[field]).map(([k, value]) => ({ labels: { chain: p.chain, [label]: k }, value }) as MetricValue<string>)));
       by('gateway_pool_retries_total', 'Calls asked again of another upstream of a pool, by chain and reason: empty (a null or empty answer about data not final), state (a node that no longer has the state asked for).', 'retries', 'reason');
       by('gateway_pool_hedges_total', 'Hedged reads, by chain and outcome: sent (a second upstream asked after hedge.afterMs), won (its answer came first), capped (not sent: hedges are at most 10% of a minute\'s calls).', 'hedges', 'outcome');
-      by('gateway_pool_quorum_total', 'Quorum reads, by chain and outcome: agree, disagree (-32603 "upstreams disagree"), short (too few upstreams answered).', 'quorum', 'outcome');
+      by('gateway_pool_quorum_total', 'Quorum reads, by chain and outcome: agree, disagree (the client gets the interface\'s "upstreams disagree" error), short (too few upstreams answered).', 'quorum', 'outcome');
       const one = (name: string, help: string, field: 'broadcasts' | 'tipAnswers' | 'tipWaits') =>
         this.rendered(name, help, 'counter', () => this.pools.map((p) => ({ labels: { chain: p.chain }, value: p[field] }) as MetricValue<string>));
       one('gateway_pool_broadcasts_total', 'Transactions sent to every usable upstream of a pool (broadcast: all).', 'broadcasts');
-      one('gateway_pool_tip_answers_total', 'eth_blockNumber answered from the served tip, without asking a node.', 'tipAnswers');
+      one('gateway_pool_tip_answers_total', "Calls for the chain's head (EVM: eth_blockNumber) answered from the served tip, without asking a node.", 'tipAnswers');
       one('gateway_pool_tip_waits_total', 'Calls about a block at or below the served tip that no usable upstream had yet: they waited for one to reach it, within their timeoutMs.', 'tipWaits');
       this.rendered('gateway_pool_served_tip', "A pool's served tip: the highest block its usable upstreams all have (servedTip: all) or most of them have (majority); -1 while unknown.", 'gauge', () =>
         this.pools.map((p) => ({ labels: { chain: p.chain }, value: p.tip() }) as MetricValue<string>));
@@ -331,7 +331,7 @@ export class Metrics {
       const gauge = (name: string, help: string, values: () => MetricValue<string>[], type: 'gauge' | 'counter' = 'gauge') =>
         this.rendered(name, help, type, values);
       gauge('gateway_ws_connections', 'WebSocket connections open, by chain.', () => this.sockets.map((w) => ({ labels: { chain: w.chain }, value: w.connections }) as MetricValue<string>));
-      gauge('gateway_ws_subscriptions', 'Subscriptions held, by chain and type (newHeads, logs).', () =>
+      gauge('gateway_ws_subscriptions', "Subscriptions held, by chain and type (the socket protocol's own: EVM's newHeads, logs).", () =>
         this.sockets.flatMap((w) => Object.entries(w.subscriptions).map(([type, value]) => ({ labels: { chain: w.chain, type }, value }) as MetricValue<string>)),
       );
       gauge(

@@ -24,11 +24,12 @@ import { Server } from 'node:net';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type Built, type KeySpec, type RunningGateway, type StartOptions } from './harness.ts';
+import type { InterfaceKind } from '../../runtime/types.ts';
 
 /** One chain of the manifest, as its YAML says it; settings beyond the common ones (hedge, quorum, cache, ...) go as they are. */
 export interface Chain {
   readonly path: string;
-  readonly interface: 'evm-jsonrpc' | 'blockbook' | 'rosetta';
+  readonly interface: InterfaceKind;
   /** Default `rpc`. */
   readonly listener?: string;
   /** An EVM chain's allowlist: default `evm`, the header's methodSet. */

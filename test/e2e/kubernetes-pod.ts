@@ -16,9 +16,9 @@ import { mkdirSync, renameSync, symlinkSync, writeFileSync, readFileSync } from 
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { rawRequest, startGateway, type RawResponse } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { startRosettaStub, type Network, type RosettaStub } from '../support/rosetta-stub.ts';
+import type { Network } from '../support/rosetta-stub.ts';
+import { KINDS } from '../support/kinds.ts';
+import type { InterfaceKind } from '../../runtime/types.ts';
 
 export interface PodPlan {
   /** The address the pod has besides loopback (added to lo in the namespace): probes and Service traffic come to it. */
@@ -41,7 +41,7 @@ export interface PodPlan {
   /** Every chain of the manifest: the variable its upstream URL comes from, and the port its listener is on. */
   readonly chains: readonly {
     readonly path: string;
-    readonly interface: 'evm-jsonrpc' | 'rosetta' | 'blockbook';
+    readonly interface: InterfaceKind;
     readonly listener: string;
     readonly port: number;
     readonly urlVar: string;
@@ -124,10 +124,8 @@ async function startRedis(plan: PodPlan): Promise<() => Promise<void>> {
 
 function call(podIp: string, c: PodPlan['chains'][number], key: string): Promise<RawResponse> {
   const base = `http://${podIp}:${c.port}/${c.path}`;
-  const headers = { 'x-api-key': key };
-  if (c.interface === 'evm-jsonrpc') return rawRequest(base, { headers, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' });
-  if (c.interface === 'rosetta') return rawRequest(`${base}/network/status`, { headers, body: JSON.stringify({ network_identifier: { blockchain: 'cardano', network: c.network } }) });
-  return rawRequest(`${base}/v2/block/1`, { headers });
+  const { path, body } = KINDS[c.interface].firstCall(c);
+  return rawRequest(base + path, { headers: { 'x-api-key': key }, body });
 }
 
 async function main(): Promise<void> {
@@ -139,19 +137,9 @@ async function main(): Promise<void> {
     const env: Record<string, string> = { ...plan.env };
     await Promise.all(
       plan.chains.map(async (c) => {
-        if (c.interface === 'evm-jsonrpc') {
-          const a: Anvil = await startAnvil({ chainId: c.chainId! });
-          stops.push(() => a.stop());
-          env[c.urlVar] = a.url;
-        } else if (c.interface === 'rosetta') {
-          const r: RosettaStub = await startRosettaStub({ network: c.network! });
-          stops.push(() => r.close());
-          env[c.urlVar] = r.url;
-        } else {
-          const b: BlockbookStub = await startBlockbookStub(c.coin === undefined ? {} : { coin: c.coin });
-          stops.push(() => b.close());
-          env[c.urlVar] = b.url;
-        }
+        const node = await KINDS[c.interface].standIn(c);
+        stops.push(() => node.stop());
+        env[c.urlVar] = node.url;
       }),
     );
     writeSecretVersion(plan.secretDir, '..2026_01_01_00_00_00.1', plan.secretFiles);

@@ -4,13 +4,14 @@
 // not seen the data yet, whether it reads state at a block, where its block
 // parameter is (or its range, or its block hash), where its answer names its
 // block, how long the cache may keep it, whether it lives on one upstream
-// (filters), and whether a pool sends it to every upstream (broadcast). Every
-// method the manifest checker knows (generator/known-methods.ts) has a row; a
-// method without one is a write. The guards (a request's idempotent), the Call
-// (the block it names), the cache (kinds/evm/cache-policy.ts: its scope), the pool (its
-// routing, hedges, broadcast, learn.ts) and the manifest checker (quorum's
-// writes) all read it, and nothing else says these things. Imports nothing of
-// the runtime.
+// (filters), whether a pool sends it to every upstream (broadcast), and where
+// its params name the contract a key's allow.contracts checks. Every method
+// the manifest checker knows (generator/known-methods.ts) has a row; a method
+// without one is a write. The guards (a request's idempotent, a key's
+// contracts: contracts.ts), the Call (the block it names), the cache
+// (kinds/evm/cache-policy.ts: its scope), the pool (its routing, hedges,
+// broadcast, learn.ts) and the manifest checker (quorum's writes) all read it,
+// and nothing else says these things. Imports nothing of the runtime.
 
 /** Where an answer names its block: 'block' (it is a block: its number and hash), 'tx' (each object in it carries blockNumber and blockHash: transactions, receipts, logs). */
 export type Located = 'block' | 'tx';
@@ -60,9 +61,15 @@ export interface MethodTraits {
   readonly filter: 'new' | 'use' | null;
   /** It sends a transaction: with the chain's `broadcast: all`, a pool sends it to every usable upstream. */
   readonly broadcast: boolean;
+  /**
+   * Where its params name the contract or account it reads or calls, which a
+   * key's `allow.contracts` list checks (contracts.ts): 'to', the `to` of the
+   * transaction object params[0]; 'address', params[0] itself; null: none.
+   */
+  readonly contract: 'to' | 'address' | null;
 }
 
-const READ: MethodTraits = Object.freeze({ read: true, write: false, mayBeEmpty: null, state: false, block: -1, range: false, byHash: false, located: null, cache: null, filter: null, broadcast: false });
+const READ: MethodTraits = Object.freeze({ read: true, write: false, mayBeEmpty: null, state: false, block: -1, range: false, byHash: false, located: null, cache: null, filter: null, broadcast: false, contract: null });
 const WRITE: MethodTraits = Object.freeze({ ...READ, read: false, write: true });
 
 const rows: [string, MethodTraits][] = [];
@@ -77,8 +84,9 @@ add(READ, { cache: 'constant' }, 'eth_chainId net_version web3_sha3');
 // The head itself: until it moves.
 add(READ, { cache: 'head' }, 'eth_blockNumber eth_gasPrice');
 // State at a block: the block parameter's place, kept by that block.
-add(READ, { state: true, block: 1, cache: 'block' }, 'eth_getBalance eth_getTransactionCount eth_getCode eth_call');
-add(READ, { state: true, block: 2, cache: 'block' }, 'eth_getStorageAt eth_getProof');
+add(READ, { state: true, block: 1, cache: 'block', contract: 'address' }, 'eth_getBalance eth_getTransactionCount eth_getCode');
+add(READ, { state: true, block: 1, cache: 'block', contract: 'to' }, 'eth_call');
+add(READ, { state: true, block: 2, cache: 'block', contract: 'address' }, 'eth_getStorageAt eth_getProof');
 // Blocks, transactions and uncles by a block's number: kept by that block.
 add(READ, { mayBeEmpty: 'null', block: 0, located: 'block', cache: 'block' }, 'eth_getBlockByNumber');
 add(READ, { mayBeEmpty: 'null', block: 0, located: 'tx', cache: 'block' }, 'eth_getTransactionByBlockNumberAndIndex');
@@ -93,7 +101,7 @@ add(READ, { mayBeEmpty: 'count', byHash: true, cache: 'head' }, 'eth_getBlockTra
 // By a transaction's hash: kept by the block the answer names (a transaction not yet in a block never).
 add(READ, { mayBeEmpty: 'null', located: 'tx', cache: 'block' }, 'eth_getTransactionByHash eth_getTransactionReceipt');
 // Other reads.
-add(READ, { state: true, block: 1 }, 'eth_estimateGas');
+add(READ, { state: true, block: 1, contract: 'to' }, 'eth_estimateGas');
 add(READ, { state: true }, 'eth_createAccessList eth_simulateV1 eth_fillTransaction debug_traceCall debug_storageRangeAt trace_call trace_rawTransaction');
 add(READ, { mayBeEmpty: 'null', block: 0, located: 'tx' }, 'eth_getBlockReceipts');
 add(READ, { mayBeEmpty: 'null' }, 'eth_getHeaderByHash eth_getHeaderByNumber');
@@ -143,3 +151,5 @@ export const MAY_BE_EMPTY = named((t) => t.mayBeEmpty === 'null');
 export const COUNTS = named((t) => t.mayBeEmpty === 'count');
 /** Methods that send, sign or change something on a node. */
 export const WRITES = named((t) => t.write);
+/** Methods whose params name a contract or account, which a key's `allow.contracts` list checks. */
+export const CONTRACT_METHODS = named((t) => t.contract !== null);

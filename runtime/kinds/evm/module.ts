@@ -7,7 +7,9 @@ import { readBody, type BufferedResult, type Exchange, type RouteHandler } from 
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from './params.ts';
 import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from './guard.ts';
 import { failedAnswer, mergeBatch } from '../../jsonrpc/batch-merge.ts';
-import { allowedFor, callRefusal, checksParams, type KeyPolicy } from '../../keys/key-policy.ts';
+import { allowedFor, type KeyPolicy } from '../../keys/key-policy.ts';
+import { callRefusal } from './contracts.ts';
+import { CONTRACT_METHODS, METHOD_TRAITS } from './methods.ts';
 import { scanPlainRpc } from './guard-fast.ts';
 import { whenIdentified } from '../../admission/admission.ts';
 import type { KeyEntry } from '../../keys/keys.ts';
@@ -98,7 +100,7 @@ class EvmRoute implements RouteHandler {
     if (
       fast !== null &&
       fast.kind === 'forward' &&
-      (p.contracts === null || !(fast.methods === null ? checksParams(fast.label) : fast.methods.some(checksParams))) &&
+      (p.contracts === null || !(fast.methods === null ? CONTRACT_METHODS.has(fast.label) : fast.methods.some(namesContract))) &&
       (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call, fast.calls))
     )
       return fast;
@@ -148,6 +150,8 @@ class EvmRoute implements RouteHandler {
     return d === null ? body : failedAnswer(d, body);
   }
 }
+
+const namesContract = (method: string): boolean => CONTRACT_METHODS.has(method);
 
 /** The key's per-call check, made once per policy. */
 const CALL_CHECKS = new WeakMap<KeyPolicy, CallCheck>();
@@ -277,7 +281,8 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
   // eth_getLogs ranges split above the cache's layer and the pool (or the one upstream), below the cache's front
   // (kinds/evm/log-ranges.ts), on every chain that allows eth_getLogs: any upstream, a lone one too, may refuse a range.
   own: (route, group, view, next, log, cached) => (wantsLogRanges(route) ? new LogRanges(route, group, view, next, log, cached).dispatch : next),
-  creditNames: null,
+  // Every method the method table knows (the manifest checker's, generator/known-methods.ts: a test keeps them equal).
+  creditNames: [...METHOD_TRAITS.keys()],
   archive: true,
   socket: evmSocket,
   probe: {

@@ -52,6 +52,14 @@ describe('gateway check: every problem, at its key or value', () => {
     expect(validateManifest(loadManifest('inline.yaml', text))).toEqual([]);
   });
 
+  it("credits may name what some interface's module names (EVM's methods, Blockbook's and Rosetta's endpoints), and nothing else", () => {
+    const text = (credits: string) =>
+      ['version: 1', 'listeners:', '  rpc: { port: 8545 }', `credits: { ${credits} }`, 'chains:', '  - { path: eth, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId], upstreams: ["http://127.0.0.1:1"] }', ''].join('\n');
+    const problems = (credits: string) => validateManifest(loadManifest('inline.yaml', text(credits))).map((p) => p.message);
+    expect(problems('eth_getLogs: 10, debug_traceCall: 50, sendtx: 2, block: 3, "network/status": 1')).toEqual([]);
+    expect(problems('eth_getLog: 10, toy_head: 1')).toEqual(['credits.eth_getLog: not a method or endpoint of any interface', 'credits.toy_head: not a method or endpoint of any interface']);
+  });
+
   it('accepts method names far from every known one (a chain may allow its own), and flags near misses only', () => {
     const manifest = (methods: string) =>
       `version: 1\nlisteners: { rpc: { port: 1 } }\nchains:\n  - { path: a, interface: evm-jsonrpc, listener: rpc, methods: ${methods}, upstreams: ["http://a"] }\n`;

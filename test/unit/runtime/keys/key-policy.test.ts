@@ -1,9 +1,10 @@
 // A key's allow lists (issue 21): CIDR and origin matching as property tests
 // against reference matchers written the obvious way (BigInt masks, string
-// splitting), and the per-call rules for methods and contracts.
+// splitting). The per-call rules for methods and contracts are the EVM
+// guard's (test/unit/runtime/kinds/evm/contracts.test.ts).
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { callRefusal, clientAddress, compilePolicy, ipAllowed, ipList, OriginMatcher, parseOrigin } from '../../../../runtime/keys/key-policy.ts';
+import { clientAddress, compilePolicy, ipAllowed, ipList, OriginMatcher, parseOrigin } from '../../../../runtime/keys/key-policy.ts';
 
 // ------------------------------------------------------------------ reference matchers
 
@@ -141,33 +142,9 @@ describe('allow.origins: exact and wildcard origins against a reference', () => 
   });
 });
 
-// ------------------------------------------------------------------ calls
+// ------------------------------------------------------------------ the whole policy
 
-describe('allow.methods and allow.contracts, per call', () => {
-  const AA = '0x00000000000000000000000000000000000000aa';
-  const p = compilePolicy({ allow: { methods: ['eth_call', 'eth_getBalance', 'eth_blockNumber', 'eth_estimateGas'], contracts: [AA.toUpperCase().replace('0X', '0x')] } })!;
-
-  it('a method outside the list is refused as method; a listed one passes its contract check', () => {
-    expect(callRefusal(p, 'eth_getCode', [AA, 'latest'])).toBe('method');
-    expect(callRefusal(p, 'eth_blockNumber', [])).toBeNull();
-  });
-
-  it('contracts compare case-insensitively on to and on the address parameter; no to is refused', () => {
-    expect(callRefusal(p, 'eth_call', [{ to: AA }, 'latest'])).toBeNull();
-    expect(callRefusal(p, 'eth_call', [{ to: AA.toUpperCase().replace('0X', '0x') }, 'latest'])).toBeNull();
-    expect(callRefusal(p, 'eth_call', [{ to: '0x' + 'bb'.repeat(20) }, 'latest'])).toBe('contract');
-    expect(callRefusal(p, 'eth_estimateGas', [{ data: '0x00' }])).toBe('contract');
-    expect(callRefusal(p, 'eth_call', [])).toBe('contract');
-    expect(callRefusal(p, 'eth_call', 'nonsense')).toBe('contract');
-    expect(callRefusal(p, 'eth_getBalance', [AA, 'latest'])).toBeNull();
-    expect(callRefusal(p, 'eth_getBalance', ['0x' + 'cc'.repeat(20), 'latest'])).toBe('contract');
-  });
-
-  it('refuses a call whose transaction has another spelling of "to" (geth matches keys case-insensitively, the last one winning)', () => {
-    for (const k of ['TO', 'To', 'tO']) expect(callRefusal(p, 'eth_call', [{ to: AA, [k]: '0x' + 'bb'.repeat(20) }, 'latest']), k).toBe('contract');
-    expect(callRefusal(p, 'eth_call', [{ to: AA, toy: 1, data: '0x' }, 'latest'])).toBeNull();
-  });
-
+describe('a policy', () => {
   it('a key with no lists has no policy at all', () => {
     expect(compilePolicy({})).toBeNull();
     expect(compilePolicy({ allow: { origins: [], ips: [] } })).toBeNull();

@@ -51,7 +51,7 @@ describe('the method table', () => {
 
   it('a method the table does not know is a write: not a read, so never hedged nor sent again, never cached, naming no block', () => {
     for (const m of ['eth_sendUserOperation', 'bor_getAuthor', 'eth_getbalance', '']) {
-      expect(traitsOf(m)).toEqual({ read: false, write: true, mayBeEmpty: null, state: false, block: -1, range: false, byHash: false, located: null, cache: null, filter: null, broadcast: false });
+      expect(traitsOf(m)).toEqual({ read: false, write: true, mayBeEmpty: null, state: false, block: -1, range: false, byHash: false, located: null, cache: null, filter: null, broadcast: false, contract: null });
       expect(isCacheable(m), m).toBe(false);
     }
   });
