@@ -21,10 +21,6 @@ const PENDING = new Set([
   'test/e2e/issue-47-deploy.test.ts',
   'test/e2e/issue-47-roll-edges.test.ts',
   'test/e2e/ws-bundle.test.ts',
-  'test/e2e/ws-clients.test.ts',
-  'test/e2e/ws-feed.test.ts',
-  'test/e2e/ws-gateway.test.ts',
-  'test/e2e/ws-lifecycle.test.ts',
 ]);
 
 const BY_HAND = /import\s*\{[^}]*\b(?:buildManifest|startGateway)\b[^}]*\}\s*from\s*'[^']*harness\.ts'/;
