@@ -19,8 +19,6 @@ const PENDING = new Set([
   'test/e2e/issue-43-sockets.test.ts',
   'test/e2e/issue-44-redis-faults.test.ts',
   'test/e2e/issue-47-deploy.test.ts',
-  'test/e2e/issue-47-roll-edges.test.ts',
-  'test/e2e/ws-bundle.test.ts',
 ]);
 
 const BY_HAND = /import\s*\{[^}]*\b(?:buildManifest|startGateway)\b[^}]*\}\s*from\s*'[^']*harness\.ts'/;
