@@ -17,7 +17,6 @@ const SET_UP = new Set(['test/e2e/harness.ts', 'test/e2e/fixture.ts']);
  */
 const PENDING = new Set([
   'test/e2e/issue-43-sockets.test.ts',
-  'test/e2e/issue-47-deploy.test.ts',
 ]);
 
 const BY_HAND = /import\s*\{[^}]*\b(?:buildManifest|startGateway)\b[^}]*\}\s*from\s*'[^']*harness\.ts'/;
