@@ -98,9 +98,10 @@ export interface Gateway<S = Record<string, unknown>> {
   readonly standIns: Started<S>;
   /**
    * Starts one more gateway from the same build (`env` over the fixture's, another node or node options, another
-   * keys file: the build's is rewritten); close() stops it too.
+   * keys file: the build's is rewritten); close() stops it too. `bundle` and `cwd` run a copy of the server file
+   * instead, as a deploy does (one renamed over the served file, one in a folder with no node_modules above it).
    */
-  start(opts?: Partial<Pick<StartOptions, 'env' | 'node' | 'nodeArgs'>> & { readonly keys?: GatewayOptions<unknown>['keys'] }): Promise<RunningGateway>;
+  start(opts?: Partial<Pick<StartOptions, 'env' | 'node' | 'nodeArgs' | 'bundle' | 'cwd'>> & { readonly keys?: GatewayOptions<unknown>['keys'] }): Promise<RunningGateway>;
   /** Stops every gateway started, then every stand-in; safe to call twice. */
   close(): Promise<void>;
 }

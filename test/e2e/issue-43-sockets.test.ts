@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { generateKeyPairSync } from 'node:crypto';
 import { request } from 'undici';
 import { SignJWT } from 'jose';
-import { buildManifest, keysYaml, metricValue, newKey, sha256, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { keysYaml, metricValue, newKey, sha256, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startTweakProxy, type TweakProxy } from '../support/tweak-proxy.ts';
 import { connect, wsUrl } from '../support/ws-client.ts';
@@ -28,24 +29,20 @@ const SLOW_MS = 8_000;
 
 let anvil: Anvil;
 let proxy: TweakProxy;
+/** Two builds on the file's anvil and proxy: gw pings each second; drainGw drains for up to 20 s. */
+let rigs: Gateway[] = [];
 let gw: RunningGateway;
 let drainGw: RunningGateway;
 let dir = '';
 
-const manifest = (extra: string) => `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 100, timeoutMs: 1000 }
-jwtAudience: ${AUDIENCE}
-${extra}
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: live, interface: evm-jsonrpc, listener: rpc, methods: evm, websocket: true, upstreams: ["\${NODE}"], limits: { maxBodyBytes: 1048576, timeoutMs: 30000 } }
-`;
+const build = (name: string, extra: Record<string, unknown>) =>
+  gateway({
+    name,
+    chains: [evmChain('live', ['NODE'], { websocket: true, limits: { maxBodyBytes: 1048576, timeoutMs: 30000 } })],
+    header: { health: { intervalMs: 100, timeoutMs: 1000 }, jwtAudience: AUDIENCE, ...extra },
+    keys: keysFile(),
+    env: { NODE: proxy.url },
+  });
 
 /** The keys file; `changes` are the entries a reload rewrites (web's origins, later's quota, an expiring key). */
 function keysFile(changes: { webOrigin?: string; laterQuota?: string; expiring?: { key: string; at: string } } = {}): string {
@@ -65,21 +62,13 @@ function keysFile(changes: { webOrigin?: string; laterQuota?: string; expiring?:
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
   proxy = await startTweakProxy(anvil.url);
-  const [a, b] = await Promise.all([
-    buildManifest('issue-43-sockets', manifest('websocket: { pingIntervalMs: 1000 }')),
-    buildManifest('issue-43-drain', manifest('drainTimeoutMs: 20000')),
-  ]);
-  dir = a.dir;
-  writeFileSync(join(a.dir, 'keys.yaml'), keysFile());
-  writeFileSync(join(b.dir, 'keys.yaml'), keysFile());
-  [gw, drainGw] = await Promise.all([
-    startGateway({ cwd: a.dir, bundle: a.bundle, env: { NODE: proxy.url } }),
-    startGateway({ cwd: b.dir, bundle: b.bundle, env: { NODE: proxy.url } }),
-  ]);
+  rigs = await Promise.all([build('issue-43-sockets', { websocket: { pingIntervalMs: 1000 } }), build('issue-43-drain', { drainTimeoutMs: 20000 })]);
+  [gw, drainGw] = rigs.map((r) => r.gw) as [RunningGateway, RunningGateway];
+  dir = rigs[0]!.built.dir;
 }, 90_000);
 
 afterAll(async () => {
-  await Promise.all([gw?.stop(), drainGw?.stop()]);
+  await Promise.all(rigs.map((r) => r.close()));
   await proxy?.close();
   await anvil?.stop();
 });

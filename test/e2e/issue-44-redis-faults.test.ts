@@ -6,12 +6,13 @@
 // back empty. Each case failed on the code before the issue's change.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
+import type { Server } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { buildManifest, metricValue, rawRequest, ROOT, sha256, startGateway, until, type Built, type RawResponse, type RunningGateway } from './harness.ts';
-import { close, listen } from '../support/http.ts';
+import { metricValue, rawRequest, ROOT, sha256, until, type RawResponse, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
+import { close, startFixedAnswer } from '../support/http.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 import { startRedisProxy } from '../support/redis-proxy.ts';
 import { addKeyToStore, importKeysFile, revokeKeyInStore, setKeyInStore } from '../../generator/keys-store.ts';
@@ -21,54 +22,44 @@ const CALL = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const DEBUG = ['--enable-debug-command', 'local'];
 const key = (name: string) => `issue44-${name}-0123456789abcdef`;
 
-let upstream: Server;
-let upstreamUrl = '';
-let built: Built;
-let limitsBuilt: Built;
+let node: { server: Server; url: string };
+/** Two builds on one node that answers ANSWER to everything: keys from the store at KEYS_URL, and from a keys file. */
+let rig: Gateway;
+let limitsRig: Gateway;
 
 beforeAll(async () => {
-  upstream = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => res.writeHead(200, { 'content-type': 'application/json', 'content-length': ANSWER.length }).end(ANSWER));
-  });
-  upstreamUrl = await listen(upstream);
-  const manifest = (keys: string) => `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ${keys}
-keyCache: { size: 1000, ttlMs: 3000 }
-health: { intervalMs: 60000, timeoutMs: 1000 }
-methodSets:
-  evm: [eth_blockNumber]
-chains:
-  - { path: ethereum, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["\${ETH_URL}"] }
-`;
-  [built, limitsBuilt] = await Promise.all([buildManifest('issue-44', manifest('"${KEYS_URL}"')), buildManifest('issue-44-limits', manifest('./keys.yaml'))]);
-  writeFileSync(
-    join(limitsBuilt.dir, 'keys.yaml'),
-    `keys:
+  node = await startFixedAnswer(ANSWER);
+  const common = { chains: [evmChain('ethereum', ['ETH_URL'])], env: { ETH_URL: node.url }, start: false };
+  const header = { keyCache: { size: 1000, ttlMs: 3000 }, health: { intervalMs: 60000, timeoutMs: 1000 }, methodSets: { evm: ['eth_blockNumber'] } };
+  [rig, limitsRig] = await Promise.all([
+    gateway({ name: 'issue-44', ...common, header: { ...header, keys: '${KEYS_URL}' } }),
+    gateway({
+      name: 'issue-44-limits',
+      ...common,
+      header,
+      keys: `keys:
   - { id: limited, sha256: "${sha256(key('limited'))}", rateLimit: 100000/s, quota: 100000000/day }
   - { id: free, sha256: "${sha256(key('free'))}" }
 `,
-  );
+    }),
+  ]);
 }, 60_000);
 
 afterAll(async () => {
-  await close(upstream);
+  await Promise.all([rig?.close(), limitsRig?.close()]);
+  await close(node.server);
 });
 
 /** Keys old0..old3 and new0..new5 (and any named), imported into the store as `gateway keys import` does. */
 async function importKeys(url: string, names: readonly string[] = []): Promise<void> {
   const all = [...[0, 1, 2, 3].map((i) => `old${i}`), ...[0, 1, 2, 3, 4, 5].map((i) => `new${i}`), ...names];
-  const file = join(built.dir, `keys-${Date.now()}.yaml`);
+  const file = join(rig.built.dir, `keys-${Date.now()}.yaml`);
   writeFileSync(file, ['keys:', ...all.flatMap((n) => [`  - id: ${n}`, `    sha256: "${sha256(key(n))}"`])].join('\n') + '\n');
   await importKeysFile(url, file);
 }
 
 function launch(keysUrl: string, redisUrl?: string): Promise<RunningGateway> {
-  return startGateway({ cwd: built.dir, bundle: built.bundle, env: { ETH_URL: upstreamUrl, KEYS_URL: keysUrl, ...(redisUrl ? { REDIS_URL: redisUrl } : {}) } });
+  return rig.start({ env: { KEYS_URL: keysUrl, ...(redisUrl ? { REDIS_URL: redisUrl } : {}) } });
 }
 
 const call = (g: RunningGateway, k: string) => rawRequest(g.url('rpc', '/ethereum'), { body: CALL, headers: { 'x-api-key': k } });
@@ -237,7 +228,7 @@ describe('issue 44: a fleet on one Redis, through its faults', () => {
     const redis = await startRedis();
     let g: RunningGateway | null = null;
     try {
-      g = await startGateway({ cwd: limitsBuilt.dir, bundle: limitsBuilt.bundle, env: { ETH_URL: upstreamUrl, REDIS_URL: redis.url } });
+      g = await limitsRig.start({ env: { REDIS_URL: redis.url } });
       const url = g.url('rpc', '/ethereum');
       const limited = await call(g, key('limited'));
       expect(limited.headers['x-ratelimit-limit']).toBe('100000');

@@ -7,12 +7,13 @@
 // first; single-process mode says a restart is needed.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Client } from 'undici';
-import { buildManifest, keysYaml, newKey, rawRequest, sha256, startGateway, until, type Built, type RunningGateway } from './harness.ts';
+import { keysYaml, newKey, rawRequest, sha256, until, type Built, type RunningGateway } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { freePort } from '../support/http.ts';
 import { connect, wsUrl } from '../support/ws-client.ts';
@@ -26,9 +27,10 @@ const CALL = (id: number, method = 'eth_chainId', params: unknown[] = []) => JSO
 
 let anvil: Anvil;
 let rpcPort: number;
+/** a's, the one served (from a copy, as a deploy does); it holds the stand-ins. */
+let rig: Gateway;
 /** Builds: a (served first), b (a new chain and eth_getBalance allowed), c (b with another manifest), and three that cannot start. */
 let a: Built, b: Built, c: Built, unsetVar: Built, portInUse: Built;
-let held: Server;
 let heldPort: number;
 
 const manifest = (opts: { methods: string[]; extraChain?: string; extraListener?: string; note?: string }) => `
@@ -54,25 +56,24 @@ const BASE = ['eth_chainId', 'eth_blockNumber', 'eth_subscribe', 'eth_unsubscrib
 beforeAll(async () => {
   anvil = await startAnvil({ chainId: 1, args: ['--block-time', '1'] });
   rpcPort = await freePort();
-  held = createServer();
+  const held = createServer();
   await new Promise<void>((ok) => held.listen(0, '127.0.0.1', ok));
   heldPort = (held.address() as { port: number }).port;
-  [a, b, c, unsetVar, portInUse] = await Promise.all([
-    buildManifest('deploy-a', manifest({ methods: BASE })),
-    buildManifest('deploy-b', manifest({ methods: [...BASE, 'eth_getBalance'], extraChain: '  - { path: second, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${ETH_URL}"] }' })),
-    buildManifest('deploy-c', manifest({ methods: [...BASE, 'eth_getBalance'], note: 'third', extraChain: '  - { path: second, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${ETH_URL}"] }' })),
-    buildManifest('deploy-unset', manifest({ methods: BASE, extraChain: '  - { path: third, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${THIRD_CHAIN_URL}"] }' })),
-    buildManifest(
+  const built = async (name: string, text: string) => (await gateway({ name, manifest: text, start: false })).built;
+  [rig, b, c, unsetVar, portInUse] = await Promise.all([
+    gateway({ name: 'deploy-a', manifest: manifest({ methods: BASE }), standIns: { ETH_URL: anvil, held }, start: false }),
+    built('deploy-b', manifest({ methods: [...BASE, 'eth_getBalance'], extraChain: '  - { path: second, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${ETH_URL}"] }' })),
+    built('deploy-c', manifest({ methods: [...BASE, 'eth_getBalance'], note: 'third', extraChain: '  - { path: second, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${ETH_URL}"] }' })),
+    built('deploy-unset', manifest({ methods: BASE, extraChain: '  - { path: third, interface: evm-jsonrpc, listener: rpc, methods: evm, upstreams: ["${THIRD_CHAIN_URL}"] }' })),
+    built(
       'deploy-port',
       manifest({ methods: BASE, extraListener: `  extra: { host: 127.0.0.1, port: "${'$'}{EXTRA_PORT}" }`, extraChain: '  - { path: third, interface: evm-jsonrpc, listener: extra, chainId: 1, methods: evm, upstreams: ["${ETH_URL}"] }' }),
     ),
   ]);
+  a = rig.built;
 }, 120_000);
 
-afterAll(async () => {
-  held?.close();
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 /** Replaces the served file as ops do: a copy beside it, renamed over it. */
 function deploy(target: string, bytes: Buffer | string): void {
@@ -233,11 +234,7 @@ describe('SIGHUP with GATEWAY_WORKERS=2', () => {
     const file = join(a.dir, 'served.mjs');
     copyFileSync(a.bundle, file);
     writeFileSync(join(a.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
-    const gw: RunningGateway = await startGateway({
-      cwd: a.dir,
-      bundle: file,
-      env: { ETH_URL: anvil.url, RPC_PORT: String(rpcPort), EXTRA_PORT: String(heldPort), GATEWAY_WORKERS: '2' },
-    });
+    const gw: RunningGateway = await rig.start({ bundle: file, env: { RPC_PORT: String(rpcPort), EXTRA_PORT: String(heldPort), GATEWAY_WORKERS: '2' } });
     const adminPort = ((await gw.waitForLog((e) => e.event === 'primary_started')).admin as { port: number }).port;
     const status = async (): Promise<Status> => (await rawRequest(`http://127.0.0.1:${adminPort}/status.json`)).json() as Status;
     const hashOf = (x: Built) => sha256(readFileSync(join(x.dir, 'gateway.yaml'), 'utf8'));
@@ -367,7 +364,7 @@ describe('SIGHUP in one process', () => {
     const file = join(a.dir, 'single.mjs');
     copyFileSync(a.bundle, file);
     writeFileSync(join(a.dir, 'keys.yaml'), keysYaml([{ id: 'k', key: KEY }]));
-    const gw = await startGateway({ cwd: a.dir, bundle: file, env: { ETH_URL: anvil.url, RPC_PORT: '0' } });
+    const gw = await rig.start({ bundle: file, env: { RPC_PORT: '0' } });
     try {
       // Same content: keys only.
       let reloaded = gw.nextLog((e) => e.event === 'keys_reloaded');

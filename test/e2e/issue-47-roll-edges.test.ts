@@ -7,14 +7,16 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, rawRequest, startGateway, until, type Built } from './harness.ts';
-import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { keysYaml, newKey, rawRequest, until, type Built } from './harness.ts';
+import { gateway, type Gateway } from './fixture.ts';
+import { startAnvil } from '../support/anvil.ts';
 import { freePort } from '../support/http.ts';
 import { startSteerableProxy, type SteerableProxy } from '../support/steerable-proxy.ts';
 
 const KEY = newKey();
-let anvil: Anvil;
 let proxy: SteerableProxy;
+/** a serves (from a copy, as a deploy does); b is only built, the file a roll brings. */
+let rig: Gateway;
 let a: Built, b: Built;
 
 const manifest = (note: string) => `
@@ -32,15 +34,16 @@ chains:
 `;
 
 beforeAll(async () => {
-  anvil = await startAnvil({ chainId: 1 });
+  const anvil = await startAnvil({ chainId: 1 });
   proxy = await startSteerableProxy(anvil.url);
-  [a, b] = await Promise.all([buildManifest('stop-roll-a', manifest('a')), buildManifest('stop-roll-b', manifest('b'))]);
+  [rig, b] = await Promise.all([
+    gateway({ name: 'stop-roll-a', manifest: manifest('a'), standIns: { anvil, ETH_URL: proxy }, start: false }),
+    gateway({ name: 'stop-roll-b', manifest: manifest('b'), start: false }).then((g) => g.built),
+  ]);
+  a = rig.built;
 }, 120_000);
 
-afterAll(async () => {
-  await proxy?.close();
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 describe('SIGTERM during a roll', () => {
   it('an old worker draining a request when SIGTERM comes answers it before it exits, and the primary exits 0 without starting workers', { timeout: 120_000 }, async () => {
@@ -48,7 +51,7 @@ describe('SIGTERM during a roll', () => {
     const file = join(a.dir, 'served.mjs');
     copyFileSync(a.bundle, file);
     const rpcPort = await freePort();
-    const gw = await startGateway({ cwd: a.dir, bundle: file, env: { ETH_URL: proxy.url, RPC_PORT: String(rpcPort), GATEWAY_WORKERS: '2' } });
+    const gw = await rig.start({ bundle: file, env: { RPC_PORT: String(rpcPort), GATEWAY_WORKERS: '2' } });
     const count = (event: string) => gw.lines.filter((l) => l.includes(`"event":"${event}"`)).length;
     try {
       await gw.waitForLog(() => count('started') === 2, 60_000);
@@ -107,7 +110,7 @@ describe('GATEWAY_WORKERS=1', () => {
     const file = join(a.dir, 'one.mjs');
     copyFileSync(a.bundle, file);
     const rpcPort = await freePort();
-    const gw = await startGateway({ cwd: a.dir, bundle: file, env: { ETH_URL: proxy.url, RPC_PORT: String(rpcPort), GATEWAY_WORKERS: '1' } });
+    const gw = await rig.start({ bundle: file, env: { RPC_PORT: String(rpcPort), GATEWAY_WORKERS: '1' } });
     try {
       expect(await gw.waitForLog((e) => e.event === 'primary_started')).toMatchObject({ workers: 1 });
       writeFileSync(`${file}.new`, readFileSync(b.bundle));

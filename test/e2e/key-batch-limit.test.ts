@@ -4,18 +4,15 @@
 // `data`, and never reaches the node; a batch at the limit does. Keys from a
 // file and from Redis, set with `gateway keys add|set`, against real anvil.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { join } from 'node:path';
 import { createPublicClient, http } from 'viem';
 import { mainnet } from 'viem/chains';
-import { newKey, rawRequest, ROOT, sha256, until, type Built, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, sha256, until, type Built, type RunningGateway } from './harness.ts';
 import { gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { runCli } from '../support/cli.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
-const exec = promisify(execFile);
 const K = { small: newKey(), roomy: newKey(), open: newKey(), methods: newKey() };
 const CHAIN_MAX = 20;
 
@@ -54,15 +51,6 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(() => rig?.close());
-
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    return { code: 0, ...(await exec(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'keys', ...args], { cwd: built.dir })) };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
 
 const batchOf = (n: number): string => JSON.stringify(Array.from({ length: n }, (_, i) => ({ jsonrpc: '2.0', id: i + 1, method: i % 2 ? 'eth_chainId' : 'eth_blockNumber', params: [] })));
 const send = (gw: RunningGateway, key: string, n: number) => rawRequest(gw.url('rpc', '/ethereum'), { body: batchOf(n), headers: { 'x-api-key': key } });
@@ -116,12 +104,12 @@ describe('maxBatchSize per key, keys file', () => {
 
   it('`gateway keys set --max-batch-size` changes it on the running server; none gives the chain\'s back', { timeout: 60_000 }, async () => {
     const reloaded = fileGw.nextLog((e) => e.event === 'keys_reloaded');
-    expect((await cli('set', '--id', 'small', '--max-batch-size', '5', '--file', 'keys.yaml')).code).toBe(0);
+    expect((await runCli(['keys', 'set', '--id', 'small', '--max-batch-size', '5', '--file', 'keys.yaml'], { cwd: built.dir })).code).toBe(0);
     await reloaded;
     await served(fileGw, K.small, 5);
     await refusedByKey(fileGw, K.small, 6, 5);
     const again = fileGw.nextLog((e) => e.event === 'keys_reloaded');
-    expect((await cli('set', '--id', 'small', '--max-batch-size', 'none', '--file', 'keys.yaml')).code).toBe(0);
+    expect((await runCli(['keys', 'set', '--id', 'small', '--max-batch-size', 'none', '--file', 'keys.yaml'], { cwd: built.dir })).code).toBe(0);
     await again;
     await served(fileGw, K.small, CHAIN_MAX);
   });
@@ -129,17 +117,17 @@ describe('maxBatchSize per key, keys file', () => {
 
 describe('maxBatchSize per key, keys in Redis', () => {
   it('`gateway keys add|set --store` with --max-batch-size: refused over it, served at it, changed at once', { timeout: 60_000 }, async () => {
-    const added = await cli('add', '--id', 'redis-small', '--max-batch-size', '2', '--store', redis.url);
+    const added = await runCli(['keys', 'add', '--id', 'redis-small', '--max-batch-size', '2', '--store', redis.url]);
     expect(added.code).toBe(0);
     const key = added.stdout.trim();
     await refusedByKey(redisGw, key, 3, 2);
     await served(redisGw, key, 2);
-    expect((await cli('list', '--store', redis.url)).stdout).toMatch(/^redis-small\tactive\t.*\tpolicy=maxBatchSize=2$/m);
+    expect((await runCli(['keys', 'list', '--store', redis.url])).stdout).toMatch(/^redis-small\tactive\t.*\tpolicy=maxBatchSize=2$/m);
     // A change is published: the cached entry is dropped on the replica at once.
-    expect((await cli('set', '--id', 'redis-small', '--max-batch-size', '4', '--store', redis.url)).code).toBe(0);
+    expect((await runCli(['keys', 'set', '--id', 'redis-small', '--max-batch-size', '4', '--store', redis.url])).code).toBe(0);
     await until(async () => (await send(redisGw, key, 4)).status === 200, 'the raised limit in force', 5000);
     await refusedByKey(redisGw, key, 5, 4);
-    expect((await cli('set', '--id', 'redis-small', '--max-batch-size', 'none', '--store', redis.url)).code).toBe(0);
+    expect((await runCli(['keys', 'set', '--id', 'redis-small', '--max-batch-size', 'none', '--store', redis.url])).code).toBe(0);
     await until(async () => (await send(redisGw, key, CHAIN_MAX)).status === 200, 'the chain limit in force', 5000);
   });
 });

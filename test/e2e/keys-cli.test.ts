@@ -4,40 +4,27 @@
 // key, alone) and stderr (notes, problems). What the commands do is tested
 // in-process in test/unit/generator/keys-cli.test.ts; this checks the wiring.
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT } from './harness.ts';
+import { runCli } from '../support/cli.ts';
 
-const exec = promisify(execFile);
-const CLI = join(ROOT, 'bin/gateway.mjs');
 const sha256 = (s: string) => createHash('sha256').update(s).digest('hex');
-
-async function gateway(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    return { code: 0, ...(await exec(process.execPath, [CLI, ...args])) };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
 
 describe('gateway keys, the binary', { timeout: 60_000 }, () => {
   it('add prints the key alone on stdout; list shows the fields; check and check-keys exit 1 with every problem on stderr', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keys-cli-'));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'keys.yaml');
-    const add = await gateway('keys', 'add', '--id', 'acme', '--max-batch-size', '10', '--file', file);
+    const add = await runCli(['keys', 'add', '--id', 'acme', '--max-batch-size', '10', '--file', file]);
     expect(add.code).toBe(0);
     const key = add.stdout.trim();
     expect(add.stdout).toBe(`${key}\n`);
     expect(add.stderr).toBe(`key 'acme' added to ${file}; it is shown only this once\n`);
     expect(readFileSync(file, 'utf8')).toContain(`sha256: "${sha256(key)}"\n    maxBatchSize: 10\n`);
 
-    expect(await gateway('keys', 'list', '--file', file)).toEqual({
+    expect(await runCli(['keys', 'list', '--file', file])).toEqual({
       code: 0,
       stdout: `acme\tactive\tchains=*\trate=-\tquota=-\tsha256=${sha256(key).slice(0, 12)}\tpolicy=maxBatchSize=10\n`,
       stderr: '',
@@ -49,11 +36,11 @@ describe('gateway keys, the binary', { timeout: 60_000 }, () => {
       `${file}:5:12 keys[0] (acme) quota: '5/week' does not match ^[1-9][0-9]{0,15}/(day|month)$ (hint: Credits per UTC calendar day or month, as N/day or N/month. Omitted: no quota.)`,
       `${file}: 2 problems`,
     ];
-    expect(await gateway('keys', 'check', file)).toEqual({ code: 1, stdout: '', stderr: `${problems.join('\n')}\n` });
-    expect(await gateway('check-keys', file)).toEqual({ code: 1, stdout: '', stderr: `${problems.join('\n')}\n` });
+    expect(await runCli(['keys', 'check', file])).toEqual({ code: 1, stdout: '', stderr: `${problems.join('\n')}\n` });
+    expect(await runCli(['check-keys', file])).toEqual({ code: 1, stdout: '', stderr: `${problems.join('\n')}\n` });
     // An edit of a file the server would refuse writes nothing.
     const before = readFileSync(file, 'utf8');
-    const set = await gateway('keys', 'set', '--id', 'acme', '--max-batch-size', '3', '--file', file);
+    const set = await runCli(['keys', 'set', '--id', 'acme', '--max-batch-size', '3', '--file', file]);
     expect(set).toEqual({
       code: 1,
       stdout: '',

@@ -4,16 +4,15 @@
 // reloaded under load with no failed request, answering while it reloads; and the CLI's
 // atomic rewrite is never read half-written.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile, spawn } from 'node:child_process';
-import { promisify } from 'node:util';
+import { spawn } from 'node:child_process';
 import { mkdirSync, renameSync, symlinkSync, writeFileSync } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { rawRequest, ROOT, sha256, type Built, type RunningGateway } from './harness.ts';
+import { rawRequest, sha256, type Built, type RunningGateway } from './harness.ts';
 import { gateway, type Gateway } from './fixture.ts';
+import { runCli } from '../support/cli.ts';
 import { startFixedAnswer } from '../support/http.ts';
 
-const exec = promisify(execFile);
 const ANSWER = '{"jsonrpc":"2.0","id":1,"result":"0x10"}';
 const CALL = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const keyOf = (i: number) => `scale-test-key-${String(i).padStart(9, '0')}`;
@@ -160,7 +159,8 @@ describe('a large keys file', () => {
       const added: string[] = [];
       for (let i = 0; i < 3; i++) {
         const reloaded = gw.nextLog((e) => e.event === 'keys_reloaded' && e.keys === 20_001 + i, 60_000);
-        const r = await exec(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'keys', 'add', '--id', `added-${i}`, '--file', file]);
+        const r = await runCli(['keys', 'add', '--id', `added-${i}`, '--file', file]);
+        expect(r.code, r.stderr).toBe(0);
         added.push(r.stdout.trim());
         await reloaded;
       }

@@ -5,16 +5,15 @@
 // Redis is down, keys looked up lately keep their answer, a key never seen is
 // refused with 503, and a revoked key stays refused.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile, spawn } from 'node:child_process';
-import { promisify } from 'node:util';
+import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { rawRequest, ROOT, sha256, type Built, type RunningGateway } from './harness.ts';
+import { rawRequest, sha256, type Built, type RunningGateway } from './harness.ts';
 import { gateway, type Gateway } from './fixture.ts';
+import { runCli } from '../support/cli.ts';
 import { startFixedAnswer } from '../support/http.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
-const exec = promisify(execFile);
 const ANSWER = '{"jsonrpc":"2.0","id":1,"result":"0x10"}';
 const CALL = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}';
 const fileKey = (i: number) => `store-test-key-${String(i).padStart(6, '0')}-abcdef`;
@@ -38,7 +37,7 @@ beforeAll(async () => {
   const lines = ['keys:'];
   for (let i = 0; i < 50; i++) lines.push(`  - id: f${i}`, `    sha256: "${sha256(fileKey(i))}"`);
   writeFileSync(join(built.dir, 'import.yaml'), lines.join('\n') + '\n');
-  const r = await cli('import', join(built.dir, 'import.yaml'), '--store', redis.url);
+  const r = await runCli(['keys', 'import', join(built.dir, 'import.yaml'), '--store', redis.url]);
   expect(r.stderr).toContain('50 keys imported');
 }, 60_000);
 
@@ -46,15 +45,6 @@ afterAll(async () => {
   await rig?.close();
   await redis?.stop();
 });
-
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    return { code: 0, ...(await exec(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'keys', ...args])) };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
 
 const launch = (): Promise<RunningGateway> => rig.start({ env: { KEYS_URL: redis.url } });
 const call = (gw: RunningGateway, key: string) => rawRequest(gw.url('rpc', '/ethereum'), { body: CALL, headers: { 'x-api-key': key } });
@@ -97,19 +87,19 @@ describe('keys in Redis, shared by two gateway processes', () => {
       const loader = spawn(process.execPath, ['-e', LOADER, JSON.stringify([a.url('rpc', '/ethereum'), b.url('rpc', '/ethereum')]), JSON.stringify([0, 1, 2, 10, 20].map(fileKey))], { stdio: ['pipe', 'pipe', 'inherit'] });
       let out = '';
       loader.stdout!.setEncoding('utf8').on('data', (c: string) => (out += c));
-      const added = await cli('add', '--id', 'live', '--chains', 'ethereum', '--store', redis.url);
+      const added = await runCli(['keys', 'add', '--id', 'live', '--chains', 'ethereum', '--store', redis.url]);
       expect(added.code).toBe(0);
       const key = added.stdout.trim();
       const addMs = await msUntil(async () => (await call(a, key)).status === 200 && (await call(b, key)).status === 200);
       // Now revoke it: both must stop within 1 s, though both have it cached.
-      expect((await cli('revoke', '--id', 'live', '--store', redis.url)).code).toBe(0);
+      expect((await runCli(['keys', 'revoke', '--id', 'live', '--store', redis.url])).code).toBe(0);
       const revokeMs = await msUntil(async () => (await call(a, key)).status === 403 && (await call(b, key)).status === 403);
       // A key both have cached as unknown works on both once it is imported.
       const late = 'store-test-key-late-0123456789';
       expect((await call(a, late)).status).toBe(403);
       expect((await call(b, late)).status).toBe(403);
       writeFileSync(join(built.dir, 'late.yaml'), `keys:\n  - id: late\n    sha256: "${sha256(late)}"\n`);
-      expect((await cli('import', join(built.dir, 'late.yaml'), '--store', redis.url)).code).toBe(0);
+      expect((await runCli(['keys', 'import', join(built.dir, 'late.yaml'), '--store', redis.url])).code).toBe(0);
       const lateMs = await msUntil(async () => (await call(a, late)).status === 200 && (await call(b, late)).status === 200);
       expect(lateMs).toBeLessThan(1000);
       loader.stdin!.end();
@@ -120,7 +110,7 @@ describe('keys in Redis, shared by two gateway processes', () => {
       expect(revokeMs).toBeLessThan(1000);
       expect(stats.requests).toBeGreaterThan(0);
       expect(stats.failures).toEqual([]);
-      const list = await cli('list', '--store', redis.url);
+      const list = await runCli(['keys', 'list', '--store', redis.url]);
       expect(list.stdout).toMatch(/^live\tdisabled\tchains=ethereum\t/m);
       expect(list.stdout).not.toContain(key);
     } finally {
@@ -131,10 +121,10 @@ describe('keys in Redis, shared by two gateway processes', () => {
   it('Redis stopped under load: keys looked up lately keep working with no failed request, a key never seen gets 503, a revoked key stays refused', { timeout: 60_000 }, async () => {
     const g = await launch();
     try {
-      const revoked = await cli('add', '--id', 'gone-soon', '--store', redis.url);
+      const revoked = await runCli(['keys', 'add', '--id', 'gone-soon', '--store', redis.url]);
       const gone = revoked.stdout.trim();
       expect((await call(g, gone)).status).toBe(200);
-      await cli('revoke', '--id', 'gone-soon', '--store', redis.url);
+      await runCli(['keys', 'revoke', '--id', 'gone-soon', '--store', redis.url]);
       await msUntil(async () => (await call(g, gone)).status === 403);
       expect((await call(g, fileKey(7))).status).toBe(200);
       // Under load on keys looked up lately (cached), from a process of its own.

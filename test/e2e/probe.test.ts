@@ -4,14 +4,12 @@
 // the table says reachable / right chain / head per upstream, and the exit
 // code says whether every chain has a good upstream.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './harness.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
+import { runCli, type CliRun } from '../support/cli.ts';
 
-const exec = promisify(execFile);
 let good: Anvil;
 let wrong: Anvil;
 /** A port where nothing listens: an anvil started and stopped. */
@@ -36,15 +34,8 @@ afterAll(async () => {
   await Promise.all([good?.stop(), wrong?.stop()]);
 });
 
-async function probe(file: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { PATH: process.env.PATH ?? '', GOOD_URL: good.url, WRONG_URL: wrong.url, GONE_URL: `http://127.0.0.1:${gonePort}` };
-  try {
-    const r = await exec(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'check', '--probe', file], { cwd: dir, env });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
+function probe(file: string): Promise<CliRun> {
+  return runCli(['check', '--probe', file], { cwd: dir, env: { GOOD_URL: good.url, WRONG_URL: wrong.url, GONE_URL: `http://127.0.0.1:${gonePort}` } });
 }
 
 /** The table's rows as cells (DETAIL may hold spaces: it is the rest of the line). */

@@ -4,15 +4,12 @@
 // surviving a restart; a Redis outage failing open from the last count; usage
 // from the admin listener and `gateway usage`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { join } from 'node:path';
-import { newKey, rawRequest, ROOT, sha256, type RawResponse, type RunningGateway } from './harness.ts';
+import { newKey, rawRequest, sha256, type RawResponse, type RunningGateway } from './harness.ts';
 import { gateway, type Gateway } from './fixture.ts';
 import { startStandIns, THREE_CHAINS, type StandIns } from './three-chains.ts';
+import { runCli } from '../support/cli.ts';
 import { startRedis, type RedisServer } from '../support/redis.ts';
 
-const exec = promisify(execFile);
 const K = { metered: newKey(), small: newKey(), free: newKey(), shared: newKey(), outage: newKey() };
 const ADDR = '0x' + '11'.repeat(20);
 
@@ -177,7 +174,8 @@ describe('usage', () => {
         { day: today, chain: 'ethereum', method: 'eth_getBalance', calls: 2, credits: 10 },
       ]);
       expect(u.total).toEqual({ calls: 4, credits: 18 });
-      const cli = await exec(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'usage', '--key', 'metered', '--admin', g.url('admin', '/')]);
+      const cli = await runCli(['usage', '--key', 'metered', '--admin', g.url('admin', '/')]);
+      expect(cli.code, cli.stderr).toBe(0);
       expect(cli.stdout).toContain(`usage of key 'metered', ${today} to ${today} (UTC)`);
       expect(cli.stdout).toMatch(new RegExp(`${today}\\s+ethereum\\s+eth_getBalance\\s+2\\s+10`));
       expect(cli.stdout).toMatch(/total\s+4\s+18/);
@@ -208,7 +206,8 @@ describe('usage', () => {
         ['eth_blockNumber', 1, 1],
         ['eth_getBalance', 2, 10],
       ]);
-      const cli = await exec(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'usage', '--key', 'free', '--redis', redis.url, '--from', today]);
+      const cli = await runCli(['usage', '--key', 'free', '--redis', redis.url, '--from', today]);
+      expect(cli.code, cli.stderr).toBe(0);
       expect(cli.stdout).toMatch(/total\s+3\s+11/);
     } finally {
       await Promise.all([a.stop(), b.stop()]);

@@ -2,43 +2,40 @@
 // with no node_modules anywhere above it: ws is bundled, and its optional native
 // add-ons (bufferutil, utf-8-validate) are left out, never looked for on disk.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { buildManifest, keysYaml, newKey, startGateway, type RunningGateway } from './harness.ts';
+import { newKey, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { connect, wsUrl } from '../support/ws-client.ts';
 
 const KEY = newKey();
 let anvil: Anvil;
+let rig: Gateway;
 let gw: RunningGateway;
 let dir = '';
 let text = '';
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
-  const built = await buildManifest(
-    'ws-bundle',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 100, timeoutMs: 1000 }
-chains:
-  - { path: live, interface: evm-jsonrpc, listener: rpc, methods: [eth_chainId, eth_blockNumber], websocket: true, upstreams: ["\${ANVIL}"] }
-`,
-  );
-  text = readFileSync(built.bundle, 'utf8');
+  rig = await gateway({
+    name: 'ws-bundle',
+    chains: [evmChain('live', ['ANVIL'], { methods: ['eth_chainId', 'eth_blockNumber'], websocket: true })],
+    header: { admin: null, health: { intervalMs: 100, timeoutMs: 1000 }, methodSets: null },
+    keys: [{ id: 'plain', key: KEY }],
+    standIns: { ANVIL: anvil },
+    start: false,
+  });
+  text = readFileSync(rig.built.bundle, 'utf8');
+  // The server file and its keys, alone in a folder of the system's temp dir.
   dir = mkdtempSync(join(tmpdir(), 'gw-ws-bundle-'));
-  copyFileSync(built.bundle, join(dir, 'gateway.mjs'));
-  writeFileSync(join(dir, 'keys.yaml'), keysYaml([{ id: 'plain', key: KEY }]));
-  gw = await startGateway({ cwd: dir, bundle: 'gateway.mjs', env: { ANVIL: anvil.url }, nodeArgs: [] });
+  for (const f of ['gateway.mjs', 'keys.yaml']) copyFileSync(join(rig.built.dir, f), join(dir, f));
+  gw = await rig.start({ cwd: dir, bundle: 'gateway.mjs', nodeArgs: [] });
 }, 60_000);
 
 afterAll(async () => {
-  await gw?.stop();
-  await anvil?.stop();
+  await rig?.close();
   if (dir !== '') rmSync(dir, { recursive: true, force: true });
 });
 

@@ -2,11 +2,10 @@
 // webSocket() transport (watchBlocks, watchContractEvent) and ethers v6's
 // WebSocketProvider (on('block'), a contract event), in front of anvil.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { createPublicClient, defineChain, webSocket, type Block } from 'viem';
 import { Contract, WebSocketProvider } from 'ethers';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { wsUrl } from '../support/ws-client.ts';
 import { deployPing, PING_ABI, type PingContract } from '../support/ws-contract.ts';
@@ -14,33 +13,23 @@ import { deployPing, PING_ABI, type PingContract } from '../support/ws-contract.
 const KEY = newKey();
 let anvil: Anvil;
 let ping: PingContract;
+let rig: Gateway;
 let gw: RunningGateway;
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
   ping = await deployPing(anvil);
-  const built = await buildManifest(
-    'ws-clients',
-    `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 100, timeoutMs: 1000 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: live, interface: evm-jsonrpc, listener: rpc, chainId: 31337, methods: evm, websocket: true, upstreams: ["\${ANVIL}"] }
-`,
-  );
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'dapp', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ANVIL: anvil.url } });
+  rig = await gateway({
+    name: 'ws-clients',
+    chains: [evmChain('live', ['ANVIL'], { chainId: 31337, websocket: true })],
+    header: { admin: null, health: { intervalMs: 100, timeoutMs: 1000 } },
+    keys: [{ id: 'dapp', key: KEY }],
+    standIns: { ANVIL: anvil },
+  });
+  gw = rig.gw;
 }, 60_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 const chain = defineChain({ id: 31337, name: 'anvil', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [] } } });
 const url = () => wsUrl(gw.url('rpc', `/live/${KEY}`));

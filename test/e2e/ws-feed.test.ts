@@ -5,9 +5,8 @@
 // pool of two upstreams losing the one in use without a block lost; and a
 // call over a socket served by the cache, as over HTTP.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { buildManifest, keysYaml, newKey, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { startRecordingProxy, type RecordingProxy } from '../support/recording-proxy.ts';
 import { connect, wsUrl, type RpcSocket } from '../support/ws-client.ts';
@@ -20,55 +19,30 @@ let poolA: RecordingProxy;
 let poolB: RecordingProxy;
 let cachedProxy: RecordingProxy;
 let ping: PingContract;
+let rig: Gateway;
 let gw: RunningGateway;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 100, timeoutMs: 1000 }
-cache: { headPollMs: 100 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - path: single
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    websocket: true
-    cache: off
-    upstreams: ["\${SINGLE}"]
-  - path: cached
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    websocket: true
-    upstreams: ["\${CACHED}"]
-  - path: pool
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    websocket: true
-    retries: 1
-    cache: off
-    upstreams: ["\${POOL_A}", "\${POOL_B}"]
-`;
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
   ping = await deployPing(anvil);
   [single, poolA, poolB, cachedProxy] = await Promise.all([startRecordingProxy(anvil.url), startRecordingProxy(anvil.url), startRecordingProxy(anvil.url), startRecordingProxy(anvil.url)]);
-  const built = await buildManifest('ws-feed', MANIFEST);
-  writeFileSync(join(built.dir, 'keys.yaml'), keysYaml([{ id: 'feed', key: KEY }]));
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { SINGLE: single.url, POOL_A: poolA.url, POOL_B: poolB.url, CACHED: cachedProxy.url } });
+  rig = await gateway({
+    name: 'ws-feed',
+    chains: [
+      evmChain('single', ['SINGLE'], { websocket: true, cache: 'off' }),
+      evmChain('cached', ['CACHED'], { websocket: true }),
+      evmChain('pool', ['POOL_A', 'POOL_B'], { websocket: true, retries: 1, cache: 'off' }),
+    ],
+    header: { admin: null, health: { intervalMs: 100, timeoutMs: 1000 }, cache: { headPollMs: 100 } },
+    keys: [{ id: 'feed', key: KEY }],
+    standIns: { anvil, SINGLE: single, POOL_A: poolA, POOL_B: poolB, CACHED: cachedProxy },
+  });
+  gw = rig.gw;
 }, 40_000);
 
 afterAll(async () => {
   if (process.env.WS_DEBUG) console.log(gw.lines.filter((l) => !l.includes('"msg":"request"')).slice(-40).join('\n'));
-  await gw?.stop();
-  await Promise.all([single, poolA, poolB, cachedProxy].map((p) => p?.close()));
-  await anvil?.stop();
+  await rig?.close();
 });
 
 const open = (chain: string) => connect(wsUrl(gw.url('rpc', `/${chain}`)), { 'x-api-key': KEY });

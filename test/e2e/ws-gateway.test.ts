@@ -3,11 +3,10 @@
 // before the upgrade, calls over the socket answered as over HTTP, and
 // newHeads (order, no gaps, anvil's hashes, a reorg, unsubscribe, limits).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { request } from 'undici';
 import { connect as netConnect } from 'node:net';
-import { buildManifest, keysYaml, newKey, startGateway, until, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { newKey, until, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { connect, openSocket, RpcSocket, wsUrl, type Refusal } from '../support/ws-client.ts';
 
@@ -16,50 +15,27 @@ const PLAIN_ONLY = newKey();
 const FEW = newKey();
 const UNKNOWN = newKey();
 let anvil: Anvil;
+let rig: Gateway;
 let gw: RunningGateway;
-
-const MANIFEST = `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 100, timeoutMs: 2000 }
-websocket: { maxConnectionsPerKey: 3, maxSubscriptionsPerConnection: 4 }
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - path: live
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    websocket: true
-    upstreams: ["\${ANVIL}"]
-  - path: plain
-    interface: evm-jsonrpc
-    listener: rpc
-    methods: evm
-    upstreams: ["\${ANVIL}"]
-`;
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
   await anvil.mine(5);
-  const built = await buildManifest('ws-gateway', MANIFEST);
-  writeFileSync(
-    join(built.dir, 'keys.yaml'),
-    keysYaml([
+  rig = await gateway({
+    name: 'ws-gateway',
+    chains: [evmChain('live', ['ANVIL'], { websocket: true }), evmChain('plain', ['ANVIL'])],
+    header: { admin: null, health: { intervalMs: 100, timeoutMs: 2000 }, websocket: { maxConnectionsPerKey: 3, maxSubscriptionsPerConnection: 4 } },
+    keys: [
       { id: 'all', key: KEY },
       { id: 'plain-only', key: PLAIN_ONLY, chains: ['plain'] },
       { id: 'few', key: FEW },
-    ]),
-  );
-  gw = await startGateway({ cwd: built.dir, bundle: built.bundle, env: { ANVIL: anvil.url } });
+    ],
+    standIns: { ANVIL: anvil },
+  });
+  gw = rig.gw;
 }, 40_000);
 
-afterAll(async () => {
-  await gw?.stop();
-  await anvil?.stop();
-});
+afterAll(() => rig?.close());
 
 const url = (path: string) => wsUrl(gw.url('rpc', path));
 const live = () => connect(url('/live'), { 'x-api-key': KEY });

@@ -9,7 +9,8 @@ import type { Socket } from 'node:net';
 import { generateKeyPairSync } from 'node:crypto';
 import { request } from 'undici';
 import { SignJWT } from 'jose';
-import { buildManifest, keysYaml, metricValue, newKey, sha256, startGateway, EVM_METHODS, type RunningGateway } from './harness.ts';
+import { keysYaml, metricValue, newKey, sha256, type RunningGateway } from './harness.ts';
+import { evmChain, gateway, type Gateway } from './fixture.ts';
 import { startAnvil, type Anvil } from '../support/anvil.ts';
 import { connect, openSocket, RpcSocket, wsUrl } from '../support/ws-client.ts';
 
@@ -25,43 +26,29 @@ const AUDIENCE = 'chain-gateway-ws';
 const es = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 let lifeDir = '';
 let anvil: Anvil;
+/** Two builds on the file's anvil: life pings each second; slow has a small maxBufferedBytes. */
+let rigs: Gateway[] = [];
 let life: RunningGateway;
 let slow: RunningGateway;
 
-const manifest = (extra: string) => `
-version: 1
-listeners:
-  rpc: { host: 127.0.0.1, port: "0" }
-admin: { host: 127.0.0.1, port: "0" }
-keys: ./keys.yaml
-health: { intervalMs: 100, timeoutMs: 1000 }
-drainTimeoutMs: 2000
-jwtAudience: ${AUDIENCE}
-${extra}
-methodSets:
-  evm: [${EVM_METHODS.join(', ')}]
-chains:
-  - { path: live, interface: evm-jsonrpc, listener: rpc, methods: evm, websocket: true, upstreams: ["\${ANVIL}"] }
-`;
+const build = (name: string, websocket: Record<string, number>) =>
+  gateway({
+    name,
+    chains: [evmChain('live', ['ANVIL'], { websocket: true })],
+    header: { health: { intervalMs: 100, timeoutMs: 1000 }, drainTimeoutMs: 2000, jwtAudience: AUDIENCE, websocket },
+    keys: keysFile(false),
+    env: { ANVIL: anvil.url },
+  });
 
 beforeAll(async () => {
   anvil = await startAnvil({ args: ['--no-mining'] });
-  const keys = keysFile(false);
-  const [a, b] = await Promise.all([
-    buildManifest('ws-life', manifest('websocket: { pingIntervalMs: 1000 }')),
-    buildManifest('ws-slow', manifest('websocket: { maxBufferedBytes: 1024, pingIntervalMs: 600000 }')),
-  ]);
-  lifeDir = a.dir;
-  writeFileSync(join(a.dir, 'keys.yaml'), keys);
-  writeFileSync(join(b.dir, 'keys.yaml'), keys);
-  [life, slow] = await Promise.all([
-    startGateway({ cwd: a.dir, bundle: a.bundle, env: { ANVIL: anvil.url } }),
-    startGateway({ cwd: b.dir, bundle: b.bundle, env: { ANVIL: anvil.url } }),
-  ]);
+  rigs = await Promise.all([build('ws-life', { pingIntervalMs: 1000 }), build('ws-slow', { maxBufferedBytes: 1024, pingIntervalMs: 600000 })]);
+  [life, slow] = rigs.map((r) => r.gw) as [RunningGateway, RunningGateway];
+  lifeDir = rigs[0]!.built.dir;
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all([life?.stop(), slow?.stop()]);
+  await Promise.all(rigs.map((r) => r.close()));
   await anvil?.stop();
 });
 

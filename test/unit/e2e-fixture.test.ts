@@ -11,22 +11,6 @@ import { ROOT } from '../e2e/harness.ts';
 /** Where the set-up lives: the harness's builders and the fixture over them. */
 const SET_UP = new Set(['test/e2e/harness.ts', 'test/e2e/fixture.ts']);
 
-/**
- * Still built by hand, and edited by other engineers while this list was made (session 14): each goes when its file
- * is on the fixture or says why it is not.
- */
-const PENDING = new Set([
-  'test/e2e/issue-43-sockets.test.ts',
-  'test/e2e/issue-44-redis-faults.test.ts',
-  'test/e2e/issue-47-deploy.test.ts',
-  'test/e2e/issue-47-roll-edges.test.ts',
-  'test/e2e/ws-bundle.test.ts',
-  'test/e2e/ws-clients.test.ts',
-  'test/e2e/ws-feed.test.ts',
-  'test/e2e/ws-gateway.test.ts',
-  'test/e2e/ws-lifecycle.test.ts',
-]);
-
 const BY_HAND = /import\s*\{[^}]*\b(?:buildManifest|startGateway)\b[^}]*\}\s*from\s*'[^']*harness\.ts'/;
 const WHY = /^\/\/ Not on fixture\.ts: \S/;
 
@@ -46,11 +30,6 @@ function unexplained(): string[] {
 
 describe('the e2e set-up', () => {
   it('a test file that builds or starts the gateway with the harness itself says why in its first line', () => {
-    expect(unexplained().filter((f) => !PENDING.has(f))).toEqual([]);
-  });
-
-  it('every file on the pending list still builds by hand without saying why (the list only shrinks)', () => {
-    const left = new Set(unexplained());
-    expect([...PENDING].filter((f) => !left.has(f))).toEqual([]);
+    expect(unexplained()).toEqual([]);
   });
 });

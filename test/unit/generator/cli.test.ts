@@ -6,38 +6,22 @@ import { promisify } from 'node:util';
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderManifestReference } from '../../../generator/schema-doc.ts';
+import { runCli } from '../../support/cli.ts';
 import { PROJECT_ROOT } from '../../support/paths.ts';
 import { EXPECTED } from './expected-problems.ts';
 
 const exec = promisify(execFile);
-interface Run {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-/** Runs the CLI from the project root; never throws on a non-zero exit. */
-async function gateway(...args: string[]): Promise<Run> {
-  const env = { ...process.env };
-  // check must need no environment: run it without the variables the manifests name.
-  for (const k of Object.keys(env)) if (/_(RPC|ROSETTA|BLOCKBOOK)_URL$|_PORT$/.test(k)) delete env[k];
-  try {
-    const r = await exec(process.execPath, ['bin/gateway.mjs', ...args], { cwd: PROJECT_ROOT, env });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (e) {
-    const err = e as { code: number; stdout: string; stderr: string };
-    return { code: err.code, stdout: err.stdout, stderr: err.stderr };
-  }
-}
+// runCli gives the CLI no environment but PATH: check must need none (not the variables the manifests name).
 
 describe('gateway check', { timeout: 30_000 }, () => {
   it('exits 0 and says ok for the shipped manifest, by default gateway.yaml', async () => {
-    expect(await gateway('check', 'gateway.yaml')).toEqual({ code: 0, stdout: 'gateway.yaml: ok (12 chains)\n', stderr: '' });
-    expect(await gateway('check')).toEqual({ code: 0, stdout: 'gateway.yaml: ok (12 chains)\n', stderr: '' });
+    expect(await runCli(['check', 'gateway.yaml'])).toEqual({ code: 0, stdout: 'gateway.yaml: ok (12 chains)\n', stderr: '' });
+    expect(await runCli(['check'])).toEqual({ code: 0, stdout: 'gateway.yaml: ok (12 chains)\n', stderr: '' });
   });
 
   it('exits 1 and prints every problem, schema and semantic, one per line on stderr', async () => {
     const file = 'test/fixtures/invalid/schema-and-semantic.yaml';
-    const r = await gateway('check', file);
+    const r = await runCli(['check', file]);
     expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     const lines = EXPECTED['schema-and-semantic']!;
@@ -45,13 +29,13 @@ describe('gateway check', { timeout: 30_000 }, () => {
   });
 
   it('reports YAML syntax errors the same way', async () => {
-    const r = await gateway('check', 'test/fixtures/invalid/yaml-syntax.yaml');
+    const r = await runCli(['check', 'test/fixtures/invalid/yaml-syntax.yaml']);
     expect(r.code).toBe(1);
     expect(r.stderr.split('\n').slice(0, 2)).toEqual(EXPECTED['yaml-syntax']);
   });
 
   it('reports a missing manifest as a problem, not a stack trace', async () => {
-    const r = await gateway('check', 'no/such/gateway.yaml');
+    const r = await runCli(['check', 'no/such/gateway.yaml']);
     expect(r).toEqual({ code: 1, stdout: '', stderr: 'no/such/gateway.yaml:1:1 manifest not found\nno/such/gateway.yaml: 1 problem\n' });
   });
 
@@ -65,7 +49,7 @@ describe('gateway build', { timeout: 30_000 }, () => {
   it('writes nothing when the check fails', async () => {
     const dir = join(PROJECT_ROOT, '.tmp', `unit-build-${process.pid}`);
     rmSync(dir, { recursive: true, force: true });
-    const r = await gateway('build', 'test/fixtures/invalid/unknown-listener.yaml', '--out', `${dir}/out/gateway.mjs`, '--emit-ts', `${dir}/ts/gateway.ts`);
+    const r = await runCli(['build', 'test/fixtures/invalid/unknown-listener.yaml', '--out', `${dir}/out/gateway.mjs`, '--emit-ts', `${dir}/ts/gateway.ts`]);
     expect(r.code).toBe(1);
     expect(r.stderr).toBe(`${EXPECTED['unknown-listener']!.join('\n')}\ntest/fixtures/invalid/unknown-listener.yaml: 1 problem\n`);
     expect(existsSync(dir)).toBe(false);
@@ -74,7 +58,7 @@ describe('gateway build', { timeout: 30_000 }, () => {
   it('builds a valid manifest into the --out file and the --emit-ts file', async () => {
     const dir = join(PROJECT_ROOT, '.tmp', `unit-build-ok-${process.pid}`);
     mkdirSync(dir, { recursive: true });
-    const r = await gateway('build', 'test/fixtures/valid/minimal.yaml', '--out', `${dir}/gateway.mjs`, '--emit-ts', `${dir}/gateway.gen.ts`);
+    const r = await runCli(['build', 'test/fixtures/valid/minimal.yaml', '--out', `${dir}/gateway.mjs`, '--emit-ts', `${dir}/gateway.gen.ts`]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/gateway\.mjs: \d+ KiB, 1 chains, from test\/fixtures\/valid\/minimal\.yaml\n$/);
     expect(readFileSync(`${dir}/gateway.gen.ts`, 'utf8')).toContain('test/fixtures/valid/minimal.yaml');
@@ -86,7 +70,7 @@ describe('gateway build', { timeout: 30_000 }, () => {
 describe('gateway schema-doc', { timeout: 30_000 }, () => {
   it('prints the manifest reference rendered from the schema', async () => {
     const schema = JSON.parse(readFileSync(join(PROJECT_ROOT, 'schema/gateway.schema.json'), 'utf8'));
-    const r = await gateway('schema-doc');
+    const r = await runCli(['schema-doc']);
     expect(r).toEqual({ code: 0, stdout: `${renderManifestReference(schema)}\n`, stderr: '' });
   });
 });
@@ -95,7 +79,7 @@ describe('gateway --version', { timeout: 30_000 }, () => {
   it("prints package.json's version and exits 0 (also as -V)", async () => {
     const { version } = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package.json'), 'utf8')) as { version: string };
     expect(version).toMatch(/^\d+\.\d+\.\d+/);
-    expect(await gateway('--version')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
-    expect(await gateway('-V')).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    expect(await runCli(['--version'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
+    expect(await runCli(['-V'])).toEqual({ code: 0, stdout: `${version}\n`, stderr: '' });
   });
 });
