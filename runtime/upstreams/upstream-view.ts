@@ -43,6 +43,8 @@ export class UpstreamView {
   /** Head as the last good poll said (null: never told). */
   head: number | null = null;
   hash = '';
+  /** When its socket last told its head (Date.now(); 0: never): a poll sent before it knows an older head (ChainView.report). */
+  pushedAt = 0;
   finalized = -1;
   safe = -1;
   /** More than maxLag blocks behind the chain's best head. */
