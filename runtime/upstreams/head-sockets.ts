@@ -22,9 +22,8 @@ import type { Logger } from '../observe/log.ts';
 import type { RouteSpec, UpstreamSpec } from '../types.ts';
 import { resolveTemplate } from '../config/env.ts';
 import type { ChainView } from './chain-view.ts';
-import type { PolledChain } from './poller.ts';
-import type { HeadSocketProbe } from './probe.ts';
-import { HEALTH_AGENT, unreachable, type Upstream } from './upstream.ts';
+import type { ChainProbe, HeadSocketProbe } from './probe.ts';
+import { HEALTH_AGENT, unreachable, type Upstream, type UpstreamGroup } from './upstream.ts';
 
 /** The first wait before a socket is opened again, and the longest (each failure in a row doubles it; each wait is jittered down to half). */
 const FIRST_RETRY_MS = 500;
@@ -52,11 +51,21 @@ export function socketUrl(spec: UpstreamSpec, route: RouteSpec, fallback: ((base
   return url.href;
 }
 
+/** A chain as its sockets see it (the poller's PolledChain). */
+export interface SocketChain {
+  readonly route: RouteSpec;
+  readonly group: UpstreamGroup;
+  readonly view: ChainView;
+  /** Whether it follows its head (a cache, WebSocket subscribers, a pool that rewrites tags); a pool does too. */
+  readonly heads: boolean;
+  readonly probe: ChainProbe;
+}
+
 /** The head sockets of every chain that follows heads, one per upstream with a socket URL. */
 export class HeadSockets {
   private readonly sockets = new Map<Upstream, HeadSocket>();
 
-  constructor(chains: readonly PolledChain[], timeoutMs: number, log: Logger) {
+  constructor(chains: readonly SocketChain[], timeoutMs: number, log: Logger) {
     for (const c of chains) {
       const kind = c.probe.socket;
       // A chain that does not follow heads polls for health alone: a pushed head would serve nothing.
