@@ -34,13 +34,13 @@ const MAX_MESSAGE_BYTES = 1 << 20;
 /**
  * An upstream's socket URL: its manifest's `ws` (resolved as its `url` is,
  * at start), else its kind's default from its http URL (`fallback`; null:
- * the kind has none). Null: no socket. Throws, never echoing the URL, where
+ * the kind has none, and then no socket). Throws, never echoing the URL, where
  * it is not ws: or wss:.
  */
-export function socketUrl(spec: UpstreamSpec, route: RouteSpec, fallback: ((base: URL) => string | null) | null): string | null {
+export function socketUrl(spec: UpstreamSpec, route: RouteSpec, fallback: ((base: URL) => string) | null): string | null {
+  if (spec.ws === undefined && fallback === null) return null;
   const where = `chain ${route.path} (${spec.name})`;
-  const raw = spec.ws !== undefined ? resolveTemplate(spec.ws, where) : fallback === null ? null : fallback(new URL(resolveTemplate(spec.url, where)));
-  if (raw === null) return null;
+  const raw = spec.ws !== undefined ? resolveTemplate(spec.ws, where) : fallback!(new URL(resolveTemplate(spec.url, where)));
   let url: URL;
   try {
     url = new URL(raw);
@@ -70,11 +70,12 @@ export class HeadSockets {
       const kind = c.probe.socket;
       // A chain that does not follow heads polls for health alone: a pushed head would serve nothing.
       if (kind === undefined || !(c.heads || c.group.all.length > 1)) continue;
-      for (const u of c.group.all) {
-        const spec = c.route.upstreams.find((s) => s.name === u.name)!;
+      // The group holds the route's upstreams in the manifest's order (chains.ts).
+      c.route.upstreams.forEach((spec, i) => {
         const url = socketUrl(spec, c.route, kind.defaultUrl);
+        const u = c.group.all[i]!;
         if (url !== null) this.sockets.set(u, new HeadSocket(c.route, c.view, u, url, kind, timeoutMs, log));
-      }
+      });
     }
   }
 

@@ -49,7 +49,7 @@ export interface ChainProbe<K extends InterfaceKind = InterfaceKind> {
  */
 export interface HeadSocketProbe<K extends InterfaceKind = InterfaceKind> {
   /** The socket of an upstream whose manifest entry names no `ws`, from its http URL; null: none (EVM: providers' socket URLs differ). */
-  defaultUrl(base: URL): string | null;
+  readonly defaultUrl: ((base: URL) => string) | null;
   /** The messages sent once the socket is open: what it serves (its identity, its genesis block) and the head subscription. */
   hello(route: RouteOf<K>): readonly string[];
   /** What one message tells (null: nothing heads care about). */

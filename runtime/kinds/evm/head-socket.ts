@@ -24,7 +24,7 @@ export function chainIdentity(result: unknown): string | null {
 }
 
 export const evmHeadSocket: HeadSocketProbe<'evm-jsonrpc'> = {
-  defaultUrl: () => null,
+  defaultUrl: null,
   hello: () => HELLO,
   read(_route, message): SocketNews | null {
     let m: Record<string, any>;
