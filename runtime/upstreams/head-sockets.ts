@@ -197,6 +197,8 @@ class HeadSocket {
     }
     if (!this.subscribed || this.live) return;
     this.live = true;
+    // Blocks the polls knew when it subscribed are not news it owes: only the ones after are held against it.
+    if (v.head !== null && v.head > this.last) this.last = v.head;
     this.told = false;
     this.wait = FIRST_RETRY_MS;
     this.log.info({ event: 'upstream_socket_open', chain: this.route.path, upstream: this.u.name }, 'upstream head socket subscribed');

@@ -95,6 +95,14 @@ async function mineAndTime(seen: (n: number) => Promise<boolean>, what: string, 
 }
 
 describe('heads pushed by the nodes (issue 46)', () => {
+  it('keeps a socket that has pushed nothing while the polls show no new block (quiet is not silent)', async () => {
+    const polls = rig.standIns.NODE_F.healthChecks;
+    const from = polls.length;
+    await until(async () => polls.length >= from + 3, 'three more polls of fall', 20_000);
+    expect(rig.standIns.WS_F.upgrades.length).toBe(1);
+    expect(rig.gw.lines.filter((l) => l.includes('"event":"upstream_socket_') && l.includes('"chain":"fall"')).map((l) => JSON.parse(l).event)).toEqual(['upstream_socket_open']);
+  }, 30_000);
+
   it('a new block is named by eth_blockNumber on a pool, and reaches a subscriber, well before the 10 s poll', async () => {
     const sub = await subscriber('pool');
     for (let i = 0; i < 3; i++) {
