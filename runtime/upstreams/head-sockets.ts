@@ -208,7 +208,8 @@ class HeadSocket {
   private drop(why: 'quiet' | 'refused' | 'wrong_chain', level: 'warn' | 'error', fields: Record<string, unknown>): void {
     const ws = this.ws;
     if (ws === null) return;
-    this.log[level]({ event: `upstream_socket_${why}`, chain: this.route.path, upstream: this.u.name, ...fields }, `upstream head socket: ${why.replace('_', ' ')}, closed`);
+    // Once per run of failures: a ws URL on another chain, tried again every 30 s, is one line, not one a try.
+    if (!this.told) this.log[level]({ event: `upstream_socket_${why}`, chain: this.route.path, upstream: this.u.name, ...fields }, `upstream head socket: ${why.replace('_', ' ')}, closed`);
     this.reason = why;
     this.told = true;
     ws.terminate();
