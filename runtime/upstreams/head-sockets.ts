@@ -135,7 +135,7 @@ class HeadSocket {
     this.ws = ws;
     this.reason = '';
     ws.on('open', () => {
-      for (const m of this.kind.hello(this.route as never)) ws.send(m);
+      for (const m of this.kind.hello(this.route)) ws.send(m);
     });
     ws.on('message', (data: Buffer, binary: boolean) => {
       if (!binary && ws === this.ws) this.message(data.toString());
@@ -169,7 +169,7 @@ class HeadSocket {
   }
 
   private message(text: string): void {
-    const news = this.kind.read(this.route as never, text);
+    const news = this.kind.read(this.route, text);
     if (news === null) return;
     if ('head' in news) {
       if (!this.live) this.verify();
