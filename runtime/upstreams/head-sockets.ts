@@ -121,7 +121,9 @@ class HeadSocket {
     private readonly kind: HeadSocketProbe,
     private readonly timeoutMs: number,
     private readonly log: Logger,
-  ) {}
+  ) {
+    u.view.socket = 'down';
+  }
 
   open(): void {
     if (this.stopped) return;
@@ -197,6 +199,7 @@ class HeadSocket {
     }
     if (!this.subscribed || this.live) return;
     this.live = true;
+    this.u.view.socket = 'up';
     // Blocks the polls knew when it subscribed are not news it owes: only the ones after are held against it.
     if (v.head !== null && v.head > this.last) this.last = v.head;
     this.told = false;
@@ -220,6 +223,7 @@ class HeadSocket {
     this.ws = null;
     const was = this.live;
     this.live = false;
+    this.u.view.socket = 'down';
     this.subscribed = false;
     this.identity = '';
     this.genesis = '';

@@ -43,6 +43,8 @@ export class UpstreamView {
   /** Head as the last good poll said (null: never told). */
   head: number | null = null;
   hash = '';
+  /** Its head socket (head-sockets.ts): up (verified and subscribed), down (being opened again), or null: it has none. */
+  socket: 'up' | 'down' | null = null;
   /** When its socket last told its head (Date.now(); 0: never): a poll sent before it knows an older head (ChainView.report). */
   pushedAt = 0;
   finalized = -1;

@@ -78,6 +78,12 @@ async function blockNumber(chain: string): Promise<number> {
   return Number.parseInt(a.json.result as string, 16);
 }
 
+/** An upstream's head socket as /status.json shows it. */
+async function socketState(upstream: string): Promise<unknown> {
+  const status = (await (await fetch(rig.gw.url('admin', '/status.json'))).json()) as { chains: { upstreams: { name: string; socket: unknown }[] }[] };
+  return status.chains.flatMap((c) => c.upstreams).find((u) => u.name === upstream)?.socket;
+}
+
 async function subscriber(chain: string): Promise<{ s: RpcSocket; id: string; has: (n: number) => boolean; hash: (n: number) => string | undefined }> {
   const s = await connect(wsUrl(rig.gw.url('rpc', `/${chain}`)), { 'x-api-key': key });
   const id = await s.subscribe('newHeads');
@@ -146,6 +152,7 @@ describe('heads pushed by the nodes (issue 46)', () => {
     const down = rig.gw.nextLog((e) => e.event === 'upstream_socket_down' && e.chain === 'fall', 20_000);
     await proxy.kill();
     await down;
+    expect(await socketState('fall#0')).toBe('down');
     // Down: the block comes with the next poll (every second), and nothing came through the socket.
     const relayed = proxy.relayed;
     const polled = await mineAndTime(async (n) => sub.has(n), 'the block through the polls');
@@ -157,6 +164,7 @@ describe('heads pushed by the nodes (issue 46)', () => {
     await proxy.restore();
     await open;
     expect(proxy.upgrades.length).toBeGreaterThan(upgrades);
+    expect(await socketState('fall#0')).toBe('up');
     let clean = 0;
     for (let i = 0; i < 5 && clean === 0; i++) {
       const before = polls.length;
