@@ -9,7 +9,9 @@
 //    cache), its ws URL holding a provider-like key: fallback to the polls
 //    while its socket is down and back, a quiet socket dropped and opened
 //    again, and the key never in the log;
-//  - other: an upstream whose ws URL reaches a node of another chain.
+//  - other: an upstream whose ws URL reaches a node of another chain;
+//  - plain: one upstream with `ws:` on a chain that does not follow its head
+//    (no cache, no pool, no websocket): no socket is opened for it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
 import { postJson, until } from './harness.ts';
@@ -24,7 +26,7 @@ const PUSHED_MS = 1000;
 
 let anvil: Anvil;
 let other: Anvil;
-let rig: Gateway<{ NODE_F: Promise<RecordingProxy>; WS_A1: Promise<WsProxy>; WS_A2: Promise<WsProxy>; WS_F: Promise<WsProxy>; WS_O: Promise<WsProxy> }>;
+let rig: Gateway<{ NODE_F: Promise<RecordingProxy>; WS_A1: Promise<WsProxy>; WS_A2: Promise<WsProxy>; WS_F: Promise<WsProxy>; WS_O: Promise<WsProxy>; WS_P: Promise<WsProxy> }>;
 let key: string;
 
 const wsOf = (a: Anvil) => a.url.replace(/^http/, 'ws');
@@ -46,6 +48,7 @@ beforeAll(async () => {
       },
       { path: 'fall', interface: 'evm-jsonrpc', websocket: true, cache: 'off', upstreams: [{ url: '${NODE_F}', ws: '${WS_F}' }] },
       { path: 'other', interface: 'evm-jsonrpc', websocket: true, cache: 'off', chainId: 31337, upstreams: [{ url: '${NODE}', ws: '${WS_O}' }] },
+      { path: 'plain', interface: 'evm-jsonrpc', cache: 'off', upstreams: [{ url: '${NODE}', ws: '${WS_P}' }] },
     ],
     keys: [{ id: 'heads' }],
     standIns: {
@@ -54,6 +57,7 @@ beforeAll(async () => {
       WS_A2: startWsProxy(wsOf(anvil)),
       WS_F: startWsProxy(wsOf(anvil), `/ws/v3/${SECRET}`),
       WS_O: startWsProxy(wsOf(other)),
+      WS_P: startWsProxy(wsOf(anvil)),
     },
     env: { NODE: anvil.url },
   });
@@ -209,6 +213,12 @@ describe('heads pushed by the nodes (issue 46)', () => {
     expect(heights.every((h) => h <= n)).toBe(true);
     await sub.s.close();
   }, 60_000);
+
+  it('opens no socket for a chain that does not follow its head, whatever its upstream names', async () => {
+    // By now every other socket has been opened (beforeAll waited for them), and blocks were mined and polled.
+    expect(rig.standIns.WS_P.upgrades).toHaveLength(0);
+    expect(await socketState('plain#0')).toBeNull();
+  });
 
   it('never writes the ws URL (it holds a key) in its log', async () => {
     expect(rig.gw.lines.some((l) => l.includes('upstream_socket_down'))).toBe(true);
