@@ -179,12 +179,12 @@ export class ChainView {
    * A head an upstream's socket announced (head-sockets.ts; any kind's socket
    * may call it): a report of the upstream's head as a poll's is, so the
    * head, the epoch, the served tip and every feed move at once. It counts
-   * only for an upstream whose last poll verified it on the chain, from a
-   * socket that serves what that poll found (its identity, and its genesis
-   * where polls ask it). Whether it counted.
+   * only for an upstream a poll verified on the chain (UpstreamView.verified),
+   * from a socket that serves what the polls found (its identity, and its
+   * genesis where polls ask it). Whether it counted.
    */
   pushed(v: UpstreamView, p: HeadPush): boolean {
-    if (!v.fresh || p.identity !== v.identity || (v.genesis !== '' && p.genesis.toLowerCase() !== v.genesis.toLowerCase())) return false;
+    if (!v.verified || p.identity !== v.identity || (v.genesis !== '' && p.genesis.toLowerCase() !== v.genesis.toLowerCase())) return false;
     v.pushedAt = Date.now();
     if (p.number === v.head && p.hash === v.hash) return true;
     v.head = p.number;

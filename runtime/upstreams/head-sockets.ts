@@ -192,7 +192,7 @@ class HeadSocket {
   /** Once it told what it serves: on another chain than the polls verified, it is dropped; subscribed on the right one, it is live. */
   private verify(): void {
     const v = this.u.view;
-    if (this.identity === '' || !v.fresh || v.identity === '') return;
+    if (this.identity === '' || !v.verified) return;
     if (this.identity !== v.identity || (v.genesis !== '' && this.genesis !== '' && this.genesis.toLowerCase() !== v.genesis.toLowerCase())) {
       this.drop('wrong_chain', 'error', { serves: this.identity, expected: v.identity });
       return;

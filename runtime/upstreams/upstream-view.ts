@@ -91,6 +91,14 @@ export class UpstreamView {
     return false;
   }
 
+  /**
+   * A poll found it on its chain and told what it serves, and none found it on another since: what its socket pushes
+   * may count (ChainView.pushed). A poll that failed or timed out leaves it so: it says nothing of which chain.
+   */
+  get verified(): boolean {
+    return this.identity !== '' && this.state !== 'wrong_chain';
+  }
+
   /** Its head is the chain's as of the last poll interval: the last poll answered on time with a usable height, and none is overdue. */
   get current(): boolean {
     return this.fresh && !this.overdue;

@@ -79,7 +79,8 @@ async function nodeHead(a: Anvil = anvil): Promise<number> {
 
 async function blockNumber(chain: string): Promise<number> {
   const a = await postJson(rig.gw.url('rpc', `/${chain}`), key, '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}');
-  return Number.parseInt(a.json.result as string, 16);
+  if (typeof a.json?.result !== 'string') throw new Error(`eth_blockNumber on /${chain}: ${a.status} ${a.text}`);
+  return Number.parseInt(a.json.result, 16);
 }
 
 /** An upstream's head socket as /status.json shows it. */
@@ -100,7 +101,12 @@ async function mineAndTime(seen: (n: number) => Promise<boolean>, what: string, 
   const n = (await nodeHead()) + 1;
   await anvil.mine();
   const t0 = performance.now();
-  await until(() => seen(n), what, ms);
+  await until(() => seen(n), what, ms).catch(async (err: Error) => {
+    // What the gateway knew of its upstreams then, and what it said of them, to tell why.
+    const status = await (await fetch(rig.gw.url('admin', '/status.json'))).text();
+    const said = rig.gw.lines.filter((l) => /upstream_|ws_feed|circuit/.test(l)).slice(-20);
+    throw new Error(`${err.message} (block ${n}); status: ${status.slice(0, 4000)}; log: ${said.join('\n')}`);
+  });
   return { n, ms: performance.now() - t0 };
 }
 

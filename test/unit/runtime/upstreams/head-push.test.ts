@@ -48,9 +48,12 @@ describe('ChainView.pushed: a socket head is a report under the polls rules', ()
     expect(view.pushed(v, push({ genesis: '0xother' }))).toBe(false);
     expect(view.pushed(v, push({ genesis: '' }))).toBe(false); // the socket has not said its genesis yet
     expect(view.number).toBe(100);
-    view.report(v, null); // the last poll failed: no longer verified
-    expect(view.pushed(v, push())).toBe(false);
+    // A failed poll (a timeout) says nothing of which chain: the socket's heads go on counting.
+    view.report(v, null);
+    expect(view.pushed(v, push())).toBe(true);
+    expect(view.number).toBe(101);
     // Found on another chain (its head forgotten): what its socket pushes is not taken, whatever it says it serves.
+    v.state = 'wrong_chain'; // as the poller marks it
     view.report(v, poll({ own: false, identity: 'chainId 999' }));
     expect(view.pushed(v, push({ identity: 'chainId 999' }))).toBe(false);
     expect(view.number).toBe(-1);
