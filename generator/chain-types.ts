@@ -45,7 +45,7 @@ const upstreamOf = (root: SchemaNode): SchemaNode => (chainOf(root).properties!.
 /** Fields of a chain the model builds in a shape of its own (normalize.ts); every other field is a setting. */
 export const BUILT_CHAIN_FIELDS: ReadonlySet<string> = new Set(['path', 'interface', 'listener', 'upstreams', 'limits', 'validate', 'methods', 'cache', 'finality']);
 /** Fields of an upstream the model builds itself (templates); every other field is a setting. */
-export const BUILT_UPSTREAM_FIELDS: ReadonlySet<string> = new Set(['url', 'headers', 'rateLimit']);
+export const BUILT_UPSTREAM_FIELDS: ReadonlySet<string> = new Set(['url', 'ws', 'headers', 'rateLimit']);
 /** Settings with no schema default whose default normalize.ts works out (from the chain's upstreams): always filled. */
 export const COMPUTED_DEFAULTS: ReadonlySet<string> = new Set(['rewriteTags', 'broadcast']);
 

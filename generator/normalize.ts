@@ -129,7 +129,8 @@ function buildUpstream(chainPath: string, u: string | UpstreamConfig, index: num
   const headers: Record<string, Template> = {};
   for (const [name, v] of raw) headers[name] = parseTemplate(v);
   const rate = o.rateLimit === undefined ? {} : { rateLimit: upstreamRate(o.rateLimit) };
-  return { name: `${chainPath}#${index}`, url: parseTemplate(o.url), ...settingsOf<UpstreamSettings>(upstreamSettings(), o), ...rate, headers };
+  const ws = o.ws === undefined ? {} : { ws: parseTemplate(o.ws) };
+  return { name: `${chainPath}#${index}`, url: parseTemplate(o.url), ...ws, ...settingsOf<UpstreamSettings>(upstreamSettings(), o), ...rate, headers };
 }
 
 /** An upstream's rateLimit (the schema's pattern: N/s or N/min) as requests a second. */

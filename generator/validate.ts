@@ -56,6 +56,9 @@ const FIELD_OWNERS: ReadonlyMap<string, readonly string[]> = (() => {
   return new Map([...forbidden].map(([field, on]) => [field, INTERFACES.filter((i) => !on.has(i))]));
 })();
 
+/** Whether a kind's upstreams have a socket the gateway uses (its heads, or its own socket protocol's): then `ws` applies. */
+const socketKind = (m: (typeof MODULES)[InterfaceKind]): boolean => m.probe.socket !== undefined || m.socket !== null;
+
 /** Names for enum-valued fields, so "unknown Rosetta network 'testnet'" reads as ops think of it. */
 const ENUM_NOUNS: Readonly<Record<string, string>> = {
   interface: 'interface',
@@ -214,7 +217,7 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
     }
     poolProblems(c, base);
     if (Array.isArray(c.upstreams)) {
-      c.upstreams.forEach((u, j) => checkUpstream([...base, 'upstreams', j], u));
+      c.upstreams.forEach((u, j) => checkUpstream([...base, 'upstreams', j], u, c.interface));
     }
   });
 
@@ -281,8 +284,9 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
     if (Array.isArray(c.upstreams)) c.upstreams.forEach((u, j) => isObj(u) && u.maxLogRange !== undefined && why([...base, 'upstreams', j], 'maxLogRange'));
   }
 
-  function checkUpstream(path: YamlPath, u: unknown): void {
+  function checkUpstream(path: YamlPath, u: unknown, kind: unknown): void {
     const urlPath: YamlPath = isObj(u) ? [...path, 'url'] : path;
+    if (isObj(u) && u.ws !== undefined) checkSocket([...path, 'ws'], u.ws, kind);
     if (isObj(u) && isObj(u.headers)) {
       const seen = new Map<string, string>();
       for (const h of Object.keys(u.headers)) {
@@ -305,5 +309,33 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
       }
     }
     if (!ok) report('value', urlPath, `${where(path)}: upstream '${resolved}' is not an absolute http: or https: URL`, 'write http://host:port/path or https://...');
+  }
+
+  /**
+   * An upstream's `ws`: only on a kind whose upstreams have sockets, and an absolute ws: or wss: URL. A provider's
+   * socket URL holds its key (wss://mainnet.infura.io/ws/v3/KEY), so a bad one is never echoed: the position says
+   * which, and at most its scheme is named.
+   */
+  function checkSocket(path: YamlPath, ws: unknown, kind: unknown): void {
+    const m = typeof kind === 'string' && Object.hasOwn(MODULES, kind) ? MODULES[kind as InterfaceKind] : null;
+    if (m !== null && !socketKind(m)) {
+      const kinds = (Object.keys(MODULES) as InterfaceKind[]).filter((k) => socketKind(MODULES[k])).join(', ');
+      report('key', path, `${where(path.slice(0, -1))}: 'ws' applies to upstreams of ${kinds} chains only, not ${kind}`, 'drop it: its upstreams have no socket the gateway uses');
+      return;
+    }
+    const t = checkTemplate(path, ws);
+    const resolved = t && templateDefaultValue(t);
+    if (resolved === null || resolved === undefined) return; // ${VAR} without a default: checked when the server starts
+    const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(resolved)?.[1]?.toLowerCase();
+    let ok = false;
+    if (/^wss?:\/\//i.test(resolved)) {
+      try {
+        ok = new URL(resolved).hostname !== '';
+      } catch {
+        ok = false;
+      }
+    }
+    const is = scheme === undefined || scheme === 'ws' || scheme === 'wss' ? '' : ` (it is ${scheme}:)`;
+    if (!ok) report('value', path, `${where(path.slice(0, -1))}: ws is not an absolute ws: or wss: URL${is}; the URL is not shown, it may hold a key`, 'write ws://host:port/path or wss://host/path');
   }
 }

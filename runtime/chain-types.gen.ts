@@ -119,6 +119,8 @@ export type ChainConfig = BlockbookChainConfig | EvmJsonrpcChainConfig | Rosetta
 export interface UpstreamConfig {
   /** The upstream's URL (http or https). JSON-RPC is POSTed to exactly this URL; Rosetta and Blockbook paths are appended to it. May hold ${VAR} or ${VAR:-default}, resolved when the server starts. */
   url: string;
+  /** The upstream's WebSocket endpoint (ws: or wss:; a provider's is often another URL than its http one, e.g. wss://mainnet.infura.io/ws/v3/KEY). On a chain that follows its head (a cache, a pool, or websocket: true) the gateway holds one socket to it, whatever the number of clients, and takes each new head it pushes as a poll's report: the served tip, the cache's epoch and every subscriber's feed move within milliseconds of the node. Polls go on as the check and the fallback. evm-jsonrpc: no default (no socket without it); blockbook: default the base's host + /websocket. Never logged. May hold ${VAR} or ${VAR:-default}, resolved when the server starts. */
+  ws?: string;
   /** Share of traffic among the healthy primaries, relative to the others. */
   weight?: number;
   /** primary: takes traffic while healthy. fallback: takes traffic only when no primary is healthy. */

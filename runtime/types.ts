@@ -32,6 +32,8 @@ export interface UpstreamSpec extends UpstreamSettings {
   /** Stable name for logs, metrics and /readyz: `<chain>#<index>`. Never the URL. */
   readonly name: string;
   readonly url: Template;
+  /** Its WebSocket endpoint, where the manifest names one (upstreams/head-sockets.ts); absent: the kind's default, if it has one. */
+  readonly ws?: Template;
   /** Most requests a second it is sent, polls included (the manifest's rateLimit, "N/s" or "N/min", as a number; upstream-budget.ts). Absent: no budget. */
   readonly rateLimit?: number;
   /** Header name (lower case) to value template, sent with every request to it. */

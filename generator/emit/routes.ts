@@ -4,6 +4,7 @@
 // user text; every entry is commented with its manifest path.
 import { VariableDeclarationKind, type StatementStructures, StructureKind } from 'ts-morph';
 import type { ChainModel, GatewayModel } from '../model.ts';
+import type { Template } from '../../runtime/types.ts';
 import { lit, objectLit, templateLit } from './literal.ts';
 
 function constStatement(name: string, type: string, initializer: string, doc: string): StatementStructures {
@@ -61,7 +62,7 @@ function routeLiteral(chain: ChainModel, setIds: ReadonlyMap<string, string>): s
     objectLit(
       Object.entries(u).map(([k, v]) => [
         k,
-        k === 'url' ? templateLit(u.url) : k === 'headers' ? objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ') : lit(v),
+        k === 'url' || k === 'ws' ? templateLit(v as Template) : k === 'headers' ? objectLit(Object.keys(u.headers).sort().map((h) => [h, templateLit(u.headers[h]!)] as const), '      ') : lit(v),
       ]),
       '    ',
     ),

@@ -171,6 +171,8 @@ export class StatusBoard {
           role: u.role,
           state: u.state,
           head: u.view.head,
+          // Its head socket (issue 46): up (its pushes count), down (its polls carry its head), null: it has none.
+          socket: u.view.socket,
           // Its finalized block went back and the chain's did not (chain-view.ts): out of traffic until it is back at this block; null: not behind.
           finalizedBehind: u.view.finalBehind >= 0 ? u.view.finalBehind : null,
           lag: best >= 0 && u.view.head !== null ? Math.max(0, best - u.view.head) : null,

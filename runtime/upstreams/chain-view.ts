@@ -28,10 +28,23 @@
 //    what a client was given;
 //  - an upstream's head counts for the tip only while it is current: its last
 //    poll answered with a usable height, within the poll interval, and the
-//    one out now is not overdue. A stale one holds up no one.
+//    one out now is not overdue. A stale one holds up no one;
+//  - a head an upstream's socket pushes (`pushed`) is a report of its head
+//    under the same rules, taken only while a poll has verified the upstream
+//    and the socket serves what that poll found; a poll sent before a push
+//    does not take its upstream's head back below it.
 import type { PollReport, UpstreamView } from './upstream-view.ts';
 
 export type ResetReason = 'identity' | 'finalized_backwards';
+
+/** What an upstream's socket says: what it serves (as a poll's report names it) and the head it announced. */
+export interface HeadPush {
+  readonly identity: string;
+  /** The genesis block's hash ('' unknown). */
+  readonly genesis: string;
+  readonly number: number;
+  readonly hash: string;
+}
 
 /** Canonical hashes of final blocks kept at most (the oldest learned go first). */
 const MAX_CANONICAL = 8192;
@@ -112,9 +125,11 @@ export class ChainView {
    * chain). Called for each upstream as its answer comes: the chain's view
    * moves at once, without waiting for the others. `late`: the answer took
    * longer than the poll interval (the head it names was old when it came).
+   * `asked`: when the poll was sent (Date.now()).
    */
-  report(v: UpstreamView, r: PollReport | null, late = false): void {
+  report(v: UpstreamView, r: PollReport | null, late = false, asked = Date.now()): void {
     let reset: ResetReason | null = null;
+    let took = false;
     v.reports++;
     v.overdue = late;
     v.fresh = r !== null && r.own && !Number.isNaN(r.number);
@@ -124,6 +139,7 @@ export class ChainView {
         reset = 'identity';
         this.trust++;
         v.head = null;
+        v.pushedAt = 0;
         v.finalized = -1;
         v.finalBehind = -1;
       }
@@ -133,7 +149,9 @@ export class ChainView {
         // It went back below a block it called final: it is behind, until the chain's going back is what most say.
         const back = reset === null && r.finalized >= 0 && r.finalized < v.finalized && (r.finalizedByDepth !== true || r.number < v.finalized);
         if (back && v.finalized > v.finalBehind) v.finalBehind = v.finalized;
-        if (!Number.isNaN(r.number)) {
+        // A head its socket pushed after this poll was sent is newer than the poll's, unless the poll's is higher.
+        took = !Number.isNaN(r.number) && !(v.pushedAt > asked && v.head !== null && r.number <= v.head);
+        if (took) {
           v.head = r.number;
           v.hash = r.hash;
         }
@@ -154,12 +172,35 @@ export class ChainView {
       }
     }
     if (reset !== null) this.reset(reset);
-    if (r !== null && r.own && r.hash !== '' && !Number.isNaN(r.number)) {
-      this.learnNumber(r.hash, r.number);
-      this.learnHead(r.number, r.hash);
+    this.took(r !== null && took ? r.hash : '', r?.number ?? Number.NaN, reset !== null);
+  }
+
+  /**
+   * A head an upstream's socket announced (head-sockets.ts; any kind's socket
+   * may call it): a report of the upstream's head as a poll's is, so the
+   * head, the epoch, the served tip and every feed move at once. It counts
+   * only for an upstream a poll verified on the chain (UpstreamView.verified),
+   * from a socket that serves what the polls found (its identity, and its
+   * genesis where polls ask it). Whether it counted.
+   */
+  pushed(v: UpstreamView, p: HeadPush): boolean {
+    if (!v.verified || p.identity !== v.identity || (v.genesis !== '' && p.genesis.toLowerCase() !== v.genesis.toLowerCase())) return false;
+    v.pushedAt = Date.now();
+    if (p.number === v.head && p.hash === v.hash) return true;
+    v.head = p.number;
+    v.hash = p.hash;
+    this.took(p.hash, p.number, false);
+    return true;
+  }
+
+  /** A report's head was taken (`hash` '' : none, or none known): the chain's head, epoch and tip follow. */
+  private took(hash: string, n: number, back: boolean): void {
+    if (hash !== '') {
+      this.learnNumber(hash, n);
+      this.learnHead(n, hash);
     }
     this.settle();
-    this.settleTip(reset !== null);
+    this.settleTip(back);
     for (const l of this.listeners) l.heard?.();
   }
 

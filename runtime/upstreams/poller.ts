@@ -26,7 +26,8 @@ import type { ChainView } from './chain-view.ts';
 import type { PollReport } from './upstream-view.ts';
 import type { ChainProbe, ProbeRequest } from './probe.ts';
 import { errorThrottled, throttled } from './throttle.ts';
-import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, type Upstream, type UpstreamGroup } from './upstream.ts';
+import { HEALTH_AGENT, HEALTH_FAILS_TO_DOWN, unreachable, type Upstream, type UpstreamGroup } from './upstream.ts';
+import { HeadSockets } from './head-sockets.ts';
 
 /** Groups of chains polled together, spread over each interval. */
 const SLOTS = 10;
@@ -56,6 +57,8 @@ export class Poller {
   private readonly polling = new Set<Upstream>();
   /** Pools whose manifest names no identity: they take the one most of their upstreams report. */
   private readonly elections = new Map<PolledChain, Election>();
+  /** The upstreams' head sockets, beside the polls (head-sockets.ts); none where no upstream of a chain that follows heads has one. */
+  private readonly sockets: HeadSockets;
 
   constructor(
     private readonly chains: readonly PolledChain[],
@@ -69,6 +72,7 @@ export class Poller {
       if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
       if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
     }
+    this.sockets = new HeadSockets(chains, opts.timeoutMs, log);
   }
 
   /**
@@ -94,12 +98,14 @@ export class Poller {
       t.unref();
       this.timers.push(t);
     });
-    return first.then(() => undefined);
+    // The sockets open once the first polls have verified their upstreams: a head pushed before counts for nothing.
+    return first.then(() => this.sockets.start());
   }
 
   stop(): void {
     for (const t of this.timers) clearTimeout(t); // clears intervals as well
     this.timers.length = 0;
+    this.sockets.stop();
   }
 
   /** Polls each upstream of a chain whose previous poll is over. */
@@ -211,8 +217,10 @@ export class Poller {
       if (before === 'down' && v.state === 'up' && !v.takesBatches) v.takesBatches = true;
     }
     const behind = v.finalBehind;
-    c.view.report(v, r, late);
+    c.view.report(v, r, late, sentAt);
     v.settled(n, r !== null && r.own);
+    // Its socket, if it has one, is held to the heads the polls see (head-sockets.ts: a quiet one is down).
+    if (r !== null && r.own) this.sockets.polled(u, r.number);
     // Its finalized block went back while the chain's did not, or it is back where it was (chain-view.ts); where its
     // report reset the chain instead, the cache's cache_reset line says so.
     if (behind < 0 && v.finalBehind >= 0) {
@@ -335,8 +343,7 @@ async function ask(u: Upstream, req: ProbeRequest, timeout: number): Promise<Ans
     got = res.headers;
     text = await res.body.text();
   } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    return { kind: 'unreachable', reason: typeof code === 'string' ? (REASONS[code] ?? code) : 'no answer' };
+    return { kind: 'unreachable', reason: unreachable(err) };
   }
   if (status === 429) return { kind: 'failing', reason: 'throttled (HTTP 429)', throttle: { headers: got, body: text } };
   let doc: Record<string, any> | null = null;
@@ -362,14 +369,3 @@ function throttleIn(doc: Record<string, any>): unknown {
   const throttles = (d: unknown): boolean => d !== null && typeof d === 'object' && errorThrottled((d as { error?: unknown }).error);
   return Array.isArray(doc) ? doc.find(throttles) : throttles(doc) ? doc : undefined;
 }
-
-const REASONS: Readonly<Record<string, string>> = {
-  ECONNREFUSED: 'connection refused',
-  ECONNRESET: 'connection reset',
-  ENOTFOUND: 'host not found',
-  EAI_AGAIN: 'host not found (DNS)',
-  UND_ERR_CONNECT_TIMEOUT: 'connect timeout',
-  UND_ERR_HEADERS_TIMEOUT: 'timeout',
-  UND_ERR_BODY_TIMEOUT: 'timeout',
-  UND_ERR_SOCKET: 'connection closed',
-};

@@ -37,4 +37,33 @@ export interface ChainProbe<K extends InterfaceKind = InterfaceKind> {
    * a node of another network may fail the head request (Rosetta's 4002).
    */
   read(route: RouteOf<K>, answers: readonly (Record<string, any> | null)[], heads: boolean): PollReport | string;
+  /** How an upstream's socket pushes its heads (head-sockets.ts), where the kind has one; absent: its heads come from polls alone. */
+  readonly socket?: HeadSocketProbe<K>;
 }
+
+/**
+ * A kind's side of an upstream head socket: its URL, what it sends and how
+ * its messages read. The socket itself (one per upstream, reconnects,
+ * backoff, the quiet check, the identity check) is head-sockets.ts's, the
+ * same for every kind.
+ */
+export interface HeadSocketProbe<K extends InterfaceKind = InterfaceKind> {
+  /** The socket of an upstream whose manifest entry names no `ws`, from its http URL; null: none (EVM: providers' socket URLs differ). */
+  readonly defaultUrl: ((base: URL) => string) | null;
+  /** The messages sent once the socket is open: what it serves (its identity, its genesis block) and the head subscription. */
+  hello(route: RouteOf<K>): readonly string[];
+  /** What one message tells (null: nothing heads care about). */
+  read(route: RouteOf<K>, message: string): SocketNews | null;
+}
+
+/**
+ * One message of an upstream head socket, read: what the node says it serves
+ * (as its PollReport's `identity` and `genesis` name it), the subscription
+ * taken or refused, or a head it announced.
+ */
+export type SocketNews =
+  | { readonly identity: string }
+  | { readonly genesis: string }
+  | { readonly subscribed: true }
+  | { readonly refused: string }
+  | { readonly head: number; readonly hash: string };

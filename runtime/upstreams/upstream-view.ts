@@ -43,6 +43,10 @@ export class UpstreamView {
   /** Head as the last good poll said (null: never told). */
   head: number | null = null;
   hash = '';
+  /** Its head socket (head-sockets.ts): up (verified and subscribed), down (being opened again), or null: it has none. */
+  socket: 'up' | 'down' | null = null;
+  /** When its socket last told its head (Date.now(); 0: never): a poll sent before it knows an older head (ChainView.report). */
+  pushedAt = 0;
   finalized = -1;
   safe = -1;
   /** More than maxLag blocks behind the chain's best head. */
@@ -85,6 +89,14 @@ export class UpstreamView {
     if (Date.now() < this.throttledUntil) return true;
     this.throttledUntil = 0;
     return false;
+  }
+
+  /**
+   * A poll found it on its chain and told what it serves, and none found it on another since: what its socket pushes
+   * may count (ChainView.pushed). A poll that failed or timed out leaves it so: it says nothing of which chain.
+   */
+  get verified(): boolean {
+    return this.identity !== '' && this.state !== 'wrong_chain';
   }
 
   /** Its head is the chain's as of the last poll interval: the last poll answered on time with a usable height, and none is overdue. */

@@ -19,6 +19,23 @@ export const HEALTH_FAILS_TO_DOWN = 2;
 /** Failed requests in a row before an upstream is taken out at once (circuit breaker). */
 export const REQUEST_FAILS_TO_DOWN = 3;
 
+/** Why an upstream could not be reached, from the error's code alone: its message may carry the upstream's address. */
+export function unreachable(err: unknown): string {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? (REASONS[code] ?? code) : 'no answer';
+}
+
+const REASONS: Readonly<Record<string, string>> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found (DNS)',
+  UND_ERR_CONNECT_TIMEOUT: 'connect timeout',
+  UND_ERR_HEADERS_TIMEOUT: 'timeout',
+  UND_ERR_BODY_TIMEOUT: 'timeout',
+  UND_ERR_SOCKET: 'connection closed',
+};
+
 export class Upstream {
   readonly name: string;
   /** The access log's `"upstream":...,"ms":` fields, made once. */

@@ -62,6 +62,7 @@ const ROUTE_1: RouteSpec = {
     {
       name: "ethereum#0",
       url: { parts: [{ "env": "ETH_A_URL" }] },
+      ws: { parts: [{ "env": "ETH_A_WS" }] },
       weight: 2,
       role: "primary",
       archive: false,
@@ -98,7 +99,7 @@ const ROUTE_1: RouteSpec = {
 /** The whole gateway: listeners, their routes, and process-wide settings. */
 export const GATEWAY: GatewaySpec = {
   source: "test/fixtures/valid/upstream-objects.yaml",
-  manifestSha256: "62c50935bffa2e2aa39838db4729775b3bd7417c5d03af91ccdfc081c6ea0bb5",
+  manifestSha256: "1f89cc33f90fda7ea1868cb710bcff6c12d2949e252324b3924080d028d4a9d5",
   keysFile: { parts: ["./keys.yaml"] },
   listeners: [
     {

@@ -26,6 +26,7 @@ import { EvmFront } from './cache-front.ts';
 import { Pool } from './pool.ts';
 import { answerThrottled } from '../../upstreams/throttle.ts';
 import { evmSocket } from './socket.ts';
+import { chainIdentity, evmHeadSocket } from './head-socket.ts';
 
 const NAMES: Readonly<Record<Failure, RpcErrorName>> = failureNames('GW_RPC', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
@@ -299,11 +300,10 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
       let own = true;
       const chain = asksChain(route, heads);
       if (chain) {
-        const result: unknown = item(items, ID_CHAIN)?.result;
-        if (typeof result === 'string' && /^0x[0-9a-fA-F]{1,13}$/.test(result)) {
-          const id = Number.parseInt(result, 16);
-          identity = `chainId ${id}`;
-          own = route.chainId === undefined || id === route.chainId;
+        const named = chainIdentity(item(items, ID_CHAIN)?.result);
+        if (named !== null) {
+          identity = named;
+          own = route.chainId === undefined || named === `chainId ${route.chainId}`;
         } else if (route.chainId !== undefined) return 'the answer does not say which chain it serves';
       }
       const none = { identity, own, genesis: '', number: Number.NaN, hash: '', finalized: -1, safe: -1, canonical: [] };
@@ -340,6 +340,7 @@ export const evm: InterfaceModule<'evm-jsonrpc'> = {
         canonical,
       };
     },
+    socket: evmHeadSocket,
   },
 };
 

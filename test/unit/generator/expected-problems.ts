@@ -3,6 +3,7 @@
 export const F = 'test/fixtures/invalid';
 export const V = 'test/fixtures/valid';
 const URL_HINT = '(hint: write http://host:port/path or https://...)';
+const WS_HINT = '(hint: write ws://host:port/path or wss://host/path)';
 const TEMPLATE_HINT = '(hint: write ${VAR} or ${VAR:-default})';
 
 export const EXPECTED: Record<string, string[]> = {
@@ -23,6 +24,13 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/upstream-url.yaml:14:9 chains[0] (ethereum) upstreams[0]: upstream 'ws://node:8546' is not an absolute http: or https: URL ${URL_HINT}`,
     `${F}/upstream-url.yaml:15:16 chains[0] (ethereum) upstreams[1]: upstream 'ftp://files' is not an absolute http: or https: URL ${URL_HINT}`,
     `${F}/upstream-url.yaml:17:9 chains[0] (ethereum) upstreams[3]: upstream 'not a url' is not an absolute http: or https: URL ${URL_HINT}`,
+  ],
+  // A bad ws URL is never echoed (it holds a provider's key): its position and at most its scheme say which.
+  'upstream-ws': [
+    `${F}/upstream-ws.yaml:13:40 chains[0] (ethereum) upstreams[0]: ws is not an absolute ws: or wss: URL (it is https:); the URL is not shown, it may hold a key ${WS_HINT}`,
+    `${F}/upstream-ws.yaml:14:40 chains[0] (ethereum) upstreams[1]: ws is not an absolute ws: or wss: URL; the URL is not shown, it may hold a key ${WS_HINT}`,
+    `${F}/upstream-ws.yaml:15:40 chains[0] (ethereum) upstreams[2]: ws is not an absolute ws: or wss: URL; the URL is not shown, it may hold a key ${WS_HINT}`,
+    `${F}/upstream-ws.yaml:23:39 chains[1] (cardano) upstreams[0]: 'ws' applies to upstreams of evm-jsonrpc chains only, not rosetta (hint: drop it: its upstreams have no socket the gateway uses)`,
   ],
   'upstream-headers': [
     `${F}/upstream-headers.yaml:10:14 chains[0] (ethereum) upstreams[0]: upstream 'http:node' is not an absolute http: or https: URL ${URL_HINT}`,

@@ -123,6 +123,8 @@ describe('buildModel', () => {
       ['ethereum#1', 1, 'fallback'],
       ['ethereum#2', 1, 'primary'],
     ]);
+    // A socket only where the manifest names one (issue 46), a template as the url is.
+    expect(rpc!.upstreams.map((u) => u.ws)).toEqual([{ parts: [{ env: 'ETH_A_WS' }] }, undefined, undefined]);
     expect(Object.keys(rpc!.upstreams[1]!.headers)).toEqual(['authorization', 'x-api-key']);
     expect(rpc!.upstreams[1]!.headers.authorization).toEqual({ parts: ['Bearer ', { env: 'ETH_B_TOKEN' }] });
     expect(m.listeners.map((l) => l.name)).toEqual(['explorer', 'rpc']);

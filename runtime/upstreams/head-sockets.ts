@@ -1,0 +1,249 @@
+// Heads pushed by the nodes (issue 46): one socket per upstream that names
+// one (`ws:`, or its kind's default), never one per client, beside the
+// poller. Each head the socket announces is a report to the chain view
+// (ChainView.pushed), so the served tip, the cache's epoch and every
+// subscriber's feed move within milliseconds of the node instead of at the
+// next poll. Polls go on as the check and the fallback:
+//  - a pushed head counts only once a poll has verified the upstream and the
+//    socket serves what that poll found (asked on the socket itself: a ws
+//    URL that reaches another chain's node is of no use, and is dropped);
+//  - while a socket is down its polls carry the upstream's head, and it is
+//    opened again after a bounded, jittered backoff, and subscribes again;
+//  - a socket that pushed none of the blocks the polls showed a poll ago is
+//    quiet: it is dropped and opened again.
+// What the socket sends and how its messages read is the kind's
+// (probe.ts HeadSocketProbe; EVM: kinds/evm/head-socket.ts); the rest is
+// here, the same for every kind. Only chains that follow heads (a cache, a
+// pool, WebSocket subscribers) open sockets: a chain without `ws:` pays
+// nothing. The socket's URL is never logged: it holds a provider's key as
+// the http one does.
+import WebSocket from 'ws';
+import type { Logger } from '../observe/log.ts';
+import type { RouteSpec, UpstreamSpec } from '../types.ts';
+import { resolveTemplate } from '../config/env.ts';
+import type { ChainView } from './chain-view.ts';
+import type { ChainProbe, HeadSocketProbe } from './probe.ts';
+import { HEALTH_AGENT, unreachable, type Upstream, type UpstreamGroup } from './upstream.ts';
+
+/** The first wait before a socket is opened again, and the longest (each failure in a row doubles it; each wait is jittered down to half). */
+const FIRST_RETRY_MS = 500;
+const MAX_RETRY_MS = 30_000;
+/** Largest message a head socket takes (a block header is a few KiB): a longer one closes it. */
+const MAX_MESSAGE_BYTES = 1 << 20;
+
+/**
+ * An upstream's socket URL: its manifest's `ws` (resolved as its `url` is,
+ * at start), else its kind's default from its http URL (`fallback`; null:
+ * the kind has none, and then no socket). Throws, never echoing the URL, where
+ * it is not ws: or wss:.
+ */
+export function socketUrl(spec: UpstreamSpec, route: RouteSpec, fallback: ((base: URL) => string) | null): string | null {
+  if (spec.ws === undefined && fallback === null) return null;
+  const where = `chain ${route.path} (${spec.name})`;
+  const raw = spec.ws !== undefined ? resolveTemplate(spec.ws, where) : fallback!(new URL(resolveTemplate(spec.url, where)));
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new Error(`${where}: upstream ws is not a valid URL`);
+  }
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new Error(`${where}: upstream ws must be ws: or wss:`);
+  return url.href;
+}
+
+/** A chain as its sockets see it (the poller's PolledChain). */
+export interface SocketChain {
+  readonly route: RouteSpec;
+  readonly group: UpstreamGroup;
+  readonly view: ChainView;
+  /** Whether it follows its head (a cache, WebSocket subscribers, a pool that rewrites tags); a pool does too. */
+  readonly heads: boolean;
+  readonly probe: ChainProbe;
+}
+
+/** The head sockets of every chain that follows heads, one per upstream with a socket URL. */
+export class HeadSockets {
+  private readonly sockets = new Map<Upstream, HeadSocket>();
+
+  constructor(chains: readonly SocketChain[], timeoutMs: number, log: Logger) {
+    for (const c of chains) {
+      const kind = c.probe.socket;
+      // A chain that does not follow heads polls for health alone: a pushed head would serve nothing.
+      if (kind === undefined || !(c.heads || c.group.all.length > 1)) continue;
+      // The group holds the route's upstreams in the manifest's order (chains.ts).
+      c.route.upstreams.forEach((spec, i) => {
+        const url = socketUrl(spec, c.route, kind.defaultUrl);
+        const u = c.group.all[i]!;
+        if (url !== null) this.sockets.set(u, new HeadSocket(c.route, c.view, u, url, kind, timeoutMs, log));
+      });
+    }
+  }
+
+  start(): void {
+    for (const s of this.sockets.values()) s.open();
+  }
+
+  stop(): void {
+    for (const s of this.sockets.values()) s.stop();
+  }
+
+  /** A poll of `u` found its head at `n` (NaN: no usable height). */
+  polled(u: Upstream, n: number): void {
+    if (this.sockets.size > 0 && !Number.isNaN(n)) this.sockets.get(u)?.polled(n);
+  }
+}
+
+/** One upstream's socket: open, verified and subscribed, or waiting to be opened again. */
+class HeadSocket {
+  private ws: WebSocket | null = null;
+  private retry: NodeJS.Timeout | null = null;
+  private wait = FIRST_RETRY_MS;
+  private stopped = false;
+  /** What the socket says it serves, and whether its subscription was taken: all three, and it is live. */
+  private identity = '';
+  private genesis = '';
+  private subscribed = false;
+  private live = false;
+  /** The highest head it pushed since it opened (-1: none). */
+  private last = -1;
+  /** A head a poll showed that it had not pushed (-1: none): still not pushed at the next poll, it is quiet. */
+  private awaited = -1;
+  /** Why it closed, for the log line. */
+  private reason = '';
+  /** A failure was logged since it was last live: the ones after it, until it is live again, are not. */
+  private told = false;
+
+  constructor(
+    private readonly route: RouteSpec,
+    private readonly view: ChainView,
+    private readonly u: Upstream,
+    private readonly url: string,
+    private readonly kind: HeadSocketProbe,
+    private readonly timeoutMs: number,
+    private readonly log: Logger,
+  ) {
+    u.view.socket = 'down';
+  }
+
+  open(): void {
+    if (this.stopped) return;
+    const ws = new WebSocket(this.url, {
+      headers: { ...this.u.headers, 'user-agent': HEALTH_AGENT },
+      handshakeTimeout: this.timeoutMs,
+      maxPayload: MAX_MESSAGE_BYTES,
+      perMessageDeflate: false,
+      followRedirects: false,
+    });
+    this.ws = ws;
+    this.reason = '';
+    ws.on('open', () => {
+      for (const m of this.kind.hello(this.route)) ws.send(m);
+    });
+    ws.on('message', (data: Buffer, binary: boolean) => {
+      if (!binary && ws === this.ws) this.message(data.toString());
+    });
+    ws.on('error', (err: Error) => {
+      // Codes and statuses only: an error's message may carry the URL.
+      const status = /^Unexpected server response: (\d+)$/.exec(err.message)?.[1];
+      this.reason ||= status !== undefined ? `HTTP ${status}` : err.message === 'Opening handshake has timed out' ? 'timeout' : unreachable(err);
+    });
+    ws.on('close', (code: number) => this.closed(ws, code));
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.retry !== null) clearTimeout(this.retry);
+    this.ws?.terminate();
+    this.ws = null;
+  }
+
+  /** A poll found the upstream's head at `n`: one a poll showed before that the socket still has not pushed makes it quiet. */
+  polled(n: number): void {
+    if (!this.live || n <= this.last) {
+      this.awaited = -1;
+      return;
+    }
+    if (this.awaited >= 0 && this.last < this.awaited) {
+      this.drop('quiet', 'warn', { missed: this.awaited });
+      return;
+    }
+    this.awaited = n;
+  }
+
+  private message(text: string): void {
+    const news = this.kind.read(this.route, text);
+    if (news === null) return;
+    if ('head' in news) {
+      if (!this.live) this.verify();
+      if (news.head > this.last) this.last = news.head;
+      this.view.pushed(this.u.view, { identity: this.identity, genesis: this.genesis, number: news.head, hash: news.hash });
+      return;
+    }
+    if ('refused' in news) {
+      this.drop('refused', 'warn', { answer: news.refused.slice(0, 200) });
+      return;
+    }
+    if ('identity' in news) this.identity = news.identity;
+    else if ('genesis' in news) this.genesis = news.genesis;
+    else this.subscribed = true;
+    this.verify();
+  }
+
+  /** Once it told what it serves: on another chain than the polls verified, it is dropped; subscribed on the right one, it is live. */
+  private verify(): void {
+    const v = this.u.view;
+    if (this.identity === '' || !v.verified) return;
+    if (this.identity !== v.identity || (v.genesis !== '' && this.genesis !== '' && this.genesis.toLowerCase() !== v.genesis.toLowerCase())) {
+      this.drop('wrong_chain', 'error', { serves: this.identity, expected: v.identity });
+      return;
+    }
+    if (!this.subscribed || this.live) return;
+    this.live = true;
+    this.u.view.socket = 'up';
+    // Blocks the polls knew when it subscribed are not news it owes: only the ones after are held against it.
+    if (v.head !== null && v.head > this.last) this.last = v.head;
+    this.told = false;
+    this.wait = FIRST_RETRY_MS;
+    this.log.info({ event: 'upstream_socket_open', chain: this.route.path, upstream: this.u.name }, 'upstream head socket subscribed');
+  }
+
+  /** Closes it at once (no closing handshake: a quiet peer would hold it), to be opened again after the backoff. */
+  private drop(why: 'quiet' | 'refused' | 'wrong_chain', level: 'warn' | 'error', fields: Record<string, unknown>): void {
+    const ws = this.ws;
+    if (ws === null) return;
+    // Once per run of failures: a ws URL on another chain, tried again every 30 s, is one line, not one a try.
+    if (!this.told) this.log[level]({ event: `upstream_socket_${why}`, chain: this.route.path, upstream: this.u.name, ...fields }, `upstream head socket: ${why.replace('_', ' ')}, closed`);
+    this.reason = why;
+    this.told = true;
+    ws.terminate();
+  }
+
+  private closed(ws: WebSocket, code: number): void {
+    if (ws !== this.ws) return;
+    this.ws = null;
+    const was = this.live;
+    this.live = false;
+    this.u.view.socket = 'down';
+    this.subscribed = false;
+    this.identity = '';
+    this.genesis = '';
+    this.last = -1;
+    this.awaited = -1;
+    if (this.stopped) return;
+    // Bounded and jittered: sockets of many upstreams dropped together (a provider's outage) do not come back at once.
+    const ms = Math.round(this.wait * (0.5 + Math.random() / 2));
+    this.wait = Math.min(MAX_RETRY_MS, this.wait * 2);
+    if (was || !this.told) {
+      this.log.warn(
+        { event: 'upstream_socket_down', chain: this.route.path, upstream: this.u.name, reason: this.reason || `closed (${code})`, retryMs: ms },
+        'upstream head socket down: its polls carry its head',
+      );
+      this.told = true;
+    }
+    this.retry = setTimeout(() => {
+      this.retry = null;
+      this.open();
+    }, ms);
+    this.retry.unref();
+  }
+}

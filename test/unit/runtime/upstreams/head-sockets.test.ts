@@ -1,0 +1,59 @@
+// Issue 46: an upstream head socket that cannot be opened is tried again
+// after a wait that doubles from 0.5 s (to 30 s), each jittered down to at most half,
+// and says so once per run of failures, by the upstream's name and the
+// answer's status, never its URL (which holds a provider's key).
+import { afterEach, describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { HeadSockets } from '../../../../runtime/upstreams/head-sockets.ts';
+import { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
+import { Upstream, UpstreamGroup } from '../../../../runtime/upstreams/upstream.ts';
+import { moduleOf } from '../../../../runtime/kinds/index.ts';
+import type { Logger } from '../../../../runtime/observe/log.ts';
+import type { RouteSpec, UpstreamSpec } from '../../../../runtime/types.ts';
+
+const SECRET = 'head-socket-secret-5e4d3c2b1a';
+let server: Server | null = null;
+let sockets: HeadSockets | null = null;
+
+afterEach(async () => {
+  sockets?.stop();
+  await new Promise((ok) => (server === null ? ok(undefined) : server.close(ok)));
+  server = null;
+});
+
+describe('an upstream head socket that cannot be opened', () => {
+  it('is tried again after waits that double from 0.5 s, each at least half of it; one log line, no URL', async () => {
+    // Refuses every upgrade, as a provider's endpoint does without the right key.
+    const arrivals: number[] = [];
+    server = createServer((_req, res) => res.writeHead(404).end());
+    server.on('upgrade', (_req, socket) => {
+      arrivals.push(performance.now());
+      socket.end('HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n');
+    });
+    await new Promise<void>((ok) => server!.listen(0, '127.0.0.1', ok));
+    const port = (server.address() as AddressInfo).port;
+    const spec = { name: 'eth#0', url: { parts: ['http://127.0.0.1:9'] }, ws: { parts: [`ws://127.0.0.1:${port}/ws/v3/${SECRET}`] }, headers: {}, role: 'primary', weight: 1, connections: 1, idleTimeoutMs: 1000 } as unknown as UpstreamSpec;
+    const route = { path: 'eth', interface: 'evm-jsonrpc', maxLag: 10, limits: { timeoutMs: 1000 }, upstreams: [spec] } as unknown as RouteSpec;
+    const u = new Upstream(spec, route);
+    const lines: Record<string, unknown>[] = [];
+    const log = { info: (o: Record<string, unknown>) => lines.push(o), warn: (o: Record<string, unknown>) => lines.push(o), error: (o: Record<string, unknown>) => lines.push(o) } as unknown as Logger;
+    sockets = new HeadSockets([{ route, group: new UpstreamGroup([u]), view: new ChainView([u]), heads: true, probe: moduleOf('evm-jsonrpc').probe }], 1000, log);
+    expect(u.view.socket).toBe('down');
+    sockets.start();
+    await new Promise<void>((ok, fail) => {
+      const t = setInterval(() => arrivals.length >= 4 && (clearInterval(t), ok()), 20);
+      setTimeout(() => (clearInterval(t), fail(new Error(`${arrivals.length} tries in 10 s`))), 10_000);
+    });
+    const gaps = arrivals.slice(1).map((t, i) => t - arrivals[i]!);
+    // Each wait w is w × [0.5, 1), and the failed try's own few ms: at least half of it (a wait that did not double, or
+    // a retry at once, falls below); the upper bound is loose (a loaded host's timers are late), it only says no try is lost.
+    [500, 1000, 2000].forEach((w, i) => {
+      expect(gaps[i]).toBeGreaterThanOrEqual(w / 2 - 5);
+      expect(gaps[i]).toBeLessThan(2 * w + 1000);
+    });
+    expect(lines).toEqual([expect.objectContaining({ event: 'upstream_socket_down', chain: 'eth', upstream: 'eth#0', reason: 'HTTP 503' })]);
+    expect(JSON.stringify(lines)).not.toContain(SECRET);
+    expect(u.view.socket).toBe('down');
+  }, 20_000);
+});
