@@ -216,7 +216,7 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
     ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
     // With a websocket block or a chain that takes WebSockets: the limits, every one filled.
-    ...(doc.websocket === undefined && !doc.chains.some((c) => c.interface === 'evm-jsonrpc' && c.websocket === true)
+    ...(doc.websocket === undefined && !doc.chains.some((c) => 'websocket' in c && c.websocket === true)
       ? {}
       : {
           websocket: {
