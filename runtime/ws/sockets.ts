@@ -184,6 +184,8 @@ export class Sockets {
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
+      // A socket's answers go in frames, never HTTP-encoded: a browser's Accept-Encoding on the upgrade asks nothing of them.
+      delete headers['accept-encoding'];
       const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, query, pathKey, queryKeys };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {

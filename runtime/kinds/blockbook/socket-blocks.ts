@@ -1,0 +1,120 @@
+// subscribeNewBlock's feed for one Blockbook chain: every block of the chain
+// as the gateway serves it (the served tip on a pool, the head on one
+// upstream: the chain view, whatever reports to it), each height once, in
+// order, with no gap. Heights the view skipped between two observations (a
+// poll that saw two blocks, a node's bulk sync that notified none) are filled:
+// their hashes are read through the chain's front (socket-fetch.ts), once for
+// all subscribers. Each block is serialized once, as websocket.go's
+// WsNewBlock; a subscriber's notification is its subscribe message's id in
+// front of it.
+import type { ChainListener, ChainView } from '../../upstreams/chain-view.ts';
+import type { Logger } from '../../observe/log.ts';
+
+/** A gap the feed does not fill (a gateway cut off from every node for long): its subscribers are told to resync. */
+export const MAX_GAP = 1024;
+/** A fill that failed (no upstream answered) is tried again this much later, if no new head comes first. */
+const RETRY_MS = 1000;
+
+export interface BlockSubscriber {
+  /** One block's `data` ({"height","hash","evmData"}), the same bytes for every subscriber. */
+  block(data: string): void;
+  /** Blocks from `first` on will not come (a gap past MAX_GAP). */
+  missed(first: number): void;
+}
+
+export class BlockFeed implements ChainListener {
+  private readonly subs = new Set<BlockSubscriber>();
+  /** The last height sent (or, before the first block, the head when the first subscriber came). */
+  private last = -1;
+  private running = false;
+  private retry: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly view: ChainView,
+    private readonly pooled: boolean,
+    /** A block's hash by height, as the chain serves it. */
+    private readonly hashAt: (height: number) => Promise<string>,
+    private readonly log: Logger,
+  ) {
+    view.listen(this);
+  }
+
+  /** The chain's head as served. */
+  private head(): number {
+    return this.pooled ? this.view.tip : this.view.number;
+  }
+
+  add(s: BlockSubscriber): void {
+    // The first subscriber starts the feed at the head as it is: blocks after it are its.
+    if (this.subs.size === 0 && !this.running) this.last = this.head();
+    this.subs.add(s);
+  }
+
+  remove(s: BlockSubscriber): void {
+    this.subs.delete(s);
+  }
+
+  get size(): number {
+    return this.subs.size;
+  }
+
+  epoch(): void {
+    this.run();
+  }
+
+  tip(): void {
+    this.run();
+  }
+
+  reset(): void {
+    // The chain went back (another chain's node, a revert): the feed follows from its head now.
+    this.last = this.head();
+  }
+
+  canonical(): void {}
+
+  private run(): void {
+    if (this.running || this.subs.size === 0) return;
+    this.running = true;
+    void this.advance().finally(() => {
+      this.running = false;
+    });
+  }
+
+  /** Sends every height after the last one sent up to the head, in order; a height not yet known stops it until the next head. */
+  private async advance(): Promise<void> {
+    for (;;) {
+      const head = this.head();
+      if (this.subs.size === 0 || head <= this.last) return;
+      if (this.last < 0) {
+        this.last = head;
+        return;
+      }
+      if (head - this.last > MAX_GAP) {
+        const first = this.last + 1;
+        this.last = head;
+        for (const s of [...this.subs]) s.missed(first);
+        this.subs.clear();
+        return;
+      }
+      const h = this.last + 1;
+      let hash: string;
+      try {
+        hash = await this.hashAt(h);
+      } catch (err) {
+        this.log.warn({ event: 'ws_block_fill_failed', height: h, err: (err as Error).message }, 'a new block could not be read; tried again');
+        this.retry ??= setTimeout(() => {
+          this.retry = null;
+          this.run();
+        }, RETRY_MS).unref();
+        return;
+      }
+      // The chain may have gone back meanwhile (a reset): what was fetched is no longer next.
+      if (this.last !== h - 1) continue;
+      this.last = h;
+      // websocket.go's WsNewBlock: evmData is null on a chain that is not EVM.
+      const data = `{"height":${h},"hash":${JSON.stringify(hash)},"evmData":null}`;
+      for (const s of this.subs) s.block(data);
+    }
+  }
+}
