@@ -42,7 +42,7 @@ export class ChainSockets implements SocketChain {
     host: SocketHost,
   ) {
     this.stats = new WsStats(chain.route.path, socket.types);
-    this.protocol = socket.open({ view: chain.view, front: chain.front, pooled: chain.group.all.length > 1, log: host.log, counts: this.stats });
+    this.protocol = socket.open({ view: chain.view, front: chain.front, pooled: chain.group.all.length > 1, upstreams: chain.group.all, log: host.log, counts: this.stats });
     // A message over the chain's maxBodyBytes closes the socket (1009), as a body over it gets a 413.
     this.wss = new WebSocketServer({ noServer: true, clientTracking: false, perMessageDeflate: false, maxPayload: chain.route.limits.maxBodyBytes });
   }

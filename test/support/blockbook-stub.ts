@@ -16,7 +16,7 @@
 // sendtx are kept as unconfirmed ones and can be read back with /tx/.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import { close, createSafeServer, file, listen, record, type Recorded } from './http.ts';
 import { specPath } from './paths.ts';
@@ -25,6 +25,8 @@ export interface BlockbookStub {
   /** Base URL including `/api` (http://127.0.0.1:PORT/api), as a manifest's upstream. */
   readonly url: string;
   readonly port: number;
+  /** Its HTTP server: a WebSocket stand-in (blockbook-socket-standin.ts) takes its upgrades at /websocket. */
+  readonly server: Server;
   /** Requests received, in order (method, path, url, query, params, headers, body); health checks apart. */
   readonly requests: Recorded[];
   /** The gateway's health checks (User-Agent chain-gateway-health/...). */
@@ -501,6 +503,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   return {
     url: `${base}/api`,
     port,
+    server,
     requests,
     healthChecks,
     clear: () => void requests.splice(0),

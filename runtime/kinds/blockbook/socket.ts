@@ -13,6 +13,7 @@
 import { blockbookErrorJson, BLOCKBOOK_ERRORS } from './errors.ts';
 import { errorOf, blockbookGet } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
+import { SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
 import { NO_TWIN, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import type { ChainSockets, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../socket.ts';
@@ -22,7 +23,10 @@ const TYPES = ['newBlock', 'addresses', 'fiatRates'] as const;
 type SubscriptionType = (typeof TYPES)[number];
 
 /** The methods answered here, after admission as calls of their own names (credits: module.ts creditNames). */
-export const LOCAL_METHODS = ['ping', 'subscribeNewBlock', 'unsubscribeNewBlock'] as const;
+export const LOCAL_METHODS = ['ping', 'subscribeNewBlock', 'unsubscribeNewBlock', 'subscribeAddresses', 'unsubscribeAddresses', 'subscribeFiatRates', 'unsubscribeFiatRates'] as const;
+/** websocket.go's maxWebsocketSubscribeAddresses and maxWebsocketSubscribeAddressesWithNewBlockTxs: one socket's addresses. */
+const MAX_ADDRESSES = 1000;
+const MAX_ADDRESSES_NEW_BLOCK_TXS = 100;
 
 const SUBSCRIBED = '{"subscribed":true}';
 const UNSUBSCRIBED = '{"subscribed":false}';
@@ -54,6 +58,7 @@ function refusal(idJson: string, status: number, body: Buffer): string {
 /** The socket side of a Blockbook chain: its block feed and what its methods read beyond their own request. */
 class BlockbookChainSockets implements ChainSockets, MethodContext {
   readonly blocks: BlockFeed;
+  readonly hub: SubscriptionHub;
   private coinDecimals: Promise<number> | null = null;
 
   constructor(
@@ -62,6 +67,7 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
     private readonly parts: SocketChainParts,
   ) {
     this.blocks = new BlockFeed(parts.view, parts.pooled, (h) => this.get(`block-index/${h}`).then(hashOf), parts.log);
+    this.hub = new SubscriptionHub(parts.upstreams, this.blocks, (rest, query) => this.get(rest, query), parts.log);
   }
 
   connect(link: SocketLink): SocketSession {
@@ -100,6 +106,8 @@ function hashOf(doc: unknown): string {
 class BlockbookSession implements SocketSession {
   /** subscribeNewBlock's: its notifications carry `idJson`. null: not subscribed. */
   private newBlock: (BlockSubscriber & { idJson: string }) | null = null;
+  private addresses: AddressClient | null = null;
+  private fiat: FiatClient | null = null;
   private over = false;
 
   constructor(
@@ -128,6 +136,14 @@ class BlockbookSession implements SocketSession {
         return this.local(method, idJson, () => this.subscribeNewBlock(idJson));
       case 'unsubscribeNewBlock':
         return this.local(method, idJson, () => this.unsubscribeNewBlock());
+      case 'subscribeAddresses':
+        return this.local(method, idJson, () => this.subscribeAddresses(idJson, p));
+      case 'unsubscribeAddresses':
+        return this.local(method, idJson, () => this.unsubscribeAddresses());
+      case 'subscribeFiatRates':
+        return this.local(method, idJson, () => this.subscribeFiatRates(idJson, p));
+      case 'unsubscribeFiatRates':
+        return this.local(method, idJson, () => this.unsubscribeFiatRates());
     }
     if (method === 'sendTransaction' && !this.at.route.sendtx) return this.reply(errorAnswer(idJson, 'sendTransaction is not enabled on this chain'));
     const twin = TWINS.get(method);
@@ -148,6 +164,8 @@ class BlockbookSession implements SocketSession {
   closed(): void {
     this.over = true;
     this.unsubscribeNewBlock();
+    this.unsubscribeAddresses();
+    this.unsubscribeFiatRates();
   }
 
   /** Sends one answer; the message is settled. */
@@ -189,16 +207,23 @@ class BlockbookSession implements SocketSession {
     );
   }
 
-  private subscribeNewBlock(idJson: string): string {
+  /** Why a new subscription cannot be made now (null: it can): a drain, or maxSubscriptionsPerConnection. */
+  private refusedSubscription(): string | null {
     // The server drains: the subscription would be cut at once; the client makes it on another connection.
     if (this.link.draining) return `{"error":{"message":"server going away: subscribe on another connection"}}`;
+    const max = this.link.limits.maxSubscriptionsPerConnection;
+    const held = (this.newBlock === null ? 0 : 1) + (this.addresses === null ? 0 : 1) + (this.fiat === null ? 0 : 1);
+    return held >= max ? `{"error":{"message":"Limit exceeded: subscriptions per connection (maxSubscriptionsPerConnection ${max})"}}` : null;
+  }
+
+  private subscribeNewBlock(idJson: string): string {
     if (this.newBlock !== null) {
       // Again: websocket.go keeps one subscription per socket, under the newest id.
       this.newBlock.idJson = idJson;
       return SUBSCRIBED;
     }
-    const max = this.link.limits.maxSubscriptionsPerConnection;
-    if (this.count() >= max) return `{"error":{"message":"Limit exceeded: subscriptions per connection (maxSubscriptionsPerConnection ${max})"}}`;
+    const refused = this.refusedSubscription();
+    if (refused !== null) return refused;
     const sub = {
       idJson,
       block: (data: string) => this.push('newBlock', 'subscribeNewBlock', `{"id":${sub.idJson},"data":${data}}`),
@@ -220,9 +245,63 @@ class BlockbookSession implements SocketSession {
     return UNSUBSCRIBED;
   }
 
-  /** Subscriptions this socket holds (maxSubscriptionsPerConnection): each type, whatever its addresses, counts one. */
-  private count(): number {
-    return this.newBlock === null ? 0 : 1;
+  /** The socket's address set, replaced whole as websocket.go replaces it, under this message's id. */
+  private subscribeAddresses(idJson: string, p: Params): string {
+    const list = p.addresses;
+    if (!Array.isArray(list) || !list.every((a) => typeof a === 'string' && a !== '')) return `{"error":{"message":"Invalid subscribeAddresses params"}}`;
+    const newBlockTxs = p.newBlockTxs === true;
+    const max = newBlockTxs ? MAX_ADDRESSES_NEW_BLOCK_TXS : MAX_ADDRESSES;
+    const addresses = new Set(list as string[]);
+    if (addresses.size > max) return `{"error":{"message":"addresses max ${max}"}}`;
+    const previous = this.addresses;
+    if (previous === null) {
+      const refused = this.refusedSubscription();
+      if (refused !== null) return refused;
+    }
+    const client: AddressClient = { idJson, addresses, newBlockTxs, notify: (text) => this.push('addresses', 'subscribeAddresses', text) };
+    const over = this.at.hub.setAddresses(client, previous);
+    if (over !== null) return `{"error":{"message":${JSON.stringify(over)}}}`;
+    if (previous === null) this.at.counts.subscriptions.addresses!++;
+    this.addresses = client;
+    return SUBSCRIBED;
+  }
+
+  private unsubscribeAddresses(): string {
+    const c = this.addresses;
+    if (c !== null) {
+      this.addresses = null;
+      this.at.hub.removeAddresses(c);
+      this.at.counts.subscriptions.addresses!--;
+    }
+    return UNSUBSCRIBED;
+  }
+
+  /** One currency's rates, or all of them (no currency), under this message's id. */
+  private subscribeFiatRates(idJson: string, p: Params): string {
+    const currency = p.currency;
+    if (currency !== undefined && currency !== null && typeof currency !== 'string') return `{"error":{"message":"Invalid params: 'currency' must be a string"}}`;
+    // Token rates come with a ticker the one upstream subscription for all clients does not carry.
+    if (Array.isArray(p.tokens) && p.tokens.length > 0) return `{"error":{"message":"subscribeFiatRates with tokens is not served by this gateway"}}`;
+    const previous = this.fiat;
+    if (previous === null) {
+      const refused = this.refusedSubscription();
+      if (refused !== null) return refused;
+    } else this.at.hub.removeFiat(previous);
+    const client: FiatClient = { idJson, currency: typeof currency === 'string' && currency !== '' ? currency.toLowerCase() : null, notify: (text) => this.push('fiatRates', 'subscribeFiatRates', text) };
+    this.at.hub.addFiat(client);
+    if (previous === null) this.at.counts.subscriptions.fiatRates!++;
+    this.fiat = client;
+    return SUBSCRIBED;
+  }
+
+  private unsubscribeFiatRates(): string {
+    const c = this.fiat;
+    if (c !== null) {
+      this.fiat = null;
+      this.at.hub.removeFiat(c);
+      this.at.counts.subscriptions.fiatRates!--;
+    }
+    return UNSUBSCRIBED;
   }
 
   /** One notification: counted as a call of `method` and taken from the key's quota (the transport's push). */
