@@ -14,6 +14,8 @@ import type { Logger } from '../../observe/log.ts';
 export const MAX_GAP = 1024;
 /** A fill that failed (no upstream answered) is tried again this much later, if no new head comes first. */
 const RETRY_MS = 1000;
+/** Blocks sent whose hashes are kept, to tell a reorg: a deeper one is sent again from the oldest kept. */
+const KEPT = 256;
 
 export interface BlockSubscriber {
   /** One block's `data` ({"height","hash","evmData"}), the same bytes for every subscriber. */
@@ -26,6 +28,8 @@ export class BlockFeed implements ChainListener {
   private readonly subs = new Set<BlockSubscriber>();
   /** The last height sent (or, before the first block, the head when the first subscriber came). */
   private last = -1;
+  /** Hashes sent, by height (the last KEPT). */
+  private readonly sent = new Map<number, string>();
   private running = false;
   private retry: NodeJS.Timeout | null = null;
 
@@ -69,6 +73,7 @@ export class BlockFeed implements ChainListener {
   reset(): void {
     // The chain went back (another chain's node, a revert): the feed follows from its head now.
     this.last = this.head();
+    this.sent.clear();
   }
 
   canonical(): void {}
@@ -81,9 +86,48 @@ export class BlockFeed implements ChainListener {
     });
   }
 
+  private failed(height: number, err: unknown): void {
+    this.log.warn({ event: 'ws_block_fill_failed', height, err: (err as Error).message }, 'a new block could not be read; tried again');
+    this.retry ??= setTimeout(() => {
+      this.retry = null;
+      this.run();
+    }, RETRY_MS).unref();
+  }
+
+  /**
+   * A reorg: the chain view reports another hash at a height already sent.
+   * The feed goes back to the highest height below it whose hash is still the
+   * chain's (read again), so the new branch is sent from there, as Blockbook
+   * notifies each block it connects. false: a read failed (tried again later).
+   */
+  private async unwound(): Promise<boolean> {
+    let low = -1;
+    for (const [h, hash] of this.sent) {
+      const now = this.view.hashAt(h);
+      if (now !== '' && now !== hash && (low === -1 || h < low)) low = h;
+    }
+    if (low === -1) return true;
+    let h = low - 1;
+    while (this.sent.has(h)) {
+      let hash: string;
+      try {
+        hash = await this.hashAt(h);
+      } catch (err) {
+        this.failed(h, err);
+        return false;
+      }
+      if (hash === this.sent.get(h)) break;
+      h--;
+    }
+    for (const k of [...this.sent.keys()]) if (k > h) this.sent.delete(k);
+    this.last = h;
+    return true;
+  }
+
   /** Sends every height after the last one sent up to the head, in order; a height not yet known stops it until the next head. */
   private async advance(): Promise<void> {
     for (;;) {
+      if (!(await this.unwound())) return;
       const head = this.head();
       if (this.subs.size === 0 || head <= this.last) return;
       if (this.last < 0) {
@@ -102,16 +146,14 @@ export class BlockFeed implements ChainListener {
       try {
         hash = await this.hashAt(h);
       } catch (err) {
-        this.log.warn({ event: 'ws_block_fill_failed', height: h, err: (err as Error).message }, 'a new block could not be read; tried again');
-        this.retry ??= setTimeout(() => {
-          this.retry = null;
-          this.run();
-        }, RETRY_MS).unref();
+        this.failed(h, err);
         return;
       }
       // The chain may have gone back meanwhile (a reset): what was fetched is no longer next.
       if (this.last !== h - 1) continue;
       this.last = h;
+      this.sent.set(h, hash);
+      if (this.sent.size > KEPT) this.sent.delete(this.sent.keys().next().value!);
       // websocket.go's WsNewBlock: evmData is null on a chain that is not EVM.
       const data = `{"height":${h},"hash":${JSON.stringify(hash)},"evmData":null}`;
       for (const s of this.subs) s.block(data);
