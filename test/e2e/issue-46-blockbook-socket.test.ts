@@ -7,6 +7,7 @@
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
+import { metricValue } from './harness.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { connect, openSocket, RpcSocket, wsUrl, type Refusal } from '../support/ws-client.ts';
 
@@ -187,4 +188,26 @@ describe('@trezor/blockchain-link, unmodified', () => {
     const r = bb.requests.find((q) => q.path.startsWith('/api/v2/address/'))!;
     expect(Object.fromEntries(new URLSearchParams(r.query))).toEqual({ details: 'basic', tokens: 'derived', pageSize: '25' });
   });
+});
+
+describe('what to watch, and the drain', () => {
+  it('counts sockets, subscriptions and notifications by chain, logs the socket and its messages, and closes it with 1001 on a drain', async () => {
+    const s = await connect(`${base}/${rig.keys.wallet!}/websocket`);
+    expect(await ask(s, 'subscribeNewBlock', {}, 'nb')).toEqual({ subscribed: true });
+    expect(await metricValue(rig.gw, 'gateway_ws_connections', '{chain="btc"}')).toBe(1);
+    expect(await metricValue(rig.gw, 'gateway_ws_subscriptions', '{chain="btc",type="newBlock"}')).toBe(1);
+    bb.setBestHeight(bb.bestHeight + 1);
+    await s.until(() => s.strays.some((m) => m.id === 'nb'), 20_000, 'a block');
+    expect(s.strays.filter((m) => m.id === 'nb').map((m) => m.data)).toEqual([{ height: bb.bestHeight, hash: bb.blockHash(bb.bestHeight), evmData: null }]);
+    expect(await metricValue(rig.gw, 'gateway_ws_notifications_total', '{chain="btc",type="newBlock"}')).toBe(1);
+    await rig.gw.waitForLog((e) => e.event === 'ws_open' && e.chain === 'btc');
+    // The upgrade and each message are access-log lines of the chain; the key is never logged.
+    await rig.gw.waitForLog((e) => e.chain === 'btc' && e.method === 'websocket' && e.status === 101);
+    await rig.gw.waitForLog((e) => e.chain === 'btc' && e.method === 'subscribeNewBlock' && e.status === 200);
+    await rig.gw.waitForLog((e) => e.chain === 'btc' && e.method === 'block-index' && e.status === 200);
+    expect(rig.gw.lines.some((l) => l.includes(rig.keys.wallet!))).toBe(false);
+    const exit = rig.gw.stop('SIGTERM');
+    expect(await s.closed).toEqual({ code: 1001, reason: 'server going away' });
+    await exit;
+  }, 60_000);
 });
