@@ -1,0 +1,80 @@
+// Blockbook's WebSocket, its parts that need no gateway (issue 46): where the
+// socket is on a chain's path and the key it carries, each method's REST twin
+// as websocket.go's defaults ask it, and REST's decimal fee in base units.
+import { describe, expect, it } from 'vitest';
+import { blockbookSocket } from '../../../../runtime/kinds/blockbook/socket.ts';
+import { baseUnits, ParamsError, TWINS, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
+import { blockbookSocketUrl } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
+import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
+import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
+
+const ROUTE = { sendtx: true } as BlockbookRouteSpec;
+const XPUB = 'xpub6CUGRUonZSQ4TWtTMmzXdrXDtypWKiKrhko4egpiMZbpiaQL2jkwSB1icqYh2cfDfVxdx4df189oLKnC5fSwqPfgyP3hooxujYzAu3fDVmz';
+
+function twin(method: string, p: Params) {
+  return TWINS.get(method)!(p, ROUTE);
+}
+
+describe('keyOf', () => {
+  it('serves the socket at /websocket and /<key>/websocket only', () => {
+    expect(blockbookSocket.keyOf('/websocket')).toBeNull();
+    expect(blockbookSocket.keyOf('/k3y/websocket')).toBe('k3y');
+    for (const rest of ['', '/', '/k3y', '/k3y/', '/websocket/', '/a/b/websocket', '//websocket', '/k3y/websocketx', '/v2/websocket/x']) expect(blockbookSocket.keyOf(rest), rest).toBeUndefined();
+  });
+});
+
+describe('REST twins', () => {
+  it("getAccountInfo asks an xpub's or an address's endpoint with the WebSocket's defaults", () => {
+    const a = twin('getAccountInfo', { descriptor: 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq' });
+    expect(a.rest).toBe('address/bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq');
+    expect(Object.fromEntries(new URLSearchParams(a.query))).toEqual({ details: 'basic', tokens: 'derived', pageSize: '25' });
+    const x = twin('getAccountInfo', { descriptor: XPUB, details: 'txs', tokens: 'used', page: 2, pageSize: 5000, from: 10, contractFilter: 'c', secondaryCurrency: 'USD', gap: 30 });
+    expect(x.rest).toBe(`xpub/${XPUB}`);
+    expect(Object.fromEntries(new URLSearchParams(x.query))).toEqual({ details: 'txs', tokens: 'used', page: '2', pageSize: '25', from: '10', gap: '30', contract: 'c', secondary: 'usd' });
+    // An output descriptor keeps its slashes (each piece checked by the guard), the rest escaped.
+    expect(twin('getAccountUtxo', { descriptor: "wpkh([5c9e228d/84'/0'/0']xpubX/0/*)" }).rest).toBe("utxo/wpkh(%5B5c9e228d/84'/0'/0'%5DxpubX/0/*)");
+  });
+
+  it('refuses what REST cannot answer the same, and bad params, before any request', () => {
+    expect(() => twin('getBlock', { id: '5', pageSize: 10 })).toThrow(ParamsError);
+    expect(twin('getBlock', { id: '5', pageSize: 1000, page: 2 })).toMatchObject({ rest: 'block/5', query: 'page=2' });
+    expect(() => twin('getBlockHash', { height: -1 })).toThrow(ParamsError);
+    expect(() => twin('getBlockHash', { height: '5' })).toThrow("Invalid params: 'height' must be an integer");
+    expect(() => twin('getTransaction', {})).toThrow('Missing txid');
+    expect(() => twin('getTransaction', { txid: 'a/b' })).not.toThrow();
+    expect(twin('getTransaction', { txid: 'a/b' }).rest).toBe('tx/a%2Fb');
+    expect(() => twin('estimateFee', { blocks: Array.from({ length: 33 }, (_, i) => i + 1) })).toThrow('blocks max 32');
+  });
+
+  it('sends sendTransaction as the POST of its hex to sendtx/', () => {
+    const t = twin('sendTransaction', { hex: '0200ab' });
+    expect(t).toMatchObject({ method: 'POST', rest: 'sendtx/', query: '' });
+    expect(t.body.toString()).toBe('0200ab');
+  });
+
+  it('keeps several fiat currencies to those asked, -1 where none', async () => {
+    const t = twin('getCurrentFiatRates', { currencies: ['USD', 'xyz'] });
+    expect(t.query).toBe('');
+    expect(await t.shape!({ ts: 1, rates: { usd: 2, eur: 3 } }, null as never)).toEqual({ ts: 1, rates: { usd: 2, xyz: -1 } });
+    expect(twin('getCurrentFiatRates', { currencies: ['USD'] }).query).toBe('currency=usd');
+  });
+});
+
+describe('baseUnits', () => {
+  it("reads REST's decimal amount in the coin's base units", () => {
+    expect(baseUnits('0.00002460', 8)).toBe(2460n);
+    expect(baseUnits('0.0000246', 8)).toBe(2460n);
+    expect(baseUnits('1', 8)).toBe(100000000n);
+    expect(baseUnits('0.000000001000000000', 18)).toBe(1000000000n);
+    expect(() => baseUnits('0.000000001', 8)).toThrow();
+    expect(() => baseUnits('-1', 8)).toThrow();
+  });
+});
+
+describe('the upstream socket URL', () => {
+  it("is the base's host with /websocket in place of /api", () => {
+    const u = (origin: string, basePath: string) => ({ origin, basePath }) as Upstream;
+    expect(blockbookSocketUrl(u('https://btc1.trezor.io', '/api'))).toBe('wss://btc1.trezor.io/websocket');
+    expect(blockbookSocketUrl(u('http://127.0.0.1:9130', '/btc/api'))).toBe('ws://127.0.0.1:9130/btc/websocket');
+  });
+});
