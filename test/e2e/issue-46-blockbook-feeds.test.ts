@@ -124,6 +124,39 @@ describe('subscribeNewBlock', () => {
   }, 60_000);
 });
 
+describe('a reorg', () => {
+  it('sends the new branch again from the fork, each of its blocks once, in order', async () => {
+    const s = await connect(url);
+    await subscribe(s, 'r', 'subscribeNewBlock');
+    const h = A.bb.bestHeight + 2;
+    mine(h);
+    await s.until(() => notes(s, 'r').some((b) => b.height === h), 20_000, `block ${h}`);
+    const before = notes(s, 'r').length;
+    // Blocks h-1 and h are replaced, and the new branch grows one more: h-1, h and h+1 of it come.
+    for (const u of [A, B]) u.bb.reorg(h - 1);
+    mine(h + 1);
+    await s.until(() => notes(s, 'r').some((b) => b.height === h + 1), 20_000, `block ${h + 1}`);
+    expect(notes(s, 'r').slice(before)).toEqual([h - 1, h, h + 1].map((n) => ({ height: n, hash: A.bb.blockHash(n), evmData: null })));
+    expect(A.bb.blockHash(h)).not.toBe(notes(s, 'r')[before - 1].hash);
+    await s.close();
+  }, 60_000);
+
+  it('at the same height: the new block at that height is sent', async () => {
+    const s = await connect(url);
+    await subscribe(s, 'q', 'subscribeNewBlock');
+    const h = A.bb.bestHeight + 1;
+    mine(h);
+    await s.until(() => notes(s, 'q').some((b) => b.height === h), 20_000, `block ${h}`);
+    for (const u of [A, B]) u.bb.reorg(h);
+    await s.until(() => notes(s, 'q').length === 2, 20_000, 'the replaced block');
+    expect(notes(s, 'q')).toEqual([
+      { height: h, hash: expect.not.stringMatching(A.bb.blockHash(h)), evmData: null },
+      { height: h, hash: A.bb.blockHash(h), evmData: null },
+    ]);
+    await s.close();
+  }, 60_000);
+});
+
 describe('subscribeAddresses', () => {
   it('gives blockchain-link a mempool transaction of its address, and nothing after unsubscribe', async () => {
     const link = new BlockchainLink({ name: 'gateway', worker: WORKER, server: [rig.gw.url('explorer', `/btc/${rig.keys.wallet!}`)], debug: false });

@@ -95,29 +95,23 @@ export class BlockFeed implements ChainListener {
   }
 
   /**
-   * A reorg: the chain view reports another hash at a height already sent.
-   * The feed goes back to the highest height below it whose hash is still the
-   * chain's (read again), so the new branch is sent from there, as Blockbook
-   * notifies each block it connects. false: a read failed (tried again later).
+   * Whether the block sent last is still the chain's: at the head, as the
+   * view reports its hash; below a head that moved on, read again. If not (a
+   * reorg), the feed goes back to the highest block sent that still is, so
+   * the new branch is sent from there, as Blockbook notifies each block it
+   * connects. false: a read failed (tried again later).
    */
-  private async unwound(): Promise<boolean> {
-    let low = -1;
-    for (const [h, hash] of this.sent) {
-      const now = this.view.hashAt(h);
-      if (now !== '' && now !== hash && (low === -1 || h < low)) low = h;
-    }
-    if (low === -1) return true;
-    let h = low - 1;
-    while (this.sent.has(h)) {
-      let hash: string;
-      try {
-        hash = await this.hashAt(h);
-      } catch (err) {
-        this.failed(h, err);
-        return false;
-      }
-      if (hash === this.sent.get(h)) break;
-      h--;
+  private async unwound(head: number): Promise<boolean> {
+    const top = this.sent.get(this.last);
+    if (top === undefined || head < this.last) return true;
+    let h = this.last;
+    try {
+      const now = head === h ? (this.pooled ? this.view.hashAt(head) : this.view.hash) : await this.hashAt(h);
+      if (now === '' || now === top) return true;
+      for (h--; this.sent.has(h); h--) if ((await this.hashAt(h)) === this.sent.get(h)) break;
+    } catch (err) {
+      this.failed(h, err);
+      return false;
     }
     for (const k of [...this.sent.keys()]) if (k > h) this.sent.delete(k);
     this.last = h;
@@ -126,8 +120,9 @@ export class BlockFeed implements ChainListener {
 
   /** Sends every height after the last one sent up to the head, in order; a height not yet known stops it until the next head. */
   private async advance(): Promise<void> {
+    // The block sent last is checked once a round, before the heights after it.
+    if (!(await this.unwound(this.head()))) return;
     for (;;) {
-      if (!(await this.unwound())) return;
       const head = this.head();
       if (this.subs.size === 0 || head <= this.last) return;
       if (this.last < 0) {

@@ -33,6 +33,8 @@ export interface Twin {
   readonly query: string;
   readonly body: Buffer;
   readonly shape: ((doc: unknown, c: MethodContext) => unknown) | null;
+  /** The message's `data` with no request at all (admitted as a call of the twin's endpoint): what websocket.go answers without asking. */
+  readonly local?: string;
 }
 
 /** A message refused before any request: its error answer's message. */
@@ -237,7 +239,8 @@ export const TWINS: ReadonlyMap<string, (p: Params, route: BlockbookRouteSpec) =
     'estimateFee',
     (p) => {
       const blocks = ints(p, 'blocks');
-      if (blocks.length === 0) throw new ParamsError('Invalid params: blocks must name at least one block count');
+      // No block count: websocket.go answers an empty list, asking nothing.
+      if (blocks.length === 0) return { ...get('estimatefee', null, null), local: '[]' };
       if (blocks.length > MAX_FEE_BLOCKS) throw new ParamsError(`blocks max ${MAX_FEE_BLOCKS}`);
       const specific = (p.specific ?? {}) as Record<string, unknown>;
       const conservative = typeof specific.conservative === 'boolean' ? specific.conservative : true;

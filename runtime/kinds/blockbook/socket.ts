@@ -176,6 +176,10 @@ class BlockbookSession implements SocketSession {
 
   /** A twin's request into the chain, as its REST call; the answer shaped as websocket.go's. */
   private request(idJson: string, t: Twin): void {
+    if (t.local !== undefined) {
+      const data = t.local;
+      return this.local(t.rest, idJson, () => data);
+    }
     this.link.request({ method: t.method, path: `/v2/${t.rest}`, query: t.query, body: t.body }, (status, body) => {
       // Cancelled: the socket closed.
       if (status === 0) return this.link.settled();

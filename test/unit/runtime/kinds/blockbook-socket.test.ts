@@ -78,3 +78,9 @@ describe('the upstream socket URL', () => {
     expect(blockbookSocketUrl(u('http://127.0.0.1:9130', '/btc/api'))).toBe('ws://127.0.0.1:9130/btc/websocket');
   });
 });
+
+describe('estimateFee with no block count', () => {
+  it('is answered [] without a request, as websocket.go does', () => {
+    expect(twin('estimateFee', {})).toMatchObject({ rest: 'estimatefee', local: '[]' });
+  });
+});
