@@ -99,11 +99,12 @@ export function checkBlockbook(
     if (!isSafeSegment(param)) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     return (check === null ? null : paramsInvalid(check, endpoint, param, query)) ?? { kind: 'forward', endpoint, path: `/v2/sendtx/${param}`, call };
   }
-  // Blockbook's status (its /api/ index, also at /api/status): what the WebSocket's getInfo reads (socket-methods.ts).
+  // Blockbook's status, what the WebSocket's getInfo reads (socket-methods.ts): its /api/ index, which Blockbook
+  // serves at any path under /api/ no other route takes, so it is asked under /api/v2/ as every forwarded call is.
   if (endpoint === STATUS) {
     if (param !== '') return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     if (method !== 'GET') return { kind: 'error', name: 'GW_BB_METHOD_NOT_ALLOWED' };
-    return { kind: 'forward', endpoint, path: '/status', call: { endpoint, block: null, read: true } };
+    return { kind: 'forward', endpoint, path: '/v2/status', call: { endpoint, block: null, read: true } };
   }
   const spec = BLOCKBOOK_ENDPOINTS.get(endpoint);
   if (spec === undefined) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
