@@ -43,6 +43,7 @@ beforeAll(async () => {
     chains: [
       { path: 'btc', interface: 'blockbook', listener: 'explorer', websocket: true, upstreams: ['${bb}'] },
       { path: 'quiet', interface: 'blockbook', listener: 'explorer', upstreams: ['${bb}'] },
+      { path: 'send', interface: 'blockbook', listener: 'explorer', websocket: true, sendtx: true, upstreams: ['${bb}'] },
     ],
     header: { websocket: { maxConnectionsPerKey: 3 }, health: { intervalMs: 100, timeoutMs: 2000 } },
     keys: [
@@ -124,6 +125,18 @@ describe('messages', () => {
     bb.clear();
     expect(await ask(s, 'sendTransaction', { hex: '0200' })).toEqual({ error: { message: 'sendTransaction is not enabled on this chain' } });
     expect(bb.requests.filter((r) => r.path.includes('sendtx'))).toEqual([]);
+  });
+
+  it('sends sendTransaction once, as a POST of its hex to sendtx/, on a chain with sendtx: true', async () => {
+    const t = await connect(wsUrl(rig.gw.url('explorer', `/send/${rig.keys.wallet!}/websocket`)));
+    bb.clear();
+    const data = await ask(t, 'sendTransaction', { hex: '0200000001abcdef' });
+    expect(data).toEqual({ result: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    const sent = bb.requests.filter((r) => r.path === '/api/v2/sendtx/');
+    expect(sent.map((r) => [r.method, r.body.toString('utf8')])).toEqual([['POST', '0200000001abcdef']]);
+    // The transaction is the node's now: its id reads it back.
+    expect(await ask(t, 'getTransaction', { txid: data.result })).toMatchObject({ txid: data.result, confirmations: 0 });
+    await t.close();
   });
 
   it("passes Blockbook's own error on as the message's error", async () => {

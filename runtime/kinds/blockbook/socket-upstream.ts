@@ -16,7 +16,7 @@ import type { Upstream } from '../../upstreams/upstream.ts';
 export const MAX_UPSTREAM_ADDRESSES = 1000;
 /** What one message from the upstream may weigh (a transaction with many inputs). */
 const MAX_PAYLOAD = 16 * 1024 * 1024;
-/** An answer the upstream owes: past this the socket is treated as lost. */
+/** An answer (or the upgrade) the upstream owes: past this the socket is treated as lost. */
 const ANSWER_MS = 10_000;
 
 const ADDRESSES = 'a';
@@ -51,7 +51,7 @@ export class UpstreamSocket {
     readonly upstream: Upstream,
     private readonly on: UpstreamSocketEvents,
   ) {
-    this.ws = new WebSocket(blockbookSocketUrl(upstream), { headers: { ...upstream.headers }, maxPayload: MAX_PAYLOAD, perMessageDeflate: false });
+    this.ws = new WebSocket(blockbookSocketUrl(upstream), { headers: { ...upstream.headers }, maxPayload: MAX_PAYLOAD, perMessageDeflate: false, handshakeTimeout: ANSWER_MS });
     this.ready = new Promise((resolve, reject) => {
       this.ws.once('open', () => resolve());
       this.ws.once('close', () => reject(new Error('the upstream socket closed before it opened')));

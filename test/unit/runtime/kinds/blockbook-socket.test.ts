@@ -1,10 +1,13 @@
 // Blockbook's WebSocket, its parts that need no gateway (issue 46): where the
 // socket is on a chain's path and the key it carries, each method's REST twin
-// as websocket.go's defaults ask it, and REST's decimal fee in base units.
-import { describe, expect, it } from 'vitest';
+// as websocket.go's defaults ask it, REST's decimal fee in base units, and
+// the upstream socket's URL and head hook (against the socket stand-in).
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { blockbookSocket } from '../../../../runtime/kinds/blockbook/socket.ts';
 import { baseUnits, ParamsError, TWINS, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
-import { blockbookSocketUrl } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
+import { blockbookSocketUrl, UpstreamSocket } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
+import { startBlockbookStub } from '../../../support/blockbook-stub.ts';
+import { attachBlockbookSocket } from '../../../support/blockbook-socket-standin.ts';
 import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
 import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
 
@@ -82,5 +85,29 @@ describe('the upstream socket URL', () => {
 describe('estimateFee with no block count', () => {
   it('is answered [] without a request, as websocket.go does', () => {
     expect(twin('estimateFee', {})).toMatchObject({ rest: 'estimatefee', local: '[]' });
+  });
+});
+
+describe("the upstream socket's head hook", () => {
+  it("reports each block the upstream's socket announces, as {height, hash}", async () => {
+    const bb = await startBlockbookStub({ bestHeight: 10 });
+    const ws = attachBlockbookSocket(bb);
+    onTestFinished(async () => {
+      ws.close();
+      await bb.close();
+    });
+    const lost: string[] = [];
+    const s = new UpstreamSocket({ origin: `http://127.0.0.1:${bb.port}`, basePath: '/api', headers: {} } as unknown as Upstream, { address: () => {}, fiat: () => {}, lost: () => lost.push('lost') });
+    const heads: [number, string][] = [];
+    await s.onHead((h, hash) => heads.push([h, hash]));
+    expect(ws.messages.map((m) => m.method)).toEqual(['subscribeNewBlock']);
+    ws.newBlock(11, bb.blockHash(11));
+    ws.newBlock(12, bb.blockHash(12));
+    await vi.waitFor(() => expect(heads).toEqual([[11, bb.blockHash(11)], [12, bb.blockHash(12)]]));
+    // The upstream gone: told once; closed by the gateway: not told.
+    ws.drop();
+    await vi.waitFor(() => expect(lost).toEqual(['lost']));
+    s.close();
+    expect(lost).toEqual(['lost']);
   });
 });
