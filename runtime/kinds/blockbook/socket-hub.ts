@@ -16,7 +16,7 @@
 import type { Logger } from '../../observe/log.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import type { BlockFeed, BlockSubscriber } from './socket-blocks.ts';
-import { MAX_UPSTREAM_ADDRESSES, UpstreamSocket } from './socket-upstream.ts';
+import { MAX_UPSTREAM_ADDRESSES, type SocketUser, type UpstreamSocket, type UpstreamSockets } from './socket-upstream.ts';
 
 /** A socket's address subscription. */
 export interface AddressClient {
@@ -75,19 +75,29 @@ export class SubscriptionHub {
   private dirty = false;
   private running = false;
   private failures = 0;
+  /** The hub as a holder of its carrier's socket: told when it is lost. */
+  private readonly user: SocketUser = {
+    lost: () => {
+      const c = this.carrier;
+      if (c === null) return;
+      this.log.warn({ event: 'ws_upstream_lost', upstream: c.upstream.name }, "the upstream socket carrying the chain's subscriptions is lost; another upstream takes them");
+      this.lastLost = c.upstream;
+      this.carrier = null;
+      this.sentAddresses = '';
+      this.sentFiat = false;
+      this.sync();
+    },
+  };
 
   constructor(
     private readonly upstreams: readonly Upstream[],
+    /** The chain's upstream sockets, one per upstream, which the hub shares (with heads). */
+    private readonly sockets: UpstreamSockets,
     private readonly blocks: BlockFeed,
     /** The gateway's own read through the chain's front (socket-fetch.ts). */
     private readonly get: (rest: string, query?: string) => Promise<unknown>,
     private readonly log: Logger,
   ) {}
-
-  /** Upstream sockets open now (0 or 1): what the tests count at the stand-ins. */
-  get carrying(): UpstreamSocket | null {
-    return this.carrier;
-  }
 
   /**
    * Sets (or replaces) a client's addresses. An error message when the
@@ -174,33 +184,28 @@ export class SubscriptionHub {
     this.running = false;
   }
 
-  /** A socket to the first usable upstream, the last one lost after the others (any, when none is usable yet). */
+  /** The socket of the first usable upstream, the last one lost after the others (any, when none is usable yet). */
   private connect(): UpstreamSocket {
     const usable = this.upstreams.filter((u) => u.usable);
     const order = [...usable.filter((u) => u !== this.lastLost), ...usable.filter((u) => u === this.lastLost)];
     const u = order[0] ?? this.upstreams.find((x) => x !== this.lastLost) ?? this.upstreams[0]!;
-    const s: UpstreamSocket = new UpstreamSocket(u, {
-      address: (address, data) => this.address(address, data),
-      fiat: (data) => this.fiat(data),
-      lost: () => {
-        if (this.carrier !== s) return;
-        this.log.warn({ event: 'ws_upstream_lost', upstream: u.name }, "the upstream socket carrying the chain's subscriptions is lost; another upstream takes them");
-        this.lastLost = u;
-        this.dropCarrier(false);
-        this.sync();
-      },
-    });
+    const s = this.sockets.acquire(u, this.user);
+    s.carry({ address: (address, data) => this.address(address, data), fiat: (data) => this.fiat(data) });
     return s;
   }
 
-  private dropCarrier(lost: boolean): void {
+  /** The carrier given up: what it carried is unsubscribed there (another holder may keep the socket), and it is released. */
+  private dropCarrier(failed: boolean): void {
     const c = this.carrier;
     if (c === null) return;
-    if (lost) this.lastLost = c.upstream;
+    if (failed) this.lastLost = c.upstream;
     this.carrier = null;
+    c.carry(null);
+    if (!failed && this.sentAddresses !== '') c.addresses([]).catch(() => {});
+    if (!failed && this.sentFiat) c.fiatRates(false).catch(() => {});
     this.sentAddresses = '';
     this.sentFiat = false;
-    c.close();
+    this.sockets.release(c.upstream, this.user);
   }
 
   // -------------------------------------------------------- notifications

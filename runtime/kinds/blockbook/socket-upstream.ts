@@ -1,4 +1,5 @@
-// One WebSocket to one Blockbook upstream, the gateway's own (issue 46): it
+// One WebSocket to one Blockbook upstream, the gateway's own (issue 46), and
+// the chain's set of them (UpstreamSockets: one per upstream, shared): it
 // carries the union of every client's address subscriptions and one fiat
 // rates subscription for all of them (socket-hub.ts), whatever the number of
 // clients, and, for whoever sets `onHead`, the upstream's new blocks. Its URL
@@ -28,13 +29,55 @@ export function blockbookSocketUrl(u: Upstream): string {
   return `${u.origin.replace(/^http/, 'ws')}${u.basePath.replace(/\/api$/, '')}/websocket`;
 }
 
-export interface UpstreamSocketEvents {
+/** What the subscriptions' carrier is told (socket-hub.ts). */
+export interface CarriedEvents {
   /** A mempool transaction of a subscribed address: the notification's `data` text, and its address. */
   address(address: string, data: string): void;
   /** A fiat rates notification's `data` (all currencies). */
   fiat(data: string): void;
-  /** The socket is gone (closed, failed, or an answer that never came): nothing more comes from it. */
+}
+
+/** Who holds an upstream's socket (UpstreamSockets): told once when it is lost. */
+export interface SocketUser {
   lost(): void;
+}
+
+/**
+ * A chain's Blockbook upstream sockets: ONE per upstream, shared by whoever
+ * needs one (the carrier of the chain's subscriptions, socket-hub.ts; the
+ * upstream's heads, through onHead): opened by the first acquire, closed by
+ * the last release. A socket lost is forgotten and every holder told: the
+ * next acquire opens a new one.
+ */
+export class UpstreamSockets {
+  private readonly held = new Map<Upstream, { readonly socket: UpstreamSocket; readonly users: Set<SocketUser> }>();
+
+  acquire(u: Upstream, user: SocketUser): UpstreamSocket {
+    let e = this.held.get(u);
+    if (e === undefined) {
+      const socket: UpstreamSocket = new UpstreamSocket(u, () => {
+        const now = this.held.get(u);
+        if (now?.socket !== socket) return;
+        this.held.delete(u);
+        for (const x of now.users) x.lost();
+      });
+      this.held.set(u, (e = { socket, users: new Set() }));
+    }
+    e.users.add(user);
+    return e.socket;
+  }
+
+  release(u: Upstream, user: SocketUser): void {
+    const e = this.held.get(u);
+    if (e === undefined || !e.users.delete(user) || e.users.size > 0) return;
+    this.held.delete(u);
+    e.socket.close();
+  }
+
+  /** Sockets open now. */
+  get size(): number {
+    return this.held.size;
+  }
 }
 
 export class UpstreamSocket {
@@ -45,11 +88,14 @@ export class UpstreamSocket {
   private gone = false;
   /** The hook for the upstream's new blocks ({height, hash}); set, the socket subscribes to them. */
   private head: ((height: number, hash: string) => void) | null = null;
+  /** Where its address and fiat notifications go, while it carries the chain's subscriptions. */
+  private carried: CarriedEvents | null = null;
   readonly ready: Promise<void>;
 
   constructor(
     readonly upstream: Upstream,
-    private readonly on: UpstreamSocketEvents,
+    /** The socket is gone (closed, failed, or an answer that never came): nothing more comes from it. */
+    private readonly lost: () => void,
   ) {
     this.ws = new WebSocket(blockbookSocketUrl(upstream), { headers: { ...upstream.headers }, maxPayload: MAX_PAYLOAD, perMessageDeflate: false, handshakeTimeout: ANSWER_MS });
     this.ready = new Promise((resolve, reject) => {
@@ -62,6 +108,11 @@ export class UpstreamSocket {
       // 'close' follows.
     });
     this.ws.once('close', () => this.end(true));
+  }
+
+  /** Where its address and fiat notifications go (null: nowhere, it carries nothing). */
+  carry(events: CarriedEvents | null): void {
+    this.carried = events;
   }
 
   /** Subscribes the upstream's new blocks: each one goes to `hook` (the chain view's report, where the lead wires it). */
@@ -80,7 +131,7 @@ export class UpstreamSocket {
     return this.ask(FIAT, on ? 'subscribeFiatRates' : 'unsubscribeFiatRates', {}).then(checked);
   }
 
-  /** Closed by the gateway (no subscription left, or another upstream carries them): `lost` is not told. */
+  /** Closed by the gateway (no one holds it): `lost` is not told. */
   close(): void {
     this.end(false);
   }
@@ -124,10 +175,10 @@ export class UpstreamSocket {
       case ADDRESSES:
         // A mined transaction is found from its block (socket-hub.ts), under the chain's served tip; a Blockbook that
         // also notifies it here is not followed, so no client gets it twice.
-        if (typeof d.address === 'string' && !(typeof d.tx?.confirmations === 'number' && d.tx.confirmations > 0)) this.on.address(d.address, JSON.stringify(d));
+        if (this.carried !== null && typeof d.address === 'string' && !(typeof d.tx?.confirmations === 'number' && d.tx.confirmations > 0)) this.carried.address(d.address, JSON.stringify(d));
         return;
       case FIAT:
-        if (d.rates !== undefined) this.on.fiat(JSON.stringify(d));
+        if (this.carried !== null && d.rates !== undefined) this.carried.fiat(JSON.stringify(d));
         return;
       case BLOCKS:
         if (this.head !== null && typeof d.height === 'number' && typeof d.hash === 'string') this.head(d.height, d.hash);
@@ -144,7 +195,7 @@ export class UpstreamSocket {
     }
     this.waiting.clear();
     this.ws.terminate();
-    if (tell) this.on.lost();
+    if (tell) this.lost();
   }
 }
 

@@ -14,6 +14,7 @@ import { blockbookErrorJson, BLOCKBOOK_ERRORS } from './errors.ts';
 import { errorOf, blockbookGet } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
 import { SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
+import { UpstreamSockets } from './socket-upstream.ts';
 import { NO_TWIN, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import type { ChainSockets, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../socket.ts';
@@ -59,6 +60,8 @@ function refusal(idJson: string, status: number, body: Buffer): string {
 class BlockbookChainSockets implements ChainSockets, MethodContext {
   readonly blocks: BlockFeed;
   readonly hub: SubscriptionHub;
+  /** The chain's upstream sockets, one per upstream: the hub's carrier, and where an upstream's heads can be had (onHead). */
+  readonly sockets = new UpstreamSockets();
   private coinDecimals: Promise<number> | null = null;
 
   constructor(
@@ -67,7 +70,7 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
     private readonly parts: SocketChainParts,
   ) {
     this.blocks = new BlockFeed(parts.view, parts.pooled, (h) => this.get(`block-index/${h}`).then(hashOf), parts.log);
-    this.hub = new SubscriptionHub(parts.upstreams, this.blocks, (rest, query) => this.get(rest, query), parts.log);
+    this.hub = new SubscriptionHub(parts.upstreams, this.sockets, this.blocks, (rest, query) => this.get(rest, query), parts.log);
   }
 
   connect(link: SocketLink): SocketSession {

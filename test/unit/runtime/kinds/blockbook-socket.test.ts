@@ -5,7 +5,7 @@
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { blockbookSocket } from '../../../../runtime/kinds/blockbook/socket.ts';
 import { baseUnits, ParamsError, TWINS, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
-import { blockbookSocketUrl, UpstreamSocket } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
+import { blockbookSocketUrl, UpstreamSocket, UpstreamSockets } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
 import { startBlockbookStub } from '../../../support/blockbook-stub.ts';
 import { attachBlockbookSocket } from '../../../support/blockbook-socket-standin.ts';
 import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
@@ -97,7 +97,7 @@ describe("the upstream socket's head hook", () => {
       await bb.close();
     });
     const lost: string[] = [];
-    const s = new UpstreamSocket({ origin: `http://127.0.0.1:${bb.port}`, basePath: '/api', headers: {} } as unknown as Upstream, { address: () => {}, fiat: () => {}, lost: () => lost.push('lost') });
+    const s = new UpstreamSocket({ origin: `http://127.0.0.1:${bb.port}`, basePath: '/api', headers: {} } as unknown as Upstream, () => lost.push('lost'));
     const heads: [number, string][] = [];
     await s.onHead((h, hash) => heads.push([h, hash]));
     expect(ws.messages.map((m) => m.method)).toEqual(['subscribeNewBlock']);
@@ -109,5 +109,36 @@ describe("the upstream socket's head hook", () => {
     await vi.waitFor(() => expect(lost).toEqual(['lost']));
     s.close();
     expect(lost).toEqual(['lost']);
+  });
+});
+
+describe("a chain's upstream sockets", () => {
+  it('are one per upstream, shared by its holders, closed with the last, and forgotten (every holder told) when lost', async () => {
+    const bb = await startBlockbookStub({ bestHeight: 10 });
+    const ws = attachBlockbookSocket(bb);
+    onTestFinished(async () => {
+      ws.close();
+      await bb.close();
+    });
+    const u = { origin: `http://127.0.0.1:${bb.port}`, basePath: '/api', headers: {} } as unknown as Upstream;
+    const told: string[] = [];
+    const hub = { lost: () => told.push('hub') };
+    const heads = { lost: () => told.push('heads') };
+    const sockets = new UpstreamSockets();
+    const a = sockets.acquire(u, hub);
+    expect(sockets.acquire(u, heads)).toBe(a);
+    await a.ready;
+    expect(ws.opened).toBe(1);
+    sockets.release(u, hub);
+    expect(sockets.size).toBe(1);
+    ws.drop();
+    await vi.waitFor(() => expect(told).toEqual(['heads']));
+    expect(sockets.size).toBe(0);
+    const b = sockets.acquire(u, hub);
+    expect(b).not.toBe(a);
+    await b.ready;
+    sockets.release(u, hub);
+    await vi.waitFor(() => expect(ws.open).toBe(0));
+    expect(ws.opened).toBe(2);
   });
 });
