@@ -158,8 +158,8 @@ class BlockbookSession implements SocketSession {
     try {
       t = twin(p, this.at.route);
     } catch (err) {
-      if (!(err instanceof ParamsError)) throw err;
-      return this.reply(errorAnswer(idJson, err.message));
+      // A fault of the gateway's own is the message's error, as websocket.go's recover makes it; the socket goes on.
+      return this.reply(errorAnswer(idJson, err instanceof ParamsError ? err.message : 'Internal error'));
     }
     this.request(idJson, t);
   }
