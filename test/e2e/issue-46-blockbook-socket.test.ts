@@ -139,6 +139,14 @@ describe('messages', () => {
     await t.close();
   });
 
+  it("asks nothing compressed for a socket, whatever the upgrade's Accept-Encoding (a browser's): its answers go in frames", async () => {
+    const t = await connect(`${base}/${rig.keys.wallet!}/websocket`, { 'accept-encoding': 'gzip, deflate, br' });
+    bb.clear();
+    expect(await ask(t, 'getBlockHash', { height: 3 })).toEqual({ hash: bb.blockHash(3) });
+    expect(bb.requests.map((r) => r.headers['accept-encoding'])).toEqual([undefined]);
+    await t.close();
+  });
+
   it("passes Blockbook's own error on as the message's error", async () => {
     expect(await ask(s, 'getBlockHash', { height: 100_000 })).toEqual({ error: { message: 'Block not found' } });
     expect(await ask(s, 'getBlockHash', { height: 'x' })).toEqual({ error: { message: "Invalid params: 'height' must be an integer" } });
