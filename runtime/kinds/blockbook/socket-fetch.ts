@@ -9,6 +9,7 @@ import type { Front } from '../../exchange.ts';
 import type { HeldRequest } from '../../dispatch.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import { OwnCall } from '../own-call.ts';
+import { MAX_MERGE_BYTES } from '../common.ts';
 import { checkBlockbook } from './guard.ts';
 import { blockbookRequest } from './request.ts';
 
@@ -27,7 +28,9 @@ export function blockbookGet(front: Front, route: BlockbookRouteSpec, rest: stri
       if (status >= 300) return reject(new Error(errorOf(v) ?? `${rest}: HTTP ${status}`));
       resolve(v);
     };
-    const request: HeldRequest = { ...blockbookRequest(route, query === '' ? d.path : `${d.path}?${query}`, d.call, null, []), hold: true };
+    // A block's page of a thousand transactions can pass the few MiB a client's answer is held to: read one at a time
+    // (the feed's and the hub's reads are sequential), it is held up to the merge bound.
+    const request: HeldRequest = { ...blockbookRequest(route, query === '' ? d.path : `${d.path}?${query}`, d.call, null, []), maxBuffer: MAX_MERGE_BYTES, hold: true };
     const x = new OwnCall(d.endpoint, answered, (why) => reject(new Error(`${rest}: ${why}`)));
     x.forward = front(x, request);
   });
