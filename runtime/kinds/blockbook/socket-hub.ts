@@ -163,14 +163,15 @@ export class SubscriptionHub {
         const c = (this.carrier ??= this.connect());
         const list = [...this.byAddress.keys()];
         const joined = list.join('\n');
+        // What a carrier lost meanwhile was given counts for nothing: the next one is given all of it.
         if (joined !== this.sentAddresses) {
           await c.addresses(list);
-          this.sentAddresses = joined;
+          if (this.carrier === c) this.sentAddresses = joined;
         }
         const fiat = this.fiatClients.size > 0;
         if (fiat !== this.sentFiat) {
           await c.fiatRates(fiat);
-          this.sentFiat = fiat;
+          if (this.carrier === c) this.sentFiat = fiat;
         }
         this.failures = 0;
       } catch (err) {
