@@ -115,8 +115,8 @@ describe('messages', () => {
     expect(await ask(s, 'getBlockHash', { height: 1 })).toEqual({ hash: bb.blockHash(1) });
   });
 
-  it('answers methods with no REST twin with an error that says so', async () => {
-    for (const m of ['getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch', 'longTermFeeRate']) {
+  it('answers the methods it does not serve (no REST twin, or outside the list) with an error that says so', async () => {
+    for (const m of ['getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch', 'longTermFeeRate', 'rpcCall', 'subscribeNewTransaction']) {
       expect(await ask(s, m)).toEqual({ error: { message: `${m} is not served by this gateway` } });
     }
   });

@@ -300,8 +300,19 @@ export const TWINS: ReadonlyMap<string, (p: Params, route: BlockbookRouteSpec) =
 ]);
 
 /**
- * Methods Blockbook serves that have no REST twin: answered with an error
- * that says so (the gateway does not hold a socket to a node for one client's
- * request; docs/websocket.md).
+ * Methods Blockbook serves that the gateway does not: those with no REST twin
+ * (longTermFeeRate, the filters; the gateway holds no socket to a node for one
+ * client's request), and those outside what it serves (an EVM chain's
+ * getContractInfo and rpcCall, subscribeNewTransaction, which Blockbook itself
+ * serves only where enabled). Each gets an error answer that says so.
  */
-export const NO_TWIN: ReadonlySet<string> = new Set(['longTermFeeRate', 'getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch']);
+export const NOT_SERVED: ReadonlySet<string> = new Set([
+  'longTermFeeRate',
+  'getMempoolFilters',
+  'getBlockFilter',
+  'getBlockFiltersBatch',
+  'getContractInfo',
+  'rpcCall',
+  'subscribeNewTransaction',
+  'unsubscribeNewTransaction',
+]);

@@ -15,7 +15,7 @@ import { errorOf, blockbookGet } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
 import { SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
 import { UpstreamSockets } from './socket-upstream.ts';
-import { NO_TWIN, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
+import { NOT_SERVED, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import type { ChainSockets, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../socket.ts';
 
@@ -152,7 +152,7 @@ class BlockbookSession implements SocketSession {
     const twin = TWINS.get(method);
     if (twin === undefined) {
       // Blockbook answers a method it does not know with nothing; the gateway says so.
-      return this.reply(errorAnswer(idJson, NO_TWIN.has(method) ? `${method} is not served by this gateway` : `Unknown method '${method}'`));
+      return this.reply(errorAnswer(idJson, NOT_SERVED.has(method) ? `${method} is not served by this gateway` : `Unknown method '${method}'`));
     }
     let t: Twin;
     try {
