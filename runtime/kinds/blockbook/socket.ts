@@ -7,9 +7,10 @@
 // chain as that REST call would (the transport's `request`: the route's guard,
 // the chain's admission with the message's id, its cache and pool), and the
 // answer is shaped as websocket.go shapes it. Subscriptions and ping are
-// answered here, after the same admission (the transport's `local`);
+// answered here, after the same admission (the transport's `local`):
 // subscribeNewBlock is fed from the chain view (socket-blocks.ts), one feed
-// for all sockets.
+// for all sockets; subscribeAddresses and subscribeFiatRates are multiplexed
+// on one upstream socket for the chain (socket-hub.ts, socket-upstream.ts).
 import { blockbookErrorJson, BLOCKBOOK_ERRORS } from './errors.ts';
 import { errorOf, blockbookGet } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
