@@ -20,7 +20,7 @@ const KEPT = 256;
 export interface BlockSubscriber {
   /** One block's `data` ({"height","hash","evmData"}), the same bytes for every subscriber. */
   block(data: string): void;
-  /** Blocks from `first` on will not come (a gap past MAX_GAP). */
+  /** Blocks from `first` on will not come (a gap past MAX_GAP): it is no longer subscribed (it may add itself again). */
   missed(first: number): void;
 }
 
@@ -132,8 +132,9 @@ export class BlockFeed implements ChainListener {
       if (head - this.last > MAX_GAP) {
         const first = this.last + 1;
         this.last = head;
-        for (const s of [...this.subs]) s.missed(first);
+        const told = [...this.subs];
         this.subs.clear();
+        for (const s of told) s.missed(first);
         return;
       }
       const h = this.last + 1;

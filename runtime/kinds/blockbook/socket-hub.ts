@@ -62,7 +62,10 @@ export class SubscriptionHub {
       // One block after the other, in the feed's order.
       this.minedQueue = this.minedQueue.then(() => this.minedIn(hash)).catch((err: unknown) => this.log.warn({ event: 'ws_block_txs_failed', height, err: (err as Error).message }, "a block's transactions could not be read"));
     },
-    missed: () => {},
+    // Past a gap the feed does not fill, the hub follows the chain again from its head (the blocks between are not read).
+    missed: () => {
+      if (this.mined > 0) this.blocks.add(this.blockSub);
+    },
   };
   private minedQueue: Promise<void> = Promise.resolve();
 
