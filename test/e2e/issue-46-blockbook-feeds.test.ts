@@ -124,6 +124,33 @@ describe('subscribeNewBlock', () => {
   }, 60_000);
 });
 
+describe('getInfo on a pool', () => {
+  it("names the served tip and its hash, whichever upstream's status answered", async () => {
+    const s = await connect(url);
+    await subscribe(s, 'tip', 'subscribeNewBlock');
+    const h = A.bb.bestHeight + 1;
+    mine(h);
+    await s.until(() => notes(s, 'tip').some((b) => b.height === h), 20_000, `block ${h}`);
+    // One upstream ahead: the chain's served tip (every usable upstream's block) stays at h.
+    const polls = A.bb.healthChecks.length;
+    A.bb.setBestHeight(h + 1);
+    await until(async () => A.bb.healthChecks.length > polls + 1, 'a poll of the upstream ahead');
+    A.bb.clear();
+    const seen = new Set<number>();
+    for (let i = 0; i < 8 && !A.bb.requests.some((r) => r.path === '/api/v2/status'); i++) {
+      const a = await s.send({ id: `i${i}`, method: 'getInfo', params: {} }, `i${i}`);
+      expect(a.data).toMatchObject({ bestHeight: h, bestHash: A.bb.blockHash(h), block0Hash: A.bb.blockHash(0), name: 'Bitcoin' });
+      seen.add(a.data.bestHeight);
+    }
+    expect([...seen]).toEqual([h]);
+    // The upstream ahead answered a status (bestHeight h + 1) among them.
+    expect(A.bb.requests.some((r) => r.path === '/api/v2/status')).toBe(true);
+    mine(h + 1);
+    await s.until(() => notes(s, 'tip').some((b) => b.height === h + 1), 20_000, `block ${h + 1}`);
+    await s.close();
+  }, 60_000);
+});
+
 describe('a reorg', () => {
   it('sends the new branch again from the fork, each of its blocks once, in order', async () => {
     const s = await connect(url);
