@@ -7,7 +7,7 @@
 import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
-import { metricValue } from './harness.ts';
+import { metricValue, newKey, sha256, until } from './harness.ts';
 import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
 import { connect, openSocket, RpcSocket, wsUrl, type Refusal } from '../support/ws-client.ts';
 
@@ -32,6 +32,7 @@ interface Link {
 }
 
 const ADDRESS = 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq';
+const KEYS = { wallet: newKey(), 'quiet-only': newKey(), few: newKey(), metered: newKey() };
 
 let bb: BlockbookStub;
 let rig: Gateway<{ bb: Promise<BlockbookStub> }>;
@@ -47,10 +48,13 @@ beforeAll(async () => {
     ],
     header: { websocket: { maxConnectionsPerKey: 3 }, health: { intervalMs: 100, timeoutMs: 2000 } },
     keys: [
-      { id: 'wallet' },
-      { id: 'quiet-only', chains: ['quiet'] },
-      { id: 'few', rateLimit: '3/min' },
-    ],
+      `keys:`,
+      `  - { id: wallet, sha256: "${sha256(KEYS.wallet)}" }`,
+      `  - { id: quiet-only, sha256: "${sha256(KEYS['quiet-only'])}", chains: [quiet] }`,
+      `  - { id: few, sha256: "${sha256(KEYS.few)}", rateLimit: 3/min }`,
+      `  - { id: metered, sha256: "${sha256(KEYS.metered)}", quota: 3/day }`,
+      '',
+    ].join('\n'),
     standIns: { bb: startBlockbookStub({ bestHeight: 100 }) },
   });
   bb = rig.standIns.bb;
@@ -68,7 +72,7 @@ async function ask(s: RpcSocket, method: string, params: object = {}, id = `${me
 
 describe('URLs and keys', () => {
   it('takes the key in the path, the X-API-Key header and ?api_key=', async () => {
-    const key = rig.keys.wallet!;
+    const key = KEYS.wallet;
     for (const s of [await connect(`${base}/${key}/websocket`), await connect(`${base}/websocket`, { 'x-api-key': key }), await connect(`${base}/websocket?api_key=${key}`)]) {
       const data = await ask(s, 'getBlockHash', { height: 7 });
       expect(data).toEqual({ hash: bb.blockHash(7) });
@@ -82,10 +86,10 @@ describe('URLs and keys', () => {
       if (r instanceof RpcSocket) throw new Error(`${url} was upgraded`);
       return r;
     };
-    const key = rig.keys.wallet!;
+    const key = KEYS.wallet;
     expect(await refused(`${base}/websocket`)).toMatchObject({ status: 401, body: '{"error":"API key required"}' });
     expect(await refused(`${base}/not-a-key-of-ours-000000000000000000/websocket`)).toMatchObject({ status: 403, body: '{"error":"Invalid API key"}' });
-    expect(await refused(`${base}/${rig.keys['quiet-only']!}/websocket`)).toMatchObject({ status: 403, body: '{"error":"API key not allowed for this chain"}' });
+    expect(await refused(`${base}/${KEYS['quiet-only']}/websocket`)).toMatchObject({ status: 403, body: '{"error":"API key not allowed for this chain"}' });
     const quiet = wsUrl(rig.gw.url('explorer', '/quiet'));
     expect((await refused(`${quiet}/${key}/websocket`)).status).toBe(404);
     expect(JSON.parse((await refused(`${quiet}/${key}/websocket`)).body)).toEqual({ error: 'Not found' });
@@ -103,7 +107,7 @@ describe('URLs and keys', () => {
 describe('messages', () => {
   let s: RpcSocket;
   beforeAll(async () => {
-    s = await connect(`${base}/${rig.keys.wallet!}/websocket`);
+    s = await connect(`${base}/${KEYS.wallet}/websocket`);
   });
   afterAll(() => s?.close());
 
@@ -128,7 +132,7 @@ describe('messages', () => {
   });
 
   it('sends sendTransaction once, as a POST of its hex to sendtx/, on a chain with sendtx: true', async () => {
-    const t = await connect(wsUrl(rig.gw.url('explorer', `/send/${rig.keys.wallet!}/websocket`)));
+    const t = await connect(wsUrl(rig.gw.url('explorer', `/send/${KEYS.wallet}/websocket`)));
     bb.clear();
     const data = await ask(t, 'sendTransaction', { hex: '0200000001abcdef' });
     expect(data).toEqual({ result: expect.stringMatching(/^[0-9a-f]{64}$/) });
@@ -140,7 +144,7 @@ describe('messages', () => {
   });
 
   it("asks nothing compressed for a socket, whatever the upgrade's Accept-Encoding (a browser's): its answers go in frames", async () => {
-    const t = await connect(`${base}/${rig.keys.wallet!}/websocket`, { 'accept-encoding': 'gzip, deflate, br' });
+    const t = await connect(`${base}/${KEYS.wallet}/websocket`, { 'accept-encoding': 'gzip, deflate, br' });
     bb.clear();
     expect(await ask(t, 'getBlockHash', { height: 3 })).toEqual({ hash: bb.blockHash(3) });
     expect(bb.requests.map((r) => r.headers['accept-encoding'])).toEqual([undefined]);
@@ -153,7 +157,7 @@ describe('messages', () => {
   });
 
   it('closes a message over limits.maxBodyBytes with 1009', async () => {
-    const t = await connect(`${base}/${rig.keys.wallet!}/websocket`);
+    const t = await connect(`${base}/${KEYS.wallet}/websocket`);
     t.ws.send(JSON.stringify({ id: '1', method: 'getTransaction', params: { txid: 'a'.repeat(2 * 1024 * 1024) } }));
     expect((await t.closed).code).toBe(1009);
   });
@@ -161,7 +165,7 @@ describe('messages', () => {
 
 describe('admission per message', () => {
   it("counts every message against the key's rate limit, refusing the one over it with its own id", async () => {
-    const s = await connect(`${base}/${rig.keys.few!}/websocket`);
+    const s = await connect(`${base}/${KEYS.few}/websocket`);
     const answers = [];
     for (let i = 1; i <= 4; i++) answers.push(await s.send({ id: `m${i}`, method: 'getBlockHash', params: { height: i } }, `m${i}`));
     expect(answers.slice(0, 3).map((a) => a.data)).toEqual([1, 2, 3].map((h) => ({ hash: bb.blockHash(h) })));
@@ -172,10 +176,25 @@ describe('admission per message', () => {
   });
 });
 
+describe('a quota', () => {
+  it("takes each notification from the key's quota, and closes the socket with 1008 once it is spent", async () => {
+    const s = await connect(`${base}/${KEYS.metered}/websocket`);
+    // 3 a day: the subscription, then two blocks; the third block finds it spent.
+    expect(await ask(s, 'subscribeNewBlock', {}, 'q')).toEqual({ subscribed: true });
+    for (let i = 1; i <= 2; i++) {
+      bb.setBestHeight(bb.bestHeight + 1);
+      await s.until(() => s.strays.filter((m) => m.id === 'q').length === i, 20_000, `block ${i}`);
+    }
+    bb.setBestHeight(bb.bestHeight + 1);
+    expect((await s.closed).code).toBe(1008);
+    expect(s.strays.filter((m) => m.id === 'q')).toHaveLength(2);
+  }, 60_000);
+});
+
 describe('@trezor/blockchain-link, unmodified', () => {
   let link: Link;
   beforeAll(async () => {
-    link = new BlockchainLink({ name: 'gateway', worker: WORKER, server: [rig.gw.url('explorer', `/btc/${rig.keys.wallet!}`)], debug: false });
+    link = new BlockchainLink({ name: 'gateway', worker: WORKER, server: [rig.gw.url('explorer', `/btc/${KEYS.wallet}`)], debug: false });
     await link.connect();
   }, 30_000);
   afterAll(async () => {
@@ -213,20 +232,22 @@ describe('@trezor/blockchain-link, unmodified', () => {
 
 describe('what to watch, and the drain', () => {
   it('counts sockets, subscriptions and notifications by chain, logs the socket and its messages, and closes it with 1001 on a drain', async () => {
-    const s = await connect(`${base}/${rig.keys.wallet!}/websocket`);
+    const notified = await metricValue(rig.gw, 'gateway_ws_notifications_total', '{chain="btc",type="newBlock"}');
+    const s = await connect(`${base}/${KEYS.wallet}/websocket`);
     expect(await ask(s, 'subscribeNewBlock', {}, 'nb')).toEqual({ subscribed: true });
-    expect(await metricValue(rig.gw, 'gateway_ws_connections', '{chain="btc"}')).toBe(1);
+    // The earlier tests' sockets are closed by now, or soon (a client's close takes its round trip).
+    await until(async () => (await metricValue(rig.gw, 'gateway_ws_connections', '{chain="btc"}')) === 1, 'one socket open on the chain');
     expect(await metricValue(rig.gw, 'gateway_ws_subscriptions', '{chain="btc",type="newBlock"}')).toBe(1);
     bb.setBestHeight(bb.bestHeight + 1);
     await s.until(() => s.strays.some((m) => m.id === 'nb'), 20_000, 'a block');
     expect(s.strays.filter((m) => m.id === 'nb').map((m) => m.data)).toEqual([{ height: bb.bestHeight, hash: bb.blockHash(bb.bestHeight), evmData: null }]);
-    expect(await metricValue(rig.gw, 'gateway_ws_notifications_total', '{chain="btc",type="newBlock"}')).toBe(1);
+    expect(await metricValue(rig.gw, 'gateway_ws_notifications_total', '{chain="btc",type="newBlock"}')).toBe(notified + 1);
     await rig.gw.waitForLog((e) => e.event === 'ws_open' && e.chain === 'btc');
     // The upgrade and each message are access-log lines of the chain; the key is never logged.
     await rig.gw.waitForLog((e) => e.chain === 'btc' && e.method === 'websocket' && e.status === 101);
     await rig.gw.waitForLog((e) => e.chain === 'btc' && e.method === 'subscribeNewBlock' && e.status === 200);
     await rig.gw.waitForLog((e) => e.chain === 'btc' && e.method === 'block-index' && e.status === 200);
-    expect(rig.gw.lines.some((l) => l.includes(rig.keys.wallet!))).toBe(false);
+    expect(rig.gw.lines.some((l) => l.includes(KEYS.wallet))).toBe(false);
     const exit = rig.gw.stop('SIGTERM');
     expect(await s.closed).toEqual({ code: 1001, reason: 'server going away' });
     await exit;
