@@ -46,7 +46,7 @@ beforeAll(async () => {
       { path: 'quiet', interface: 'blockbook', listener: 'explorer', upstreams: ['${bb}'] },
       { path: 'send', interface: 'blockbook', listener: 'explorer', websocket: true, sendtx: true, upstreams: ['${bb}'] },
     ],
-    header: { websocket: { maxConnectionsPerKey: 3 }, health: { intervalMs: 100, timeoutMs: 2000 } },
+    header: { websocket: { maxConnectionsPerKey: 3, maxSubscriptionsPerConnection: 2 }, health: { intervalMs: 100, timeoutMs: 2000 } },
     keys: [
       `keys:`,
       `  - { id: wallet, sha256: "${sha256(KEYS.wallet)}" }`,
@@ -154,6 +154,18 @@ describe('messages', () => {
   it("passes Blockbook's own error on as the message's error", async () => {
     expect(await ask(s, 'getBlockHash', { height: 100_000 })).toEqual({ error: { message: 'Block not found' } });
     expect(await ask(s, 'getBlockHash', { height: 'x' })).toEqual({ error: { message: "Invalid params: 'height' must be an integer" } });
+  });
+
+  it('counts each subscription type once against maxSubscriptionsPerConnection, whatever its addresses', async () => {
+    const t = await connect(`${base}/${KEYS.wallet}/websocket`);
+    expect(await ask(t, 'subscribeNewBlock', {}, 's1')).toEqual({ subscribed: true });
+    expect(await ask(t, 'subscribeAddresses', { addresses: ['a1', 'a2', 'a3'] }, 's2')).toEqual({ subscribed: true });
+    // Replacing a held one is no new subscription.
+    expect(await ask(t, 'subscribeAddresses', { addresses: ['a4', 'a5', 'a6', 'a7'] }, 's3')).toEqual({ subscribed: true });
+    expect(await ask(t, 'subscribeFiatRates', { currency: 'usd' }, 's4')).toEqual({ error: { message: 'Limit exceeded: subscriptions per connection (maxSubscriptionsPerConnection 2)' } });
+    expect(await ask(t, 'unsubscribeNewBlock', {}, 's5')).toEqual({ subscribed: false });
+    expect(await ask(t, 'subscribeFiatRates', { currency: 'usd' }, 's6')).toEqual({ subscribed: true });
+    await t.close();
   });
 
   it('closes a message over limits.maxBodyBytes with 1009', async () => {
