@@ -56,7 +56,7 @@ let url: string;
 beforeAll(async () => {
   rig = await gateway({
     name: 'issue-46-blockbook-feeds',
-    chains: [{ path: 'btc', interface: 'blockbook', listener: 'explorer', websocket: true, upstreams: ['${A}', '${B}'] }],
+    chains: [{ path: 'btc', interface: 'blockbook', listener: 'explorer', websocket: true, coin: 'Bitcoin', upstreams: ['${A}', '${B}'] }],
     header: { health: { intervalMs: 100, timeoutMs: 2000 }, websocket: { maxConnectionsPerKey: 300, maxBufferedBytes: 65536 } },
     keys: [{ id: 'wallet' }],
     standIns: { A: upstream(), B: upstream() },
@@ -252,6 +252,25 @@ describe('subscribeAddresses', () => {
     expect(notes(s, 'm').filter((n) => n.tx.blockHeight === h)).toHaveLength(1);
     lost.ws.refuse = false;
     await s.close();
+  }, 60_000);
+});
+
+describe('a carrier that no longer serves the chain', () => {
+  it("gives the union to another upstream: a node repointed at another coin carries none of the chain's notifications", async () => {
+    const s = await connect(url);
+    await subscribe(s, 'w', 'subscribeAddresses', { addresses: ['addr-wrong'] });
+    await until(async () => [A, B].some((u) => u.ws.subscriptions().some((set) => set.includes('addr-wrong'))), 'subscribed upstream');
+    const wrong = carrier();
+    const other = wrong === A ? B : A;
+    wrong.bb.setCoin('Litecoin');
+    await until(async () => other.ws.subscriptions().some((set) => set.includes('addr-wrong')), 'the union on the other upstream');
+    // The other chain's node is left, its socket closed (no one else holds it).
+    await until(async () => wrong.ws.open === 0, 'the wrong upstream socket closed');
+    expect(other.ws.mempoolTx('addr-wrong', { txid: 'cc'.repeat(32), vin: [], vout: [], confirmations: 0 })).toBe(1);
+    await s.until(() => notes(s, 'w').length === 1, 20_000, 'the notification');
+    wrong.bb.setCoin('Bitcoin');
+    await s.close();
+    await until(async () => [A, B].every((u) => u.ws.open === 0), 'nothing carried');
   }, 60_000);
 });
 

@@ -34,6 +34,8 @@ export interface BlockbookStub {
   /** Empties `requests`. */
   clear(): void;
   setBestHeight(n: number): void;
+  /** The coin its status names from now on (a node repointed at another chain). */
+  setCoin(coin: string): void;
   readonly bestHeight: number;
   /** Hash of the block at height h of the stand-in chain (after a reorg, of its new branch). */
   blockHash(h: number): string;
@@ -153,7 +155,7 @@ const notFoundBlock = (): never => {
 type Handler = (arg: string, q: URLSearchParams, r: Recorded) => unknown;
 
 export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promise<BlockbookStub> {
-  const coin = opts.coin ?? 'Bitcoin';
+  let coin = opts.coin ?? 'Bitcoin';
   const net = NETWORKS[coin] ?? { shortcut: coin.replace(/[^A-Za-z]/g, '').slice(0, 4).toUpperCase(), decimals: 8 };
   let best = opts.bestHeight ?? 1000;
   const requests: Recorded[] = [];
@@ -519,6 +521,9 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     requests,
     healthChecks,
     clear: () => void requests.splice(0),
+    setCoin: (c) => {
+      coin = c;
+    },
     setBestHeight: (n) => {
       if (!Number.isSafeInteger(n) || n < 0) throw new Error(`setBestHeight: ${n} is not a block height`);
       best = n;

@@ -11,9 +11,12 @@
 //   newBlockTxs client holds is sent, as websocket.go's publishNewBlockTxsByAddr
 //   does. So one is never missed when the carrier changes, and never sent
 //   before its block is the chain's.
-// - Failover: when the carrier is lost, the union is subscribed on another
-//   usable upstream (the lost one last), with backoff while none takes it.
+// - Failover: when the carrier is lost, or its upstream no longer serves the
+//   chain (down, behind, another chain: its mempool is not the chain's), the
+//   union is subscribed on another usable upstream (the lost one last), with
+//   backoff while none takes it.
 import type { Logger } from '../../observe/log.ts';
+import type { ChainListener, ChainView } from '../../upstreams/chain-view.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import type { BlockFeed, BlockSubscriber } from './socket-blocks.ts';
 import { MAX_UPSTREAM_ADDRESSES, type SocketUser, type UpstreamSocket, type UpstreamSockets } from './socket-upstream.ts';
@@ -92,15 +95,36 @@ export class SubscriptionHub {
     },
   };
 
+  /** Each poll's report: a carrier whose upstream no longer serves the chain gives the union to one that does. */
+  private readonly watch: ChainListener = {
+    epoch: () => {},
+    reset: () => this.recheck(),
+    canonical: () => {},
+    heard: () => this.recheck(),
+  };
+
   constructor(
     private readonly upstreams: readonly Upstream[],
     /** The chain's upstream sockets, one per upstream, which the hub shares (with heads). */
     private readonly sockets: UpstreamSockets,
     private readonly blocks: BlockFeed,
+    view: ChainView,
     /** The gateway's own read through the chain's front (socket-fetch.ts). */
     private readonly get: (rest: string, query?: string) => Promise<unknown>,
     private readonly log: Logger,
-  ) {}
+  ) {
+    view.listen(this.watch);
+  }
+
+  private recheck(): void {
+    const c = this.carrier;
+    if (c === null || c.upstream.serving || !this.upstreams.some((u) => u.serving)) return;
+    this.log.warn({ event: 'ws_upstream_not_serving', upstream: c.upstream.name }, "the upstream carrying the chain's subscriptions no longer serves the chain; another upstream takes them");
+    // Its socket is fine: what it carried is unsubscribed there (heads may keep it), and it is tried last.
+    this.dropCarrier(false);
+    this.lastLost = c.upstream;
+    this.sync();
+  }
 
   /**
    * Sets (or replaces) a client's addresses. An error message when the

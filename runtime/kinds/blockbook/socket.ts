@@ -71,7 +71,7 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
     private readonly parts: SocketChainParts,
   ) {
     this.blocks = new BlockFeed(parts.view, parts.pooled, (h) => this.get(`block-index/${h}`).then(hashOf), parts.log);
-    this.hub = new SubscriptionHub(parts.upstreams, this.sockets, this.blocks, (rest, query) => this.get(rest, query), parts.log);
+    this.hub = new SubscriptionHub(parts.upstreams, this.sockets, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
   }
 
   connect(link: SocketLink): SocketSession {
