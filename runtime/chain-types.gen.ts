@@ -22,6 +22,8 @@ export interface BlockbookChainConfig {
   maxLag?: number;
   /** How many other upstreams a failed request may be retried on, where a retry is safe. */
   retries?: number;
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
+  websocket?: boolean;
   /** Forward Blockbook's sendtx (blockbook only). */
   sendtx?: boolean;
   /** Coin the upstreams must serve (blockbook only), as their /api/status names it in blockbook.coin (Bitcoin, Litecoin, Bitcoin Testnet, ...; compared ignoring case). The health check marks an upstream of another coin wrong_chain. Unchecked when absent. */
@@ -56,7 +58,7 @@ export interface EvmJsonrpcChainConfig {
   retries?: number;
   /** EVM chain id (evm-jsonrpc only); unique per listener. The health check asks every upstream eth_chainId (in one batch with eth_blockNumber) and marks one of another chain wrong_chain. */
   chainId?: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: the same calls as over HTTP, and eth_subscribe to newHeads and logs (evm-jsonrpc only; docs/websocket.md). */
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
   websocket?: boolean;
   /** Allowed JSON-RPC methods (evm-jsonrpc only): a methodSets name, or an inline list. */
   methods: string | string[];
@@ -184,6 +186,8 @@ export interface BlockbookSettings {
   readonly maxLag: number;
   /** How many other upstreams a failed request may be retried on, where a retry is safe. */
   readonly retries: number;
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
+  readonly websocket: boolean;
   /** Forward Blockbook's sendtx (blockbook only). */
   readonly sendtx: boolean;
   /** Coin the upstreams must serve (blockbook only), as their /api/status names it in blockbook.coin (Bitcoin, Litecoin, Bitcoin Testnet, ...; compared ignoring case). The health check marks an upstream of another coin wrong_chain. Unchecked when absent. */
@@ -204,7 +208,7 @@ export interface EvmJsonrpcSettings {
   readonly retries: number;
   /** EVM chain id (evm-jsonrpc only); unique per listener. The health check asks every upstream eth_chainId (in one batch with eth_blockNumber) and marks one of another chain wrong_chain. */
   readonly chainId?: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: the same calls as over HTTP, and eth_subscribe to newHeads and logs (evm-jsonrpc only; docs/websocket.md). */
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
   readonly websocket: boolean;
   /** The chain's served tip, the newest block clients are shown: all, the highest block every usable upstream has; majority, the highest block more than half of them have. eth_blockNumber answers it and never goes back, and a call at latest goes to an upstream at or above it (Blockbook and Rosetta: the newest block served). */
   readonly servedTip: "all" | "majority";
@@ -251,6 +255,8 @@ export interface ChainSettings {
   readonly maxLag: number;
   /** How many other upstreams a failed request may be retried on, where a retry is safe. */
   readonly retries: number;
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
+  readonly websocket?: boolean;
   /** Forward Blockbook's sendtx (blockbook only). */
   readonly sendtx?: boolean;
   /** Coin the upstreams must serve (blockbook only), as their /api/status names it in blockbook.coin (Bitcoin, Litecoin, Bitcoin Testnet, ...; compared ignoring case). The health check marks an upstream of another coin wrong_chain. Unchecked when absent. */
@@ -263,8 +269,6 @@ export interface ChainSettings {
   readonly hedge: HedgeSpec | null;
   /** EVM chain id (evm-jsonrpc only); unique per listener. The health check asks every upstream eth_chainId (in one batch with eth_blockNumber) and marks one of another chain wrong_chain. */
   readonly chainId?: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: the same calls as over HTTP, and eth_subscribe to newHeads and logs (evm-jsonrpc only; docs/websocket.md). */
-  readonly websocket?: boolean;
   /** latest, safe and finalized in a call's params (a range's fromBlock and toBlock too) are replaced by the block numbers the gateway serves, so latest is the block eth_blockNumber names, two reads in a row see the same block and answers can be cached by number. Default: true on a chain with more than one upstream, else false (evm-jsonrpc only). */
   readonly rewriteTags?: boolean;
   /** Blocks behind the head after which state counts as old: calls for it go to archive upstreams (upstreams[].archive) when the chain has any (evm-jsonrpc only). */

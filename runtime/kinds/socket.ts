@@ -12,6 +12,7 @@ import type { Front } from '../exchange.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Logger } from '../observe/log.ts';
 import type { ChainView } from '../upstreams/chain-view.ts';
+import type { Upstream } from '../upstreams/upstream.ts';
 import type { WebSocketSpec } from '../types.ts';
 
 /** Why a protocol closes a socket: its client reads too slowly (1013), or a feed left a gap it will not fill (1013). */
@@ -36,6 +37,8 @@ export interface SocketChainParts {
   readonly front: Front;
   /** Whether the chain has several upstreams (a feed follows the served tip then). */
   readonly pooled: boolean;
+  /** The chain's upstreams: where a protocol that subscribes upstream (Blockbook's addresses) holds its sockets. */
+  readonly upstreams: readonly Upstream[];
   readonly log: Logger;
   readonly counts: SocketCounts;
 }

@@ -50,6 +50,8 @@ export class Upstream {
   readonly pool: Pool;
   /** Path part of the configured URL without a trailing slash ('' for none). */
   readonly basePath: string;
+  /** Scheme, host and port of the configured URL (a Blockbook upstream's socket is beside its base there). */
+  readonly origin: string;
   /** Where JSON-RPC requests go: the URL's own path and query, exactly. */
   readonly rpcPath: string;
   /** Configured headers, already resolved; sent with every request. */
@@ -98,6 +100,7 @@ export class Upstream {
     this.headers = headers;
     this.headerList = Object.entries(headers).flat();
     this.basePath = url.pathname === '/' ? '' : url.pathname.replace(/\/+$/, '');
+    this.origin = url.origin;
     this.rpcPath = (url.pathname || '/') + url.search;
     this.pool = new Pool(url.origin, {
       connections: spec.connections,

@@ -42,7 +42,7 @@ export class ChainSockets implements SocketChain {
     host: SocketHost,
   ) {
     this.stats = new WsStats(chain.route.path, socket.types);
-    this.protocol = socket.open({ view: chain.view, front: chain.front, pooled: chain.group.all.length > 1, log: host.log, counts: this.stats });
+    this.protocol = socket.open({ view: chain.view, front: chain.front, pooled: chain.group.all.length > 1, upstreams: chain.group.all, log: host.log, counts: this.stats });
     // A message over the chain's maxBodyBytes closes the socket (1009), as a body over it gets a 413.
     this.wss = new WebSocketServer({ noServer: true, clientTracking: false, perMessageDeflate: false, maxPayload: chain.route.limits.maxBodyBytes });
   }
@@ -184,6 +184,8 @@ export class Sockets {
       const headers = { ...req.headers };
       delete headers['x-request-id'];
       delete headers['content-length'];
+      // A socket's answers go in frames, never HTTP-encoded: a browser's Accept-Encoding on the upgrade asks nothing of them.
+      delete headers['accept-encoding'];
       const origin: Origin = { headers, url: target.url, socket: req.socket as Socket, query, pathKey, queryKeys };
       whenIdentified(x, this.host.admission.identify(x, at.chain.route, pathKey, queryKeys, null), this.identified, { at, req, socket, head, origin });
     } catch (err) {

@@ -47,6 +47,7 @@ const ROUTE_0: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  websocket: false,
   sendtx: false,
   coin: "Bitcoin",
   servedTip: "all",

@@ -31,6 +31,7 @@ const ROUTE_0: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  websocket: false,
   sendtx: false,
   servedTip: "majority",
   selection: "score",

@@ -20,6 +20,7 @@ const ROUTE_0: RouteSpec = {
   validate: true,
   maxLag: 5,
   retries: 1,
+  websocket: false,
   sendtx: true,
   servedTip: "all",
   selection: "score",

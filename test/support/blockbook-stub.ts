@@ -16,7 +16,7 @@
 // sendtx are kept as unconfirmed ones and can be read back with /tx/.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { ServerResponse } from 'node:http';
+import type { Server, ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import { close, createSafeServer, file, listen, record, type Recorded } from './http.ts';
 import { specPath } from './paths.ts';
@@ -25,6 +25,8 @@ export interface BlockbookStub {
   /** Base URL including `/api` (http://127.0.0.1:PORT/api), as a manifest's upstream. */
   readonly url: string;
   readonly port: number;
+  /** Its HTTP server: a WebSocket stand-in (blockbook-socket-standin.ts) takes its upgrades at /websocket. */
+  readonly server: Server;
   /** Requests received, in order (method, path, url, query, params, headers, body); health checks apart. */
   readonly requests: Recorded[];
   /** The gateway's health checks (User-Agent chain-gateway-health/...). */
@@ -32,9 +34,13 @@ export interface BlockbookStub {
   /** Empties `requests`. */
   clear(): void;
   setBestHeight(n: number): void;
+  /** The coin its status names from now on (a node repointed at another chain). */
+  setCoin(coin: string): void;
   readonly bestHeight: number;
-  /** Hash of the block at height h of the stand-in chain. */
+  /** Hash of the block at height h of the stand-in chain (after a reorg, of its new branch). */
   blockHash(h: number): string;
+  /** A reorg: the blocks from height `from` up to the best are replaced by others (new hashes, the same transactions). */
+  reorg(from: number): void;
   /** Ids of the transactions in the block at height h. */
   txids(h: number): string[];
   close(): Promise<void>;
@@ -86,6 +92,8 @@ const BLOCK_FILTER_SCRIPTS = 'taproot';
 const MEMPOOL_MAX = 10_000;
 
 export const blockbookBlockHash = (h: number): string => HASH_PREFIX + h.toString(16).padStart(48, '0');
+/** The hash of block h on the stand-in's `fork`-th branch (reorg()). */
+const forkHash = (h: number, fork: number): string => `00000000f0${fork.toString(16).padStart(6, '0')}${h.toString(16).padStart(48, '0')}`;
 export const blockbookTxid = (h: number, i: number): string => TX_PREFIXES[i]! + h.toString(16).padStart(46, '0') + i.toString(16).padStart(2, '0');
 const blockTime = (h: number): number => GENESIS_TIME + h * BLOCK_SECONDS;
 
@@ -147,7 +155,7 @@ const notFoundBlock = (): never => {
 type Handler = (arg: string, q: URLSearchParams, r: Recorded) => unknown;
 
 export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promise<BlockbookStub> {
-  const coin = opts.coin ?? 'Bitcoin';
+  let coin = opts.coin ?? 'Bitcoin';
   const net = NETWORKS[coin] ?? { shortcut: coin.replace(/[^A-Za-z]/g, '').slice(0, 4).toUpperCase(), decimals: 8 };
   let best = opts.bestHeight ?? 1000;
   const requests: Recorded[] = [];
@@ -156,19 +164,27 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   const mempool = new Map<string, string>();
 
   /** Height of a block id (height or hash), or null: GetBlock's lookup. */
+  /** Where each reorg() replaced the chain: the i-th from that height on (to the next one's) is branch i + 1. */
+  const forks: number[] = [];
+  /** A block's hash on the chain now: that of the newest branch that replaced its height, else the first branch's. */
+  const hashOf = (h: number): string => {
+    for (let i = forks.length - 1; i >= 0; i--) if (h >= forks[i]!) return forkHash(h, i + 1);
+    return blockbookBlockHash(h);
+  };
   const heightOf = (id: string): number | null => {
     const n = atoi(id);
     if (n !== null) return n >= 0 && n <= best ? n : null;
-    const m = new RegExp(`^${HASH_PREFIX}([0-9a-f]{48})$`).exec(id);
+    const m = /^[0-9a-f]{16}([0-9a-f]{48})$/.exec(id);
     if (!m) return null;
     const h = Number.parseInt(m[1]!, 16);
-    return Number.isSafeInteger(h) && h <= best ? h : null;
+    // A hash of a branch the chain left is no block of it.
+    return Number.isSafeInteger(h) && h <= best && hashOf(h) === id ? h : null;
   };
   const blockOrThrow = (id: string): number => heightOf(id) ?? notFoundBlock();
 
   const txAt = (h: number, i: number): Json => {
     const t = structuredClone(BLOCK_EXAMPLE.txs[i]!);
-    return { ...t, txid: blockbookTxid(h, i), blockHash: blockbookBlockHash(h), blockHeight: h, confirmations: best - h + 1, blockTime: blockTime(h) };
+    return { ...t, txid: blockbookTxid(h, i), blockHash: hashOf(h), blockHeight: h, confirmations: best - h + 1, blockTime: blockTime(h) };
   };
   /** A confirmed transaction by id: [height, index], or null. */
   const findTx = (txid: string): [number, number] | null => {
@@ -198,7 +214,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   const rawBlockHex = (h: number): string => {
     const header = Buffer.alloc(80);
     header.writeInt32LE(0x20000000, 0);
-    Buffer.from(blockbookBlockHash(Math.max(0, h - 1)), 'hex').reverse().copy(header, 4);
+    Buffer.from(hashOf(Math.max(0, h - 1)), 'hex').reverse().copy(header, 4);
     Buffer.from(String(BLOCK_EXAMPLE.merkleRoot), 'hex').reverse().copy(header, 36);
     header.writeUInt32LE(blockTime(h), 68);
     header.writeUInt32LE(Number.parseInt(String(BLOCK_EXAMPLE.bits), 16), 72);
@@ -220,7 +236,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
         decimals: net.decimals,
         about: 'Blockbook stand-in for chain-gateway tests (shapes from blockbook-openapi.yaml).',
       },
-      backend: { ...s.backend, blocks: best, headers: best, bestBlockHash: blockbookBlockHash(best) },
+      backend: { ...s.backend, blocks: best, headers: best, bestBlockHash: hashOf(best) },
     };
   };
 
@@ -264,9 +280,9 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   const apiIndex: Handler = () => status();
   const apiBlockIndex: Handler = (id) => {
     const n = atoi(id);
-    if (n === null || n < 0) return { blockHash: blockbookBlockHash(best) }; // no height: the best block
+    if (n === null || n < 0) return { blockHash: hashOf(best) }; // no height: the best block
     if (n > best) notFoundBlock();
-    return { blockHash: blockbookBlockHash(n) };
+    return { blockHash: hashOf(n) };
   };
   const apiBlock: Handler = (id) => {
     const h = blockOrThrow(id);
@@ -276,9 +292,9 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
       page: 1, // 2 transactions, 1000 a page: any page is sanitized to the only one
       totalPages: 1,
       itemsOnPage: 1000,
-      hash: blockbookBlockHash(h),
-      ...(h > 0 ? { previousBlockHash: blockbookBlockHash(h - 1) } : {}),
-      ...(h < best ? { nextBlockHash: blockbookBlockHash(h + 1) } : {}),
+      hash: hashOf(h),
+      ...(h > 0 ? { previousBlockHash: hashOf(h - 1) } : {}),
+      ...(h < best ? { nextBlockHash: hashOf(h + 1) } : {}),
       height: h,
       confirmations: best - h + 1,
       time: blockTime(h),
@@ -309,7 +325,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     if (to - from + 1 > 10_000) throw new ApiError('Requested range is above 10000 blocks');
     const blockFilters: Record<string, { blockHash: string; filter: string }> = {};
     for (let h = Math.max(0, from); h <= to; h++) {
-      blockFilters[String(h)] = { blockHash: blockbookBlockHash(h), filter: createHash('sha256').update(`filter:${h}`).digest('hex').slice(0, 40) };
+      blockFilters[String(h)] = { blockHash: hashOf(h), filter: createHash('sha256').update(`filter:${h}`).digest('hex').slice(0, 40) };
     }
     return { P: 19, M: 784931, zeroedKey: false, blockFilters };
   };
@@ -330,7 +346,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
       hex: typeof tx.hex === 'string' ? tx.hex : `0200000001${txid}`,
       ...(h === null
         ? { blockhash: undefined, height: undefined, confirmations: 0, blocktime: undefined, time: undefined }
-        : { blockhash: blockbookBlockHash(h), height: h, confirmations: best - h + 1, time: blockTime(h), blocktime: blockTime(h) }),
+        : { blockhash: hashOf(h), height: h, confirmations: best - h + 1, time: blockTime(h), blocktime: blockTime(h) }),
     };
   };
   const apiRawTx: Handler = (txid) => {
@@ -501,9 +517,13 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   return {
     url: `${base}/api`,
     port,
+    server,
     requests,
     healthChecks,
     clear: () => void requests.splice(0),
+    setCoin: (c) => {
+      coin = c;
+    },
     setBestHeight: (n) => {
       if (!Number.isSafeInteger(n) || n < 0) throw new Error(`setBestHeight: ${n} is not a block height`);
       best = n;
@@ -511,7 +531,11 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     get bestHeight() {
       return best;
     },
-    blockHash: blockbookBlockHash,
+    blockHash: hashOf,
+    reorg(from) {
+      if (!Number.isSafeInteger(from) || from < 1 || from > best) throw new Error(`reorg: ${from} is not a block of the chain`);
+      forks.push(from);
+    },
     txids,
     close: () => close(server),
   };

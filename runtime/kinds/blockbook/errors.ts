@@ -33,6 +33,8 @@ export const BLOCKBOOK_ERRORS = {
   // Every upstream throttled the request or is in a throttle's cooldown; with Retry-After.
   GW_BB_UPSTREAM_THROTTLED: { message: 'Every upstream throttled', status: 429 },
   GW_BB_INTERNAL: { message: 'Internal server error', status: 500 },
+  // A WebSocket upgrade by a key that already holds websocket.maxConnectionsPerKey sockets; with "maxConnectionsPerKey".
+  GW_WS_TOO_MANY_CONNECTIONS: { message: 'Limit exceeded: WebSocket connections per key', status: 429 },
 } as const satisfies Record<string, BlockbookErrorEntry>;
 
 export type BlockbookErrorName = keyof typeof BLOCKBOOK_ERRORS;

@@ -33,6 +33,9 @@ export const BLOCKBOOK_ENDPOINTS: ReadonlyMap<string, { readonly params: 0 | 1; 
   ['xpub', { params: 1, slash: true }],
 ]);
 
+/** `/v2/status`: Blockbook's status, its /api/ index (no parameters, never cached). */
+export const STATUS = 'status';
+
 export type BlockbookDecision =
   | { readonly kind: 'error'; readonly name: BlockbookErrorName }
   /** A parameter the endpoint takes, with a value the spec does not allow: HTTP 400, the message names it. */
@@ -95,6 +98,13 @@ export function checkBlockbook(
     if (method !== 'GET') return { kind: 'error', name: 'GW_BB_METHOD_NOT_ALLOWED' };
     if (!isSafeSegment(param)) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     return (check === null ? null : paramsInvalid(check, endpoint, param, query)) ?? { kind: 'forward', endpoint, path: `/v2/sendtx/${param}`, call };
+  }
+  // Blockbook's status, what the WebSocket's getInfo reads (socket-methods.ts): its /api/ index, which Blockbook
+  // serves at any path under /api/ no other route takes, so it is asked under /api/v2/ as every forwarded call is.
+  if (endpoint === STATUS) {
+    if (param !== '') return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
+    if (method !== 'GET') return { kind: 'error', name: 'GW_BB_METHOD_NOT_ALLOWED' };
+    return { kind: 'forward', endpoint, path: '/v2/status', call: { endpoint, block: null, read: true } };
   }
   const spec = BLOCKBOOK_ENDPOINTS.get(endpoint);
   if (spec === undefined) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };

@@ -4,20 +4,19 @@
 import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../../envelope.ts';
 import { BLOCKBOOK_ERRORS, blockbookErrorJson, type BlockbookErrorName } from './errors.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../../exchange.ts';
-import { BLOCKBOOK_ENDPOINTS, checkBlockbook, type BlockbookParamsCheck } from './guard.ts';
+import { BLOCKBOOK_ENDPOINTS, checkBlockbook, STATUS, type BlockbookParamsCheck } from './guard.ts';
 import { whenIdentified } from '../../admission/admission.ts';
 import type { KeyEntry } from '../../keys/keys.ts';
-import type { Verdict } from '../../dispatch.ts';
-import { blockbookThrottled } from '../../upstreams/throttle.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import { splitQuery } from '../../url.ts';
 import type { RequestHeader } from '../../request-headers.ts';
-import { forwardRequest } from '../common.ts';
 import type { DocCall } from '../doc-call.ts';
 import { DocLayer } from '../../cache/doc.ts';
 import { BLOCKBOOK_RULES } from '../../cache/doc-rules.ts';
 import { BLOCKBOOK_BLOCKS, docPool } from '../../pool/doc-pool.ts';
 import { DOC_KIND, type InterfaceModule, type RouteServices } from '../interface.ts';
+import { blockbookRequest } from './request.ts';
+import { blockbookSocket, LOCAL_METHODS } from './socket.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = failureNames('GW_BB', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
@@ -92,20 +91,7 @@ class BlockbookRoute implements RouteHandler {
       const v = x.req.headers[name];
       if (typeof v === 'string') headers.push(name, v);
     }
-    const tail = c.query === '' ? c.path : `${c.path}?${c.query}`;
-    // sendtx, GET or POST, is a write (the guard's call says): sent once, never hedged, never again after an answer or a 502.
-    const request = forwardRequest(this.route, {
-      method: c.body === null ? 'GET' : 'POST',
-      path: (u) => u.basePath + tail,
-      headers,
-      body: c.body,
-      idempotent: c.doc.read,
-      classify,
-      throttled: blockbookThrottled,
-      // With what names the read below the upstream's base (its path and query: kinds/doc-call.ts tail).
-      doc: { ...c.doc, tail },
-    });
-    x.forwardWith(this.s.dispatch, request);
+    x.forwardWith(this.s.dispatch, blockbookRequest(this.route, c.query === '' ? c.path : `${c.path}?${c.query}`, c.doc, c.body, headers));
   }
 
   /** An answer held whole (Blockbook's own 4xx/500 error that is no throttle, a 502-504 with no peer to retry on): passed on unchanged. */
@@ -114,23 +100,16 @@ class BlockbookRoute implements RouteHandler {
   }
 }
 
-/**
- * A 502 or more is a failed attempt; Blockbook's own error answers (4xx, 500,
- * 501: {"error": ...}, short and rare) are held whole, to be judged for a
- * provider's throttle text (throttle.ts blockbookThrottled), also on a chain
- * of one upstream, and passed on unchanged when they are no throttle.
- */
-function classify(status: number): Verdict {
-  return status >= 502 ? 'bad' : status >= 400 ? 'buffer' : 'stream';
-}
-
 export const blockbook: InterfaceModule<'blockbook'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
   ...DOC_KIND,
+  // A chain with sockets follows its head, also with one upstream: subscribeNewBlock's feed comes from it.
+  followsHeads: (route) => route.websocket,
+  socket: blockbookSocket,
   handler: (route, services) => new BlockbookRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
-  creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), 'sendtx'],
+  creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), STATUS, 'sendtx', ...LOCAL_METHODS],
   /** /status names the coin, the best height and, from its backend, that block's hash. Nothing of Blockbook's is final. */
   probe: {
     names: (route) => route.coin !== undefined,

@@ -82,8 +82,8 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/websocket.yaml:5:25 websocket.maxConnectionsPerKey: must be >= 1, not 0`,
     `${F}/websocket.yaml:6:19 websocket.pingIntervalMs: must be >= 1000, not 100`,
     `${F}/websocket.yaml:7:3 websocket: unknown field 'maxBuferedBytes' (hint: did you mean 'maxBufferedBytes'?)`,
-    `${F}/websocket.yaml:13:16 chains[0] (ethereum) websocket: must be boolean, not string (hint: Also accept WebSocket upgrades on this chain's path and listener: the same calls as over HTTP, and eth_subscribe to newHeads and logs (evm-jsonrpc only; docs/websocket.md).)`,
-    `${F}/websocket.yaml:18:5 chains[1] (bitcoin): 'websocket' applies to evm-jsonrpc chains only, not blockbook`,
+    `${F}/websocket.yaml:13:16 chains[0] (ethereum) websocket: must be boolean, not string (hint: Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md).)`,
+    `${F}/websocket.yaml:19:5 chains[1] (cardano): 'websocket' applies to blockbook or evm-jsonrpc chains only, not rosetta`,
   ],
 
   // eth_getLogs range caps (issue 39) where they cannot apply, and out of range.
