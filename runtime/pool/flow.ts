@@ -7,7 +7,7 @@
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends by the call's deadline.
 import { answerOf } from '../jsonrpc/answer.ts';
-import { deliver, timeLeft, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
+import { deliver, held, timeLeft, type Attempt, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { traitsOf, type MethodTraits } from '../kinds/evm/methods.ts';
 import type { Call } from '../kinds/evm/call.ts';
@@ -22,7 +22,7 @@ type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 export interface FlowHost {
   readonly stats: PoolStats;
   /** The dispatch below the pool: each leg is one attempt through it. */
-  readonly next: Next;
+  readonly next: Dispatch<ForwardTarget, Attempt>;
   /** Is block `n` at or below the chain's finalized block? */
   isFinal(n: number): boolean;
   /** Archive upstreams that may take a call for state at `n`; null when there are none usable. */
@@ -80,22 +80,21 @@ export class Flow implements Cancelable {
     private readonly plan: FlowPlan,
   ) {
     this.traits = call === null ? null : traitsOf(call.method);
-    this.held = {
-      ...request,
+    const t = request.transport;
+    this.held = held(request, {
       // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: upstreams/forward.ts).
-      idempotent: request.idempotent && (this.traits === null || this.traits.read),
-      maxBuffer: Math.max(request.maxBuffer, MAX_HELD),
-      hold: true,
+      idempotent: t.idempotent && (this.traits === null || this.traits.read),
+      maxBuffer: Math.max(t.maxBuffer, MAX_HELD),
       // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
       isAnswer: call === null ? undefined : isAnswer,
       // A provider's throttle (the route's own check: EVM's -32005 in a 200, Blockbook's {"error"}; EVM's where a request came
       // without one): another upstream is asked (throttle.ts).
-      throttled: request.throttled ?? (call === null ? undefined : answerThrottled),
-    };
+      throttled: t.throttled ?? (call === null ? undefined : answerThrottled),
+    });
   }
 
   start(): void {
-    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.transport.deadline));
     this.deadline.unref();
     this.launch(this.plan.accept, false);
     if (this.plan.hedgeAfterMs >= 0) {
@@ -112,7 +111,7 @@ export class Flow implements Cancelable {
   private launch(accept: ((u: Upstream) => boolean) | undefined, hedge: boolean): void {
     const leg = new Leg(this, hedge);
     this.legs.push(leg);
-    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried });
+    leg.start(this.host.next, this.group, held(this.held, { accept, skip: this.tried }));
     const u = leg.forward?.upstream;
     if (u) this.tried.add(u);
   }
@@ -248,7 +247,7 @@ class Leg implements HeldTarget {
     readonly hedge: boolean,
   ) {}
 
-  start(next: Next, group: UpstreamGroup, request: HeldRequest): void {
+  start(next: Dispatch<ForwardTarget, Attempt>, group: UpstreamGroup, request: HeldRequest): void {
     this.forward = next(this, request, group);
   }
 

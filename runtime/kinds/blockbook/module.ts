@@ -103,7 +103,7 @@ class BlockbookRoute implements RouteHandler {
       classify,
       throttled: blockbookThrottled,
       // With what names the read below the upstream's base (its path and query: kinds/doc-call.ts tail).
-      doc: { ...c.doc, tail },
+      calls: { one: c.doc.withTail(tail) },
     });
     x.forwardWith(this.s.dispatch, request);
   }

@@ -20,7 +20,7 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../../upstreams/chain-view.ts';
-import { JSON_HEADERS, NOTHING, timeLeft, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type HeldTarget, type Next } from '../../dispatch.ts';
+import { forwardAs, JSON_HEADERS, NOTHING, timeLeft, type Attempt, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldTarget } from '../../dispatch.ts';
 import { traitsOf } from './methods.ts';
 import type { Logger } from '../../observe/log.ts';
 import type { EvmRouteSpec } from '../../types.ts';
@@ -52,7 +52,7 @@ export class Pool implements FlowHost {
     private readonly view: ChainView,
     private readonly log: Logger,
     /** The dispatch below the pool: every attempt goes out through it. */
-    readonly next: Next,
+    readonly next: Dispatch<ForwardTarget, Attempt>,
   ) {
     this.stats = new PoolStats(route.path, () => view.tip);
     this.quorumMethods = new Set(route.quorum?.methods ?? []);
@@ -126,7 +126,7 @@ export class Pool implements FlowHost {
     const timer = setTimeout(() => {
       end();
       target.forwarded({ kind: 'failed', fail: group.all.some((u) => u.usable) ? 'timeout' : 'no-upstream', upstream: null });
-    }, timeLeft(request.deadline));
+    }, timeLeft(request.transport.deadline));
     timer.unref();
     this.waiting.add(look);
     return { cancel: () => (flow !== null ? flow.cancel() : end()) };
@@ -158,7 +158,7 @@ export class Pool implements FlowHost {
     const v = this.view;
     const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
     // With a Call of its own bytes (its id where the gateway wrote it), so the layers below read it, not the bytes.
-    return body === null ? request : { ...request, body, call: new Call(body, call.method, ID_AT, ID_AT + Buffer.byteLength(call.idJson)) };
+    return body === null ? request : forwardAs(request, { one: new Call(body, call.method, ID_AT, ID_AT + Buffer.byteLength(call.idJson)), together: request.calls.together }, body);
   }
 
   /** Where a call may go, and how long before a hedge; or that it waits for an upstream to reach its block. */

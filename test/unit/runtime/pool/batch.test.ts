@@ -3,7 +3,10 @@
 // way is a fake Dispatch that records each call and answers it when the test
 // says so.
 import { describe, expect, it } from 'vitest';
-import type { Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../../runtime/dispatch.ts';
+import type { Calls, Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../../runtime/dispatch.ts';
+import { Call } from '../../../../runtime/kinds/evm/call.ts';
+import { splitBatchAnswer } from '../../../../runtime/jsonrpc/answer.ts';
+import { MAX_ANSWER_DEPTH } from '../../../../runtime/jsonrpc/scan.ts';
 import type { Logger } from '../../../../runtime/observe/log.ts';
 import { splitBatch } from '../../../../runtime/pool/batch.ts';
 import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
@@ -14,6 +17,7 @@ const LOG = { warn: () => undefined, info: () => undefined, error: () => undefin
 interface Sent {
   readonly body: string;
   readonly emptyOk: boolean;
+  readonly idempotent: boolean;
   readonly target: HeldTarget;
   cancelled: boolean;
 }
@@ -21,15 +25,20 @@ interface Sent {
 function fake(): { single: Dispatch; sent: Sent[] } {
   const sent: Sent[] = [];
   const single: Dispatch = (target, request): Cancelable => {
-    const s: Sent = { body: String(request.body), emptyOk: request.emptyOk, target, cancelled: false };
+    const t = request.transport;
+    const s: Sent = { body: String(t.body), emptyOk: t.emptyOk, idempotent: t.idempotent, target, cancelled: false };
     sent.push(s);
     return { cancel: () => void (s.cancelled = true) };
   };
   return { single, sent };
 }
 
-function request(body: string, classify: (s: number) => Verdict = () => 'buffer'): ForwardRequest {
-  return { method: 'POST', path: () => '/', headers: [], body: Buffer.from(body), idempotent: true, retries: 1, maxBuffer: 1 << 20, deadline: performance.now() + 1000, emptyOk: false, classify };
+/** A route's request of `body`, with a Call per call as the guard makes them (each its own bytes, read when asked). */
+function request(body: string, classify: (s: number) => Verdict = () => 'buffer', idempotent = true): ForwardRequest {
+  const b = Buffer.from(body);
+  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
+  const calls: Calls = items === null ? { one: Call.read(b)! } : { batch: items.map((it) => Call.read(b.subarray(it.start, it.end))!) };
+  return { calls, transport: { method: 'POST', path: () => '/', headers: [], body: b, idempotent, retries: 1, maxBuffer: 1 << 20, deadline: performance.now() + 1000, emptyOk: false, classify } };
 }
 
 /** A target that keeps its outcome, and what was streamed to it. */
@@ -54,9 +63,9 @@ const answer = (body: string): ForwardResult => ({ kind: 'buffered', upstream: U
 const bodyOf = (r: ForwardResult | undefined): string => (r?.kind === 'buffered' ? r.body.toString() : `(${r?.kind})`);
 
 describe('a batch at the pool', () => {
-  it('is not split when it is a single call, not a batch, empty, or notifications only: the pool sends it as it is', () => {
+  it('is not split when it is a single call, empty, or notifications only: the pool sends it as it is', () => {
     const { single, sent } = fake();
-    for (const body of ['{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', '[]', '[1,', ' [{"jsonrpc":"2.0","method":"eth_chainId"}]']) {
+    for (const body of ['{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', '[]', ' [{"jsonrpc":"2.0","method":"eth_chainId"}]']) {
       expect(splitBatch(single, LOG, 'eth', client().target, request(body)), body).toBeNull();
     }
     expect(sent).toHaveLength(0);
@@ -131,6 +140,14 @@ describe('a batch at the pool', () => {
     expect(c.outcome).toHaveLength(0);
     sent[0]!.target.forwarded({ kind: 'buffered', upstream: U, status: 200, headers: {}, body: Buffer.alloc(0) });
     expect(bodyOf(c.outcome[0])).toBe('[{"jsonrpc":"2.0","id":7,"result":"0x1"}]');
+  });
+
+  it("each call is sent again after a 5xx or a timeout as its own read or write says, not as the batch's whole (issue 45)", () => {
+    const { single, sent } = fake();
+    // A batch with a write is no idempotent request as a whole: its read is one all the same.
+    const writes = '[{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x00"]},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]';
+    splitBatch(single, LOG, 'eth', client().target, request(writes, () => 'buffer', false));
+    expect(sent.map((s) => s.idempotent)).toEqual([false, true]);
   });
 
   it("an answer the route would stream is written to the client from the calls' answers; the calls are held (never streamed)", () => {
