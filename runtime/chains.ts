@@ -140,7 +140,7 @@ function chainFlow<K extends InterfaceKind>(
     const pool = m.pool(route, group, view, services.log, forwards);
     dispatch = pool.dispatch;
     metrics.pool(pool.stats);
-  } else if (budgeted) dispatch = splitBatches(forwards, services.log, route.path);
+  } else if (budgeted) dispatch = splitBatches(forwards, m.envelope, services.log, route.path);
   const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
   if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
   dispatch = m.own(route, group, view, dispatch, services.log, core !== null);

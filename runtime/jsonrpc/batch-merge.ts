@@ -4,7 +4,6 @@
 // forwarded calls (kinds/evm/module.ts, kinds/evm/cache-batch.ts).
 import type { BatchMerge, EvmForward } from '../kinds/evm/decision.ts';
 import { Call } from '../kinds/evm/call.ts';
-import { rpcErrorWithId } from '../kinds/evm/errors.ts';
 import { ANY_DEPTH, COMMA, CLOSE, MAX_ANSWER_DEPTH, nestsDeeper, OPEN, skipWs } from './scan.ts';
 import { splitBatchAnswer } from './answer.ts';
 
@@ -109,4 +108,11 @@ export function failedAnswer(d: EvmForward, error: string): string {
     for (const it of splitBatchAnswer(b, ANY_DEPTH) ?? []) if (it.id !== null) parts.push(rpcErrorWithId(error, it.id));
   }
   return parts.length === 0 ? error : `[${parts.join(',')}]`;
+}
+
+const NULL_ID_HEAD = '{"jsonrpc":"2.0","id":null';
+
+/** A JSON-RPC error object the gateway made with id null (its interface's envelope), given the id `idJson` (JSON text) instead. */
+export function rpcErrorWithId(nullIdJson: string, idJson: string): string {
+  return `{"jsonrpc":"2.0","id":${idJson}${nullIdJson.slice(NULL_ID_HEAD.length)}`;
 }

@@ -7,9 +7,10 @@
 // batch (jsonrpc/forward-batch.ts). The answers are merged in the batch's order, each with
 // the id bytes its call came with (docs/upstreams.md, "What a pool does"):
 //  - a call that fails (no usable upstream, timeout, an answer that is not
-//    JSON-RPC) gets the gateway's JSON-RPC error for that failure in its slot,
-//    with the code a lone call's failure gets (-32052, -32051, -32050,
-//    -32053), and the others are answered;
+//    JSON-RPC) gets the gateway's error for that failure in its slot, as a
+//    lone call's failure is answered (its interface's envelope, with the
+//    call's id: EVM's -32052, -32051, -32050, -32053), and the others are
+//    answered;
 //  - when every call fails, the batch fails as one call does (the route's
 //    error envelope, the cache's failed flights), as it did when sent whole;
 //  - a notification (no id) goes through the pool alone too; it has no slot
@@ -22,7 +23,8 @@
 //    from its chunks: PartsTaker), not copied into one.
 import { forwardAs, JSON_HEADERS, streamParts, streams, type Call, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
-import { RPC_FAILED, rpcErrorJson } from '../kinds/evm/errors.ts';
+import { rpcErrorWithId } from '../jsonrpc/batch-merge.ts';
+import type { Envelope } from '../envelope.ts';
 import { CLOSE, COMMA, OPEN } from '../jsonrpc/scan.ts';
 import { answerOf } from '../jsonrpc/answer.ts';
 import type { Logger } from '../observe/log.ts';
@@ -34,14 +36,14 @@ import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
  * only): the caller sends it as it is. Each call goes to the chain's
  * upstreams, whatever group the batch was bound for.
  */
-export function splitBatch(single: Dispatch, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
+export function splitBatch(single: Dispatch, envelope: Envelope, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
   const batch = request.calls.batch;
   if (batch === undefined) return null;
   // The guard's calls, each its own bytes and id: nothing is read of the body again.
   let answered = false;
   for (const c of batch) if (c.idFrom >= 0) answered = true;
   if (!answered) return null;
-  const split = new PoolBatch(target, request, batch, log, chain);
+  const split = new PoolBatch(target, request, batch, envelope, log, chain);
   split.start(single);
   return split;
 }
@@ -52,9 +54,9 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
  * with a `rateLimit`, whose forward layer then sends the calls together only
  * as far as the budget has room (a batch costs its calls: jsonrpc/forward-batch.ts).
  */
-export function splitBatches(single: Dispatch, log: Logger, chain: string): Dispatch {
+export function splitBatches(single: Dispatch, envelope: Envelope, log: Logger, chain: string): Dispatch {
   const dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup) =>
-    splitBatch(dispatch, log, chain, target, request) ?? single(target, request as HeldRequest, group);
+    splitBatch(dispatch, envelope, log, chain, target, request) ?? single(target, request as HeldRequest, group);
   return dispatch;
 }
 
@@ -100,6 +102,8 @@ class PoolBatch implements Cancelable {
     private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly calls: readonly Call[],
+    /** The chain's interface's failures, each a call's answer with its id. */
+    private readonly envelope: Envelope,
     private readonly log: Logger,
     private readonly chain: string,
   ) {
@@ -190,7 +194,7 @@ class PoolBatch implements Cancelable {
         parts.push(...(g as readonly Buffer[]));
       } else {
         first ??= g as Failed;
-        parts.push(Buffer.from(rpcErrorJson(RPC_FAILED[(g as Failed).fail], idJson)));
+        parts.push(Buffer.from(rpcErrorWithId(this.envelope[(g as Failed).fail].body, idJson)));
       }
     }
     parts.push(CLOSE);

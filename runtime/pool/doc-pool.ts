@@ -52,6 +52,8 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
   const times = new LatencyWindow();
   const host: FlowHost = {
     stats,
+    // A Blockbook or Rosetta answer is taken as it comes: a read is one as its request says.
+    rules: null,
     next,
     isFinal: (n) => view.isFinal(n),
     archiveFor: () => null,

@@ -48,6 +48,7 @@ import { NOTHING, withTransport, type Cancelable, type Dispatch, type ForwardReq
 import { rpcErrorJson } from './errors.ts';
 import type { Logger } from '../../observe/log.ts';
 import { splitBatch } from '../../pool/batch.ts';
+import { EVM_ENVELOPE } from './envelope.ts';
 import { callOf, carries } from './pool-call.ts';
 import type { Call, BlockRef } from './call.ts';
 import type { EvmRouteSpec } from '../../types.ts';
@@ -96,7 +97,7 @@ export class LogRanges implements RangeHost {
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group = this.group) => {
     if (!carries(request, 'eth_getLogs')) return this.inner(target, request as HeldRequest, group);
-    if (request.calls.batch !== undefined) return splitBatch(this.batchCall, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
+    if (request.calls.batch !== undefined) return splitBatch(this.batchCall, EVM_ENVELOPE, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
     const call = callOf(request);
     // A blockHash (no fromBlock), or not the method: as it came.
     if (call === null || call.method !== 'eth_getLogs' || call.from === undefined) return this.inner(target, request as HeldRequest, group);

@@ -1,8 +1,7 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../../envelope.ts';
-import { RPC_ERRORS, RPC_FAILED, rpcErrorJson, type RpcErrorName } from './errors.ts';
+import { RPC_ERRORS, rpcErrorJson } from './errors.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from './params.ts';
 import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from './guard.ts';
@@ -25,13 +24,7 @@ import { EvmFront } from './cache-front.ts';
 import { Pool } from './pool.ts';
 import { answerThrottled } from '../../upstreams/throttle.ts';
 import { evmSocket } from './socket.ts';
-
-const NAMES: Readonly<Record<Failure, RpcErrorName>> = failureNames('GW_RPC', {
-  ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
-  ...RPC_FAILED,
-  'not-found': 'GW_RPC_NOT_FOUND',
-  'method-not-allowed': 'GW_RPC_HTTP_METHOD_NOT_ALLOWED',
-});
+import { EVM_ENVELOPE } from './envelope.ts';
 
 type Forwarded = Extract<EvmDecision, { kind: 'forward' }>;
 
@@ -255,10 +248,7 @@ function finalizedOf(route: EvmRouteSpec, head: number, own: number, safe: numbe
 }
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {
-  envelope: envelope(NAMES, (n, reason) => ({
-    status: RPC_ERRORS[n].status,
-    body: rpcErrorJson(n, 'null', reason === undefined ? undefined : reason === 'quota' ? `{"reason":"quota","resetsAt":"${RESETS_AT}"}` : `{"reason":"${reason}"}`),
-  })),
+  envelope: EVM_ENVELOPE,
   answersStrays: true,
   batchesCalls: true,
   handler: (route, services) => new EvmRoute(route, services),

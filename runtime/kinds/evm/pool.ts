@@ -26,6 +26,8 @@ import type { Logger } from '../../observe/log.ts';
 import type { EvmRouteSpec } from '../../types.ts';
 import type { Upstream, UpstreamGroup } from '../../upstreams/upstream.ts';
 import { splitBatch } from '../../pool/batch.ts';
+import { EVM_ENVELOPE } from './envelope.ts';
+import { EVM_CALL_RULES } from './pool-rules.ts';
 import { Call, ID_AT } from './call.ts';
 import { callOf, rewriteTags, STATE_METHODS, type BlockRef } from './pool-call.ts';
 import { broadcast, quorum } from './fanout.ts';
@@ -36,6 +38,8 @@ import { HedgeBudget, LatencyWindow, PoolStats } from '../../pool/stats.ts';
 import { allThrottled, throttledBeforeVerified } from '../../upstreams/throttle.ts';
 
 export class Pool implements FlowHost {
+  /** What the flow asks of an EVM call and its answer. */
+  readonly rules = EVM_CALL_RULES;
   readonly stats: PoolStats;
   private readonly budget = new HedgeBudget();
   private readonly quorumMethods: ReadonlySet<string>;
@@ -64,7 +68,7 @@ export class Pool implements FlowHost {
 
   readonly dispatch: Dispatch = (target, request, group = this.group) => {
     // A batch: each of its calls comes back here alone (batch.ts).
-    const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request);
+    const batch = splitBatch(this.dispatch, EVM_ENVELOPE, this.log, this.route.path, target, request);
     if (batch !== null) return batch;
     this.budget.call();
     return this.send(target, request, group, callOf(request));
