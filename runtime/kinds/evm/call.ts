@@ -18,7 +18,7 @@
 // only the method traits table, the JSON scanner and the seam's types.
 import { traitsOf, type MethodTraits } from './methods.ts';
 import { firstByte, MAX_ANSWER_DEPTH } from '../../jsonrpc/scan.ts';
-import { answerSpans } from '../../jsonrpc/answer.ts';
+import { answerOf } from '../../jsonrpc/answer.ts';
 import type { Call as SeamCall } from '../../dispatch.ts';
 
 export type BlockRef = number | 'latest' | 'safe' | 'finalized' | 'pending' | { readonly hash: string } | null;
@@ -134,11 +134,12 @@ export class Call implements SeamCall {
 
   /**
    * Where the id starts in the body's bytes (-1: it has none): as the guard
-   * found it, else found by one scan of the body at the first ask, kept.
+   * found it, else read of the body's spans (the one reader of a JSON-RPC
+   * object's id, result and error: jsonrpc/answer.ts) at the first ask, kept.
    */
   get idFrom(): number {
     if (this.idStart === -1) {
-      const spans = answerSpans(bytes(this.body), MAX_ANSWER_DEPTH);
+      const spans = answerOf(bytes(this.body)).spansWithin(MAX_ANSWER_DEPTH);
       if (spans === null || spans.idStart === -1) this.idStart = ID_NONE;
       else {
         this.idStart = spans.idStart;

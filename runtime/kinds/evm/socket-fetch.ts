@@ -4,7 +4,7 @@
 // fetched is served from memory, a fetch joins a client's call in flight and
 // the other way round, and the pool routes, retries and fails over as for any
 // call. The call is checked and described by the guard as a client's is (its
-// decision is what the front reads); the answer is held whole (the seam's
+// Call is what the front reads); the answer is held whole (the seam's
 // `hold`) and parsed. This is the one place the feed makes a request: the
 // seam's request type changes here alone.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';

@@ -48,6 +48,10 @@ describe('the seam', () => {
   it("no layer searches a request's bytes for the method it takes: it reads the request's calls (kinds/evm/pool-call.ts carries)", () => {
     expect(matching(/includes\('eth_getLogs'\)/)).toEqual([]);
   });
+
+  it("no layer scans a JSON-RPC object's spans of its own: answerSpans is read only under jsonrpc/, every other reader asks the Answer (read once)", () => {
+    expect(matching(/\banswerSpans\(/).filter((f) => !f.startsWith('runtime/jsonrpc/'))).toEqual([]);
+  });
 });
 
 describe('an Answer', () => {
