@@ -39,11 +39,17 @@ import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 export function splitBatch(single: Dispatch, envelope: Envelope, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
   const batch = request.calls.batch;
   if (batch === undefined) return null;
-  // The guard's calls, each its own bytes and id: nothing is read of the body again.
+  // The guard's calls, each its own bytes and id: nothing is read of the body again. (A call with no bytes of its own
+  // is none of a JSON-RPC batch's: sent as it is.)
   let answered = false;
-  for (const c of batch) if (c.idFrom >= 0) answered = true;
+  const calls: ItsBytes[] = [];
+  for (const c of batch) {
+    if (!hasBytes(c)) return null;
+    if (c.idFrom >= 0) answered = true;
+    calls.push(c);
+  }
   if (!answered) return null;
-  const split = new PoolBatch(target, request, batch, envelope, log, chain);
+  const split = new PoolBatch(target, request, calls, envelope, log, chain);
   split.start(single);
   return split;
 }
@@ -60,11 +66,18 @@ export function splitBatches(single: Dispatch, envelope: Envelope, log: Logger, 
   return dispatch;
 }
 
+/** A call of a JSON-RPC batch: its own bytes of the batch's body. */
+type ItsBytes = Call & { readonly body: Buffer | string };
+
+function hasBytes(c: Call): c is ItsBytes {
+  return c.body !== null;
+}
+
 /** A call's id as it came (a long number keeps its digits); null: a notification. */
-function idOf(c: Call): string | null {
+function idOf(c: ItsBytes): string | null {
   const from = c.idFrom;
+  const b = c.body;
   if (from < 0) return null;
-  const b = c.body!;
   return typeof b === 'string' ? Buffer.from(b).toString('utf8', from, c.idTo) : b.toString('utf8', from, c.idTo);
 }
 
@@ -101,7 +114,7 @@ class PoolBatch implements Cancelable {
   constructor(
     private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
-    private readonly calls: readonly Call[],
+    private readonly calls: readonly ItsBytes[],
     /** The chain's interface's failures, each a call's answer with its id. */
     private readonly envelope: Envelope,
     private readonly log: Logger,
@@ -119,7 +132,7 @@ class PoolBatch implements Cancelable {
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
-      const one = forwardAs(this.request, { one: c, together }, c.body!, { hold: true, emptyOk: this.ids[i] === null, idempotent: !c.write });
+      const one = forwardAs(this.request, { one: c, together }, c.body, { hold: true, emptyOk: this.ids[i] === null, idempotent: !c.write });
       this.running.push(single(new CallTarget(this, i), one as HeldRequest));
     }
     this.settle();
