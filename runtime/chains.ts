@@ -3,7 +3,7 @@
 // own -> cache's layer -> pool -> forward batches -> plain) composed, its
 // flow, envelope and counters; and each listener's dispatch table.
 import type { Envelope } from './envelope.ts';
-import type { Front, RouteHandler } from './exchange.ts';
+import type { ClientTarget, RouteHandler } from './exchange.ts';
 import type { GatewaySpec, InterfaceKind, ListenerSpec, RouteOf, RouteSpec } from './types.ts';
 import { ChainView } from './upstreams/chain-view.ts';
 import { cacheCore, type CacheServices } from './cache/index.ts';
@@ -30,7 +30,7 @@ export interface Chain {
    * go in here (a socket feed's blocks and logs, held, with no key to admit),
    * so they are served as clients' calls are, hits and joined flights included.
    */
-  readonly front: Front;
+  readonly front: Dispatch<ClientTarget>;
   /** Its top layer, admission's admit step: what a socket's locally answered calls and its notifications are admitted and counted by. */
   readonly top: AdmitLayer;
   /**
@@ -52,8 +52,8 @@ export interface DispatchTable {
   readonly envelope: Envelope;
 }
 
-/** What every chain's flow is given, but where its handler sends (the top of its layers) and whether they read a Call. */
-export type SharedServices = Omit<RouteServices, 'dispatch' | 'layered'>;
+/** What every chain's flow is given, but where its handler sends (the top of its layers). */
+export type SharedServices = Omit<RouteServices, 'dispatch'>;
 
 export interface Chains {
   readonly all: readonly Chain[];
@@ -118,7 +118,7 @@ function chainFlow<K extends InterfaceKind>(
   services: SharedServices,
   metrics: Metrics,
   cache: CacheServices | null,
-): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; front: Front; top: AdmitLayer; socket: RouteSocket | null } {
+): { handler: RouteHandler; envelope: Envelope; poolHeads: boolean; followsHeads: boolean; front: Dispatch<ClientTarget>; top: AdmitLayer; socket: RouteSocket | null } {
   // The layers, composed from the bottom, as undici's compose() stacks interceptors: a pool over the plain dispatch
   // (Forward) where the chain has several upstreams, the cache's layer over that where the chain is cached, the
   // module's own layer over that (EVM: eth_getLogs ranges, each chunk through the cache's layer), and the cache's
@@ -140,17 +140,13 @@ function chainFlow<K extends InterfaceKind>(
     const pool = m.pool(route, group, view, services.log, forwards);
     dispatch = pool.dispatch;
     metrics.pool(pool.stats);
-  } else if (budgeted) dispatch = splitBatches(forwards, services.log, route.path);
+  } else if (budgeted) dispatch = splitBatches(forwards, m.envelope, services.log, route.path);
   const core = cache === null ? null : cacheCore(route, group, view, dispatch, cache);
   if (core !== null) dispatch = m.cacheLayer(route, core, dispatch);
-  // The guard gives each request its Call where a layer reads every call's: the pool's, the cache's. The module's own
-  // (EVM: eth_getLogs ranges, on every chain that allows the method) reads only its method's, and parses those itself
-  // where no Call came: a chain of one upstream keeps the guard's plain path.
-  const layered = dispatch !== plain || core !== null;
   dispatch = m.own(route, group, view, dispatch, services.log, core !== null);
   // The cache's front over them, whose hits answer the client with no upstream request and whose flights go through
   // the layers below (the core's dispatch); a chain without a cache has none.
-  let front: Front = dispatch;
+  let front: Dispatch<ClientTarget> = dispatch;
   if (core !== null) {
     core.dispatch = dispatch;
     front = m.cacheFront(route, core);
@@ -160,5 +156,5 @@ function chainFlow<K extends InterfaceKind>(
   // The top, where the route sends, on every chain: admission's admit step (JWT, rate limit, quota, usage), so a cache
   // hit is limited and counted as any call.
   const top = new AdmitLayer(services.admission, route.path, services.usage, services.credits, front);
-  return { handler: m.handler(route, { ...services, dispatch: top.front, layered }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), front, top, socket: socketOf(m, route) };
+  return { handler: m.handler(route, { ...services, dispatch: top.front }), envelope: m.envelope, poolHeads: m.poolHeads(route), followsHeads: m.followsHeads(route), front, top, socket: socketOf(m, route) };
 }

@@ -1,16 +1,15 @@
 // The seam every upstream request of a chain crosses, and its types: the
-// request, its outcome, the targets that take it, and the Dispatch each layer
-// is and takes (undici's interceptors are so: a layer takes the dispatch
-// below it and is a dispatch itself). chains.ts composes them: admission's
-// admit step and the cache's front at the top (their target is a client's
-// exchange), the module's layer, the cache's layer, the pool, the forward
-// batches, and the plain dispatch at the bottom, one Forward per request
-// (upstreams/forward.ts).
+// call, the request (its calls and its transport), its outcome, the targets
+// that take it, and the Dispatch each layer is and takes (undici's
+// interceptors are so: a layer takes the dispatch below it and is a dispatch
+// itself). chains.ts composes them: admission's admit step and the cache's
+// front at the top (their target is a client's exchange), the module's layer,
+// the cache's layer, the pool, the forward batches, and the plain dispatch at
+// the bottom, one Forward per request (upstreams/forward.ts), which reads the
+// request's transport alone. It imports nothing of kinds/: each kind's calls
+// implement its Call.
 import type { ServerResponse } from 'node:http';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Call } from './kinds/evm/call.ts';
-import type { DocCall } from './kinds/doc-call.ts';
-import type { EvmForward } from './kinds/evm/decision.ts';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
@@ -24,14 +23,63 @@ export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response
  */
 export type Verdict = 'stream' | 'buffer' | 'bad';
 
-export interface ForwardRequest {
+/**
+ * A block a call names, as its kind reads it: a height, a tag the kind knows
+ * (EVM's `latest`, `safe`...), or a hash alone; null: none, or none the
+ * gateway can be sure of.
+ */
+export type CallBlock = number | string | { readonly hash: string } | null;
+
+/**
+ * One call as it crosses the layers, whatever its kind (EVM's
+ * kinds/evm/call.ts, a Blockbook or Rosetta document call,
+ * kinds/doc-call.ts): the guard makes it of what it read, once, and every
+ * layer reads it instead of the bytes. A kind's own layers read the rest of
+ * their kind's Call (EVM: the method's traits, a range's ends).
+ */
+export interface Call {
+  /** The JSON-RPC method, or the document endpoint: what admission charges and counts, and a kind's rules are keyed by. */
+  readonly method: string;
+  /** The call's own bytes, as they go upstream; null where the request's body is not the call alone (a GET's path). */
+  readonly body: Buffer | string | null;
+  /** Where its id is in `body`, [idFrom, idTo), found once when first asked; -1: it has none (a notification, a document call). */
+  readonly idFrom: number;
+  readonly idTo: number;
+  readonly block: CallBlock;
+  /** It sends, signs or changes something on a node: sent once, never again after a 5xx or a timeout. */
+  readonly write: boolean;
+  /** Its parameters, parsed when first asked (once); undefined where it has none the gateway reads. */
+  readonly params: unknown;
+}
+
+/**
+ * What a request carries: one call, or a client's batch of them in order
+ * (each with its own bytes of the body): a batch says so, and nobody asks the
+ * body's first byte. `together`: the calls of one client batch share it
+ * (the batch, and each of its calls a layer sends alone), so that the forward
+ * layer sends them to a node together, with cache.batch 1 too
+ * (jsonrpc/forward-batch.ts). A kind's own layers find what they need back on
+ * its Calls (EVM: a client batch's merge plan, kinds/evm/call.ts; Blockbook:
+ * its tail, kinds/doc-call.ts).
+ */
+export type Calls<C extends Call = Call> =
+  | { readonly one: C; readonly batch?: undefined; readonly together?: object }
+  | { readonly batch: readonly C[]; readonly one?: undefined; readonly together?: object };
+
+/**
+ * What a request is to Forward: the HTTP exchange with an upstream, and how
+ * its answer is judged. Forward reads nothing else; the layers above read the
+ * calls.
+ */
+export interface Transport {
   readonly method: 'GET' | 'POST';
   /** Path and query on the upstream, given the upstream. */
   readonly path: (u: Upstream) => string;
   /** Request headers as a flat [name, value, ...] list (undici takes it as is). */
   readonly headers: string[];
+  /** The calls' bytes as they go (the Call's own for one call, a batch's for many); null for a GET. */
   readonly body: Buffer | string | null;
-  /** Safe to send again after a 5xx or timeout (reads). */
+  /** Safe to send again after a 5xx or timeout: no call of the body is a write. */
   readonly idempotent: boolean;
   readonly retries: number;
   /** Largest answer the gateway will hold in memory when it must rewrite it. */
@@ -41,7 +89,7 @@ export interface ForwardRequest {
    * (its timeoutMs from when the call was read), and every layer below keeps
    * it. Every attempt's wait for an answer's head, an answer held whole, a
    * pool's wait and hedges, a range's chunks and the retries all end by it
-   * (each gets what is left, dispatch.ts timeLeft; none once it is over).
+   * (each gets what is left, timeLeft; none once it is over).
    */
   readonly deadline: number;
   /** A 2xx with no body is a good answer (JSON-RPC notifications); otherwise only a 304 may be empty. */
@@ -70,36 +118,32 @@ export interface ForwardRequest {
    * into it.
    */
   readonly hold?: boolean;
-  /**
-   * The EVM call the body is, as the guard decided it (kinds/evm/call.ts: its
-   * method, id, params parsed once, block): the layers below read it instead
-   * of the bytes. Only as long as `body` is the Call's own (kinds/evm/pool-call.ts, callOf).
-   */
-  readonly call?: Call;
-  /**
-   * A client batch's calls, in order, as the guard made them (each with its
-   * own bytes of `body` and its id): admission charges and counts by their
-   * methods, and the pool splits the batch with them instead of the bytes. Only as long as `body` is the batch they were
-   * made of: a layer that sends other bytes sets it to what they are, or
-   * leaves it out.
-   */
-  readonly calls?: readonly Call[];
-  /**
-   * The calls of one client's batch share this: the forward layer sends them
-   * to a node together, with cache.batch 1 too (jsonrpc/forward-batch.ts).
-   */
-  readonly together?: object;
-  /** The Blockbook or Rosetta call the request is, as its guard decided it (kinds/doc-call.ts: endpoint, block, read or write, Blockbook's tail). */
-  readonly doc?: DocCall;
-  /**
-   * The EVM guard's decision the request was made of (a single call's
-   * method and id span, a batch's methods and calls, the merge plan of a
-   * batch with refused calls): the cache's front reads it. Only on a
-   * route's own request: a layer that sends other bytes leaves it out.
-   */
-  readonly decision?: EvmForward;
 }
 
+/**
+ * A request: the calls it carries, and their bytes' exchange with an upstream.
+ * A layer that sends other bytes (a rewritten call, a batch's part) makes a
+ * request of its own with the calls those bytes are (forwardAs).
+ */
+export interface ForwardRequest<C extends Call = Call> {
+  readonly calls: Calls<C>;
+  readonly transport: Transport;
+}
+
+/** `request` with its transport changed by `t` (a held copy, a pool's routing, a larger maxBuffer), the same calls. */
+export function withTransport<C extends Call>(request: ForwardRequest<C>, t: Partial<Transport>): ForwardRequest<C> {
+  return { calls: request.calls, transport: { ...request.transport, ...t } };
+}
+
+/** `request` held whole (`hold`), its transport otherwise changed by `t`: for a layer that judges, keeps or merges its answer. */
+export function held<C extends Call>(request: ForwardRequest<C>, t?: Partial<Transport>): HeldRequest<C> {
+  return { calls: request.calls, transport: { ...request.transport, ...t, hold: true } };
+}
+
+/** A request for `calls` whose bytes are `body` (their own, or those of another made of them), otherwise as `request` goes. */
+export function forwardAs<C extends Call>(request: ForwardRequest, calls: Calls<C>, body: Buffer | string, t?: Partial<Transport>): ForwardRequest<C> {
+  return { calls, transport: { ...request.transport, ...t, body } };
+}
 
 /** An upstream's throttle error in a body, not yet marked: the upstream, its answer's headers and body, and when the call was sent (epoch ms). */
 export interface ThrottleSeen {
@@ -120,7 +164,7 @@ export function timeLeft(deadline: number, now = performance.now()): number {
 }
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
-export type HeldRequest = ForwardRequest & { readonly hold: true };
+export type HeldRequest<C extends Call = Call> = ForwardRequest<C> & { readonly transport: { readonly hold: true } };
 
 /** What Forward writes a streamed answer into: a client's response. */
 export type Sink = Pick<ServerResponse, 'destroyed' | 'headersSent' | 'write' | 'end' | 'once' | 'destroy'>;
@@ -175,30 +219,39 @@ export interface Cancelable {
 /** Nothing to cancel: an answer already made, or a request nobody calls back. */
 export const NOTHING: Cancelable = { cancel: () => undefined };
 
-/**
- * Sends `request` upstream (to `group`'s upstreams, the chain's by default);
- * `target` gets the outcome once. A held request (`hold`) needs only a
- * `HeldTarget`; any other may be streamed into its target.
- */
-export interface Dispatch {
-  (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup): Cancelable;
-  (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Cancelable;
-}
-
 /** One attempt under way: what it can be told, and the upstream it went to (null: none could take it). */
 export interface Attempt extends Cancelable {
   readonly upstream: Upstream | null;
 }
 
-/** The plain dispatch, as the layer above it sees it: each request one attempt (with Forward's own retries). */
-export interface Next {
-  (target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup): Attempt;
-  (target: HeldTarget, request: HeldRequest, group?: UpstreamGroup): Attempt;
+/**
+ * A layer, and what each layer takes (the one below it): sends `request` on
+ * (to `group`'s upstreams, the chain's by default), and `target` gets the
+ * outcome once. It returns what the client's going away cancels: NOTHING
+ * where there is nothing now (the layer answered the call itself, joined it
+ * to a flight, or sends it on later and says so in the client's `forward`).
+ *  - `T`: what a request that is not held may be streamed into, and `H`:
+ *    what a held one's outcome goes to. Below the top a held request needs
+ *    only a HeldTarget; the top layers (admission's admit step, the cache's
+ *    front) take the client itself for both (`Dispatch<ClientTarget>`, from
+ *    exchange.ts), which they may answer.
+ *  - `A`: what one attempt is, where the layer above reads its upstream (the
+ *    plain dispatch's: an Attempt, Forward's own retries in it:
+ *    `Dispatch<ForwardTarget, Attempt>`).
+ */
+export interface Dispatch<in T extends ForwardTarget = ForwardTarget, out A extends Cancelable = Cancelable, in H extends HeldTarget = ForwardTarget extends T ? HeldTarget : T> {
+  (target: T, request: ForwardRequest, group?: UpstreamGroup): A;
+  (target: H, request: HeldRequest, group?: UpstreamGroup): A;
 }
 
-/** Whether `request`'s sender would have the answer `r` streamed to it (it did not ask for it held, and its classify streams `r`). */
-export function streams(request: ForwardRequest, r: Extract<ForwardResult, { kind: 'buffered' }>): boolean {
-  return request.hold !== true && request.classify(r.status, r.headers) === 'stream';
+/**
+ * Whether `request`'s sender would have an answer of `status` and `headers`
+ * streamed to it (it did not ask for it held, and its classify streams it):
+ * by default, a JSON 200 a layer made itself.
+ */
+export function streams(request: ForwardRequest, status = 200, headers: IncomingHttpHeaders = JSON_HEADERS): boolean {
+  const t = request.transport;
+  return t.hold !== true && t.classify(status, headers) === 'stream';
 }
 
 /**
@@ -208,7 +261,7 @@ export function streams(request: ForwardRequest, r: Extract<ForwardResult, { kin
  * the cache, a batch).
  */
 export function deliver(target: HeldTarget, request: ForwardRequest, r: ForwardResult): void {
-  if (r.kind === 'buffered' && streams(request, r)) {
+  if (r.kind === 'buffered' && streams(request, r.status, r.headers)) {
     const t = target as ForwardTarget;
     t.streamHead(r.status, { ...r.headers, 'content-length': String(r.body.length) }, r.upstream);
     t.res.end(r.body);

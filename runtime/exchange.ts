@@ -10,7 +10,7 @@ import type { KeyEntry } from './keys/keys.ts';
 import type { Logger } from './observe/log.ts';
 import type { RouteMetrics } from './observe/metrics.ts';
 import { lingerAfterAnswer } from './process/linger.ts';
-import type { Cancelable, ForwardRequest, ForwardResult, ForwardTarget } from './dispatch.ts';
+import { NOTHING, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget } from './dispatch.ts';
 import { endToEndHeaders } from './upstreams/forward.ts';
 import type { Upstream } from './upstreams/upstream.ts';
 import type { RequestTracker } from './observe/tracker.ts';
@@ -22,7 +22,7 @@ export type BufferedResult = Extract<ForwardResult, { kind: 'buffered' }>;
 export interface RouteHandler {
   /** `rest` is the path after the chain's segment, `query` the text after `?`. */
   handle(x: Exchange, rest: string, query: string): void;
-  /** An upstream answer the handler asked to see whole (see ForwardRequest.classify). */
+  /** An upstream answer the handler asked to see whole (see dispatch.ts Transport.classify). */
   rewrite(x: Exchange, r: BufferedResult): void;
   /**
    * The gateway's own failure `body` (made once, with no request-specific
@@ -42,10 +42,11 @@ export interface ExchangeContext {
 }
 
 /**
- * A client as the top layers of a chain see it: what a layer there
- * (admission's admit step, the cache's front) may answer itself, with no
- * upstream request (a refusal, a hit, a constant, a client batch merged of
- * its parts), or hand on down as the target of the chain's dispatch. The
+ * A client as the top layers of a chain see it (their Dispatch's target,
+ * dispatch.ts): what a layer there (admission's admit step, the cache's
+ * front) may answer itself, with no upstream request (a refusal, a hit, a
+ * constant, a client batch merged of its parts), or hand on down as the
+ * target of the chain's dispatch. The
  * Exchange is one; cache/common.ts's FlightMember is the part a flight's
  * clients share.
  */
@@ -77,17 +78,6 @@ export interface ClientTarget extends ForwardTarget {
   internal(err: unknown): void;
   later(step: () => void): void;
 }
-
-/**
- * A layer at the top of a chain, where its route sends each request it has
- * checked (chains.ts composes them: admission's admit step, then the
- * cache's front where the chain has a cache, then the chain's dispatch): it
- * may answer the client without any upstream (a refusal, a cache hit). It
- * returns what the client's going away cancels; null: nothing now (the call
- * was answered, joined a flight, or goes on later and says so itself in
- * `forward`).
- */
-export type Front = (target: ClientTarget, request: ForwardRequest) => Cancelable | null;
 
 export class Exchange implements ClientTarget {
   readonly id: string;
@@ -217,9 +207,10 @@ export class Exchange implements ClientTarget {
     }
   }
 
-  /** Sends `request` down the chain's layers from `front`, their top (the cache's front, or the dispatch: retries, breaker and streaming are Forward's). */
-  forwardWith(front: Front, request: ForwardRequest): void {
-    this.forward = front(this, request);
+  /** Sends `request` down the chain's layers from `top` (admission's admit step, then the cache's front, or the dispatch: retries, breaker and streaming are Forward's). */
+  forwardWith(top: Dispatch<ClientTarget>, request: ForwardRequest): void {
+    const sent = top(this, request);
+    this.forward = sent === NOTHING ? null : sent;
   }
 
   // ---------------------------------------------------- ForwardTarget

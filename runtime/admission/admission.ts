@@ -7,8 +7,8 @@
 // lookup, the in-memory limiter) and with a promise only when it must (jose,
 // Redis), so a request pays for a promise only then, and a key without a
 // policy or limits pays a null test for each.
-import type { ClientTarget, Exchange, Front } from '../exchange.ts';
-import type { ForwardRequest } from '../dispatch.ts';
+import type { ClientTarget, Exchange } from '../exchange.ts';
+import { NOTHING, type Cancelable, type Dispatch, type ForwardRequest } from '../dispatch.ts';
 import { add as addUsage, type Usage } from '../observe/usage.ts';
 import type { Refusal, Refused } from '../envelope.ts';
 import { isKeyShaped, type KeyCheck, type KeyEntry, type KeyLookup } from '../keys/keys.ts';
@@ -259,30 +259,30 @@ export class AdmitLayer {
     private readonly usage: Usage,
     /** What a method or endpoint costs, where the manifest has `credits`; null: every call costs 1. */
     private readonly cost: ((name: string) => number) | null,
-    private readonly next: Front,
+    private readonly next: Dispatch<ClientTarget>,
   ) {}
 
-  readonly front = (x: ClientTarget, request: ForwardRequest): ReturnType<Front> => {
+  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable => {
     const key = x.key!;
     if (this.stage.open(key)) {
-      this.count(x, key, request);
+      this.count(key, request);
       return this.next(x, request);
     }
-    this.stage.admit(x, key, this.credits(x, request), this.admitted, request);
+    this.stage.admit(x, key, this.credits(request), this.admitted, request);
     // Admitted at once: admitted() sent it on, and x.forward is what it sent; else it goes on once jose or the store answers.
-    return x.forward;
+    return x.forward ?? NOTHING;
   };
 
   private readonly admitted = (x: ClientTarget, request: ForwardRequest): void => {
-    this.count(x, x.key!, request);
+    this.count(x.key!, request);
     x.forward = this.next(x, request);
   };
 
-  /** The request's credits: each of a batch's calls' methods, or the exchange's label (a call's method, an endpoint); without `credits`, one per call. */
-  private credits(x: ClientTarget, request: ForwardRequest): number {
+  /** The request's credits: each of its calls' methods (a call's method, an endpoint); without `credits`, one per call. */
+  private credits(request: ForwardRequest): number {
     const cost = this.cost;
-    const calls = request.calls;
-    if (calls === undefined) return cost === null ? 1 : cost(x.label);
+    const calls = request.calls.batch;
+    if (calls === undefined) return cost === null ? 1 : cost(request.calls.one.method);
     if (cost === null) return calls.length;
     let n = 0;
     for (const c of calls) n += cost(c.method);
@@ -327,11 +327,11 @@ export class AdmitLayer {
   }
 
   /** Counted as used: one call per method (each of a batch's calls), at its credits. */
-  private count(x: ClientTarget, key: KeyEntry, request: ForwardRequest): void {
+  private count(key: KeyEntry, request: ForwardRequest): void {
     const cost = this.cost;
     const bucket = this.usage.bucket(key.id, this.chain);
-    const calls = request.calls;
-    if (calls === undefined) addUsage(bucket, x.label, 1, cost === null ? 1 : cost(x.label));
+    const calls = request.calls.batch;
+    if (calls === undefined) addUsage(bucket, request.calls.one.method, 1, cost === null ? 1 : cost(request.calls.one.method));
     else for (const c of calls) addUsage(bucket, c.method, 1, cost === null ? 1 : cost(c.method));
   }
 }

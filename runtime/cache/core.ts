@@ -18,7 +18,7 @@
 //    when the chain resets.
 import type { Logger } from '../observe/log.ts';
 import type { ChainListener, ChainView, ResetReason } from '../upstreams/chain-view.ts';
-import type { Dispatch, ForwardRequest, ForwardResult, HeldTarget } from '../dispatch.ts';
+import { held, type Dispatch, type ForwardRequest, type ForwardResult, type HeldTarget } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { tagFlight, type FlightMember } from './common.ts';
 import { SharedTier, type Parts } from './shared.ts';
@@ -119,7 +119,7 @@ export class CacheCore implements ChainListener {
 
   /** Sends a flight's call upstream: the client's own request, held whole, through the same forwarding as any call. */
   send(target: HeldTarget, request: ForwardRequest, group: UpstreamGroup = this.group): void {
-    this.dispatch(target, { ...request, hold: true, maxBuffer: MAX_HELD }, group);
+    this.dispatch(target, held(request, { maxBuffer: MAX_HELD }), group);
   }
 
   // ------------------------------------------------ keeping

@@ -17,7 +17,7 @@ const KEEP_HEAD: Keep = { kind: 'head' };
  * endpoints never take part.
  */
 export const ROSETTA_RULES: DocRules = {
-  key: (x, request, doc) => (request.idempotent ? `${doc.endpoint}\n${x.req.headers.accept ?? ''}\n${request.body as string}` : null),
+  key: (x, t, doc) => (t.idempotent ? `${doc.endpoint}\n${x.req.headers.accept ?? ''}\n${t.body as string}` : null),
   mayLast: (endpoint) => endpoint === 'block' || endpoint === 'block/transaction',
   keep(endpoint, sent, body): Keep | null {
     if (endpoint !== 'block' && endpoint !== 'block/transaction') return null;
@@ -54,10 +54,10 @@ export const ROSETTA_RULES: DocRules = {
  * sendtx, never a conditional request (If-None-Match, If-Modified-Since).
  */
 export const BLOCKBOOK_RULES: DocRules = {
-  key(x, request, doc) {
+  key(x, t, doc) {
     const h = x.req.headers;
     const tail = doc.tail;
-    if (request.method !== 'GET' || tail === undefined || doc.endpoint === 'sendtx' || h['if-none-match'] !== undefined || h['if-modified-since'] !== undefined) return null;
+    if (t.method !== 'GET' || tail === undefined || doc.endpoint === 'sendtx' || h['if-none-match'] !== undefined || h['if-modified-since'] !== undefined) return null;
     // Identical: the same upstream URL and the same headers that shape the answer.
     return `${tail}\n${h['accept-encoding'] ?? ''}\n${h.accept ?? ''}\n${h['accept-language'] ?? ''}`;
   },

@@ -10,8 +10,8 @@
 //    for that number); bound to the head before that.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { ClientTarget } from '../exchange.ts';
-import type { Cancelable, ForwardRequest, ForwardResult } from '../dispatch.ts';
-import type { DocCall } from '../kinds/doc-call.ts';
+import { NOTHING, type Cancelable, type ForwardRequest, type ForwardResult, type Transport } from '../dispatch.ts';
+import { DocCall } from '../kinds/doc-call.ts';
 import { failFlight, tagFlight, X_CACHE, X_CACHE_LOG } from './common.ts';
 import type { CacheCore, Flight, FlightLanding } from './core.ts';
 
@@ -21,7 +21,7 @@ export type Keep = { readonly kind: 'head' } | { readonly kind: 'block'; readonl
 /** An interface's rules, as data the core applies. */
 export interface DocRules {
   /** What makes two reads identical (everything that reaches the upstream), or null when the read does not take part. */
-  key(x: ClientTarget, request: ForwardRequest, doc: DocCall): string | null;
+  key(x: ClientTarget, t: Transport, doc: DocCall): string | null;
   /** Could the answer be kept forever (so worth asking the shared tier first)? */
   mayLast(endpoint: string): boolean;
   /** What may be kept of a 200 answer (the interface's own description of it); null: nothing. */
@@ -49,11 +49,11 @@ export class DocLayer implements FlightLanding<DocFlight> {
    * DocCall the route's request carries, is answered from memory, joins one
    * in flight, or goes as a flight; the rest goes on down the layers.
    */
-  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable | null => {
+  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable => {
     const core = this.core;
-    const doc = request.doc;
-    const k = doc === undefined ? null : this.rules.key(x, request, doc);
-    if (k === null || doc === undefined) return core.dispatch(x, request);
+    const doc = request.calls.one;
+    const k = doc instanceof DocCall ? this.rules.key(x, request.transport, doc) : null;
+    if (k === null || !(doc instanceof DocCall)) return core.dispatch(x, request);
     const endpoint = doc.endpoint;
     const key = `${core.path} ${k}`;
     const e = core.hit(key);
@@ -62,20 +62,21 @@ export class DocLayer implements FlightLanding<DocFlight> {
       x.cacheTag = X_CACHE.hit;
       x.cacheLog = X_CACHE_LOG.hit;
       deliver(x, request, 200, e.headers ?? {}, e.prefix, null);
-      return null;
+      return NOTHING;
     }
     const joined = core.joinable(key);
     if (joined !== undefined) {
       joined.join(x, '');
-      return null;
+      return NOTHING;
     }
-    const sent = typeof request.body === 'string' ? request.body : '';
+    const body = request.transport.body;
+    const sent = typeof body === 'string' ? body : '';
     const f = core.open<DocFlight>(key, { endpoint, sent }, this, request);
     f.join(x, '');
     const shared = this.rules.mayLast(endpoint) ? core.sharedGet(key) : null;
     if (shared === null) {
       f.send();
-      return null;
+      return NOTHING;
     }
     // Maybe final: another replica may have kept it in Redis.
     void shared.then((parts) => {
@@ -95,7 +96,7 @@ export class DocLayer implements FlightLanding<DocFlight> {
         f.crashed(err);
       }
     }, (err: unknown) => f.crashed(err));
-    return null;
+    return NOTHING;
   };
 
   landed(f: Flight<DocFlight>, r: ForwardResult): void {
@@ -129,6 +130,6 @@ export class DocLayer implements FlightLanding<DocFlight> {
 
 /** An answer as the route would give it without the cache: streamed as it came where the route would stream it, else to the client as an answer held whole (its route rewrites it). */
 function deliver(x: ClientTarget, request: ForwardRequest, status: number, headers: IncomingHttpHeaders, body: Buffer, r: Extract<ForwardResult, { kind: 'buffered' }> | null): void {
-  if (request.classify(status, headers) === 'stream') return x.passOn(status, headers, body);
+  if (request.transport.classify(status, headers) === 'stream') return x.passOn(status, headers, body);
   x.forwarded(r ?? { kind: 'buffered', status, headers, body, upstream: x.upstream! });
 }

@@ -3,9 +3,7 @@
 // places. Below the guard that plans the merge and the layers that send the
 // forwarded calls (kinds/evm/module.ts, kinds/evm/cache-batch.ts).
 import type { BatchMerge, EvmForward } from '../kinds/evm/decision.ts';
-import { Call } from '../kinds/evm/call.ts';
-import { rpcErrorWithId } from '../kinds/evm/errors.ts';
-import { ANY_DEPTH, COMMA, CLOSE, MAX_ANSWER_DEPTH, nestsDeeper, OPEN, skipWs } from './scan.ts';
+import { COMMA, CLOSE, MAX_ANSWER_DEPTH, nestsDeeper, OPEN, skipWs } from './scan.ts';
 import { splitBatchAnswer } from './answer.ts';
 
 /**
@@ -94,19 +92,23 @@ function wholeBatchError(merge: BatchMerge, body: Buffer): Buffer | null {
  * notifications only has no call to answer: the error as it is.
  */
 export function failedAnswer(d: EvmForward, error: string): string {
-  if (d.methods === null) return rpcErrorWithId(error, (d.call ?? new Call(d.body, d.label, d.idStart, d.idEnd)).idJson);
+  if (d.call !== null) return rpcErrorWithId(error, d.call.idJson);
   const parts: string[] = [];
   if (d.merge !== null) {
     for (const slot of d.merge.slots) {
       if (slot === null) continue;
       parts.push('ready' in slot ? slot.ready.toString() : rpcErrorWithId(error, slot.forwardedId));
     }
-  } else if (d.calls !== null) {
-    for (const c of d.calls) if (!c.notification) parts.push(rpcErrorWithId(error, c.idJson));
   } else {
-    // The guard's bytes, split here: a call without an id (a notification) has no slot.
-    const b = typeof d.body === 'string' ? Buffer.from(d.body) : d.body;
-    for (const it of splitBatchAnswer(b, ANY_DEPTH) ?? []) if (it.id !== null) parts.push(rpcErrorWithId(error, it.id));
+    // The guard's Calls: a call without an id (a notification) has no slot.
+    for (const c of d.calls!) if (!c.notification) parts.push(rpcErrorWithId(error, c.idJson));
   }
   return parts.length === 0 ? error : `[${parts.join(',')}]`;
+}
+
+const NULL_ID_HEAD = '{"jsonrpc":"2.0","id":null';
+
+/** A JSON-RPC error object the gateway made with id null (its interface's envelope), given the id `idJson` (JSON text) instead. */
+export function rpcErrorWithId(nullIdJson: string, idJson: string): string {
+  return `{"jsonrpc":"2.0","id":${idJson}${nullIdJson.slice(NULL_ID_HEAD.length)}`;
 }

@@ -27,8 +27,8 @@
 // layer with batch 1 (only the calls of one client batch go together); a
 // chain without it (one upstream and no cache, or a chain not EVM) pays
 // nothing: chains.ts does not compose it.
-import { JSON_HEADERS, type Attempt, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next, type ThrottleSeen } from '../dispatch.ts';
-import { ANY_DEPTH, CLOSE, COMMA, MAX_ANSWER_DEPTH, OPEN } from './scan.ts';
+import { held, JSON_HEADERS, type Attempt, type Call, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type ThrottleSeen } from '../dispatch.ts';
+import { ANY_DEPTH, CLOSE, COMMA, OPEN } from './scan.ts';
 import { answerSpans, splitBatchAnswer } from './answer.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
@@ -52,7 +52,7 @@ export class ForwardBatches {
 
   constructor(
     /** The dispatch below: every request, a batch or a lone call, is one attempt through it. */
-    private readonly next: Next,
+    private readonly next: Dispatch<ForwardTarget, Attempt>,
     private readonly chain: UpstreamGroup,
     /**
      * Most calls in one batch (cache.batch); 1: only the calls of one client
@@ -63,9 +63,10 @@ export class ForwardBatches {
     private readonly path: string,
   ) {}
 
-  readonly dispatch: Next = (target: HeldTarget, request: ForwardRequest, group = this.chain): Attempt => {
+  readonly dispatch: Dispatch<ForwardTarget, Attempt> = (target: HeldTarget, request: ForwardRequest, group = this.chain): Attempt => {
     // Streamed to a client, a write, or alone by the setting: as it is.
-    if (request.hold !== true || !request.idempotent || (this.max <= 1 && request.together === undefined)) return this.next(target, request as HeldRequest, group);
+    const t = request.transport;
+    if (t.hold !== true || !t.idempotent || (this.max <= 1 && request.calls.together === undefined)) return this.next(target, request as HeldRequest, group);
     return this.hold(target, request as HeldRequest, group) ?? this.next(target, request as HeldRequest, group);
   };
 
@@ -76,21 +77,14 @@ export class ForwardBatches {
    * as the cache's batches of misses were.
    */
   private hold(target: HeldTarget, request: HeldRequest, group: UpstreamGroup): Held | null {
-    const raw = request.body;
-    if (raw === null) return null;
-    const body = typeof raw === 'string' ? Buffer.from(raw) : raw;
-    // Its id where its Call has it (found once, by the guard as a rule); a body that came without its Call is scanned here.
-    const call = request.call;
-    let idStart = -1;
-    let idEnd = -1;
-    if (call !== undefined && call.body === raw) {
-      idStart = call.idFrom;
-      idEnd = call.idTo;
-    } else {
-      const spans = answerSpans(body, MAX_ANSWER_DEPTH);
-      if (spans !== null) ({ idStart, idEnd } = spans);
-    }
+    const t = request.transport;
+    const raw = t.body;
+    // One call (a batch goes as it is), whose id its Call has (found once, by the guard as a rule).
+    const call = request.calls.one;
+    if (raw === null || call === undefined || call.body !== raw) return null;
+    const idStart = call.idFrom;
     if (idStart === -1) return null;
+    const body = typeof raw === 'string' ? Buffer.from(raw) : raw;
     if (group === this.chain) this.notice();
     const all = group.all;
     if (all.length > MAX_SET) return null;
@@ -98,10 +92,10 @@ export class ForwardBatches {
     let set = 0;
     for (let i = 0; i < all.length; i++) {
       const u = all[i]!;
-      if (u.usable && u.takesBatches && !request.skip?.has(u) && (request.accept === undefined || request.accept(u))) set |= 1 << i;
+      if (u.usable && u.takesBatches && !t.skip?.has(u) && (t.accept === undefined || t.accept(u))) set |= 1 << i;
     }
     if (set === 0) return null;
-    const h = new Held(this, target, request, group, set, body, idStart, idEnd);
+    const h = new Held(this, target, request, call, group, set, body, idStart, call.idTo);
     this.held.push(h);
     if (!this.flushing) {
       this.flushing = true;
@@ -122,7 +116,7 @@ export class ForwardBatches {
       if (sets === undefined) bound.set(h.group, (sets = new Map()));
       let by = sets.get(h.set);
       if (by === undefined) sets.set(h.set, (by = new Map()));
-      const k = this.max > 1 ? undefined : h.request.together;
+      const k = this.max > 1 ? undefined : h.request.calls.together;
       const list = by.get(k);
       if (list === undefined) by.set(k, [h]);
       else list.push(h);
@@ -213,6 +207,7 @@ class Held implements Attempt {
     private readonly layer: ForwardBatches,
     readonly target: HeldTarget,
     readonly request: HeldRequest,
+    readonly call: Call,
     readonly group: UpstreamGroup,
     /** The upstreams it may go to, as bits over `group.all`. */
     readonly set: number,
@@ -236,7 +231,8 @@ class Held implements Attempt {
   alone(skip?: ReadonlySet<Upstream>, seen?: ThrottleSeen): void {
     this.batch = null;
     const r = this.request;
-    this.own = this.layer.send(this.target, skip === undefined ? r : { ...r, skip: r.skip === undefined ? skip : new Set([...r.skip, ...skip]), throttledIn: seen }, this.group);
+    const was = r.transport.skip;
+    this.own = this.layer.send(this.target, skip === undefined ? r : held(r, { skip: was === undefined ? skip : new Set([...was, ...skip]), throttledIn: seen }), this.group);
   }
 
   /** Its answer item with the id the call came with, in place of its place in the batch. */
@@ -283,32 +279,35 @@ class UpstreamBatch implements HeldTarget {
       if (i > 0) parts.push(COMMA);
       // The call's bytes with its place in the batch as its id.
       parts.push(h.body.subarray(0, h.idStart), Buffer.from(String(i)), h.body.subarray(h.idEnd));
-      const r = h.request;
+      const r = h.request.transport;
       deadline = Math.min(deadline, r.deadline);
       retries = Math.min(retries, r.retries);
       maxBuffer += r.maxBuffer;
     });
     parts.push(CLOSE);
-    const first = calls[0]!.request;
+    const first = calls[0]!.request.transport;
     const { set, group } = this;
     const counts = this.layer.counts;
     counts.batches++;
     counts.batched += calls.length;
+    // The held calls, as one batch (its body carries each with its place as its id): the dispatch below reads only its transport.
     const request: HeldRequest = {
-      ...first,
-      body: Buffer.concat(parts),
-      call: undefined,
-      together: undefined,
-      deadline,
-      retries,
-      maxBuffer,
-      cost: calls.length,
-      emptyOk: false,
-      // Any upstream of the set that takes batches (the set already leaves out what each call must not go to).
-      accept: (u) => u.takesBatches && (set & (1 << group.all.indexOf(u))) !== 0,
-      skip: undefined,
-      // A batch answer, or one answer object (a node that takes no batches says so in one); a pool's check otherwise.
-      isAnswer: first.isAnswer === undefined ? undefined : (b) => splitBatchAnswer(b, ANY_DEPTH) !== null || first.isAnswer!(b),
+      calls: { batch: calls.map((h) => h.call) },
+      transport: {
+        ...first,
+        hold: true,
+        body: Buffer.concat(parts),
+        deadline,
+        retries,
+        maxBuffer,
+        cost: calls.length,
+        emptyOk: false,
+        // Any upstream of the set that takes batches (the set already leaves out what each call must not go to).
+        accept: (u) => u.takesBatches && (set & (1 << group.all.indexOf(u))) !== 0,
+        skip: undefined,
+        // A batch answer, or one answer object (a node that takes no batches says so in one); a pool's check otherwise.
+        isAnswer: first.isAnswer === undefined ? undefined : (b) => splitBatchAnswer(b, ANY_DEPTH) !== null || first.isAnswer!(b),
+      },
     };
     this.sentAt = Date.now();
     this.attempt = this.layer.send(this, request, group);
@@ -348,7 +347,7 @@ class UpstreamBatch implements HeldTarget {
     calls.forEach((h, i) => {
       if (h.cancelled) return;
       const item = got[i];
-      const req = h.request;
+      const req = h.request.transport;
       // Left out, or not an answer: that call goes alone.
       if (item === undefined || req.isAnswer?.(item) === false) return h.alone();
       if (item.length > req.maxBuffer) return h.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });

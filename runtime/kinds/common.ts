@@ -1,6 +1,6 @@
 // Pieces the interfaces share when they hand a request to Forward.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { ForwardRequest } from '../dispatch.ts';
+import type { Calls, ForwardRequest, Transport } from '../dispatch.ts';
 import type { RouteSpec } from '../types.ts';
 
 /**
@@ -17,31 +17,31 @@ export const MAX_REWRITE_BYTES = 4 * 1024 * 1024;
 export const NO_KEYS: readonly string[] = [];
 
 /**
- * What a route says of the request it makes; the rest comes from the route
- * (its retries, and the deadline: its timeoutMs from now) or has a default
- * (maxBuffer: MAX_REWRITE_BYTES; emptyOk: false).
+ * What a route says of the request it makes: its calls, and of its
+ * transport what is not the route's (its retries, and the deadline: its
+ * timeoutMs from now) nor has a default (maxBuffer: MAX_REWRITE_BYTES;
+ * emptyOk: false).
  */
-export type RequestParts = Pick<ForwardRequest, 'method' | 'path' | 'headers' | 'body' | 'idempotent' | 'classify'> &
-  Partial<Pick<ForwardRequest, 'maxBuffer' | 'emptyOk' | 'throttled' | 'call' | 'calls' | 'doc' | 'decision'>>;
+export type RequestParts = Pick<Transport, 'method' | 'path' | 'headers' | 'body' | 'idempotent' | 'classify'> &
+  Partial<Pick<Transport, 'maxBuffer' | 'emptyOk' | 'throttled'>> & { readonly calls: Calls };
 
-/** A ForwardRequest: every one made here, so all share one shape (every field written, in one order: one hidden class on the hot path). */
+/** A route's ForwardRequest: every one made here, so all share one shape (every field written, in one order: one hidden class on the hot path). */
 export function forwardRequest(route: RouteSpec, p: RequestParts): ForwardRequest {
   return {
-    method: p.method,
-    path: p.path,
-    headers: p.headers,
-    body: p.body,
-    idempotent: p.idempotent,
-    retries: route.retries,
-    maxBuffer: p.maxBuffer ?? MAX_REWRITE_BYTES,
-    deadline: performance.now() + route.limits.timeoutMs,
-    emptyOk: p.emptyOk ?? false,
-    classify: p.classify,
-    throttled: p.throttled,
-    call: p.call,
     calls: p.calls,
-    doc: p.doc,
-    decision: p.decision,
+    transport: {
+      method: p.method,
+      path: p.path,
+      headers: p.headers,
+      body: p.body,
+      idempotent: p.idempotent,
+      retries: route.retries,
+      maxBuffer: p.maxBuffer ?? MAX_REWRITE_BYTES,
+      deadline: performance.now() + route.limits.timeoutMs,
+      emptyOk: p.emptyOk ?? false,
+      classify: p.classify,
+      throttled: p.throttled,
+    },
   };
 }
 

@@ -6,7 +6,7 @@
 // index.ts, which the compiler keeps complete.
 import type { AdmissionStage } from '../admission/admission.ts';
 import type { Envelope } from '../envelope.ts';
-import type { Front, RouteHandler } from '../exchange.ts';
+import type { ClientTarget, RouteHandler } from '../exchange.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Usage } from '../observe/usage.ts';
 import type { ValidatorTables } from '../config/validators.ts';
@@ -15,7 +15,7 @@ import type { UpstreamGroup } from '../upstreams/upstream.ts';
 import type { ChainView } from '../upstreams/chain-view.ts';
 // How its chains' upstreams are polled: the probe's shape, beside the poller that uses it.
 import type { ChainProbe } from '../upstreams/probe.ts';
-import type { Dispatch, Next } from '../dispatch.ts';
+import type { Attempt, Dispatch, ForwardTarget } from '../dispatch.ts';
 import type { CacheCore } from '../cache/core.ts';
 import type { PoolStats } from '../pool/stats.ts';
 import type { SocketProtocol } from './socket.ts';
@@ -26,9 +26,7 @@ export interface RouteServices {
   readonly admission: AdmissionStage;
   readonly log: Logger;
   /** The top of the chain's layers (admission's admit step), where the handler sends each request it has checked (`x.forwardWith`). */
-  readonly dispatch: Front;
-  /** Whether layers below the route read every request's Call (a pool, the cache); false: only Forward and the module's own layer, which parses what it reads. */
-  readonly layered: boolean;
+  readonly dispatch: Dispatch<ClientTarget>;
   /** What a method or endpoint costs, when the manifest has `credits`; null: every call costs 1. */
   readonly credits: ((name: string) => number) | null;
   /** Calls and credits per key, day, chain and method. */
@@ -63,16 +61,17 @@ export interface InterfaceModule<K extends InterfaceKind> {
   readonly probe: ChainProbe<K>;
   /**
    * Its cache rules, as the cache's front: the top layer of a cached chain,
-   * over the core's dispatch (the chain's layers below it). It reads what the
-   * route's request carries (EVM: the guard's decision; Rosetta and
-   * Blockbook: the DocCall and the tail) and answers hits and joined flights
-   * itself; the rest goes on through the core's dispatch.
+   * over the core's dispatch (the chain's layers below it). It reads the
+   * Calls the route's request carries (EVM's, with a batch's merge plan;
+   * Rosetta's and Blockbook's DocCall, with Blockbook's tail) and answers
+   * hits and joined flights itself; the rest goes on through the core's
+   * dispatch.
    */
-  cacheFront(route: RouteOf<K>, core: CacheCore): Front;
+  cacheFront(route: RouteOf<K>, core: CacheCore): Dispatch<ClientTarget>;
   /** Its cache's layer over the dispatch below the cache (the pool, or Forward), for the held calls of the layers above (EVM: eth_getLogs in final blocks); `next` itself where it has none. */
   cacheLayer(route: RouteOf<K>, core: CacheCore, next: Dispatch): Dispatch;
   /** The pool of a chain with more than one upstream, with its way of reading the block a request names. */
-  pool(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, log: Logger, next: Next): ChainPool;
+  pool(route: RouteOf<K>, group: UpstreamGroup, view: ChainView, log: Logger, next: Dispatch<ForwardTarget, Attempt>): ChainPool;
   /** Whether a pool without a cache needs its upstreams' head hashes and finalized blocks polled. */
   poolHeads(route: RouteOf<K>): boolean;
   /** Whether the chain follows its head (and its hash) even with one upstream (EVM: WebSocket subscribers, websocket: true). */

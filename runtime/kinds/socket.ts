@@ -8,7 +8,8 @@
 // the same top), and which feeds it offers over the chain view. EVM's is
 // evm-socket.ts; a second protocol is one file beside it and its module's
 // `socket` field.
-import type { Front } from '../exchange.ts';
+import type { ClientTarget } from '../exchange.ts';
+import type { Dispatch } from '../dispatch.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Logger } from '../observe/log.ts';
 import type { ChainView } from '../upstreams/chain-view.ts';
@@ -34,7 +35,7 @@ export interface SocketChainParts {
    * is (answers from memory, joined flights, the pool's routing, retries and
    * failover).
    */
-  readonly front: Front;
+  readonly front: Dispatch<ClientTarget>;
   /** Whether the chain has several upstreams (a feed follows the served tip then). */
   readonly pooled: boolean;
   /** The chain's upstreams: where a protocol that subscribes upstream (Blockbook's addresses) holds its sockets. */

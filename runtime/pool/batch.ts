@@ -7,9 +7,10 @@
 // batch (jsonrpc/forward-batch.ts). The answers are merged in the batch's order, each with
 // the id bytes its call came with (docs/upstreams.md, "What a pool does"):
 //  - a call that fails (no usable upstream, timeout, an answer that is not
-//    JSON-RPC) gets the gateway's JSON-RPC error for that failure in its slot,
-//    with the code a lone call's failure gets (-32052, -32051, -32050,
-//    -32053), and the others are answered;
+//    JSON-RPC) gets the gateway's error for that failure in its slot, as a
+//    lone call's failure is answered (its interface's envelope, with the
+//    call's id: EVM's -32052, -32051, -32050, -32053), and the others are
+//    answered;
 //  - when every call fails, the batch fails as one call does (the route's
 //    error envelope, the cache's failed flights), as it did when sent whole;
 //  - a notification (no id) goes through the pool alone too; it has no slot
@@ -20,30 +21,37 @@
 //    answer too large to hold, -32053), and an answer the client takes as a
 //    stream is written from them as they are (a merged eth_getLogs range's
 //    from its chunks: PartsTaker), not copied into one.
-import { JSON_HEADERS, streamParts, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
+import { forwardAs, JSON_HEADERS, streamParts, streams, type Call, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
-import { RPC_FAILED, rpcErrorJson } from '../kinds/evm/errors.ts';
-import { CLOSE, COMMA, firstByte, MAX_ANSWER_DEPTH, OPEN } from '../jsonrpc/scan.ts';
-import { answerOf, answerSpans, splitBatchAnswer } from '../jsonrpc/answer.ts';
-import { Call } from '../kinds/evm/call.ts';
+import { rpcErrorWithId } from '../jsonrpc/batch-merge.ts';
+import type { Envelope } from '../envelope.ts';
+import { CLOSE, COMMA, OPEN } from '../jsonrpc/scan.ts';
+import { answerOf } from '../jsonrpc/answer.ts';
 import type { Logger } from '../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 
 /**
- * A batch body sent through `single` call by call; null when `request` is not
- * a batch with a call to answer (a single call, a body that is not a batch, a
- * batch of notifications only): the caller sends it as it is. Each call goes
- * to the chain's upstreams, whatever group the batch was bound for.
+ * A client batch sent through `single` call by call; null when `request` is
+ * not a batch with a call to answer (a single call, a batch of notifications
+ * only): the caller sends it as it is. Each call goes to the chain's
+ * upstreams, whatever group the batch was bound for.
  */
-export function splitBatch(single: Dispatch, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
-  const body = request.body;
-  if (body === null || firstByte(body) !== 0x5b) return null; // '['
-  // The guard's calls, while the body is still the batch it made them of: nothing is parsed again.
-  const calls = request.calls === undefined ? readItems(body) : guardItems(request.calls);
-  if (calls === null) return null;
-  const batch = new PoolBatch(target, request, calls, log, chain);
-  batch.start(single);
-  return batch;
+export function splitBatch(single: Dispatch, envelope: Envelope, log: Logger, chain: string, target: HeldTarget, request: ForwardRequest): Cancelable | null {
+  const batch = request.calls.batch;
+  if (batch === undefined) return null;
+  // The guard's calls, each its own bytes and id: nothing is read of the body again. (A call with no bytes of its own
+  // is none of a JSON-RPC batch's: sent as it is.)
+  let answered = false;
+  const calls: ItsBytes[] = [];
+  for (const c of batch) {
+    if (!hasBytes(c)) return null;
+    if (c.idFrom >= 0) answered = true;
+    calls.push(c);
+  }
+  if (!answered) return null;
+  const split = new PoolBatch(target, request, calls, envelope, log, chain);
+  split.start(single);
+  return split;
 }
 
 /**
@@ -52,49 +60,25 @@ export function splitBatch(single: Dispatch, log: Logger, chain: string, target:
  * with a `rateLimit`, whose forward layer then sends the calls together only
  * as far as the budget has room (a batch costs its calls: jsonrpc/forward-batch.ts).
  */
-export function splitBatches(single: Dispatch, log: Logger, chain: string): Dispatch {
+export function splitBatches(single: Dispatch, envelope: Envelope, log: Logger, chain: string): Dispatch {
   const dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup) =>
-    splitBatch(dispatch, log, chain, target, request) ?? single(target, request as HeldRequest, group);
+    splitBatch(dispatch, envelope, log, chain, target, request) ?? single(target, request as HeldRequest, group);
   return dispatch;
 }
 
-/** The calls of a batch as the guard made them; null when none has an id (sent as it is). */
-function guardItems(calls: readonly Call[]): BatchItem[] | null {
-  const items: BatchItem[] = [];
-  let answered = 0;
-  for (const c of calls) {
-    const idJson = c.notification ? null : c.idJson;
-    if (idJson !== null) answered++;
-    items.push({ text: typeof c.body === 'string' ? Buffer.from(c.body) : c.body, idJson, call: c });
-  }
-  return answered === 0 ? null : items;
+/** A call of a JSON-RPC batch: its own bytes of the batch's body. */
+type ItsBytes = Call & { readonly body: Buffer | string };
+
+function hasBytes(c: Call): c is ItsBytes {
+  return c.body !== null;
 }
 
-/** The calls of a batch body, each parsed once here; null when it is not a batch with a call to answer. */
-function readItems(body: Buffer | string): BatchItem[] | null {
-  const b = typeof body === 'string' ? Buffer.from(body) : body;
-  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
-  if (items === null || items.length === 0) return null;
-  const calls: BatchItem[] = [];
-  let answered = 0;
-  for (const it of items) {
-    const text = b.subarray(it.start, it.end);
-    const spans = answerSpans(text, MAX_ANSWER_DEPTH);
-    if (spans === null) return null;
-    const idJson = spans.idStart === -1 ? null : text.toString('utf8', spans.idStart, spans.idEnd);
-    if (idJson !== null) answered++;
-    calls.push({ text, idJson, call: Call.read(text, spans.idStart, spans.idEnd) });
-  }
-  return answered === 0 ? null : calls;
-}
-
-interface BatchItem {
-  /** The call's own text, as it came in the batch. */
-  readonly text: Buffer;
-  /** Its id as it came (a long number keeps its digits); null: a notification. */
-  readonly idJson: string | null;
-  /** The call, the guard's or parsed once here: the pool reads it from the call's request (null: not a JSON-RPC call). */
-  readonly call: Call | null;
+/** A call's id as it came (a long number keeps its digits); null: a notification. */
+function idOf(c: ItsBytes): string | null {
+  const from = c.idFrom;
+  const b = c.body;
+  if (from < 0) return null;
+  return typeof b === 'string' ? Buffer.from(b).toString('utf8', from, c.idTo) : b.toString('utf8', from, c.idTo);
 }
 
 /**
@@ -124,25 +108,32 @@ class PoolBatch implements Cancelable {
   private upstream: Upstream | null = null;
   /** Bytes of the answers held, counted under forward.ts's MAX_HELD_BYTES until the client has the batch's answer (or it fails). */
   private held = 0;
+  /** Each call's id as it came; null: a notification. */
+  private readonly ids: readonly (string | null)[];
 
   constructor(
     private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
-    private readonly calls: readonly BatchItem[],
+    private readonly calls: readonly ItsBytes[],
+    /** The chain's interface's failures, each a call's answer with its id. */
+    private readonly envelope: Envelope,
     private readonly log: Logger,
     private readonly chain: string,
   ) {
     this.got = new Array<Buffer | readonly Buffer[] | Failed | undefined>(calls.length);
+    this.ids = calls.map(idOf);
   }
 
   start(single: Dispatch): void {
     // Each call's answer is held: it is one item of the batch's answer. The calls are one client batch: those the
     // pool sends to the same upstreams may go there together (jsonrpc/forward-batch.ts).
-    const held: HeldRequest = { ...this.request, hold: true, together: this.request.together ?? this, calls: undefined, decision: undefined };
+    // Each is sent again after a 5xx or a timeout only if it is no write itself.
+    const together = this.request.calls.together ?? this;
     for (let i = 0; i < this.calls.length && !this.over; i++) {
       const c = this.calls[i]!;
       this.pending++;
-      this.running.push(single(new CallTarget(this, i), { ...held, body: c.text, emptyOk: c.idJson === null, call: c.call ?? undefined }));
+      const one = forwardAs(this.request, { one: c, together }, c.body, { hold: true, emptyOk: this.ids[i] === null, idempotent: !c.write });
+      this.running.push(single(new CallTarget(this, i), one as HeldRequest));
     }
     this.settle();
   }
@@ -163,7 +154,7 @@ class PoolBatch implements Cancelable {
   /** Call `i`'s outcome. */
   done(i: number, r: ForwardResult): void {
     if (this.over) return;
-    const idJson = this.calls[i]!.idJson;
+    const idJson = this.ids[i]!;
     if (idJson !== null) this.got[i] = this.item(r, idJson);
     this.settle();
   }
@@ -173,7 +164,7 @@ class PoolBatch implements Cancelable {
     if (this.over) return releaseHeld(held);
     this.held += held;
     this.upstream ??= u;
-    if (this.calls[i]!.idJson !== null) this.got[i] = parts;
+    if (this.ids[i] !== null) this.got[i] = parts;
     this.settle();
   }
 
@@ -204,8 +195,8 @@ class PoolBatch implements Cancelable {
     let first: Failed | null = null;
     let ok = 0;
     for (let i = 0; i < this.calls.length; i++) {
-      const c = this.calls[i]!;
-      if (c.idJson === null) continue;
+      const idJson = this.ids[i]!;
+      if (idJson === null) continue;
       const g = this.got[i]!;
       if (parts.length > 1) parts.push(COMMA);
       if (Buffer.isBuffer(g)) {
@@ -216,7 +207,7 @@ class PoolBatch implements Cancelable {
         parts.push(...(g as readonly Buffer[]));
       } else {
         first ??= g as Failed;
-        parts.push(Buffer.from(rpcErrorJson(RPC_FAILED[(g as Failed).fail], c.idJson)));
+        parts.push(Buffer.from(rpcErrorWithId(this.envelope[(g as Failed).fail].body, idJson)));
       }
     }
     parts.push(CLOSE);
@@ -227,13 +218,12 @@ class PoolBatch implements Cancelable {
       this.drop();
       return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
     }
-    const request = this.request;
     // As the route asked: an answer it would stream is written from the calls' answers as they are, held until the response is done.
-    if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') return streamParts(t as ForwardTarget, u, parts, () => this.drop());
+    if (streams(this.request)) return streamParts(t as ForwardTarget, u, parts, () => this.drop());
     // The rest goes to its rewrite (or the cache) as one buffer, within its maxBuffer.
     try {
       const body = Buffer.concat(parts);
-      if (body.length > request.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+      if (body.length > this.request.transport.maxBuffer) return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
       t.forwarded({ kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body });
     } finally {
       this.drop();

@@ -5,7 +5,7 @@
 // through the dispatch below the pool (a Forward), held whole; the answer goes
 // to the client as the route would have had it (streamed where the route
 // streams, else to its rewrite: dispatch.ts's deliver).
-import { deliver, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
+import { deliver, held, type Attempt, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import type { PoolStats } from './stats.ts';
 import { MAX_HELD } from '../upstreams/forward.ts';
@@ -31,7 +31,7 @@ export class HeldDoc implements Cancelable, HeldTarget {
   private readonly held: HeldRequest;
 
   constructor(
-    private readonly next: Next,
+    private readonly next: Dispatch<ForwardTarget, Attempt>,
     private readonly target: HeldTarget,
     private readonly request: ForwardRequest,
     private readonly group: UpstreamGroup,
@@ -39,11 +39,11 @@ export class HeldDoc implements Cancelable, HeldTarget {
     private readonly rules: HeldRules,
     private readonly stats: PoolStats,
   ) {
-    this.held = { ...request, maxBuffer: Math.max(request.maxBuffer, MAX_HELD), hold: true };
+    this.held = held(request, { maxBuffer: Math.max(request.transport.maxBuffer, MAX_HELD) });
   }
 
   start(accept = this.accept): void {
-    this.forward = this.next(this, { ...this.held, accept, skip: this.tried }, this.group);
+    this.forward = this.next(this, held(this.held, { accept, skip: this.tried }), this.group);
   }
 
   cancel(): void {

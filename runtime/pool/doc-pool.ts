@@ -6,12 +6,12 @@
 // or above the served tip, and Rosetta's /network/status names the served tip,
 // never going back (doc-held.ts). Nothing else changes: the answers are the
 // upstreams' own. The block a request names, and whether it is a read, are
-// its guard's (the request's `doc`, kinds/doc-call.ts): the pool never reads the
-// path or the body for them. The interface module picks how a node says it
+// its guard's (the request's Call, kinds/doc-call.ts): the pool never reads
+// the path or the body for them. The interface module picks how a node says it
 // has no such block, and which read names the head (ROSETTA_BLOCKS,
 // BLOCKBOOK_BLOCKS).
 import type { ChainView } from '../upstreams/chain-view.ts';
-import type { Dispatch, HeldRequest, HeldTarget, Next } from '../dispatch.ts';
+import { withTransport, type Attempt, type Dispatch, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import type { RouteSpec } from '../types.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
 import { HeldDoc, type Buffered, type HeldRules } from './doc-held.ts';
@@ -46,12 +46,14 @@ export const BLOCKBOOK_BLOCKS: DocBlocks = {
   head: null,
 };
 
-export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView, next: Next, blocks: DocBlocks): { dispatch: Dispatch; stats: PoolStats } {
+export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView, next: Dispatch<ForwardTarget, Attempt>, blocks: DocBlocks): { dispatch: Dispatch; stats: PoolStats } {
   const stats = new PoolStats(route.path, () => view.tip);
   const budget = new HedgeBudget();
   const times = new LatencyWindow();
   const host: FlowHost = {
     stats,
+    // A Blockbook or Rosetta answer is taken as it comes: a read is one as its request says.
+    rules: null,
     next,
     isFinal: (n) => view.isFinal(n),
     archiveFor: () => null,
@@ -68,9 +70,9 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
   };
   const dispatch: Dispatch = (target, request, g = group) => {
     budget.call();
-    // What the guard found (kinds/doc-call.ts); a request without it names no block.
-    const call = request.doc;
-    if (head !== null && call?.endpoint === head.endpoint && view.tip >= 0) {
+    // What the guard found (kinds/doc-call.ts): its endpoint, the block it names, whether it is a write.
+    const call = request.calls.one;
+    if (head !== null && call?.method === head.endpoint && view.tip >= 0) {
       const held = new HeldDoc(next, target, request, g, head.rules.accept(), head.rules, stats);
       held.start();
       return held;
@@ -85,14 +87,14 @@ export function docPool(route: RouteSpec, group: UpstreamGroup, view: ChainView,
     let accept: ((u: Upstream) => boolean) | undefined = n >= 0 ? (u) => (u.view.head ?? -1) >= n : undefined;
     // Nobody is known to have it yet: any upstream answers as its node would.
     if (accept !== undefined && !g.all.some((u) => u.usable && accept!(u))) accept = undefined;
-    if (hedge !== null && (call?.read ?? request.idempotent)) {
+    if (hedge !== null && (call === undefined ? request.transport.idempotent : !call.write)) {
       const after = hedge.afterMs === 'p95' ? times.p95() : hedge.afterMs;
       const flow = new Flow(host, target, request, g, null, { accept, block: n, hedgeAfterMs: after });
       flow.start();
       return flow;
     }
     // Passed on as the pool was given it: streamed to the client unless the request says hold (Dispatch's overloads).
-    return next(target as HeldTarget, (accept === undefined ? request : { ...request, accept }) as HeldRequest, g);
+    return next(target as HeldTarget, (accept === undefined ? request : withTransport(request, { accept })) as HeldRequest, g);
   };
   return { dispatch, stats };
 }

@@ -3,16 +3,11 @@
 // node that lacks the state). Each attempt (a leg) goes through the dispatch
 // below the pool (a Forward of its own), held whole so that its answer can be
 // judged before the client sees it; the first good answer wins and the other
-// legs are cancelled. Only reads (the method traits table, kinds/evm/methods.ts) are
+// legs are cancelled. Only reads (as the chain's kind says: CallRules) are
 // hedged or asked again after an answer, and what the flow adds to the first
 // attempt ends by the call's deadline.
-import { answerOf } from '../jsonrpc/answer.ts';
-import { deliver, timeLeft, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../dispatch.ts';
+import { deliver, held, timeLeft, type Attempt, type Call, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from '../upstreams/upstream.ts';
-import { traitsOf, type MethodTraits } from '../kinds/evm/methods.ts';
-import type { Call } from '../kinds/evm/call.ts';
-import { BEYOND_HEAD, isStateGone, says, UNKNOWN_BLOCK } from '../kinds/evm/state-errors.ts';
-import { answerThrottled } from '../upstreams/throttle.ts';
 import type { PoolStats } from './stats.ts';
 import { MAX_HELD } from '../upstreams/forward.ts';
 
@@ -21,8 +16,10 @@ type Buffered = Extract<ForwardResult, { kind: 'buffered' }>;
 /** What a flow needs of its pool. */
 export interface FlowHost {
   readonly stats: PoolStats;
+  /** What the chain's kind says of its calls and their answers (EVM: kinds/evm/pool-rules.ts); null: every answer is taken as it comes, and a call is a read as its request says. */
+  readonly rules: CallRules | null;
   /** The dispatch below the pool: each leg is one attempt through it. */
-  readonly next: Next;
+  readonly next: Dispatch<ForwardTarget, Attempt>;
   /** Is block `n` at or below the chain's finalized block? */
   isFinal(n: number): boolean;
   /** Archive upstreams that may take a call for state at `n`; null when there are none usable. */
@@ -45,14 +42,20 @@ export interface FlowPlan {
   readonly answered?: (r: Buffered) => void;
 }
 
+/** What a kind says of one of its calls, and of an answer to it, for a pool's flow. */
+export interface CallRules {
+  /** It changes nothing on a node, so it may be hedged, and asked of another upstream after a 5xx, a timeout or an answer. */
+  read(call: Call): boolean;
+  /** Whether a 2xx held whole is an answer of the kind to one call: else the attempt failed (retried, counted by the breaker), as an empty one does. */
+  isAnswer(body: Buffer): boolean;
+  /** Whether an answer says the upstream throttled the call, where the route's request says nothing of it (throttle.ts). */
+  throttled(body: Buffer): boolean;
+  /** ok, or why a read's 200 answer may be its node's and not the chain's (a null about data it has not seen, state it pruned); `final`: the block the call names is final. */
+  judge(call: Call, body: Buffer, final: boolean): 'ok' | 'empty' | 'state';
+}
+
 /** Tries again at most, per call. */
 const MAX_RETRIES = 2;
-
-/** A single call's answer: one JSON-RPC answer object, with a result or an error. */
-function isAnswer(body: Buffer): boolean {
-  const spans = answerOf(body).spans;
-  return spans !== null && (spans.resultStart !== -1 || spans.hasError);
-}
 
 export class Flow implements Cancelable {
   private readonly legs: Leg[] = [];
@@ -69,7 +72,10 @@ export class Flow implements Cancelable {
   private readonly started = performance.now();
   /** The request as each leg sends it: held whole. */
   private readonly held: HeldRequest;
-  private readonly traits: MethodTraits | null;
+  /** The kind's rules for the call: null where there is none to ask (no call, or a kind whose answers a pool takes as they come). */
+  private readonly rules: CallRules | null;
+  /** It may be hedged and asked again: a read, as the kind says (as its request says, where there are no rules). */
+  private readonly read: boolean;
 
   constructor(
     private readonly host: FlowHost,
@@ -79,23 +85,24 @@ export class Flow implements Cancelable {
     private readonly call: Call | null,
     private readonly plan: FlowPlan,
   ) {
-    this.traits = call === null ? null : traitsOf(call.method);
-    this.held = {
-      ...request,
+    const rules = call === null ? null : host.rules;
+    this.rules = rules;
+    const t = request.transport;
+    this.read = rules === null ? t.idempotent : t.idempotent && rules.read(call!);
+    this.held = held(request, {
       // Only a read goes to another upstream after a 5xx or a timeout (a write only when it surely never arrived: upstreams/forward.ts).
-      idempotent: request.idempotent && (this.traits === null || this.traits.read),
-      maxBuffer: Math.max(request.maxBuffer, MAX_HELD),
-      hold: true,
-      // A single call's 200 that is not a JSON-RPC answer is a failed attempt (retried, counted by the breaker), as an empty one is.
-      isAnswer: call === null ? undefined : isAnswer,
-      // A provider's throttle (the route's own check: EVM's -32005 in a 200, Blockbook's {"error"}; EVM's where a request came
+      idempotent: this.read,
+      maxBuffer: Math.max(t.maxBuffer, MAX_HELD),
+      // A single call's 200 that is not an answer of its kind is a failed attempt (retried, counted by the breaker), as an empty one is.
+      isAnswer: rules?.isAnswer,
+      // A provider's throttle (the route's own check: EVM's -32005 in a 200, Blockbook's {"error"}; the kind's where a request came
       // without one): another upstream is asked (throttle.ts).
-      throttled: request.throttled ?? (call === null ? undefined : answerThrottled),
-    };
+      throttled: t.throttled ?? rules?.throttled,
+    });
   }
 
   start(): void {
-    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.transport.deadline));
     this.deadline.unref();
     this.launch(this.plan.accept, false);
     if (this.plan.hedgeAfterMs >= 0) {
@@ -112,7 +119,7 @@ export class Flow implements Cancelable {
   private launch(accept: ((u: Upstream) => boolean) | undefined, hedge: boolean): void {
     const leg = new Leg(this, hedge);
     this.legs.push(leg);
-    leg.start(this.host.next, this.group, { ...this.held, accept, skip: this.tried });
+    leg.start(this.host.next, this.group, held(this.held, { accept, skip: this.tried }));
     const u = leg.forward?.upstream;
     if (u) this.tried.add(u);
   }
@@ -176,29 +183,12 @@ export class Flow implements Cancelable {
     this.finish(r, leg);
   }
 
-  /** ok, or why the answer may be this node's and not the chain's. */
+  /** ok, or why the answer may be this node's and not the chain's: as the kind judges a read's 200 (a write's answer is final, whatever it says: it is never sent twice). */
   private judge(r: Buffered): 'ok' | 'empty' | 'state' {
-    const call = this.call;
-    const traits = this.traits;
-    // A write's answer is final, whatever it says: it is never sent twice.
-    if (call === null || traits === null || !traits.read || r.status !== 200) return 'ok';
-    const spans = answerOf(r.body).spans;
-    if (spans === null) return 'ok';
-    if (spans.hasError) {
-      const message = errorMessage(r.body);
-      // A block asked by hash that this node does not have; a range beyond its head.
-      if (call.block !== null && typeof call.block === 'object' && says(UNKNOWN_BLOCK, message)) return 'state';
-      if (call.at >= 0 && says(BEYOND_HEAD, message)) return 'state';
-      return traits.state || call.at >= 0 || (call.block !== null && typeof call.block === 'object') ? (isStateGone(message) ? 'state' : 'ok') : 'ok';
-    }
-    if (spans.resultStart === -1) return 'ok';
+    const rules = this.rules;
+    if (rules === null || !this.read || r.status !== 200) return 'ok';
     const n = this.plan.block;
-    // A null about finalized data is final.
-    if (n >= 0 && this.host.isFinal(n)) return 'ok';
-    const result = r.body.toString('latin1', spans.resultStart, spans.resultEnd);
-    if (traits.mayBeEmpty === 'null') return result === 'null' ? 'empty' : 'ok';
-    if (traits.mayBeEmpty === 'count') return result === 'null' || result === '"0x0"' ? 'empty' : 'ok';
-    return 'ok';
+    return rules.judge(this.call!, r.body, n >= 0 && this.host.isFinal(n));
   }
 
   /** Which upstreams may be asked again: one whose head is at least as high (empty), an archive node or one ahead (state). */
@@ -228,16 +218,6 @@ export class Flow implements Cancelable {
   }
 }
 
-/** The message of a JSON-RPC answer's error ('' none). */
-function errorMessage(body: Buffer): string {
-  try {
-    const doc = JSON.parse(body.toString('utf8')) as { error?: { message?: unknown } };
-    return typeof doc?.error?.message === 'string' ? doc.error.message : '';
-  } catch {
-    return '';
-  }
-}
-
 /** One attempt of a flow, to one upstream (through the dispatch below: a Forward, with no retries of its own beyond the route's). */
 class Leg implements HeldTarget {
   forward: Attempt | null = null;
@@ -248,7 +228,7 @@ class Leg implements HeldTarget {
     readonly hedge: boolean,
   ) {}
 
-  start(next: Next, group: UpstreamGroup, request: HeldRequest): void {
+  start(next: Dispatch<ForwardTarget, Attempt>, group: UpstreamGroup, request: HeldRequest): void {
     this.forward = next(this, request, group);
   }
 

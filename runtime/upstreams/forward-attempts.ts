@@ -4,7 +4,7 @@
 // dispatch handler that reads each attempt's answer. Hot path: change with care.
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import { timeLeft, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink, type ThrottleSeen } from '../dispatch.ts';
+import { timeLeft, type ForwardResult, type ForwardTarget, type HeldTarget, type Sink, type ThrottleSeen, type Transport } from '../dispatch.ts';
 import type { Upstream, UpstreamGroup } from './upstream.ts';
 import { allThrottled, throttled } from './throttle.ts';
 
@@ -67,11 +67,12 @@ export abstract class ForwardAttempts {
   /** Where a streamed answer is written; null for a held request. */
   protected readonly sink: Sink | null;
 
-  constructor(group: UpstreamGroup, req: ForwardRequest, target: ForwardTarget);
-  constructor(group: UpstreamGroup, req: HeldRequest, target: HeldTarget);
+  // A request's transport is all Forward reads of it (dispatch.ts): its calls are the layers'.
+  constructor(group: UpstreamGroup, req: Transport, target: ForwardTarget);
+  constructor(group: UpstreamGroup, req: Transport & { readonly hold: true }, target: HeldTarget);
   constructor(
     private readonly group: UpstreamGroup,
-    protected readonly req: ForwardRequest,
+    protected readonly req: Transport,
     protected readonly target: HeldTarget,
   ) {
     this.sink = req.hold === true ? null : (target as ForwardTarget).res;

@@ -14,16 +14,16 @@
 // (forward-attempts.ts), the class Forward extends.
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { FailKind, ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget, Next } from '../dispatch.ts';
+import type { Attempt, Dispatch, FailKind, ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget } from '../dispatch.ts';
 import type { UpstreamGroup } from './upstream.ts';
 import { answerFailed, mayBeError } from './throttle.ts';
 import { answerLate, clientGone, ForwardAttempts, Mode } from './forward-attempts.ts';
 
 /** The plain dispatch: one Forward per request, started (the only place one is made). Hot path. */
-export function plainDispatch(chain: UpstreamGroup): Next {
+export function plainDispatch(chain: UpstreamGroup): Dispatch<ForwardTarget, Attempt> {
   return (target: HeldTarget, request: ForwardRequest, group = chain) => {
     // The overloads pair a target that cannot be streamed to with a held request: passed on as given.
-    const f = new Forward(group, request as HeldRequest, target);
+    const f = new Forward(group, (request as HeldRequest).transport, target);
     f.start();
     return f;
   };

@@ -17,14 +17,14 @@ import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '..
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../../runtime/exchange.ts';
 import { whenIdentified } from '../../runtime/admission/admission.ts';
 import type { KeyEntry } from '../../runtime/keys/keys.ts';
-import type { Dispatch, ForwardRequest, ForwardTarget, Verdict } from '../../runtime/dispatch.ts';
+import { withTransport, type Dispatch, type ForwardRequest, type ForwardTarget, type Verdict } from '../../runtime/dispatch.ts';
 import type { UpstreamGroup } from '../../runtime/upstreams/upstream.ts';
 import type { InterfaceKind, RouteSpec } from '../../runtime/types.ts';
 import { pathKeyOf, splitQuery } from '../../runtime/url.ts';
 import { firstByte, LBRACKET, MAX_REQUEST_DEPTH, nestsDeeper } from '../../runtime/jsonrpc/scan.ts';
 import { answerOf } from '../../runtime/jsonrpc/answer.ts';
 import { forwardRequest, NO_KEYS } from '../../runtime/kinds/common.ts';
-import type { DocCall } from '../../runtime/kinds/doc-call.ts';
+import { DocCall } from '../../runtime/kinds/doc-call.ts';
 import type { InterfaceModule, RouteServices } from '../../runtime/kinds/interface.ts';
 import { DocLayer, type DocRules } from '../../runtime/cache/doc.ts';
 import { docPool } from '../../runtime/pool/doc-pool.ts';
@@ -100,7 +100,7 @@ export function guard(body: Buffer): Guarded {
   // The block a call names, which the pool routes by: toy_getBlock's params[0].
   const n = call.method === 'toy_getBlock' && Array.isArray(call.params) ? call.params[0] : undefined;
   const block = typeof n === 'number' && Number.isSafeInteger(n) && n >= 0 ? n : null;
-  return { kind: 'call', method: call.method, id, doc: { endpoint: call.method, block, read: true } };
+  return { kind: 'call', method: call.method, id, doc: new DocCall(call.method, block, true) };
 }
 
 class ToyRoute implements RouteHandler {
@@ -139,7 +139,7 @@ class ToyRoute implements RouteHandler {
       body: buf,
       idempotent: d.doc.read,
       classify,
-      doc: d.doc,
+      calls: { one: d.doc },
     });
     x.forwardWith(this.s.dispatch, request);
   }
@@ -165,7 +165,7 @@ const RULES: DocRules = {
 /** A layer that passes every request on with `x-toy-layer: <name>` added. */
 function marking(name: string, next: Dispatch): Dispatch {
   return ((target: ForwardTarget, request: ForwardRequest, group?: UpstreamGroup) =>
-    next(target, { ...request, headers: [...request.headers, 'x-toy-layer', name] }, group)) as Dispatch;
+    next(target, withTransport(request, { headers: [...request.transport.headers, 'x-toy-layer', name] }), group)) as Dispatch;
 }
 
 /** The call a poll sends. */

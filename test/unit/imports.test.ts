@@ -137,18 +137,20 @@ describe('runtime layout', () => {
 describe('runtime tiers (no import runs back up)', () => {
   const ROOT_RT = join(ROOT, 'runtime');
   const TIERS: readonly (readonly string[])[] = [
-    // 0: plain types and parsing: the manifest's and keys' shapes, JSON-RPC's scanning and merging, each kind's calls,
-    // guards, method table and error catalogue
+    // 0: plain types and parsing: the manifest's and keys' shapes, JSON-RPC's scanning, each kind's method table and
+    // error catalogue
     [
-      'types.ts', 'config/', 'jsonrpc/scan.ts', 'jsonrpc/answer.ts', 'jsonrpc/batch-merge.ts', 'kinds/doc-call.ts',
-      'kinds/evm/call.ts', 'kinds/evm/methods.ts', 'kinds/evm/decision.ts', 'kinds/evm/guard.ts', 'kinds/evm/guard-fast.ts', 'kinds/evm/params.ts',
-      'kinds/evm/errors.ts', 'kinds/evm/log-range-errors.ts', 'kinds/evm/state-errors.ts',
-      'kinds/blockbook/guard.ts', 'kinds/blockbook/errors.ts', 'kinds/rosetta/guard.ts', 'kinds/rosetta/errors.ts',
+      'types.ts', 'config/', 'jsonrpc/scan.ts', 'jsonrpc/answer.ts', 'kinds/evm/methods.ts',
+      'kinds/evm/errors.ts', 'kinds/evm/log-range-errors.ts', 'kinds/evm/state-errors.ts', 'kinds/blockbook/errors.ts', 'kinds/rosetta/errors.ts',
     ],
     // 1: what everything writes to (metrics, logs, usage), and the keys
     ['observe/', 'keys/'],
-    // 2: the upstreams, their views and the way out to them
-    ['upstreams/', 'dispatch.ts'],
+    // 2: the upstreams, their views and the way out to them (the seam: dispatch.ts); each kind's calls, which are the
+    // seam's Call, and the guards that make them; JSON-RPC's batch merging
+    [
+      'upstreams/', 'dispatch.ts', 'jsonrpc/batch-merge.ts', 'kinds/doc-call.ts', 'kinds/evm/call.ts', 'kinds/evm/decision.ts', 'kinds/evm/guard.ts',
+      'kinds/evm/guard-fast.ts', 'kinds/evm/params.ts', 'kinds/blockbook/guard.ts', 'kinds/rosetta/guard.ts',
+    ],
     // 3: one request and its admission
     ['envelope.ts', 'exchange.ts', 'kinds/own-call.ts', 'admission/'],
     // 4: the layers over the dispatch: the kind-neutral cores (pool/, cache/, forward batches) and each kind's layers

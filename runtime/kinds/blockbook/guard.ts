@@ -2,7 +2,7 @@
 import type { BlockbookErrorName } from './errors.ts';
 import { decodeOrNull, isSafeSegment, queryValues } from '../../url.ts';
 import { describe, type BlockbookValidator, type ParamKind } from '../../config/validators.ts';
-import type { DocBlock, DocCall } from '../doc-call.ts';
+import { DocCall, type DocBlock } from '../doc-call.ts';
 
 /** A chain's parameter check (validate: params): each endpoint's validator from the spec. */
 export interface BlockbookParamsCheck {
@@ -91,7 +91,7 @@ export function checkBlockbook(
   if (endpoint === 'sendtx') {
     if (!sendtx) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     // GET or POST, a write: sent once, never hedged, never again after an answer.
-    const call: DocCall = { endpoint, block: null, read: false };
+    const call = new DocCall(endpoint, null, false);
     if (method === 'POST') {
       return param === '' ? { kind: 'forward', endpoint, path: '/v2/sendtx/', call } : { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     }
@@ -104,7 +104,7 @@ export function checkBlockbook(
   if (endpoint === STATUS) {
     if (param !== '') return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
     if (method !== 'GET') return { kind: 'error', name: 'GW_BB_METHOD_NOT_ALLOWED' };
-    return { kind: 'forward', endpoint, path: '/v2/status', call: { endpoint, block: null, read: true } };
+    return { kind: 'forward', endpoint, path: '/v2/status', call: new DocCall(endpoint, null, true) };
   }
   const spec = BLOCKBOOK_ENDPOINTS.get(endpoint);
   if (spec === undefined) return { kind: 'error', name: 'GW_BB_NOT_FOUND' };
@@ -134,7 +134,7 @@ export function checkBlockbook(
     const bad = paramsInvalid(check, endpoint, spec.params === 0 ? '' : path.slice(endpoint.length + 5), query);
     if (bad !== null) return bad;
   }
-  return { kind: 'forward', endpoint, path, call: { endpoint, block, read: true } };
+  return { kind: 'forward', endpoint, path, call: new DocCall(endpoint, block, true) };
 }
 
 /**

@@ -22,7 +22,7 @@ export function blockbookRequest(route: BlockbookRouteSpec, tail: string, doc: D
     classify,
     throttled: blockbookThrottled,
     // With what names the read below the upstream's base (its path and query: kinds/doc-call.ts tail).
-    doc: { ...doc, tail },
+    calls: { one: doc.withTail(tail) },
   });
 }
 

@@ -5,8 +5,8 @@
 // admission, as the EVM feed's fetches go (kinds/evm/socket-fetch.ts). The
 // path is checked by the guard as a client's is; the answer is held whole and
 // parsed. Blockbook's own error ({"error": ...}) rejects with its message.
-import type { Front } from '../../exchange.ts';
-import type { HeldRequest } from '../../dispatch.ts';
+import type { ClientTarget } from '../../exchange.ts';
+import { held, type Dispatch } from '../../dispatch.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import { OwnCall } from '../own-call.ts';
 import { MAX_MERGE_BYTES } from '../common.ts';
@@ -14,7 +14,7 @@ import { checkBlockbook } from './guard.ts';
 import { blockbookRequest } from './request.ts';
 
 /** A read of `rest` (what follows `/v2/`, e.g. `block-index/5`), resolved with its parsed answer, or rejected with why not. */
-export function blockbookGet(front: Front, route: BlockbookRouteSpec, rest: string, query = ''): Promise<unknown> {
+export function blockbookGet(front: Dispatch<ClientTarget>, route: BlockbookRouteSpec, rest: string, query = ''): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const d = checkBlockbook('GET', rest, query, false, route.limits.maxPageSize);
     if (d.kind !== 'forward') return reject(new Error(`${rest}: refused by the guard`));
@@ -30,7 +30,7 @@ export function blockbookGet(front: Front, route: BlockbookRouteSpec, rest: stri
     };
     // A block's page of a thousand transactions can pass the few MiB a client's answer is held to: read one at a time
     // (the feed's and the hub's reads are sequential), it is held up to the merge bound.
-    const request: HeldRequest = { ...blockbookRequest(route, query === '' ? d.path : `${d.path}?${query}`, d.call, null, []), maxBuffer: MAX_MERGE_BYTES, hold: true };
+    const request = held(blockbookRequest(route, query === '' ? d.path : `${d.path}?${query}`, d.call, null, []), { maxBuffer: MAX_MERGE_BYTES });
     const x = new OwnCall(d.endpoint, answered, (why) => reject(new Error(`${rest}: ${why}`)));
     x.forward = front(x, request);
   });

@@ -4,14 +4,11 @@
 // layers below the front as any call.
 import type { ClientTarget } from '../../exchange.ts';
 import type { Failure } from '../../envelope.ts';
-import type { MergeSlot } from './guard.ts';
 import { mergeBatch } from '../../jsonrpc/batch-merge.ts';
-import { CLOSE, COMMA, MAX_ANSWER_DEPTH, OPEN } from '../../jsonrpc/scan.ts';
-import { splitBatchAnswer } from '../../jsonrpc/answer.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget } from '../../dispatch.ts';
-import type { EvmForward } from './decision.ts';
+import { CLOSE, COMMA, OPEN } from '../../jsonrpc/scan.ts';
+import { forwardAs, type Call as SeamCall, type ForwardRequest, type ForwardResult, type HeldTarget } from '../../dispatch.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
-import type { Call } from './call.ts';
+import { Call, type MergeSlot } from './call.ts';
 import { X_CACHE, X_CACHE_LOG, type FlightMember } from '../../cache/common.ts';
 import { isCacheable } from './cache-policy.ts';
 import type { EvmCache } from './cache-types.ts';
@@ -25,66 +22,48 @@ const EMPTY_BATCH = Buffer.from('[]');
  * answered from memory, joins an identical call in flight or goes as a flight
  * of its own, and the other calls go upstream together, as one smaller batch.
  * The client gets one batch answer, in its own order, once every part is in.
- * False when no call takes part: the batch is forwarded as it is.
+ * False when no call takes part: the batch is forwarded as it is. `calls`:
+ * the guard's (each its own bytes and id: nothing is parsed again).
  */
-export function serveBatch(cache: EvmCache, x: ClientTarget, d: EvmForward, request: ForwardRequest): boolean {
-  const methods = d.methods!;
-  // The guard's calls where it made them (each its own bytes and id: nothing is parsed again), or the body split here.
-  const items = d.calls !== null ? d.calls.map(guardItem) : bodyItems(d.body);
-  if (items === null || items.length !== methods.length) return false;
+export function serveBatch(cache: EvmCache, x: ClientTarget, calls: readonly SeamCall[], request: ForwardRequest): boolean {
+  const items: Call[] = [];
+  for (const c of calls) if (c instanceof Call) items.push(c);
+  if (items.length !== calls.length || items.length === 0) return false;
   // The client's positions: the guard's own (refused calls answered in place), or one per call.
-  const slots: MergeSlot[] = d.merge !== null ? d.merge.slots.slice() : items.map((it) => (it.id === null ? null : { forwardedId: it.id }));
+  const merge = items[0]!.merge;
+  const slots: MergeSlot[] = merge !== null ? merge.slots.slice() : items.map((c) => (c.notification ? null : { forwardedId: c.idJson }));
   // The k-th call with an id answers in the k-th slot that waits for a forwarded answer.
   const at = new Array<number>(items.length).fill(-1);
   let slot = 0;
   for (let i = 0; i < items.length; i++) {
-    if (items[i]!.id === null) continue;
+    if (items[i]!.notification) continue;
     while (slot < slots.length && !isForwarded(slots[slot]!)) slot++;
     if (slot === slots.length) return false;
     at[i] = slot++;
   }
   // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others): the
   // forward layer holds them till the end of the turn and sends those bound for the same upstreams as one batch.
-  const template: ForwardRequest = { ...request, together: x, calls: undefined, decision: undefined };
   const batch = new CachedBatch(x, slots, cache.core.log);
   const rest: Buffer[] = [];
   const restCalls: Call[] = [];
   let restAnswered = false;
   for (let i = 0; i < items.length; i++) {
-    const it = items[i]!;
+    const c = items[i]!;
     // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
-    if (at[i] !== -1 && isCacheable(methods[i]!) && batch.take(cache, at[i]!, methods[i]!, it.text, template, request, d, it.call)) continue;
-    rest.push(it.text);
-    if (it.call !== null) restCalls.push(it.call);
+    if (at[i] !== -1 && isCacheable(c.method) && batch.take(cache, at[i]!, c, request)) continue;
+    rest.push(typeof c.body === 'string' ? Buffer.from(c.body) : c.body);
+    restCalls.push(c);
     if (at[i] !== -1) restAnswered = true;
   }
   if (batch.parts === 0) return false;
   if (rest.length > 0) {
     const body = Buffer.concat([OPEN, ...rest.flatMap((c, k) => (k === 0 ? [c] : [COMMA, c])), CLOSE]);
     batch.expectRest();
-    // The rest's calls are the guard's, where it made them: the pool splits the rest with them.
-    const calls = restCalls.length === rest.length ? restCalls : undefined;
-    cache.core.send(new RestPart(batch, cache), { ...template, body, emptyOk: !restAnswered, calls });
+    // The rest's calls are the guard's: the pool splits the rest with them.
+    cache.core.send(new RestPart(batch, cache), forwardAs(request, { batch: restCalls, together: x }, body, { emptyOk: !restAnswered }));
   }
   batch.sent();
   return true;
-}
-
-/** A call of the client's batch: its own bytes, its id as it came (null: a notification), the guard's Call if any. */
-interface Item {
-  readonly text: Buffer;
-  readonly id: string | null;
-  readonly call: Call | null;
-}
-
-function guardItem(c: Call): Item {
-  return { text: typeof c.body === 'string' ? Buffer.from(c.body) : c.body, id: c.notification ? null : c.idJson, call: c };
-}
-
-function bodyItems(body: Buffer | string): Item[] | null {
-  const b = typeof body === 'string' ? Buffer.from(body) : body;
-  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
-  return items === null ? null : items.map((it) => ({ text: b.subarray(it.start, it.end), id: it.id, call: null }));
 }
 
 function isForwarded(slot: MergeSlot): boolean {
@@ -113,9 +92,10 @@ class CachedBatch {
     private readonly log: Logger,
   ) {}
 
-  take(cache: EvmCache, slot: number, method: string, call: Buffer, template: ForwardRequest, request: ForwardRequest, d: EvmForward, given: Call | null): boolean {
+  take(cache: EvmCache, slot: number, call: Call, request: ForwardRequest): boolean {
     this.pending++;
-    if (cache.take(new BatchCall(this, slot), method, call, -1, -1, template, request, d, given)) {
+    // Its flight's request is its own, with the batch's transport, one of the client's batch (`together`).
+    if (cache.take(new BatchCall(this, slot), call, request, this.x)) {
       this.parts++;
       return true;
     }

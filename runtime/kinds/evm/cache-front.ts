@@ -19,9 +19,8 @@ import { Call } from './call.ts';
 import type { Located } from './methods.ts';
 import type { ClientTarget } from '../../exchange.ts';
 import { hasDuplicateKeys, MAX_ANSWER_DEPTH, quantity } from '../../jsonrpc/scan.ts';
-import { answerOf, answerSpans } from '../../jsonrpc/answer.ts';
-import type { Cancelable, ForwardRequest, ForwardResult } from '../../dispatch.ts';
-import type { EvmForward } from './decision.ts';
+import { answerOf } from '../../jsonrpc/answer.ts';
+import { forwardAs, NOTHING, type Cancelable, type ForwardRequest, type ForwardResult } from '../../dispatch.ts';
 import type { EvmRouteSpec } from '../../types.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import { sendLogs } from './cache-logs.ts';
@@ -53,46 +52,36 @@ export class EvmFront implements FlightLanding<EvmFlight> {
 
   /**
    * The cache's front, a layer at the top of the chain (under admission's
-   * admit step; chains.ts): a call or batch the cache takes, by
-   * the guard's decision the route's request carries, is answered, joined to
-   * a flight or sent as one; the rest goes on down the layers as it came.
+   * admit step; chains.ts): a call or batch the cache takes, by the guard's
+   * Calls the route's request carries, is answered, joined to a flight or
+   * sent as one; the rest goes on down the layers as it came.
    */
-  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable | null => {
-    const d = request.decision;
-    if (d === undefined) return this.core.dispatch(x, request);
-    if (d.methods === null) {
-      if (d.merge === null && d.answered && d.idempotent && isCacheable(d.label)) {
-        const body = typeof d.body === 'string' ? Buffer.from(d.body) : d.body;
-        if (this.take(x, d.label, body, d.idStart, d.idEnd, null, request, d)) return null;
-      }
-    } else if (d.methods.some(isCacheable) && serveBatch(this, x, d, request)) return null;
-    // eth_getLogs: its answer says X-Cache as the cache's layer below the ranges did with its chunks.
-    if (d.methods === null && this.logs && d.label === 'eth_getLogs') return sendLogs(x, this.core.dispatch, request);
+  readonly front = (x: ClientTarget, request: ForwardRequest): Cancelable => {
+    const { one, batch } = request.calls;
+    if (one instanceof Call) {
+      // A read the policy lists, with an id (a notification has no answer to keep).
+      if (isCacheable(one.method) && !one.write && one.idFrom >= 0 && this.take(x, one, request)) return NOTHING;
+      // eth_getLogs: its answer says X-Cache as the cache's layer below the ranges did with its chunks.
+      if (this.logs && one.method === 'eth_getLogs') return sendLogs(x, this.core.dispatch, request);
+    } else if (batch !== undefined && batch.some((c) => isCacheable(c.method)) && serveBatch(this, x, batch, request)) return NOTHING;
     return this.core.dispatch(x, request);
   };
 
   /**
    * One call: from memory (a hit), joined to a flight, or sent as a new one.
-   * False when the cache does not take it. `idStart`/`idEnd`: where the id is,
-   * as the guard's fast path found it (-1 to find it here). The request that
-   * goes upstream is `template` with this call as its body, or the route's own
-   * (`request`, made of the guard's decision `d`). `given`: a batch's call as
-   * the guard made it (its body is `b`).
+   * False when the cache does not take it. The request that goes upstream is
+   * the route's own (`request`, whose call it is), or, for a call of a client
+   * batch (`together`: the batch's, the client), one of its own with the
+   * batch's transport.
    */
-  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, request: ForwardRequest, d: EvmForward, given: Call | null = null): boolean {
-    // The key is the call as sent with its id cut out. (The guard has checked the body: one object, this one method.)
-    if (idStart < 0) {
-      // Where its Call has it (found once, and kept for the layers below); a call without one is scanned here.
-      const c = given ?? (template === null ? d.call : null);
-      if (c !== null) {
-        idStart = c.idFrom;
-        idEnd = c.idTo;
-      } else {
-        const spans = answerSpans(b, MAX_ANSWER_DEPTH);
-        if (spans !== null) ({ idStart, idEnd } = spans);
-      }
-      if (idStart < 0) return false;
-    }
+  take(m: FlightMember, call: Call, request: ForwardRequest, together: object | null = null): boolean {
+    // The key is the call as sent with its id cut out (the guard has checked the body: one object, this one method):
+    // where its Call has the id (found once, and kept for the layers below).
+    const idStart = call.idFrom;
+    if (idStart < 0) return false;
+    const idEnd = call.idTo;
+    const method = call.method;
+    const b = typeof call.body === 'string' ? Buffer.from(call.body) : call.body;
     const core = this.core;
     const constant = this.constants?.get(method);
     if (constant !== undefined) {
@@ -117,24 +106,21 @@ export class EvmFront implements FlightLanding<EvmFlight> {
       joined.join(m, idJson);
       return true;
     }
-    // The call as it goes upstream: the guard's (the route's own body, or this call of a client's batch, where the
-    // guard made one), or this call of a client's batch, made here. Its body is parsed at most once (the guard may have: its params, with validate: params); the layers
-    // below (a pool) read the same Call from the request.
-    const call = given ?? (template === null && d.call !== null ? d.call : new Call(template === null ? d.body : b, method, idStart, idEnd));
     // Params that name a key twice may mean another block to the node than to JSON.parse: forwarded, never kept
     // or coalesced. Only a chain with validate: off sends them as they came; where params are checked, the guard
     // has already re-serialized them.
     let params: unknown;
     // Checked by the guard: by position (or none), and read there.
-    if (this.route.validate && (template === null || given !== null)) params = call.params;
+    if (this.route.validate) params = call.params;
     else {
       const doc = call.doc as { params?: unknown } | undefined;
-      if (doc === undefined || (!this.route.validate && hasDuplicateKeys(b, doc))) return false;
+      if (doc === undefined || hasDuplicateKeys(b, doc)) return false;
       params = doc.params;
     }
     const scope = scopeOf(method, params);
     if (scope === null) return false;
-    const sent = template === null ? (call === request.call ? request : { ...request, call }) : { ...template, body: b, emptyOk: false, call };
+    // The layers below (a pool) read the same Call from the request.
+    const sent = together === null ? request : forwardAs(request, { one: call, together }, call.body, { emptyOk: false });
     const f = core.open<EvmFlight>(key, { method, scope }, this, sent);
     f.join(m, idJson);
     // An answer that may be final may be in Redis already: asked first, then the node.

@@ -21,8 +21,8 @@
 //    within one epoch;
 //  - identical calls in flight share one request; a chunk tried again on
 //    other upstreams (its group narrowed) goes on alone.
-import { callOf, carries } from './pool-call.ts';
-import { JSON_HEADERS, type CacheSays, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../../dispatch.ts';
+import { callOf } from './pool-call.ts';
+import { held, JSON_HEADERS, type CacheSays, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Sink } from '../../dispatch.ts';
 import { MAX_ANSWER_DEPTH } from '../../jsonrpc/scan.ts';
 import { answerOf } from '../../jsonrpc/answer.ts';
 import type { IncomingHttpHeaders } from 'node:http';
@@ -64,11 +64,10 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
 
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup): Cancelable => {
-    const body = request.body;
-    if (request.hold !== true || body === null || !carries(request, 'eth_getLogs')) return this.next(target, request as HeldRequest, group);
-    const core = this.core;
+    // One eth_getLogs call (the ranges layer above splits a batch), by its Call.
     const call = callOf(request);
-    if (call === null || call.method !== 'eth_getLogs') return this.next(target, request as HeldRequest, group);
+    if (request.transport.hold !== true || call === null || call.method !== 'eth_getLogs') return this.next(target, request as HeldRequest, group);
+    const core = this.core;
     const from = call.from;
     const to = call.block;
     if (typeof from !== 'number' || typeof to !== 'number' || from > to || !core.view.isFinal(to)) return this.next(target, request as HeldRequest, group);
@@ -76,6 +75,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
     const idStart = call.idFrom;
     if (idStart === -1) return this.next(target, request as HeldRequest, group);
     const idEnd = call.idTo;
+    const body = call.body;
     const b = typeof body === 'string' ? Buffer.from(body) : body;
     const key = this.keyPrefix + b.toString('latin1', 0, idStart) + '\u0000' + b.toString('latin1', idEnd);
     const idJson = b.toString('utf8', idStart, idEnd);
@@ -103,7 +103,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
       return waiting(w);
     }
     // The Call goes down with the request: the pool reads it instead of the body again.
-    const f = core.open<LogsFlight>(key, { to, waiters: [w] }, this, request.call === call ? request : { ...request, call });
+    const f = core.open<LogsFlight>(key, { to, waiters: [w] }, this, request);
     // A final answer may be in Redis already: asked first, then the node.
     const shared = core.sharedGet(key);
     if (shared === null) this.send(f);
@@ -112,7 +112,7 @@ export class LogsLayer implements FlightLanding<LogsFlight> {
   };
 
   private send(f: Flight<LogsFlight>): void {
-    this.next(f, { ...f.request, hold: true, maxBuffer: Math.min(f.request.maxBuffer, MAX_HELD) }, this.core.group);
+    this.next(f, held(f.request, { maxBuffer: Math.min(f.request.transport.maxBuffer, MAX_HELD) }), this.core.group);
   }
 
   /** Answered from Redis (only final answers are ever put there): kept in memory for good, a hit for every caller waiting. */

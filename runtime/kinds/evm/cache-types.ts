@@ -1,6 +1,5 @@
 // What the EVM cache's parts (evm.ts, evm-batch.ts) know of each other.
 import type { ForwardRequest } from '../../dispatch.ts';
-import type { EvmForward } from './decision.ts';
 import type { FlightMember } from '../../cache/common.ts';
 import type { CacheCore } from '../../cache/core.ts';
 import type { Scope } from './cache-policy.ts';
@@ -14,5 +13,5 @@ export interface EvmFlight {
 /** The EVM cache, as its batches see it (evm.ts). */
 export interface EvmCache {
   readonly core: CacheCore;
-  take(m: FlightMember, method: string, b: Buffer, idStart: number, idEnd: number, template: ForwardRequest | null, request: ForwardRequest, d: EvmForward, given?: Call | null): boolean;
+  take(m: FlightMember, call: Call, request: ForwardRequest, together?: object | null): boolean;
 }

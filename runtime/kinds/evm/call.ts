@@ -1,27 +1,25 @@
 // One EVM JSON-RPC call as it crosses the layers (issue 37: one Call, parsed
-// once): its method, its id as the client wrote it, its params and the block
-// it names (a number, a tag, a hash; for a range, its two ends), read with the
-// method table (kinds/evm/methods.ts: where its block parameter is), and its
-// method's traits.
+// once; issue 45: it is the seam's Call, dispatch.ts): its method, its id as
+// the client wrote it, its params and the block it names (a number, a tag, a
+// hash; for a range, its two ends), read with the method table
+// (kinds/evm/methods.ts: where its block parameter is), and its method's
+// traits.
 //
-// The guard's decision is one (guards/evm*.ts), for every single call it lets
-// through: made of what it found (the method, the id's span) and of what it
-// parsed anyway (the params it checked with validate: params, or the whole
-// call on its general path). Where the guard parsed nothing (its fast path
-// with validate: off), the body is parsed when a layer first asks, once. For
-// a batch the guard makes one per call too (the decision's `calls`, each
-// with its own bytes of the body that goes upstream, its id's span, and what
-// the guard read of it: the params on the fast path, the whole call on the
-// general one), and the cache and the pool split the batch with those while
-// the body is still the guard's; elsewhere they make one for each call of a
-// batch they split, and the pool reads one from a body that came without it
-// (kinds/evm/pool-call.ts). Every
-// layer reads the same Call from the ForwardRequest
-// (`call`). Below the guard, the cache and the pool: it imports only the
-// method traits table and the JSON scanner.
+// The guard makes one (kinds/evm/guard*.ts) for every call it lets through:
+// made of what it found (the method, the id's span) and of what it parsed
+// anyway (the params it checked with validate: params, or the whole call on
+// its general path). Where the guard parsed nothing (its fast path with
+// validate: off), the body is parsed when a layer first asks, once. For a
+// batch it makes one per call, each with its own bytes of the body that goes
+// upstream, and the cache and the pool split the batch with those. Every
+// layer reads the same Call from the request's calls (kinds/evm/pool-call.ts
+// callOf); a layer that sends other bytes (a rewritten call, a range's chunk)
+// makes a Call of them. Below the guard, the cache and the pool: it imports
+// only the method traits table, the JSON scanner and the seam's types.
 import { traitsOf, type MethodTraits } from './methods.ts';
 import { firstByte, MAX_ANSWER_DEPTH } from '../../jsonrpc/scan.ts';
-import { answerSpans } from '../../jsonrpc/answer.ts';
+import { answerOf } from '../../jsonrpc/answer.ts';
+import type { Call as SeamCall } from '../../dispatch.ts';
 
 export type BlockRef = number | 'latest' | 'safe' | 'finalized' | 'pending' | { readonly hash: string } | null;
 
@@ -53,7 +51,22 @@ export const ID_AT = '{"jsonrpc":"2.0","id":'.length;
 /** Bodies parsed whole by a Call, in this process (for tests: a call is parsed at most once, by the guard or here). */
 export const callParses = { count: 0 };
 
-export class Call {
+/** How a client batch's answer is put back together where the guard answered some of its calls itself (refused, invalid). */
+export interface BatchMerge {
+  /** One entry per request item, in order. */
+  readonly slots: readonly MergeSlot[];
+}
+/** Either a ready answer object (the gateway's own error, or an answer from the cache: JSON text) or the id (as JSON) of a forwarded call. */
+export type MergeSlot = { readonly ready: string | Buffer } | { readonly forwardedId: string } | null;
+
+export class Call implements SeamCall {
+  /**
+   * The merge plan of the client batch this call came in, where the guard
+   * answered some of its calls itself (every call of the batch holds the
+   * same): the cache's front puts the batch's answer together with it. null:
+   * a single call, or a batch the node gets whole.
+   */
+  merge: BatchMerge | null = null;
   private parsed: unknown = NOT_PARSED;
   /** The params as the guard read them, where it read them without the rest of the body (null: from the body). */
   private given: readonly unknown[] | null = null;
@@ -121,11 +134,12 @@ export class Call {
 
   /**
    * Where the id starts in the body's bytes (-1: it has none): as the guard
-   * found it, else found by one scan of the body at the first ask, kept.
+   * found it, else read of the body's spans (the one reader of a JSON-RPC
+   * object's id, result and error: jsonrpc/answer.ts) at the first ask, kept.
    */
   get idFrom(): number {
     if (this.idStart === -1) {
-      const spans = answerSpans(bytes(this.body), MAX_ANSWER_DEPTH);
+      const spans = answerOf(bytes(this.body)).spansWithin(MAX_ANSWER_DEPTH);
       if (spans === null || spans.idStart === -1) this.idStart = ID_NONE;
       else {
         this.idStart = spans.idStart;
@@ -168,6 +182,10 @@ export class Call {
 
   get traits(): MethodTraits {
     return traitsOf(this.method);
+  }
+
+  get write(): boolean {
+    return traitsOf(this.method).write;
   }
 
   get at(): number {

@@ -1,6 +1,9 @@
 // What the JSON-RPC guard decides about a body, shared by its general path
 // (evm.ts) and its fast path (evm-fast.ts), so neither imports the other.
-import type { Call } from './call.ts';
+import type { BatchMerge, Call } from './call.ts';
+import type { Calls } from '../../dispatch.ts';
+
+export type { BatchMerge, MergeSlot } from './call.ts';
 
 export type EvmDecision =
   | {
@@ -35,8 +38,7 @@ export type EvmDecision =
       /**
        * A single call as it travels (kinds/evm/call.ts): its body is `body`, and it
        * holds what the guard parsed of it (the params it checked, or the
-       * whole call), so no layer parses it again; null for a batch, or where
-       * no layer reads it (RouteServices.layered).
+       * whole call), so no layer parses it again; null for a batch.
        */
       readonly call: Call | null;
       /**
@@ -44,8 +46,7 @@ export type EvmDecision =
        * bytes of `body`, its id, what the guard read of it: the params on
        * the fast path, the whole call on the general one): the layers that
        * split the batch (the cache, the pool) read them instead of the
-       * bytes. Only while the body is `body`; null for a single call, or
-       * where the guard made none (the body is split as it comes).
+       * bytes. Only while the body is `body`; null for a single call.
        */
       readonly calls: readonly Call[] | null;
     };
@@ -53,9 +54,7 @@ export type EvmDecision =
 /** The EVM guard's decision on a call or batch that goes on. */
 export type EvmForward = Extract<EvmDecision, { readonly kind: 'forward' }>;
 
-export interface BatchMerge {
-  /** One entry per request item, in order. */
-  readonly slots: readonly MergeSlot[];
+/** What a request made of the guard's decision `d` carries: its one Call, or its batch's. */
+export function callsOf(d: EvmForward): Calls<Call> {
+  return d.calls === null ? { one: d.call! } : { batch: d.calls };
 }
-/** Either a ready answer object (the gateway's own error, or an answer from the cache: JSON text) or the id (as JSON) of a forwarded call. */
-export type MergeSlot = { readonly ready: string | Buffer } | { readonly forwardedId: string } | null;

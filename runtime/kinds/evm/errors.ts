@@ -73,10 +73,3 @@ export function rpcErrorJson(name: RpcErrorName, idJson: string, dataJson?: stri
   const data = dataJson === undefined ? '' : `,"data":${dataJson}`;
   return `{"jsonrpc":"2.0","id":${idJson},"error":{"code":${e.code},"message":${JSON.stringify(e.message)}${data}}}`;
 }
-
-const NULL_ID_HEAD = '{"jsonrpc":"2.0","id":null';
-
-/** An error object made by rpcErrorJson with id null, given the id `idJson` (JSON text) instead. */
-export function rpcErrorWithId(nullIdJson: string, idJson: string): string {
-  return `{"jsonrpc":"2.0","id":${idJson}${nullIdJson.slice(NULL_ID_HEAD.length)}`;
-}

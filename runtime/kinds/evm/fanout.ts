@@ -2,7 +2,7 @@
 // every usable upstream (the client gets the first success), and a read asked
 // of a quorum of upstreams able to serve its block (served only when they agree).
 import { answerOf } from '../../jsonrpc/answer.ts';
-import { JSON_HEADERS, NOTHING, type Attempt, type Cancelable, type ForwardRequest, type ForwardResult, type HeldRequest, type HeldTarget, type Next } from '../../dispatch.ts';
+import { held, JSON_HEADERS, NOTHING, type Attempt, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldTarget } from '../../dispatch.ts';
 import type { Logger } from '../../observe/log.ts';
 import type { Upstream, UpstreamGroup } from '../../upstreams/upstream.ts';
 import { answerSaysStateGone } from './state-errors.ts';
@@ -20,7 +20,7 @@ class Fan implements Cancelable {
 
   constructor(
     private readonly upstreams: readonly Upstream[],
-    private readonly next: Next,
+    private readonly next: Dispatch<ForwardTarget, Attempt>,
     private readonly group: UpstreamGroup,
     private readonly request: ForwardRequest,
     each: (r: ForwardResult) => void,
@@ -29,15 +29,9 @@ class Fan implements Cancelable {
   }
 
   private forward(u: Upstream): Attempt {
-    const held: HeldRequest = {
-      ...this.request,
-      retries: 0,
-      maxBuffer: Math.max(this.request.maxBuffer, MAX_HELD),
-      accept: (o) => o === u,
-      // A provider's throttle in a 200 (-32005, "rate limit"...) is no answer: the route's request judges it (throttle.ts).
-      hold: true,
-    };
-    return this.next(this.target, held, this.group);
+    // A provider's throttle in a 200 (-32005, "rate limit"...) is no answer: the route's request judges it (throttle.ts).
+    const one = held(this.request, { retries: 0, maxBuffer: Math.max(this.request.transport.maxBuffer, MAX_HELD), accept: (o) => o === u });
+    return this.next(this.target, one, this.group);
   }
 
   start(): void {
@@ -64,7 +58,7 @@ class Fan implements Cancelable {
  * node's answer. The others are never cancelled (every node should have the
  * transaction), and none is sent twice: no retry after a 5xx.
  */
-export function broadcast(next: Next, request: ForwardRequest, group: UpstreamGroup, upstreams: readonly Upstream[], stats: PoolStats, deliver: (r: ForwardResult) => void): Cancelable {
+export function broadcast(next: Dispatch<ForwardTarget, Attempt>, request: ForwardRequest, group: UpstreamGroup, upstreams: readonly Upstream[], stats: PoolStats, deliver: (r: ForwardResult) => void): Cancelable {
   stats.broadcasts++;
   let answered = false;
   let left = upstreams.length;
@@ -97,7 +91,7 @@ export function broadcast(next: Next, request: ForwardRequest, group: UpstreamGr
  * ones first) is asked in its place, while there is one.
  */
 export function quorum(
-  next: Next,
+  next: Dispatch<ForwardTarget, Attempt>,
   request: ForwardRequest,
   group: UpstreamGroup,
   upstreams: readonly Upstream[],

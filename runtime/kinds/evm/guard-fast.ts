@@ -295,12 +295,11 @@ function callEnd(b: Buffer, p: number, table: Map<number, Known[]>): number {
 /**
  * The fast path: the decision to forward `buf` as it is when it is plain
  * JSON-RPC whose every call is allowed, or null when the general path must
- * decide. `withCalls`: a single call's decision carries its Call (false on a
- * chain where no layer reads it, neither a pool, nor the cache, nor the
- * eth_getLogs ranges: none is made). A batch's carries a Call per call
- * always: admission charges and counts by them.
+ * decide. The decision carries a Call per call (the request's calls:
+ * admission charges and counts by them, the layers read them); each reads
+ * nothing of the body until a layer asks.
  */
-export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, withCalls = true): EvmDecision | null {
+export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number): EvmDecision | null {
   if (scanSeen !== undefined) scanSeen('scanPlainRpc', buf);
   const table = tableOf(allowed);
   writes = false;
@@ -335,5 +334,5 @@ export function scanPlainRpc(buf: Buffer, allowed: ReadonlySet<string>, maxBatch
   const idStart = idStarts[0]!;
   const idEnd = idStart === -1 ? -1 : idEnds[0]!;
   // The Call reads nothing of the body until asked (the params, where validate: params has checked them, are given it then).
-  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null, idStart, idEnd, call: withCalls ? new Call(buf, method, idStart, idEnd) : null, calls: null };
+  return { kind: 'forward', body: buf, label: method, count: 1, idempotent: !writes, answered, merge: null, methods: null, idStart, idEnd, call: new Call(buf, method, idStart, idEnd), calls: null };
 }

@@ -88,12 +88,12 @@ function reply(name: RpcErrorName, idJson = 'null', label = 'invalid'): EvmDecis
 /**
  * Parses and checks one request body. `buf` is already within maxBodyBytes.
  * With `params` (validate: params), every call's params are checked too.
- * `withCalls`: a single call's decision carries its Call (where a layer reads it: RouteServices.layered); a batch's always carries its Calls (admission charges and counts by them).
+ * The decision carries its Calls (kinds/evm/call.ts): admission charges and counts by them, and the layers read them.
  */
-export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null, withCalls = true): EvmDecision {
-  const fast = scanPlainRpc(buf, allowed, maxBatchSize, withCalls);
+export function checkEvmBody(buf: Buffer, allowed: ReadonlySet<string>, maxBatchSize: number, params: EvmParamsCheck | null = null): EvmDecision {
+  const fast = scanPlainRpc(buf, allowed, maxBatchSize);
   if (fast !== null && (params === null || (fast.kind === 'forward' && scannedParamsValid(buf, params, fast.label, fast.methods, fast.call, fast.calls)))) return fast;
-  return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params, withCalls);
+  return checkEvmBodyGeneral(buf, allowed, maxBatchSize, null, params);
 }
 
 /**
@@ -107,9 +107,8 @@ export type CallCheck = (method: string, params: unknown, idJson: string) => str
  * The general path: any body, with JSON.parse and every rule (exported for
  * tests). With `calls`, every call also passes the key's checks, and what
  * goes upstream is always the canonical re-serialization of what was checked.
- * `withCalls`: a single call's decision carries its Call; a batch's always
- * carries a Call per forwarded call, made of what was parsed here (as on the
- * fast path).
+ * The decision carries a Call per forwarded call, made of what was parsed
+ * here (as on the fast path).
  */
 export function checkEvmBodyGeneral(
   buf: Buffer,
@@ -117,7 +116,6 @@ export function checkEvmBodyGeneral(
   maxBatchSize: number,
   calls: CallCheck | null = null,
   params: EvmParamsCheck | null = null,
-  withCalls = true,
 ): EvmDecision {
   // Invalid UTF-8 could decode differently here and at the node.
   if (!isUtf8(buf)) return reply('GW_RPC_PARSE_ERROR');
@@ -170,7 +168,7 @@ export function checkEvmBodyGeneral(
       idStart: -1,
       idEnd: -1,
       // Parsed here: the Call is what was parsed, as the body sent reads (the canonical one has only the four keys).
-      call: withCalls ? Call.parsedAs(body, method, raw ? doc : canonicalDoc(it)) : null,
+      call: Call.parsedAs(body, method, raw ? doc : canonicalDoc(it)),
       calls: null,
     };
   }
@@ -216,9 +214,9 @@ export function checkEvmBodyGeneral(
 
   if (slots === null) {
     // Every item is forwarded: the original bytes if they cannot be read two ways.
-    if (allCanonical && rawSafe && !hasDuplicateKeys(buf, doc)) {
-      return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: rawCalls(buf, forwarded) };
-    }
+    // (Where they do not split into their calls, which are deeper than an answer may be: re-serialized as any other.)
+    const raw = allCanonical && rawSafe && !hasDuplicateKeys(buf, doc) ? rawCalls(buf, forwarded) : null;
+    if (raw !== null) return { kind: 'forward', body: buf, label: 'batch', count: n, idempotent, answered, merge: null, methods: methodsOf(forwarded), idStart: -1, idEnd: -1, call: null, calls: raw };
     return canonicalBatch(forwarded, n, idempotent, answered, null);
   }
   if (forwarded.length === 0) {
@@ -247,7 +245,9 @@ function canonicalBatch(forwarded: readonly Item[], count: number, idempotent: b
     const end = at + Buffer.byteLength(texts[k]!);
     // The id, where there is one, comes right after '{"jsonrpc":"2.0","id":' (canonicalJson).
     const idEnd = it.id === undefined ? NO_ID : ID_AT + Buffer.byteLength(JSON.stringify(it.id));
-    calls.push(Call.parsedAs(b.subarray(at, end), methods[k]!, canonicalDoc(it), it.id === undefined ? NO_ID : ID_AT, idEnd));
+    const c = Call.parsedAs(b.subarray(at, end), methods[k]!, canonicalDoc(it), it.id === undefined ? NO_ID : ID_AT, idEnd);
+    c.merge = merge;
+    calls.push(c);
     at = end + 1;
   }
   return { kind: 'forward', body, label: 'batch', count, idempotent, answered, merge, methods, idStart: -1, idEnd: -1, call: null, calls };
@@ -256,8 +256,7 @@ function canonicalBatch(forwarded: readonly Item[], count: number, idempotent: b
 /**
  * A Call per call of a batch forwarded as its own bytes (`buf`, every call of
  * it forwarded, each parsed here as `forwarded`): each its own bytes of `buf`
- * (its id's span is found when first asked); null when the bytes do not split
- * (the layers split the body as it comes).
+ * (its id's span is found when first asked); null when the bytes do not split.
  */
 function rawCalls(buf: Buffer, forwarded: readonly Item[]): Call[] | null {
   const calls: Call[] = [];

@@ -19,7 +19,7 @@ const MAX_JUDGED = 1024;
  */
 export function sendOwn(target: HeldTarget, request: ForwardRequest, u: Upstream, body: Buffer, cache?: CacheSays): void {
   const r: Extract<ForwardResult, { kind: 'buffered' }> = { kind: 'buffered', upstream: u, status: 200, headers: JSON_HEADERS, body };
-  if (!streams(request, r) && body.length > request.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+  if (!streams(request) && body.length > request.transport.maxBuffer) return target.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
   if (cache !== undefined) target.cacheSaid?.(cache);
   deliver(target, request, r);
 }

@@ -5,7 +5,7 @@
 // node's answer says (resultText, errorOf), and what X-Cache says of a merged one.
 import type { CacheSays } from '../../dispatch.ts';
 import { CLOSE, COMMA, isWs, MAX_ANSWER_DEPTH, OPEN, quantity } from '../../jsonrpc/scan.ts';
-import { answerSpans, splitBatchAnswer } from '../../jsonrpc/answer.ts';
+import { answerOf, splitBatchAnswer } from '../../jsonrpc/answer.ts';
 
 const TAIL = Buffer.from(']}');
 
@@ -104,9 +104,9 @@ function arrayInner(a: Buffer): Buffer {
   return a.subarray(s, Math.max(s, e));
 }
 
-/** A JSON-RPC answer's result, as its text (null: an error, or not JSON-RPC). */
+/** A JSON-RPC answer's result, as its text (null: an error, or not JSON-RPC): read of its Answer, whose spans are read once. */
 export function resultText(body: Buffer): string | null {
-  const spans = answerSpans(body, MAX_ANSWER_DEPTH);
+  const spans = answerOf(body).spansWithin(MAX_ANSWER_DEPTH);
   return spans === null || spans.hasError || spans.resultStart === -1 ? null : body.toString('utf8', spans.resultStart, spans.resultEnd);
 }
 

@@ -2,7 +2,7 @@
 // its range in chunks (kinds/evm/log-chunk.ts), sent at most CHUNKS_AT_ONCE at
 // once and paced (kinds/evm/log-placement.ts), split further where a node refuses
 // one, and merged (kinds/evm/log-codec.ts) once all are in.
-import { JSON_HEADERS, streamParts, timeLeft, type Cancelable, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../../dispatch.ts';
+import { streamParts, streams, timeLeft, type Cancelable, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget, type Transport } from '../../dispatch.ts';
 import { holdBytes, MAX_HELD, releaseHeld } from '../../upstreams/forward.ts';
 import { rpcErrorJson } from './errors.ts';
 import { MAX_ANSWER_DEPTH, quantity } from '../../jsonrpc/scan.ts';
@@ -39,8 +39,8 @@ export class RangeCall implements Cancelable, ChunkOwner {
   private pacer: NodeJS.Timeout | null = null;
   /** The first upstream that answered a chunk: the merged answer's. */
   private upstream: Upstream | null = null;
-  /** The request each chunk goes as: held whole, safe to send again. */
-  private readonly chunkRequest: HeldRequest;
+  /** The transport each chunk goes with: held whole, safe to send again. */
+  private readonly chunkTransport: Transport & { readonly hold: true };
   private readonly filter: Record<string, unknown>;
   /** A whole range goes as the client's own call; not on a cached chain when its ends are tags and it is final (by number, it is kept). */
   private readonly asItCame: boolean;
@@ -66,8 +66,8 @@ export class RangeCall implements Cancelable, ChunkOwner {
     private head: number,
   ) {
     this.to = to;
-    // Each chunk held whole, safe to send again; its body is its own (the client's Call is not its).
-    this.chunkRequest = { ...request, hold: true, call: undefined, decision: undefined, idempotent: true, emptyOk: false, maxBuffer: MAX_HELD };
+    // Each chunk held whole, safe to send again; its body is its own, and so is its Call (chunkRequest).
+    this.chunkTransport = { ...request.transport, hold: true, idempotent: true, emptyOk: false, maxBuffer: MAX_HELD };
     this.filter = call.params[0] as Record<string, unknown>;
     this.asItCame = !(host.cached && (typeof call.from !== 'number' || typeof call.block !== 'number') && host.view.isFinal(to));
   }
@@ -76,13 +76,18 @@ export class RangeCall implements Cancelable, ChunkOwner {
     this.placed = this.host.place(this.group);
     // A range within a cap goes whole: on a chain of one upstream without a cache, streamed as any call there.
     const whole = this.to - this.from + 1 <= this.placed.width;
-    if (whole && this.streams()) return this.sendJudged();
-    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
+    if (whole && this.streamsWhole()) return this.sendJudged();
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.transport.deadline));
     this.deadline.unref();
     if (whole) return this.split();
     this.atHead(() => {
       if (this.clamp()) this.split();
     });
+  }
+
+  /** A chunk's request (or the head's): its Call and its bytes, with the chunks' transport, still of the client's batch where it came in one. */
+  private chunkRequest(call: Call, maxBuffer = MAX_HELD): HeldRequest {
+    return { calls: { one: call, together: this.request.calls.together }, transport: { ...this.chunkTransport, body: call.body, maxBuffer } };
   }
 
   /** The range (clamped, where it is split) in chunks of the placed width, queued and sent. */
@@ -95,7 +100,7 @@ export class RangeCall implements Cancelable, ChunkOwner {
     // More requests than one call may cost: refused as a range over limits.maxLogRange is, naming the widest that fits.
     if (chunks.length > MAX_CHUNK_SENDS) return this.refuse(width * MAX_CHUNK_SENDS, `more than ${MAX_CHUNK_SENDS} requests to the upstreams can ask`);
     if (chunks.length > 1 && this.placed.paced) {
-      const fits = budgetFits(this.placed.takers, this.request.deadline);
+      const fits = budgetFits(this.placed.takers, this.request.transport.deadline);
       if (chunks.length > fits) return this.refuse(Math.max(1, fits) * width, "more than the upstreams' rateLimit lets be asked within timeoutMs");
     }
     // A clamped range is no longer the client's call: even as one chunk it goes by number.
@@ -128,7 +133,7 @@ export class RangeCall implements Cancelable, ChunkOwner {
         then();
       },
     };
-    t.running = this.host.inner(t, { ...this.chunkRequest, body, call: new Call(body, 'eth_blockNumber'), maxBuffer: 4096 }, this.group);
+    t.running = this.host.inner(t, this.chunkRequest(new Call(body, 'eth_blockNumber', ID_AT, ID_AT + 1), 4096), this.group);
     if (!t.finished) this.running.add(t.running);
   }
 
@@ -153,8 +158,8 @@ export class RangeCall implements Cancelable, ChunkOwner {
   }
 
   /** A whole range's answer streams to the client as any call's: a chain of one upstream, no cache, a client that takes a stream. */
-  private streams(): boolean {
-    return !this.host.pooled && !this.host.cached && this.request.hold !== true && this.request.classify(200, JSON_HEADERS) === 'stream';
+  private streamsWhole(): boolean {
+    return !this.host.pooled && !this.host.cached && streams(this.request);
   }
 
   /** The client's call as it came, streamed to it; only a refusal of the range (JudgedStream) comes back here to be split. */
@@ -177,7 +182,7 @@ export class RangeCall implements Cancelable, ChunkOwner {
   refused(t: JudgedStream, u: Upstream, error: Record<string, unknown>, complaint: RangeComplaint): void {
     if (t.running !== null) this.running.delete(t.running);
     if (this.over) return;
-    this.deadline = setTimeout(this.expire, timeLeft(this.request.deadline));
+    this.deadline = setTimeout(this.expire, timeLeft(this.request.transport.deadline));
     this.deadline.unref();
     this.complain(t.chunk, u, error, complaint);
   }
@@ -212,7 +217,7 @@ export class RangeCall implements Cancelable, ChunkOwner {
       const t = new ChunkTarget(this, c);
       // Each chunk carries its Call, so that the layers below (the cache's, the pool) read it, not its bytes.
       const call = this.chunkCall(c);
-      t.running = this.host.inner(t, { ...this.chunkRequest, body: call.body, call }, group);
+      t.running = this.host.inner(t, this.chunkRequest(call), group);
       if (!t.finished) this.running.add(t.running);
     }
     if (!this.over && this.pacer === null && this.running.size === 0 && this.queue.length === 0) this.finish();
@@ -237,8 +242,7 @@ export class RangeCall implements Cancelable, ChunkOwner {
    * wrote (its id where it wrote it), so no layer below parses or scans it.
    */
   private chunkCall(c: Chunk): Call {
-    const body = this.request.body;
-    if (c.whole === true && this.asItCame && body !== null) return body === this.call.body ? this.call : new Call(body, 'eth_getLogs');
+    if (c.whole === true && this.asItCame) return this.call;
     const params = this.call.params.slice();
     params[0] = { ...this.filter, fromBlock: `0x${c.from.toString(16)}`, toBlock: `0x${c.to.toString(16)}` };
     // An id of its own: a node need not take the client's (anvil refuses a 30-digit number); the answer gets the client's back.
@@ -329,8 +333,7 @@ export class RangeCall implements Cancelable, ChunkOwner {
     const parts = mergedParts(this.call.idJson, chunks);
     const u = this.upstream ?? this.group.all[0]!;
     const cache = cacheSays(this.cache);
-    const request = this.request;
-    if (request.hold !== true && request.classify(200, JSON_HEADERS) === 'stream') {
+    if (streams(this.request)) {
       if (cache !== undefined) this.target.cacheSaid?.(cache);
       return streamParts(this.target as ForwardTarget, u, parts, () => this.drop());
     }
@@ -343,7 +346,7 @@ export class RangeCall implements Cancelable, ChunkOwner {
       return taker.takeParts(u, parts, held);
     }
     try {
-      sendOwn(this.target, request, u, Buffer.concat(parts), cache);
+      sendOwn(this.target, this.request, u, Buffer.concat(parts), cache);
     } finally {
       this.drop();
     }

@@ -44,11 +44,11 @@
 // (its chunks: kinds/evm/log-chunk.ts), where chunks may go and when is
 // kinds/evm/log-placement.ts, and the logs-array codec kinds/evm/log-codec.ts.
 import type { ChainView } from '../../upstreams/chain-view.ts';
-import { NOTHING, type Cancelable, type Dispatch, type ForwardRequest, type HeldRequest, type HeldTarget } from '../../dispatch.ts';
+import { NOTHING, withTransport, type Cancelable, type Dispatch, type ForwardRequest, type HeldRequest, type HeldTarget } from '../../dispatch.ts';
 import { rpcErrorJson } from './errors.ts';
-import { firstByte } from '../../jsonrpc/scan.ts';
 import type { Logger } from '../../observe/log.ts';
 import { splitBatch } from '../../pool/batch.ts';
+import { EVM_ENVELOPE } from './envelope.ts';
 import { callOf, carries } from './pool-call.ts';
 import type { Call, BlockRef } from './call.ts';
 import type { EvmRouteSpec } from '../../types.ts';
@@ -96,9 +96,8 @@ export class LogRanges implements RangeHost {
 
   // The target and request are passed on as given: the Dispatch overloads pair a target nothing streams into with a held request.
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest, group = this.group) => {
-    const body = request.body;
-    if (body === null || !carries(request, 'eth_getLogs')) return this.inner(target, request as HeldRequest, group);
-    if (firstByte(body) === 0x5b) return splitBatch(this.batchCall, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
+    if (!carries(request, 'eth_getLogs')) return this.inner(target, request as HeldRequest, group);
+    if (request.calls.batch !== undefined) return splitBatch(this.batchCall, EVM_ENVELOPE, this.log, this.route.path, target, request) ?? this.inner(target, request as HeldRequest, group);
     const call = callOf(request);
     // A blockHash (no fromBlock), or not the method: as it came.
     if (call === null || call.method !== 'eth_getLogs' || call.from === undefined) return this.inner(target, request as HeldRequest, group);
@@ -119,7 +118,7 @@ export class LogRanges implements RangeHost {
    * counted under MAX_HELD_BYTES all the same.
    */
   private readonly batchCall: Dispatch = (target: HeldTarget, request: ForwardRequest, group?: UpstreamGroup) =>
-    this.dispatch(target, (request.call?.method === 'eth_getLogs' && request.maxBuffer < MAX_MERGED_BYTES ? { ...request, maxBuffer: MAX_MERGED_BYTES } : request) as HeldRequest, group);
+    this.dispatch(target, (request.calls.one?.method === 'eth_getLogs' && request.transport.maxBuffer < MAX_MERGED_BYTES ? withTransport(request, { maxBuffer: MAX_MERGED_BYTES }) : request) as HeldRequest, group);
 
   /** The block a range's end names, as the chain serves it (-1: not known). */
   private numberOf(b: BlockRef): number {

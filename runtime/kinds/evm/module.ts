@@ -1,11 +1,11 @@
 // EVM JSON-RPC: `POST /<chain>[/<key>]`, the allowlist guard, and the
 // answers the gateway rewrites (a batch with refused items, a node's error).
 // Hot path: no closure but the body reader's.
-import { envelope, failureNames, policyNames, RESETS_AT, type Failure } from '../../envelope.ts';
-import { RPC_ERRORS, RPC_FAILED, rpcErrorJson, type RpcErrorName } from './errors.ts';
+import { RPC_ERRORS, rpcErrorJson } from './errors.ts';
 import { readBody, type BufferedResult, type Exchange, type RouteHandler } from '../../exchange.ts';
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from './params.ts';
 import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from './guard.ts';
+import { callsOf } from './decision.ts';
 import { failedAnswer, mergeBatch } from '../../jsonrpc/batch-merge.ts';
 import { allowedFor, type KeyPolicy } from '../../keys/key-policy.ts';
 import { callRefusal } from './contracts.ts';
@@ -27,13 +27,7 @@ import { Pool } from './pool.ts';
 import { answerThrottled } from '../../upstreams/throttle.ts';
 import { evmSocket } from './socket.ts';
 import { chainIdentity, evmHeadSocket } from './head-socket.ts';
-
-const NAMES: Readonly<Record<Failure, RpcErrorName>> = failureNames('GW_RPC', {
-  ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
-  ...RPC_FAILED,
-  'not-found': 'GW_RPC_NOT_FOUND',
-  'method-not-allowed': 'GW_RPC_HTTP_METHOD_NOT_ALLOWED',
-});
+import { EVM_ENVELOPE } from './envelope.ts';
 
 type Forwarded = Extract<EvmDecision, { kind: 'forward' }>;
 
@@ -43,15 +37,12 @@ const CLOSE = ['connection', 'close'];
 class EvmRoute implements RouteHandler {
   /** null with validate: off. */
   private readonly params: EvmParamsCheck | null;
-  /** Whether a layer below reads the guard's Calls (RouteServices.layered): the guard makes them only then. */
-  private readonly withCalls: boolean;
 
   constructor(
     private readonly route: EvmRouteSpec,
     private readonly s: RouteServices,
   ) {
     this.params = route.validate ? evmParamsCheck(route.methods, route.limits, s.validators) : null;
-    this.withCalls = s.layered;
   }
 
   handle(x: Exchange, rest: string, query: string): void {
@@ -75,7 +66,7 @@ class EvmRoute implements RouteHandler {
     const d =
       p !== null && (p.methods !== null || p.contracts !== null)
         ? this.checkWithPolicy(buf, p, max)
-        : checkEvmBody(buf, this.route.methods, max, this.params, this.withCalls);
+        : checkEvmBody(buf, this.route.methods, max, this.params);
     x.label = d.label;
     if (d.kind === 'reply') {
       // Only a batch over the limit is answered with more calls than the limit: refused as the chain's
@@ -97,7 +88,7 @@ class EvmRoute implements RouteHandler {
    * upstream is the canonical call that was checked.
    */
   private checkWithPolicy(buf: Buffer, p: KeyPolicy, max: number): EvmDecision {
-    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max, this.withCalls);
+    const fast = scanPlainRpc(buf, allowedFor(p, this.route.methods), max);
     if (
       fast !== null &&
       fast.kind === 'forward' &&
@@ -105,10 +96,10 @@ class EvmRoute implements RouteHandler {
       (this.params === null || scannedParamsValid(buf, this.params, fast.label, fast.methods, fast.call, fast.calls))
     )
       return fast;
-    return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params, this.withCalls);
+    return checkEvmBodyGeneral(buf, this.route.methods, max, callCheck(p), this.params);
   }
 
-  /** The request of a call or batch, with the guard's decision on it (the layers at the top read that, and may answer with no upstream request). */
+  /** The request of a call or batch, with the guard's Calls (the layers read them; those at the top may answer with no upstream request). */
   private request(x: Exchange, d: Forwarded): ForwardRequest {
     const merge = d.merge;
     return forwardRequest(this.route, {
@@ -123,10 +114,7 @@ class EvmRoute implements RouteHandler {
       emptyOk: !d.answered,
       // A provider's throttle in a 200 (-32005, "rate limit"...), also where the answer streams (upstreams/forward.ts, throttle.ts).
       throttled: answerThrottled,
-      call: d.call ?? undefined,
-      // A batch's calls as the guard made them: a pool splits the batch with them.
-      calls: d.calls ?? undefined,
-      decision: d,
+      calls: callsOf(d),
     });
   }
 
@@ -265,10 +253,7 @@ function finalizedOf(route: EvmRouteSpec, head: number, own: number, safe: numbe
 }
 
 export const evm: InterfaceModule<'evm-jsonrpc'> = {
-  envelope: envelope(NAMES, (n, reason) => ({
-    status: RPC_ERRORS[n].status,
-    body: rpcErrorJson(n, 'null', reason === undefined ? undefined : reason === 'quota' ? `{"reason":"quota","resetsAt":"${RESETS_AT}"}` : `{"reason":"${reason}"}`),
-  })),
+  envelope: EVM_ENVELOPE,
   answersStrays: true,
   batchesCalls: true,
   handler: (route, services) => new EvmRoute(route, services),

@@ -32,8 +32,8 @@ const EMPTY: readonly unknown[] = [];
 /**
  * The calls the fast path just scanned, `methods` in order (a single call:
  * `label`), all have valid params. False sends the body to the general path.
- * A single call's `call` (a batch's `calls`, each) is given the params as
- * read here: no layer parses the body for them again.
+ * A single call's Call (a batch's, each) is given the params as read here:
+ * no layer parses the body for them again.
  */
 export function scannedParamsValid(buf: Buffer, check: EvmParamsCheck, label: string, methods: readonly string[] | null, call: Call | null = null, calls: readonly Call[] | null = null): boolean {
   const n = methods === null ? 1 : methods.length;

@@ -1,5 +1,5 @@
-// What a pool does with one EVM call's text: reads it where it came without a
-// Call (kinds/evm/call.ts: the cache and the batch split hand one on), and rewrites
+// What a pool does with one EVM call: finds the Call a request carries
+// (kinds/evm/call.ts: every request says what it carries), and rewrites
 // its tags to the block numbers the gateway serves. Where the call's block
 // is, and its method's traits, are kinds/evm/call.ts's and kinds/evm/methods.ts's: the
 // cache's policy table (kinds/evm/cache-policy.ts) is about what may be kept.
@@ -16,27 +16,16 @@ export function readCall(body: Buffer | string | null): Call | null {
   return Call.read(body);
 }
 
-/** The call `request`'s body is: the one a layer above made of it (parsed once), else read here; null when it is not one call. */
+/** The EVM call `request` carries alone; null for a batch (its calls are `request.calls.batch`). */
 export function callOf(request: ForwardRequest): Call | null {
-  const c = request.call;
-  // A request made from another with other bytes (tags rewritten, a batch) is not that call.
-  return c !== undefined && c.body === request.body ? c : Call.read(request.body);
+  const c = request.calls.one;
+  return c instanceof Call ? c : null;
 }
 
-/**
- * Whether `request` is, or carries in a batch, a call of `method`, as the
- * guard read it (a call's method, a batch's calls or its methods): a layer
- * knows its own calls without searching the bytes. Every request of an EVM
- * chain says what it carries (the route's decision, or the Calls a layer
- * made of another's); one that says nothing carries no call of `method`.
- */
+/** Whether `request` is, or carries in a batch, a call of `method`, as the guard read it: a layer knows its own calls without searching the bytes. */
 export function carries(request: ForwardRequest, method: string): boolean {
-  const call = request.call;
-  if (call !== undefined) return call.method === method;
-  const calls = request.calls;
-  if (calls !== undefined) return calls.some((c) => c.method === method);
-  const d = request.decision;
-  return d !== undefined && (d.methods === null ? d.label === method : d.methods.includes(method));
+  const { one, batch } = request.calls;
+  return one !== undefined ? one.method === method : batch.some((c) => c.method === method);
 }
 
 type Numbers = { readonly latest: number; readonly safe: number; readonly finalized: number };

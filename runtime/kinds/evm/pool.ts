@@ -20,12 +20,14 @@
 //  - hedged reads, broadcast transactions and quorum reads (flow.ts, fanout.ts);
 //  - a batch is split into its calls, each of which goes this way alone (batch.ts).
 import type { ChainView } from '../../upstreams/chain-view.ts';
-import { JSON_HEADERS, NOTHING, timeLeft, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type HeldTarget, type Next } from '../../dispatch.ts';
+import { forwardAs, JSON_HEADERS, NOTHING, timeLeft, type Attempt, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldTarget } from '../../dispatch.ts';
 import { traitsOf } from './methods.ts';
 import type { Logger } from '../../observe/log.ts';
 import type { EvmRouteSpec } from '../../types.ts';
 import type { Upstream, UpstreamGroup } from '../../upstreams/upstream.ts';
 import { splitBatch } from '../../pool/batch.ts';
+import { EVM_ENVELOPE } from './envelope.ts';
+import { EVM_CALL_RULES } from './pool-rules.ts';
 import { Call, ID_AT } from './call.ts';
 import { callOf, rewriteTags, STATE_METHODS, type BlockRef } from './pool-call.ts';
 import { broadcast, quorum } from './fanout.ts';
@@ -36,6 +38,8 @@ import { HedgeBudget, LatencyWindow, PoolStats } from '../../pool/stats.ts';
 import { allThrottled, throttledBeforeVerified } from '../../upstreams/throttle.ts';
 
 export class Pool implements FlowHost {
+  /** What the flow asks of an EVM call and its answer. */
+  readonly rules = EVM_CALL_RULES;
   readonly stats: PoolStats;
   private readonly budget = new HedgeBudget();
   private readonly quorumMethods: ReadonlySet<string>;
@@ -52,7 +56,7 @@ export class Pool implements FlowHost {
     private readonly view: ChainView,
     private readonly log: Logger,
     /** The dispatch below the pool: every attempt goes out through it. */
-    readonly next: Next,
+    readonly next: Dispatch<ForwardTarget, Attempt>,
   ) {
     this.stats = new PoolStats(route.path, () => view.tip);
     this.quorumMethods = new Set(route.quorum?.methods ?? []);
@@ -64,7 +68,7 @@ export class Pool implements FlowHost {
 
   readonly dispatch: Dispatch = (target, request, group = this.group) => {
     // A batch: each of its calls comes back here alone (batch.ts).
-    const batch = splitBatch(this.dispatch, this.log, this.route.path, target, request);
+    const batch = splitBatch(this.dispatch, EVM_ENVELOPE, this.log, this.route.path, target, request);
     if (batch !== null) return batch;
     this.budget.call();
     return this.send(target, request, group, callOf(request));
@@ -126,7 +130,7 @@ export class Pool implements FlowHost {
     const timer = setTimeout(() => {
       end();
       target.forwarded({ kind: 'failed', fail: group.all.some((u) => u.usable) ? 'timeout' : 'no-upstream', upstream: null });
-    }, timeLeft(request.deadline));
+    }, timeLeft(request.transport.deadline));
     timer.unref();
     this.waiting.add(look);
     return { cancel: () => (flow !== null ? flow.cancel() : end()) };
@@ -158,7 +162,7 @@ export class Pool implements FlowHost {
     const v = this.view;
     const body = rewriteTags(call, { latest: v.tip, safe: v.safe, finalized: v.finalized });
     // With a Call of its own bytes (its id where the gateway wrote it), so the layers below read it, not the bytes.
-    return body === null ? request : { ...request, body, call: new Call(body, call.method, ID_AT, ID_AT + Buffer.byteLength(call.idJson)) };
+    return body === null ? request : forwardAs(request, { one: new Call(body, call.method, ID_AT, ID_AT + Buffer.byteLength(call.idJson)), together: request.calls.together }, body);
   }
 
   /** Where a call may go, and how long before a hedge; or that it waits for an upstream to reach its block. */

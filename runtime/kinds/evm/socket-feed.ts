@@ -19,7 +19,8 @@
 // filled: each subscriber that misses blocks is told (`missed`), never left
 // to believe it got them all.
 import type { ChainListener, ChainView } from '../../upstreams/chain-view.ts';
-import type { Front } from '../../exchange.ts';
+import type { ClientTarget } from '../../exchange.ts';
+import type { Dispatch } from '../../dispatch.ts';
 import type { Logger } from '../../observe/log.ts';
 import type { EvmRouteSpec } from '../../types.ts';
 import { quantity } from '../../jsonrpc/scan.ts';
@@ -104,7 +105,7 @@ export class ChainFeed implements ChainListener {
     private readonly route: EvmRouteSpec,
     private readonly view: ChainView,
     /** The chain's front (the layers under admission): where its block and log fetches go, as clients' calls do. */
-    private readonly front: Front,
+    private readonly front: Dispatch<ClientTarget>,
     private readonly pooled: boolean,
     private readonly log: Logger,
   ) {

@@ -4,15 +4,16 @@
 // fetched is served from memory, a fetch joins a client's call in flight and
 // the other way round, and the pool routes, retries and fails over as for any
 // call. The call is checked and described by the guard as a client's is (its
-// decision is what the front reads); the answer is held whole (the seam's
+// Call is what the front reads); the answer is held whole (the seam's
 // `hold`) and parsed. This is the one place the feed makes a request: the
 // seam's request type changes here alone.
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Front } from '../../exchange.ts';
+import type { ClientTarget } from '../../exchange.ts';
+import { callsOf } from './decision.ts';
 import { checkEvmBody } from './guard.ts';
 import { OwnCall } from '../own-call.ts';
 import { answerThrottled } from '../../upstreams/throttle.ts';
-import type { HeldRequest, Verdict } from '../../dispatch.ts';
+import { held, type Dispatch, type Verdict } from '../../dispatch.ts';
 import type { EvmRouteSpec } from '../../types.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import { forwardRequest, isHtml, MAX_MERGE_BYTES } from '../common.ts';
@@ -31,7 +32,7 @@ function rpcPath(u: Upstream): string {
 }
 
 /** Sends one call (`method`, `params` as JSON text) through the chain's `front`, and resolves with its result, or rejects with why not. */
-export function rpcCall(front: Front, route: EvmRouteSpec, method: string, params: string): Promise<unknown> {
+export function rpcCall(front: Dispatch<ClientTarget>, route: EvmRouteSpec, method: string, params: string): Promise<unknown> {
   const body = Buffer.from(`{"jsonrpc":"2.0","id":1,"method":"${method}","params":${params}}`);
   return new Promise((resolve, reject) => {
     const d = checkEvmBody(body, FEED_METHODS, 1);
@@ -46,10 +47,10 @@ export function rpcCall(front: Front, route: EvmRouteSpec, method: string, param
       if (v === null || typeof v !== 'object' || 'error' in v) return reject(new Error(`${method}: ${String(v?.error?.message ?? 'no result')}`));
       resolve(v.result);
     };
-    // Held whole (`hold`): whatever the layers do with it, the answer comes back as one buffer; the guard's decision
-    // and Call go with it, as with a client's call, for the front's layers and the pool to read.
-    const request: HeldRequest = {
-      ...forwardRequest(route, {
+    // Held whole (`hold`): whatever the layers do with it, the answer comes back as one buffer; the guard's Call goes
+    // with it, as with a client's call, for the front's layers and the pool to read.
+    const request = held(
+      forwardRequest(route, {
         method: 'POST',
         path: rpcPath,
         headers: HEADERS.slice(),
@@ -59,12 +60,9 @@ export function rpcCall(front: Front, route: EvmRouteSpec, method: string, param
         maxBuffer: MAX_MERGE_BYTES,
         emptyOk: !d.answered,
         throttled: answerThrottled,
-        call: d.call ?? undefined,
-        calls: d.calls ?? undefined,
-        decision: d,
+        calls: callsOf(d),
       }),
-      hold: true,
-    };
+    );
     const x = new OwnCall(d.label, answered, (why) => reject(new Error(`${method}: ${why}`)));
     x.forward = front(x, request);
   });

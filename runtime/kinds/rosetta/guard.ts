@@ -5,7 +5,7 @@ import { rosettaErrorJson, type RosettaErrorName } from './errors.ts';
 import type { RosettaNetwork } from '../../types.ts';
 import { MAX_REQUEST_DEPTH, nestsDeeper } from '../../jsonrpc/scan.ts';
 import { describe, limitsError, type Invalid, type ParamLimits, type ValidateFn } from '../../config/validators.ts';
-import type { DocBlock, DocCall } from '../doc-call.ts';
+import { DocCall, type DocBlock } from '../doc-call.ts';
 
 /** A chain's body check (validate: params): each endpoint's validator from the spec, and the limits. */
 export interface RosettaBodyCheck {
@@ -107,7 +107,7 @@ function valid(doc: unknown, endpoint: string, check: RosettaBodyCheck | null): 
     const validate = check.endpoints.get(endpoint);
     if (validate !== undefined && !validate(doc)) return invalid(describe(validate.errors));
   }
-  return { kind: 'forward', body: JSON.stringify(doc), call: { endpoint, block: blockOf(doc), read: ROSETTA_ENDPOINTS.get(endpoint)?.idempotent ?? false } };
+  return { kind: 'forward', body: JSON.stringify(doc), call: new DocCall(endpoint, blockOf(doc), ROSETTA_ENDPOINTS.get(endpoint)?.idempotent ?? false) };
 }
 
 /** The block a request's block_identifier names: its index, else its hash when that is all it gives; null: none. */

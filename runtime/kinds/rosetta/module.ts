@@ -80,7 +80,7 @@ class RosettaRoute implements RouteHandler {
       body: d.body,
       idempotent: d.call.read,
       classify: endpoint === OPTIONS ? classifyOptions : classify,
-      doc: d.call,
+      calls: { one: d.call },
     });
     x.forwardWith(this.s.dispatch, request);
   }

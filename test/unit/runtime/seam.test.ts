@@ -27,13 +27,30 @@ describe('the seam', () => {
   });
 
   it('the seam types are declared in dispatch.ts alone, and Forward in upstreams/forward.ts', () => {
-    const seam = /export (?:interface|type) (?:ForwardRequest|ForwardResult|HeldRequest|HeldTarget|ForwardTarget|Dispatch|Next(?!<)|Attempt|Cancelable|Verdict|FailKind)\b/;
+    const seam = /export (?:interface|type) (?:Call|Calls|CallBlock|Transport|ForwardRequest|ForwardResult|HeldRequest|HeldTarget|ForwardTarget|Dispatch|Front|Next(?!<)|Attempt|Cancelable|Verdict|FailKind)\b/;
     expect(matching(seam)).toEqual(['runtime/dispatch.ts']);
     expect(matching(/export class Forward\b/)).toEqual(['runtime/upstreams/forward.ts']);
   });
 
+  it('one Dispatch: the top layers, the layers and the plain dispatch are one type (no Front, no Next), and dispatch.ts names no kind', () => {
+    const seam = text(join(ROOT, 'runtime/dispatch.ts'));
+    expect(seam).not.toMatch(/from '\.\/kinds\//);
+    expect(matching(/\b(?:type|interface) (?:Front|Next)\b(?!<)/)).toEqual([]);
+  });
+
+  it("the request is its calls and its transport: no kind's passenger at its top (decision, doc, tail, together, a lone call)", () => {
+    const seam = text(join(ROOT, 'runtime/dispatch.ts'));
+    const request = /export interface ForwardRequest\b[^{]*\{([^}]*)\}/.exec(seam)?.[1] ?? '';
+    const fields = [...request.matchAll(/readonly (\w+)\??:/g)].map((m) => m[1]);
+    expect(fields).toEqual(['calls', 'transport']);
+  });
+
   it("no layer searches a request's bytes for the method it takes: it reads the request's calls (kinds/evm/pool-call.ts carries)", () => {
     expect(matching(/includes\('eth_getLogs'\)/)).toEqual([]);
+  });
+
+  it("no layer scans a JSON-RPC object's spans of its own: answerSpans is read only under jsonrpc/, every other reader asks the Answer (read once)", () => {
+    expect(matching(/\banswerSpans\(/).filter((f) => !f.startsWith('runtime/jsonrpc/'))).toEqual([]);
   });
 });
 

@@ -1,11 +1,11 @@
 // Admission's admit step charges and counts a request by the calls it carries
-// (issue 45): a batch's calls' methods, else the exchange's label (a single
-// call's method, a document endpoint). No EVM decision is read: the request
-// here has none.
+// (issue 45): each of its calls' methods (a JSON-RPC method, a document
+// endpoint), whatever kind made them.
 import { describe, expect, it } from 'vitest';
 import { AdmitLayer, type AdmissionStage } from '../../../../runtime/admission/admission.ts';
 import { Call } from '../../../../runtime/kinds/evm/call.ts';
-import type { ForwardRequest } from '../../../../runtime/dispatch.ts';
+import { DocCall } from '../../../../runtime/kinds/doc-call.ts';
+import { NOTHING, type ForwardRequest } from '../../../../runtime/dispatch.ts';
 import type { ClientTarget } from '../../../../runtime/exchange.ts';
 import type { Bucket, Usage } from '../../../../runtime/observe/usage.ts';
 
@@ -26,7 +26,7 @@ function layer(cost: ((name: string) => number) | null) {
   const usage = { bucket: () => bucket } as unknown as Usage;
   const admit = new AdmitLayer(stage, 'eth', usage, cost, (_x, r) => {
     sent.push(r);
-    return null;
+    return NOTHING;
   });
   return { admit, charged, sent, bucket };
 }
@@ -35,7 +35,7 @@ const client = (label: string) => ({ key: { id: 'k' }, label, forward: null }) a
 
 function batch(methods: readonly string[]): ForwardRequest {
   const calls = methods.map((m, i) => new Call(`{"jsonrpc":"2.0","id":${i},"method":"${m}","params":[]}`, m));
-  return { body: `[${calls.map((c) => c.body).join(',')}]`, calls } as unknown as ForwardRequest;
+  return { calls: { batch: calls }, transport: { body: `[${calls.map((c) => c.body).join(',')}]` } } as unknown as ForwardRequest;
 }
 
 describe('AdmitLayer', () => {
@@ -48,14 +48,14 @@ describe('AdmitLayer', () => {
     expect(Object.fromEntries(bucket)).toEqual({ eth_getLogs: [1, 20], eth_call: [2, 10], eth_chainId: [1, 1] });
   });
 
-  it('without credits, a batch costs one per call; a single call or an endpoint is charged and counted by its label', () => {
+  it("without credits, a batch costs one per call; a single call or an endpoint is charged and counted by its call's method", () => {
     const plain = layer(null);
     plain.admit.front(client('batch'), batch(['eth_call', 'eth_call', 'eth_chainId']));
     expect(plain.charged).toEqual([3]);
     expect(Object.fromEntries(plain.bucket)).toEqual({ eth_call: [2, 2], eth_chainId: [1, 1] });
     const priced = layer((m) => COSTS[m] ?? 1);
-    priced.admit.front(client('eth_getLogs'), { body: '{}' } as unknown as ForwardRequest);
-    priced.admit.front(client('/api/v2/address'), { body: null } as unknown as ForwardRequest);
+    priced.admit.front(client('eth_getLogs'), { calls: { one: new Call('{}', 'eth_getLogs') }, transport: { body: '{}' } } as unknown as ForwardRequest);
+    priced.admit.front(client('/api/v2/address'), { calls: { one: new DocCall('/api/v2/address', null, true) }, transport: { body: null } } as unknown as ForwardRequest);
     expect(priced.charged).toEqual([20, 1]);
     expect(Object.fromEntries(priced.bucket)).toEqual({ eth_getLogs: [1, 20], '/api/v2/address': [1, 1] });
   });

@@ -10,9 +10,9 @@ import { BLOCKBOOK_RULES, ROSETTA_RULES } from '../../../../runtime/cache/doc-ru
 import { CacheStore } from '../../../../runtime/cache/store.ts';
 import type { SharedTier } from '../../../../runtime/cache/shared.ts';
 import type { ClientTarget } from '../../../../runtime/exchange.ts';
-import type { DocCall } from '../../../../runtime/kinds/doc-call.ts';
+import { DocCall } from '../../../../runtime/kinds/doc-call.ts';
 import type { Logger } from '../../../../runtime/observe/log.ts';
-import type { ForwardRequest } from '../../../../runtime/dispatch.ts';
+import type { ForwardRequest, Transport } from '../../../../runtime/dispatch.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../../runtime/upstreams/upstream.ts';
 
@@ -40,7 +40,8 @@ function setup(n = 2, maxBytes = 1 << 20) {
   return { ups, group, view, core, log, puts };
 }
 
-const REQUEST = { method: 'POST', path: () => '/', headers: [], body: '{}', idempotent: true, retries: 0, maxBuffer: 1024, deadline: performance.now() + 1000, emptyOk: false, classify: () => 'stream' } as unknown as ForwardRequest;
+const TRANSPORT = { method: 'POST', path: () => '/', headers: [], body: '{}', idempotent: true, retries: 0, maxBuffer: 1024, deadline: performance.now() + 1000, emptyOk: false, classify: () => 'stream' } as Transport;
+const REQUEST: ForwardRequest = { calls: { one: new DocCall('block', null, true) }, transport: TRANSPORT };
 const NOWHERE: FlightLanding<null> = { landed: () => undefined };
 const b = (s: string) => Buffer.from(s);
 
@@ -290,9 +291,9 @@ describe('cache core', () => {
 
 describe('the rules of Rosetta and Blockbook, as data', () => {
   const x = (headers: Record<string, string> = {}) => ({ req: { headers } }) as unknown as ClientTarget;
-  const post = (body: string, idempotent = true) => ({ ...REQUEST, body, idempotent }) as ForwardRequest;
-  const get = () => ({ ...REQUEST, method: 'GET', body: null }) as unknown as ForwardRequest;
-  const doc = (endpoint: string, read = true, tail?: string): DocCall => ({ endpoint, block: null, read, tail });
+  const post = (body: string, idempotent = true): Transport => ({ ...TRANSPORT, body, idempotent });
+  const get = (): Transport => ({ ...TRANSPORT, method: 'GET', body: null });
+  const doc = (endpoint: string, read = true, tail?: string) => new DocCall(endpoint, null, read, tail);
 
   it('Rosetta: reads take part, construction does not; a block by number is final-able, the tip is head-bound', () => {
     expect(ROSETTA_RULES.key(x(), post('{"b":1}'), doc('block'))).toBe('block\n\n{"b":1}');

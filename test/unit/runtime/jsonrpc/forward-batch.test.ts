@@ -6,7 +6,8 @@
 // test/e2e/issue-37-forward-batch.test.ts.
 import { describe, expect, it, vi } from 'vitest';
 import { ForwardBatches } from '../../../../runtime/jsonrpc/forward-batch.ts';
-import type { Attempt, ForwardRequest, ForwardResult, HeldRequest, HeldTarget, Next } from '../../../../runtime/dispatch.ts';
+import type { Attempt, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget, Transport } from '../../../../runtime/dispatch.ts';
+import { Call } from '../../../../runtime/kinds/evm/call.ts';
 import type { Logger } from '../../../../runtime/observe/log.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../../runtime/upstreams/upstream.ts';
@@ -32,26 +33,18 @@ function setup(max: number) {
   const next = ((target: HeldTarget, request: ForwardRequest): Attempt => {
     sent.push({ target, request });
     return { upstream: ups[0]!, cancel: () => undefined };
-  }) as Next;
+  }) as Dispatch<ForwardTarget, Attempt>;
   const log = { warn: vi.fn(), info: vi.fn() } as unknown as Logger & { warn: ReturnType<typeof vi.fn> };
   const layer = new ForwardBatches(next, group, max, log, 'eth');
   return { ups, group, sent, layer, log };
 }
 
-function call(id: string, addr: string, extra: Partial<ForwardRequest> = {}): HeldRequest {
+/** A held call with its Call, as the layers above send one (`together`: the client batch it is of). */
+function call(id: string, addr: string, extra: Partial<Transport> = {}, together?: object): HeldRequest {
+  const body = Buffer.from(`{"jsonrpc":"2.0","id":${id},"method":"eth_getBalance","params":["${addr}","0x1"]}`);
   return {
-    method: 'POST',
-    path: () => '/',
-    headers: [],
-    body: Buffer.from(`{"jsonrpc":"2.0","id":${id},"method":"eth_getBalance","params":["${addr}","0x1"]}`),
-    idempotent: true,
-    retries: 1,
-    maxBuffer: 1 << 20,
-    deadline: performance.now() + 1000,
-    emptyOk: false,
-    classify: () => 'buffer',
-    ...extra,
-    hold: true,
+    calls: { one: new Call(body, 'eth_getBalance'), together },
+    transport: { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 1, maxBuffer: 1 << 20, deadline: performance.now() + 1000, emptyOk: false, classify: () => 'buffer', ...extra, hold: true },
   };
 }
 
@@ -73,7 +66,7 @@ describe('forward batches', () => {
     expect(sent).toHaveLength(0);
     await turn();
     expect(sent).toHaveLength(1);
-    const batch = JSON.parse(String(sent[0]!.request.body)) as { id: number; params: string[] }[];
+    const batch = JSON.parse(String(sent[0]!.request.transport.body)) as { id: number; params: string[] }[];
     expect(batch.map((c) => [c.id, c.params[0]])).toEqual([
       [0, '0x01'],
       [1, '0x02'],
@@ -88,12 +81,13 @@ describe('forward batches', () => {
     layer.dispatch(target(), call('1', '0x01', { accept: (u) => u === ups[0] }));
     layer.dispatch(target(), call('2', '0x02', { accept: (u) => u === ups[1] }));
     layer.dispatch(target(), call('3', '0x03', { idempotent: false }));
-    const { hold: _held, ...notHeld } = call('4', '0x04');
-    layer.dispatch(target() as never, notHeld);
+    const four = call('4', '0x04');
+    const { hold: _held, ...notHeld } = four.transport;
+    layer.dispatch(target() as never, { calls: four.calls, transport: notHeld });
     expect(sent).toHaveLength(2);
     await turn();
     expect(sent).toHaveLength(4);
-    expect(sent.every((s) => !String(s.request.body).startsWith('['))).toBe(true);
+    expect(sent.every((s) => !String(s.request.transport.body).startsWith('['))).toBe(true);
   });
 
   it('with cache.batch 1, only the calls of one client batch go together', async () => {
@@ -101,11 +95,11 @@ describe('forward batches', () => {
     const batch = {};
     layer.dispatch(target(), call('1', '0x01'));
     expect(sent).toHaveLength(1);
-    layer.dispatch(target(), call('2', '0x02', { together: batch }));
-    layer.dispatch(target(), call('3', '0x03', { together: batch }));
-    layer.dispatch(target(), call('4', '0x04', { together: {} }));
+    layer.dispatch(target(), call('2', '0x02', {}, batch));
+    layer.dispatch(target(), call('3', '0x03', {}, batch));
+    layer.dispatch(target(), call('4', '0x04', {}, {}));
     await turn();
-    expect(sent.map((s) => String(s.request.body).startsWith('['))).toEqual([false, true, false]);
+    expect(sent.map((s) => String(s.request.transport.body).startsWith('['))).toEqual([false, true, false]);
   });
 
   it('a node that answers a batch with one object takes no more, logged once; each call goes again alone', async () => {
@@ -116,15 +110,15 @@ describe('forward batches', () => {
     await turn();
     sent[0]!.target.forwarded({ kind: 'buffered', upstream: ups[0]!, status: 200, headers: {}, body: Buffer.from('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"batch requests are not supported"}}') });
     expect(ups[0]!.takesBatches).toBe(false);
-    expect(sent.slice(1).map((s) => String(s.request.body))).toEqual([String(call('1', '0x01').body), String(call('2', '0x02').body)]);
+    expect(sent.slice(1).map((s) => String(s.request.transport.body))).toEqual([String(call('1', '0x01').transport.body), String(call('2', '0x02').transport.body)]);
     expect(log.warn).toHaveBeenCalledTimes(1);
     expect(log.warn.mock.calls[0]![0]).toMatchObject({ event: 'upstream_refused_batch', upstream: 'a' });
     // The next batch goes to the other node only.
     layer.dispatch(target(), call('3', '0x03'));
     layer.dispatch(target(), call('4', '0x04'));
     await turn();
-    expect(sent[3]!.request.accept!(ups[0]!)).toBe(false);
-    expect(sent[3]!.request.accept!(ups[1]!)).toBe(true);
+    expect(sent[3]!.request.transport.accept!(ups[0]!)).toBe(false);
+    expect(sent[3]!.request.transport.accept!(ups[1]!)).toBe(true);
   });
 
   it('an item the node leaves out goes again alone; a failed batch fails each call, logged once; a cancelled call is not sent', async () => {
@@ -134,11 +128,11 @@ describe('forward batches', () => {
     layer.dispatch(t2, call('2', '0x02'));
     layer.dispatch(target(), call('9', '0x09')).cancel();
     await turn();
-    expect(JSON.parse(String(sent[0]!.request.body))).toHaveLength(2);
+    expect(JSON.parse(String(sent[0]!.request.transport.body))).toHaveLength(2);
     sent[0]!.target.forwarded({ kind: 'buffered', upstream: ups[0]!, status: 200, headers: {}, body: Buffer.from('[{"jsonrpc":"2.0","id":0,"result":"0x1"}]') });
     expect(text(t1.got[0])).toBe('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
     expect(t2.got).toHaveLength(0);
-    expect(String(sent[1]!.request.body)).toBe(String(call('2', '0x02').body));
+    expect(String(sent[1]!.request.transport.body)).toBe(String(call('2', '0x02').transport.body));
     const t4 = target();
     layer.dispatch(t3, call('3', '0x03'));
     layer.dispatch(t4, call('4', '0x04'));

@@ -3,9 +3,14 @@
 // way is a fake Dispatch that records each call and answers it when the test
 // says so.
 import { describe, expect, it } from 'vitest';
-import type { Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../../runtime/dispatch.ts';
+import type { Calls, Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../../runtime/dispatch.ts';
+import { Call } from '../../../../runtime/kinds/evm/call.ts';
+import { splitBatchAnswer } from '../../../../runtime/jsonrpc/answer.ts';
+import { MAX_ANSWER_DEPTH } from '../../../../runtime/jsonrpc/scan.ts';
 import type { Logger } from '../../../../runtime/observe/log.ts';
 import { splitBatch } from '../../../../runtime/pool/batch.ts';
+import { EVM_ENVELOPE } from '../../../../runtime/kinds/evm/envelope.ts';
+import type { Envelope } from '../../../../runtime/envelope.ts';
 import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
 
 const U = { name: 'eth#0', chain: 'eth' } as unknown as Upstream;
@@ -14,6 +19,7 @@ const LOG = { warn: () => undefined, info: () => undefined, error: () => undefin
 interface Sent {
   readonly body: string;
   readonly emptyOk: boolean;
+  readonly idempotent: boolean;
   readonly target: HeldTarget;
   cancelled: boolean;
 }
@@ -21,15 +27,20 @@ interface Sent {
 function fake(): { single: Dispatch; sent: Sent[] } {
   const sent: Sent[] = [];
   const single: Dispatch = (target, request): Cancelable => {
-    const s: Sent = { body: String(request.body), emptyOk: request.emptyOk, target, cancelled: false };
+    const t = request.transport;
+    const s: Sent = { body: String(t.body), emptyOk: t.emptyOk, idempotent: t.idempotent, target, cancelled: false };
     sent.push(s);
     return { cancel: () => void (s.cancelled = true) };
   };
   return { single, sent };
 }
 
-function request(body: string, classify: (s: number) => Verdict = () => 'buffer'): ForwardRequest {
-  return { method: 'POST', path: () => '/', headers: [], body: Buffer.from(body), idempotent: true, retries: 1, maxBuffer: 1 << 20, deadline: performance.now() + 1000, emptyOk: false, classify };
+/** A route's request of `body`, with a Call per call as the guard makes them (each its own bytes, read when asked). */
+function request(body: string, classify: (s: number) => Verdict = () => 'buffer', idempotent = true): ForwardRequest {
+  const b = Buffer.from(body);
+  const items = splitBatchAnswer(b, MAX_ANSWER_DEPTH);
+  const calls: Calls = items === null ? { one: Call.read(b)! } : { batch: items.map((it) => Call.read(b.subarray(it.start, it.end))!) };
+  return { calls, transport: { method: 'POST', path: () => '/', headers: [], body: b, idempotent, retries: 1, maxBuffer: 1 << 20, deadline: performance.now() + 1000, emptyOk: false, classify } };
 }
 
 /** A target that keeps its outcome, and what was streamed to it. */
@@ -54,10 +65,10 @@ const answer = (body: string): ForwardResult => ({ kind: 'buffered', upstream: U
 const bodyOf = (r: ForwardResult | undefined): string => (r?.kind === 'buffered' ? r.body.toString() : `(${r?.kind})`);
 
 describe('a batch at the pool', () => {
-  it('is not split when it is a single call, not a batch, empty, or notifications only: the pool sends it as it is', () => {
+  it('is not split when it is a single call, empty, or notifications only: the pool sends it as it is', () => {
     const { single, sent } = fake();
-    for (const body of ['{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', '[]', '[1,', ' [{"jsonrpc":"2.0","method":"eth_chainId"}]']) {
-      expect(splitBatch(single, LOG, 'eth', client().target, request(body)), body).toBeNull();
+    for (const body of ['{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', '[]', ' [{"jsonrpc":"2.0","method":"eth_chainId"}]']) {
+      expect(splitBatch(single, EVM_ENVELOPE, LOG, 'eth', client().target, request(body)), body).toBeNull();
     }
     expect(sent).toHaveLength(0);
   });
@@ -66,7 +77,7 @@ describe('a batch at the pool', () => {
     const { single, sent } = fake();
     const c = client();
     const calls = ['{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"eth_getBalance","params":["0xab","latest"]}', '{ "id" : "x\\"y", "jsonrpc":"2.0","method":"eth_chainId"}'];
-    expect(splitBatch(single, LOG, 'eth', c.target, request(` [${calls.join(' ,\n')}] `))).not.toBeNull();
+    expect(splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request(` [${calls.join(' ,\n')}] `))).not.toBeNull();
     expect(sent.map((s) => s.body)).toEqual(calls);
     expect(sent.map((s) => s.emptyOk)).toEqual([false, false]);
     sent[1]!.target.forwarded(answer('{"jsonrpc":"2.0","id":"x\\"y","result":"0x1"}'));
@@ -81,7 +92,7 @@ describe('a batch at the pool', () => {
     const { single, sent } = fake();
     const c = client();
     const ids = ['1', '2', '3', '4', '5', '6'];
-    splitBatch(single, LOG, 'eth', c.target, request(`[${ids.map((id) => `{"jsonrpc":"2.0","id":${id},"method":"eth_chainId"}`).join(',')}]`));
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request(`[${ids.map((id) => `{"jsonrpc":"2.0","id":${id},"method":"eth_chainId"}`).join(',')}]`));
     sent[0]!.target.forwarded({ kind: 'failed', fail: 'no-upstream', upstream: null });
     sent[1]!.target.forwarded({ kind: 'failed', fail: 'timeout', upstream: U });
     sent[2]!.target.forwarded({ kind: 'failed', fail: 'unavailable', upstream: U });
@@ -94,10 +105,20 @@ describe('a batch at the pool', () => {
     expect(items[0]!.error).toEqual({ code: -32052, message: 'No healthy upstream' });
   });
 
+  it("a failed call's slot is the chain's interface's own failure with the call's id: the envelope it is given, no EVM default (issue 45)", () => {
+    const { single, sent } = fake();
+    const c = client();
+    const toy: Envelope = { ...EVM_ENVELOPE, timeout: { status: 504, body: '{"jsonrpc":"2.0","id":null,"error":{"code":-1,"message":"toy timeout"}}' } };
+    splitBatch(single, toy, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":"a","method":"eth_call"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
+    sent[0]!.target.forwarded({ kind: 'failed', fail: 'timeout', upstream: U });
+    sent[1]!.target.forwarded(answer('{"jsonrpc":"2.0","id":2,"result":"0x1"}'));
+    expect(bodyOf(c.outcome[0])).toBe('[{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"toy timeout"}},{"jsonrpc":"2.0","id":2,"result":"0x1"}]');
+  });
+
   it('a deep answer (a call trace) is a call\'s answer in a batch, as it is alone (pool/flow.ts): not refused for its depth', () => {
     const { single, sent } = fake();
     const c = client();
-    splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_call"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_call"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
     const deep = `${'['.repeat(600)}${']'.repeat(600)}`;
     sent[0]!.target.forwarded(answer(`{"jsonrpc":"2.0","id":1,"result":${deep}}`));
     sent[1]!.target.forwarded(answer('{"jsonrpc":"2.0","id":2,"result":"0x1"}'));
@@ -107,7 +128,7 @@ describe('a batch at the pool', () => {
   it('a node error answer is the call\'s answer, not a failure', () => {
     const { single, sent } = fake();
     const c = client();
-    splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_call"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_call"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
     sent[0]!.target.forwarded(answer('{"jsonrpc":"2.0","id":1,"error":{"code":3,"message":"execution reverted"}}'));
     sent[1]!.target.forwarded({ kind: 'failed', fail: 'timeout', upstream: U });
     expect(bodyOf(c.outcome[0])).toBe('[{"jsonrpc":"2.0","id":1,"error":{"code":3,"message":"execution reverted"}},{"jsonrpc":"2.0","id":2,"error":{"code":-32051,"message":"Upstream timeout"}}]');
@@ -116,7 +137,7 @@ describe('a batch at the pool', () => {
   it('every call failed: the batch fails as one call does, with the first call\'s failure', () => {
     const { single, sent } = fake();
     const c = client();
-    splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'));
     sent[1]!.target.forwarded({ kind: 'failed', fail: 'timeout', upstream: U });
     sent[0]!.target.forwarded({ kind: 'failed', fail: 'no-upstream', upstream: null });
     expect(c.outcome).toEqual([{ kind: 'failed', fail: 'no-upstream', upstream: null }]);
@@ -125,7 +146,7 @@ describe('a batch at the pool', () => {
   it('a notification goes alone too (an empty answer is fine), has no slot, and the batch waits for it', () => {
     const { single, sent } = fake();
     const c = client();
-    splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["0x00"]},{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}]'));
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","method":"eth_sendRawTransaction","params":["0x00"]},{"jsonrpc":"2.0","id":7,"method":"eth_chainId"}]'));
     expect(sent.map((s) => s.emptyOk)).toEqual([true, false]);
     sent[1]!.target.forwarded(answer('{"jsonrpc":"2.0","id":7,"result":"0x1"}'));
     expect(c.outcome).toHaveLength(0);
@@ -133,10 +154,18 @@ describe('a batch at the pool', () => {
     expect(bodyOf(c.outcome[0])).toBe('[{"jsonrpc":"2.0","id":7,"result":"0x1"}]');
   });
 
+  it("each call is sent again after a 5xx or a timeout as its own read or write says, not as the batch's whole (issue 45)", () => {
+    const { single, sent } = fake();
+    // A batch with a write is no idempotent request as a whole: its read is one all the same.
+    const writes = '[{"jsonrpc":"2.0","id":1,"method":"eth_sendRawTransaction","params":["0x00"]},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]';
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', client().target, request(writes, () => 'buffer', false));
+    expect(sent.map((s) => s.idempotent)).toEqual([false, true]);
+  });
+
   it("an answer the route would stream is written to the client from the calls' answers; the calls are held (never streamed)", () => {
     const { single, sent } = fake();
     const c = client();
-    splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}]', (s) => (s === 200 ? 'stream' : 'buffer')));
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}]', (s) => (s === 200 ? 'stream' : 'buffer')));
     expect(sent).toHaveLength(1);
     sent[0]!.target.forwarded(answer('{"jsonrpc":"2.0","id":1,"result":"0x1"}'));
     expect(c.streamed).toEqual([{ status: 200, body: '[{"jsonrpc":"2.0","id":1,"result":"0x1"}]' }]);
@@ -146,7 +175,7 @@ describe('a batch at the pool', () => {
   it('cancelling the batch cancels every call under way, and nothing is answered after', () => {
     const { single, sent } = fake();
     const c = client();
-    const b = splitBatch(single, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'))!;
+    const b = splitBatch(single, EVM_ENVELOPE, LOG, 'eth', c.target, request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]'))!;
     b.cancel();
     expect(sent.map((s) => s.cancelled)).toEqual([true, true]);
     sent[0]!.target.forwarded(answer('{"jsonrpc":"2.0","id":1,"result":"0x1"}'));

@@ -1,13 +1,13 @@
 // A Blockbook or Rosetta pool (pool/doc-pool.ts) routes by the call its
-// guard decided (issue 37: the request's `doc`, kinds/doc-call.ts), never by
+// guard decided (issue 37: the request's DocCall, kinds/doc-call.ts), never by
 // reading the request's path or body again. The dispatch below the pool is a
 // stand-in that records each request and answers at once.
 import { describe, expect, it } from 'vitest';
 import { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
 import type { PollReport } from '../../../../runtime/upstreams/upstream-view.ts';
 import { docPool, BLOCKBOOK_BLOCKS, ROSETTA_BLOCKS } from '../../../../runtime/pool/doc-pool.ts';
-import type { ForwardRequest, ForwardResult, HeldTarget, Next } from '../../../../runtime/dispatch.ts';
-import type { DocCall } from '../../../../runtime/kinds/doc-call.ts';
+import type { Attempt, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget } from '../../../../runtime/dispatch.ts';
+import { DocCall } from '../../../../runtime/kinds/doc-call.ts';
 import type { RouteSpec, UpstreamSpec } from '../../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../../runtime/upstreams/upstream.ts';
 
@@ -32,29 +32,32 @@ function poolOf(blocks = BLOCKBOOK_BLOCKS) {
   const sent: ForwardRequest[] = [];
   const next = ((target: HeldTarget, request: ForwardRequest) => {
     sent.push(request);
-    const u = ups.find((o) => !request.skip?.has(o) && (request.accept?.(o) ?? true)) ?? null;
+    const t = request.transport;
+    const u = ups.find((o) => !t.skip?.has(o) && (t.accept?.(o) ?? true)) ?? null;
     const r: ForwardResult = u === null ? { kind: 'failed', fail: 'no-upstream', upstream: null } : { kind: 'buffered', upstream: u, status: 200, headers: {}, body: Buffer.from('{}') };
     setImmediate(() => target.forwarded(r));
     return { upstream: u, cancel: () => undefined };
-  }) as Next;
+  }) as Dispatch<ForwardTarget, Attempt>;
   const { dispatch } = docPool(ROUTE, group, view, next, blocks);
-  const send = (path: string, doc: DocCall | undefined, body: string | null = null): Promise<string> =>
+  const send = (path: string, doc: DocCall, body: string | null = null): Promise<string> =>
     new Promise((resolve) => {
-      const request: ForwardRequest = {
-        method: body === null ? 'GET' : 'POST',
-        path: (u) => u.basePath + path,
-        headers: [],
-        body,
-        idempotent: true,
-        retries: 1,
-        maxBuffer: 1 << 20,
-        deadline: performance.now() + 1000,
-        emptyOk: false,
-        classify: () => 'buffer',
-        hold: true,
-        doc,
+      const request: HeldRequest = {
+        calls: { one: doc },
+        transport: {
+          method: body === null ? 'GET' : 'POST',
+          path: (u) => u.basePath + path,
+          headers: [],
+          body,
+          idempotent: true,
+          retries: 1,
+          maxBuffer: 1 << 20,
+          deadline: performance.now() + 1000,
+          emptyOk: false,
+          classify: () => 'buffer',
+          hold: true,
+        },
       };
-      dispatch({ forwarded: (r: ForwardResult) => resolve(r.upstream?.name ?? 'none') }, request as ForwardRequest & { hold: true });
+      dispatch({ forwarded: (r: ForwardResult) => resolve(r.upstream?.name ?? 'none') }, request);
     });
   return { send, sent, ups };
 }
@@ -62,28 +65,28 @@ function poolOf(blocks = BLOCKBOOK_BLOCKS) {
 describe("doc pool: routes by its guard's call (issue 37)", () => {
   it('a call naming block 101 goes only to the upstream at 103, whatever its path says', async () => {
     const { send, sent, ups } = poolOf();
-    expect(await send('/v2/tx/ab', { endpoint: 'tx', block: 101, read: true })).toBe('b');
-    expect(sent[0]!.accept?.(ups[0]!)).toBe(false);
-    expect(sent[0]!.accept?.(ups[1]!)).toBe(true);
+    expect(await send('/v2/tx/ab', new DocCall('tx', 101, true))).toBe('b');
+    expect(sent[0]!.transport.accept?.(ups[0]!)).toBe(false);
+    expect(sent[0]!.transport.accept?.(ups[1]!)).toBe(true);
   });
 
   it('a path that names a block with a call that names none (the guard decides): no routing by block', async () => {
     const { send, sent } = poolOf();
-    expect(await send('/v2/block/101', { endpoint: 'block', block: null, read: true })).toBe('a');
-    expect(sent[0]!.accept).toBeUndefined();
+    expect(await send('/v2/block/101', new DocCall('block', null, true))).toBe('a');
+    expect(sent[0]!.transport.accept).toBeUndefined();
   });
 
   it('a lookup by hash alone is held, to be asked again of another upstream on "Block not found"', async () => {
     const { send, sent } = poolOf();
-    await send('/v2/tx/ab', { endpoint: 'block', block: { hash: 'ab'.repeat(32) }, read: true });
-    expect(sent[0]!.hold).toBe(true);
-    expect(sent[0]!.skip).toBeDefined();
+    await send('/v2/tx/ab', new DocCall('block', { hash: 'ab'.repeat(32) }, true));
+    expect(sent[0]!.transport.hold).toBe(true);
+    expect(sent[0]!.transport.skip).toBeDefined();
   });
 
   it("Rosetta: a body naming block_identifier.index 101 is not read: the call's block is", async () => {
     const { send, sent } = poolOf(ROSETTA_BLOCKS);
-    expect(await send('/block', { endpoint: 'block', block: null, read: true }, '{"block_identifier":{"index":101}}')).toBe('a');
-    expect(sent[0]!.accept).toBeUndefined();
-    expect(await send('/block', { endpoint: 'block', block: 101, read: true }, '{}')).toBe('b');
+    expect(await send('/block', new DocCall('block', null, true), '{"block_identifier":{"index":101}}')).toBe('a');
+    expect(sent[0]!.transport.accept).toBeUndefined();
+    expect(await send('/block', new DocCall('block', 101, true), '{}')).toBe('b');
   });
 });

@@ -4,7 +4,7 @@
 // upstreams got the request and what the outcome was.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { ForwardRequest, ForwardResult, HeldRequest } from '../../../../runtime/dispatch.ts';
+import type { ForwardResult, Transport } from '../../../../runtime/dispatch.ts';
 import { Forward } from '../../../../runtime/upstreams/forward.ts';
 import type { RouteSpec } from '../../../../runtime/types.ts';
 import { Upstream, UpstreamGroup } from '../../../../runtime/upstreams/upstream.ts';
@@ -79,7 +79,7 @@ function forward(g: UpstreamGroup, opts: { idempotent: boolean; retries: number 
       once: () => res,
       destroy: () => void (res.destroyed = true),
     };
-    const req: ForwardRequest = {
+    const req: Transport = {
       method: 'POST',
       path: () => '/',
       headers: ['content-type', 'application/json'],
@@ -202,7 +202,7 @@ describe('Forward: held mode (hold: true)', () => {
   /** A held request: its target has nothing to stream into, only `forwarded`. */
   function held(g: UpstreamGroup, retries: number): Promise<ForwardResult> {
     return new Promise((forwarded) => {
-      const req: HeldRequest = {
+      const req: Transport & { readonly hold: true } = {
         method: 'POST',
         path: () => '/',
         headers: ['content-type', 'application/json'],

@@ -26,6 +26,7 @@ import { Usage } from '../../../../runtime/observe/usage.ts';
 import { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
 import type { BlockbookRouteSpec, WebSocketSpec } from '../../../../runtime/types.ts';
 import { Sockets } from '../../../../runtime/ws/sockets.ts';
+import { NOTHING } from '../../../../runtime/dispatch.ts';
 
 const KEY = 'toy-protocol-key-0123456789abcdef';
 const LOG = { info() {}, warn() {}, error() {}, debug() {}, isLevelEnabled: () => false } as unknown as Logger;
@@ -134,7 +135,7 @@ beforeAll(async () => {
     group: { all: [{}] },
     view: new ChainView([]),
     dispatch: () => ({ cancel() {} }),
-    top: new AdmitLayer(admission, route.path, usage, null, () => null),
+    top: new AdmitLayer(admission, route.path, usage, null, () => NOTHING),
     socket,
     handler,
     envelope: blockbook.envelope,

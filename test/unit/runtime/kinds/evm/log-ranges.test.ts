@@ -4,13 +4,18 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { LogRanges, wantsLogRanges } from '../../../../../runtime/kinds/evm/log-ranges.ts';
 import { mergeLogs, splitRange, trimLogs } from '../../../../../runtime/kinds/evm/log-codec.ts';
 import type { EvmRouteSpec, UpstreamSpec } from '../../../../../runtime/types.ts';
-import type { Dispatch, ForwardRequest, ForwardResult, HeldTarget } from '../../../../../runtime/dispatch.ts';
+import type { Dispatch, ForwardRequest, ForwardResult, HeldRequest, HeldTarget, Transport } from '../../../../../runtime/dispatch.ts';
 import type { Logger } from '../../../../../runtime/observe/log.ts';
 import { ChainView } from '../../../../../runtime/upstreams/chain-view.ts';
 import { Upstream, UpstreamGroup } from '../../../../../runtime/upstreams/upstream.ts';
 import { rangeComplaint } from '../../../../../runtime/kinds/evm/log-range-errors.ts';
 import { Call } from '../../../../../runtime/kinds/evm/call.ts';
 import { refusal, type CapText } from '../../../../support/range-capped-node.ts';
+
+/** A held request's transport for `body`, as a pool's or the cache's layer sends it. */
+function heldTransport(body: Buffer | string): Transport & { readonly hold: true } {
+  return { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, deadline: performance.now() + 5000, emptyOk: false, classify: () => 'buffer', hold: true };
+}
 
 describe('splitRange', () => {
   it('covers the range exactly, in order, each chunk at most the width', () => {
@@ -177,7 +182,7 @@ describe('a cap learned from an error is not forever (issue 43 rule 2)', () => {
     const group = new UpstreamGroup([u]);
     const seen: [number, number][] = [];
     const inner = ((target: HeldTarget, request: ForwardRequest) => {
-      const f = (JSON.parse(String(request.body)) as { params: { fromBlock: string; toBlock: string }[] }).params[0]!;
+      const f = (JSON.parse(String(request.transport.body)) as { params: { fromBlock: string; toBlock: string }[] }).params[0]!;
       const [from, to] = [Number.parseInt(f.fromBlock, 16), Number.parseInt(f.toBlock, 16)];
       seen.push([from, to]);
       const answer = to - from + 1 > 100 ? '{"jsonrpc":"2.0","id":1,"error":{"code":-32701,"message":"exceed maximum block range: 100"}}' : '{"jsonrpc":"2.0","id":1,"result":[]}';
@@ -190,8 +195,8 @@ describe('a cap learned from an error is not forever (issue 43 rule 2)', () => {
 
   function range(ranges: LogRanges, from: number, to: number): Promise<ForwardResult> {
     const body = `{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x${from.toString(16)}","toBlock":"0x${to.toString(16)}"}]}`;
-    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, deadline: performance.now() + 5000, emptyOk: false, classify: () => 'buffer', hold: true, call: new Call(body, 'eth_getLogs') } as ForwardRequest;
-    return new Promise((resolve) => ranges.dispatch({ forwarded: resolve }, request as ForwardRequest & { hold: true }));
+    const request: HeldRequest = { calls: { one: new Call(body, 'eth_getLogs') }, transport: heldTransport(body) };
+    return new Promise((resolve) => ranges.dispatch({ forwarded: resolve }, request));
   }
 
   it('keeps it for 10 minutes; then one range as wide as the rest allow tries the upstream again', async () => {
@@ -237,9 +242,9 @@ describe('a split range on an upstream with rateLimit is paced (issue 43 rule 3)
     }) as unknown as Dispatch;
     const ranges = new LogRanges(route, group, new ChainView(group.all), inner, { warn: () => undefined } as unknown as Logger);
     const body = '{"jsonrpc":"2.0","id":7,"method":"eth_getLogs","params":[{"fromBlock":"0x0","toBlock":"0x63"}]}';
-    const request = { method: 'POST', path: () => '/', headers: [], body, idempotent: true, retries: 0, maxBuffer: 1 << 20, deadline: performance.now() + 5000, emptyOk: false, classify: () => 'buffer', hold: true, call: new Call(body, 'eth_getLogs') } as ForwardRequest;
+    const request: HeldRequest = { calls: { one: new Call(body, 'eth_getLogs') }, transport: heldTransport(body) };
     let result: ForwardResult | null = null;
-    ranges.dispatch({ forwarded: (r) => (result = r) }, request as ForwardRequest & { hold: true });
+    ranges.dispatch({ forwarded: (r) => (result = r) }, request);
     // Ten chunks at 20/s: about half a second of pacing.
     for (let i = 0; i < 100 && result === null; i++) await vi.advanceTimersByTimeAsync(50);
     expect(result).toMatchObject({ kind: 'buffered', body: Buffer.from('{"jsonrpc":"2.0","id":7,"result":[]}') });
@@ -273,21 +278,21 @@ describe('what the guard read decides which requests the layer takes (the hot pa
     });
   }
 
-  const base = { method: 'POST', path: () => '/', headers: [], idempotent: true, retries: 0, maxBuffer: 1 << 20, deadline: performance.now() + 5000, emptyOk: false, classify: () => 'buffer', hold: true } as const;
 
   it("a call the guard read as another method goes on as it came, though its bytes name eth_getLogs", () => {
     const { ranges, passed } = layer();
     const body = unscanned('{"jsonrpc":"2.0","id":1,"method":"eth_call","params":[{"to":"0x0000000000000000000000000000000000000001","data":"0x"},"latest"],"note":"eth_getLogs"}');
-    const request = { ...base, body, call: new Call(body, 'eth_call') } as unknown as ForwardRequest & { hold: true };
+    const request: HeldRequest = { calls: { one: new Call(body, 'eth_call') }, transport: heldTransport(body) };
     ranges.dispatch({ forwarded: () => undefined }, request);
     expect(passed).toEqual([request]);
   });
 
   it('a batch whose methods, as the guard decided them, hold no eth_getLogs goes on whole', () => {
     const { ranges, passed } = layer();
-    const body = unscanned('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]},{"jsonrpc":"2.0","id":2,"method":"eth_chainId","params":["eth_getLogs"]}]');
-    const decision = { kind: 'forward', body, label: 'batch', count: 2, idempotent: true, answered: true, merge: null, methods: ['eth_chainId', 'eth_chainId'], idStart: -1, idEnd: -1, call: null, calls: null };
-    const request = { ...base, body, decision } as unknown as ForwardRequest & { hold: true };
+    const texts = ['{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}', '{"jsonrpc":"2.0","id":2,"method":"eth_chainId","params":["eth_getLogs"]}'];
+    const body = unscanned(`[${texts.join(',')}]`);
+    const calls = texts.map((t) => new Call(unscanned(t), 'eth_chainId'));
+    const request: HeldRequest = { calls: { batch: calls }, transport: heldTransport(body) };
     ranges.dispatch({ forwarded: () => undefined }, request);
     expect(passed).toEqual([request]);
   });

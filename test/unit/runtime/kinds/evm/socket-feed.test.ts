@@ -50,7 +50,7 @@ class FakeChain {
   }
 
   readonly dispatch: Dispatch = (target: HeldTarget, request: ForwardRequest) => {
-    const call = JSON.parse(String(request.body)) as { method: string; params: unknown[] };
+    const call = JSON.parse(String(request.transport.body)) as { method: string; params: unknown[] };
     this.calls.push(call.method);
     let result: unknown = null;
     if (call.method === 'eth_getBlockByNumber') result = wire(this.canonical[Number.parseInt(call.params[0] as string, 16)]);
