@@ -39,26 +39,16 @@
 //   SOCKETS=2000 FANOUT=200 BLOCKS=10 npm run bench:ws     # a quick look
 // Other knobs: CLIENT_PROCS=4 (clients' processes for part 1; part 2 uses 2),
 // PINNED_PROCS=2, GAP_MS=100, BASE_PORT=18840, OUT=<file> (the report, also printed).
-import { execFileSync, fork, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, Agent } from 'node:http';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpus, loadavg } from 'node:os';
 import { cpuMs, rssMiB } from './proc.mjs';
+import { ROOT, allHave, closeClients, elapsedS, int, log, ms, now, openClients, pidOf, q, start, stop, until, workDir } from './ws-harness.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const int = (name, dflt) => {
-  const v = process.env[name] ?? String(dflt);
-  if (!/^[0-9]+$/.test(v) || Number(v) < 1) die(`${name} must be a positive integer, not "${v}"`);
-  return Number(v);
-};
-function die(msg) {
-  console.error(`bench:ws: ${msg}`);
-  process.exit(1);
-}
 const SOCKETS = int('SOCKETS', 10_000);
 const FANOUT = int('FANOUT', 1_000);
 const BLOCKS = int('BLOCKS', 100);
@@ -68,63 +58,8 @@ const PINNED_PROCS = int('PINNED_PROCS', 2);
 const BASE_PORT = int('BASE_PORT', 18840);
 const PORTS = { anvil: BASE_PORT, stamp: BASE_PORT + 1, gateway: BASE_PORT + 2, pinned: BASE_PORT + 3 };
 const API_KEY = 'bench-ws-key-7d41c0e2-0123456789';
-const WORK = join(ROOT, '.tmp', 'bench-ws');
+const WORK = workDir('bench-ws');
 const ANVIL_BIN = join(ROOT, 'node_modules', '.bin', 'anvil');
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
-/** How long one block may take to reach every subscriber before the run gives up. */
-const BLOCK_TIMEOUT_MS = 20_000;
-const t0run = Date.now();
-const log = (msg) => console.error(`[${((Date.now() - t0run) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
-const now = () => Number(process.hrtime.bigint() / 1000n); // µs, CLOCK_MONOTONIC (the clients' clock too)
-mkdirSync(WORK, { recursive: true });
-
-// ---- processes: each in its own group, killed with it on exit -----------------------------------
-const procs = new Set();
-function start(name, argv, { env = process.env, ipc = false } = {}) {
-  const out = openSync(join(WORK, `${name}.log`), 'w');
-  const full = SETPRIV ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...argv] : argv;
-  const child = spawn(full[0], full.slice(1), { cwd: WORK, env, detached: true, stdio: ['ignore', out, out, ...(ipc ? ['ipc'] : [])] });
-  closeSync(out);
-  const p = { name, child, exited: new Promise((r) => child.once('exit', r)), alive: true };
-  p.exited.then(() => ((p.alive = false), procs.delete(p)));
-  procs.add(p);
-  return p;
-}
-async function stop(p) {
-  if (!p.alive) return;
-  try {
-    process.kill(-p.child.pid, 'SIGTERM');
-  } catch {
-    return;
-  }
-  if (!(await Promise.race([p.exited.then(() => true), sleep(5000).then(() => false)]))) {
-    try {
-      process.kill(-p.child.pid, 'SIGKILL');
-    } catch {}
-    await p.exited;
-  }
-}
-/** The pid whose RSS counts: with setpriv in front, setpriv execs the program (same pid). */
-const pidOf = (p) => p.child.pid;
-process.on('exit', () => {
-  for (const p of procs) {
-    try {
-      process.kill(-p.child.pid, 'SIGKILL');
-    } catch {}
-  }
-});
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130));
-
-async function until(what, fn, ms = 20_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    try {
-      if (await fn()) return;
-    } catch {}
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 // ---- anvil --------------------------------------------------------------------------------------
 let agent = new Agent({ keepAlive: true, maxSockets: 16 });
@@ -240,68 +175,6 @@ const URLS = {
   anvil: () => [`ws://127.0.0.1:${PORTS.anvil}`],
 };
 
-// ---- clients ------------------------------------------------------------------------------------
-/** Opens `total` subscribed sockets over `nprocs` client processes, the URLs taken in turn. */
-async function openClients(total, nprocs, urls) {
-  const group = { procs: [], blocks: new Map(), waiters: new Set() };
-  const per = Array.from({ length: nprocs }, (_, i) => Math.floor(total / nprocs) + (i < total % nprocs ? 1 : 0));
-  await Promise.all(
-    per.map(async (count, i) => {
-      const child = fork(join(ROOT, 'bench/ws-clients.mjs'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-      const c = { child, count, exited: new Promise((r) => child.once('exit', r)) };
-      group.procs.push(c);
-      child.on('message', (m) => {
-        if (m.block === undefined) return;
-        const b = group.blocks.get(m.block) ?? { procs: 0, first: Infinity, last: 0, hashes: new Set() };
-        b.procs++;
-        b.first = Math.min(b.first, m.first);
-        b.last = Math.max(b.last, m.last);
-        b.hashes.add(m.hash);
-        group.blocks.set(m.block, b);
-        for (const w of group.waiters) w();
-      });
-      const opened = await ask(child, { open: { url: urls[i % urls.length], count } }, 'opened');
-      if (opened.failed > 0) throw new Error(`${opened.failed} of ${count} sockets failed to open or subscribe (${opened.error})`);
-    }),
-  );
-  return group;
-}
-function ask(child, msg, key) {
-  return new Promise((resolve, reject) => {
-    const on = (m) => m[key] !== undefined && (child.off('message', on), resolve(m));
-    child.on('message', on);
-    child.once('exit', (code) => reject(new Error(`a client process exited (${code})`)));
-    child.send(msg);
-  });
-}
-/** Waits until every client process had block n on all its sockets; its record. */
-function allHave(group, n) {
-  return new Promise((resolve, reject) => {
-    const check = () => {
-      const b = group.blocks.get(n);
-      if (b && b.procs === group.procs.length) {
-        group.waiters.delete(check);
-        clearTimeout(t);
-        resolve(b);
-      }
-    };
-    const t = setTimeout(() => (group.waiters.delete(check), reject(new Error(`block ${n} did not reach every subscriber in ${BLOCK_TIMEOUT_MS} ms`))), BLOCK_TIMEOUT_MS);
-    group.waiters.add(check);
-    check();
-  });
-}
-async function closeClients(group) {
-  let errors = 0;
-  const samples = [];
-  for (const c of group.procs) {
-    const r = await ask(c.child, { close: true }, 'closed');
-    errors += r.errors;
-    samples.push(...r.samples);
-    await c.exited;
-  }
-  return { errors, samples };
-}
-/** Mines one block; its number, hash and when anvil_mine answered (µs). */
 async function mine() {
   await rpc('anvil_mine', ['0x1']);
   const t = now();
@@ -424,11 +297,6 @@ stamp.close();
 agent.destroy();
 
 // ---- the report ---------------------------------------------------------------------------------
-const q = (xs, p) => {
-  const s = xs.filter((x) => x !== null).sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
-};
-const ms = (x) => (x === undefined || x === null ? 'n/a' : `${x.toFixed(1)} ms`);
 const kib = (mib) => `${((mib * 1024) / SOCKETS).toFixed(1)} KiB`;
 const m = memory;
 const perSock = (t) => (m[t].withSockets - m[t].before) / SOCKETS;
@@ -443,7 +311,7 @@ const gu = upstream.gateway;
 const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
 const dirty = execFileSync('git', ['status', '--porcelain', '--', 'runtime', 'bench'], { cwd: ROOT, encoding: 'utf8' }).trim() ? ' (with uncommitted changes in runtime/ or bench/)' : '';
 const lines = [
-  `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}${dirty}, node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; whole run ${((Date.now() - t0run) / 1000).toFixed(0)} s.`,
+  `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}${dirty}, node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; whole run ${elapsedS().toFixed(0)} s.`,
   '',
   `Memory: ${SOCKETS.toLocaleString('en')} sockets, each subscribed to newHeads and each having received one new block; RSS (VmRSS) with them minus before the first, per socket:`,
   '',
