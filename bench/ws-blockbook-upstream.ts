@@ -21,9 +21,9 @@ const port = Number(process.argv[2]);
 const stub = await startBlockbookStub({ bestHeight: 1000, port });
 const socket = attachBlockbookSocket(stub);
 
-/** Height -> when (µs) the first poll (User-Agent chain-gateway-health) reached the upstream while it was the best. */
+/** Height -> when (µs) the first poll (User-Agent chain-gateway-health) reached the upstream while it was the best: the announced ones. */
 const polledAt = new Map<number, number>();
-let polledTop = -1;
+let polledTop = stub.bestHeight;
 stub.server.on('request', (req) => {
   if (!String(req.headers['user-agent'] ?? '').startsWith('chain-gateway-health')) return;
   const t = now();

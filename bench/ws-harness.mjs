@@ -17,7 +17,7 @@ export const elapsedS = () => (Date.now() - t0run) / 1000;
 export const log = (msg) => console.error(`[${elapsedS().toFixed(1).padStart(6)} s] ${msg}`);
 /** µs, CLOCK_MONOTONIC: process.hrtime on Linux, one clock for every process on the host (the clients' and the upstreams'). */
 export const now = () => Number(process.hrtime.bigint() / 1000n);
-export function die(msg) {
+function die(msg) {
   console.error(`bench:ws: ${msg}`);
   process.exit(1);
 }

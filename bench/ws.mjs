@@ -52,7 +52,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpus, loadavg } from 'node:os';
 import { cpuMs, rssMiB } from './proc.mjs';
-import { ROOT, allHave, closeClients, elapsedS, int, log, ms, now, openClients, pidOf, q, start, stop, summaryTable, until, workDir } from './ws-harness.mjs';
+import { BLOCK_TIMEOUT_MS, ROOT, allHave, closeClients, elapsedS, int, log, ms, now, openClients, pidOf, q, start, stop, summaryTable, until, workDir } from './ws-harness.mjs';
 
 const SOCKETS = int('SOCKETS', 10_000);
 const FANOUT = int('FANOUT', 1_000);
@@ -195,7 +195,6 @@ async function mineAndWait(group) {
 
 // ---- the run ------------------------------------------------------------------------------------
 const rssOf = (pids) => pids.reduce((s, pid) => s + rssMiB(pid), 0);
-const report = [];
 const memory = {};
 const latency = {};
 const upstream = {};
