@@ -80,7 +80,7 @@ async function startGateway(up) {
   await until('a poll of the gateway', async () => (await stats(up)).polls >= polls + 2);
   return g;
 }
-const URL = `ws://127.0.0.1:${PORTS.gateway}/btc/${API_KEY}/websocket`;
+const SOCKET_URL = `ws://127.0.0.1:${PORTS.gateway}/btc/${API_KEY}/websocket`;
 
 /** Announces one block at the upstream; its height, hash and when (µs) it was announced. */
 const announce = async (up) => {
@@ -109,7 +109,7 @@ await sleep(1500);
 const before = rssMiB(pidOf(gw));
 let t = Date.now();
 log(`blockbook: opening ${SOCKETS} sockets (RSS before ${before.toFixed(1)} MiB)`);
-let group = await openClients(SOCKETS, CLIENT_PROCS, [URL], 'blockbook');
+let group = await openClients(SOCKETS, CLIENT_PROCS, [SOCKET_URL], 'blockbook');
 const openS = (Date.now() - t) / 1000;
 await sleep(1000);
 const s0 = await stats(up);
@@ -128,7 +128,7 @@ await stop(up);
 // ---- part 2: a block to FANOUT subscribers -------------------------------------------------------
 up = await startUpstream();
 gw = await startGateway(up);
-group = await openClients(FANOUT, 2, [URL], 'blockbook');
+group = await openClients(FANOUT, 2, [SOCKET_URL], 'blockbook');
 await announceAndWait(up, group); // a first block to all (the feed starts at the head it knew)
 await sleep(GAP_MS);
 const s1 = await stats(up);
