@@ -319,7 +319,9 @@ const memoryMet = m.gateway.withSockets > 300e6 / 1048576 ? 'MISSED' : 'met';
 const blockNumberMet = q(blockNumberMs, 99) <= 50 ? 'met' : 'MISSED';
 const fanoutMet = gm.p99 <= 50 && gm.p99 <= pm.p99 ? 'met' : gm.p99 <= 50 ? `within 50 ms, over pinned's ${ms(pm.p99)}` : `MISSED by ${(gm.p99 - 50).toFixed(1)} ms`;
 const lines = [
-  `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}${dirty}, node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; whole run ${elapsedS().toFixed(0)} s.`,
+  '## EVM',
+  '',
+  `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}${dirty}, node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; the EVM part ${elapsedS().toFixed(0)} s.`,
   '',
   `Memory: ${SOCKETS.toLocaleString('en')} sockets, each subscribed to newHeads and each having received one new block; RSS (VmRSS) with them minus before the first, per socket:`,
   '',
