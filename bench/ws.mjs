@@ -34,31 +34,26 @@
 // Part 3, eth_blockNumber on a pool (/pool: two upstreams, each with its socket):
 // BLOCKS blocks, each GAP_MS after the last; from anvil_mine's answer to the first
 // answer of eth_blockNumber (asked back to back) that names the block.
+// Then the Blockbook part (issue 46), bench/ws-blockbook.mjs, with the same knobs:
+// SOCKETS Blockbook sockets' RSS, a block to FANOUT subscribeNewBlock subscribers
+// over BLOCKS blocks, the upstream sockets held. The report ends with one summary
+// table of both parts.
 //
 //   npm run bench:ws
 //   SOCKETS=2000 FANOUT=200 BLOCKS=10 npm run bench:ws     # a quick look
 // Other knobs: CLIENT_PROCS=4 (clients' processes for part 1; part 2 uses 2),
-// PINNED_PROCS=2, GAP_MS=100, BASE_PORT=18840, OUT=<file> (the report, also printed).
-import { execFileSync, fork, spawn } from 'node:child_process';
+// PINNED_PROCS=2, GAP_MS=100, BASE_PORT=18840, OUT=<file> (the report, also printed),
+// BLOCKBOOK=0 (the EVM part alone; the Blockbook part alone: node bench/ws-blockbook.mjs).
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, Agent } from 'node:http';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { cpus, loadavg } from 'node:os';
 import { cpuMs, rssMiB } from './proc.mjs';
+import { BLOCK_TIMEOUT_MS, ROOT, allHave, closeClients, elapsedS, int, log, ms, now, openClients, pidOf, q, start, stop, summaryTable, until, workDir } from './ws-harness.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const int = (name, dflt) => {
-  const v = process.env[name] ?? String(dflt);
-  if (!/^[0-9]+$/.test(v) || Number(v) < 1) die(`${name} must be a positive integer, not "${v}"`);
-  return Number(v);
-};
-function die(msg) {
-  console.error(`bench:ws: ${msg}`);
-  process.exit(1);
-}
 const SOCKETS = int('SOCKETS', 10_000);
 const FANOUT = int('FANOUT', 1_000);
 const BLOCKS = int('BLOCKS', 100);
@@ -68,63 +63,8 @@ const PINNED_PROCS = int('PINNED_PROCS', 2);
 const BASE_PORT = int('BASE_PORT', 18840);
 const PORTS = { anvil: BASE_PORT, stamp: BASE_PORT + 1, gateway: BASE_PORT + 2, pinned: BASE_PORT + 3 };
 const API_KEY = 'bench-ws-key-7d41c0e2-0123456789';
-const WORK = join(ROOT, '.tmp', 'bench-ws');
+const WORK = workDir('bench-ws');
 const ANVIL_BIN = join(ROOT, 'node_modules', '.bin', 'anvil');
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => existsSync(p));
-/** How long one block may take to reach every subscriber before the run gives up. */
-const BLOCK_TIMEOUT_MS = 20_000;
-const t0run = Date.now();
-const log = (msg) => console.error(`[${((Date.now() - t0run) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
-const now = () => Number(process.hrtime.bigint() / 1000n); // µs, CLOCK_MONOTONIC (the clients' clock too)
-mkdirSync(WORK, { recursive: true });
-
-// ---- processes: each in its own group, killed with it on exit -----------------------------------
-const procs = new Set();
-function start(name, argv, { env = process.env, ipc = false } = {}) {
-  const out = openSync(join(WORK, `${name}.log`), 'w');
-  const full = SETPRIV ? [SETPRIV, '--pdeathsig', 'KILL', '--', ...argv] : argv;
-  const child = spawn(full[0], full.slice(1), { cwd: WORK, env, detached: true, stdio: ['ignore', out, out, ...(ipc ? ['ipc'] : [])] });
-  closeSync(out);
-  const p = { name, child, exited: new Promise((r) => child.once('exit', r)), alive: true };
-  p.exited.then(() => ((p.alive = false), procs.delete(p)));
-  procs.add(p);
-  return p;
-}
-async function stop(p) {
-  if (!p.alive) return;
-  try {
-    process.kill(-p.child.pid, 'SIGTERM');
-  } catch {
-    return;
-  }
-  if (!(await Promise.race([p.exited.then(() => true), sleep(5000).then(() => false)]))) {
-    try {
-      process.kill(-p.child.pid, 'SIGKILL');
-    } catch {}
-    await p.exited;
-  }
-}
-/** The pid whose RSS counts: with setpriv in front, setpriv execs the program (same pid). */
-const pidOf = (p) => p.child.pid;
-process.on('exit', () => {
-  for (const p of procs) {
-    try {
-      process.kill(-p.child.pid, 'SIGKILL');
-    } catch {}
-  }
-});
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => process.exit(130));
-
-async function until(what, fn, ms = 20_000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    try {
-      if (await fn()) return;
-    } catch {}
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 // ---- anvil --------------------------------------------------------------------------------------
 let agent = new Agent({ keepAlive: true, maxSockets: 16 });
@@ -240,68 +180,6 @@ const URLS = {
   anvil: () => [`ws://127.0.0.1:${PORTS.anvil}`],
 };
 
-// ---- clients ------------------------------------------------------------------------------------
-/** Opens `total` subscribed sockets over `nprocs` client processes, the URLs taken in turn. */
-async function openClients(total, nprocs, urls) {
-  const group = { procs: [], blocks: new Map(), waiters: new Set() };
-  const per = Array.from({ length: nprocs }, (_, i) => Math.floor(total / nprocs) + (i < total % nprocs ? 1 : 0));
-  await Promise.all(
-    per.map(async (count, i) => {
-      const child = fork(join(ROOT, 'bench/ws-clients.mjs'), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-      const c = { child, count, exited: new Promise((r) => child.once('exit', r)) };
-      group.procs.push(c);
-      child.on('message', (m) => {
-        if (m.block === undefined) return;
-        const b = group.blocks.get(m.block) ?? { procs: 0, first: Infinity, last: 0, hashes: new Set() };
-        b.procs++;
-        b.first = Math.min(b.first, m.first);
-        b.last = Math.max(b.last, m.last);
-        b.hashes.add(m.hash);
-        group.blocks.set(m.block, b);
-        for (const w of group.waiters) w();
-      });
-      const opened = await ask(child, { open: { url: urls[i % urls.length], count } }, 'opened');
-      if (opened.failed > 0) throw new Error(`${opened.failed} of ${count} sockets failed to open or subscribe (${opened.error})`);
-    }),
-  );
-  return group;
-}
-function ask(child, msg, key) {
-  return new Promise((resolve, reject) => {
-    const on = (m) => m[key] !== undefined && (child.off('message', on), resolve(m));
-    child.on('message', on);
-    child.once('exit', (code) => reject(new Error(`a client process exited (${code})`)));
-    child.send(msg);
-  });
-}
-/** Waits until every client process had block n on all its sockets; its record. */
-function allHave(group, n) {
-  return new Promise((resolve, reject) => {
-    const check = () => {
-      const b = group.blocks.get(n);
-      if (b && b.procs === group.procs.length) {
-        group.waiters.delete(check);
-        clearTimeout(t);
-        resolve(b);
-      }
-    };
-    const t = setTimeout(() => (group.waiters.delete(check), reject(new Error(`block ${n} did not reach every subscriber in ${BLOCK_TIMEOUT_MS} ms`))), BLOCK_TIMEOUT_MS);
-    group.waiters.add(check);
-    check();
-  });
-}
-async function closeClients(group) {
-  let errors = 0;
-  const samples = [];
-  for (const c of group.procs) {
-    const r = await ask(c.child, { close: true }, 'closed');
-    errors += r.errors;
-    samples.push(...r.samples);
-    await c.exited;
-  }
-  return { errors, samples };
-}
-/** Mines one block; its number, hash and when anvil_mine answered (µs). */
 async function mine() {
   await rpc('anvil_mine', ['0x1']);
   const t = now();
@@ -317,7 +195,6 @@ async function mineAndWait(group) {
 
 // ---- the run ------------------------------------------------------------------------------------
 const rssOf = (pids) => pids.reduce((s, pid) => s + rssMiB(pid), 0);
-const report = [];
 const memory = {};
 const latency = {};
 const upstream = {};
@@ -424,11 +301,6 @@ stamp.close();
 agent.destroy();
 
 // ---- the report ---------------------------------------------------------------------------------
-const q = (xs, p) => {
-  const s = xs.filter((x) => x !== null).sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
-};
-const ms = (x) => (x === undefined || x === null ? 'n/a' : `${x.toFixed(1)} ms`);
 const kib = (mib) => `${((mib * 1024) / SOCKETS).toFixed(1)} KiB`;
 const m = memory;
 const perSock = (t) => (m[t].withSockets - m[t].before) / SOCKETS;
@@ -442,8 +314,14 @@ const poll = lat('gateway', 'pollDelay');
 const gu = upstream.gateway;
 const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: ROOT, encoding: 'utf8' }).trim();
 const dirty = execFileSync('git', ['status', '--porcelain', '--', 'runtime', 'bench'], { cwd: ROOT, encoding: 'utf8' }).trim() ? ' (with uncommitted changes in runtime/ or bench/)' : '';
+// The targets' verdicts, in the report and in its summary table.
+const memoryMet = m.gateway.withSockets > 300e6 / 1048576 ? 'MISSED' : 'met';
+const blockNumberMet = q(blockNumberMs, 99) <= 50 ? 'met' : 'MISSED';
+const fanoutMet = gm.p99 <= 50 && gm.p99 <= pm.p99 ? 'met' : gm.p99 <= 50 ? `within 50 ms, over pinned's ${ms(pm.p99)}` : `MISSED by ${(gm.p99 - 50).toFixed(1)} ms`;
 const lines = [
-  `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}${dirty}, node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; whole run ${((Date.now() - t0run) / 1000).toFixed(0)} s.`,
+  '## EVM',
+  '',
+  `Run ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}${dirty}, node ${process.version}, ${cpus().length} cores, load average ${loadavg().map((x) => x.toFixed(1)).join(' ')} at the end; the EVM part ${elapsedS().toFixed(0)} s.`,
   '',
   `Memory: ${SOCKETS.toLocaleString('en')} sockets, each subscribed to newHeads and each having received one new block; RSS (VmRSS) with them minus before the first, per socket:`,
   '',
@@ -457,7 +335,7 @@ const lines = [
   }),
   '',
   `Ratios: gateway ÷ pinned per socket ${(perSock('gateway') / (perSock('pinned') + pinnedNode)).toFixed(2)} (the pinned design's proxies plus the node's growth for its upstream sockets, ${kib((perSock('pinned') + pinnedNode) * SOCKETS)}); gateway ÷ anvil per socket ${(perSock('gateway') / perSock('anvil')).toFixed(2)}.`,
-  `Target: ${SOCKETS.toLocaleString('en')} sockets in at most 300 MB RSS: the gateway's RSS with them is ${((m.gateway.withSockets * 1048576) / 1e6).toFixed(0)} MB (${m.gateway.withSockets > 300e6 / 1048576 ? 'MISSED' : 'met'}).`,
+  `Target: ${SOCKETS.toLocaleString('en')} sockets in at most 300 MB RSS: the gateway's RSS with them is ${((m.gateway.withSockets * 1048576) / 1e6).toFixed(0)} MB (${memoryMet}).`,
   '',
   `Latency: ${FANOUT.toLocaleString('en')} subscribers (2 client processes), ${BLOCKS} blocks mined one at a time with anvil_mine, each once all had the one before and ${GAP_MS} ms later; per block, the time to the LAST subscriber's receipt:`,
   '',
@@ -473,12 +351,12 @@ const lines = [
   }),
   `| (gateway's poll delay: what it would wait without its socket) | anvil_mine's answer to its poll's answer | ${ms(poll.p50)} | ${ms(poll.p99)} | ${ms(poll.max)} |`,
   '',
-  `eth_blockNumber on a pool (/pool: two upstreams, each with its socket), ${BLOCKS} blocks: from anvil_mine's answer to the first answer naming the block, p50 ${ms(q(blockNumberMs, 50))}, p99 ${ms(q(blockNumberMs, 99))}, max ${ms(q(blockNumberMs, 100))}. Target: p99 50 ms (${q(blockNumberMs, 99) <= 50 ? 'met' : 'MISSED'}).`,
+  `eth_blockNumber on a pool (/pool: two upstreams, each with its socket), ${BLOCKS} blocks: from anvil_mine's answer to the first answer naming the block, p50 ${ms(q(blockNumberMs, 50))}, p99 ${ms(q(blockNumberMs, 99))}, max ${ms(q(blockNumberMs, 100))}. Target: p99 50 ms (${blockNumberMet}).`,
   '',
   `CPU time (user + system, /proc/PID/stat) over the ${BLOCKS} blocks, per notification delivered (${BLOCKS} × ${FANOUT.toLocaleString('en')}); anvil's includes mining the blocks and answering the bench, the gateway's its polls: ${['gateway', 'pinned', 'anvil'].map((t) => { const c = upstream[t].cpu; const per = (x) => `${((x * 1000) / (BLOCKS * FANOUT)).toFixed(1)} µs`; return t === 'anvil' ? `anvil itself ${per(c.anvil)}` : `${t} ${per(c.own)} + anvil ${per(c.anvil)}`; }).join('; ')}.`,
   '',
   `Ratios (p99, from anvil_mine): gateway ÷ pinned ${(gm.p99 / pm.p99).toFixed(2)}; gateway ÷ anvil ${(gm.p99 / am.p99).toFixed(2)}; pinned ÷ anvil ${(pm.p99 / am.p99).toFixed(2)}.`,
-  `Target: p99 50 ms from the node to the last of ${FANOUT.toLocaleString('en')} subscribers, at or under the pinned design: ${ms(gm.p99)} (${gm.p99 <= 50 && gm.p99 <= pm.p99 ? 'met' : gm.p99 <= 50 ? `within 50 ms, over pinned's ${ms(pm.p99)}` : `MISSED by ${(gm.p99 - 50).toFixed(1)} ms`}).`,
+  `Target: p99 50 ms from the node to the last of ${FANOUT.toLocaleString('en')} subscribers, at or under the pinned design: ${ms(gm.p99)} (${fanoutMet}).`,
   '',
   'What reaches the node for the subscribers (upstream sockets, or polls and fetches, per chain):',
   '',
@@ -486,8 +364,29 @@ const lines = [
   `- pinned: ${upstream.pinned.sockets} upstream sockets for ${FANOUT.toLocaleString('en')} clients, ${m.pinned.extra.upstreams} for ${SOCKETS.toLocaleString('en')}: one per client (and one subscription on the node per client).`,
   `- anvil itself: every client's socket and subscription is on the node (${FANOUT.toLocaleString('en')}, then ${SOCKETS.toLocaleString('en')}).`,
 ];
+// One table for both parts, for bench/RESULTS.md: this part's figures, then the Blockbook part's (bench/ws-blockbook.mjs,
+// run here as a process of its own with the same knobs) unless BLOCKBOOK=0.
+const summary = [
+  ['EVM', `RSS per socket, ${SOCKETS.toLocaleString('en')} sockets subscribed to newHeads`, `gateway ${kib(perSock('gateway') * SOCKETS)} (${m.gateway.withSockets.toFixed(1)} MiB in all); pinned ${kib((perSock('pinned') + pinnedNode) * SOCKETS)} with the node's share; anvil ${kib(perSock('anvil') * SOCKETS)}`, `${SOCKETS.toLocaleString('en')} in ≤ 300 MB: ${memoryMet}`],
+  ['EVM', `a new block to the last of ${FANOUT.toLocaleString('en')} subscribers, from anvil_mine, ${BLOCKS} blocks`, `gateway p50 ${ms(gm.p50)}, p99 ${ms(gm.p99)}; pinned p50 ${ms(pm.p50)}, p99 ${ms(pm.p99)}; anvil p50 ${ms(am.p50)}, p99 ${ms(am.p99)}`, `p99 ≤ 50 ms and ≤ pinned: ${fanoutMet}`],
+  ['EVM', "eth_blockNumber on a pool names a new block, from anvil_mine", `p50 ${ms(q(blockNumberMs, 50))}, p99 ${ms(q(blockNumberMs, 99))}`, `p99 ≤ 50 ms: ${blockNumberMet}`],
+  ['EVM', 'upstream sockets the gateway holds (3 upstreams)', `${socketsOpened} subscribed in part 2 (${socketsDown} went down); pinned: ${upstream.pinned.sockets} for ${FANOUT.toLocaleString('en')} clients`, 'one per upstream'],
+];
+if (process.env.BLOCKBOOK !== '0') {
+  const files = { SUMMARY: join(WORK, 'blockbook-summary.json'), OUT: join(WORK, 'blockbook-report.md') };
+  const part = spawn(process.execPath, [join(ROOT, 'bench/ws-blockbook.mjs')], { cwd: ROOT, env: { ...process.env, ...files }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const code = await new Promise((r) => part.once('exit', r));
+  if (code === 0) {
+    lines.push('', '## Blockbook', '', readFileSync(files.OUT, 'utf8').trimEnd());
+    summary.push(...JSON.parse(readFileSync(files.SUMMARY, 'utf8')));
+  } else {
+    lines.push('', `The Blockbook part (bench/ws-blockbook.mjs) failed (exit ${code}): its log above, its processes' in .tmp/bench-ws-blockbook/.`);
+    process.exitCode = 1;
+  }
+}
+lines.push('', '## Summary', '', summaryTable(summary));
 const text = lines.join('\n') + '\n';
 const out = process.env.OUT ?? join(WORK, 'report.md');
 writeFileSync(out, text);
 console.log(`\n${text}\n(written to ${out})`);
-process.exit(0);
+process.exit(process.exitCode ?? 0);
