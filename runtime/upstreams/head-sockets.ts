@@ -12,11 +12,16 @@
 //  - a socket that pushed none of the blocks the polls showed a poll ago is
 //    quiet: it is dropped and opened again.
 // What the socket sends and how its messages read is the kind's
-// (probe.ts HeadSocketProbe; EVM: kinds/evm/head-socket.ts); the rest is
-// here, the same for every kind. Only chains that follow heads (a cache, a
-// pool, WebSocket subscribers) open sockets: a chain without `ws:` pays
-// nothing. The socket's URL is never logged: it holds a provider's key as
-// the http one does.
+// (probe.ts HeadSocketProbe; EVM: kinds/evm/head-socket.ts, Blockbook:
+// kinds/blockbook/socket-upstream.ts); the rest is here, the same for every
+// kind. It is the upstream's ONE socket, whoever uses it: a kind's other
+// traffic on it (Blockbook's address and fiat subscriptions, socket-hub.ts)
+// attaches as a SocketUser (Upstream.socket) and is told each message that is
+// no head news, when it goes live and when it goes down. Only chains that
+// follow heads (a cache, a pool, WebSocket subscribers) open sockets: a chain
+// without `ws:` (or, for a kind with a default, without heads) pays nothing.
+// The socket's URL is never logged: it holds a provider's key as the http one
+// does.
 import WebSocket from 'ws';
 import type { Logger } from '../observe/log.ts';
 import type { RouteSpec, UpstreamSpec } from '../types.ts';
@@ -51,6 +56,26 @@ export function socketUrl(spec: UpstreamSpec, route: RouteSpec, fallback: ((base
   return url.href;
 }
 
+/** Who uses an upstream's socket beside its heads (a kind's subscriptions): what it is told. */
+export interface SocketUser {
+  /** It is verified and subscribed (again, after each reopen): what it carries now is the chain's. */
+  up(): void;
+  /** A message that is no head news, parsed. */
+  message(m: Record<string, unknown>): void;
+  /** It closed (opened again after its backoff): what was sent on it is gone. */
+  down(): void;
+}
+
+/** An upstream's socket as its other users see it (Upstream.socket). */
+export interface UpstreamSocket {
+  /** Verified (it serves the chain a poll found) and subscribed to heads. */
+  readonly live: boolean;
+  attach(user: SocketUser): void;
+  detach(user: SocketUser): void;
+  /** Sends one message while it is live; false: it is not. */
+  send(text: string): boolean;
+}
+
 /** A chain as its sockets see it (the poller's PolledChain). */
 export interface SocketChain {
   readonly route: RouteSpec;
@@ -74,7 +99,10 @@ export class HeadSockets {
       c.route.upstreams.forEach((spec, i) => {
         const url = socketUrl(spec, c.route, kind.defaultUrl);
         const u = c.group.all[i]!;
-        if (url !== null) this.sockets.set(u, new HeadSocket(c.route, c.view, u, url, kind, timeoutMs, log));
+        if (url === null) return;
+        const s = new HeadSocket(c.route, c.view, u, url, kind, timeoutMs, log);
+        this.sockets.set(u, s);
+        u.socket = s;
       });
     }
   }
@@ -94,8 +122,9 @@ export class HeadSockets {
 }
 
 /** One upstream's socket: open, verified and subscribed, or waiting to be opened again. */
-class HeadSocket {
+class HeadSocket implements UpstreamSocket {
   private ws: WebSocket | null = null;
+  private readonly users = new Set<SocketUser>();
   private retry: NodeJS.Timeout | null = null;
   private wait = FIRST_RETRY_MS;
   private stopped = false;
@@ -103,7 +132,7 @@ class HeadSocket {
   private identity = '';
   private genesis = '';
   private subscribed = false;
-  private live = false;
+  live = false;
   /** The highest head it pushed since it opened (-1: none). */
   private last = -1;
   /** A head a poll showed that it had not pushed (-1: none): still not pushed at the next poll, it is quiet. */
@@ -157,8 +186,27 @@ class HeadSocket {
     this.ws = null;
   }
 
-  /** A poll found the upstream's head at `n`: one a poll showed before that the socket still has not pushed makes it quiet. */
+  attach(user: SocketUser): void {
+    this.users.add(user);
+  }
+
+  detach(user: SocketUser): void {
+    this.users.delete(user);
+  }
+
+  send(text: string): boolean {
+    if (!this.live) return false;
+    this.ws!.send(text);
+    return true;
+  }
+
+  /**
+   * A poll found the upstream's head at `n`: one a poll showed before that
+   * the socket still has not pushed makes it quiet. One that told what it
+   * serves before the polls verified the upstream is verified now.
+   */
   polled(n: number): void {
+    if (!this.live) this.verify();
     if (!this.live || n <= this.last) {
       this.awaited = -1;
       return;
@@ -171,8 +219,19 @@ class HeadSocket {
   }
 
   private message(text: string): void {
-    const news = this.kind.read(this.route, text);
-    if (news === null) return;
+    let m: unknown;
+    try {
+      m = JSON.parse(text);
+    } catch {
+      return;
+    }
+    if (m === null || typeof m !== 'object') return;
+    const news = this.kind.read(this.route, m as Record<string, unknown>);
+    if (news === null) {
+      // Another user's: only while live (what a socket not yet verified says is not the chain's).
+      if (this.live) for (const u of this.users) u.message(m as Record<string, unknown>);
+      return;
+    }
     if ('head' in news) {
       if (!this.live) this.verify();
       if (news.head > this.last) this.last = news.head;
@@ -205,6 +264,7 @@ class HeadSocket {
     this.told = false;
     this.wait = FIRST_RETRY_MS;
     this.log.info({ event: 'upstream_socket_open', chain: this.route.path, upstream: this.u.name }, 'upstream head socket subscribed');
+    for (const u of this.users) u.up();
   }
 
   /** Closes it at once (no closing handshake: a quiet peer would hold it), to be opened again after the backoff. */
@@ -229,6 +289,7 @@ class HeadSocket {
     this.genesis = '';
     this.last = -1;
     this.awaited = -1;
+    if (was) for (const u of this.users) u.down();
     if (this.stopped) return;
     // Bounded and jittered: sockets of many upstreams dropped together (a provider's outage) do not come back at once.
     const ms = Math.round(this.wait * (0.5 + Math.random() / 2));
