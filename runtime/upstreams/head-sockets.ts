@@ -16,7 +16,7 @@
 // kinds/blockbook/socket-upstream.ts); the rest is here, the same for every
 // kind. It is the upstream's ONE socket, whoever uses it: a kind's other
 // traffic on it (Blockbook's address and fiat subscriptions, socket-hub.ts)
-// attaches as a SocketUser (Upstream.socket) and is told each message that is
+// attaches as a SocketUser (upstream-socket.ts, Upstream.socket) and is told each message that is
 // no head news, when it goes live and when it goes down. Only chains that
 // follow heads (a cache, a pool, WebSocket subscribers) open sockets: a chain
 // without `ws:` (or, for a kind with a default, without heads) pays nothing.
@@ -28,6 +28,7 @@ import type { RouteSpec, UpstreamSpec } from '../types.ts';
 import { resolveTemplate } from '../config/env.ts';
 import type { ChainView } from './chain-view.ts';
 import type { ChainProbe, HeadSocketProbe } from './probe.ts';
+import type { SocketUser, UpstreamSocket } from './upstream-socket.ts';
 import { HEALTH_AGENT, unreachable, type Upstream, type UpstreamGroup } from './upstream.ts';
 
 /** The first wait before a socket is opened again, and the longest (each failure in a row doubles it; each wait is jittered down to half). */
@@ -54,26 +55,6 @@ export function socketUrl(spec: UpstreamSpec, route: RouteSpec, fallback: ((base
   }
   if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new Error(`${where}: upstream ws must be ws: or wss:`);
   return url.href;
-}
-
-/** Who uses an upstream's socket beside its heads (a kind's subscriptions): what it is told. */
-export interface SocketUser {
-  /** It is verified and subscribed (again, after each reopen): what it carries now is the chain's. */
-  up(): void;
-  /** A message that is no head news, parsed. */
-  message(m: Record<string, unknown>): void;
-  /** It closed (opened again after its backoff): what was sent on it is gone. */
-  down(): void;
-}
-
-/** An upstream's socket as its other users see it (Upstream.socket). */
-export interface UpstreamSocket {
-  /** Verified (it serves the chain a poll found) and subscribed to heads. */
-  readonly live: boolean;
-  attach(user: SocketUser): void;
-  detach(user: SocketUser): void;
-  /** Sends one message while it is live; false: it is not. */
-  send(text: string): boolean;
 }
 
 /** A chain as its sockets see it (the poller's PolledChain). */

@@ -6,7 +6,7 @@ import { resolveTemplate } from '../config/env.ts';
 import { UpstreamView } from './upstream-view.ts';
 import type { UpstreamState } from '../observe/series.ts';
 import type { UpstreamTally } from './tally.ts';
-import type { UpstreamSocket } from './head-sockets.ts';
+import type { UpstreamSocket } from './upstream-socket.ts';
 import { Scorer, type UpstreamScore } from './upstream-score.ts';
 import { budgetOf, type Budget } from './upstream-budget.ts';
 

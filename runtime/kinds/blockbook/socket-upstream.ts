@@ -15,7 +15,7 @@
 // so the union is sent whole on every change (Blockbook's own limits: 1,000
 // addresses a socket).
 import type { HeadSocketProbe, SocketNews } from '../../upstreams/probe.ts';
-import type { SocketUser, UpstreamSocket } from '../../upstreams/head-sockets.ts';
+import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 
 /** Blockbook's maxWebsocketSubscribeAddresses: addresses one socket may subscribe. */
