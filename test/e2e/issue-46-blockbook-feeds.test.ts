@@ -9,8 +9,7 @@ import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
 import { until } from './harness.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { attachBlockbookSocket, type BlockbookSocketStandIn } from '../support/blockbook-socket-standin.ts';
+import { startBlockbookWithSocket, type BlockbookWithSocket } from '../support/blockbook-socket-standin.ts';
 import { connect, RpcSocket, wsUrl } from '../support/ws-client.ts';
 
 const require = createRequire(import.meta.url);
@@ -29,24 +28,8 @@ interface Link {
 /** An address in every block of the stand-in chain (the example block's first transaction pays it). */
 const IN_EVERY_BLOCK = 'D6ravJL6Fgxtgp8k2XZZt1QfUmwwGuLwQJ';
 
-interface Upstream {
-  readonly bb: BlockbookStub;
-  readonly ws: BlockbookSocketStandIn;
-}
-
-async function upstream(): Promise<Upstream & { url: string; close(): Promise<void> }> {
-  const bb = await startBlockbookStub({ bestHeight: 100 });
-  const ws = attachBlockbookSocket(bb);
-  return {
-    bb,
-    ws,
-    url: bb.url,
-    close: async () => {
-      ws.close();
-      await bb.close();
-    },
-  };
-}
+type Upstream = BlockbookWithSocket;
+const upstream = () => startBlockbookWithSocket({ bestHeight: 100 });
 
 let rig: Gateway<{ A: ReturnType<typeof upstream>; B: ReturnType<typeof upstream> }>;
 let A: Upstream;
@@ -70,8 +53,11 @@ afterAll(() => rig?.close());
 
 /** Both upstreams at height `h`: the served tip moves there. */
 function mine(h: number): void {
-  A.bb.setBestHeight(h);
-  B.bb.setBestHeight(h);
+  for (const u of [A, B]) {
+    u.bb.setBestHeight(h);
+    // As Blockbook announces its new block on its socket (one that did not would be quiet, and opened again).
+    u.ws.newBlock(h, u.bb.blockHash(h));
+  }
 }
 
 /** The upstream whose socket carries the chain's subscriptions: exactly one across both stand-ins, on its one socket (which carries its heads too). */

@@ -13,8 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
 import { until } from './harness.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { attachBlockbookSocket, type BlockbookSocketStandIn } from '../support/blockbook-socket-standin.ts';
+import { startBlockbookWithSocket, type BlockbookWithSocket } from '../support/blockbook-socket-standin.ts';
 import { connect, wsUrl, type RpcSocket } from '../support/ws-client.ts';
 
 /** Far above what a push takes, far below the 10 s between polls. */
@@ -22,26 +21,8 @@ const PUSHED_MS = 1000;
 /** A valid bech32 (P2WPKH) address, as wallets may write it in upper case (QR codes). */
 const SEGWIT = 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq';
 
-interface Bb {
-  readonly bb: BlockbookStub;
-  readonly ws: BlockbookSocketStandIn;
-  readonly url: string;
-  close(): Promise<void>;
-}
-
-async function upstream(coin = 'Bitcoin'): Promise<Bb> {
-  const bb = await startBlockbookStub({ bestHeight: 100, coin });
-  const ws = attachBlockbookSocket(bb);
-  return {
-    bb,
-    ws,
-    url: bb.url,
-    close: async () => {
-      ws.close();
-      await bb.close();
-    },
-  };
-}
+type Bb = BlockbookWithSocket;
+const upstream = (coin = 'Bitcoin') => startBlockbookWithSocket({ bestHeight: 100, coin });
 
 let rig: Gateway<{ A: Promise<Bb>; B: Promise<Bb>; F: Promise<Bb>; O: Promise<Bb>; L: Promise<Bb> }>;
 let A: Bb;
@@ -132,6 +113,19 @@ describe("a Blockbook upstream's heads, pushed on its one socket (issue 46)", ()
     await s.until(() => notes(s, 'up').length === 1, 20_000, 'the notification');
     expect(notes(s, 'up')[0]).toMatchObject({ address: SEGWIT, tx: { txid: tx.txid } });
     await s.close();
+  }, 60_000);
+
+  it("refuses a subscribe that would take the chain's address union past one upstream socket's 1,000, keeping the client's previous set", async () => {
+    const list = (from: number, n: number) => Array.from({ length: n }, (_, i) => `cap-${from + i}`);
+    const x = await subscribed('btc', 'x', 'subscribeAddresses', { addresses: list(0, 600) });
+    const y = await subscribed('btc', 'y', 'subscribeAddresses', { addresses: list(600, 100) });
+    const over = await y.send({ id: 'y2', method: 'subscribeAddresses', params: { addresses: list(600, 401) } }, 'y2');
+    expect(over.data).toEqual({ error: { message: 'addresses max 1000 on this chain, for all clients together' } });
+    // Up to the cap is taken, on the one carrier's socket.
+    expect((await y.send({ id: 'y3', method: 'subscribeAddresses', params: { addresses: list(600, 400) } }, 'y3')).data).toEqual({ subscribed: true });
+    await until(async () => [A, B].some((u) => u.ws.subscriptions().some((set) => set.length === 1000)), 'the union of 1000 upstream');
+    expect(A.ws.carriers() + B.ws.carriers()).toBe(1);
+    await Promise.all([x.close(), y.close()]);
   }, 60_000);
 
   it('falls back to the polls while the socket is down, and is pushed again once it is back', async () => {

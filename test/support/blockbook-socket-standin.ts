@@ -19,7 +19,7 @@
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { BlockbookStub } from './blockbook-stub.ts';
+import { startBlockbookStub, type BlockbookStub, type BlockbookStubOptions } from './blockbook-stub.ts';
 
 export interface SocketMessage {
   readonly id: unknown;
@@ -194,6 +194,28 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
       stub.server.off('upgrade', upgrade);
       for (const p of peers) p.ws.terminate();
       wss.close();
+    },
+  };
+}
+
+/** A Blockbook REST stand-in with its WebSocket, as one upstream (`url`: its base, for a manifest). */
+export interface BlockbookWithSocket {
+  readonly bb: BlockbookStub;
+  readonly ws: BlockbookSocketStandIn;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function startBlockbookWithSocket(opts: BlockbookStubOptions = {}): Promise<BlockbookWithSocket> {
+  const bb = await startBlockbookStub(opts);
+  const ws = attachBlockbookSocket(bb);
+  return {
+    bb,
+    ws,
+    url: bb.url,
+    close: async () => {
+      ws.close();
+      await bb.close();
     },
   };
 }
