@@ -121,6 +121,7 @@ describe('getInfo on a pool', () => {
     // One upstream ahead: the chain's served tip (every usable upstream's block) stays at h.
     const polls = A.bb.healthChecks.length;
     A.bb.setBestHeight(h + 1);
+    A.ws.newBlock(h + 1, A.bb.blockHash(h + 1));
     await until(async () => A.bb.healthChecks.length > polls + 1, 'a poll of the upstream ahead');
     A.bb.clear();
     const seen = new Set<number>();
@@ -187,7 +188,7 @@ describe('subscribeAddresses', () => {
     expect(await link.unsubscribe({ type: 'addresses', addresses: [address] })).toEqual({ subscribed: false });
     await until(async () => [A, B].every((u) => u.ws.carriers() === 0), 'nothing left to carry upstream');
     // Each upstream's one socket stays: it carries the upstream's heads.
-    expect([A, B].map((u) => u.ws.open)).toEqual([1, 1]);
+    await until(async () => [A, B].every((u) => u.ws.open === 1 && u.ws.blockSubscribers() === 1), "each upstream's socket, for its heads");
     await link.disconnect();
     link.dispose();
     expect(got).toHaveLength(1);
