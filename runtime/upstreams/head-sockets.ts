@@ -16,8 +16,8 @@
 // kinds/blockbook/socket-upstream.ts); the rest is here, the same for every
 // kind. It is the upstream's ONE socket, whoever uses it: a kind's other
 // traffic on it (Blockbook's address and fiat subscriptions, socket-hub.ts)
-// attaches as a SocketUser (upstream-socket.ts, Upstream.socket) and is told each message that is
-// no head news, when it goes live and when it goes down. Only chains that
+// attaches as a SocketUser (upstream-socket.ts, Upstream.socket) and is
+// told each message that is no head news, and when it goes down. Only chains that
 // follow heads (a cache, a pool, WebSocket subscribers) open sockets: a chain
 // without `ws:` (or, for a kind with a default, without heads) pays nothing.
 // The socket's URL is never logged: it holds a provider's key as the http one
@@ -113,7 +113,7 @@ class HeadSocket implements UpstreamSocket {
   private identity = '';
   private genesis = '';
   private subscribed = false;
-  live = false;
+  private on = false;
   /** The highest head it pushed since it opened (-1: none). */
   private last = -1;
   /** A head a poll showed that it had not pushed (-1: none): still not pushed at the next poll, it is quiet. */
@@ -167,6 +167,10 @@ class HeadSocket implements UpstreamSocket {
     this.ws = null;
   }
 
+  get live(): boolean {
+    return this.on;
+  }
+
   attach(user: SocketUser): void {
     this.users.add(user);
   }
@@ -176,7 +180,7 @@ class HeadSocket implements UpstreamSocket {
   }
 
   send(text: string): boolean {
-    if (!this.live) return false;
+    if (!this.on) return false;
     this.ws!.send(text);
     return true;
   }
@@ -187,8 +191,8 @@ class HeadSocket implements UpstreamSocket {
    * serves before the polls verified the upstream is verified now.
    */
   polled(n: number): void {
-    if (!this.live) this.verify();
-    if (!this.live || n <= this.last) {
+    if (!this.on) this.verify();
+    if (!this.on || n <= this.last) {
       this.awaited = -1;
       return;
     }
@@ -210,11 +214,11 @@ class HeadSocket implements UpstreamSocket {
     const news = this.kind.read(this.route, m as Record<string, unknown>);
     if (news === null) {
       // Another user's: only while live (what a socket not yet verified says is not the chain's).
-      if (this.live) for (const u of this.users) u.message(m as Record<string, unknown>);
+      if (this.on) for (const u of this.users) u.message(m as Record<string, unknown>);
       return;
     }
     if ('head' in news) {
-      if (!this.live) this.verify();
+      if (!this.on) this.verify();
       if (news.head > this.last) this.last = news.head;
       this.view.pushed(this.u.view, { identity: this.identity, genesis: this.genesis, number: news.head, hash: news.hash });
       return;
@@ -237,15 +241,14 @@ class HeadSocket implements UpstreamSocket {
       this.drop('wrong_chain', 'error', { serves: this.identity, expected: v.identity });
       return;
     }
-    if (!this.subscribed || this.live) return;
-    this.live = true;
+    if (!this.subscribed || this.on) return;
+    this.on = true;
     this.u.view.socket = 'up';
     // Blocks the polls knew when it subscribed are not news it owes: only the ones after are held against it.
     if (v.head !== null && v.head > this.last) this.last = v.head;
     this.told = false;
     this.wait = FIRST_RETRY_MS;
     this.log.info({ event: 'upstream_socket_open', chain: this.route.path, upstream: this.u.name }, 'upstream head socket subscribed');
-    for (const u of this.users) u.up();
   }
 
   /** Closes it at once (no closing handshake: a quiet peer would hold it), to be opened again after the backoff. */
@@ -262,8 +265,8 @@ class HeadSocket implements UpstreamSocket {
   private closed(ws: WebSocket, code: number): void {
     if (ws !== this.ws) return;
     this.ws = null;
-    const was = this.live;
-    this.live = false;
+    const was = this.on;
+    this.on = false;
     this.u.view.socket = 'down';
     this.subscribed = false;
     this.identity = '';

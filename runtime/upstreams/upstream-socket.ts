@@ -6,8 +6,6 @@
 
 /** Who uses an upstream's socket beside its heads (a kind's subscriptions): what it is told. */
 export interface SocketUser {
-  /** It is verified and subscribed (again, after each reopen): what it carries now is the chain's. */
-  up(): void;
   /** A message that is no head news, parsed. */
   message(m: Record<string, unknown>): void;
   /** It closed (opened again after its backoff): what was sent on it is gone. */
@@ -16,7 +14,7 @@ export interface SocketUser {
 
 /** An upstream's socket as its other users see it (Upstream.socket). */
 export interface UpstreamSocket {
-  /** Verified (it serves the chain a poll found) and subscribed to heads. */
+  /** Verified (it serves the chain a poll found) and subscribed to heads: a user starts on it only then. */
   readonly live: boolean;
   attach(user: SocketUser): void;
   detach(user: SocketUser): void;

@@ -89,10 +89,10 @@ interface BlockTx {
   readonly vout?: readonly { readonly addresses?: unknown }[];
 }
 
-/** The addresses a transaction of a block touches (its inputs' and outputs'). */
-function addressesOf(tx: BlockTx): Set<string> {
-  const out = new Set<string>();
-  for (const io of [...(tx.vin ?? []), ...(tx.vout ?? [])]) if (Array.isArray(io.addresses)) for (const a of io.addresses) if (typeof a === 'string') out.add(addressKey(a));
+/** The addresses a transaction of a block touches (its inputs' and outputs'): by key (addressKey), as the block writes each. */
+function addressesOf(tx: BlockTx): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const io of [...(tx.vin ?? []), ...(tx.vout ?? [])]) if (Array.isArray(io.addresses)) for (const a of io.addresses) if (typeof a === 'string') out.set(addressKey(a), a);
   return out;
 }
 
@@ -309,16 +309,16 @@ export class SubscriptionHub {
       const b = (await this.get(`block/${hash}`, page === 1 ? '' : `page=${page}`)) as { totalPages?: unknown; txs?: readonly BlockTx[] };
       if (typeof b.totalPages === 'number') pages = b.totalPages;
       for (const tx of b.txs ?? []) {
-        const to: [string, AddressClient[]][] = [];
-        for (const a of addressesOf(tx)) {
+        const to: [string, string, AddressClient[]][] = [];
+        for (const [a, written] of addressesOf(tx)) {
           const clients = [...(this.byAddress.get(a) ?? [])].filter((c) => c.newBlockTxs);
-          if (clients.length > 0) to.push([a, clients]);
+          if (clients.length > 0) to.push([a, written, clients]);
         }
         if (to.length === 0 || typeof tx.txid !== 'string') continue;
         // The transaction as its own endpoint gives it (websocket.go sends the full api.Tx), read once for all.
         const full = JSON.stringify(await this.get(`tx/${tx.txid}`));
-        for (const [a, clients] of to) {
-          const data = `{"address":${JSON.stringify(a)},"tx":${full}}`;
+        for (const [a, written, clients] of to) {
+          const data = `{"address":${JSON.stringify(written)},"tx":${full}}`;
           // Unsubscribed while the transaction was read: not sent.
           for (const c of clients) if (this.byAddress.get(a)?.has(c) === true) c.notify(`{"id":${c.idJson},"data":${data}}`);
         }

@@ -101,8 +101,6 @@ export class Carrier implements SocketUser {
     void Promise.allSettled(asks).then(end);
   }
 
-  up(): void {}
-
   down(): void {
     this.lose();
   }
