@@ -104,7 +104,7 @@ describe("a Blockbook upstream's heads, pushed on its one socket (issue 46)", ()
     await Promise.all(clients.map((s) => s.close()));
   }, 60_000);
 
-  it("gives a client that subscribed an upper-case bech32 address the upstream's notification for its lower-case self", async () => {
+  it("gives a client that subscribed an upper-case bech32 address (or a checksummed 0x one) the upstream's notification for its lower-case self", async () => {
     const s = await subscribed('btc', 'up', 'subscribeAddresses', { addresses: [SEGWIT.toUpperCase()] });
     await until(async () => [A, B].some((u) => u.ws.subscriptions().some((set) => set.includes(SEGWIT))), 'the address subscribed upstream as Blockbook matches it');
     const carrier = [A, B].find((u) => u.ws.carriers() > 0)!;
@@ -112,6 +112,12 @@ describe("a Blockbook upstream's heads, pushed on its one socket (issue 46)", ()
     expect(carrier.ws.mempoolTx(SEGWIT, tx)).toBe(1);
     await s.until(() => notes(s, 'up').length === 1, 20_000, 'the notification');
     expect(notes(s, 'up')[0]).toMatchObject({ address: SEGWIT, tx: { txid: tx.txid } });
+    // An EVM address (a Blockbook ETH backend) is one in any case: checksummed by the client, lower case upstream.
+    const evm = '0x52908400098527886E0F7030069857D2E4169EE7';
+    expect((await s.send({ id: 'eth', method: 'subscribeAddresses', params: { addresses: [evm] } }, 'eth')).data).toEqual({ subscribed: true });
+    await until(async () => carrier.ws.subscriptions().some((set) => set.includes(evm.toLowerCase())), 'the 0x address subscribed upstream in lower case');
+    expect(carrier.ws.mempoolTx(evm.toLowerCase(), { ...tx, txid: 'ee'.repeat(32) })).toBe(1);
+    await s.until(() => notes(s, 'eth').length === 1, 20_000, 'the 0x notification');
     await s.close();
   }, 60_000);
 
