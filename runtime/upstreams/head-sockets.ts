@@ -12,17 +12,23 @@
 //  - a socket that pushed none of the blocks the polls showed a poll ago is
 //    quiet: it is dropped and opened again.
 // What the socket sends and how its messages read is the kind's
-// (probe.ts HeadSocketProbe; EVM: kinds/evm/head-socket.ts); the rest is
-// here, the same for every kind. Only chains that follow heads (a cache, a
-// pool, WebSocket subscribers) open sockets: a chain without `ws:` pays
-// nothing. The socket's URL is never logged: it holds a provider's key as
-// the http one does.
+// (probe.ts HeadSocketProbe; EVM: kinds/evm/head-socket.ts, Blockbook:
+// kinds/blockbook/socket-upstream.ts); the rest is here, the same for every
+// kind. It is the upstream's ONE socket, whoever uses it: a kind's other
+// traffic on it (Blockbook's address and fiat subscriptions, socket-hub.ts)
+// attaches as a SocketUser (upstream-socket.ts, Upstream.socket) and is
+// told each message that is no head news, and when it goes down. Only chains that
+// follow heads (a cache, a pool, WebSocket subscribers) open sockets: a chain
+// without `ws:` (or, for a kind with a default, without heads) pays nothing.
+// The socket's URL is never logged: it holds a provider's key as the http one
+// does.
 import WebSocket from 'ws';
 import type { Logger } from '../observe/log.ts';
 import type { RouteSpec, UpstreamSpec } from '../types.ts';
 import { resolveTemplate } from '../config/env.ts';
 import type { ChainView } from './chain-view.ts';
 import type { ChainProbe, HeadSocketProbe } from './probe.ts';
+import type { SocketUser, UpstreamSocket } from './upstream-socket.ts';
 import { HEALTH_AGENT, unreachable, type Upstream, type UpstreamGroup } from './upstream.ts';
 
 /** The first wait before a socket is opened again, and the longest (each failure in a row doubles it; each wait is jittered down to half). */
@@ -74,7 +80,10 @@ export class HeadSockets {
       c.route.upstreams.forEach((spec, i) => {
         const url = socketUrl(spec, c.route, kind.defaultUrl);
         const u = c.group.all[i]!;
-        if (url !== null) this.sockets.set(u, new HeadSocket(c.route, c.view, u, url, kind, timeoutMs, log));
+        if (url === null) return;
+        const s = new HeadSocket(c.route, c.view, u, url, kind, timeoutMs, log);
+        this.sockets.set(u, s);
+        u.socket = s;
       });
     }
   }
@@ -94,8 +103,9 @@ export class HeadSockets {
 }
 
 /** One upstream's socket: open, verified and subscribed, or waiting to be opened again. */
-class HeadSocket {
+class HeadSocket implements UpstreamSocket {
   private ws: WebSocket | null = null;
+  private readonly users = new Set<SocketUser>();
   private retry: NodeJS.Timeout | null = null;
   private wait = FIRST_RETRY_MS;
   private stopped = false;
@@ -103,7 +113,7 @@ class HeadSocket {
   private identity = '';
   private genesis = '';
   private subscribed = false;
-  private live = false;
+  private on = false;
   /** The highest head it pushed since it opened (-1: none). */
   private last = -1;
   /** A head a poll showed that it had not pushed (-1: none): still not pushed at the next poll, it is quiet. */
@@ -157,9 +167,32 @@ class HeadSocket {
     this.ws = null;
   }
 
-  /** A poll found the upstream's head at `n`: one a poll showed before that the socket still has not pushed makes it quiet. */
+  get live(): boolean {
+    return this.on;
+  }
+
+  attach(user: SocketUser): void {
+    this.users.add(user);
+  }
+
+  detach(user: SocketUser): void {
+    this.users.delete(user);
+  }
+
+  send(text: string): boolean {
+    if (!this.on) return false;
+    this.ws!.send(text);
+    return true;
+  }
+
+  /**
+   * A poll found the upstream's head at `n`: one a poll showed before that
+   * the socket still has not pushed makes it quiet. One that told what it
+   * serves before the polls verified the upstream is verified now.
+   */
   polled(n: number): void {
-    if (!this.live || n <= this.last) {
+    if (!this.on) this.verify();
+    if (!this.on || n <= this.last) {
       this.awaited = -1;
       return;
     }
@@ -171,10 +204,21 @@ class HeadSocket {
   }
 
   private message(text: string): void {
-    const news = this.kind.read(this.route, text);
-    if (news === null) return;
+    let m: unknown;
+    try {
+      m = JSON.parse(text);
+    } catch {
+      return;
+    }
+    if (m === null || typeof m !== 'object') return;
+    const news = this.kind.read(this.route, m as Record<string, unknown>);
+    if (news === null) {
+      // Another user's: only while live (what a socket not yet verified says is not the chain's).
+      if (this.on) for (const u of this.users) u.message(m as Record<string, unknown>);
+      return;
+    }
     if ('head' in news) {
-      if (!this.live) this.verify();
+      if (!this.on) this.verify();
       if (news.head > this.last) this.last = news.head;
       this.view.pushed(this.u.view, { identity: this.identity, genesis: this.genesis, number: news.head, hash: news.hash });
       return;
@@ -197,8 +241,8 @@ class HeadSocket {
       this.drop('wrong_chain', 'error', { serves: this.identity, expected: v.identity });
       return;
     }
-    if (!this.subscribed || this.live) return;
-    this.live = true;
+    if (!this.subscribed || this.on) return;
+    this.on = true;
     this.u.view.socket = 'up';
     // Blocks the polls knew when it subscribed are not news it owes: only the ones after are held against it.
     if (v.head !== null && v.head > this.last) this.last = v.head;
@@ -221,14 +265,15 @@ class HeadSocket {
   private closed(ws: WebSocket, code: number): void {
     if (ws !== this.ws) return;
     this.ws = null;
-    const was = this.live;
-    this.live = false;
+    const was = this.on;
+    this.on = false;
     this.u.view.socket = 'down';
     this.subscribed = false;
     this.identity = '';
     this.genesis = '';
     this.last = -1;
     this.awaited = -1;
+    if (was) for (const u of this.users) u.down();
     if (this.stopped) return;
     // Bounded and jittered: sockets of many upstreams dropped together (a provider's outage) do not come back at once.
     const ms = Math.round(this.wait * (0.5 + Math.random() / 2));

@@ -52,8 +52,8 @@ export interface HeadSocketProbe<K extends InterfaceKind = InterfaceKind> {
   readonly defaultUrl: ((base: URL) => string) | null;
   /** The messages sent once the socket is open: what it serves (its identity, its genesis block) and the head subscription. */
   hello(route: RouteOf<K>): readonly string[];
-  /** What one message tells (null: nothing heads care about). */
-  read(route: RouteOf<K>, message: string): SocketNews | null;
+  /** What one message (parsed JSON) tells (null: nothing heads care about; the socket's other users get it). */
+  read(route: RouteOf<K>, message: Record<string, any>): SocketNews | null;
 }
 
 /**

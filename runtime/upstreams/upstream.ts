@@ -6,6 +6,7 @@ import { resolveTemplate } from '../config/env.ts';
 import { UpstreamView } from './upstream-view.ts';
 import type { UpstreamState } from '../observe/series.ts';
 import type { UpstreamTally } from './tally.ts';
+import type { UpstreamSocket } from './upstream-socket.ts';
 import { Scorer, type UpstreamScore } from './upstream-score.ts';
 import { budgetOf, type Budget } from './upstream-budget.ts';
 
@@ -60,6 +61,8 @@ export class Upstream {
   readonly headerList: readonly string[];
   /** What it serves, its head and state: kept by the poller (poller.ts), read by everything else. */
   readonly view = new UpstreamView();
+  /** Its one WebSocket (head-sockets.ts), which a kind's subscriptions share with its heads; null: it has none. */
+  socket: UpstreamSocket | null = null;
   requestFails = 0;
   /** Smooth weighted round-robin state. */
   current = 0;

@@ -9,8 +9,7 @@ import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
 import { until } from './harness.ts';
-import { startBlockbookStub, type BlockbookStub } from '../support/blockbook-stub.ts';
-import { attachBlockbookSocket, type BlockbookSocketStandIn } from '../support/blockbook-socket-standin.ts';
+import { startBlockbookWithSocket, type BlockbookWithSocket } from '../support/blockbook-socket-standin.ts';
 import { connect, RpcSocket, wsUrl } from '../support/ws-client.ts';
 
 const require = createRequire(import.meta.url);
@@ -29,24 +28,8 @@ interface Link {
 /** An address in every block of the stand-in chain (the example block's first transaction pays it). */
 const IN_EVERY_BLOCK = 'D6ravJL6Fgxtgp8k2XZZt1QfUmwwGuLwQJ';
 
-interface Upstream {
-  readonly bb: BlockbookStub;
-  readonly ws: BlockbookSocketStandIn;
-}
-
-async function upstream(): Promise<Upstream & { url: string; close(): Promise<void> }> {
-  const bb = await startBlockbookStub({ bestHeight: 100 });
-  const ws = attachBlockbookSocket(bb);
-  return {
-    bb,
-    ws,
-    url: bb.url,
-    close: async () => {
-      ws.close();
-      await bb.close();
-    },
-  };
-}
+type Upstream = BlockbookWithSocket;
+const upstream = () => startBlockbookWithSocket({ bestHeight: 100 });
 
 let rig: Gateway<{ A: ReturnType<typeof upstream>; B: ReturnType<typeof upstream> }>;
 let A: Upstream;
@@ -70,16 +53,20 @@ afterAll(() => rig?.close());
 
 /** Both upstreams at height `h`: the served tip moves there. */
 function mine(h: number): void {
-  A.bb.setBestHeight(h);
-  B.bb.setBestHeight(h);
+  for (const u of [A, B]) {
+    u.bb.setBestHeight(h);
+    // As Blockbook announces its new block on its socket (one that did not would be quiet, and opened again).
+    u.ws.newBlock(h, u.bb.blockHash(h));
+  }
 }
 
-/** The upstream socket carrying the chain's subscriptions: exactly one across both stand-ins. */
+/** The upstream whose socket carries the chain's subscriptions: exactly one across both stand-ins, on its one socket (which carries its heads too). */
 function carrier(): Upstream {
-  const open = [A, B].filter((u) => u.ws.open > 0);
-  expect(open).toHaveLength(1);
-  expect(open[0]!.ws.open).toBe(1);
-  return open[0]!;
+  const carrying = [A, B].filter((u) => u.ws.carriers() > 0);
+  expect(carrying).toHaveLength(1);
+  expect(carrying[0]!.ws.carriers()).toBe(1);
+  expect(carrying[0]!.ws.open).toBe(1);
+  return carrying[0]!;
 }
 
 /** Frames for a subscription id (its notifications: every frame under the id after its answer). */
@@ -134,6 +121,7 @@ describe('getInfo on a pool', () => {
     // One upstream ahead: the chain's served tip (every usable upstream's block) stays at h.
     const polls = A.bb.healthChecks.length;
     A.bb.setBestHeight(h + 1);
+    A.ws.newBlock(h + 1, A.bb.blockHash(h + 1));
     await until(async () => A.bb.healthChecks.length > polls + 1, 'a poll of the upstream ahead');
     A.bb.clear();
     const seen = new Set<number>();
@@ -198,7 +186,9 @@ describe('subscribeAddresses', () => {
     await until(async () => got.length === 1, 'the notification');
     expect(got[0]).toMatchObject({ descriptor: address, tx: { txid: tx.txid } });
     expect(await link.unsubscribe({ type: 'addresses', addresses: [address] })).toEqual({ subscribed: false });
-    await until(async () => [A, B].every((u) => u.ws.open === 0), 'the upstream socket closed with nothing left to carry');
+    await until(async () => [A, B].every((u) => u.ws.carriers() === 0), 'nothing left to carry upstream');
+    // Each upstream's one socket stays: it carries the upstream's heads.
+    await until(async () => [A, B].every((u) => u.ws.open === 1 && u.ws.blockSubscribers() === 1), "each upstream's socket, for its heads");
     await link.disconnect();
     link.dispose();
     expect(got).toHaveLength(1);
@@ -264,13 +254,13 @@ describe('a carrier that no longer serves the chain', () => {
     const other = wrong === A ? B : A;
     wrong.bb.setCoin('Litecoin');
     await until(async () => other.ws.subscriptions().some((set) => set.includes('addr-wrong')), 'the union on the other upstream');
-    // The other chain's node is left, its socket closed (no one else holds it).
-    await until(async () => wrong.ws.open === 0, 'the wrong upstream socket closed');
+    // The other chain's node carries nothing more (its socket's heads count for nothing while its polls find another coin).
+    await until(async () => wrong.ws.carriers() === 0, 'the wrong upstream carries nothing');
     expect(other.ws.mempoolTx('addr-wrong', { txid: 'cc'.repeat(32), vin: [], vout: [], confirmations: 0 })).toBe(1);
     await s.until(() => notes(s, 'w').length === 1, 20_000, 'the notification');
     wrong.bb.setCoin('Bitcoin');
     await s.close();
-    await until(async () => [A, B].every((u) => u.ws.open === 0), 'nothing carried');
+    await until(async () => [A, B].every((u) => u.ws.carriers() === 0), 'nothing carried');
   }, 60_000);
 });
 
@@ -280,7 +270,7 @@ describe('subscribeFiatRates', () => {
     const all = await connect(url);
     await subscribe(usd, 'usd', 'subscribeFiatRates', { currency: 'USD' });
     await subscribe(all, 'all', 'subscribeFiatRates', {});
-    await until(async () => [A, B].some((u) => u.ws.messages.some((m) => m.method === 'subscribeFiatRates')), 'subscribed upstream');
+    await until(async () => [A, B].some((u) => u.ws.carriers() > 0), 'subscribed upstream');
     carrier().ws.fiat({ usd: 91_000.5, eur: 80_000.25 });
     await usd.until(() => notes(usd, 'usd').length === 1, 20_000, 'usd');
     await all.until(() => notes(all, 'all').length === 1, 20_000, 'all');
@@ -293,7 +283,7 @@ describe('subscribeFiatRates', () => {
   it('closes a client that reads nothing with 1013 once its unsent data passes maxBufferedBytes', async () => {
     const slow = await connect(url);
     await subscribe(slow, 'f', 'subscribeFiatRates', {});
-    await until(async () => [A, B].some((u) => u.ws.open > 0 && u.ws.messages.some((m) => m.method === 'subscribeFiatRates')), 'subscribed upstream');
+    await until(async () => [A, B].some((u) => u.ws.carriers() > 0), 'subscribed upstream');
     const sock = (slow.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
     sock.pause();
     const closing = rig.gw.nextLog((e) => e.event === 'ws_closing' && e.reason === 'slow', 60_000);

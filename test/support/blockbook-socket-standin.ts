@@ -4,7 +4,8 @@
 // {"id","data"} out, errors as {"id","data":{"error":{"message"}}}, and a
 // method it does not know answered with nothing. What it follows of
 // websocket.go:
-//   - getInfo, getBlockHash and ping, from the REST stand-in's chain;
+//   - getInfo (the REST stand-in's coin as its name), getBlockHash and ping,
+//     from the REST stand-in's chain;
 //   - subscribeNewBlock: each newBlock() to every subscriber, {height, hash,
 //     evmData: null}, under its subscribe id;
 //   - subscribeAddresses: one set per socket, replaced by each call (at most
@@ -18,7 +19,7 @@
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { BlockbookStub } from './blockbook-stub.ts';
+import { startBlockbookStub, type BlockbookStub, type BlockbookStubOptions } from './blockbook-stub.ts';
 
 export interface SocketMessage {
   readonly id: unknown;
@@ -45,6 +46,10 @@ export interface BlockbookSocketStandIn {
   readonly messages: SocketMessage[];
   /** Each open socket's address set. */
   subscriptions(): string[][];
+  /** Open sockets holding an address set or a fiat rates subscription (the gateway's carrier of its clients' subscriptions). */
+  carriers(): number;
+  /** Open sockets subscribed to new blocks. */
+  blockSubscribers(): number;
   /** A mempool transaction touching `address`: to each socket holding it. How many sockets got it. */
   mempoolTx(address: string, tx: object): number;
   /** A mined transaction touching `address`: to each socket holding it with newBlockTxs. */
@@ -89,7 +94,7 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
       case 'ping':
         return send(p, m.id, {});
       case 'getInfo':
-        return send(p, m.id, { name: 'Bitcoin', shortcut: 'BTC', network: 'BTC', decimals: 8, bestHeight: stub.bestHeight, bestHash: stub.blockHash(stub.bestHeight), block0Hash: stub.blockHash(0), testnet: false, version: '0.5.0', backend: {} });
+        return send(p, m.id, { name: stub.coin, shortcut: 'BTC', network: 'BTC', decimals: 8, bestHeight: stub.bestHeight, bestHash: stub.blockHash(stub.bestHeight), block0Hash: stub.blockHash(0), testnet: false, version: '0.5.0', backend: {} });
       case 'getBlockHash': {
         const h = typeof params.height === 'number' ? params.height : 0;
         return send(p, m.id, h <= stub.bestHeight ? { hash: stub.blockHash(h) } : error('Block not found'));
@@ -162,6 +167,8 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
     },
     messages,
     subscriptions: () => [...peers].map((p) => [...p.addresses]),
+    carriers: () => [...peers].filter((p) => p.addresses.size > 0 || p.fiatId !== null).length,
+    blockSubscribers: () => [...peers].filter((p) => p.blockId !== null).length,
     mempoolTx: (address, tx) => notifyTx(address, tx, false),
     minedTx: (address, tx) => notifyTx(address, tx, true),
     newBlock(height, hash) {
@@ -187,6 +194,28 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
       stub.server.off('upgrade', upgrade);
       for (const p of peers) p.ws.terminate();
       wss.close();
+    },
+  };
+}
+
+/** A Blockbook REST stand-in with its WebSocket, as one upstream (`url`: its base, for a manifest). */
+export interface BlockbookWithSocket {
+  readonly bb: BlockbookStub;
+  readonly ws: BlockbookSocketStandIn;
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+export async function startBlockbookWithSocket(opts: BlockbookStubOptions = {}): Promise<BlockbookWithSocket> {
+  const bb = await startBlockbookStub(opts);
+  const ws = attachBlockbookSocket(bb);
+  return {
+    bb,
+    ws,
+    url: bb.url,
+    close: async () => {
+      ws.close();
+      await bb.close();
     },
   };
 }

@@ -36,6 +36,8 @@ export interface BlockbookStub {
   setBestHeight(n: number): void;
   /** The coin its status names from now on (a node repointed at another chain). */
   setCoin(coin: string): void;
+  /** The coin its status names now. */
+  readonly coin: string;
   readonly bestHeight: number;
   /** Hash of the block at height h of the stand-in chain (after a reorg, of its new branch). */
   blockHash(h: number): string;
@@ -523,6 +525,9 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     clear: () => void requests.splice(0),
     setCoin: (c) => {
       coin = c;
+    },
+    get coin() {
+      return coin;
     },
     setBestHeight: (n) => {
       if (!Number.isSafeInteger(n) || n < 0) throw new Error(`setBestHeight: ${n} is not a block height`);

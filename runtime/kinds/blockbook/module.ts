@@ -17,6 +17,7 @@ import { BLOCKBOOK_BLOCKS, docPool } from '../../pool/doc-pool.ts';
 import { DOC_KIND, type InterfaceModule, type RouteServices } from '../interface.ts';
 import { blockbookRequest } from './request.ts';
 import { blockbookSocket, LOCAL_METHODS } from './socket.ts';
+import { blockbookHeadSocket } from './socket-upstream.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = failureNames('GW_BB', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
@@ -129,5 +130,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
       const number = typeof height === 'number' && Number.isSafeInteger(height) && height >= 0 ? height : Number.NaN;
       return { ...none, number, hash: typeof hash === 'string' ? hash : '' };
     },
+    // Its heads are pushed on the upstream's socket (its `ws:`, else beside its base), which its WebSocket clients' subscriptions share.
+    socket: blockbookHeadSocket,
   },
 };

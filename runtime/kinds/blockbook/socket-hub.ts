@@ -15,11 +15,16 @@
 //   chain (down, behind, another chain: its mempool is not the chain's), the
 //   union is subscribed on another usable upstream (the lost one last), with
 //   backoff while none takes it.
+// - Addresses are matched as Blockbook matches them, by what they stand for
+//   (its address descriptor), not by their spelling (addressKey).
+// - The union is at most what ONE upstream socket takes (1,000 addresses),
+//   not split across upstreams: the carrier's failover moves all of it to
+//   one other upstream, which could not take a union of several sockets.
 import type { Logger } from '../../observe/log.ts';
 import type { ChainListener, ChainView } from '../../upstreams/chain-view.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import type { BlockFeed, BlockSubscriber } from './socket-blocks.ts';
-import { MAX_UPSTREAM_ADDRESSES, type SocketUser, type UpstreamSocket, type UpstreamSockets } from './socket-upstream.ts';
+import { Carrier, MAX_UPSTREAM_ADDRESSES, type CarriedEvents } from './socket-upstream.ts';
 
 /** A socket's address subscription. */
 export interface AddressClient {
@@ -40,16 +45,54 @@ export interface FiatClient {
 
 const BACKOFF_MS = [200, 500, 1000, 2000, 5000];
 
+const BECH32 = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
+const GEN = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
+
+/** Whether a lower-case string is bech32 or bech32m with a valid checksum (BIP 173, BIP 350). */
+function isBech32(s: string): boolean {
+  const sep = s.lastIndexOf('1');
+  if (sep < 1 || s.length - sep < 7 || s.length > 90) return false;
+  let chk = 1;
+  const step = (v: number): void => {
+    const top = chk >>> 25;
+    chk = ((chk & 0x1ffffff) << 5) ^ v;
+    for (let i = 0; i < 5; i++) if ((top >>> i) & 1) chk ^= GEN[i]!;
+  };
+  for (let i = 0; i < sep; i++) step(s.charCodeAt(i) >> 5);
+  step(0);
+  for (let i = 0; i < sep; i++) step(s.charCodeAt(i) & 31);
+  for (let i = sep + 1; i < s.length; i++) {
+    const v = BECH32.indexOf(s[i]!);
+    if (v < 0) return false;
+    step(v);
+  }
+  return chk === 1 || chk === 0x2bc830a3;
+}
+
+/**
+ * An address as Blockbook tells addresses apart (by its descriptor): a
+ * bech32 address in upper case is its lower-case self, an EVM 0x address is
+ * the same in any case. Anything else (base58, an xpub) is kept as written:
+ * its case is part of it. Applied to a client's addresses as it subscribes
+ * and to each notification's, so each is matched once, by this key.
+ */
+export function addressKey(a: string): string {
+  if (/^0x[0-9a-fA-F]{40}$/.test(a)) return a.toLowerCase();
+  const lower = a.toLowerCase();
+  // Bech32 is all of one case (BIP 173): upper case is the lower-case address; mixed case is no bech32.
+  return lower !== a && a === a.toUpperCase() && isBech32(lower) ? lower : a;
+}
+
 interface BlockTx {
   readonly txid?: unknown;
   readonly vin?: readonly { readonly addresses?: unknown }[];
   readonly vout?: readonly { readonly addresses?: unknown }[];
 }
 
-/** The addresses a transaction of a block touches (its inputs' and outputs'). */
-function addressesOf(tx: BlockTx): Set<string> {
-  const out = new Set<string>();
-  for (const io of [...(tx.vin ?? []), ...(tx.vout ?? [])]) if (Array.isArray(io.addresses)) for (const a of io.addresses) if (typeof a === 'string') out.add(a);
+/** The addresses a transaction of a block touches (its inputs' and outputs'): by key (addressKey), as the block writes each. */
+function addressesOf(tx: BlockTx): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const io of [...(tx.vin ?? []), ...(tx.vout ?? [])]) if (Array.isArray(io.addresses)) for (const a of io.addresses) if (typeof a === 'string') out.set(addressKey(a), a);
   return out;
 }
 
@@ -72,7 +115,7 @@ export class SubscriptionHub {
   };
   private minedQueue: Promise<void> = Promise.resolve();
 
-  private carrier: UpstreamSocket | null = null;
+  private carrier: Carrier | null = null;
   /** What the carrier was last given: the address list (joined) and the fiat subscription. */
   private sentAddresses = '';
   private sentFiat = false;
@@ -81,8 +124,10 @@ export class SubscriptionHub {
   private dirty = false;
   private running = false;
   private failures = 0;
-  /** The hub as a holder of its carrier's socket: told when it is lost. */
-  private readonly user: SocketUser = {
+  /** What the carrier tells: notifications, and that it is lost. */
+  private readonly events: CarriedEvents = {
+    address: (address, data) => this.address(address, data),
+    fiat: (data) => this.fiat(data),
     lost: () => {
       const c = this.carrier;
       if (c === null) return;
@@ -104,9 +149,8 @@ export class SubscriptionHub {
   };
 
   constructor(
+    /** The chain's upstreams: each one's socket (Upstream.socket) is shared with its heads. */
     private readonly upstreams: readonly Upstream[],
-    /** The chain's upstream sockets, one per upstream, which the hub shares (with heads). */
-    private readonly sockets: UpstreamSockets,
     private readonly blocks: BlockFeed,
     view: ChainView,
     /** The gateway's own read through the chain's front (socket-fetch.ts). */
@@ -120,7 +164,7 @@ export class SubscriptionHub {
     const c = this.carrier;
     if (c === null || c.upstream.serving || !this.upstreams.some((u) => u.serving)) return;
     this.log.warn({ event: 'ws_upstream_not_serving', upstream: c.upstream.name }, "the upstream carrying the chain's subscriptions no longer serves the chain; another upstream takes them");
-    // Its socket is fine: what it carried is unsubscribed there (heads may keep it), and it is tried last.
+    // Its socket is fine: what it carried is unsubscribed there (its heads keep it), and it is tried last.
     this.dropCarrier(false);
     this.lastLost = c.upstream;
     this.sync();
@@ -212,35 +256,30 @@ export class SubscriptionHub {
     this.running = false;
   }
 
-  /** The socket of the first usable upstream, the last one lost after the others (any, when none is usable yet). */
-  private connect(): UpstreamSocket {
-    const usable = this.upstreams.filter((u) => u.usable);
-    const order = [...usable.filter((u) => u !== this.lastLost), ...usable.filter((u) => u === this.lastLost)];
-    const u = order[0] ?? this.upstreams.find((x) => x !== this.lastLost) ?? this.upstreams[0]!;
-    const s = this.sockets.acquire(u, this.user);
-    s.carry({ address: (address, data) => this.address(address, data), fiat: (data) => this.fiat(data) });
-    return s;
+  /** A carrier on the live socket of the first usable upstream, the last one lost after the others. */
+  private connect(): Carrier {
+    const live = this.upstreams.filter((u) => u.usable && u.socket?.live === true);
+    const u = live.find((x) => x !== this.lastLost) ?? live[0];
+    if (u === undefined) throw new Error('no upstream socket is live');
+    return new Carrier(u, u.socket!, this.events);
   }
 
-  /** The carrier given up: what it carried is unsubscribed there (another holder may keep the socket), and it is released. */
+  /** The carrier given up: what it carried is unsubscribed there (its heads keep the socket). */
   private dropCarrier(failed: boolean): void {
     const c = this.carrier;
     if (c === null) return;
     if (failed) this.lastLost = c.upstream;
     this.carrier = null;
-    c.carry(null);
-    if (!failed && this.sentAddresses !== '') c.addresses([]).catch(() => {});
-    if (!failed && this.sentFiat) c.fiatRates(false).catch(() => {});
+    c.close({ addresses: !failed && this.sentAddresses !== '', fiat: !failed && this.sentFiat });
     this.sentAddresses = '';
     this.sentFiat = false;
-    this.sockets.release(c.upstream, this.user);
   }
 
   // -------------------------------------------------------- notifications
 
   /** A mempool transaction of `address`: to every client that holds it. */
   private address(address: string, data: string): void {
-    const set = this.byAddress.get(address);
+    const set = this.byAddress.get(addressKey(address));
     if (set === undefined) return;
     for (const c of set) c.notify(`{"id":${c.idJson},"data":${data}}`);
   }
@@ -270,16 +309,16 @@ export class SubscriptionHub {
       const b = (await this.get(`block/${hash}`, page === 1 ? '' : `page=${page}`)) as { totalPages?: unknown; txs?: readonly BlockTx[] };
       if (typeof b.totalPages === 'number') pages = b.totalPages;
       for (const tx of b.txs ?? []) {
-        const to: [string, AddressClient[]][] = [];
-        for (const a of addressesOf(tx)) {
+        const to: [string, string, AddressClient[]][] = [];
+        for (const [a, written] of addressesOf(tx)) {
           const clients = [...(this.byAddress.get(a) ?? [])].filter((c) => c.newBlockTxs);
-          if (clients.length > 0) to.push([a, clients]);
+          if (clients.length > 0) to.push([a, written, clients]);
         }
         if (to.length === 0 || typeof tx.txid !== 'string') continue;
         // The transaction as its own endpoint gives it (websocket.go sends the full api.Tx), read once for all.
         const full = JSON.stringify(await this.get(`tx/${tx.txid}`));
-        for (const [a, clients] of to) {
-          const data = `{"address":${JSON.stringify(a)},"tx":${full}}`;
+        for (const [a, written, clients] of to) {
+          const data = `{"address":${JSON.stringify(written)},"tx":${full}}`;
           // Unsubscribed while the transaction was read: not sent.
           for (const c of clients) if (this.byAddress.get(a)?.has(c) === true) c.notify(`{"id":${c.idJson},"data":${data}}`);
         }

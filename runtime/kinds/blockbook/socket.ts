@@ -10,12 +10,12 @@
 // answered here, after the same admission (the transport's `local`):
 // subscribeNewBlock is fed from the chain view (socket-blocks.ts), one feed
 // for all sockets; subscribeAddresses and subscribeFiatRates are multiplexed
-// on one upstream socket for the chain (socket-hub.ts, socket-upstream.ts).
+// on one upstream socket for the chain (socket-hub.ts, socket-upstream.ts),
+// the upstream's one socket, which also carries its heads.
 import { blockbookErrorJson, BLOCKBOOK_ERRORS } from './errors.ts';
 import { errorOf, blockbookGet } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
-import { SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
-import { UpstreamSockets } from './socket-upstream.ts';
+import { addressKey, SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
 import { NOT_SERVED, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import type { ChainSockets, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../socket.ts';
@@ -61,8 +61,6 @@ function refusal(idJson: string, status: number, body: Buffer): string {
 class BlockbookChainSockets implements ChainSockets, MethodContext {
   readonly blocks: BlockFeed;
   readonly hub: SubscriptionHub;
-  /** The chain's upstream sockets, one per upstream: the hub's carrier, and where an upstream's heads can be had (onHead). */
-  readonly sockets = new UpstreamSockets();
   private coinDecimals: Promise<number> | null = null;
 
   constructor(
@@ -71,7 +69,7 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
     private readonly parts: SocketChainParts,
   ) {
     this.blocks = new BlockFeed(parts.view, parts.pooled, (h) => this.get(`block-index/${h}`).then(hashOf), parts.log);
-    this.hub = new SubscriptionHub(parts.upstreams, this.sockets, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
+    this.hub = new SubscriptionHub(parts.upstreams, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
   }
 
   connect(link: SocketLink): SocketSession {
@@ -259,7 +257,7 @@ class BlockbookSession implements SocketSession {
     if (!Array.isArray(list) || !list.every((a) => typeof a === 'string' && a !== '')) return `{"error":{"message":"Invalid subscribeAddresses params"}}`;
     const newBlockTxs = p.newBlockTxs === true;
     const max = newBlockTxs ? MAX_ADDRESSES_NEW_BLOCK_TXS : MAX_ADDRESSES;
-    const addresses = new Set(list as string[]);
+    const addresses = new Set((list as string[]).map(addressKey));
     if (addresses.size > max) return `{"error":{"message":"addresses max ${max}"}}`;
     const previous = this.addresses;
     if (previous === null) {

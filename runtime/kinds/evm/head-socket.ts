@@ -26,14 +26,7 @@ export function chainIdentity(result: unknown): string | null {
 export const evmHeadSocket: HeadSocketProbe<'evm-jsonrpc'> = {
   defaultUrl: null,
   hello: () => HELLO,
-  read(_route, message): SocketNews | null {
-    let m: Record<string, any>;
-    try {
-      m = JSON.parse(message) as Record<string, any>;
-    } catch {
-      return null;
-    }
-    if (m === null || typeof m !== 'object') return null;
+  read(_route, m): SocketNews | null {
     if (m.method === 'eth_subscription') {
       const head = m.params?.result as Record<string, unknown> | undefined;
       const n = quantity(head?.number);

@@ -30,7 +30,7 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/upstream-ws.yaml:13:40 chains[0] (ethereum) upstreams[0]: ws is not an absolute ws: or wss: URL (it is https:); the URL is not shown, it may hold a key ${WS_HINT}`,
     `${F}/upstream-ws.yaml:14:40 chains[0] (ethereum) upstreams[1]: ws is not an absolute ws: or wss: URL; the URL is not shown, it may hold a key ${WS_HINT}`,
     `${F}/upstream-ws.yaml:15:40 chains[0] (ethereum) upstreams[2]: ws is not an absolute ws: or wss: URL; the URL is not shown, it may hold a key ${WS_HINT}`,
-    `${F}/upstream-ws.yaml:23:39 chains[1] (cardano) upstreams[0]: 'ws' applies to upstreams of evm-jsonrpc chains only, not rosetta (hint: drop it: its upstreams have no socket the gateway uses)`,
+    `${F}/upstream-ws.yaml:23:39 chains[1] (cardano) upstreams[0]: 'ws' applies to upstreams of blockbook, evm-jsonrpc chains only, not rosetta (hint: drop it: its upstreams have no socket the gateway uses)`,
   ],
   'upstream-headers': [
     `${F}/upstream-headers.yaml:10:14 chains[0] (ethereum) upstreams[0]: upstream 'http:node' is not an absolute http: or https: URL ${URL_HINT}`,

@@ -2,14 +2,12 @@
 // socket is on a chain's path and the key it carries, each method's REST twin
 // as websocket.go's defaults ask it, REST's decimal fee in base units, and
 // the upstream socket's URL and head hook (against the socket stand-in).
-import { describe, expect, it, onTestFinished, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { blockbookSocket } from '../../../../runtime/kinds/blockbook/socket.ts';
 import { baseUnits, ParamsError, TWINS, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
-import { blockbookSocketUrl, UpstreamSocket, UpstreamSockets } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
-import { startBlockbookStub } from '../../../support/blockbook-stub.ts';
-import { attachBlockbookSocket } from '../../../support/blockbook-socket-standin.ts';
+import { blockbookHeadSocket, blockbookSocketUrl } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
+import { addressKey } from '../../../../runtime/kinds/blockbook/socket-hub.ts';
 import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
-import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
 
 const ROUTE = { sendtx: true } as BlockbookRouteSpec;
 const XPUB = 'xpub6CUGRUonZSQ4TWtTMmzXdrXDtypWKiKrhko4egpiMZbpiaQL2jkwSB1icqYh2cfDfVxdx4df189oLKnC5fSwqPfgyP3hooxujYzAu3fDVmz';
@@ -75,10 +73,9 @@ describe('baseUnits', () => {
 });
 
 describe('the upstream socket URL', () => {
-  it("is the base's host with /websocket in place of /api", () => {
-    const u = (origin: string, basePath: string) => ({ origin, basePath }) as Upstream;
-    expect(blockbookSocketUrl(u('https://btc1.trezor.io', '/api'))).toBe('wss://btc1.trezor.io/websocket');
-    expect(blockbookSocketUrl(u('http://127.0.0.1:9130', '/btc/api'))).toBe('ws://127.0.0.1:9130/btc/websocket');
+  it("is the base's host with /websocket in place of /api, without the URL's credentials (they go as headers)", () => {
+    expect(blockbookSocketUrl(new URL('https://btc1.trezor.io/api'))).toBe('wss://btc1.trezor.io/websocket');
+    expect(blockbookSocketUrl(new URL('http://u:p@127.0.0.1:9130/btc/api/'))).toBe('ws://127.0.0.1:9130/btc/websocket');
   });
 });
 
@@ -88,57 +85,31 @@ describe('estimateFee with no block count', () => {
   });
 });
 
-describe("the upstream socket's head hook", () => {
-  it("reports each block the upstream's socket announces, as {height, hash}", async () => {
-    const bb = await startBlockbookStub({ bestHeight: 10 });
-    const ws = attachBlockbookSocket(bb);
-    onTestFinished(async () => {
-      ws.close();
-      await bb.close();
-    });
-    const lost: string[] = [];
-    const s = new UpstreamSocket({ origin: `http://127.0.0.1:${bb.port}`, basePath: '/api', headers: {} } as unknown as Upstream, () => lost.push('lost'));
-    const heads: [number, string][] = [];
-    await s.onHead((h, hash) => heads.push([h, hash]));
-    expect(ws.messages.map((m) => m.method)).toEqual(['subscribeNewBlock']);
-    ws.newBlock(11, bb.blockHash(11));
-    ws.newBlock(12, bb.blockHash(12));
-    await vi.waitFor(() => expect(heads).toEqual([[11, bb.blockHash(11)], [12, bb.blockHash(12)]]));
-    // The upstream gone: told once; closed by the gateway: not told.
-    ws.drop();
-    await vi.waitFor(() => expect(lost).toEqual(['lost']));
-    s.close();
-    expect(lost).toEqual(['lost']);
+describe("the upstream socket's head messages", () => {
+  const read = (m: object) => blockbookHeadSocket.read({} as BlockbookRouteSpec, m as Record<string, unknown>);
+  it("reads getInfo's coin as the probe names it, subscribeNewBlock's answer and each block; the rest is the carrier's", () => {
+    expect(blockbookHeadSocket.hello({} as BlockbookRouteSpec).map((m) => JSON.parse(m).method)).toEqual(['getInfo', 'subscribeNewBlock']);
+    expect(read({ id: 'i', data: { name: 'Bitcoin', shortcut: 'BTC' } })).toEqual({ identity: 'coin Bitcoin' });
+    expect(read({ id: 'i', data: { error: { message: 'nope' } } })).toEqual({ refused: 'nope' });
+    expect(read({ id: 'b', data: { subscribed: true } })).toEqual({ subscribed: true });
+    expect(read({ id: 'b', data: { height: 12, hash: 'ab' } })).toEqual({ head: 12, hash: 'ab' });
+    expect(read({ id: 'b', data: { height: -1, hash: 'ab' } })).toBeNull();
+    expect(read({ id: 'a1', data: { address: 'x', tx: {} } })).toBeNull();
   });
 });
 
-describe("a chain's upstream sockets", () => {
-  it('are one per upstream, shared by its holders, closed with the last, and forgotten (every holder told) when lost', async () => {
-    const bb = await startBlockbookStub({ bestHeight: 10 });
-    const ws = attachBlockbookSocket(bb);
-    onTestFinished(async () => {
-      ws.close();
-      await bb.close();
-    });
-    const u = { origin: `http://127.0.0.1:${bb.port}`, basePath: '/api', headers: {} } as unknown as Upstream;
-    const told: string[] = [];
-    const hub = { lost: () => told.push('hub') };
-    const heads = { lost: () => told.push('heads') };
-    const sockets = new UpstreamSockets();
-    const a = sockets.acquire(u, hub);
-    expect(sockets.acquire(u, heads)).toBe(a);
-    await a.ready;
-    expect(ws.opened).toBe(1);
-    sockets.release(u, hub);
-    expect(sockets.size).toBe(1);
-    ws.drop();
-    await vi.waitFor(() => expect(told).toEqual(['heads']));
-    expect(sockets.size).toBe(0);
-    const b = sockets.acquire(u, hub);
-    expect(b).not.toBe(a);
-    await b.ready;
-    sockets.release(u, hub);
-    await vi.waitFor(() => expect(ws.open).toBe(0));
-    expect(ws.opened).toBe(2);
+describe('addressKey', () => {
+  it('matches addresses as Blockbook does: bech32 in either case, 0x in any, base58 and xpubs as written', () => {
+    const segwit = 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq';
+    const taproot = 'bc1p5d7rjq7g6rdk2yhzks9smlaqtedr4dekq08ge8ztwac72sfr9rusxg3297';
+    expect(addressKey(segwit.toUpperCase())).toBe(segwit);
+    expect(addressKey(taproot.toUpperCase())).toBe(taproot);
+    expect(addressKey(segwit)).toBe(segwit);
+    // Mixed case is no bech32; a bad checksum is no bech32 either: both are left as written.
+    expect(addressKey('bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdQ')).toBe('bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdQ');
+    expect(addressKey('BC1QAR0SRRR7XFKVY5L643LYDNW9RE59GTZZWF5MDA')).toBe('BC1QAR0SRRR7XFKVY5L643LYDNW9RE59GTZZWF5MDA');
+    expect(addressKey('0x52908400098527886E0F7030069857D2E4169EE7')).toBe('0x52908400098527886e0f7030069857d2e4169ee7');
+    expect(addressKey('1BoatSLRHtKNngkdXEeobR76b53LETtpyT')).toBe('1BoatSLRHtKNngkdXEeobR76b53LETtpyT');
+    expect(addressKey(XPUB)).toBe(XPUB);
   });
 });
