@@ -193,6 +193,28 @@ export function timeLeft(deadline: number, now = performance.now()): number {
   return left < 1 ? 0 : Math.round(left);
 }
 
+/**
+ * A split batch's target that keeps the merge plan of the batch it is part of,
+ * or is (the cache's front for the rest of a client batch,
+ * kinds/evm/cache-batch.ts; a route whose guard answered some calls itself,
+ * kinds/evm/module.ts): it takes each call's answer in its slot as it is, with
+ * the bytes they hold counted under forward.ts's MAX_HELD_BYTES (`held`: from
+ * then on the taker lets go of them), so the client's answer is joined once,
+ * by that plan, and never joined by the splitter only to be split again
+ * (pool/batch.ts).
+ */
+export interface ItemsTaker {
+  /** Whether it keeps such a plan for this request; false: the batch's answer comes to it joined, as any answer. */
+  readonly takesItems: boolean;
+  /** Per call with an id, in the batch's order: its answer item (or a merged one's parts), or the gateway's error for it. */
+  takeItems(u: Upstream, items: readonly (Buffer | readonly Buffer[])[], held: number): void;
+}
+
+/** Whether `t` takes a split batch's answers in their slots (ItemsTaker). */
+export function takesItems(t: HeldTarget): t is HeldTarget & ItemsTaker {
+  return (t as Partial<ItemsTaker>).takesItems === true;
+}
+
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */
 export type HeldRequest<C extends Call = Call> = ForwardRequest<C> & { readonly transport: { readonly hold: true } };
 

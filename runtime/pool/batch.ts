@@ -6,8 +6,9 @@
 // below puts the calls bound for the same upstreams back into one upstream
 // batch (jsonrpc/forward-batch.ts). The answers are merged in the batch's order, each with
 // the id bytes its call came with (docs/upstreams.md, "What a pool does"), or,
-// for the rest of a batch the cache's front split, handed to the front's merge
-// plan each in its slot (ItemsTaker), so the client's answer is joined once:
+// where the target keeps the client batch's merge plan (the front's for the
+// rest it did not take, a route's whose guard refused calls), handed to that
+// plan each in its slot (dispatch.ts ItemsTaker): the answer is joined once:
 //  - a call that fails (no usable upstream, timeout, an answer that is not
 //    JSON-RPC) gets the gateway's error for that failure in its slot, as a
 //    lone call's failure is answered (its interface's envelope, with the
@@ -23,7 +24,7 @@
 //    answer too large to hold, -32053), and an answer the client takes as a
 //    stream is written from them as they are (a merged eth_getLogs range's
 //    from its chunks: PartsTaker), not copied into one.
-import { forwardAs, JSON_HEADERS, streamParts, streams, type Call, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
+import { forwardAs, JSON_HEADERS, streamParts, streams, takesItems, type Call, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
 import { rpcErrorWithId } from '../jsonrpc/batch-merge.ts';
 import type { Envelope } from '../envelope.ts';
@@ -91,23 +92,6 @@ function idOf(c: ItsBytes): string | null {
  */
 export interface PartsTaker {
   takeParts(u: Upstream, parts: readonly Buffer[], held: number): void;
-}
-
-/**
- * A split batch's target that keeps the merge plan of a larger one (the
- * cache's front, whose batch this is the rest of: kinds/evm/cache-batch.ts):
- * it takes each call's answer in its slot as it is, with the bytes they hold
- * counted under forward.ts's MAX_HELD_BYTES (`held`: from then on the taker
- * lets go of them), so the batch's answer is joined once, by the plan, and
- * never joined here only to be split again.
- */
-export interface ItemsTaker {
-  /** Per call with an id, in the batch's order: its answer item (or a merged one's parts), or the gateway's error for it. */
-  takeItems(u: Upstream, items: readonly (Buffer | readonly Buffer[])[], held: number): void;
-}
-
-function takesItems(t: HeldTarget): t is HeldTarget & ItemsTaker {
-  return typeof (t as Partial<ItemsTaker>).takeItems === 'function';
 }
 
 /** A call that got no answer: why, and from which upstream. */
@@ -232,8 +216,9 @@ class PoolBatch implements Cancelable {
       this.drop();
       return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
     }
-    // A larger batch's plan takes the answers in their slots, and the bytes held with them: as much as the batch's
-    // answer would be (brackets and commas), within its maxBuffer as that answer is.
+    // A plan of the client's batch (ItemsTaker: the front's for its rest, the route's with refused calls) takes the
+    // answers in their slots, and the bytes held with them: as much as the joined answer would be (brackets and
+    // commas), within its maxBuffer as that answer is.
     if (takesItems(t)) {
       let length = items.length + 1;
       for (const it of items) length += Buffer.isBuffer(it) ? it.length : (it as readonly Buffer[]).reduce((n, p) => n + p.length, 0);

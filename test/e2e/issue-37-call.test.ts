@@ -135,4 +135,27 @@ describe('one Call, parsed once (issue 37)', () => {
     expect(ofAnswer(kept), "scans of the miss's answer").toEqual(['answerSpans']);
     expect(ofAnswer(rest), "scans of the rest's answer").toEqual(['answerSpans']);
   });
+
+  // The same on a pool without the cache, for a batch the guard answers in part: the pool splits it, and each answer
+  // lands in the route's merge plan in its slot (the refused call's error in its own), not joined to be split again.
+  it('a client batch on a pool without the cache, with a call the allowlist refuses: each answer is scanned once, and the refusal is in its place', async () => {
+    const data = `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`;
+    const r = await request(gw.url('rpc', '/pooled'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: [TO, 'latest'] },
+        { jsonrpc: '2.0', id: data, method: 'eth_call', params: [{ to: TO, data }, '0x1'] },
+      ]),
+    });
+    const json = (await r.body.json()) as { id?: unknown; result?: unknown; error?: { code: number } }[];
+    expect(r.statusCode).toBe(200);
+    expect(json).toMatchObject([
+      { id: 1, error: { code: -32601 } },
+      { id: data, result: '0x' },
+    ]);
+    expect(reached(data), 'sent to one node').toBe(1);
+    const ofAnswer = pool.scansOf(data).filter((s) => !s.text.includes('"method"')).map((s) => s.scan);
+    expect(ofAnswer, 'scans of the answer').toEqual(['answerSpans']);
+  });
 });

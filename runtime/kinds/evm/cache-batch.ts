@@ -8,10 +8,9 @@
 import type { ClientTarget } from '../../exchange.ts';
 import type { Failure } from '../../envelope.ts';
 import { mergeBatch } from '../../jsonrpc/batch-merge.ts';
-import { forwardAs, type Call as SeamCall, type ForwardRequest, type ForwardResult, type HeldTarget } from '../../dispatch.ts';
+import { forwardAs, type Call as SeamCall, type ForwardRequest, type ForwardResult, type HeldTarget, type ItemsTaker } from '../../dispatch.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import { releaseHeld } from '../../upstreams/forward.ts';
-import type { ItemsTaker } from '../../pool/batch.ts';
 import { Call, type MergeSlot } from './call.ts';
 import { X_CACHE, X_CACHE_LOG, type FlightMember } from '../../cache/common.ts';
 import { isCacheable } from './cache-policy.ts';
@@ -180,6 +179,8 @@ class CachedBatch {
 
 /** The calls of a client's batch the cache does not take, sent on together: their answers join the others'. */
 class RestPart implements HeldTarget, ItemsTaker {
+  readonly takesItems = true;
+
   constructor(
     private readonly batch: CachedBatch,
     private readonly cache: EvmCache,

@@ -3,12 +3,12 @@
 // way is a fake Dispatch that records each call and answers it when the test
 // says so.
 import { describe, expect, it } from 'vitest';
-import type { Calls, Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../../runtime/dispatch.ts';
+import type { Calls, Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, ItemsTaker, Sink, Verdict } from '../../../../runtime/dispatch.ts';
 import { Call } from '../../../../runtime/kinds/evm/call.ts';
 import { splitBatchAnswer } from '../../../../runtime/jsonrpc/answer.ts';
 import { MAX_ANSWER_DEPTH } from '../../../../runtime/jsonrpc/scan.ts';
 import type { Logger } from '../../../../runtime/observe/log.ts';
-import { splitBatch, type ItemsTaker, type PartsTaker } from '../../../../runtime/pool/batch.ts';
+import { splitBatch, type PartsTaker } from '../../../../runtime/pool/batch.ts';
 import { holdBytes, releaseHeld } from '../../../../runtime/upstreams/forward.ts';
 import { EVM_ENVELOPE } from '../../../../runtime/kinds/evm/envelope.ts';
 import type { Envelope } from '../../../../runtime/envelope.ts';
@@ -179,7 +179,7 @@ describe('a batch at the pool', () => {
     const { single, sent } = fake();
     const took: { items: readonly (Buffer | readonly Buffer[])[]; held: number }[] = [];
     const outcome: ForwardResult[] = [];
-    const plan: HeldTarget & ItemsTaker = { forwarded: (r) => void outcome.push(r), takeItems: (_u, items, held) => void took.push({ items, held }) };
+    const plan: HeldTarget & ItemsTaker = { takesItems: true, forwarded: (r) => void outcome.push(r), takeItems: (_u, items, held) => void took.push({ items, held }) };
     // The rest as the front sends it: its Calls, no body of its own.
     const r = request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","id":"b","method":"eth_getLogs","params":[{}]},{"jsonrpc":"2.0","id":3,"method":"eth_chainId"}]');
     splitBatch(single, EVM_ENVELOPE, LOG, 'eth', plan, { calls: r.calls, transport: { ...r.transport, body: null, hold: true } });
