@@ -132,6 +132,8 @@ class CachedBatch {
   /** The rest's answers, each call's in its slot (a layer below split the rest: ItemsTaker), `held` bytes counted. */
   restItems(items: readonly (Buffer | readonly Buffer[])[], held: number): void {
     this.held += held;
+    // Already answered (a part failed) or the client went away: the batch will not settle, so the bytes go now.
+    if (this.x.res.headersSent || this.x.res.destroyed) return this.release();
     // One answer per call with an id, as the splitter gives them; anything else is no answer to this rest.
     if (items.length !== this.restSlots.length) {
       this.log.warn({ event: 'upstream_bad_response', upstream: this.x.upstream?.name, reqId: this.x.id }, 'upstream answer is not JSON-RPC');
