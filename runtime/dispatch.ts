@@ -11,6 +11,7 @@
 import type { ServerResponse } from 'node:http';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { Upstream, UpstreamGroup } from './upstreams/upstream.ts';
+import { CLOSE, COMMA, OPEN } from './jsonrpc/scan.ts';
 
 /** throttled: every upstream the request could go to throttled it, or is in a throttle's cooldown (throttle.ts). */
 export type FailKind = 'unavailable' | 'timeout' | 'no-upstream' | 'bad-response' | 'throttled';
@@ -77,7 +78,12 @@ export interface Transport {
   readonly path: (u: Upstream) => string;
   /** Request headers as a flat [name, value, ...] list (undici takes it as is). */
   readonly headers: string[];
-  /** The calls' bytes as they go (the Call's own for one call, a batch's for many); null for a GET. */
+  /**
+   * The calls' bytes as they go (the Call's own for one call, a batch's for
+   * many); null for a GET, and for a batch a layer split of a client's
+   * (its Calls, each with its own bytes): the layers below read its Calls, and
+   * its bytes are joined only where it is sent as one body (`sentBody`).
+   */
   readonly body: Buffer | string | null;
   /** Safe to send again after a 5xx or timeout: no call of the body is a write. */
   readonly idempotent: boolean;
@@ -140,9 +146,33 @@ export function held<C extends Call>(request: ForwardRequest<C>, t?: Partial<Tra
   return { calls: request.calls, transport: { ...request.transport, ...t, hold: true } };
 }
 
-/** A request for `calls` whose bytes are `body` (their own, or those of another made of them), otherwise as `request` goes. */
-export function forwardAs<C extends Call>(request: ForwardRequest, calls: Calls<C>, body: Buffer | string, t?: Partial<Transport>): ForwardRequest<C> {
+/**
+ * A request for `calls` whose bytes are `body` (their own, or those of
+ * another made of them), otherwise as `request` goes; null: a batch of Calls
+ * whose bytes are joined only if it is sent whole (`sentBody`).
+ */
+export function forwardAs<C extends Call>(request: ForwardRequest, calls: Calls<C>, body: Buffer | string | null, t?: Partial<Transport>): ForwardRequest<C> {
   return { calls, transport: { ...request.transport, ...t, body } };
+}
+
+/**
+ * The bytes `request` sends upstream: its transport's, or, for a batch of
+ * Calls a layer left unjoined, their own bytes joined as one JSON-RPC batch,
+ * in order. Asked only where a body is sent (the plain dispatch), so a batch
+ * the layers below split again into its calls is never joined.
+ */
+export function sentBody(request: ForwardRequest): Buffer | string | null {
+  const body = request.transport.body;
+  const batch = request.calls.batch;
+  if (body !== null || batch === undefined) return body;
+  const parts: Buffer[] = [OPEN];
+  for (const c of batch) {
+    if (c.body === null) return null;
+    if (parts.length > 1) parts.push(COMMA);
+    parts.push(typeof c.body === 'string' ? Buffer.from(c.body) : c.body);
+  }
+  parts.push(CLOSE);
+  return Buffer.concat(parts);
 }
 
 /** An upstream's throttle error in a body, not yet marked: the upstream, its answer's headers and body, and when the call was sent (epoch ms). */
@@ -161,6 +191,28 @@ export interface ThrottleSeen {
 export function timeLeft(deadline: number, now = performance.now()): number {
   const left = deadline - now;
   return left < 1 ? 0 : Math.round(left);
+}
+
+/**
+ * A split batch's target that keeps the merge plan of the batch it is part of,
+ * or is (the cache's front for the rest of a client batch,
+ * kinds/evm/cache-batch.ts; a route whose guard answered some calls itself,
+ * kinds/evm/module.ts): it takes each call's answer in its slot as it is, with
+ * the bytes they hold counted under forward.ts's MAX_HELD_BYTES (`held`: from
+ * then on the taker lets go of them), so the client's answer is joined once,
+ * by that plan, and never joined by the splitter only to be split again
+ * (pool/batch.ts).
+ */
+export interface ItemsTaker {
+  /** Whether it keeps such a plan for this request; false: the batch's answer comes to it joined, as any answer. */
+  readonly takesItems: boolean;
+  /** Per call with an id, in the batch's order: its answer item (or a merged one's parts), or the gateway's error for it. */
+  takeItems(u: Upstream, items: readonly (Buffer | readonly Buffer[])[], held: number): void;
+}
+
+/** Whether `t` takes a split batch's answers in their slots (ItemsTaker). */
+export function takesItems(t: HeldTarget): t is HeldTarget & ItemsTaker {
+  return (t as Partial<ItemsTaker>).takesItems === true;
 }
 
 /** A request whose answers are held whole (`hold`), for a target nothing streams into. */

@@ -10,8 +10,8 @@ import type { KeyEntry } from './keys/keys.ts';
 import type { Logger } from './observe/log.ts';
 import type { RouteMetrics } from './observe/metrics.ts';
 import { lingerAfterAnswer } from './process/linger.ts';
-import { NOTHING, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget } from './dispatch.ts';
-import { endToEndHeaders } from './upstreams/forward.ts';
+import { NOTHING, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type ItemsTaker } from './dispatch.ts';
+import { endToEndHeaders, releaseHeld } from './upstreams/forward.ts';
 import type { Upstream } from './upstreams/upstream.ts';
 import type { RequestTracker } from './observe/tracker.ts';
 import { RETRY_SOON } from './upstreams/throttle.ts';
@@ -30,6 +30,14 @@ export interface RouteHandler {
    * answers (EVM: the calls' ids, once the body is read); absent: as it is.
    */
   failed?(x: Exchange, body: string): string;
+  /**
+   * Whether it merges a split batch's answers itself, each in its slot (its
+   * own plan: EVM's batch its guard answered in part), rather than from the
+   * batch's answer joined (`rewrite`): dispatch.ts ItemsTaker. Absent: never.
+   */
+  takesItems?(x: Exchange): boolean;
+  /** The split batch's answers, per call with an id in order, for the plan `takesItems` said it keeps. */
+  takeItems?(x: Exchange, items: readonly (Buffer | readonly Buffer[])[]): void;
 }
 
 /** What every exchange of a server shares: made once, it knows nothing of the server itself. */
@@ -79,7 +87,7 @@ export interface ClientTarget extends ForwardTarget {
   later(step: () => void): void;
 }
 
-export class Exchange implements ClientTarget {
+export class Exchange implements ClientTarget, ItemsTaker {
   readonly id: string;
   /** The id as JSON text, for the access log. */
   readonly idJson: string;
@@ -236,6 +244,24 @@ export class Exchange implements ClientTarget {
       } else if (r.kind === 'buffered') this.handler!.rewrite(this, r);
     } catch (err) {
       this.internal(err);
+    }
+  }
+
+  /** Whether a batch split below (pool/batch.ts) hands its answers to the handler's plan in their slots (ItemsTaker). */
+  get takesItems(): boolean {
+    return this.handler?.takesItems?.(this) === true;
+  }
+
+  /** A split batch's answers for the handler's plan: merged and answered at once, the bytes held let go after. */
+  takeItems(u: Upstream, items: readonly (Buffer | readonly Buffer[])[], held: number): void {
+    this.forward = null;
+    this.upstream = u;
+    try {
+      this.handler!.takeItems!(this, items);
+    } catch (err) {
+      this.internal(err);
+    } finally {
+      releaseHeld(held);
     }
   }
 }

@@ -46,6 +46,32 @@ export function mergeBatch(merge: BatchMerge, upstreamBody: Buffer | string): Bu
   return joinArray(parts);
 }
 
+/**
+ * A batch answer of the answers to its forwarded calls given one by one, in
+ * their order (each its own item with its call's id, or a merged one's parts:
+ * a batch split below, pool/batch.ts), the gateway's own answers in their
+ * places. Nothing is scanned: the slots say where each goes. Null if there
+ * are not as many answers as forwarded calls.
+ */
+export function mergeItems(merge: BatchMerge, items: readonly (Buffer | readonly Buffer[])[]): Buffer | null {
+  const out: Buffer[] = [OPEN];
+  let k = 0;
+  for (const slot of merge.slots) {
+    if (slot === null) continue;
+    if (out.length > 1) out.push(COMMA);
+    if ('ready' in slot) out.push(typeof slot.ready === 'string' ? Buffer.from(slot.ready) : slot.ready);
+    else {
+      const it = items[k++];
+      if (it === undefined) return null;
+      if (Buffer.isBuffer(it)) out.push(it);
+      else out.push(...(it as readonly Buffer[]));
+    }
+  }
+  if (k !== items.length) return null;
+  out.push(CLOSE);
+  return Buffer.concat(out);
+}
+
 interface AnswerSpan {
   readonly start: number;
   readonly end: number;

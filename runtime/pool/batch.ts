@@ -5,7 +5,10 @@
 // upstream request (or more) per call; on a cached chain the forward layer
 // below puts the calls bound for the same upstreams back into one upstream
 // batch (jsonrpc/forward-batch.ts). The answers are merged in the batch's order, each with
-// the id bytes its call came with (docs/upstreams.md, "What a pool does"):
+// the id bytes its call came with (docs/upstreams.md, "What a pool does"), or,
+// where the target keeps the client batch's merge plan (the front's for the
+// rest it did not take, a route's whose guard refused calls), handed to that
+// plan each in its slot (dispatch.ts ItemsTaker): the answer is joined once:
 //  - a call that fails (no usable upstream, timeout, an answer that is not
 //    JSON-RPC) gets the gateway's error for that failure in its slot, as a
 //    lone call's failure is answered (its interface's envelope, with the
@@ -21,7 +24,7 @@
 //    answer too large to hold, -32053), and an answer the client takes as a
 //    stream is written from them as they are (a merged eth_getLogs range's
 //    from its chunks: PartsTaker), not copied into one.
-import { forwardAs, JSON_HEADERS, streamParts, streams, type Call, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
+import { forwardAs, JSON_HEADERS, streamParts, streams, takesItems, type Call, type Cancelable, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import { holdBytes, releaseHeld } from '../upstreams/forward.ts';
 import { rpcErrorWithId } from '../jsonrpc/batch-merge.ts';
 import type { Envelope } from '../envelope.ts';
@@ -191,26 +194,21 @@ class PoolBatch implements Cancelable {
   private settle(): void {
     if (--this.pending !== 0 || this.over) return;
     this.over = true;
-    const parts: Buffer[] = [OPEN];
+    const items: (Buffer | readonly Buffer[])[] = [];
     let first: Failed | null = null;
     let ok = 0;
     for (let i = 0; i < this.calls.length; i++) {
       const idJson = this.ids[i]!;
       if (idJson === null) continue;
       const g = this.got[i]!;
-      if (parts.length > 1) parts.push(COMMA);
-      if (Buffer.isBuffer(g)) {
+      if (Buffer.isBuffer(g) || Array.isArray(g)) {
         ok++;
-        parts.push(g);
-      } else if (Array.isArray(g)) {
-        ok++;
-        parts.push(...(g as readonly Buffer[]));
+        items.push(g as Buffer | readonly Buffer[]);
       } else {
         first ??= g as Failed;
-        parts.push(Buffer.from(rpcErrorWithId(this.envelope[(g as Failed).fail].body, idJson)));
+        items.push(Buffer.from(rpcErrorWithId(this.envelope[(g as Failed).fail].body, idJson)));
       }
     }
-    parts.push(CLOSE);
     const t = this.target;
     const u = this.upstream;
     // No call answered: the batch fails as one call does, with its first call's failure.
@@ -218,6 +216,28 @@ class PoolBatch implements Cancelable {
       this.drop();
       return t.forwarded({ kind: 'failed', fail: first?.fail ?? 'unavailable', upstream: first?.upstream ?? null });
     }
+    // A plan of the client's batch (ItemsTaker: the front's for its rest, the route's with refused calls) takes the
+    // answers in their slots, and the bytes held with them: as much as the joined answer would be (brackets and
+    // commas), within its maxBuffer as that answer is.
+    if (takesItems(t)) {
+      let length = items.length + 1;
+      for (const it of items) length += Buffer.isBuffer(it) ? it.length : (it as readonly Buffer[]).reduce((n, p) => n + p.length, 0);
+      if (length > this.request.transport.maxBuffer) {
+        this.drop();
+        return t.forwarded({ kind: 'failed', fail: 'bad-response', upstream: u });
+      }
+      const held = this.held;
+      this.held = 0;
+      this.got.fill(undefined);
+      return t.takeItems(u, items, held);
+    }
+    const parts: Buffer[] = [OPEN];
+    for (const it of items) {
+      if (parts.length > 1) parts.push(COMMA);
+      if (Buffer.isBuffer(it)) parts.push(it);
+      else parts.push(...it);
+    }
+    parts.push(CLOSE);
     // As the route asked: an answer it would stream is written from the calls' answers as they are, held until the response is done.
     if (streams(this.request)) return streamParts(t as ForwardTarget, u, parts, () => this.drop());
     // The rest goes to its rewrite (or the cache) as one buffer, within its maxBuffer.

@@ -14,7 +14,7 @@
 // (forward-attempts.ts), the class Forward extends.
 import type { Dispatcher } from 'undici';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
-import type { Attempt, Dispatch, FailKind, ForwardRequest, ForwardResult, ForwardTarget, HeldRequest, HeldTarget } from '../dispatch.ts';
+import { sentBody, type Attempt, type Dispatch, type FailKind, type ForwardRequest, type ForwardResult, type ForwardTarget, type HeldRequest, type HeldTarget } from '../dispatch.ts';
 import type { UpstreamGroup } from './upstream.ts';
 import { answerFailed, mayBeError } from './throttle.ts';
 import { answerLate, clientGone, ForwardAttempts, Mode } from './forward-attempts.ts';
@@ -22,8 +22,10 @@ import { answerLate, clientGone, ForwardAttempts, Mode } from './forward-attempt
 /** The plain dispatch: one Forward per request, started (the only place one is made). Hot path. */
 export function plainDispatch(chain: UpstreamGroup): Dispatch<ForwardTarget, Attempt> {
   return (target: HeldTarget, request: ForwardRequest, group = chain) => {
-    // The overloads pair a target that cannot be streamed to with a held request: passed on as given.
-    const f = new Forward(group, (request as HeldRequest).transport, target);
+    // The overloads pair a target that cannot be streamed to with a held request: passed on as given. A batch whose
+    // bytes no layer joined (its Calls only) is joined here, where it is sent.
+    const t = (request as HeldRequest).transport;
+    const f = new Forward(group, t.body === null && request.calls.batch !== undefined ? { ...t, body: sentBody(request) } : t, target);
     f.start();
     return f;
   };

@@ -104,4 +104,58 @@ describe('one Call, parsed once (issue 37)', () => {
     expect(ofCall, 'scans of the call').toEqual(['scanPlainRpc']);
     expect(ofAnswer, 'scans of the answer').toEqual(['answerSpans']);
   });
+
+  // Issue 45, "batches are split once": the cache's front splits a client batch; the rest it does not take goes on as
+  // the guard's Calls, the pool sends them one by one, and each answer lands in the front's plan in its slot. Nothing
+  // joins the rest's answers into a batch that the front would split again.
+  it('a client batch on a cached pool (a miss and a call the cache does not take): the batch is scanned once, and no answer is scanned again to merge it', async () => {
+    const kept = `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`;
+    const rest = `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`;
+    const r = await request(gw.url('rpc', '/cached'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify([
+        { jsonrpc: '2.0', id: kept, method: 'eth_call', params: [{ to: TO, data: kept }, '0x1'] },
+        // At `pending`: never kept, so it is of the rest.
+        { jsonrpc: '2.0', id: rest, method: 'eth_call', params: [{ to: TO, data: rest }, 'pending'] },
+      ]),
+    });
+    const json = (await r.body.json()) as { id?: unknown; result?: unknown }[];
+    expect(r.statusCode).toBe(200);
+    expect(json).toMatchObject([
+      { id: kept, result: '0x' },
+      { id: rest, result: '0x' },
+    ]);
+    expect(r.headers['x-cache'], 'a cache miss').toBe('MISS');
+    expect(reached(kept) + reached(rest), 'each sent once').toBe(2);
+    const ofCall = (mark: string) => pool.scansOf(mark).filter((s) => s.text.includes('"method"')).map((s) => s.scan);
+    const ofAnswer = (mark: string) => pool.scansOf(mark).filter((s) => !s.text.includes('"method"')).map((s) => s.scan);
+    expect(ofCall(rest), 'scans of the batch').toEqual(['scanPlainRpc']);
+    expect(ofCall(kept), 'scans of the batch').toEqual(['scanPlainRpc']);
+    expect(ofAnswer(kept), "scans of the miss's answer").toEqual(['answerSpans']);
+    expect(ofAnswer(rest), "scans of the rest's answer").toEqual(['answerSpans']);
+  });
+
+  // The same on a pool without the cache, for a batch the guard answers in part: the pool splits it, and each answer
+  // lands in the route's merge plan in its slot (the refused call's error in its own), not joined to be split again.
+  it('a client batch on a pool without the cache, with a call the allowlist refuses: each answer is scanned once, and the refusal is in its place', async () => {
+    const data = `0x${MARK}${(++serial).toString(16).padStart(8, '0')}`;
+    const r = await request(gw.url('rpc', '/pooled'), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': KEY },
+      body: JSON.stringify([
+        { jsonrpc: '2.0', id: 1, method: 'eth_getBalance', params: [TO, 'latest'] },
+        { jsonrpc: '2.0', id: data, method: 'eth_call', params: [{ to: TO, data }, '0x1'] },
+      ]),
+    });
+    const json = (await r.body.json()) as { id?: unknown; result?: unknown; error?: { code: number } }[];
+    expect(r.statusCode).toBe(200);
+    expect(json).toMatchObject([
+      { id: 1, error: { code: -32601 } },
+      { id: data, result: '0x' },
+    ]);
+    expect(reached(data), 'sent to one node').toBe(1);
+    const ofAnswer = pool.scansOf(data).filter((s) => !s.text.includes('"method"')).map((s) => s.scan);
+    expect(ofAnswer, 'scans of the answer').toEqual(['answerSpans']);
+  });
 });

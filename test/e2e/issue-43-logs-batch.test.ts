@@ -24,11 +24,14 @@ beforeAll(async () => {
     name: 'issue-43-logs-batch',
     chains: [
       // One node, no cap: a range goes to it whole.
-      evmChain('solo', ['SOLO'], { limits: { timeoutMs: 60000 } }),
+      evmChain('solo', ['SOLO'], { cache: 'off', limits: { timeoutMs: 60000 } }),
       // A pool of two such nodes.
-      evmChain('pool', ['POOL_A', 'POOL_B'], { limits: { timeoutMs: 60000 } }),
+      evmChain('pool', ['POOL_A', 'POOL_B'], { cache: 'off', limits: { timeoutMs: 60000 } }),
+      // The same pool with the cache (issue 45, "split once"): the front takes eth_blockNumber, and the rest (the
+      // eth_getLogs call) is split by the ranges layer, its merged chunks going to the front's plan as they are.
+      evmChain('cachedpool', ['POOL_A', 'POOL_B'], { limits: { timeoutMs: 60000 } }),
     ],
-    header: { methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] }, admin: null, health: { intervalMs: 1000, timeoutMs: 2000 } },
+    header: { methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] }, admin: null, health: { intervalMs: 1000, timeoutMs: 2000 }, cache: { maxBytes: 33554432, headPollMs: 200 } },
     keys: [{ id: 'batch', key: KEY }],
     standIns: { SOLO: nodes[0]!, POOL_A: nodes[1]!, POOL_B: nodes[2]! },
   });
@@ -56,7 +59,7 @@ function same(a: string, b: string): { same: boolean; lengths: string } {
 describe('an eth_getLogs call of a batch answers what the call alone answers (issue 43 rule 10)', () => {
   const want = `[${Array.from({ length: BLOCKS }, (_, n) => logText(n)).join(',')}]`;
 
-  for (const chain of ['solo', 'pool']) {
+  for (const chain of ['solo', 'pool', 'cachedpool']) {
     it(`${chain}: [eth_getLogs of ${BLOCKS} blocks (~6 MB), eth_blockNumber] answers 200, its eth_getLogs item byte for byte the call's own answer`, async () => {
       expect(want.length).toBeGreaterThan(4 * 1024 * 1024);
       const single = await postJson(gw.url('rpc', `/${chain}`), KEY, GET_LOGS);

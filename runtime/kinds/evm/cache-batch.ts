@@ -1,13 +1,16 @@
 // A client's batch and the EVM cache's front: its calls take part one by one
-// (CachedBatch); the calls the cache does not take go upstream together, as
-// the client's own request with those calls as its body, through the same
-// layers below the front as any call.
+// (CachedBatch); the calls the cache does not take go on together, as the
+// client's own request with those Calls (their bytes joined only where they
+// are sent as one body), through the same layers below the front as any call.
+// The batch's merge plan is the front's: where a layer below splits the rest
+// again (the pool, the ranges layer), each call's answer lands in its slot
+// (ItemsTaker), and the client's answer is joined once, here.
 import type { ClientTarget } from '../../exchange.ts';
 import type { Failure } from '../../envelope.ts';
 import { mergeBatch } from '../../jsonrpc/batch-merge.ts';
-import { CLOSE, COMMA, OPEN } from '../../jsonrpc/scan.ts';
-import { forwardAs, type Call as SeamCall, type ForwardRequest, type ForwardResult, type HeldTarget } from '../../dispatch.ts';
+import { forwardAs, type Call as SeamCall, type ForwardRequest, type ForwardResult, type HeldTarget, type ItemsTaker } from '../../dispatch.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
+import { releaseHeld } from '../../upstreams/forward.ts';
 import { Call, type MergeSlot } from './call.ts';
 import { X_CACHE, X_CACHE_LOG, type FlightMember } from '../../cache/common.ts';
 import { isCacheable } from './cache-policy.ts';
@@ -44,23 +47,20 @@ export function serveBatch(cache: EvmCache, x: ClientTarget, calls: readonly Sea
   // The batch's misses go upstream together, as the client sent them (with cache.batch, with the turn's others): the
   // forward layer holds them till the end of the turn and sends those bound for the same upstreams as one batch.
   const batch = new CachedBatch(x, slots, cache.core.log);
-  const rest: Buffer[] = [];
   const restCalls: Call[] = [];
-  let restAnswered = false;
   for (let i = 0; i < items.length; i++) {
     const c = items[i]!;
     // A notification (no answer, no slot) goes with the rest, as does a call the cache does not take.
     if (at[i] !== -1 && isCacheable(c.method) && batch.take(cache, at[i]!, c, request)) continue;
-    rest.push(typeof c.body === 'string' ? Buffer.from(c.body) : c.body);
     restCalls.push(c);
-    if (at[i] !== -1) restAnswered = true;
+    if (at[i] !== -1) batch.restSlots.push(at[i]!);
   }
   if (batch.parts === 0) return false;
-  if (rest.length > 0) {
-    const body = Buffer.concat([OPEN, ...rest.flatMap((c, k) => (k === 0 ? [c] : [COMMA, c])), CLOSE]);
+  if (restCalls.length > 0) {
     batch.expectRest();
-    // The rest's calls are the guard's: the pool splits the rest with them.
-    cache.core.send(new RestPart(batch, cache), forwardAs(request, { batch: restCalls, together: x }, body, { emptyOk: !restAnswered }));
+    // The rest goes on as the guard's Calls, not joined: a layer below that splits a batch (the ranges layer, the pool)
+    // sends them one by one, and only where it is sent whole are their bytes joined (dispatch.ts sentBody).
+    cache.core.send(new RestPart(batch, cache), forwardAs(request, { batch: restCalls, together: x }, null, { emptyOk: batch.restSlots.length === 0 }));
   }
   batch.sent();
   return true;
@@ -84,6 +84,10 @@ class CachedBatch {
   private restBody: Buffer | null = null;
   /** What X-Cache says of the whole batch: 0 every call from memory, 1 some joined a call in flight, 2 some went upstream for it. */
   private went = 0;
+  /** The slots of the rest's calls with an id, in the rest's order. */
+  readonly restSlots: number[] = [];
+  /** Bytes of the rest's answers held in the slots, counted under forward.ts's MAX_HELD_BYTES until the client has the answer. */
+  private held = 0;
 
   constructor(
     readonly x: ClientTarget,
@@ -118,22 +122,44 @@ class CachedBatch {
     this.settle();
   }
 
-  /** The node's answer to the rest. */
+  /** The node's answer to the rest, sent whole: merged by the calls' ids. */
   restAnswer(body: Buffer): void {
     this.restBody = body;
     this.went = 2;
     this.settle();
   }
 
+  /** The rest's answers, each call's in its slot (a layer below split the rest: ItemsTaker), `held` bytes counted. */
+  restItems(items: readonly (Buffer | readonly Buffer[])[], held: number): void {
+    this.held += held;
+    // Already answered (a part failed) or the client went away: the batch will not settle, so the bytes go now.
+    if (this.x.res.headersSent || this.x.res.destroyed) return this.release();
+    // One answer per call with an id, as the splitter gives them; anything else is no answer to this rest.
+    if (items.length !== this.restSlots.length) {
+      this.log.warn({ event: 'upstream_bad_response', upstream: this.x.upstream?.name, reqId: this.x.id }, 'upstream answer is not JSON-RPC');
+      return this.fail('bad-response', X_CACHE.miss);
+    }
+    items.forEach((it, k) => (this.slots[this.restSlots[k]!] = { ready: Buffer.isBuffer(it) ? it : Buffer.concat(it as readonly Buffer[]) }));
+    this.went = 2;
+    this.settle();
+  }
+
+  /** The answers held for the client are let go: counted no more under MAX_HELD_BYTES. */
+  private release(): void {
+    releaseHeld(this.held);
+    this.held = 0;
+  }
+
   private settle(): void {
     if (--this.pending !== 0) return;
     const x = this.x;
     // Already answered (a part failed) or the client went away: nothing more to send.
-    if (x.res.headersSent || x.res.destroyed) return;
+    if (x.res.headersSent || x.res.destroyed) return this.release();
     const tag = this.went === 2 ? 'miss' : this.went === 1 ? 'coalesced' : 'hit';
     x.cacheTag = X_CACHE[tag];
     x.cacheLog = X_CACHE_LOG[tag];
     const merged = mergeBatch({ slots: this.slots }, this.restBody ?? EMPTY_BATCH);
+    this.release();
     if (merged === null) {
       this.log.warn({ event: 'upstream_bad_response', upstream: x.upstream?.name, reqId: x.id }, 'upstream answer is not JSON-RPC');
       return x.fail('bad-response');
@@ -143,6 +169,7 @@ class CachedBatch {
 
   /** A part failed: the whole batch does, once (X-Cache as that part's: it went upstream or joined a call that did). */
   fail(f: Failure, tag: readonly string[] | null): void {
+    this.release();
     const x = this.x;
     if (x.res.headersSent || x.res.destroyed) return;
     const t = tag === X_CACHE.coalesced && this.went < 2 ? 'coalesced' : 'miss';
@@ -152,8 +179,10 @@ class CachedBatch {
   }
 }
 
-/** The calls of a client's batch the cache does not take, sent upstream together: their answers join the others'. */
-class RestPart implements HeldTarget {
+/** The calls of a client's batch the cache does not take, sent on together: their answers join the others'. */
+class RestPart implements HeldTarget, ItemsTaker {
+  readonly takesItems = true;
+
   constructor(
     private readonly batch: CachedBatch,
     private readonly cache: EvmCache,
@@ -168,6 +197,12 @@ class RestPart implements HeldTarget {
       else if (r.upstream) this.cache.core.log.warn({ event: 'upstream_failed', chain: r.upstream.chain, upstream: r.upstream.name, fail: r.kind === 'failed' ? r.fail : 'unavailable', reqId: x.id }, 'upstream failed');
       this.batch.fail(r.kind === 'failed' ? r.fail : r.kind === 'buffered' ? 'bad-response' : 'unavailable', X_CACHE.miss);
     });
+  }
+
+  takeItems(u: Upstream, items: readonly (Buffer | readonly Buffer[])[], held: number): void {
+    const x = this.batch.x;
+    x.upstream = u;
+    x.later(() => this.batch.restItems(items, held));
   }
 }
 

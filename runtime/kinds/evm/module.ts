@@ -6,7 +6,7 @@ import { readBody, type BufferedResult, type Exchange, type RouteHandler } from 
 import { evmParamsCheck, scannedParamsValid, type EvmParamsCheck } from './params.ts';
 import { checkEvmBody, checkEvmBodyGeneral, type CallCheck, type EvmDecision } from './guard.ts';
 import { callsOf } from './decision.ts';
-import { failedAnswer, mergeBatch } from '../../jsonrpc/batch-merge.ts';
+import { failedAnswer, mergeBatch, mergeItems } from '../../jsonrpc/batch-merge.ts';
 import { allowedFor, type KeyPolicy } from '../../keys/key-policy.ts';
 import { callRefusal } from './contracts.ts';
 import { CONTRACT_METHODS, METHOD_TRAITS } from './methods.ts';
@@ -130,6 +130,20 @@ class EvmRoute implements RouteHandler {
       return x.send(r.status, r.body);
     }
     this.s.log.warn({ event: 'upstream_bad_response', upstream: r.upstream.name, status: r.status, reqId: x.id }, 'upstream answer is not JSON-RPC');
+    x.fail('bad-response');
+  }
+
+  /** A batch the guard answered in part merges its split calls' answers in its own slots (pool/batch.ts, dispatch.ts ItemsTaker). */
+  takesItems(x: Exchange): boolean {
+    const d = x.plan as Forwarded | null;
+    return d !== null && d.merge !== null;
+  }
+
+  takeItems(x: Exchange, items: readonly (Buffer | readonly Buffer[])[]): void {
+    const merge = (x.plan as Forwarded).merge;
+    const merged = merge === null ? null : mergeItems(merge, items);
+    if (merged !== null) return x.send(200, merged);
+    this.s.log.warn({ event: 'upstream_bad_response', upstream: x.upstream?.name, reqId: x.id }, 'upstream answer is not JSON-RPC');
     x.fail('bad-response');
   }
 

@@ -3,7 +3,7 @@ import fc from 'fast-check';
 import { hasDuplicateKeys, MAX_ANSWER_DEPTH, nestsDeeper, valueEnd } from '../../../../runtime/jsonrpc/scan.ts';
 import { splitBatchAnswer } from '../../../../runtime/jsonrpc/answer.ts';
 import { checkEvmBodyGeneral, type BatchMerge } from '../../../../runtime/kinds/evm/guard.ts';
-import { mergeBatch } from '../../../../runtime/jsonrpc/batch-merge.ts';
+import { mergeBatch, mergeItems } from '../../../../runtime/jsonrpc/batch-merge.ts';
 
 const b = (s: string) => Buffer.from(s);
 const deep = (n: number, inner = '1') => '['.repeat(n) + inner + ']'.repeat(n);
@@ -167,6 +167,24 @@ describe('mergeBatch', () => {
     expect(d.answered).toBe(false);
     expect(JSON.parse(mergeBatch(d.merge, '')!.toString())).toEqual([{ jsonrpc: '2.0', id: 7, error: { code: -32601, message: 'Method not found' } }]);
     expect(mergeBatch(d.merge, answer(1))).toBeNull();
+  });
+});
+
+// Issue 45, "split once": a batch split below (pool/batch.ts) gives its answers one by one, each already its call's,
+// and the plan puts them in their slots with no scan of a joined answer.
+describe('mergeItems', () => {
+  const plan = (): BatchMerge => {
+    const d = checkEvmBodyGeneral(b('[{"jsonrpc":"2.0","id":"a","method":"eth_chainId"},{"jsonrpc":"2.0","id":"x","method":"eth_mining"},{"jsonrpc":"2.0","id":"b","method":"eth_chainId"}]'), new Set(['eth_chainId']), 10);
+    if (d.kind !== 'forward' || d.merge === null) throw new Error('expected a merge plan');
+    return d.merge;
+  };
+
+  it("puts the forwarded calls' answers (an item, a merged answer's parts) in their slots in order, the refusal in its own, byte for byte; no answer for a count that differs", () => {
+    const a = b('{"jsonrpc":"2.0","id":"a","result":"0x1"}');
+    const parts = [b('{"jsonrpc":"2.0","id":"b",'), b('"result":[]}')];
+    expect(mergeItems(plan(), [a, parts])!.toString()).toBe('[{"jsonrpc":"2.0","id":"a","result":"0x1"},{"jsonrpc":"2.0","id":"x","error":{"code":-32601,"message":"Method not found"}},{"jsonrpc":"2.0","id":"b","result":[]}]');
+    expect(mergeItems(plan(), [a])).toBeNull();
+    expect(mergeItems(plan(), [a, a, a])).toBeNull();
   });
 });
 

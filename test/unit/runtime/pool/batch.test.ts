@@ -3,12 +3,13 @@
 // way is a fake Dispatch that records each call and answers it when the test
 // says so.
 import { describe, expect, it } from 'vitest';
-import type { Calls, Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, Sink, Verdict } from '../../../../runtime/dispatch.ts';
+import type { Calls, Cancelable, Dispatch, ForwardRequest, ForwardResult, ForwardTarget, HeldTarget, ItemsTaker, Sink, Verdict } from '../../../../runtime/dispatch.ts';
 import { Call } from '../../../../runtime/kinds/evm/call.ts';
 import { splitBatchAnswer } from '../../../../runtime/jsonrpc/answer.ts';
 import { MAX_ANSWER_DEPTH } from '../../../../runtime/jsonrpc/scan.ts';
 import type { Logger } from '../../../../runtime/observe/log.ts';
-import { splitBatch } from '../../../../runtime/pool/batch.ts';
+import { splitBatch, type PartsTaker } from '../../../../runtime/pool/batch.ts';
+import { holdBytes, releaseHeld } from '../../../../runtime/upstreams/forward.ts';
 import { EVM_ENVELOPE } from '../../../../runtime/kinds/evm/envelope.ts';
 import type { Envelope } from '../../../../runtime/envelope.ts';
 import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
@@ -170,6 +171,49 @@ describe('a batch at the pool', () => {
     sent[0]!.target.forwarded(answer('{"jsonrpc":"2.0","id":1,"result":"0x1"}'));
     expect(c.streamed).toEqual([{ status: 200, body: '[{"jsonrpc":"2.0","id":1,"result":"0x1"}]' }]);
     expect(c.outcome).toEqual([{ kind: 'streamed', upstream: U, status: 200 }]);
+  });
+
+  // Issue 45, "batches are split once": the rest of a client batch the cache's front split comes here as the guard's
+  // Calls, and its answers go back to the front's plan in their slots, not joined into a batch body it splits again.
+  it("a target that keeps a larger batch's plan (ItemsTaker) gets each call's answer in its slot as it is, a failure as its error and a merged range as its parts, with the bytes held; no joined body, and none past the rest's maxBuffer", () => {
+    const { single, sent } = fake();
+    const took: { items: readonly (Buffer | readonly Buffer[])[]; held: number }[] = [];
+    const outcome: ForwardResult[] = [];
+    const plan: HeldTarget & ItemsTaker = { takesItems: true, forwarded: (r) => void outcome.push(r), takeItems: (_u, items, held) => void took.push({ items, held }) };
+    // The rest as the front sends it: its Calls, no body of its own.
+    const r = request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","method":"eth_chainId"},{"jsonrpc":"2.0","id":"b","method":"eth_getLogs","params":[{}]},{"jsonrpc":"2.0","id":3,"method":"eth_chainId"}]');
+    splitBatch(single, EVM_ENVELOPE, LOG, 'eth', plan, { calls: r.calls, transport: { ...r.transport, body: null, hold: true } });
+    expect(sent).toHaveLength(4);
+    const one = answer('{"jsonrpc":"2.0","id":1,"result":"0x1"}');
+    sent[0]!.target.forwarded(one);
+    sent[1]!.target.forwarded({ kind: 'buffered', upstream: U, status: 200, headers: {}, body: Buffer.alloc(0) });
+    const parts = [Buffer.from('{"jsonrpc":"2.0","id":"b","result":['), Buffer.from(']}')];
+    expect(holdBytes(7)).toBe(true);
+    (sent[2]!.target as HeldTarget & PartsTaker).takeParts(U, parts, 7);
+    sent[3]!.target.forwarded({ kind: 'failed', fail: 'timeout', upstream: U });
+    expect(outcome).toEqual([]);
+    expect(took).toHaveLength(1);
+    const [t] = took;
+    expect(t!.items.map((it) => (Buffer.isBuffer(it) ? it.toString() : it.map(String)))).toEqual([
+      '{"jsonrpc":"2.0","id":1,"result":"0x1"}',
+      ['{"jsonrpc":"2.0","id":"b","result":[', ']}'],
+      '{"jsonrpc":"2.0","id":3,"error":{"code":-32051,"message":"Upstream timeout"}}',
+    ]);
+    // The answer item is the upstream's buffer itself (its id already the call's), the parts the range's own.
+    expect(t!.items[0]).toBe((one as { body: Buffer }).body);
+    expect(t!.items[1]).toBe(parts);
+    expect(t!.held).toBe(7 + (one as { body: Buffer }).body.length);
+    releaseHeld(t!.held);
+
+    // Past the rest's maxBuffer (both answers fit, the brackets and the comma do not), it fails as a joined answer that large does.
+    const small = fake();
+    const a = '{"jsonrpc":"2.0","id":1,"result":"0x1"}';
+    const two = request('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":2,"method":"eth_chainId"}]');
+    splitBatch(small.single, EVM_ENVELOPE, LOG, 'eth', plan, { calls: two.calls, transport: { ...two.transport, body: null, hold: true, maxBuffer: 2 * a.length + 2 } });
+    small.sent[0]!.target.forwarded(answer(a));
+    small.sent[1]!.target.forwarded(answer(a.replace('"id":1', '"id":2')));
+    expect(took).toHaveLength(1);
+    expect(outcome).toEqual([{ kind: 'failed', fail: 'bad-response', upstream: U }]);
   });
 
   it('cancelling the batch cancels every call under way, and nothing is answered after', () => {
