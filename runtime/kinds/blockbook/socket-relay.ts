@@ -76,7 +76,10 @@ export function upstreamParams(method: string, p: Params): Record<string, unknow
       if (!EVM_FEE_FIELDS.some((f) => specific[f] !== undefined)) return null;
       // An EVM-type Blockbook's answer (gas limit, fee per transaction, EIP-1559 levels) is its node's, which REST's estimatefee does not give.
       const out: Record<string, unknown> = {};
-      for (const f of EVM_FEE_FIELDS) out[f] = str(specific, f) || undefined;
+      for (const f of EVM_FEE_FIELDS) {
+        const v = str(specific, f);
+        if (v !== '') out[f] = v;
+      }
       for (const f of ['conservative', 'txsize'] as const) if (specific[f] !== undefined) out[f] = specific[f];
       if (out.conservative !== undefined && typeof out.conservative !== 'boolean') throw new ParamsError("Invalid params: 'conservative' must be a boolean");
       if (out.txsize !== undefined && (typeof out.txsize !== 'number' || !Number.isFinite(out.txsize))) throw new ParamsError("Invalid params: 'txsize' must be a number");
