@@ -43,7 +43,7 @@ export class ParamsError extends Error {}
 
 const EMPTY = Buffer.alloc(0);
 /** websocket.go's maxWebsocketEstimateFeeBlocks. */
-const MAX_FEE_BLOCKS = 32;
+export const MAX_FEE_BLOCKS = 32;
 /** public.go's txsOnPage (a WebSocket account's default page) and txsInAPI (its maximum). */
 const TXS_ON_PAGE = 25;
 const TXS_IN_API = 1000;

@@ -14,7 +14,7 @@
 // upstream socket takes in one message (blockbookHeadSocket.maxMessageBytes).
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
-import { int, ParamsError, str, type Params } from './socket-methods.ts';
+import { int, MAX_FEE_BLOCKS, ParamsError, str, type Params } from './socket-methods.ts';
 
 /** The ids of the gateway's own requests on an upstream socket: this prefix and a sequence number (socket-upstream.ts uses i, b, a, f). */
 const ID = 'm';
@@ -22,9 +22,6 @@ const ID = 'm';
 const REST_BLOCK_PAGE = 1000;
 /** What only an EVM-type Blockbook reads of estimateFee's `specific`: its gas estimate's call (websocket.go's EthereumTypeEstimateGas). */
 const EVM_FEE_FIELDS = ['from', 'to', 'data', 'value'] as const;
-
-/** Why a call could not be answered by any upstream: the message's error answer. */
-export class UpstreamCallError extends Error {}
 
 /** An optional unsigned integer, as websocket.go's `omitempty` fields read it (absent: left out). */
 function optional(out: Record<string, unknown>, p: Params, name: string): void {
@@ -67,7 +64,10 @@ export function upstreamParams(method: string, p: Params): Record<string, unknow
     case 'getBlock': {
       const size = int(p, 'pageSize');
       // websocket.go sanitizes the page size (default 1000, at most 10000) and the page itself.
-      return size === 0 || size === REST_BLOCK_PAGE ? null : { id: str(p, 'id'), page: int(p, 'page'), pageSize: size };
+      if (size === 0 || size === REST_BLOCK_PAGE) return null;
+      const id = str(p, 'id');
+      if (id === '') throw new ParamsError('Missing block id');
+      return { id, page: int(p, 'page'), pageSize: size };
     }
     case 'estimateFee': {
       const s = p.specific;
@@ -85,6 +85,7 @@ export function upstreamParams(method: string, p: Params): Record<string, unknow
       if (out.txsize !== undefined && (typeof out.txsize !== 'number' || !Number.isFinite(out.txsize))) throw new ParamsError("Invalid params: 'txsize' must be a number");
       const blocks = p.blocks ?? [];
       if (!Array.isArray(blocks) || !blocks.every((b) => Number.isSafeInteger(b))) throw new ParamsError("Invalid params: 'blocks' must be a list of integers");
+      if (blocks.length > MAX_FEE_BLOCKS) throw new ParamsError(`blocks max ${MAX_FEE_BLOCKS}`);
       return { blocks, specific: out };
     }
   }
@@ -164,7 +165,7 @@ export class UpstreamCalls {
         // Lost with its socket, or silent: the next usable upstream, once.
       }
     }
-    throw new UpstreamCallError(tried === null ? `${method}: no upstream socket is live` : `${method}: the upstream did not answer`);
+    throw new Error(tried === null ? `${method}: no upstream socket is live` : `${method}: the upstream did not answer`);
   }
 
   /** A usable upstream whose socket is live, other than `not`, taken in turn so that the calls spread. */

@@ -224,7 +224,8 @@ class BlockbookSession implements SocketSession {
         if (status >= 300) return this.reply(refusal(idJson, status, body));
         if (status === 0 || call === null) return this.link.settled();
         void call.then(
-          (data) => this.reply(answer(idJson, JSON.stringify(data))),
+          // An answer without data (none of Blockbook's) is null, so that the client's answer is JSON.
+          (data) => this.reply(answer(idJson, JSON.stringify(data ?? null))),
           (err: Error) => this.reply(errorAnswer(idJson, err.message)),
         );
       },

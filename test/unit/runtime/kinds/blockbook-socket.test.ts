@@ -83,6 +83,8 @@ describe('what is sent on an upstream socket', () => {
     expect(() => upstreamParams('getBlockFiltersBatch', { pageSize: -1 })).toThrow(ParamsError);
     expect(() => upstreamParams('estimateFee', { blocks: ['1'], specific: { to: '0xab' } })).toThrow(ParamsError);
     expect(() => upstreamParams('estimateFee', { specific: { to: 5 } })).toThrow(ParamsError);
+    expect(() => upstreamParams('estimateFee', { blocks: Array.from({ length: 33 }, () => 1), specific: { to: '0xab' } })).toThrow('blocks max 32');
+    expect(() => upstreamParams('getBlock', { pageSize: 10 })).toThrow('Missing block id');
   });
 });
 
