@@ -7,11 +7,13 @@
 // it is sent under the gateway's own id (the clients' ids would collide on a
 // socket all of them share), on the live socket of a usable upstream (the
 // pool's view: up, not behind, not throttled, the chain's coin, its socket
-// verified), and its answer's `data` given back as Blockbook wrote it (its
+// verified; one at or above the chain's served tip first, so that a block the
+// chain serves is one it has), and its answer's `data` given back as Blockbook wrote it (its
 // own error included: that is the chain's answer). A read waits at most the
 // chain's timeoutMs; lost with its socket, or timed out, it is sent once more
 // on another usable upstream, then fails. An answer is at most what the
 // upstream socket takes in one message (blockbookHeadSocket.maxMessageBytes).
+import type { ChainView } from '../../upstreams/chain-view.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import { int, MAX_FEE_BLOCKS, ParamsError, str, type Params } from './socket-methods.ts';
@@ -147,6 +149,7 @@ export class UpstreamCalls {
 
   constructor(
     private readonly upstreams: readonly Upstream[],
+    private readonly view: ChainView,
     private readonly timeoutMs: number,
   ) {}
 
@@ -168,9 +171,15 @@ export class UpstreamCalls {
     throw new Error(tried === null ? `${method}: no upstream socket is live` : `${method}: the upstream did not answer`);
   }
 
-  /** A usable upstream whose socket is live, other than `not`, taken in turn so that the calls spread. */
+  /**
+   * A usable upstream whose socket is live, other than `not`: one at or above
+   * the served tip where there is one (a block the chain serves, or its
+   * filter, is then never "not found"), taken in turn so that the calls spread.
+   */
   private pick(not: Upstream | null): Upstream | null {
     const live = this.upstreams.filter((u) => u !== not && u.usable && u.socket?.live === true);
-    return live.length === 0 ? null : live[this.seq % live.length]!;
+    const atTip = live.filter((u) => (u.view.head ?? -1) >= this.view.tip);
+    const from = atTip.length > 0 ? atTip : live;
+    return from.length === 0 ? null : from[this.seq % from.length]!;
   }
 }
