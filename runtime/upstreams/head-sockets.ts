@@ -34,7 +34,7 @@ import { HEALTH_AGENT, unreachable, type Upstream, type UpstreamGroup } from './
 /** The first wait before a socket is opened again, and the longest (each failure in a row doubles it; each wait is jittered down to half). */
 const FIRST_RETRY_MS = 500;
 const MAX_RETRY_MS = 30_000;
-/** Largest message a head socket takes (a block header is a few KiB): a longer one closes it. */
+/** Largest message a head socket takes (a block header is a few KiB), unless its kind says more: a longer one closes it. */
 const MAX_MESSAGE_BYTES = 1 << 20;
 
 /**
@@ -140,7 +140,7 @@ class HeadSocket implements UpstreamSocket {
     const ws = new WebSocket(this.url, {
       headers: { ...this.u.headers, 'user-agent': HEALTH_AGENT },
       handshakeTimeout: this.timeoutMs,
-      maxPayload: MAX_MESSAGE_BYTES,
+      maxPayload: this.kind.maxMessageBytes ?? MAX_MESSAGE_BYTES,
       perMessageDeflate: false,
       followRedirects: false,
     });

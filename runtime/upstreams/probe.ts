@@ -54,6 +54,8 @@ export interface HeadSocketProbe<K extends InterfaceKind = InterfaceKind> {
   hello(route: RouteOf<K>): readonly string[];
   /** What one message (parsed JSON) tells (null: nothing heads care about; the socket's other users get it). */
   read(route: RouteOf<K>, message: Record<string, any>): SocketNews | null;
+  /** Largest message it takes, where other traffic than heads answers on it (Blockbook's relayed reads); absent: a head's 1 MiB. */
+  readonly maxMessageBytes?: number;
 }
 
 /**

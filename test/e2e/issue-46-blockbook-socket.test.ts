@@ -119,10 +119,10 @@ describe('messages', () => {
     expect(await ask(s, 'getBlockHash', { height: 1 })).toEqual({ hash: bb.blockHash(1) });
   });
 
-  it('answers the methods it does not serve (no REST twin, or outside the list) with an error that says so', async () => {
-    for (const m of ['getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch', 'longTermFeeRate', 'rpcCall', 'subscribeNewTransaction']) {
-      expect(await ask(s, m)).toEqual({ error: { message: `${m} is not served by this gateway` } });
-    }
+  it('answers the methods it does not serve with an error that says so, and those sent on an upstream socket (issue-46-blockbook-methods) with one while none is live', async () => {
+    for (const m of ['rpcCall', 'subscribeNewTransaction']) expect(await ask(s, m)).toEqual({ error: { message: `${m} is not served by this gateway` } });
+    // This chain's one upstream has no WebSocket.
+    for (const m of ['getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch', 'longTermFeeRate']) expect(await ask(s, m)).toEqual({ error: { message: `${m}: no upstream socket is live` } });
   });
 
   it('refuses sendTransaction on a chain without sendtx: true, and nothing reaches the upstream', async () => {

@@ -13,9 +13,18 @@
 //     under the id of the call that made the set; a mempool transaction goes
 //     to every socket holding its address, a mined one only where newBlockTxs;
 //   - subscribeFiatRates: one per socket (a currency, or all), each ticker
-//     {rates} to it.
+//     {rates} to it;
+//   - what REST does not answer: longTermFeeRate; getMempoolFilters,
+//     getBlockFilter and getBlockFiltersBatch (P, M, zeroedKey; the script
+//     type it indexes is 'taproot', another is an error); getBlock of any page
+//     size (sanitized as websocket.go does: default 1000, at most 10000);
+//     estimateFee, on an EVM coin (coin 'Ethereum') as websocket.go's
+//     Ethereum branch answers it (one gas estimate, feeLimit, feePerTx,
+//     eip1559), else per block count.
 // It records every socket opened and every message received, and can drop
-// every socket (an upstream lost) and refuse new ones.
+// every socket (an upstream lost), refuse new ones, and leave the methods
+// named in `silent` unanswered (a node that went away mid-call).
+import { createHash } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -62,17 +71,38 @@ export interface BlockbookSocketStandIn {
   drop(): void;
   /** While true, an upgrade is answered 503. */
   refuse: boolean;
+  /** Methods it records and does not answer. */
+  readonly silent: Set<string>;
   close(): void;
 }
 
 const MAX_ADDRESSES = 1000;
 const MAX_ADDRESSES_NEW_BLOCK_TXS = 100;
+/** The filters it serves: BlockFilterScripts, P (BlockGolombFilterP) and M (GetGolombParamM(P)). */
+/** blockchain-link asks for this one. */
+const FILTER_SCRIPTS = 'taproot-noordinals';
+const FILTER = { P: 19, M: 784931, zeroedKey: false };
+/** Its fee: 2 gwei a gas on an EVM coin, 12,345 sat a kB elsewhere. */
+const EVM_FEE = 2_000_000_000n;
+const FEE_PER_KB = 12_345n;
+
+/** A block's filter, made up of its hash. */
+export const standInFilter = (hash: string): string => createHash('sha256').update(`filter:${hash}`).digest('hex').slice(0, 40);
 
 export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStandIn {
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   const peers = new Set<Peer>();
   const messages: SocketMessage[] = [];
+  const silent = new Set<string>();
   let opened = 0;
+  /** A block's height by its id (a hash, or a height as a string), or -1. */
+  const heightOf = (id: unknown): number => {
+    if (typeof id !== 'string') return -1;
+    if (/^\d+$/.test(id)) return Number(id) <= stub.bestHeight ? Number(id) : -1;
+    for (let h = 0; h <= stub.bestHeight; h++) if (stub.blockHash(h) === id) return h;
+    return -1;
+  };
+  const int = (v: unknown, fallback: number): number => (typeof v === 'number' && Number.isSafeInteger(v) ? v : fallback);
 
   const send = (p: Peer, id: unknown, data: unknown): void => {
     if (p.ws.readyState === p.ws.OPEN) p.ws.send(JSON.stringify({ id, data }));
@@ -89,8 +119,54 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
       return;
     }
     messages.push(m);
+    if (silent.has(String(m.method))) return;
     const params = (m.params ?? {}) as Record<string, unknown>;
     switch (m.method) {
+      case 'longTermFeeRate':
+        return send(p, m.id, { feePerUnit: '1500', blocks: 1008 });
+      case 'getMempoolFilters': {
+        if (params.scriptType !== FILTER_SCRIPTS) return send(p, m.id, error(`Unsupported script type ${String(params.scriptType)}`));
+        return send(p, m.id, { ...FILTER, entries: { [stub.blockHash(stub.bestHeight).replace(/^./, 'f')]: standInFilter(`mempool:${int(params.fromTimestamp, 0)}`) } });
+      }
+      case 'getBlockFilter': {
+        if (params.scriptType !== FILTER_SCRIPTS) return send(p, m.id, error(`Unsupported script type ${String(params.scriptType)}`));
+        const h = heightOf(params.blockHash);
+        return send(p, m.id, h < 0 || /^\d+$/.test(String(params.blockHash)) ? error('Block not found') : { ...FILTER, blockFilter: standInFilter(stub.blockHash(h)) });
+      }
+      case 'getBlockFiltersBatch': {
+        if (params.scriptType !== FILTER_SCRIPTS) return send(p, m.id, error(`Unsupported script type ${String(params.scriptType)}`));
+        let size = int(params.pageSize, 0);
+        if (size > 10000) return send(p, m.id, error('pageSize max 10000'));
+        if (size <= 0) size = 1000;
+        const from = heightOf(params.bestKnownBlockHash);
+        if (from < 0) return send(p, m.id, error('Block not found'));
+        const batch: string[] = [];
+        for (let h = from + 1; h <= Math.min(stub.bestHeight, from + size); h++) batch.push(`${h}:${stub.blockHash(h)}:${standInFilter(stub.blockHash(h))}`);
+        return send(p, m.id, { ...FILTER, blockFiltersBatch: batch });
+      }
+      case 'getBlock': {
+        const h = heightOf(params.id);
+        if (h < 0) return send(p, m.id, error('Block not found'));
+        // sanitizePagingParams: a page size outside 0..10000 is the default.
+        let size = int(params.pageSize, 0);
+        if (size <= 0 || size > 10000) size = 1000;
+        const txids = stub.txids(h);
+        return send(p, m.id, { page: 1, totalPages: 1, itemsOnPage: size, hash: stub.blockHash(h), height: h, txCount: txids.length, txs: txids.map((txid) => ({ txid })) });
+      }
+      case 'estimateFee': {
+        const blocks = Array.isArray(params.blocks) ? (params.blocks as number[]) : [];
+        if (blocks.length > 32) return send(p, m.id, error('blocks max 32'));
+        const specific = (params.specific ?? {}) as Record<string, unknown>;
+        if (/^ethereum$/i.test(stub.coin)) {
+          // EthereumTypeEstimateGas: a transfer, and 16 a byte of data.
+          const data = typeof specific.data === 'string' ? specific.data.replace(/^0x/, '') : '';
+          const gas = 21000n + 16n * BigInt(data.length / 2);
+          const fee = { feePerUnit: String(EVM_FEE), feeLimit: String(gas), feePerTx: String(EVM_FEE * gas), eip1559: { baseFeePerGas: '1500000000', low: { maxFeePerGas: '1600000000', maxPriorityFeePerGas: '100000000' } } };
+          return send(p, m.id, blocks.map(() => fee));
+        }
+        const txsize = typeof specific.txsize === 'number' ? BigInt(Math.trunc(specific.txsize)) : 0n;
+        return send(p, m.id, blocks.map((b) => ({ feePerUnit: String(FEE_PER_KB * BigInt(b)), ...(txsize > 0n ? { feePerTx: String((FEE_PER_KB * BigInt(b) * txsize + 500n) / 1000n) } : {}) })));
+      }
       case 'ping':
         return send(p, m.id, {});
       case 'getInfo':
@@ -187,6 +263,7 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
     get refuse() {
       return state.refuse;
     },
+    silent,
     set refuse(v: boolean) {
       state.refuse = v;
     },

@@ -18,6 +18,7 @@ import { DOC_KIND, type InterfaceModule, type RouteServices } from '../interface
 import { blockbookRequest } from './request.ts';
 import { blockbookSocket, LOCAL_METHODS } from './socket.ts';
 import { blockbookHeadSocket } from './socket-upstream.ts';
+import { UPSTREAM_METHODS } from './socket-relay.ts';
 
 const NAMES: Readonly<Record<Failure, BlockbookErrorName>> = failureNames('GW_BB', {
   ...policyNames('GW_KEY_POLICY', 'GW_KEY_JWT'),
@@ -110,7 +111,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   handler: (route, services) => new BlockbookRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).front,
   pool: (route, group, view, _log, next) => docPool(route, group, view, next, BLOCKBOOK_BLOCKS),
-  creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), STATUS, 'sendtx', ...LOCAL_METHODS],
+  creditNames: [...BLOCKBOOK_ENDPOINTS.keys(), STATUS, 'sendtx', ...LOCAL_METHODS, ...UPSTREAM_METHODS],
   /** /status names the coin, the best height and, from its backend, that block's hash. Nothing of Blockbook's is final. */
   probe: {
     names: (route) => route.coin !== undefined,

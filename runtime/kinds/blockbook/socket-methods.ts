@@ -4,7 +4,8 @@
 // transport, so the route's guard, the chain's admission, cache and pool apply
 // as to a REST call), and the twin's answer is shaped as websocket.go shapes
 // it. Where the two differ in their defaults (getAccountInfo's details, tokens
-// and page size, getBlock's page size), the WebSocket's are sent explicitly.
+// and page size), the WebSocket's are sent explicitly. What no REST call
+// answers exactly is sent on an upstream's socket instead (socket-relay.ts).
 // Where a twin needs more than its one request (getInfo's hashes, estimateFee's
 // further block counts, the coin's decimals), the rest are the gateway's own
 // reads through the chain's front (socket-fetch.ts): the message is admitted
@@ -42,21 +43,21 @@ export class ParamsError extends Error {}
 
 const EMPTY = Buffer.alloc(0);
 /** websocket.go's maxWebsocketEstimateFeeBlocks. */
-const MAX_FEE_BLOCKS = 32;
-/** public.go's txsOnPage (a WebSocket account's default page) and txsInAPI (its maximum, and a block's only page size over REST). */
+export const MAX_FEE_BLOCKS = 32;
+/** public.go's txsOnPage (a WebSocket account's default page) and txsInAPI (its maximum). */
 const TXS_ON_PAGE = 25;
 const TXS_IN_API = 1000;
 /** An extended public key (xpub, ypub, zpub, tpub, Ltub, dgub...) or an output descriptor: Blockbook reads it as an xpub first. */
 const XPUB = /^[A-Za-z]{3}b[1-9A-HJ-NP-Za-km-z]{100,}$/;
 
-function int(p: Params, name: string): number {
+export function int(p: Params, name: string): number {
   const v = p[name];
   if (v === undefined || v === null) return 0;
   if (typeof v !== 'number' || !Number.isSafeInteger(v)) throw new ParamsError(`Invalid params: '${name}' must be an integer`);
   return v;
 }
 
-function str(p: Params, name: string): string {
+export function str(p: Params, name: string): string {
   const v = p[name];
   if (v === undefined || v === null) return '';
   if (typeof v !== 'string') throw new ParamsError(`Invalid params: '${name}' must be a string`);
@@ -178,9 +179,7 @@ export const TWINS: ReadonlyMap<string, (p: Params, route: BlockbookRouteSpec) =
     'getBlock',
     (p) => {
       const page = int(p, 'page');
-      const size = int(p, 'pageSize');
-      // REST pages a block by 1000 transactions and reads no page size; the WebSocket's default is the same.
-      if (size > 0 && size !== TXS_IN_API) throw new ParamsError(`pageSize ${size} is not served: blocks are paged by ${TXS_IN_API} transactions here`);
+      // REST pages a block by 1000 transactions, the WebSocket's default: another page size is read on an upstream's socket (socket-relay.ts).
       const q = new URLSearchParams();
       if (page > 0) q.set('page', String(page));
       return get(`block/${segment(str(p, 'id'), 'block id')}`, q, null);
@@ -300,19 +299,9 @@ export const TWINS: ReadonlyMap<string, (p: Params, route: BlockbookRouteSpec) =
 ]);
 
 /**
- * Methods Blockbook serves that the gateway does not: those with no REST twin
- * (longTermFeeRate, the filters; the gateway holds no socket to a node for one
- * client's request), and those outside what it serves (an EVM chain's
- * getContractInfo and rpcCall, subscribeNewTransaction, which Blockbook itself
- * serves only where enabled). Each gets an error answer that says so.
+ * Methods Blockbook serves that the gateway does not: those outside what it
+ * serves (an EVM chain's getContractInfo and rpcCall, subscribeNewTransaction,
+ * which Blockbook itself serves only where enabled). Each gets an error answer
+ * that says so.
  */
-export const NOT_SERVED: ReadonlySet<string> = new Set([
-  'longTermFeeRate',
-  'getMempoolFilters',
-  'getBlockFilter',
-  'getBlockFiltersBatch',
-  'getContractInfo',
-  'rpcCall',
-  'subscribeNewTransaction',
-  'unsubscribeNewTransaction',
-]);
+export const NOT_SERVED: ReadonlySet<string> = new Set(['getContractInfo', 'rpcCall', 'subscribeNewTransaction', 'unsubscribeNewTransaction']);

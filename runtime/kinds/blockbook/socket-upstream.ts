@@ -17,6 +17,7 @@
 import type { HeadSocketProbe, SocketNews } from '../../upstreams/probe.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
+import { MAX_MERGE_BYTES } from '../common.ts';
 
 /** Blockbook's maxWebsocketSubscribeAddresses: addresses one socket may subscribe. */
 export const MAX_UPSTREAM_ADDRESSES = 1000;
@@ -43,6 +44,9 @@ function errorOf(data: unknown): string | null {
 
 export const blockbookHeadSocket: HeadSocketProbe<'blockbook'> = {
   defaultUrl: blockbookSocketUrl,
+  // The answers relayed on it (socket-relay.ts: a block of up to 10,000 transactions, the mempool's filters) are held as the
+  // gateway's own REST reads are: a longer one closes the socket (1009), to be opened again.
+  maxMessageBytes: MAX_MERGE_BYTES,
   hello: () => HELLO,
   read(_route, m): SocketNews | null {
     const d = m.data as Record<string, unknown> | null | undefined;

@@ -6,7 +6,9 @@
 // message's id. A request with a REST twin (socket-methods.ts) goes into the
 // chain as that REST call would (the transport's `request`: the route's guard,
 // the chain's admission with the message's id, its cache and pool), and the
-// answer is shaped as websocket.go shapes it. Subscriptions and ping are
+// answer is shaped as websocket.go shapes it; what no REST call answers
+// exactly is sent on an upstream's own socket (socket-relay.ts) once admitted
+// at the chain's top as a call of its own name. Subscriptions and ping are
 // answered here, after the same admission (the transport's `local`):
 // subscribeNewBlock is fed from the chain view (socket-blocks.ts), one feed
 // for all sockets; subscribeAddresses and subscribeFiatRates are multiplexed
@@ -17,6 +19,7 @@ import { errorOf, blockbookGet } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
 import { addressKey, SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
 import { NOT_SERVED, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
+import { UpstreamCalls, upstreamParams } from './socket-relay.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import type { ChainSockets, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../socket.ts';
 
@@ -61,6 +64,7 @@ function refusal(idJson: string, status: number, body: Buffer): string {
 class BlockbookChainSockets implements ChainSockets, MethodContext {
   readonly blocks: BlockFeed;
   readonly hub: SubscriptionHub;
+  readonly calls: UpstreamCalls;
   private coinDecimals: Promise<number> | null = null;
 
   constructor(
@@ -70,6 +74,7 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
   ) {
     this.blocks = new BlockFeed(parts.view, parts.pooled, (h) => this.get(`block-index/${h}`).then(hashOf), parts.log);
     this.hub = new SubscriptionHub(parts.upstreams, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
+    this.calls = new UpstreamCalls(parts.upstreams, parts.view, route.limits.timeoutMs);
   }
 
   connect(link: SocketLink): SocketSession {
@@ -148,18 +153,18 @@ class BlockbookSession implements SocketSession {
         return this.local(method, idJson, () => this.unsubscribeFiatRates());
     }
     if (method === 'sendTransaction' && !this.at.route.sendtx) return this.reply(errorAnswer(idJson, 'sendTransaction is not enabled on this chain'));
-    const twin = TWINS.get(method);
-    if (twin === undefined) {
-      // Blockbook answers a method it does not know with nothing; the gateway says so.
-      return this.reply(errorAnswer(idJson, NOT_SERVED.has(method) ? `${method} is not served by this gateway` : `Unknown method '${method}'`));
-    }
-    let t: Twin;
+    let sent: Record<string, unknown> | null;
+    let t: Twin | undefined;
     try {
-      t = twin(p, this.at.route);
+      sent = upstreamParams(method, p);
+      t = sent === null ? TWINS.get(method)?.(p, this.at.route) : undefined;
     } catch (err) {
       // A fault of the gateway's own is the message's error, as websocket.go's recover makes it; the socket goes on.
       return this.reply(errorAnswer(idJson, err instanceof ParamsError ? err.message : 'Internal error'));
     }
+    if (sent !== null) return this.upstream(method, idJson, sent);
+    // Blockbook answers a method it does not know with nothing; the gateway says so.
+    if (t === undefined) return this.reply(errorAnswer(idJson, NOT_SERVED.has(method) ? `${method} is not served by this gateway` : `Unknown method '${method}'`));
     this.request(idJson, t);
   }
 
@@ -198,6 +203,33 @@ class BlockbookSession implements SocketSession {
         this.reply(text);
       })();
     });
+  }
+
+  /**
+   * A message no REST call answers exactly, sent on an upstream's socket
+   * (socket-relay.ts) once admitted and counted at the chain's top as a call
+   * of its own name; settled when its answer is sent, so that
+   * maxInflightPerConnection bounds these as it bounds the rest.
+   */
+  private upstream(method: string, idJson: string, params: object): void {
+    let call = null as Promise<unknown> | null;
+    this.link.local(
+      method,
+      () => {
+        // The socket closed while the call was admitted: nothing is sent upstream.
+        if (!this.over) call = this.at.calls.call(method, params);
+        return null;
+      },
+      (status, body) => {
+        if (status >= 300) return this.reply(refusal(idJson, status, body));
+        if (status === 0 || call === null) return this.link.settled();
+        void call.then(
+          // An answer without data (none of Blockbook's) is null, so that the client's answer is JSON.
+          (data) => this.reply(answer(idJson, JSON.stringify(data ?? null))),
+          (err: Error) => this.reply(errorAnswer(idJson, err.message)),
+        );
+      },
+    );
   }
 
   /** A method answered here, admitted and counted at the chain's top as a call of `method`. */

@@ -1,12 +1,14 @@
 // Blockbook's WebSocket, its parts that need no gateway (issue 46): where the
 // socket is on a chain's path and the key it carries, each method's REST twin
-// as websocket.go's defaults ask it, REST's decimal fee in base units, and
+// as websocket.go's defaults ask it, what is sent on an upstream socket
+// instead (socket-relay.ts), REST's decimal fee in base units, and
 // the upstream socket's URL and head hook (against the socket stand-in).
 import { describe, expect, it } from 'vitest';
 import { blockbookSocket } from '../../../../runtime/kinds/blockbook/socket.ts';
 import { baseUnits, ParamsError, TWINS, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
 import { blockbookHeadSocket, blockbookSocketUrl } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
 import { addressKey } from '../../../../runtime/kinds/blockbook/socket-hub.ts';
+import { upstreamParams } from '../../../../runtime/kinds/blockbook/socket-relay.ts';
 import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
 
 const ROUTE = { sendtx: true } as BlockbookRouteSpec;
@@ -36,8 +38,7 @@ describe('REST twins', () => {
     expect(twin('getAccountUtxo', { descriptor: "wpkh([5c9e228d/84'/0'/0']xpubX/0/*)" }).rest).toBe("utxo/wpkh(%5B5c9e228d/84'/0'/0'%5DxpubX/0/*)");
   });
 
-  it('refuses what REST cannot answer the same, and bad params, before any request', () => {
-    expect(() => twin('getBlock', { id: '5', pageSize: 10 })).toThrow(ParamsError);
+  it('refuses bad params before any request', () => {
     expect(twin('getBlock', { id: '5', pageSize: 1000, page: 2 })).toMatchObject({ rest: 'block/5', query: 'page=2' });
     expect(() => twin('getBlockHash', { height: -1 })).toThrow(ParamsError);
     expect(() => twin('getBlockHash', { height: '5' })).toThrow("Invalid params: 'height' must be an integer");
@@ -58,6 +59,32 @@ describe('REST twins', () => {
     expect(t.query).toBe('');
     expect(await t.shape!({ ts: 1, rates: { usd: 2, eur: 3 } }, null as never)).toEqual({ ts: 1, rates: { usd: 2, xyz: -1 } });
     expect(twin('getCurrentFiatRates', { currencies: ['USD'] }).query).toBe('currency=usd');
+  });
+});
+
+describe('what is sent on an upstream socket', () => {
+  it('is what REST cannot answer exactly, rebuilt from the fields websocket.go reads', () => {
+    expect(upstreamParams('getBlock', { id: '5', pageSize: 10, page: 2, junk: 1 })).toEqual({ id: '5', page: 2, pageSize: 10 });
+    expect(upstreamParams('getBlock', { id: '5', pageSize: 1000 })).toBeNull();
+    expect(upstreamParams('getBlock', { id: '5' })).toBeNull();
+    expect(upstreamParams('longTermFeeRate', { junk: 1 })).toEqual({});
+    expect(upstreamParams('getBlockFiltersBatch', { scriptType: 't', bestKnownBlockHash: 'h', pageSize: 3, M: 7 })).toEqual({ scriptType: 't', M: 7, bestKnownBlockHash: 'h', pageSize: 3 });
+    expect(upstreamParams('getBlockFilter', { scriptType: 't', blockHash: 'h' })).toEqual({ scriptType: 't', blockHash: 'h' });
+    expect(upstreamParams('getMempoolFilters', { scriptType: 't', fromTimestamp: 5 })).toEqual({ scriptType: 't', fromTimestamp: 5 });
+    // A bitcoin-type estimateFee is REST's; one naming an EVM call is its node's.
+    expect(upstreamParams('estimateFee', { blocks: [1], specific: { txsize: 200 } })).toBeNull();
+    expect(upstreamParams('estimateFee', { blocks: [1], specific: { to: '0xab', data: '0x', other: 1, conservative: false } })).toEqual({ blocks: [1], specific: { to: '0xab', data: '0x', conservative: false } });
+    expect(upstreamParams('getAccountInfo', { descriptor: 'x' })).toBeNull();
+  });
+
+  it('refuses bad params before any request', () => {
+    expect(() => upstreamParams('getMempoolFilters', { scriptType: 't', fromTimestamp: 2 ** 32 })).toThrow(ParamsError);
+    expect(() => upstreamParams('getBlockFilter', { scriptType: 5 })).toThrow("Invalid params: 'scriptType' must be a string");
+    expect(() => upstreamParams('getBlockFiltersBatch', { pageSize: -1 })).toThrow(ParamsError);
+    expect(() => upstreamParams('estimateFee', { blocks: ['1'], specific: { to: '0xab' } })).toThrow(ParamsError);
+    expect(() => upstreamParams('estimateFee', { specific: { to: 5 } })).toThrow(ParamsError);
+    expect(() => upstreamParams('estimateFee', { blocks: Array.from({ length: 33 }, () => 1), specific: { to: '0xab' } })).toThrow('blocks max 32');
+    expect(() => upstreamParams('getBlock', { pageSize: 10 })).toThrow('Missing block id');
   });
 });
 

@@ -1,0 +1,185 @@
+// Blockbook's WebSocket requests that no REST call can answer exactly
+// (longTermFeeRate, the filters, a block paged by another size than REST's
+// 1000, an EVM coin's estimateFee), sent on the upstreams' own sockets: the
+// ONE socket each upstream has (upstreams/head-sockets.ts, which carries its
+// heads and the chain's subscriptions too), never one per client. The message
+// is admitted and counted at the chain's top by the session (socket.ts); here
+// it is sent under the gateway's own id (the clients' ids would collide on a
+// socket all of them share), on the live socket of a usable upstream (the
+// pool's view: up, not behind, not throttled, the chain's coin, its socket
+// verified; one at or above the chain's served tip first, so that a block the
+// chain serves is one it has), and its answer's `data` given back as Blockbook wrote it (its
+// own error included: that is the chain's answer). A read waits at most the
+// chain's timeoutMs; lost with its socket, or timed out, it is sent once more
+// on another usable upstream, then fails. An answer is at most what the
+// upstream socket takes in one message (blockbookHeadSocket.maxMessageBytes).
+import type { ChainView } from '../../upstreams/chain-view.ts';
+import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
+import type { Upstream } from '../../upstreams/upstream.ts';
+import { int, MAX_FEE_BLOCKS, ParamsError, str, type Params } from './socket-methods.ts';
+
+/** The ids of the gateway's own requests on an upstream socket: this prefix and a sequence number (socket-upstream.ts uses i, b, a, f). */
+const ID = 'm';
+/** A page of a block over REST (public.go's txsInAPI): another page size is read on the socket. */
+const REST_BLOCK_PAGE = 1000;
+/** What only an EVM-type Blockbook reads of estimateFee's `specific`: its gas estimate's call (websocket.go's EthereumTypeEstimateGas). */
+const EVM_FEE_FIELDS = ['from', 'to', 'data', 'value'] as const;
+
+/** An optional unsigned integer, as websocket.go's `omitempty` fields read it (absent: left out). */
+function optional(out: Record<string, unknown>, p: Params, name: string): void {
+  const v = int(p, name);
+  if (v < 0) throw new ParamsError(`Invalid params: '${name}' must not be negative`);
+  if (v > 0) out[name] = v;
+}
+
+/** The filters' common parameters: the script type (Blockbook answers an error for one it does not index) and M. */
+function filterParams(p: Params): Record<string, unknown> {
+  const out: Record<string, unknown> = { scriptType: str(p, 'scriptType') };
+  optional(out, p, 'M');
+  return out;
+}
+
+/**
+ * The parameters a message is sent upstream with, rebuilt from the fields
+ * websocket.go reads (nothing else of the client's reaches the node), or
+ * null where its REST twin answers it exactly (socket-methods.ts). Throws
+ * ParamsError for a field of the wrong type.
+ */
+export function upstreamParams(method: string, p: Params): Record<string, unknown> | null {
+  switch (method) {
+    case 'longTermFeeRate':
+      return {};
+    case 'getMempoolFilters': {
+      const out = filterParams(p);
+      const from = int(p, 'fromTimestamp');
+      if (from < 0 || from > 0xffffffff) throw new ParamsError("Invalid params: 'fromTimestamp' must be a uint32");
+      out.fromTimestamp = from;
+      return out;
+    }
+    case 'getBlockFilter':
+      return { ...filterParams(p), blockHash: str(p, 'blockHash') };
+    case 'getBlockFiltersBatch': {
+      const out = { ...filterParams(p), bestKnownBlockHash: str(p, 'bestKnownBlockHash') };
+      optional(out, p, 'pageSize');
+      return out;
+    }
+    case 'getBlock': {
+      const size = int(p, 'pageSize');
+      // websocket.go sanitizes the page size (default 1000, at most 10000) and the page itself.
+      if (size === 0 || size === REST_BLOCK_PAGE) return null;
+      const id = str(p, 'id');
+      if (id === '') throw new ParamsError('Missing block id');
+      return { id, page: int(p, 'page'), pageSize: size };
+    }
+    case 'estimateFee': {
+      const s = p.specific;
+      if (s === null || typeof s !== 'object' || Array.isArray(s)) return null;
+      const specific = s as Record<string, unknown>;
+      if (!EVM_FEE_FIELDS.some((f) => specific[f] !== undefined)) return null;
+      // An EVM-type Blockbook's answer (gas limit, fee per transaction, EIP-1559 levels) is its node's, which REST's estimatefee does not give.
+      const out: Record<string, unknown> = {};
+      for (const f of EVM_FEE_FIELDS) {
+        const v = str(specific, f);
+        if (v !== '') out[f] = v;
+      }
+      for (const f of ['conservative', 'txsize'] as const) if (specific[f] !== undefined) out[f] = specific[f];
+      if (out.conservative !== undefined && typeof out.conservative !== 'boolean') throw new ParamsError("Invalid params: 'conservative' must be a boolean");
+      if (out.txsize !== undefined && (typeof out.txsize !== 'number' || !Number.isFinite(out.txsize))) throw new ParamsError("Invalid params: 'txsize' must be a number");
+      const blocks = p.blocks ?? [];
+      if (!Array.isArray(blocks) || !blocks.every((b) => Number.isSafeInteger(b))) throw new ParamsError("Invalid params: 'blocks' must be a list of integers");
+      if (blocks.length > MAX_FEE_BLOCKS) throw new ParamsError(`blocks max ${MAX_FEE_BLOCKS}`);
+      return { blocks, specific: out };
+    }
+  }
+  return null;
+}
+
+/** The methods that are always sent upstream (their names are credits' too). */
+export const UPSTREAM_ONLY = ['longTermFeeRate', 'getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch'] as const;
+/** Every method a message may be sent upstream as: admitted and counted as a call of its own name. */
+export const UPSTREAM_METHODS = [...UPSTREAM_ONLY, 'getBlock', 'estimateFee'] as const;
+
+interface Waiter {
+  readonly done: (data: unknown) => void;
+  readonly fail: (err: Error) => void;
+  readonly timer: NodeJS.Timeout;
+}
+
+/** The gateway's requests on one upstream's socket, beside its heads and the chain's subscriptions: attached once, for good. */
+class Relay implements SocketUser {
+  private readonly waiting = new Map<string, Waiter>();
+
+  constructor(private readonly socket: UpstreamSocket) {
+    socket.attach(this);
+  }
+
+  ask(id: string, method: string, params: object, timeoutMs: number): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      if (!this.socket.send(JSON.stringify({ id, method, params }))) return reject(new Error('not live'));
+      // A slow answer is given up, not the socket: it carries heads and subscriptions that are fine. Its late answer is dropped.
+      const timer = setTimeout(() => {
+        this.waiting.delete(id);
+        reject(new Error('no answer in time'));
+      }, timeoutMs).unref();
+      this.waiting.set(id, { done: resolve, fail: reject, timer });
+    });
+  }
+
+  message(m: Record<string, unknown>): void {
+    const w = typeof m.id === 'string' ? this.waiting.get(m.id) : undefined;
+    if (w === undefined) return;
+    this.waiting.delete(m.id as string);
+    clearTimeout(w.timer);
+    w.done(m.data);
+  }
+
+  down(): void {
+    for (const w of this.waiting.values()) {
+      clearTimeout(w.timer);
+      w.fail(new Error('its socket was lost'));
+    }
+    this.waiting.clear();
+  }
+}
+
+/** A chain's requests on its upstreams' sockets. */
+export class UpstreamCalls {
+  private readonly relays = new Map<Upstream, Relay>();
+  private seq = 0;
+
+  constructor(
+    private readonly upstreams: readonly Upstream[],
+    private readonly view: ChainView,
+    private readonly timeoutMs: number,
+  ) {}
+
+  /** One read on a usable upstream's live socket, once more on another if that one is lost or silent: the answer's `data`. */
+  async call(method: string, params: object): Promise<unknown> {
+    let tried: Upstream | null = null;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const u = this.pick(tried);
+      if (u === null) break;
+      tried = u;
+      let relay = this.relays.get(u);
+      if (relay === undefined) this.relays.set(u, (relay = new Relay(u.socket!)));
+      try {
+        return await relay.ask(`${ID}${++this.seq}`, method, params, this.timeoutMs);
+      } catch {
+        // Lost with its socket, or silent: the next usable upstream, once.
+      }
+    }
+    throw new Error(tried === null ? `${method}: no upstream socket is live` : `${method}: the upstream did not answer`);
+  }
+
+  /**
+   * A usable upstream whose socket is live, other than `not`: one at or above
+   * the served tip where there is one (a block the chain serves, or its
+   * filter, is then never "not found"), taken in turn so that the calls spread.
+   */
+  private pick(not: Upstream | null): Upstream | null {
+    const live = this.upstreams.filter((u) => u !== not && u.usable && u.socket?.live === true);
+    const atTip = live.filter((u) => (u.view.head ?? -1) >= this.view.tip);
+    const from = atTip.length > 0 ? atTip : live;
+    return from.length === 0 ? null : from[this.seq % from.length]!;
+  }
+}
