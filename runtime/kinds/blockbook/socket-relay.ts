@@ -1,6 +1,6 @@
 // Blockbook's WebSocket requests that no REST call can answer exactly
-// (longTermFeeRate, the filters, a block paged by another size than REST's
-// 1000, an EVM coin's estimateFee), sent on the upstreams' own sockets: the
+// (longTermFeeRate, the filters, an EVM coin's estimateFee), sent on the
+// upstreams' own sockets: the
 // ONE socket each upstream has (upstreams/head-sockets.ts, which carries its
 // heads and the chain's subscriptions too), never one per client. The message
 // is admitted and counted at the chain's top by the session (socket.ts); here
@@ -11,8 +11,11 @@
 // chain serves is one it has), and its answer's `data` given back as Blockbook wrote it (its
 // own error included: that is the chain's answer). A read waits at most the
 // chain's timeoutMs; lost with its socket, or timed out, it is sent once more
-// on another usable upstream, then fails. An answer is at most what the
-// upstream socket takes in one message (blockbookHeadSocket.maxMessageBytes).
+// on another usable upstream, then fails. An answer over what the upstream
+// socket takes in one message (blockbookHeadSocket.maxMessageBytes) would
+// close that socket: so no block page is sent here (socket-block-page.ts reads
+// it from REST), and each method's parameters are bounded as websocket.go
+// bounds them (docs/websocket.md says how big each answer can get).
 import type { ChainView } from '../../upstreams/chain-view.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
@@ -20,8 +23,8 @@ import { int, MAX_FEE_BLOCKS, ParamsError, str, type Params } from './socket-met
 
 /** The ids of the gateway's own requests on an upstream socket: this prefix and a sequence number (socket-upstream.ts uses i, b, a, f). */
 const ID = 'm';
-/** A page of a block over REST (public.go's txsInAPI): another page size is read on the socket. */
-const REST_BLOCK_PAGE = 1000;
+/** api/worker.go's GetBlockFiltersBatch: at most this many blocks' filters a page. */
+const MAX_FILTERS_PAGE = 10000;
 /** What only an EVM-type Blockbook reads of estimateFee's `specific`: its gas estimate's call (websocket.go's EthereumTypeEstimateGas). */
 const EVM_FEE_FIELDS = ['from', 'to', 'data', 'value'] as const;
 
@@ -59,17 +62,11 @@ export function upstreamParams(method: string, p: Params): Record<string, unknow
     case 'getBlockFilter':
       return { ...filterParams(p), blockHash: str(p, 'blockHash') };
     case 'getBlockFiltersBatch': {
+      // worker.go's GetBlockFiltersBatch refuses more, with this message: refused here, it reaches no upstream.
+      if (int(p, 'pageSize') > MAX_FILTERS_PAGE) throw new ParamsError(`pageSize max ${MAX_FILTERS_PAGE}`);
       const out = { ...filterParams(p), bestKnownBlockHash: str(p, 'bestKnownBlockHash') };
       optional(out, p, 'pageSize');
       return out;
-    }
-    case 'getBlock': {
-      const size = int(p, 'pageSize');
-      // websocket.go sanitizes the page size (default 1000, at most 10000) and the page itself.
-      if (size === 0 || size === REST_BLOCK_PAGE) return null;
-      const id = str(p, 'id');
-      if (id === '') throw new ParamsError('Missing block id');
-      return { id, page: int(p, 'page'), pageSize: size };
     }
     case 'estimateFee': {
       const s = p.specific;
@@ -97,7 +94,7 @@ export function upstreamParams(method: string, p: Params): Record<string, unknow
 /** The methods that are always sent upstream (their names are credits' too). */
 export const UPSTREAM_ONLY = ['longTermFeeRate', 'getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch'] as const;
 /** Every method a message may be sent upstream as: admitted and counted as a call of its own name. */
-export const UPSTREAM_METHODS = [...UPSTREAM_ONLY, 'getBlock', 'estimateFee'] as const;
+export const UPSTREAM_METHODS = [...UPSTREAM_ONLY, 'estimateFee'] as const;
 
 interface Waiter {
   readonly done: (data: unknown) => void;
@@ -142,6 +139,16 @@ class Relay implements SocketUser {
   }
 }
 
+/** Why a read on the upstreams' sockets failed, with the HTTP status its access-log line and metrics carry (503: no socket live; 504: none answered). */
+export class RelayFailure extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** A chain's requests on its upstreams' sockets. */
 export class UpstreamCalls {
   private readonly relays = new Map<Upstream, Relay>();
@@ -168,7 +175,7 @@ export class UpstreamCalls {
         // Lost with its socket, or silent: the next usable upstream, once.
       }
     }
-    throw new Error(tried === null ? `${method}: no upstream socket is live` : `${method}: the upstream did not answer`);
+    throw tried === null ? new RelayFailure(503, `${method}: no upstream socket is live`) : new RelayFailure(504, `${method}: the upstream did not answer`);
   }
 
   /**
