@@ -272,6 +272,19 @@ describe("no client's message can close an upstream's socket", () => {
     await s.close();
   }, 60_000);
 
+  it('asks getBlockFiltersBatch of pageSize 10000 in pieces of at most 100 blocks, each after the last, and answers them as one page', async () => {
+    const s = await connect(url('btc'));
+    const seen = [A, B].map((u) => sent(u, 'getBlockFiltersBatch').length);
+    const a = await s.send({ id: 'all', method: 'getBlockFiltersBatch', params: { scriptType: SCRIPTS, bestKnownBlockHash: A.bb.blockHash(0), pageSize: 10000 } }, 'all');
+    const heights = Array.from({ length: 100 }, (_, i) => i + 1);
+    expect(a).toEqual({ id: 'all', data: { ...FILTER, blockFiltersBatch: heights.map((h) => `${h}:${A.bb.blockHash(h)}:${standInFilter(A.bb.blockHash(h))}`) } });
+    const pieces = [A, B].flatMap((u, i) => sent(u, 'getBlockFiltersBatch').slice(seen[i]));
+    // Blocks 1..100, then none after 100 (the tip): two pieces, none asking more than 100 blocks.
+    expect(pieces.map((m) => (m.params as { pageSize: number }).pageSize)).toEqual([100, 100]);
+    expect(pieces.map((m) => (m.params as { bestKnownBlockHash: string }).bestKnownBlockHash).sort()).toEqual([A.bb.blockHash(0), A.bb.blockHash(100)].sort());
+    await s.close();
+  }, 60_000);
+
   it('refuses getBlockFiltersBatch over pageSize 10000 as websocket.go does, before any upstream', async () => {
     const s = await connect(url('btc'));
     const seen = both('getBlockFiltersBatch').length;

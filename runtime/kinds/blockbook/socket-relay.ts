@@ -19,12 +19,21 @@
 import type { ChainView } from '../../upstreams/chain-view.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
+import { MAX_MERGE_BYTES } from '../common.ts';
 import { int, MAX_FEE_BLOCKS, ParamsError, str, type Params } from './socket-methods.ts';
 
 /** The ids of the gateway's own requests on an upstream socket: this prefix and a sequence number (socket-upstream.ts uses i, b, a, f). */
 const ID = 'm';
-/** api/worker.go's GetBlockFiltersBatch: at most this many blocks' filters a page. */
+/** api/worker.go's GetBlockFiltersBatch: at most this many blocks' filters a page, and this many where none is asked. */
 const MAX_FILTERS_PAGE = 10000;
+const FILTERS_PAGE = 1000;
+/**
+ * The blocks' filters asked in one message on an upstream socket. A block's
+ * filter is bounded by its weight to ~128 KB of hex (a full block of the
+ * smallest taproot outputs), so 100 of them stay under 13 MB, far under the
+ * socket's 32 MiB; a larger page is asked in pieces.
+ */
+const FILTERS_CHUNK = 100;
 /** What only an EVM-type Blockbook reads of estimateFee's `specific`: its gas estimate's call (websocket.go's EthereumTypeEstimateGas). */
 const EVM_FEE_FIELDS = ['from', 'to', 'data', 'value'] as const;
 
@@ -176,6 +185,35 @@ export class UpstreamCalls {
       }
     }
     throw tried === null ? new RelayFailure(503, `${method}: no upstream socket is live`) : new RelayFailure(504, `${method}: the upstream did not answer`);
+  }
+
+  /**
+   * getBlockFiltersBatch of up to 10,000 blocks, asked FILTERS_CHUNK blocks a
+   * message, each from the last block the one before named: what one message
+   * of that pageSize answers (websocket.go's P, M and zeroedKey of the first
+   * piece), without any upstream answer near the socket's bound. The node's
+   * error is the answer; all the pieces together are held to the merge bound.
+   */
+  async filtersBatch(params: Readonly<Record<string, unknown>>): Promise<unknown> {
+    const want = typeof params.pageSize === 'number' ? params.pageSize : FILTERS_PAGE;
+    let after = params.bestKnownBlockHash;
+    let head: object | null = null;
+    const batch: string[] = [];
+    let bytes = 0;
+    while (batch.length < want) {
+      const size = Math.min(FILTERS_CHUNK, want - batch.length);
+      const data = await this.call('getBlockFiltersBatch', { ...params, bestKnownBlockHash: after, pageSize: size });
+      const got = (data as { blockFiltersBatch?: unknown } | null)?.blockFiltersBatch;
+      if (!Array.isArray(got) || !got.every((e) => typeof e === 'string')) return data;
+      head ??= data as object;
+      for (const e of got as string[]) bytes += e.length;
+      if (bytes > MAX_MERGE_BYTES) throw new RelayFailure(502, `getBlockFiltersBatch: over ${MAX_MERGE_BYTES} bytes: ask a smaller pageSize`);
+      batch.push(...(got as string[]));
+      if (got.length < size) break;
+      // Each entry is `height:hash:filter`: the next piece starts after the last block.
+      after = (got.at(-1) as string).split(':')[1];
+    }
+    return { ...head, blockFiltersBatch: batch };
   }
 
   /**

@@ -219,7 +219,7 @@ class BlockbookSession implements SocketSession {
    */
   private upstream(method: string, idJson: string, params: object): void {
     this.local(method, idJson, () =>
-      this.at.calls.call(method, params).then(
+      (method === 'getBlockFiltersBatch' ? this.at.calls.filtersBatch(params as Record<string, unknown>) : this.at.calls.call(method, params)).then(
         // An answer without data (none of Blockbook's) is null, so that the client's answer is JSON.
         (data) => ({ status: 200, body: answer(idJson, JSON.stringify(data ?? null)) }),
         // In Blockbook's REST envelope, which the refusal reads the message of.
