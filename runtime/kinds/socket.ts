@@ -58,6 +58,12 @@ export interface SocketRequest {
   readonly body: Buffer;
 }
 
+/** A locally answered call's later outcome: its status (as the access log and metrics count it) and body. */
+export interface LocalAnswer {
+  readonly status: number;
+  readonly body: string;
+}
+
 /** One socket as the transport runs it, as its protocol sees it (ws/connection.ts). */
 export interface SocketLink {
   /** The key the socket is admitted with now (each re-admission may bring a reloaded entry). */
@@ -76,11 +82,14 @@ export interface SocketLink {
    * A call the protocol answers itself (a subscription), admitted and counted
    * at the chain's top as a call of `method`, as any call (the key, its
    * policy, JWT, rate limit, quota, credits, usage). Once admitted, `answer`
-   * gives its body (null: nothing to send, a notification); `done` gets that
-   * (200), or the refusal in the chain's envelope (its status), or status 0
-   * when the socket closed first.
+   * gives its body (null: nothing to send, a notification), or a promise of
+   * its outcome where the protocol answers later (a read it sends elsewhere):
+   * the call is logged and measured when that comes, with its status and
+   * latency. `done` gets the body (200, or the later outcome's status), or
+   * the refusal in the chain's envelope (its status), or status 0 when the
+   * socket closed first.
    */
-  local(method: string, answer: (key: KeyEntry) => string | null, done: (status: number, body: Buffer) => void): void;
+  local(method: string, answer: (key: KeyEntry) => string | null | Promise<LocalAnswer>, done: (status: number, body: Buffer) => void): void;
   /** A message to the client (a Buffer goes as a text frame). */
   send(data: string | Buffer): void;
   /**

@@ -31,7 +31,7 @@ import type { Logger } from '../observe/log.ts';
 import type { RouteMetrics } from '../observe/metrics.ts';
 import type { Chain } from '../chains.ts';
 import type { WebSocketSpec } from '../types.ts';
-import type { ChainSockets, SocketLink, SocketRequest, SocketSession } from '../kinds/socket.ts';
+import type { ChainSockets, LocalAnswer, SocketLink, SocketRequest, SocketSession } from '../kinds/socket.ts';
 import type { CloseReason, WsStats } from './stats.ts';
 
 const EMPTY = Buffer.alloc(0);
@@ -185,7 +185,7 @@ export class Connection implements SocketLink {
   }
 
   /** A call the protocol answers: the key asked as for any message, then the chain's top admits and counts it. */
-  local(method: string, answer: (key: KeyEntry) => string | null, done: (status: number, body: Buffer) => void): void {
+  local(method: string, answer: (key: KeyEntry) => string | null | Promise<LocalAnswer>, done: (status: number, body: Buffer) => void): void {
     const x = this.exchange(EMPTY, done);
     x.label = method;
     try {
@@ -196,11 +196,13 @@ export class Connection implements SocketLink {
     }
   }
 
-  private readonly admitLocal = (x: Exchange, key: KeyEntry, answer: (key: KeyEntry) => string | null): void => {
+  private readonly admitLocal = (x: Exchange, key: KeyEntry, answer: (key: KeyEntry) => string | null | Promise<LocalAnswer>): void => {
     this.at.chain.top.local(x, () => {
       const a = answer(key);
       if (a === null) x.send(204, '');
-      else x.send(200, a);
+      else if (typeof a === 'string') x.send(200, a);
+      // Answered later: the exchange (its log line, its metrics) ends with the outcome. A socket closed meanwhile cancelled it: the send is a no-op.
+      else a.then((r) => x.send(r.status, r.body), (err: unknown) => x.internal(err));
     });
   };
 

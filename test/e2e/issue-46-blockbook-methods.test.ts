@@ -32,7 +32,12 @@ const FILTER = { P: 19, M: 784931, zeroedKey: false };
 const TIMEOUT_MS = 3000;
 const MAX_INFLIGHT = 2;
 
-const upstream = () => startBlockbookWithSocket({ bestHeight: 100 });
+/** A block of 12,500 light transactions, and one whose page of 10,000 is over the upstream socket's 32 MiB message bound. */
+const BIG = 60;
+const HUGE = 61;
+const upstream = () => startBlockbookWithSocket({ bestHeight: 100, bigBlocks: { [BIG]: { txs: 12_500 }, [HUGE]: { txs: 12_000, padBytes: 3400 } } });
+/** How late the stand-ins answer a logged call: its access-log line's latency is at least this. */
+const SLOW_MS = 400;
 const evm = () => startBlockbookWithSocket({ bestHeight: 100, coin: 'Ethereum' });
 
 let rig: Gateway<{ A: ReturnType<typeof upstream>; B: ReturnType<typeof upstream>; E: ReturnType<typeof evm> }>;
@@ -48,7 +53,7 @@ beforeAll(async () => {
       { path: 'eth', interface: 'blockbook', listener: 'explorer', websocket: true, coin: 'Ethereum', upstreams: ['${E}'] },
     ],
     header: { health: { intervalMs: 100, timeoutMs: 2000 }, websocket: { maxConnectionsPerKey: 100, maxInflightPerConnection: MAX_INFLIGHT } },
-    keys: [{ id: 'wallet' }, { id: 'few', rateLimit: '2/min' }],
+    keys: [{ id: 'wallet' }, { id: 'few', rateLimit: '2/min' }, { id: 'logged' }],
     standIns: { A: upstream(), B: upstream(), E: evm() },
   });
   ({ A, B, E } = rig.standIns);
@@ -71,7 +76,7 @@ const sent = (u: BlockbookWithSocket, method: string) => u.ws.messages.filter((m
 const both = (method: string) => [...sent(A, method), ...sent(B, method)];
 
 describe('methods with no REST twin, on the upstreams’ sockets', () => {
-  it("answers longTermFeeRate, the three filters and getBlock of page size 5000 with the client's id, as the upstream answers them, sent under the gateway's ids", async () => {
+  it("answers longTermFeeRate, the three filters and getBlock of page size 5000 with the client's id, as the upstream answers them, the filters sent under the gateway's ids", async () => {
     const s = await connect(url('btc'));
     const hash = A.bb.blockHash(90);
     const asks = {
@@ -92,10 +97,12 @@ describe('methods with no REST twin, on the upstreams’ sockets', () => {
     expect(got.bfx).toEqual({ id: 'bfx', data: { error: { message: 'Unsupported script type p2pkh' } } });
     expect(got.bb).toEqual({ id: 'bb', data: { ...FILTER, blockFiltersBatch: [98, 99].map((h) => `${h}:${A.bb.blockHash(h)}:${standInFilter(A.bb.blockHash(h))}`) } });
     expect(got.gb).toMatchObject({ id: 'gb', data: { hash, height: 90, itemsOnPage: 5000, txs: A.bb.txids(90).map((txid) => ({ txid })) } });
-    const upstreamIds = ['longTermFeeRate', 'getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch', 'getBlock'].flatMap((m) => both(m).map((x) => x.id));
-    expect(upstreamIds).toHaveLength(6);
+    const upstreamIds = ['longTermFeeRate', 'getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch'].flatMap((m) => both(m).map((x) => x.id));
+    expect(upstreamIds).toHaveLength(5);
     // The gateway's own ids, each once: never a client's.
-    expect(new Set(upstreamIds).size).toBe(6);
+    expect(new Set(upstreamIds).size).toBe(5);
+    // A block of any page size is REST's: its page could be more than an upstream socket takes in one message.
+    expect(both('getBlock')).toEqual([]);
     for (const id of upstreamIds) expect(Object.keys(asks)).not.toContain(id);
     // Only the fields websocket.go reads reach the node.
     expect(both('getMempoolFilters').at(-1)!.params).toEqual({ scriptType: SCRIPTS, fromTimestamp: 1700000000 });
@@ -226,5 +233,103 @@ describe('admission and the rest', () => {
     await Promise.all(calls);
     await s.close();
     await live();
+  }, 60_000);
+});
+
+describe("no client's message can close an upstream's socket", () => {
+  /** Each upstream's sockets opened so far, and open now. */
+  const sockets = () => [A, B].map((u) => [u.ws.opened, u.ws.open]);
+
+  it('answers getBlock of page size 10000 on a 12,500-transaction block exactly, from REST, and sends nothing on the upstream sockets', async () => {
+    const before = sockets();
+    const s = await connect(url('btc'));
+    const one = await s.send({ id: 'p1', method: 'getBlock', params: { id: String(BIG), pageSize: 10000 } }, 'p1');
+    const two = await s.send({ id: 'p2', method: 'getBlock', params: { id: A.bb.blockHash(BIG), page: 2, pageSize: 10000 } }, 'p2');
+    const odd = await s.send({ id: 'p3', method: 'getBlock', params: { id: String(BIG), page: 3, pageSize: 4999 } }, 'p3');
+    // What websocket.go answers: the node's own page of that size (the stand-in pages a block as api/worker.go does).
+    expect(one).toEqual({ id: 'p1', data: A.bb.block(BIG, 1, 10000) });
+    expect(one.data).toMatchObject({ page: 1, totalPages: 2, itemsOnPage: 10000, txCount: 12_500 });
+    expect(one.data.txs).toHaveLength(10000);
+    expect(two).toEqual({ id: 'p2', data: A.bb.block(BIG, 2, 10000) });
+    expect(two.data.txs).toHaveLength(2500);
+    expect(odd).toEqual({ id: 'p3', data: A.bb.block(BIG, 3, 4999) });
+    expect(both('getBlock')).toEqual([]);
+    expect(sockets()).toEqual(before);
+    await s.close();
+  }, 60_000);
+
+  it('answers a page over the merge bound with an error, and the upstream sockets stay open (none reopened)', async () => {
+    const before = sockets();
+    const s = await connect(url('btc'));
+    // 10,000 transactions of 3.4 KB: 36 MB, over the 32 MiB an upstream socket takes in one message.
+    const a = await s.send({ id: 'huge', method: 'getBlock', params: { id: String(HUGE), pageSize: 10000 } }, 'huge');
+    expect(a.id).toBe('huge');
+    expect(a.data.error.message).toMatch(/over \d+ bytes/);
+    // The socket goes on.
+    expect(await s.send({ id: 'after', method: 'longTermFeeRate' }, 'after')).toEqual({ id: 'after', data: { feePerUnit: '1500', blocks: 1008 } });
+    expect(both('getBlock')).toEqual([]);
+    expect(sockets()).toEqual(before);
+    await s.close();
+  }, 60_000);
+
+  it('asks getBlockFiltersBatch of pageSize 10000 in pieces of at most 100 blocks, each after the last, and answers them as one page', async () => {
+    const s = await connect(url('btc'));
+    const seen = [A, B].map((u) => sent(u, 'getBlockFiltersBatch').length);
+    const a = await s.send({ id: 'all', method: 'getBlockFiltersBatch', params: { scriptType: SCRIPTS, bestKnownBlockHash: A.bb.blockHash(0), pageSize: 10000 } }, 'all');
+    const heights = Array.from({ length: 100 }, (_, i) => i + 1);
+    expect(a).toEqual({ id: 'all', data: { ...FILTER, blockFiltersBatch: heights.map((h) => `${h}:${A.bb.blockHash(h)}:${standInFilter(A.bb.blockHash(h))}`) } });
+    const pieces = [A, B].flatMap((u, i) => sent(u, 'getBlockFiltersBatch').slice(seen[i]));
+    // Blocks 1..100, then none after 100 (the tip): two pieces, none asking more than 100 blocks.
+    expect(pieces.map((m) => (m.params as { pageSize: number }).pageSize)).toEqual([100, 100]);
+    expect(pieces.map((m) => (m.params as { bestKnownBlockHash: string }).bestKnownBlockHash).sort()).toEqual([A.bb.blockHash(0), A.bb.blockHash(100)].sort());
+    await s.close();
+  }, 60_000);
+
+  it('refuses getBlockFiltersBatch over pageSize 10000 as websocket.go does, before any upstream', async () => {
+    const s = await connect(url('btc'));
+    const seen = both('getBlockFiltersBatch').length;
+    const a = await s.send({ id: 'fb', method: 'getBlockFiltersBatch', params: { scriptType: SCRIPTS, bestKnownBlockHash: A.bb.blockHash(1), pageSize: 10001 } }, 'fb');
+    expect(a).toEqual({ id: 'fb', data: { error: { message: 'pageSize max 10000' } } });
+    expect(both('getBlockFiltersBatch').length).toBe(seen);
+    await s.close();
+  }, 60_000);
+});
+
+describe("a relayed message's access-log line", () => {
+  /** The access-log lines of the 'logged' key's calls of `method` from line `from` on. */
+  const lines = (method: string, from: number) =>
+    rig.gw.lines
+      .slice(from)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((e) => e.msg === 'request' && e.method === method && e.keyId === 'logged');
+
+  it("names the answer's status 200 and a latency at least the upstream's delay", async () => {
+    for (const u of [A, B]) u.ws.delays.set('getMempoolFilters', SLOW_MS);
+    const from = rig.gw.lines.length;
+    const s = await connect(url('btc', 'logged'));
+    const a = await s.send({ id: 'slow', method: 'getMempoolFilters', params: { scriptType: SCRIPTS, fromTimestamp: 7 } }, 'slow');
+    expect(Object.values(a.data.entries)).toEqual([standInFilter('mempool:7')]);
+    for (const u of [A, B]) u.ws.delays.delete('getMempoolFilters');
+    await until(async () => lines('getMempoolFilters', from).length > 0, 'its access-log line');
+    const [line, ...more] = lines('getMempoolFilters', from);
+    expect(more).toEqual([]);
+    expect(line).toMatchObject({ status: 200 });
+    expect(line!.ms).toBeGreaterThanOrEqual(SLOW_MS);
+    await s.close();
+  }, 60_000);
+
+  it("names a silent upstream's timeout as 504, after the chain's timeoutMs", async () => {
+    for (const u of [A, B]) u.ws.silent.add('getMempoolFilters');
+    const from = rig.gw.lines.length;
+    const s = await connect(url('btc', 'logged'));
+    const a = await s.send({ id: 'lost', method: 'getMempoolFilters', params: { scriptType: SCRIPTS, fromTimestamp: 8 } }, 'lost');
+    expect(a).toEqual({ id: 'lost', data: { error: { message: 'getMempoolFilters: the upstream did not answer' } } });
+    for (const u of [A, B]) u.ws.silent.delete('getMempoolFilters');
+    await until(async () => lines('getMempoolFilters', from).length > 0, 'its access-log line');
+    const [line] = lines('getMempoolFilters', from);
+    expect(line).toMatchObject({ status: 504 });
+    // Asked twice (once more on the other upstream), each given up after timeoutMs.
+    expect(line!.ms).toBeGreaterThanOrEqual(2 * TIMEOUT_MS);
+    await s.close();
   }, 60_000);
 });

@@ -23,7 +23,8 @@
 //     eip1559), else per block count.
 // It records every socket opened and every message received, and can drop
 // every socket (an upstream lost), refuse new ones, and leave the methods
-// named in `silent` unanswered (a node that went away mid-call).
+// named in `silent` unanswered (a node that went away mid-call), or those
+// in `delays` answered late (a slow node).
 import { createHash } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { IncomingMessage } from 'node:http';
@@ -73,6 +74,8 @@ export interface BlockbookSocketStandIn {
   refuse: boolean;
   /** Methods it records and does not answer. */
   readonly silent: Set<string>;
+  /** Methods it answers only after so many milliseconds (a slow node). */
+  readonly delays: Map<string, number>;
   close(): void;
 }
 
@@ -94,6 +97,7 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
   const peers = new Set<Peer>();
   const messages: SocketMessage[] = [];
   const silent = new Set<string>();
+  const delays = new Map<string, number>();
   let opened = 0;
   /** A block's height by its id (a hash, or a height as a string), or -1. */
   const heightOf = (id: unknown): number => {
@@ -120,6 +124,11 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
     }
     messages.push(m);
     if (silent.has(String(m.method))) return;
+    const delay = delays.get(String(m.method));
+    if (delay === undefined) answerMessage(p, m);
+    else setTimeout(() => answerMessage(p, m), delay);
+  };
+  const answerMessage = (p: Peer, m: SocketMessage): void => {
     const params = (m.params ?? {}) as Record<string, unknown>;
     switch (m.method) {
       case 'longTermFeeRate':
@@ -147,11 +156,10 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
       case 'getBlock': {
         const h = heightOf(params.id);
         if (h < 0) return send(p, m.id, error('Block not found'));
-        // sanitizePagingParams: a page size outside 0..10000 is the default.
+        // sanitizePagingParams: a negative page size is the default, 0 too, and one over 10000 is 10000.
         let size = int(params.pageSize, 0);
-        if (size <= 0 || size > 10000) size = 1000;
-        const txids = stub.txids(h);
-        return send(p, m.id, { page: 1, totalPages: 1, itemsOnPage: size, hash: stub.blockHash(h), height: h, txCount: txids.length, txs: txids.map((txid) => ({ txid })) });
+        if (size <= 0) size = 1000;
+        return send(p, m.id, stub.block(h, int(params.page, 0), Math.min(size, 10000)));
       }
       case 'estimateFee': {
         const blocks = Array.isArray(params.blocks) ? (params.blocks as number[]) : [];
@@ -264,6 +272,7 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
       return state.refuse;
     },
     silent,
+    delays,
     set refuse(v: boolean) {
       state.refuse = v;
     },

@@ -45,6 +45,12 @@ export interface BlockbookStub {
   reorg(from: number): void;
   /** Ids of the transactions in the block at height h. */
   txids(h: number): string[];
+  /**
+   * The block at height h as getBlock answers it (api/worker.go's GetBlock):
+   * page `page` (1-based, sanitized) of `size` transactions. REST asks it of
+   * size 1000 (public.go's txsInAPI); the socket stand-in of any size.
+   */
+  block(h: number, page: number, size: number): Json;
   close(): Promise<void>;
 }
 
@@ -55,6 +61,12 @@ export interface BlockbookStubOptions {
   bestHeight?: number;
   /** A fixed port; default 0 (free port). */
   port?: number;
+  /**
+   * Big blocks, by height: so many transactions (light ones, each with
+   * `padBytes` of hex beside its id, so that a page of them is as big as a
+   * real block's), in place of the example block's two.
+   */
+  bigBlocks?: Record<number, { readonly txs: number; readonly padBytes?: number }>;
 }
 
 const CT = 'application/json; charset=utf-8';
@@ -211,7 +223,10 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   };
   /** Transactions of an address / xpub: those of block 1 (or 0), newest first. */
   const accountTxids = (): string[] => txids(Math.min(1, best)).reverse();
-  const txids = (h: number): string[] => BLOCK_EXAMPLE.txs.map((_, i) => blockbookTxid(h, i));
+  const big = opts.bigBlocks ?? {};
+  /** A big block's i-th transaction id. */
+  const bigTxid = (h: number, i: number): string => `b16b10c${h.toString(16).padStart(25, '0')}${i.toString(16).padStart(32, '0')}`;
+  const txids = (h: number): string[] => (big[h] === undefined ? BLOCK_EXAMPLE.txs.map((_, i) => blockbookTxid(h, i)) : Array.from({ length: big[h].txs }, (_, i) => bigTxid(h, i)));
 
   const rawBlockHex = (h: number): string => {
     const header = Buffer.alloc(80);
@@ -286,8 +301,21 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     if (n > best) notFoundBlock();
     return { blockHash: hashOf(n) };
   };
-  const apiBlock: Handler = (id) => {
-    const h = blockOrThrow(id);
+  /** computePaging of a big block: Blockbook's paging, and its transactions from..to. */
+  const bigBlock = (h: number, page: number, size: number): Json => {
+    const count = big[h]!.txs;
+    const pad = 'ab'.repeat(Math.ceil((big[h]!.padBytes ?? 0) / 2));
+    const totalPages = Math.max(Math.trunc((count - 1) / size), 0);
+    let k = Math.max(page - 1, 0);
+    if (k * size >= count) k = totalPages;
+    const from = k * size;
+    const to = Math.min(from + size, count);
+    const txs = Array.from({ length: to - from }, (_, i) => ({ txid: bigTxid(h, from + i), blockHash: hashOf(h), blockHeight: h, confirmations: best - h + 1, blockTime: blockTime(h), value: '0', fees: '0', ...(pad === '' ? {} : { hex: pad }) }));
+    return { page: k + 1, totalPages: totalPages + 1, itemsOnPage: size, hash: hashOf(h), height: h, confirmations: best - h + 1, time: blockTime(h), txCount: count, ...(txs.length > 0 ? { txs } : {}) };
+  };
+  const block = (h: number, page: number, size: number): Json => (big[h] === undefined ? { ...smallBlock(h), itemsOnPage: size } : bigBlock(h, page, size));
+  const apiBlock: Handler = (id, q) => block(blockOrThrow(id), pageParam(q), 1000);
+  const smallBlock = (h: number): Json => {
     const { nextBlockHash: _n, previousBlockHash: _p, ...b } = BLOCK_EXAMPLE;
     return {
       ...b,
@@ -542,6 +570,7 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
       forks.push(from);
     },
     txids,
+    block,
     close: () => close(server),
   };
 }

@@ -15,6 +15,11 @@ import { blockbookRequest } from './request.ts';
 
 /** A read of `rest` (what follows `/v2/`, e.g. `block-index/5`), resolved with its parsed answer, or rejected with why not. */
 export function blockbookGet(front: Dispatch<ClientTarget>, route: BlockbookRouteSpec, rest: string, query = ''): Promise<unknown> {
+  return blockbookRead(front, route, rest, query, MAX_MERGE_BYTES).then((r) => r.doc);
+}
+
+/** As blockbookGet, its answer held to at most `maxBytes`: the parsed answer and its length. */
+export function blockbookRead(front: Dispatch<ClientTarget>, route: BlockbookRouteSpec, rest: string, query: string, maxBytes: number): Promise<{ doc: unknown; bytes: number }> {
   return new Promise((resolve, reject) => {
     const d = checkBlockbook('GET', rest, query, false, route.limits.maxPageSize);
     if (d.kind !== 'forward') return reject(new Error(`${rest}: refused by the guard`));
@@ -26,11 +31,11 @@ export function blockbookGet(front: Dispatch<ClientTarget>, route: BlockbookRout
         return reject(new Error(`${rest}: the answer (${status}) is not JSON`));
       }
       if (status >= 300) return reject(new Error(errorOf(v) ?? `${rest}: HTTP ${status}`));
-      resolve(v);
+      resolve({ doc: v, bytes: b.length });
     };
     // A block's page of a thousand transactions can pass the few MiB a client's answer is held to: read one at a time
-    // (the feed's and the hub's reads are sequential), it is held up to the merge bound.
-    const request = held(blockbookRequest(route, query === '' ? d.path : `${d.path}?${query}`, d.call, null, []), { maxBuffer: MAX_MERGE_BYTES });
+    // (the feed's and the hub's reads are sequential, a block page's pages too), it is held up to the merge bound.
+    const request = held(blockbookRequest(route, query === '' ? d.path : `${d.path}?${query}`, d.call, null, []), { maxBuffer: maxBytes });
     const x = new OwnCall(d.endpoint, answered, (why) => reject(new Error(`${rest}: ${why}`)));
     x.forward = front(x, request);
   });

@@ -4,13 +4,16 @@
 // transport, so the route's guard, the chain's admission, cache and pool apply
 // as to a REST call), and the twin's answer is shaped as websocket.go shapes
 // it. Where the two differ in their defaults (getAccountInfo's details, tokens
-// and page size), the WebSocket's are sent explicitly. What no REST call
-// answers exactly is sent on an upstream's socket instead (socket-relay.ts).
+// and page size), the WebSocket's are sent explicitly; a block paged by
+// another size than REST's is made of REST's pages (socket-block-page.ts).
+// What no REST call answers exactly is sent on an upstream's socket instead
+// (socket-relay.ts).
 // Where a twin needs more than its one request (getInfo's hashes, estimateFee's
 // further block counts, the coin's decimals), the rest are the gateway's own
 // reads through the chain's front (socket-fetch.ts): the message is admitted
 // and counted once, as one call of its twin's endpoint.
 import type { BlockbookRouteSpec } from '../../types.ts';
+import { blockPage, blockPaging, REST_BLOCK_PAGE, restPageOf } from './socket-block-page.ts';
 
 /** A message's parameters as websocket.go unmarshals them: an object (absent: {}). */
 export type Params = Readonly<Record<string, unknown>>;
@@ -20,6 +23,8 @@ export interface MethodContext {
   readonly route: BlockbookRouteSpec;
   /** The gateway's own read of `rest` (after `/v2/`), through the chain's front. */
   get(rest: string, query?: string): Promise<unknown>;
+  /** As get, its answer held to at most `maxBytes`: the parsed answer and its length. */
+  read(rest: string, query: string, maxBytes: number): Promise<{ readonly doc: unknown; readonly bytes: number }>;
   /** The chain's served tip on a pool (-1 unknown); -1 on one upstream, whose own answer is the chain's. */
   servedTip(): number;
   /** The coin's decimals (Blockbook's status), read once. */
@@ -33,7 +38,8 @@ export interface Twin {
   readonly rest: string;
   readonly query: string;
   readonly body: Buffer;
-  readonly shape: ((doc: unknown, c: MethodContext) => unknown) | null;
+  /** `bytes`: the length of the answer `doc` was parsed from. */
+  readonly shape: ((doc: unknown, c: MethodContext, bytes: number) => unknown) | null;
   /** The message's `data` with no request at all (admitted as a call of the twin's endpoint): what websocket.go answers without asking. */
   readonly local?: string;
 }
@@ -178,11 +184,13 @@ export const TWINS: ReadonlyMap<string, (p: Params, route: BlockbookRouteSpec) =
   [
     'getBlock',
     (p) => {
-      const page = int(p, 'page');
-      // REST pages a block by 1000 transactions, the WebSocket's default: another page size is read on an upstream's socket (socket-relay.ts).
+      const { index, size } = blockPaging(int(p, 'page'), int(p, 'pageSize'));
+      // REST pages a block by 1000 transactions, the WebSocket's default; another page size is made of REST's pages
+      // (socket-block-page.ts), starting with the one that holds the page's first transaction.
+      const restPage = restPageOf(index * size);
       const q = new URLSearchParams();
-      if (page > 0) q.set('page', String(page));
-      return get(`block/${segment(str(p, 'id'), 'block id')}`, q, null);
+      if (restPage > 1) q.set('page', String(restPage));
+      return get(`block/${segment(str(p, 'id'), 'block id')}`, q, size === REST_BLOCK_PAGE ? null : (doc, c, bytes) => blockPage(doc, bytes, index, size, c));
     },
   ],
   [

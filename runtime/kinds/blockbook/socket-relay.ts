@@ -1,6 +1,6 @@
 // Blockbook's WebSocket requests that no REST call can answer exactly
-// (longTermFeeRate, the filters, a block paged by another size than REST's
-// 1000, an EVM coin's estimateFee), sent on the upstreams' own sockets: the
+// (longTermFeeRate, the filters, an EVM coin's estimateFee), sent on the
+// upstreams' own sockets: the
 // ONE socket each upstream has (upstreams/head-sockets.ts, which carries its
 // heads and the chain's subscriptions too), never one per client. The message
 // is admitted and counted at the chain's top by the session (socket.ts); here
@@ -11,17 +11,29 @@
 // chain serves is one it has), and its answer's `data` given back as Blockbook wrote it (its
 // own error included: that is the chain's answer). A read waits at most the
 // chain's timeoutMs; lost with its socket, or timed out, it is sent once more
-// on another usable upstream, then fails. An answer is at most what the
-// upstream socket takes in one message (blockbookHeadSocket.maxMessageBytes).
+// on another usable upstream, then fails. An answer over what the upstream
+// socket takes in one message (blockbookHeadSocket.maxMessageBytes) would
+// close that socket: so no block page is sent here (socket-block-page.ts reads
+// it from REST), and each method's parameters are bounded as websocket.go
+// bounds them (docs/websocket.md says how big each answer can get).
 import type { ChainView } from '../../upstreams/chain-view.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
+import { MAX_MERGE_BYTES } from '../common.ts';
 import { int, MAX_FEE_BLOCKS, ParamsError, str, type Params } from './socket-methods.ts';
 
 /** The ids of the gateway's own requests on an upstream socket: this prefix and a sequence number (socket-upstream.ts uses i, b, a, f). */
 const ID = 'm';
-/** A page of a block over REST (public.go's txsInAPI): another page size is read on the socket. */
-const REST_BLOCK_PAGE = 1000;
+/** api/worker.go's GetBlockFiltersBatch: at most this many blocks' filters a page, and this many where none is asked. */
+const MAX_FILTERS_PAGE = 10000;
+const FILTERS_PAGE = 1000;
+/**
+ * The blocks' filters asked in one message on an upstream socket. A block's
+ * filter is bounded by its weight to ~128 KB of hex (a full block of the
+ * smallest taproot outputs), so 100 of them stay under 13 MB, far under the
+ * socket's 32 MiB; a larger page is asked in pieces.
+ */
+const FILTERS_CHUNK = 100;
 /** What only an EVM-type Blockbook reads of estimateFee's `specific`: its gas estimate's call (websocket.go's EthereumTypeEstimateGas). */
 const EVM_FEE_FIELDS = ['from', 'to', 'data', 'value'] as const;
 
@@ -59,17 +71,11 @@ export function upstreamParams(method: string, p: Params): Record<string, unknow
     case 'getBlockFilter':
       return { ...filterParams(p), blockHash: str(p, 'blockHash') };
     case 'getBlockFiltersBatch': {
+      // worker.go's GetBlockFiltersBatch refuses more, with this message: refused here, it reaches no upstream.
+      if (int(p, 'pageSize') > MAX_FILTERS_PAGE) throw new ParamsError(`pageSize max ${MAX_FILTERS_PAGE}`);
       const out = { ...filterParams(p), bestKnownBlockHash: str(p, 'bestKnownBlockHash') };
       optional(out, p, 'pageSize');
       return out;
-    }
-    case 'getBlock': {
-      const size = int(p, 'pageSize');
-      // websocket.go sanitizes the page size (default 1000, at most 10000) and the page itself.
-      if (size === 0 || size === REST_BLOCK_PAGE) return null;
-      const id = str(p, 'id');
-      if (id === '') throw new ParamsError('Missing block id');
-      return { id, page: int(p, 'page'), pageSize: size };
     }
     case 'estimateFee': {
       const s = p.specific;
@@ -97,7 +103,7 @@ export function upstreamParams(method: string, p: Params): Record<string, unknow
 /** The methods that are always sent upstream (their names are credits' too). */
 export const UPSTREAM_ONLY = ['longTermFeeRate', 'getMempoolFilters', 'getBlockFilter', 'getBlockFiltersBatch'] as const;
 /** Every method a message may be sent upstream as: admitted and counted as a call of its own name. */
-export const UPSTREAM_METHODS = [...UPSTREAM_ONLY, 'getBlock', 'estimateFee'] as const;
+export const UPSTREAM_METHODS = [...UPSTREAM_ONLY, 'estimateFee'] as const;
 
 interface Waiter {
   readonly done: (data: unknown) => void;
@@ -142,6 +148,16 @@ class Relay implements SocketUser {
   }
 }
 
+/** Why a read on the upstreams' sockets failed, with the HTTP status its access-log line and metrics carry (503: no socket live; 504: none answered). */
+export class RelayFailure extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** A chain's requests on its upstreams' sockets. */
 export class UpstreamCalls {
   private readonly relays = new Map<Upstream, Relay>();
@@ -168,7 +184,36 @@ export class UpstreamCalls {
         // Lost with its socket, or silent: the next usable upstream, once.
       }
     }
-    throw new Error(tried === null ? `${method}: no upstream socket is live` : `${method}: the upstream did not answer`);
+    throw tried === null ? new RelayFailure(503, `${method}: no upstream socket is live`) : new RelayFailure(504, `${method}: the upstream did not answer`);
+  }
+
+  /**
+   * getBlockFiltersBatch of up to 10,000 blocks, asked FILTERS_CHUNK blocks a
+   * message, each from the last block the one before named: what one message
+   * of that pageSize answers (websocket.go's P, M and zeroedKey of the first
+   * piece), without any upstream answer near the socket's bound. The node's
+   * error is the answer; all the pieces together are held to the merge bound.
+   */
+  async filtersBatch(params: Readonly<Record<string, unknown>>): Promise<unknown> {
+    const want = typeof params.pageSize === 'number' ? params.pageSize : FILTERS_PAGE;
+    let after = params.bestKnownBlockHash;
+    let head: object | null = null;
+    const batch: string[] = [];
+    let bytes = 0;
+    while (batch.length < want) {
+      const size = Math.min(FILTERS_CHUNK, want - batch.length);
+      const data = await this.call('getBlockFiltersBatch', { ...params, bestKnownBlockHash: after, pageSize: size });
+      const got = (data as { blockFiltersBatch?: unknown } | null)?.blockFiltersBatch;
+      if (!Array.isArray(got) || !got.every((e) => typeof e === 'string')) return data;
+      head ??= data as object;
+      for (const e of got as string[]) bytes += e.length;
+      if (bytes > MAX_MERGE_BYTES) throw new RelayFailure(502, `getBlockFiltersBatch: over ${MAX_MERGE_BYTES} bytes: ask a smaller pageSize`);
+      batch.push(...(got as string[]));
+      if (got.length < size) break;
+      // Each entry is `height:hash:filter`: the next piece starts after the last block.
+      after = (got.at(-1) as string).split(':')[1];
+    }
+    return { ...head, blockFiltersBatch: batch };
   }
 
   /**

@@ -15,13 +15,13 @@
 // on one upstream socket for the chain (socket-hub.ts, socket-upstream.ts),
 // the upstream's one socket, which also carries its heads.
 import { blockbookErrorJson, BLOCKBOOK_ERRORS } from './errors.ts';
-import { errorOf, blockbookGet } from './socket-fetch.ts';
+import { errorOf, blockbookGet, blockbookRead } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
 import { addressKey, SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
 import { NOT_SERVED, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
-import { UpstreamCalls, upstreamParams } from './socket-relay.ts';
+import { RelayFailure, UpstreamCalls, upstreamParams } from './socket-relay.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
-import type { ChainSockets, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../socket.ts';
+import type { ChainSockets, LocalAnswer, SocketChainParts, SocketCounts, SocketLink, SocketProtocol, SocketSession } from '../socket.ts';
 
 /** The socket's subscription types, as metrics and the status page count them. */
 const TYPES = ['newBlock', 'addresses', 'fiatRates'] as const;
@@ -83,6 +83,10 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
 
   get(rest: string, query = ''): Promise<unknown> {
     return blockbookGet(this.parts.front, this.route, rest, query);
+  }
+
+  read(rest: string, query: string, maxBytes: number): Promise<{ doc: unknown; bytes: number }> {
+    return blockbookRead(this.parts.front, this.route, rest, query, maxBytes);
   }
 
   servedTip(): number {
@@ -196,7 +200,7 @@ class BlockbookSession implements SocketSession {
       void (async () => {
         let text: string;
         try {
-          text = answer(idJson, JSON.stringify(await shape(JSON.parse(body.toString('utf8')), this.at)));
+          text = answer(idJson, JSON.stringify(await shape(JSON.parse(body.toString('utf8')), this.at, body.length)));
         } catch (err) {
           text = errorAnswer(idJson, (err as Error).message);
         }
@@ -207,37 +211,33 @@ class BlockbookSession implements SocketSession {
 
   /**
    * A message no REST call answers exactly, sent on an upstream's socket
-   * (socket-relay.ts) once admitted and counted at the chain's top as a call
-   * of its own name; settled when its answer is sent, so that
-   * maxInflightPerConnection bounds these as it bounds the rest.
+   * (socket-relay.ts) once admitted at the chain's top as a call of its own
+   * name: answered later, so that its access-log line and metrics carry its
+   * outcome (200 and its latency, or the failure's status), and settled when
+   * its answer is sent, so that maxInflightPerConnection bounds these as it
+   * bounds the rest.
    */
   private upstream(method: string, idJson: string, params: object): void {
-    let call = null as Promise<unknown> | null;
-    this.link.local(
-      method,
-      () => {
-        // The socket closed while the call was admitted: nothing is sent upstream.
-        if (!this.over) call = this.at.calls.call(method, params);
-        return null;
-      },
-      (status, body) => {
-        if (status >= 300) return this.reply(refusal(idJson, status, body));
-        if (status === 0 || call === null) return this.link.settled();
-        void call.then(
-          // An answer without data (none of Blockbook's) is null, so that the client's answer is JSON.
-          (data) => this.reply(answer(idJson, JSON.stringify(data ?? null))),
-          (err: Error) => this.reply(errorAnswer(idJson, err.message)),
-        );
-      },
+    this.local(method, idJson, () =>
+      (method === 'getBlockFiltersBatch' ? this.at.calls.filtersBatch(params as Record<string, unknown>) : this.at.calls.call(method, params)).then(
+        // An answer without data (none of Blockbook's) is null, so that the client's answer is JSON.
+        (data) => ({ status: 200, body: answer(idJson, JSON.stringify(data ?? null)) }),
+        // In Blockbook's REST envelope, which the refusal reads the message of.
+        (err: Error) => ({ status: err instanceof RelayFailure ? err.status : 500, body: JSON.stringify({ error: err.message }) }),
+      ),
     );
   }
 
-  /** A method answered here, admitted and counted at the chain's top as a call of `method`. */
-  private local(method: string, idJson: string, data: () => string): void {
+  /** A method answered here (or by a read sent upstream, later), admitted and counted at the chain's top as a call of `method`. */
+  private local(method: string, idJson: string, data: () => string | Promise<LocalAnswer>): void {
     this.link.local(
       method,
       // The socket closed while the call was admitted: nothing is made, nothing sent.
-      () => (this.over ? null : answer(idJson, data())),
+      () => {
+        if (this.over) return null;
+        const d = data();
+        return typeof d === 'string' ? answer(idJson, d) : d;
+      },
       (status, body) => {
         if (status === 0 || status === 204) return this.link.settled();
         this.reply(status >= 300 ? refusal(idJson, status, body) : body.toString('utf8'));

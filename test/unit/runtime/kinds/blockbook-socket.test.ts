@@ -5,7 +5,8 @@
 // the upstream socket's URL and head hook (against the socket stand-in).
 import { describe, expect, it } from 'vitest';
 import { blockbookSocket } from '../../../../runtime/kinds/blockbook/socket.ts';
-import { baseUnits, ParamsError, TWINS, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
+import { baseUnits, ParamsError, TWINS, type MethodContext, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
+import { blockPaging } from '../../../../runtime/kinds/blockbook/socket-block-page.ts';
 import { blockbookHeadSocket, blockbookSocketUrl } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
 import { addressKey } from '../../../../runtime/kinds/blockbook/socket-hub.ts';
 import { upstreamParams } from '../../../../runtime/kinds/blockbook/socket-relay.ts';
@@ -57,15 +58,15 @@ describe('REST twins', () => {
   it('keeps several fiat currencies to those asked, -1 where none', async () => {
     const t = twin('getCurrentFiatRates', { currencies: ['USD', 'xyz'] });
     expect(t.query).toBe('');
-    expect(await t.shape!({ ts: 1, rates: { usd: 2, eur: 3 } }, null as never)).toEqual({ ts: 1, rates: { usd: 2, xyz: -1 } });
+    expect(await t.shape!({ ts: 1, rates: { usd: 2, eur: 3 } }, null as never, 0)).toEqual({ ts: 1, rates: { usd: 2, xyz: -1 } });
     expect(twin('getCurrentFiatRates', { currencies: ['USD'] }).query).toBe('currency=usd');
   });
 });
 
 describe('what is sent on an upstream socket', () => {
   it('is what REST cannot answer exactly, rebuilt from the fields websocket.go reads', () => {
-    expect(upstreamParams('getBlock', { id: '5', pageSize: 10, page: 2, junk: 1 })).toEqual({ id: '5', page: 2, pageSize: 10 });
-    expect(upstreamParams('getBlock', { id: '5', pageSize: 1000 })).toBeNull();
+    // A block of any page size is REST's (socket-block-page.ts): its answer could close the upstream's socket.
+    expect(upstreamParams('getBlock', { id: '5', pageSize: 10000, page: 2 })).toBeNull();
     expect(upstreamParams('getBlock', { id: '5' })).toBeNull();
     expect(upstreamParams('longTermFeeRate', { junk: 1 })).toEqual({});
     expect(upstreamParams('getBlockFiltersBatch', { scriptType: 't', bestKnownBlockHash: 'h', pageSize: 3, M: 7 })).toEqual({ scriptType: 't', M: 7, bestKnownBlockHash: 'h', pageSize: 3 });
@@ -84,7 +85,76 @@ describe('what is sent on an upstream socket', () => {
     expect(() => upstreamParams('estimateFee', { blocks: ['1'], specific: { to: '0xab' } })).toThrow(ParamsError);
     expect(() => upstreamParams('estimateFee', { specific: { to: 5 } })).toThrow(ParamsError);
     expect(() => upstreamParams('estimateFee', { blocks: Array.from({ length: 33 }, () => 1), specific: { to: '0xab' } })).toThrow('blocks max 32');
-    expect(() => upstreamParams('getBlock', { pageSize: 10 })).toThrow('Missing block id');
+    expect(() => upstreamParams('getBlockFiltersBatch', { scriptType: 't', bestKnownBlockHash: 'h', pageSize: 10001 })).toThrow('pageSize max 10000');
+    expect(() => twin('getBlock', { pageSize: 10 })).toThrow('Missing block id');
+  });
+});
+
+describe('getBlock of any page size, from REST', () => {
+  /** A block of `count` transactions as REST pages it by 1000 (api/worker.go's computePaging), its reads recorded. */
+  function restBlock(count: number, hash = 'h1') {
+    const reads: string[] = [];
+    const page = (n: number) => {
+      const last = Math.max(Math.ceil(count / 1000), 1);
+      const p = Math.min(Math.max(n, 1), last);
+      const txs = Array.from({ length: Math.min(count - (p - 1) * 1000, 1000) }, (_, i) => ({ txid: `t${(p - 1) * 1000 + i}` }));
+      return { page: p, totalPages: last, itemsOnPage: 1000, hash, height: 7, txCount: count, ...(txs.length > 0 ? { txs } : {}) };
+    };
+    const c = {
+      read: async (rest: string, query: string) => {
+        reads.push(`${rest}?${query}`);
+        const doc = page(Number(new URLSearchParams(query).get('page')));
+        return { doc, bytes: JSON.stringify(doc).length };
+      },
+    } as unknown as MethodContext;
+    return { reads, c, page };
+  }
+  /** websocket.go's page `page` of `size` of a block of `count` transactions, asked as a client asks it. */
+  async function ws(count: number, page: number, pageSize: number) {
+    const b = restBlock(count);
+    const t = twin('getBlock', { id: '7', page, pageSize });
+    const first = b.page(Number(new URLSearchParams(t.query).get('page') ?? 1));
+    const out = (await t.shape!(first, b.c, JSON.stringify(first).length)) as { page: number; totalPages: number; itemsOnPage: number; txs?: { txid: string }[] };
+    return { out, ids: (out.txs ?? []).map((x) => Number(x.txid.slice(1))), reads: b.reads };
+  }
+  const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+
+  it('sanitizes page and pageSize as websocket.go does', () => {
+    expect(blockPaging(0, 0)).toEqual({ index: 0, size: 1000 });
+    expect(blockPaging(-3, -1)).toEqual({ index: 0, size: 1000 });
+    expect(blockPaging(2, 20000)).toEqual({ index: 1, size: 10000 });
+    expect(blockPaging(5_000_000, 10000)).toEqual({ index: 99_999, size: 10000 });
+  });
+
+  it("answers a page of 10,000 of a 12,500-transaction block: REST's pages of 1000 that hold it, sliced, with websocket.go's paging", async () => {
+    const a = await ws(12_500, 1, 10000);
+    expect(a.out).toMatchObject({ page: 1, totalPages: 2, itemsOnPage: 10000, txCount: 12_500, hash: 'h1' });
+    expect(a.ids).toEqual(range(0, 10000));
+    // The first of the ten pages came with the twin's request; the other nine by the block's hash.
+    expect(a.reads).toEqual(range(2, 11).map((n) => `block/h1?page=${n}`));
+    const b = await ws(12_500, 2, 10000);
+    expect(b.out).toMatchObject({ page: 2, totalPages: 2, itemsOnPage: 10000 });
+    expect(b.ids).toEqual(range(10000, 12_500));
+  });
+
+  it('reads at most ceil(10000/1000)+1 REST pages for an unaligned page, and a page past the end is the last', async () => {
+    const a = await ws(30_000, 2, 9999);
+    expect(a.ids).toEqual(range(9999, 19_998));
+    expect(a.reads.length + 1).toBe(11);
+    const past = await ws(2500, 9, 700);
+    expect(past.out).toMatchObject({ page: 4, totalPages: 4, itemsOnPage: 700 });
+    expect(past.ids).toEqual(range(2100, 2500));
+    const small = await ws(2, 1, 5);
+    expect(small.out).toMatchObject({ page: 1, totalPages: 1, itemsOnPage: 5 });
+    expect(small.ids).toEqual([0, 1]);
+    expect(small.reads).toEqual([]);
+  });
+
+  it('refuses a page whose REST pages disagree on the block', async () => {
+    const b = restBlock(3000);
+    const other = restBlock(3000, 'h2');
+    const t = twin('getBlock', { id: '7', page: 1, pageSize: 3000 });
+    await expect(t.shape!(b.page(1), other.c, 10)).rejects.toThrow('block: its pages disagree');
   });
 });
 
