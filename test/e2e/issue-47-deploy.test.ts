@@ -244,7 +244,9 @@ describe('SIGHUP with GATEWAY_WORKERS=2', () => {
     const loops: { stop(): Promise<void> }[] = [];
     try {
       await gw.waitForLog(() => logs('started').length === 2);
-      const first = await status();
+      // A worker logs 'started' before the primary has its ready message: the primary's count is read once it has both.
+      let first = await status();
+      for (let tries = 0; first.workers.count < 2 && tries < 200; tries++) first = await new Promise<Status>((r) => setTimeout(() => void status().then(r), 50));
       expect(first.build.manifestSha256).toBe(hashOf(a));
       expect(first.workers.count).toBe(2);
       const pids = [...first.workers.pids].sort();
