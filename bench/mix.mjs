@@ -45,6 +45,8 @@
 //   HIT=1 RUNS=3 npm run bench:mix                     # the hit path ÷ limit
 //   CACHE=0 RUNS=1 DURATION=5 WARMUP=2 npm run bench:mix
 //   TARGETS="gateway nginx node-stream direct" npm run bench:mix   # direct: wrk -> counting proxy -> anvil
+//   OLD=../other-checkout TARGETS="gateway old" npm run bench:mix  # old: the same manifest built by another checkout's
+//                                                    generator, interleaved with this one's (new ÷ old per round)
 //
 // Other knobs: CONNS=50 THREADS=1 PIN=1 PROXY_CPU=0 LOAD_CPU=1 SEED=1 BODIES=100000
 // ZIPF_S=1.0 TX_PER_BLOCK=4 BASE_PORT=18760 QUIET_MAX=10 QUIET_WAIT=60 QUIET_BUDGET=300
@@ -117,7 +119,10 @@ const RATE_CONNS = int('RATE_CONNS', CONNS);
 if (!(ZIPF_S > 0)) die(`ZIPF_S must be a positive number, not "${process.env.ZIPF_S}"`);
 if (RUNS < 1 || DURATION < 1 || BODIES < 100 || CONNS < 1 || THREADS < 1) die('RUNS, DURATION, CONNS, THREADS must be at least 1 and BODIES at least 100');
 if (!/^[A-Za-z0-9._-]+$/.test(API_KEY)) die('API_KEY must match [A-Za-z0-9._-]+');
-for (const t of TARGETS) if (!['gateway', 'nginx', 'node-stream', 'direct', 'limit'].includes(t)) die(`unknown target "${t}" (gateway, nginx, node-stream, direct, limit)`);
+for (const t of TARGETS) if (!['gateway', 'old', 'nginx', 'node-stream', 'direct', 'limit'].includes(t)) die(`unknown target "${t}" (gateway, old, nginx, node-stream, direct, limit)`);
+/** OLD=dir: another checkout whose generator builds the `old` target from this checkout's manifest. */
+const OLD = process.env.OLD ? resolve(process.env.OLD) : null;
+if (TARGETS.includes('old') && (OLD === null || !existsSync(join(OLD, 'bin', 'gateway.mjs')))) die('the old target needs OLD=<another checkout with bin/gateway.mjs and its node_modules>');
 if (RATE !== null && !(RATE > 0 && RATE <= 2)) die(`RATE must be a fraction of ${RATE_OF}'s req/s above 0 (0.7 for 70%), not "${process.env.RATE}"`);
 if (RATE !== null && !TARGETS.includes(RATE_OF)) die(`RATE needs RATE_OF (${RATE_OF}) among TARGETS: its max req/s in this run sets the rate`);
 if (RATE !== null && (RATE_RUNS < 1 || RATE_DURATION < 1 || RATE_CONNS < 1)) die('RATE_RUNS, RATE_DURATION, RATE_CONNS must be at least 1');
@@ -128,12 +133,14 @@ for (const f of ['peer-node-min.mjs', 'common.mjs', 'nginx/peer.conf.tmpl', 'ngi
 const PORTS = {
   anvil: BASE_PORT,
   control: BASE_PORT + 1,
-  up: { gateway: BASE_PORT + 2, nginx: BASE_PORT + 3, 'node-stream': BASE_PORT + 4, direct: BASE_PORT + 5 },
+  up: { gateway: BASE_PORT + 2, nginx: BASE_PORT + 3, 'node-stream': BASE_PORT + 4, direct: BASE_PORT + 5, old: BASE_PORT + 11 },
   gateway: BASE_PORT + 6,
   nginx: BASE_PORT + 7,
   'node-stream': BASE_PORT + 8,
   admin: BASE_PORT + 9,
   limit: BASE_PORT + 10,
+  old: BASE_PORT + 12,
+  adminOld: BASE_PORT + 13,
 };
 /** The targets that forward to the node, each through its own port of the counting proxy. */
 const FORWARDING = TARGETS.filter((t) => t !== 'limit');
@@ -517,12 +524,12 @@ async function limitAnswer(lines, state) {
 
 // ---- targets --------------------------------------------------------------------------------------
 const urlOf = (t) =>
-  t === 'gateway' ? `http://127.0.0.1:${PORTS.gateway}/eth/${API_KEY}` : t === 'direct' ? `http://127.0.0.1:${PORTS.up.direct}/` : `http://127.0.0.1:${PORTS[t]}/eth`;
+  t === 'gateway' || t === 'old' ? `http://127.0.0.1:${PORTS[t]}/eth/${API_KEY}` : t === 'direct' ? `http://127.0.0.1:${PORTS.up.direct}/` : `http://127.0.0.1:${PORTS[t]}/eth`;
 /** The fixed answer file of the `limit` target (main writes it once the mix is known). */
 let limitFile = null;
 const upstreamUrl = (t) => `http://127.0.0.1:${PORTS.up[t]}/`;
 
-function buildGateway() {
+function buildGateway(root = ROOT, out = join(ROOT, 'dist', 'mix-gateway.mjs')) {
   let manifest = join(ROOT, 'bench', 'gateway.mix.yaml');
   const text = readFileSync(manifest, 'utf8');
   const block = /^# cache:start\n[\s\S]*?^# cache:end\n/m;
@@ -537,11 +544,11 @@ function buildGateway() {
   }
   const t0 = Date.now();
   try {
-    execFileSync(process.execPath, [join(ROOT, 'bin/gateway.mjs'), 'build', manifest, '--out', join(ROOT, 'dist', 'mix-gateway.mjs')], { cwd: ROOT, stdio: ['ignore', 2, 2] });
+    execFileSync(process.execPath, [join(root, 'bin/gateway.mjs'), 'build', manifest, '--out', out], { cwd: root, stdio: ['ignore', 2, 2] });
   } catch {
-    die(`the gateway did not build from ${manifest}${CACHE ? ' (CACHE=0 builds it without the cache block, for a gateway that has no cache)' : ''}`);
+    die(`${root === ROOT ? 'the gateway' : root}: did not build from ${manifest}${CACHE ? ' (CACHE=0 builds it without the cache block, for a gateway that has no cache)' : ''}`);
   }
-  log(`gateway built from ${manifest.replace(ROOT + '/', '')} (cache ${CACHE ? 'on' : 'off'}) in ${Date.now() - t0} ms`);
+  log(`${root === ROOT ? 'gateway' : `old (${root})`} built from ${manifest.replace(ROOT + '/', '')} (cache ${CACHE ? 'on' : 'off'}) in ${Date.now() - t0} ms`);
 }
 
 async function startTarget(t) {
@@ -551,12 +558,14 @@ async function startTarget(t) {
     startProc(t, PROXY_CPU, [process.execPath, '--no-memory-reducer', ...(process.env.GW_NODE_ARGS ?? '').split(' ').filter(Boolean), join(ROOT, 'bench', 'fixed-upstream.mjs'), limitFile, String(PORTS.limit)]);
     return waitPort(t, PORTS.limit, 15);
   }
-  if (t === 'gateway') {
+  if (t === 'gateway' || t === 'old') {
     const keys = join(WORK, 'keys.yaml');
     writeFileSync(keys, `keys:\n  - id: bench\n    sha256: "${createHash('sha256').update(API_KEY).digest('hex')}"\n`);
-    const env = { ...process.env, GATEWAY_KEYS_FILE: keys, HOST: '127.0.0.1', PORT: String(PORTS.gateway), ADMIN_PORT: String(PORTS.admin), UPSTREAM_URL: up };
-    startProc(t, PROXY_CPU, [process.execPath, '--no-memory-reducer', ...(process.env.GW_NODE_ARGS ?? '').split(' ').filter(Boolean), join(ROOT, 'dist', 'mix-gateway.mjs')], { env });
-    return waitPort(t, PORTS.gateway, 30);
+    const admin = t === 'old' ? PORTS.adminOld : PORTS.admin;
+    const env = { ...process.env, GATEWAY_KEYS_FILE: keys, HOST: '127.0.0.1', PORT: String(PORTS[t]), ADMIN_PORT: String(admin), UPSTREAM_URL: up };
+    const file = join(ROOT, 'dist', t === 'old' ? 'mix-gateway-old.mjs' : 'mix-gateway.mjs');
+    startProc(t, PROXY_CPU, [process.execPath, '--no-memory-reducer', ...(process.env.GW_NODE_ARGS ?? '').split(' ').filter(Boolean), file], { env });
+    return waitPort(t, PORTS[t], 30);
   }
   if (t === 'nginx') {
     mkdirSync(join(RUN, 'tmp'), { recursive: true });
@@ -894,6 +903,8 @@ function report(smokes, meta, offered = null) {
   check.push(`| gateway error answers (not a target; they never count as throughput) | 0 | ${g ? g.errors : '–'} | ${verdict(g ? g.errors === 0 : null)} |`);
   const limitRatios = perRound('gateway', 'limit', 'ok_rps');
   if (limitRatios.length) check.push(`| gateway ok req/s ÷ limit (a node:http server answering from memory, same core), per round | (information) | ${ratioText(limitRatios)} | – |`);
+  const oldRatios = perRound('gateway', 'old', 'ok_rps');
+  if (oldRatios.length) check.push(`| gateway ok req/s ÷ old (${OLD}), per round | (information) | ${ratioText(oldRatios)} | – |`);
   const methods = Object.keys(methodTotals);
   const allMethods = [...new Set(methods.flatMap((t) => Object.keys(methodTotals[t])))].sort();
   const perMethod = [`| upstream calls per 1,000 ${CALLS}, by method | ${methods.join(' | ')} |`, `|---|${methods.map(() => '---:').join('|')}|`];
@@ -926,10 +937,11 @@ async function main() {
   mkdirSync(WORK, { recursive: true });
   RUN = mkdtempSync('/tmp/mix-bench.');
   chmodSync(RUN, 0o755); // nginx's workers (nobody) read gateway.js here
-  const ports = [PORTS.anvil, PORTS.control, ...FORWARDING.map((t) => PORTS.up[t]), ...TARGETS.filter((t) => t !== 'direct').map((t) => PORTS[t]), PORTS.admin];
+  const ports = [PORTS.anvil, PORTS.control, ...FORWARDING.map((t) => PORTS.up[t]), ...TARGETS.filter((t) => t !== 'direct').map((t) => PORTS[t]), PORTS.admin, PORTS.adminOld];
   for (const p of ports) if (await portOpen(p)) die(`127.0.0.1:${p} is already in use; pick another BASE_PORT`);
   if (PIN) execFileSync('taskset', ['-a', '-cp', String(LOAD_CPU), String(process.pid)], { stdio: 'ignore' });
   if (TARGETS.includes('gateway')) buildGateway();
+  if (TARGETS.includes('old')) buildGateway(OLD, join(ROOT, 'dist', 'mix-gateway-old.mjs'));
 
   const est = TARGETS.length * (WARMUP + 1 + RUNS * (DURATION + 2) + (RATE === null ? 0 : RATE_RUNS * (RATE_DURATION + 3))) + 30;
   log(`targets ${TARGETS.join(', ')}; about ${Math.ceil(est / 60)} min; results in ${OUT_DIR}`);
