@@ -149,6 +149,8 @@ export interface LimitsConfig {
   maxBatchSize?: number;
   /** How long to wait for an upstream's answer, in milliseconds; then HTTP 504. Default: the top-level limits.timeoutMs. */
   timeoutMs?: number;
+  /** How long a request's body may take to arrive after its headers, in milliseconds; then HTTP 408 in the interface's envelope (Rosetta: 500) and the connection closes. Default: the top-level limits.bodyTimeoutMs. */
+  bodyTimeoutMs?: number;
   /** Largest Blockbook pageSize accepted; larger gets HTTP 400. Default: the top-level limits.maxPageSize. */
   maxPageSize?: number;
   /** Deepest nesting of a request's parameters (JSON-RPC params, a Rosetta body) accepted with validate: params; deeper gets the interface's invalid-params error before the node sees it. Default: the top-level limits.maxParamsDepth. */
@@ -305,6 +307,8 @@ export interface LimitsSpec {
   readonly maxBatchSize: number;
   /** How long to wait for an upstream's answer, in milliseconds; then HTTP 504. */
   readonly timeoutMs: number;
+  /** How long a request's body may take to arrive after its headers, in milliseconds; then HTTP 408 in the interface's envelope (Rosetta: 500) and the connection closes. Bounds how long a client that sends its body slowly holds a connection. */
+  readonly bodyTimeoutMs: number;
   /** Largest Blockbook pageSize accepted; larger gets HTTP 400. */
   readonly maxPageSize: number;
   /** Deepest nesting of a request's parameters (JSON-RPC params, a Rosetta body) accepted with validate: params; deeper gets the interface's invalid-params error before the node sees it. */

@@ -45,6 +45,7 @@ const PREFIXED = {
   'no-upstream': 'NO_HEALTHY_UPSTREAM',
   throttled: 'UPSTREAM_THROTTLED',
   'body-too-large': 'BODY_TOO_LARGE',
+  'body-timeout': 'BODY_TIMEOUT',
   'malformed-http': 'MALFORMED_HTTP',
   'expectation-failed': 'EXPECTATION_FAILED',
   internal: 'INTERNAL',
@@ -94,6 +95,8 @@ export type Failure =
   /** An HTTP method the route does not take. */
   | 'method-not-allowed'
   | 'body-too-large'
+  /** A body that did not arrive within limits.bodyTimeoutMs of its headers. */
+  | 'body-timeout'
   /** A request Node's parser refused, or one without Host. */
   | 'malformed-http'
   /** An Expect other than 100-continue. */

@@ -293,41 +293,107 @@ export function nextRequestId(): string {
 }
 const ZEROS = '000000000000';
 
+/** A chain's bounds on a request body (its limits). */
+export interface BodyLimits {
+  readonly maxBodyBytes: number;
+  readonly bodyTimeoutMs: number;
+}
+
+const CLOSE = ['connection', 'close'];
+
 /**
- * Reads a request body up to `limit` bytes; calls back with null when it is
- * larger (then stops keeping it: the connection closes after the 413, once
- * the client has sent the rest or a bound is hit, see process/linger.ts).
+ * One request body being read: its chunks, and when it must have ended. The
+ * bodies under way are in `reading`, which one sweep a quarter of a second
+ * looks through while any is (no timer per request).
  */
-export function readBody(x: Exchange, limit: number, cb: (buf: Buffer | null) => void): void {
-  const req = x.req;
-  const declared = req.headers['content-length'];
-  if (declared !== undefined && Number(declared) > limit) {
-    lingerAfterAnswer(req, x.res);
-    return cb(null);
+class BodyRead {
+  private readonly chunks: Buffer[] = [];
+  private size = 0;
+  /** Over the size limit, timed out, or ended: whatever comes after is not kept. */
+  private over = false;
+  readonly until: number;
+
+  constructor(
+    private readonly x: Exchange,
+    private readonly limit: number,
+    timeoutMs: number,
+    private readonly cb: (buf: Buffer | null) => void,
+  ) {
+    this.until = x.start + timeoutMs;
   }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  let over = false;
-  req.on('data', (c: Buffer) => {
-    if (over) return;
-    size += c.length;
-    if (size > limit) {
-      over = true;
-      chunks.length = 0;
-      lingerAfterAnswer(req, x.res);
-      x.later(() => cb(null));
+
+  readonly data = (c: Buffer): void => {
+    if (this.over) return;
+    this.size += c.length;
+    if (this.size > this.limit) {
+      this.stop();
+      lingerAfterAnswer(this.x.req, this.x.res);
+      this.x.later(() => this.cb(null));
       return;
     }
-    chunks.push(c);
-  });
-  req.on('end', () => {
-    if (over) return;
+    this.chunks.push(c);
+  };
+
+  readonly end = (): void => {
+    if (this.over) return;
+    reading.delete(this);
+    this.over = true;
+    const { chunks, size } = this;
     const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
     // The request's handling goes on from here, outside the server's try.
     try {
-      cb(buf);
+      this.cb(buf);
     } catch (err) {
-      x.internal(err);
+      this.x.internal(err);
     }
-  });
+  };
+
+  /** The body did not end in time: 408 in the chain's envelope, and the connection closes once the client stops sending (linger.ts bounds it). */
+  timeout(): void {
+    this.stop();
+    lingerAfterAnswer(this.x.req, this.x.res);
+    this.x.fail('body-timeout', CLOSE);
+  }
+
+  private stop(): void {
+    reading.delete(this);
+    this.over = true;
+    this.chunks.length = 0;
+  }
+}
+
+const reading = new Set<BodyRead>();
+const SWEEP_MS = 250;
+let sweeper: ReturnType<typeof setInterval> | null = null;
+
+function sweep(): void {
+  if (reading.size === 0) {
+    clearInterval(sweeper!);
+    sweeper = null;
+    return;
+  }
+  const now = performance.now();
+  for (const r of reading) if (r.until <= now) r.timeout();
+}
+
+/**
+ * Reads a request body up to `limits.maxBodyBytes`; calls back with null when
+ * it is larger (then stops keeping it: the connection closes after the 413,
+ * once the client has sent the rest or a bound is hit, see process/linger.ts).
+ * A body that has not ended `limits.bodyTimeoutMs` after the request's
+ * headers gets the interface's 408 instead, and no callback: a client that
+ * sends slowly holds its connection no longer than that.
+ */
+export function readBody(x: Exchange, limits: BodyLimits, cb: (buf: Buffer | null) => void): void {
+  const req = x.req;
+  const declared = req.headers['content-length'];
+  if (declared !== undefined && Number(declared) > limits.maxBodyBytes) {
+    lingerAfterAnswer(req, x.res);
+    return cb(null);
+  }
+  const r = new BodyRead(x, limits.maxBodyBytes, limits.bodyTimeoutMs, cb);
+  reading.add(r);
+  if (sweeper === null) sweeper = setInterval(sweep, SWEEP_MS).unref();
+  req.on('data', r.data);
+  req.on('end', r.end);
 }

@@ -54,6 +54,7 @@ const ERRORS = {
   GW_TOY_NO_HEALTHY_UPSTREAM: [-32603, 503],
   GW_TOY_UPSTREAM_THROTTLED: [-32005, 503],
   GW_TOY_BODY_TOO_LARGE: [-32600, 413],
+  GW_TOY_BODY_TIMEOUT: [-32600, 408],
   GW_TOY_MALFORMED_HTTP: [-32600, 400],
   GW_TOY_EXPECTATION_FAILED: [-32600, 417],
   GW_TOY_INTERNAL: [-32603, 500],
@@ -118,7 +119,7 @@ class ToyRoute implements RouteHandler {
   }
 
   private readonly keyed = (x: Exchange, key: KeyEntry): void => {
-    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, buf));
+    readBody(x, this.route.limits, (buf) => this.body(x, key, buf));
   };
 
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {

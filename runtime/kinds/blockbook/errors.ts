@@ -24,6 +24,7 @@ export const BLOCKBOOK_ERRORS = {
   // The body names the parameter and the problem: {"error": "Invalid parameter '<name>': <problem>", "parameter": "<name>"} (validate: params).
   GW_BB_INVALID_PARAM: { message: 'Invalid parameter', status: 400 },
   GW_BB_BODY_TOO_LARGE: { message: 'Request body too large', status: 413 },
+  GW_BB_BODY_TIMEOUT: { message: 'Request body not received in time', status: 408 },
   GW_BB_RATE_LIMITED: { message: 'Rate limit exceeded', status: 429 },
   // With "reason":"quota" and "resetsAt".
   GW_BB_QUOTA_EXCEEDED: { message: 'Quota exceeded', status: 429 },

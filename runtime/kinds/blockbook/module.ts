@@ -77,7 +77,7 @@ class BlockbookRoute implements RouteHandler {
   }
 
   private readonly keyed = (x: Exchange, _key: KeyEntry, c: Call): void => {
-    if (x.req.method === 'POST') readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, c, buf));
+    if (x.req.method === 'POST') readBody(x, this.route.limits, (buf) => this.body(x, c, buf));
     else this.forward(x, c);
   };
 

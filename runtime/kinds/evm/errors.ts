@@ -16,6 +16,7 @@ export const RPC_ERRORS = {
   GW_RPC_EMPTY_BATCH: { code: -32600, message: 'Invalid Request: empty batch', status: 400 },
   GW_RPC_TOO_DEEP: { code: -32600, message: 'Invalid Request: nested more than 128 levels deep', status: 400 },
   GW_RPC_EXPECTATION_FAILED: { code: -32600, message: 'Invalid Request: unsupported Expect header', status: 417 },
+  GW_RPC_BODY_TIMEOUT: { code: -32600, message: 'Invalid Request: request body not received in time', status: 408 },
   GW_RPC_METHOD_NOT_FOUND: { code: -32601, message: 'Method not found', status: 200 },
   // data: {"path": JSON pointer into params, "message"} (validate: params).
   GW_RPC_INVALID_PARAMS: { code: -32602, message: 'Invalid params', status: 200 },

@@ -54,7 +54,7 @@ class EvmRoute implements RouteHandler {
   }
 
   private readonly keyed = (x: Exchange, key: KeyEntry): void => {
-    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, key, buf));
+    readBody(x, this.route.limits, (buf) => this.body(x, key, buf));
   };
 
   private body(x: Exchange, key: KeyEntry, buf: Buffer | null): void {

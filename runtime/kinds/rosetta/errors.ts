@@ -31,6 +31,7 @@ export const ROSETTA_ERRORS = {
   GW_ROSETTA_TOO_DEEP: { code: 6017, message: 'Request body nested too deeply', retriable: false },
   // details: {path: JSON pointer into the body, message} (validate: params).
   GW_ROSETTA_INVALID_BODY: { code: 6018, message: 'Invalid request body: does not match the Rosetta API', retriable: false },
+  GW_ROSETTA_BODY_TIMEOUT: { code: 6019, message: 'Request body not received in time', retriable: true },
   GW_ROSETTA_RATE_LIMITED: { code: 6020, message: 'Rate limit exceeded', retriable: true },
   // details: {reason: "quota", resetsAt}
   GW_ROSETTA_QUOTA_EXCEEDED: { code: 6021, message: 'Quota exceeded', retriable: true },

@@ -57,7 +57,7 @@ class RosettaRoute implements RouteHandler {
   }
 
   private readonly keyed = (x: Exchange): void => {
-    readBody(x, this.route.limits.maxBodyBytes, (buf) => this.body(x, buf));
+    readBody(x, this.route.limits, (buf) => this.body(x, buf));
   };
 
   private body(x: Exchange, buf: Buffer | null): void {

@@ -58,7 +58,7 @@ describe('buildModel', () => {
   it('fills defaults (read from the schema), keeps variables unresolved, and is frozen', () => {
     const m = shipped();
     const eth = m.chains.find((c) => c.path === 'ethereum')!;
-    expect(eth.limits).toEqual({ maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 30000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 });
+    expect(eth.limits).toEqual({ maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 30000, bodyTimeoutMs: 60000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 });
     expect(eth.validate).toBe(true);
     expect(DEFAULT_LIMITS).toEqual(eth.limits);
     expect(eth.upstreams[0]).toEqual({

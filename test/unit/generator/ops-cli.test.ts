@@ -54,7 +54,7 @@ describe('gateway routes', { timeout: 30_000 }, () => {
           ],
           methods: 3,
           validate: 'params',
-          limits: { maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 5000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 },
+          limits: { maxBodyBytes: 1048576, maxBatchSize: 100, timeoutMs: 5000, bodyTimeoutMs: 60000, maxPageSize: 1000, maxParamsDepth: 32, maxArrayItems: 10000, maxHexBytes: 262144 },
           // Nothing set: the defaults the runtime gets.
           pool: { servedTip: 'all', hedge: null, rewriteTags: true, pruneDepth: 128, broadcast: 'all', quorum: null, selection: 'score' },
         },
