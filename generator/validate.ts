@@ -308,7 +308,10 @@ function semanticProblems(doc: Obj, report: Report, where: (p: YamlPath) => stri
         ok = false;
       }
     }
-    if (!ok) report('value', urlPath, `${where(path)}: upstream '${resolved}' is not an absolute http: or https: URL`, 'write http://host:port/path or https://...');
+    // A provider's URL holds its key (https://mainnet.infura.io/v3/KEY): never echoed, at most its scheme named, as for ws.
+    const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(resolved)?.[1]?.toLowerCase(); // not 'localhost' of localhost:8546
+    const is = scheme === undefined || scheme === 'http' || scheme === 'https' ? '' : ` (it is ${scheme}:)`;
+    if (!ok) report('value', urlPath, `${where(path)}: upstream is not an absolute http: or https: URL${is}; the URL is not shown, it may hold a key`, 'write http://host:port/path or https://...');
   }
 
   /**

@@ -20,10 +20,11 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/rosetta-network.yaml:16:14 chains[1] (cardano-x): unknown Rosetta network 'preprd' (hint: did you mean 'preprod'? use mainnet, preprod or preview)`,
   ],
   'duplicate-chain-id': [`${F}/duplicate-chain-id.yaml:9:71 chains[1] (mainnet2): chainId 1 is already used on listener 'rpc' by chains[0]`],
+  // Nor is a bad upstream URL (https://mainnet.infura.io/v3/KEY holds one).
   'upstream-url': [
-    `${F}/upstream-url.yaml:14:9 chains[0] (ethereum) upstreams[0]: upstream 'ws://node:8546' is not an absolute http: or https: URL ${URL_HINT}`,
-    `${F}/upstream-url.yaml:15:16 chains[0] (ethereum) upstreams[1]: upstream 'ftp://files' is not an absolute http: or https: URL ${URL_HINT}`,
-    `${F}/upstream-url.yaml:17:9 chains[0] (ethereum) upstreams[3]: upstream 'not a url' is not an absolute http: or https: URL ${URL_HINT}`,
+    `${F}/upstream-url.yaml:14:9 chains[0] (ethereum) upstreams[0]: upstream is not an absolute http: or https: URL (it is ws:); the URL is not shown, it may hold a key ${URL_HINT}`,
+    `${F}/upstream-url.yaml:15:16 chains[0] (ethereum) upstreams[1]: upstream is not an absolute http: or https: URL (it is ftp:); the URL is not shown, it may hold a key ${URL_HINT}`,
+    `${F}/upstream-url.yaml:17:9 chains[0] (ethereum) upstreams[3]: upstream is not an absolute http: or https: URL; the URL is not shown, it may hold a key ${URL_HINT}`,
   ],
   // A bad ws URL is never echoed (it holds a provider's key): its position and at most its scheme say which.
   'upstream-ws': [
@@ -33,10 +34,10 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/upstream-ws.yaml:23:39 chains[1] (cardano) upstreams[0]: 'ws' applies to upstreams of blockbook, evm-jsonrpc chains only, not rosetta (hint: drop it: its upstreams have no socket the gateway uses)`,
   ],
   'upstream-headers': [
-    `${F}/upstream-headers.yaml:10:14 chains[0] (ethereum) upstreams[0]: upstream 'http:node' is not an absolute http: or https: URL ${URL_HINT}`,
+    `${F}/upstream-headers.yaml:10:14 chains[0] (ethereum) upstreams[0]: upstream is not an absolute http: or https: URL; the URL is not shown, it may hold a key ${URL_HINT}`,
     `${F}/upstream-headers.yaml:13:11 chains[0] (ethereum) upstreams[0]: header 'authorization' is given twice (also as 'Authorization'; header names ignore case)`,
     `${F}/upstream-headers.yaml:14:18 chains[0] (ethereum) upstreams[0].headers.X-Key: nested '\${' in the default of '\${A:-...}' is not supported ${TEMPLATE_HINT}`,
-    `${F}/upstream-headers.yaml:15:9 chains[0] (ethereum) upstreams[1]: upstream 'https://' is not an absolute http: or https: URL ${URL_HINT}`,
+    `${F}/upstream-headers.yaml:15:9 chains[0] (ethereum) upstreams[1]: upstream is not an absolute http: or https: URL; the URL is not shown, it may hold a key ${URL_HINT}`,
   ],
   'wrong-interface-fields': [
     `${F}/wrong-interface-fields.yaml:11:5 chains[0] (bitcoin): 'chainId' applies to evm-jsonrpc chains only, not blockbook`,
@@ -140,7 +141,7 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/schema-and-semantic.yaml:14:5 chains[1] (btc): 'methods' applies to evm-jsonrpc chains only, not blockbook`,
     `${F}/schema-and-semantic.yaml:16:11 chains[2] (metrics): path 'metrics' clashes with the server's own /metrics route (hint: reserved: healthz, readyz, metrics)`,
     `${F}/schema-and-semantic.yaml:17:5 chains[2] (metrics): unknown field 'interfase' (hint: did you mean 'interface'?)`,
-    `${F}/schema-and-semantic.yaml:19:17 chains[2] (metrics) upstreams[0]: upstream 'localhost:8546' is not an absolute http: or https: URL ${URL_HINT}`,
+    `${F}/schema-and-semantic.yaml:19:17 chains[2] (metrics) upstreams[0]: upstream is not an absolute http: or https: URL; the URL is not shown, it may hold a key ${URL_HINT}`,
   ],
 
   // YAML itself: syntax errors and duplicate keys, with positions.
@@ -150,9 +151,9 @@ export const EXPECTED: Record<string, string[]> = {
   ],
   // Anchors and merge keys: problems point where the text is written, once per chain using it.
   anchors: [
-    `${F}/anchors.yaml:12:22 chains[0] (ethereum) upstreams[0]: upstream 'ftp://node' is not an absolute http: or https: URL ${URL_HINT}`,
-    `${F}/anchors.yaml:12:22 chains[1] (gnosis) upstreams[0]: upstream 'ftp://node' is not an absolute http: or https: URL ${URL_HINT}`,
-    `${F}/anchors.yaml:12:22 chains[2] (polygon) upstreams[0]: upstream 'ftp://node' is not an absolute http: or https: URL ${URL_HINT}`,
+    `${F}/anchors.yaml:12:22 chains[0] (ethereum) upstreams[0]: upstream is not an absolute http: or https: URL (it is ftp:); the URL is not shown, it may hold a key ${URL_HINT}`,
+    `${F}/anchors.yaml:12:22 chains[1] (gnosis) upstreams[0]: upstream is not an absolute http: or https: URL (it is ftp:); the URL is not shown, it may hold a key ${URL_HINT}`,
+    `${F}/anchors.yaml:12:22 chains[2] (polygon) upstreams[0]: upstream is not an absolute http: or https: URL (it is ftp:); the URL is not shown, it may hold a key ${URL_HINT}`,
     `${F}/anchors.yaml:13:5 chains[0] (ethereum): unknown field 'retreis' (hint: did you mean 'retries'?)`,
     `${F}/anchors.yaml:13:5 chains[1] (gnosis): unknown field 'retreis' (hint: did you mean 'retries'?)`,
     `${F}/anchors.yaml:13:5 chains[2] (polygon): unknown field 'retreis' (hint: did you mean 'retries'?)`,
