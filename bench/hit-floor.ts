@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { AccessLog } from '../runtime/observe/access-log.ts';
 import { createLogger } from '../runtime/observe/log.ts';
 import { Metrics, type RouteMetrics } from '../runtime/observe/metrics.ts';
-import { nextRequestId } from '../runtime/exchange.ts';
+import { nextRequestId } from '../runtime/observe/request-id.ts';
 import { RequestTracker } from '../runtime/observe/tracker.ts';
 
 const answer = readFileSync(process.argv[2]!);

@@ -3,11 +3,11 @@
 // the interface's envelope, an upstream answer streamed, or one the interface
 // rewrote. One object per request.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { randomBytes } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import { RESETS_AT, type Envelope, type Failure, type Refused } from './envelope.ts';
 import type { KeyEntry } from './keys/keys.ts';
 import type { Logger } from './observe/log.ts';
+import { isPrintable, nextRequestId } from './observe/request-id.ts';
 import type { RouteMetrics } from './observe/metrics.ts';
 import { lingerAfterAnswer } from './process/linger.ts';
 import { NOTHING, type Cancelable, type Dispatch, type ForwardRequest, type ForwardResult, type ForwardTarget, type ItemsTaker } from './dispatch.ts';
@@ -266,33 +266,6 @@ export class Exchange implements ClientTarget, ItemsTaker {
   }
 }
 
-function isPrintable(s: string): boolean {
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x21 || c > 0x7e) return false;
-  }
-  return true;
-}
-
-/**
- * Request ids for requests that come without one: UUID-shaped (RFC 9562
- * version 8, the custom layout), 74 random bits made once per process and a
- * 48-bit counter, so ids are unique across processes and replicas without
- * asking for randomness per request.
- */
-const ID_PREFIX = (() => {
-  const h = randomBytes(10).toString('hex');
-  const variant = ((parseInt(h[15]!, 16) & 0x3) | 0x8).toString(16);
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(12, 15)}-${variant}${h.slice(16, 19)}-`;
-})();
-let idSeq = 0;
-export function nextRequestId(): string {
-  idSeq = (idSeq + 1) % 0x1000000000000;
-  const n = idSeq.toString(16);
-  return ID_PREFIX + ZEROS.slice(n.length) + n;
-}
-const ZEROS = '000000000000';
-
 /** A chain's bounds on a request body (its limits). */
 export interface BodyLimits {
   readonly maxBodyBytes: number;
@@ -303,10 +276,13 @@ const CLOSE = ['connection', 'close'];
 
 /**
  * One request body being read: its chunks, and when it must have ended. The
- * bodies under way are in `reading`, which one sweep a quarter of a second
- * looks through while any is (no timer per request).
+ * bodies under way are a list (`reading`, linked through the reads
+ * themselves: no hashing, as a Set's would cost every request), which one
+ * sweep a quarter of a second looks through while any is (no timer per request).
  */
 class BodyRead {
+  prev: BodyRead | null = null;
+  next: BodyRead | null = null;
   private readonly chunks: Buffer[] = [];
   private size = 0;
   /** Over the size limit, timed out, or ended: whatever comes after is not kept. */
@@ -336,7 +312,7 @@ class BodyRead {
 
   readonly end = (): void => {
     if (this.over) return;
-    reading.delete(this);
+    unlink(this);
     this.over = true;
     const { chunks, size } = this;
     const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size);
@@ -356,24 +332,48 @@ class BodyRead {
   }
 
   private stop(): void {
-    reading.delete(this);
+    unlink(this);
     this.over = true;
     this.chunks.length = 0;
   }
 }
 
-const reading = new Set<BodyRead>();
+/** The bodies under way, oldest first. */
+let reading: BodyRead | null = null;
+let newest: BodyRead | null = null;
 const SWEEP_MS = 250;
 let sweeper: ReturnType<typeof setInterval> | null = null;
 
+function link(r: BodyRead): void {
+  r.prev = newest;
+  if (newest === null) reading = r;
+  else newest.next = r;
+  newest = r;
+  if (sweeper === null) sweeper = setInterval(sweep, SWEEP_MS).unref();
+}
+
+function unlink(r: BodyRead): void {
+  if (r.prev === null) {
+    if (reading !== r) return; // not in the list (already out)
+    reading = r.next;
+  } else r.prev.next = r.next;
+  if (r.next === null) newest = r.prev;
+  else r.next.prev = r.prev;
+  r.prev = r.next = null;
+}
+
 function sweep(): void {
-  if (reading.size === 0) {
+  if (reading === null) {
     clearInterval(sweeper!);
     sweeper = null;
     return;
   }
   const now = performance.now();
-  for (const r of reading) if (r.until <= now) r.timeout();
+  for (let r: BodyRead | null = reading; r !== null; ) {
+    const next: BodyRead | null = r.next;
+    if (r.until <= now) r.timeout();
+    r = next;
+  }
 }
 
 /**
@@ -392,8 +392,7 @@ export function readBody(x: Exchange, limits: BodyLimits, cb: (buf: Buffer | nul
     return cb(null);
   }
   const r = new BodyRead(x, limits.maxBodyBytes, limits.bodyTimeoutMs, cb);
-  reading.add(r);
-  if (sweeper === null) sweeper = setInterval(sweep, SWEEP_MS).unref();
+  link(r);
   req.on('data', r.data);
   req.on('end', r.end);
 }

@@ -1,7 +1,7 @@
 // The admin listener (status page, metrics, liveness, readiness, usage) and
 // the readiness report that every listener's /readyz shares.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { nextRequestId } from '../exchange.ts';
+import { nextRequestId } from '../observe/request-id.ts';
 import type { Metrics } from '../observe/metrics.ts';
 import type { Chain } from '../chains.ts';
 import { daysBetween, totals, type Usage } from '../observe/usage.ts';

@@ -7,7 +7,8 @@
 import type { IncomingHttpHeaders } from 'undici/types/header.js';
 import type { IncomingMessage } from 'node:http';
 import type { Failure, Refused } from '../envelope.ts';
-import { nextRequestId, type ClientTarget } from '../exchange.ts';
+import type { ClientTarget } from '../exchange.ts';
+import { nextRequestId } from '../observe/request-id.ts';
 import type { KeyEntry } from '../keys/keys.ts';
 import type { Cancelable, ForwardResult, Sink } from '../dispatch.ts';
 import type { Upstream } from '../upstreams/upstream.ts';
