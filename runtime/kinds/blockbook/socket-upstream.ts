@@ -1,14 +1,14 @@
 // Blockbook's side of its upstreams' sockets (issue 46). Each upstream has ONE
-// socket, the gateway's own, held by upstreams/head-sockets.ts as every
+// head socket, the gateway's own, held by upstreams/head-sockets.ts as every
 // kind's is (reconnects with backoff, the quiet check, the identity check):
 //  - blockbookHeadSocket: what it sends once open (getInfo, which names the
 //    coin it serves as /status's `blockbook.coin` does, and
 //    subscribeNewBlock) and how its answers and new blocks read;
 //  - Carrier: the chain's address and fiat subscriptions on that same socket
-//    (socket-hub.ts), one union for all clients, whatever their number;
+//    (socket-hub.ts), one union for all clients, whatever their number, or on
 //  - ShardSocket: one more socket to the same upstream for each further
 //    1,000 addresses of the union (socket-shards.ts), opened by the hub only
-//    while the union needs it, and checked to serve the upstream's coin.
+//    while the union is that large, and checked to serve the upstream's coin.
 // Its URL is the upstream's `ws:`, else its base's host with /websocket
 // (beside Blockbook's /api); its headers are the upstream's (credentials
 // included), never a client's.

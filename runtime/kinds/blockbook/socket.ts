@@ -12,8 +12,8 @@
 // answered here, after the same admission (the transport's `local`):
 // subscribeNewBlock is fed from the chain view (socket-blocks.ts), one feed
 // for all sockets; subscribeAddresses and subscribeFiatRates are multiplexed
-// on one upstream socket for the chain (socket-hub.ts, socket-upstream.ts),
-// the upstream's one socket, which also carries its heads.
+// on one upstream for the chain (socket-hub.ts, socket-upstream.ts): its head
+// socket, and one more socket for each further 1,000 addresses.
 import { blockbookErrorJson, BLOCKBOOK_ERRORS } from './errors.ts';
 import { errorOf, blockbookGet, blockbookRead } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
