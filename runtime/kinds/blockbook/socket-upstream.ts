@@ -27,6 +27,8 @@ import { MAX_MERGE_BYTES } from '../common.ts';
 export const MAX_UPSTREAM_ADDRESSES = 1000;
 /** An answer the upstream owes: past this the carrier is treated as lost. */
 const ANSWER_MS = 10_000;
+/** A shard's socket is pinged this often; one whose peer answered no ping in between is dead (no heads tell it, as the head socket's do). */
+const PING_MS = 30_000;
 
 // The ids of the gateway's messages: the heads' two, and the carrier's prefixes (each request adds a sequence number).
 const ID_INFO = 'i';
@@ -186,7 +188,9 @@ function checked(data: unknown): void {
  * the upstream's polls verified (a load balancer may put it on another node
  * than the head socket's); `ready` settles then, or rejects when it fails,
  * closes or does not tell in time. It is not opened again: a lost shard
- * socket is the carrier lost (socket-hub.ts moves every shard).
+ * socket is the carrier lost (socket-hub.ts moves every shard). It carries
+ * no heads that would show it quiet, so it is pinged: a peer that answers
+ * no ping for an interval is dropped.
  */
 export class ShardSocket implements UpstreamSocket {
   private readonly ws: WebSocket;
@@ -194,7 +198,7 @@ export class ShardSocket implements UpstreamSocket {
   private on = false;
   readonly ready: Promise<void>;
 
-  constructor(u: Upstream, url: string, timeoutMs: number) {
+  constructor(u: Upstream, url: string, timeoutMs: number, pingMs = PING_MS) {
     this.ws = new WebSocket(url, {
       headers: { ...u.headers, 'user-agent': HEALTH_AGENT },
       handshakeTimeout: timeoutMs,
@@ -206,6 +210,7 @@ export class ShardSocket implements UpstreamSocket {
     this.ready = new Promise((resolve, reject) => {
       // Codes only: an error's message may carry the URL (a provider's key).
       let reason = '';
+      let pings: NodeJS.Timeout | undefined;
       const timer = setTimeout(() => {
         reason ||= 'getInfo: no answer';
         ws.terminate();
@@ -233,6 +238,13 @@ export class ShardSocket implements UpstreamSocket {
         if (typeof name === 'string' && v.verified && coinOf(name) === v.identity) {
           clearTimeout(timer);
           this.on = true;
+          let answered = true;
+          ws.on('pong', () => (answered = true));
+          pings = setInterval(() => {
+            if (!answered) return ws.terminate();
+            answered = false;
+            ws.ping();
+          }, pingMs).unref();
           return resolve();
         }
         reason = typeof name === 'string' ? `serves ${coinOf(name)}` : (errorOf(m.data) ?? 'getInfo names no coin');
@@ -240,6 +252,7 @@ export class ShardSocket implements UpstreamSocket {
       });
       ws.on('close', (code: number) => {
         clearTimeout(timer);
+        clearInterval(pings);
         reject(new Error(`upstream shard socket: ${reason || `closed (${code})`}`));
         const was = this.on;
         this.on = false;

@@ -1,8 +1,10 @@
 // A Blockbook upstream's extra socket for a shard of the address union
 // (socket-upstream.ts ShardSocket), against the Blockbook socket stand-in: it
 // carries addresses only once its getInfo names the coin the upstream's polls
-// verified, and says why it could not (another coin, a refused upgrade).
+// verified, says why it could not (another coin, a refused upgrade), and is
+// dropped when its peer stops answering pings (it carries no heads to show it).
 import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocketServer } from 'ws';
 import { blockbookSocketUrl, ShardSocket } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
 import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
 import { startBlockbookWithSocket, type BlockbookWithSocket } from '../../../support/blockbook-socket-standin.ts';
@@ -53,5 +55,23 @@ describe('ShardSocket', () => {
     expect(wrong.live).toBe(false);
     ltc.ws.refuse = true;
     await expect(new ShardSocket(polled('coin Litecoin'), blockbookSocketUrl(new URL(ltc.url)), 2000).ready).rejects.toThrow('upstream shard socket: HTTP 503');
+  });
+
+  it('is dropped, and its user told, once its peer answers no ping for an interval', async () => {
+    // A peer that answers getInfo and then nothing, not even the WebSocket's pings (a connection gone silent).
+    const wss = new WebSocketServer({ host: '127.0.0.1', port: 0, autoPong: false });
+    await new Promise((r) => wss.once('listening', r));
+    wss.on('connection', (ws) => ws.on('message', (d: Buffer) => ws.send(JSON.stringify({ id: JSON.parse(d.toString()).id, data: { name: 'Bitcoin' } }))));
+    try {
+      const s = new ShardSocket(polled('coin Bitcoin'), `ws://127.0.0.1:${(wss.address() as { port: number }).port}/websocket`, 2000, 50);
+      await s.ready;
+      let down = false;
+      s.attach({ message: () => {}, down: () => (down = true) });
+      await until(async () => down, 'dropped for its unanswered ping', 10_000);
+      expect(s.live).toBe(false);
+    } finally {
+      for (const c of wss.clients) c.terminate();
+      wss.close();
+    }
   });
 });
