@@ -72,7 +72,9 @@ function kindRule(kind: string, root: SchemaNode): SchemaNode {
 function narrowed(base: SchemaNode, rule: SchemaNode | undefined): SchemaNode {
   if (rule === undefined || rule.type === undefined || base.anyOf === undefined) return base;
   const anyOf = base.anyOf.filter((a) => a.type === rule.type);
-  return anyOf.length === 1 ? { ...anyOf[0]!, description: base.description } : { ...base, anyOf };
+  // The field's default stays where it is of the narrowed type (websocket's false on evm-jsonrpc; not finality's 'tag' on rosetta).
+  const kept = typeof base.default === rule.type ? { default: base.default } : {};
+  return anyOf.length === 1 ? { ...anyOf[0]!, description: base.description, ...kept } : { ...base, anyOf };
 }
 
 /** A chain's fields as `kind` has them, in schema order. */

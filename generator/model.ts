@@ -26,8 +26,6 @@ export interface ChainModel extends ChainSettings {
   readonly cache?: boolean;
   /** With `cache` (evm-jsonrpc, rosetta): null to ask the node for its finalized block, else the depth below the head that counts as final. */
   readonly finality?: number | null;
-  /** evm-jsonrpc: true when the chain also takes WebSocket upgrades (absent otherwise). */
-  readonly websocket?: boolean;
 }
 
 export interface ListenerModel {

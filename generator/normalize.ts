@@ -75,6 +75,8 @@ export const DEFAULTS = {
   wsMaxInflightPerConnection: schemaDefault<number>('properties', 'websocket', 'properties', 'maxInflightPerConnection'),
   wsMaxBufferedBytes: schemaDefault<number>('properties', 'websocket', 'properties', 'maxBufferedBytes'),
   wsPingIntervalMs: schemaDefault<number>('properties', 'websocket', 'properties', 'pingIntervalMs'),
+  wsMaxAddresses: schemaDefault<number>(...CHAIN_SCHEMA, 'websocket', 'anyOf', '1', 'properties', 'maxAddresses'),
+  wsMaxAddressesPerKey: schemaDefault<number>(...CHAIN_SCHEMA, 'websocket', 'anyOf', '1', 'properties', 'maxAddressesPerKey'),
 } as const;
 
 /** Code-unit order: the same on every machine, unlike localeCompare. */
@@ -111,6 +113,13 @@ function settingsOf<T>(fields: readonly Field[], written: object): T {
 
 /** The settings whose default depends on the chain, or whose value the build puts in canonical form (COMPUTED_DEFAULTS). */
 function workedOut(c: ChainConfig): Partial<ChainSettings> {
+  if (c.interface === 'blockbook') {
+    // On (true, or its bounds): the bounds, every one filled, so the runtime reads them without a fallback.
+    const ws = c.websocket ?? false;
+    if (ws === false) return {};
+    const set = ws === true ? {} : ws;
+    return { websocket: { maxAddresses: set.maxAddresses ?? DEFAULTS.wsMaxAddresses, maxAddressesPerKey: set.maxAddressesPerKey ?? DEFAULTS.wsMaxAddressesPerKey } };
+  }
   if (c.interface !== 'evm-jsonrpc') return {};
   return {
     // No schema default: a pool rewrites, so that latest is the block eth_blockNumber names; one upstream is its own tip.
@@ -217,7 +226,7 @@ export function buildModel(value: unknown, source: string, text: string): Gatewa
     ...(doc.jwtAudience === undefined ? {} : { jwtAudience: doc.jwtAudience }),
     drainTimeoutMs: doc.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
     // With a websocket block or a chain (of any kind the schema lets say so) that takes WebSockets: the limits, every one filled.
-    ...(doc.websocket === undefined && !doc.chains.some((c) => 'websocket' in c && c.websocket === true)
+    ...(doc.websocket === undefined && !doc.chains.some((c) => 'websocket' in c && c.websocket !== undefined && c.websocket !== false)
       ? {}
       : {
           websocket: {

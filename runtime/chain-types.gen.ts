@@ -22,8 +22,8 @@ export interface BlockbookChainConfig {
   maxLag?: number;
   /** How many other upstreams a failed request may be retried on, where a retry is safe. */
   retries?: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
-  websocket?: boolean;
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket, true or its address bounds (not rosetta; docs/websocket.md). */
+  websocket?: boolean | WebsocketConfig;
   /** Forward Blockbook's sendtx (blockbook only). */
   sendtx?: boolean;
   /** Coin the upstreams must serve (blockbook only), as their /api/status names it in blockbook.coin (Bitcoin, Litecoin, Bitcoin Testnet, ...; compared ignoring case). The health check marks an upstream of another coin wrong_chain. Unchecked when absent. */
@@ -58,7 +58,7 @@ export interface EvmJsonrpcChainConfig {
   retries?: number;
   /** EVM chain id (evm-jsonrpc only); unique per listener. The health check asks every upstream eth_chainId (in one batch with eth_blockNumber) and marks one of another chain wrong_chain. */
   chainId?: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket, true or its address bounds (not rosetta; docs/websocket.md). */
   websocket?: boolean;
   /** Allowed JSON-RPC methods (evm-jsonrpc only): a methodSets name, or an inline list. */
   methods: string | string[];
@@ -163,6 +163,14 @@ export interface LimitsConfig {
   maxLogRange?: number;
 }
 
+/** On, with the bounds of subscribeAddresses (blockbook only): the addresses of every client together, and one API key's. */
+export interface WebsocketConfig {
+  /** Addresses the chain's clients may subscribe to in all (their union, each address once). The union is carried in shards of 1,000 (Blockbook's limit a socket) on as many sockets to one upstream, so this bounds those sockets too. A subscribeAddresses that would pass it gets an error answer. */
+  maxAddresses?: number;
+  /** Distinct addresses one API key may subscribe to on the chain, over all its sockets together (default: one Blockbook socket's worth), so that no key takes the chain's capacity. A subscribeAddresses that would pass it gets an error answer. */
+  maxAddressesPerKey?: number;
+}
+
 /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
 export interface HedgeConfig {
   /** How long to wait before hedging: milliseconds, or p95 for the chain's own 95th-percentile answer time. */
@@ -188,8 +196,8 @@ export interface BlockbookSettings {
   readonly maxLag: number;
   /** How many other upstreams a failed request may be retried on, where a retry is safe. */
   readonly retries: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
-  readonly websocket: boolean;
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket, true or its address bounds (not rosetta; docs/websocket.md). */
+  readonly websocket: boolean | WebsocketSpec;
   /** Forward Blockbook's sendtx (blockbook only). */
   readonly sendtx: boolean;
   /** Coin the upstreams must serve (blockbook only), as their /api/status names it in blockbook.coin (Bitcoin, Litecoin, Bitcoin Testnet, ...; compared ignoring case). The health check marks an upstream of another coin wrong_chain. Unchecked when absent. */
@@ -210,7 +218,7 @@ export interface EvmJsonrpcSettings {
   readonly retries: number;
   /** EVM chain id (evm-jsonrpc only); unique per listener. The health check asks every upstream eth_chainId (in one batch with eth_blockNumber) and marks one of another chain wrong_chain. */
   readonly chainId?: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket, true or its address bounds (not rosetta; docs/websocket.md). */
   readonly websocket: boolean;
   /** The chain's served tip, the newest block clients are shown: all, the highest block every usable upstream has; majority, the highest block more than half of them have. eth_blockNumber answers it and never goes back, and a call at latest goes to an upstream at or above it (Blockbook and Rosetta: the newest block served). */
   readonly servedTip: "all" | "majority";
@@ -257,8 +265,8 @@ export interface ChainSettings {
   readonly maxLag: number;
   /** How many other upstreams a failed request may be retried on, where a retry is safe. */
   readonly retries: number;
-  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md). */
-  readonly websocket?: boolean;
+  /** Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket, true or its address bounds (not rosetta; docs/websocket.md). */
+  readonly websocket?: boolean | WebsocketSpec;
   /** Forward Blockbook's sendtx (blockbook only). */
   readonly sendtx?: boolean;
   /** Coin the upstreams must serve (blockbook only), as their /api/status names it in blockbook.coin (Bitcoin, Litecoin, Bitcoin Testnet, ...; compared ignoring case). The health check marks an upstream of another coin wrong_chain. Unchecked when absent. */
@@ -319,6 +327,14 @@ export interface LimitsSpec {
   readonly maxHexBytes: number;
   /** Most blocks one eth_getLogs call may span (toBlock - fromBlock + 1, tags resolved to the blocks served); a wider range gets JSON-RPC -32602 with data naming the limit, before any node sees it (evm-jsonrpc chains; none when absent). */
   readonly maxLogRange?: number;
+}
+
+/** On, with the bounds of subscribeAddresses (blockbook only): the addresses of every client together, and one API key's. */
+export interface WebsocketSpec {
+  /** Addresses the chain's clients may subscribe to in all (their union, each address once). The union is carried in shards of 1,000 (Blockbook's limit a socket) on as many sockets to one upstream, so this bounds those sockets too. A subscribeAddresses that would pass it gets an error answer. */
+  readonly maxAddresses?: number;
+  /** Distinct addresses one API key may subscribe to on the chain, over all its sockets together (default: one Blockbook socket's worth), so that no key takes the chain's capacity. A subscribeAddresses that would pass it gets an error answer. */
+  readonly maxAddressesPerKey?: number;
 }
 
 /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */

@@ -96,7 +96,7 @@ export function buildChains(spec: GatewaySpec, services: SharedServices, metrics
  */
 export function socketOf<K extends InterfaceKind>(m: InterfaceModule<K>, route: RouteOf<K>): RouteSocket | null {
   const protocol = m.socket;
-  if (protocol === null || !('websocket' in route) || route.websocket !== true) return null;
+  if (protocol === null || !('websocket' in route) || route.websocket === false) return null;
   return { types: protocol.types, open: (parts: SocketChainParts) => protocol.open(route, parts), keyOf: protocol.keyOf, tooManyConnections: protocol.tooManyConnections };
 }
 

@@ -5,7 +5,7 @@
 // defaults filled) and InterfaceKind are generated from the schema
 // (chain-types.gen.ts, `npm run gen:types`); what the build reshapes is here.
 import type { ValidatorTables } from './config/validators.ts';
-import type { BlockbookSettings, ChainSettings, EvmJsonrpcSettings, InterfaceKind, LimitsSpec, RosettaSettings, UpstreamSettings } from './chain-types.gen.ts';
+import type { BlockbookSettings, ChainSettings, EvmJsonrpcSettings, InterfaceKind, LimitsSpec, RosettaSettings, UpstreamSettings, WebsocketSpec } from './chain-types.gen.ts';
 
 export type { HedgeSpec, InterfaceKind, QuorumSpec } from './chain-types.gen.ts';
 
@@ -71,8 +71,13 @@ export interface RosettaRouteSpec extends RouteBase, RosettaSettings {
   readonly finality?: number;
 }
 
-export interface BlockbookRouteSpec extends RouteBase, BlockbookSettings {
+/** A Blockbook chain's `websocket` on, as the build fills it: its subscribeAddresses bounds. */
+export type BlockbookSocketSpec = Required<WebsocketSpec>;
+
+export interface BlockbookRouteSpec extends RouteBase, Omit<BlockbookSettings, 'websocket'> {
   readonly interface: 'blockbook';
+  /** Off, or on with its bounds (the manifest's `true` is on with the defaults). */
+  readonly websocket: false | BlockbookSocketSpec;
   /** Blocks and confirmed transactions are cached until the next block, reads coalesced (only with a top-level cache block). */
   readonly cache?: boolean;
 }

@@ -152,6 +152,8 @@ export function schemaProblems(errors: readonly ErrorObject[], value: unknown, r
     }
     if (fit !== -1) drop.add(e);
   }
+  // A variant's rule that narrows a union (evm-jsonrpc's websocket: a boolean only) says what fits there: the union's own error is dropped.
+  for (const e of errors) if (e.keyword === 'type' && e.schemaPath.includes('/then/')) for (const o of errors) if (o.keyword === 'anyOf' && o.instancePath === e.instancePath) drop.add(o);
   // A field on the wrong variant gets one message; what is wrong inside it does not matter.
   const forbidden = errors.filter((e) => e.keyword === 'false schema' && !drop.has(e));
   for (const f of forbidden) for (const o of errors) if (o !== f && under(o, f.instancePath)) drop.add(o);

@@ -121,12 +121,12 @@ describe("a Blockbook upstream's heads, pushed on its one socket (issue 46)", ()
     await s.close();
   }, 60_000);
 
-  it("refuses a subscribe that would take the chain's address union past one upstream socket's 1,000, keeping the client's previous set", async () => {
+  it("refuses a subscribe that would take one key's addresses past its share (1,000 by default, over its sockets), keeping the client's previous set", async () => {
     const list = (from: number, n: number) => Array.from({ length: n }, (_, i) => `cap-${from + i}`);
     const x = await subscribed('btc', 'x', 'subscribeAddresses', { addresses: list(0, 600) });
     const y = await subscribed('btc', 'y', 'subscribeAddresses', { addresses: list(600, 100) });
     const over = await y.send({ id: 'y2', method: 'subscribeAddresses', params: { addresses: list(600, 401) } }, 'y2');
-    expect(over.data).toEqual({ error: { message: 'addresses max 1000 on this chain, for all clients together' } });
+    expect(over.data).toEqual({ error: { message: 'addresses max 1000 per API key on this chain, all its sockets together' } });
     // Up to the cap is taken, on the one carrier's socket.
     expect((await y.send({ id: 'y3', method: 'subscribeAddresses', params: { addresses: list(600, 400) } }, 'y3')).data).toEqual({ subscribed: true });
     await until(async () => [A, B].some((u) => u.ws.subscriptions().some((set) => set.length === 1000)), 'the union of 1000 upstream');

@@ -106,7 +106,7 @@ export const blockbook: InterfaceModule<'blockbook'> = {
   envelope: envelope(NAMES, (n, reason) => ({ status: BLOCKBOOK_ERRORS[n].status, body: blockbookErrorJson(n, reason, reason === 'quota' ? RESETS_AT : undefined) })),
   ...DOC_KIND,
   // A chain with sockets follows its head, also with one upstream: subscribeNewBlock's feed comes from it.
-  followsHeads: (route) => route.websocket,
+  followsHeads: (route) => route.websocket !== false,
   socket: blockbookSocket,
   handler: (route, services) => new BlockbookRoute(route, services),
   cacheFront: (_route, core) => new DocLayer(core, BLOCKBOOK_RULES).front,

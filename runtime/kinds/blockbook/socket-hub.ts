@@ -1,33 +1,46 @@
 // subscribeAddresses and subscribeFiatRates of every socket on one Blockbook
 // chain, multiplexed (issue 46): the union of the clients' addresses and one
-// fiat subscription are carried by ONE upstream socket (socket-upstream.ts),
+// fiat subscription are carried by ONE upstream (socket-upstream.ts),
 // whatever the number of clients; each notification goes only to the clients
 // whose sets hold its address, under each one's own subscribe id.
 //
-// - Mempool transactions come from the carrying upstream's socket.
+// - The union is carried in shards of at most 1,000 addresses, Blockbook's
+//   limit for one socket (socket-shards.ts): the first on the upstream's head
+//   socket (so a few thousand clients of a few addresses each still cost one
+//   socket an upstream), each further one on a socket of its own to the same
+//   upstream (ShardSocket), opened only while the union needs it.
+// - Two bounds keep one client from taking the feature from the others: the
+//   chain's union (websocket.maxAddresses, and so its sockets) and each API
+//   key's distinct addresses over all its sockets (websocket.maxAddressesPerKey),
+//   counted by the key's id, never its text. A subscribe over either is
+//   refused with the bound's name and number; the client's set stays.
+// - Mempool transactions come from the carrying upstream's sockets.
 // - Mined transactions (newBlockTxs) come from the chain's blocks as the
 //   gateway serves them (the block feed, socket-blocks.ts): each block is read
 //   through the chain's front and every transaction touching an address a
 //   newBlockTxs client holds is sent, as websocket.go's publishNewBlockTxsByAddr
 //   does. So one is never missed when the carrier changes, and never sent
 //   before its block is the chain's.
-// - Failover: when the carrier is lost, or its upstream no longer serves the
-//   chain (down, behind, another chain: its mempool is not the chain's), the
-//   union is subscribed on another usable upstream (the lost one last), with
-//   backoff while none takes it.
+// - Failover: when any of the carrier's sockets is lost, or its upstream no
+//   longer serves the chain (down, behind, another chain: its mempool is not
+//   the chain's), every shard is subscribed on another usable upstream (the
+//   lost one last), with backoff while none takes it.
 // - Addresses are matched as Blockbook matches them, by what they stand for
 //   (its address descriptor), not by their spelling (addressKey).
-// - The union is at most what ONE upstream socket takes (1,000 addresses),
-//   not split across upstreams: the carrier's failover moves all of it to
-//   one other upstream, which could not take a union of several sockets.
 import type { Logger } from '../../observe/log.ts';
 import type { ChainListener, ChainView } from '../../upstreams/chain-view.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import type { BlockFeed, BlockSubscriber } from './socket-blocks.ts';
-import { Carrier, MAX_UPSTREAM_ADDRESSES, type CarriedEvents } from './socket-upstream.ts';
+import type { BlockbookRouteSpec } from '../../types.ts';
+import { socketUrl } from '../../upstreams/head-sockets.ts';
+import { addressesOf, addressKey, type BlockTx } from './socket-address.ts';
+import { Shards } from './socket-shards.ts';
+import { blockbookSocketUrl, Carrier, MAX_UPSTREAM_ADDRESSES, ShardSocket } from './socket-upstream.ts';
 
 /** A socket's address subscription. */
 export interface AddressClient {
+  /** Its API key's id (never the key): what the key's share of the chain's addresses is counted by. */
+  readonly key: string;
   /** Its subscribe message's id, which its notifications carry. */
   readonly idJson: string;
   readonly addresses: ReadonlySet<string>;
@@ -45,60 +58,32 @@ export interface FiatClient {
 
 const BACKOFF_MS = [200, 500, 1000, 2000, 5000];
 
-const BECH32 = 'qpzry9x8gf2tvdw0s3jn54khce6mua7l';
-const GEN = [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3];
-
-/** Whether a lower-case string is bech32 or bech32m with a valid checksum (BIP 173, BIP 350). */
-function isBech32(s: string): boolean {
-  const sep = s.lastIndexOf('1');
-  if (sep < 1 || s.length - sep < 7 || s.length > 90) return false;
-  let chk = 1;
-  const step = (v: number): void => {
-    const top = chk >>> 25;
-    chk = ((chk & 0x1ffffff) << 5) ^ v;
-    for (let i = 0; i < 5; i++) if ((top >>> i) & 1) chk ^= GEN[i]!;
-  };
-  for (let i = 0; i < sep; i++) step(s.charCodeAt(i) >> 5);
-  step(0);
-  for (let i = 0; i < sep; i++) step(s.charCodeAt(i) & 31);
-  for (let i = sep + 1; i < s.length; i++) {
-    const v = BECH32.indexOf(s[i]!);
-    if (v < 0) return false;
-    step(v);
-  }
-  return chk === 1 || chk === 0x2bc830a3;
+/** The chain's bounds on subscribed addresses (the Blockbook chain's `websocket` settings). */
+export interface AddressBounds {
+  /** The union of every client's addresses: its shards are at most ceil(this / 1,000) sockets to the carrying upstream. */
+  readonly maxAddresses: number;
+  /** One API key's distinct addresses, over all its sockets on the chain. */
+  readonly maxAddressesPerKey: number;
 }
 
-/**
- * An address as Blockbook tells addresses apart (by its descriptor): a
- * bech32 address in upper case is its lower-case self, an EVM 0x address is
- * the same in any case. Anything else (base58, an xpub) is kept as written:
- * its case is part of it. Applied to a client's addresses as it subscribes
- * and to each notification's, so each is matched once, by this key.
- */
-export function addressKey(a: string): string {
-  if (/^0x[0-9a-fA-F]{40}$/.test(a)) return a.toLowerCase();
-  const lower = a.toLowerCase();
-  // Bech32 is all of one case (BIP 173): upper case is the lower-case address; mixed case is no bech32.
-  return lower !== a && a === a.toUpperCase() && isBech32(lower) ? lower : a;
-}
-
-interface BlockTx {
-  readonly txid?: unknown;
-  readonly vin?: readonly { readonly addresses?: unknown }[];
-  readonly vout?: readonly { readonly addresses?: unknown }[];
-}
-
-/** The addresses a transaction of a block touches (its inputs' and outputs'): by key (addressKey), as the block writes each. */
-function addressesOf(tx: BlockTx): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const io of [...(tx.vin ?? []), ...(tx.vout ?? [])]) if (Array.isArray(io.addresses)) for (const a of io.addresses) if (typeof a === 'string') out.set(addressKey(a), a);
-  return out;
+/** One shard's carrier: shard 0's on the upstream's head socket, each other's on a ShardSocket of its own. */
+interface Lane {
+  readonly carrier: Carrier;
+  readonly socket: ShardSocket | null;
+  /** The address list last sent (joined). */
+  sent: string;
+  /** What the upstream took (its last answered list), and that with what was sent since: what it may notify. */
+  carried: ReadonlySet<string>;
+  asked: ReadonlySet<string>;
 }
 
 export class SubscriptionHub {
   /** Who holds each address: the union is its keys. */
   private readonly byAddress = new Map<string, Set<AddressClient>>();
+  /** Each API key's addresses (by its id), with how many of its sockets hold each: its share is the map's size. */
+  private readonly byKey = new Map<string, Map<string, number>>();
+  /** Which of the carrier's sockets holds each address of the union. */
+  private readonly shards = new Shards(MAX_UPSTREAM_ADDRESSES);
   private readonly fiatClients = new Set<FiatClient>();
   /** Clients with newBlockTxs: while there are any, the hub follows the block feed. */
   private mined = 0;
@@ -115,30 +100,16 @@ export class SubscriptionHub {
   };
   private minedQueue: Promise<void> = Promise.resolve();
 
-  private carrier: Carrier | null = null;
-  /** What the carrier was last given: the address list (joined) and the fiat subscription. */
-  private sentAddresses = '';
+  /** The upstream carrying the chain's subscriptions (null: none yet, or given up), and its sockets, one per shard. */
+  private carrying: Upstream | null = null;
+  private lanes: Lane[] = [];
+  /** Whether the fiat subscription was taken (on shard 0's socket). */
   private sentFiat = false;
   /** The upstream whose socket was lost last: tried after the others. */
   private lastLost: Upstream | null = null;
   private dirty = false;
   private running = false;
   private failures = 0;
-  /** What the carrier tells: notifications, and that it is lost. */
-  private readonly events: CarriedEvents = {
-    address: (address, data) => this.address(address, data),
-    fiat: (data) => this.fiat(data),
-    lost: () => {
-      const c = this.carrier;
-      if (c === null) return;
-      this.log.warn({ event: 'ws_upstream_lost', upstream: c.upstream.name }, "the upstream socket carrying the chain's subscriptions is lost; another upstream takes them");
-      this.lastLost = c.upstream;
-      this.carrier = null;
-      this.sentAddresses = '';
-      this.sentFiat = false;
-      this.sync();
-    },
-  };
 
   /** Each poll's report: a carrier whose upstream no longer serves the chain gives the union to one that does. */
   private readonly watch: ChainListener = {
@@ -149,7 +120,10 @@ export class SubscriptionHub {
   };
 
   constructor(
-    /** The chain's upstreams: each one's socket (Upstream.socket) is shared with its heads. */
+    /** The chain: its upstreams' socket URLs, for the shards past the first. */
+    private readonly route: BlockbookRouteSpec,
+    private readonly bounds: AddressBounds,
+    /** The chain's upstreams, in the route's order: each one's head socket (Upstream.socket) carries shard 0 beside its heads. */
     private readonly upstreams: readonly Upstream[],
     private readonly blocks: BlockFeed,
     view: ChainView,
@@ -161,30 +135,41 @@ export class SubscriptionHub {
   }
 
   private recheck(): void {
-    const c = this.carrier;
-    if (c === null || c.upstream.serving || !this.upstreams.some((u) => u.serving)) return;
-    this.log.warn({ event: 'ws_upstream_not_serving', upstream: c.upstream.name }, "the upstream carrying the chain's subscriptions no longer serves the chain; another upstream takes them");
-    // Its socket is fine: what it carried is unsubscribed there (its heads keep it), and it is tried last.
-    this.dropCarrier(false);
-    this.lastLost = c.upstream;
+    const u = this.carrying;
+    if (u === null || u.serving || !this.upstreams.some((x) => x.serving)) return;
+    this.log.warn({ event: 'ws_upstream_not_serving', upstream: u.name }, "the upstream carrying the chain's subscriptions no longer serves the chain; another upstream takes them");
+    // Its head socket is fine: what it carried is unsubscribed there (its heads keep it), and it is tried last.
+    this.dropCarrier();
+    this.lastLost = u;
     this.sync();
   }
 
   /**
-   * Sets (or replaces) a client's addresses. An error message when the
-   * chain's union would pass what one upstream socket carries.
+   * Sets (or replaces) a client's addresses. An error message, and nothing
+   * changed, when the client's key would hold more than its share of the
+   * chain's addresses, or the chain's union would pass its bound.
    */
   setAddresses(c: AddressClient, previous: AddressClient | null): string | null {
-    let added = 0;
-    for (const a of c.addresses) if (!this.byAddress.has(a) && !previous?.addresses.has(a)) added++;
-    if (this.byAddress.size + added > MAX_UPSTREAM_ADDRESSES) return `addresses max ${MAX_UPSTREAM_ADDRESSES} on this chain, for all clients together`;
-    if (previous !== null) this.unindex(previous);
+    // What the key and the union would hold: the new set's addresses they lack, less those only the previous set held.
+    const held = this.byKey.get(c.key);
+    let share = held?.size ?? 0;
+    let union = this.byAddress.size;
     for (const a of c.addresses) {
-      let set = this.byAddress.get(a);
-      if (set === undefined) this.byAddress.set(a, (set = new Set()));
-      set.add(c);
+      if (held?.has(a) !== true) share++;
+      if (!this.byAddress.has(a)) union++;
     }
-    if (c.newBlockTxs && this.mined++ === 0) this.blocks.add(this.blockSub);
+    if (previous !== null) {
+      for (const a of previous.addresses) {
+        if (c.addresses.has(a)) continue;
+        if (held?.get(a) === 1) share--;
+        if (this.byAddress.get(a)?.size === 1) union--;
+      }
+    }
+    if (share > this.bounds.maxAddressesPerKey) return `addresses max ${this.bounds.maxAddressesPerKey} per API key on this chain, all its sockets together`;
+    if (union > this.bounds.maxAddresses) return `addresses max ${this.bounds.maxAddresses} on this chain, for all clients together`;
+    // The new set first: an address in both stays where it is (no shard changes for it).
+    this.index(c);
+    if (previous !== null) this.unindex(previous);
     this.sync();
     return null;
   }
@@ -203,13 +188,35 @@ export class SubscriptionHub {
     if (this.fiatClients.delete(c)) this.sync();
   }
 
+  private index(c: AddressClient): void {
+    let held = this.byKey.get(c.key);
+    if (held === undefined) this.byKey.set(c.key, (held = new Map()));
+    for (const a of c.addresses) {
+      let set = this.byAddress.get(a);
+      if (set === undefined) {
+        this.byAddress.set(a, (set = new Set()));
+        this.shards.add(a);
+      }
+      set.add(c);
+      held.set(a, (held.get(a) ?? 0) + 1);
+    }
+    if (c.newBlockTxs && this.mined++ === 0) this.blocks.add(this.blockSub);
+  }
+
   private unindex(c: AddressClient): void {
+    const held = this.byKey.get(c.key);
     for (const a of c.addresses) {
       const set = this.byAddress.get(a);
-      if (set === undefined) continue;
-      set.delete(c);
-      if (set.size === 0) this.byAddress.delete(a);
+      if (set === undefined || !set.delete(c)) continue;
+      if (set.size === 0) {
+        this.byAddress.delete(a);
+        this.shards.remove(a);
+      }
+      const n = held!.get(a)! - 1;
+      if (n > 0) held!.set(a, n);
+      else held!.delete(a);
     }
+    if (held?.size === 0) this.byKey.delete(c.key);
     if (c.newBlockTxs && --this.mined === 0) this.blocks.remove(this.blockSub);
   }
 
@@ -225,29 +232,18 @@ export class SubscriptionHub {
     this.running = true;
     while (this.dirty) {
       this.dirty = false;
-      if (this.byAddress.size === 0 && this.fiatClients.size === 0) {
-        // Nothing to carry: the upstream socket is closed.
-        this.dropCarrier(false);
+      if (this.shards.size === 0 && this.fiatClients.size === 0) {
+        // Nothing to carry: unsubscribed upstream.
+        this.dropCarrier();
         continue;
       }
       try {
-        const c = (this.carrier ??= this.connect());
-        const list = [...this.byAddress.keys()];
-        const joined = list.join('\n');
-        // What a carrier lost meanwhile was given counts for nothing: the next one is given all of it.
-        if (joined !== this.sentAddresses) {
-          await c.addresses(list);
-          if (this.carrier === c) this.sentAddresses = joined;
-        }
-        const fiat = this.fiatClients.size > 0;
-        if (fiat !== this.sentFiat) {
-          await c.fiatRates(fiat);
-          if (this.carrier === c) this.sentFiat = fiat;
-        }
+        await this.carry();
         this.failures = 0;
       } catch (err) {
-        this.log.warn({ event: 'ws_upstream_subscribe_failed', upstream: this.carrier?.upstream.name, err: (err as Error).message }, 'the subscriptions could not be carried upstream; another upstream is tried');
-        this.dropCarrier(true);
+        this.log.warn({ event: 'ws_upstream_subscribe_failed', upstream: this.carrying?.name, err: (err as Error).message }, 'the subscriptions could not be carried upstream; another upstream is tried');
+        if (this.carrying !== null) this.lastLost = this.carrying;
+        this.dropCarrier();
         this.dirty = true;
         const wait = BACKOFF_MS[Math.min(this.failures++, BACKOFF_MS.length - 1)]!;
         await new Promise((r) => setTimeout(r, wait).unref());
@@ -256,30 +252,106 @@ export class SubscriptionHub {
     this.running = false;
   }
 
-  /** A carrier on the live socket of the first usable upstream, the last one lost after the others. */
-  private connect(): Carrier {
+  /**
+   * One pass: each shard on its socket to the carrying upstream (one picked
+   * if none), the fiat subscription on the first, and the sockets of shards
+   * the union no longer needs closed, last, once the addresses they held are
+   * carried by the others (a lower shard is always sent first). What a
+   * carrier lost meanwhile was given counts for nothing: the pass ends, and
+   * the next one gives the next carrier all of it.
+   */
+  private async carry(): Promise<void> {
+    const u = (this.carrying ??= this.pick());
+    const fiat = this.fiatClients.size > 0;
+    const needed = Math.max(this.shards.count, fiat ? 1 : 0);
+    for (let i = 0; i < needed; i++) {
+      let lane = this.lanes[i];
+      if (lane === undefined) {
+        const opened = await this.open(u, i);
+        if (this.carrying !== u) return this.close(opened, false);
+        this.lanes[i] = lane = opened;
+      }
+      const list = this.shards.list(i);
+      const joined = list.join('\n');
+      if (joined === lane.sent) continue;
+      lane.sent = joined;
+      lane.asked = new Set([...lane.carried, ...list]);
+      await lane.carrier.addresses(list);
+      if (this.lanes[i] !== lane) return;
+      lane.carried = lane.asked = new Set(list);
+    }
+    if (fiat !== this.sentFiat) {
+      await this.lanes[0]!.carrier.fiatRates(fiat);
+      if (this.carrying !== u) return;
+      this.sentFiat = fiat;
+    }
+    while (this.lanes.length > needed) this.close(this.lanes.pop()!, false);
+  }
+
+  /** The live head socket of the first usable upstream, the last one lost after the others. */
+  private pick(): Upstream {
     const live = this.upstreams.filter((u) => u.usable && u.socket?.live === true);
     const u = live.find((x) => x !== this.lastLost) ?? live[0];
     if (u === undefined) throw new Error('no upstream socket is live');
-    return new Carrier(u, u.socket!, this.events);
+    return u;
   }
 
-  /** The carrier given up: what it carried is unsubscribed there (its heads keep the socket). */
-  private dropCarrier(failed: boolean): void {
-    const c = this.carrier;
-    if (c === null) return;
-    if (failed) this.lastLost = c.upstream;
-    this.carrier = null;
-    c.close({ addresses: !failed && this.sentAddresses !== '', fiat: !failed && this.sentFiat });
-    this.sentAddresses = '';
+  /** Shard i's carrier on `u`: its head socket for shard 0, a socket of its own (once it serves the chain) for another. */
+  private async open(u: Upstream, i: number): Promise<Lane> {
+    let socket: ShardSocket | null = null;
+    if (i > 0) {
+      socket = new ShardSocket(u, socketUrl(this.route.upstreams[this.upstreams.indexOf(u)]!, this.route, blockbookSocketUrl)!, this.route.limits.timeoutMs);
+      try {
+        await socket.ready;
+      } catch (err) {
+        socket.close();
+        throw err;
+      }
+    }
+    let lane: Lane | null = null;
+    const carrier = new Carrier(u, socket ?? u.socket!, {
+      address: (address, data) => this.address(lane!, address, data),
+      fiat: (data) => this.fiat(data),
+      lost: () => {
+        if (!this.lanes.includes(lane!)) return;
+        this.log.warn({ event: 'ws_upstream_lost', upstream: u.name, shard: i }, "an upstream socket carrying the chain's subscriptions is lost; another upstream takes them all");
+        this.lastLost = u;
+        this.dropCarrier();
+        this.sync();
+      },
+    });
+    lane = { carrier, socket, sent: '', carried: new Set(), asked: new Set() };
+    return lane;
+  }
+
+  /** The carrier given up: what shard 0 carried is unsubscribed on the head socket (its heads keep it), the other shards' sockets closed. */
+  private dropCarrier(): void {
+    const lanes = this.lanes;
+    this.lanes = [];
+    this.carrying = null;
+    lanes.forEach((lane, i) => this.close(lane, i === 0 && this.sentFiat));
     this.sentFiat = false;
+  }
+
+  private close(lane: Lane, fiat: boolean): void {
+    lane.carrier.close({ addresses: lane.socket === null && lane.sent !== '', fiat });
+    lane.socket?.close();
   }
 
   // -------------------------------------------------------- notifications
 
-  /** A mempool transaction of `address`: to every client that holds it. */
-  private address(address: string, data: string): void {
-    const set = this.byAddress.get(addressKey(address));
+  /**
+   * A mempool transaction of `address` on `lane`'s socket: to every client
+   * that holds it. An address moving to another shard (the union shrank) is
+   * on two sockets a moment: the one it left tells until the other has taken
+   * it, so the client gets it once, neither twice nor not at all.
+   */
+  private address(lane: Lane, address: string, data: string): void {
+    const key = addressKey(address);
+    if (!lane.asked.has(key)) return;
+    const owner = this.lanes[this.shards.of(key) ?? -1];
+    if (owner !== lane ? owner?.carried.has(key) === true : !lane.carried.has(key) && this.lanes.some((l) => l !== lane && l.asked.has(key))) return;
+    const set = this.byAddress.get(key);
     if (set === undefined) return;
     for (const c of set) c.notify(`{"id":${c.idJson},"data":${data}}`);
   }

@@ -1,11 +1,14 @@
 // Blockbook's side of its upstreams' sockets (issue 46). Each upstream has ONE
-// socket, the gateway's own, held by upstreams/head-sockets.ts as every
+// head socket, the gateway's own, held by upstreams/head-sockets.ts as every
 // kind's is (reconnects with backoff, the quiet check, the identity check):
 //  - blockbookHeadSocket: what it sends once open (getInfo, which names the
 //    coin it serves as /status's `blockbook.coin` does, and
 //    subscribeNewBlock) and how its answers and new blocks read;
 //  - Carrier: the chain's address and fiat subscriptions on that same socket
-//    (socket-hub.ts), one union for all clients, whatever their number.
+//    (socket-hub.ts), one union for all clients, whatever their number, or on
+//  - ShardSocket: one more socket to the same upstream for each further
+//    1,000 addresses of the union (socket-shards.ts), opened by the hub only
+//    while the union is that large, and checked to serve the upstream's coin.
 // Its URL is the upstream's `ws:`, else its base's host with /websocket
 // (beside Blockbook's /api); its headers are the upstream's (credentials
 // included), never a client's.
@@ -14,15 +17,18 @@
 // under the id of the message that made it: subscribing again replaces them,
 // so the union is sent whole on every change (Blockbook's own limits: 1,000
 // addresses a socket).
+import WebSocket from 'ws';
 import type { HeadSocketProbe, SocketNews } from '../../upstreams/probe.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
-import type { Upstream } from '../../upstreams/upstream.ts';
+import { HEALTH_AGENT, unreachable, type Upstream } from '../../upstreams/upstream.ts';
 import { MAX_MERGE_BYTES } from '../common.ts';
 
 /** Blockbook's maxWebsocketSubscribeAddresses: addresses one socket may subscribe. */
 export const MAX_UPSTREAM_ADDRESSES = 1000;
 /** An answer the upstream owes: past this the carrier is treated as lost. */
 const ANSWER_MS = 10_000;
+/** A shard's socket is pinged this often; one whose peer answered no ping in between is dead (no heads tell it, as the head socket's do). */
+const PING_MS = 30_000;
 
 // The ids of the gateway's messages: the heads' two, and the carrier's prefixes (each request adds a sequence number).
 const ID_INFO = 'i';
@@ -30,12 +36,16 @@ const ID_BLOCKS = 'b';
 const ADDRESSES = 'a';
 const FIAT = 'f';
 
-const HELLO = [`{"id":"${ID_INFO}","method":"getInfo","params":{}}`, `{"id":"${ID_BLOCKS}","method":"subscribeNewBlock","params":{}}`] as const;
+const GET_INFO = `{"id":"${ID_INFO}","method":"getInfo","params":{}}`;
+const HELLO = [GET_INFO, `{"id":"${ID_BLOCKS}","method":"subscribeNewBlock","params":{}}`] as const;
 
 /** The socket of a Blockbook upstream without `ws:`: its base (`…/api`) host and prefix, with /websocket (credentials go as its headers). */
 export function blockbookSocketUrl(base: URL): string {
   return `${base.protocol === 'https:' ? 'wss:' : 'ws:'}//${base.host}${base.pathname.replace(/\/+$/, '').replace(/\/api$/, '')}/websocket`;
 }
+
+/** What getInfo's `name` says a socket serves, as the upstream's polls name it (module.ts: /status's coin). */
+const coinOf = (name: string): string => `coin ${name}`;
 
 function errorOf(data: unknown): string | null {
   const e = (data as { error?: { message?: unknown } } | null)?.error;
@@ -50,7 +60,7 @@ export const blockbookHeadSocket: HeadSocketProbe<'blockbook'> = {
   hello: () => HELLO,
   read(_route, m): SocketNews | null {
     const d = m.data as Record<string, unknown> | null | undefined;
-    if (m.id === ID_INFO) return typeof d?.name === 'string' ? { identity: `coin ${d.name}` } : { refused: errorOf(d) ?? 'getInfo names no coin' };
+    if (m.id === ID_INFO) return typeof d?.name === 'string' ? { identity: coinOf(d.name) } : { refused: errorOf(d) ?? 'getInfo names no coin' };
     if (m.id !== ID_BLOCKS || d === null || typeof d !== 'object') return null;
     if (typeof d.height === 'number' && typeof d.hash === 'string') return Number.isSafeInteger(d.height) && d.height >= 0 ? { head: d.height, hash: d.hash } : null;
     return d.subscribed === true ? { subscribed: true } : { refused: errorOf(d) ?? 'subscribeNewBlock refused' };
@@ -169,4 +179,110 @@ export class Carrier implements SocketUser {
 function checked(data: unknown): void {
   const e = errorOf(data);
   if (e !== null) throw new Error(e);
+}
+
+/**
+ * One more socket to an upstream, for a shard of the chain's addresses past
+ * the first (which rides the upstream's head socket): the head socket's URL
+ * and headers, never a client's. It is live once its getInfo names the coin
+ * the upstream's polls verified (a load balancer may put it on another node
+ * than the head socket's); `ready` settles then, or rejects when it fails,
+ * closes or does not tell in time. It is not opened again: a lost shard
+ * socket is the carrier lost (socket-hub.ts moves every shard). It carries
+ * no heads that would show it quiet, so it is pinged: a peer that answers
+ * no ping for an interval is dropped.
+ */
+export class ShardSocket implements UpstreamSocket {
+  private readonly ws: WebSocket;
+  private readonly users = new Set<SocketUser>();
+  private on = false;
+  readonly ready: Promise<void>;
+
+  constructor(u: Upstream, url: string, timeoutMs: number, pingMs = PING_MS) {
+    this.ws = new WebSocket(url, {
+      headers: { ...u.headers, 'user-agent': HEALTH_AGENT },
+      handshakeTimeout: timeoutMs,
+      maxPayload: MAX_MERGE_BYTES,
+      perMessageDeflate: false,
+      followRedirects: false,
+    });
+    const ws = this.ws;
+    this.ready = new Promise((resolve, reject) => {
+      // Codes only: an error's message may carry the URL (a provider's key).
+      let reason = '';
+      let pings: NodeJS.Timeout | undefined;
+      const timer = setTimeout(() => {
+        reason ||= 'getInfo: no answer';
+        ws.terminate();
+      }, ANSWER_MS).unref();
+      ws.on('open', () => ws.send(GET_INFO));
+      ws.on('error', (err: Error) => {
+        const status = /^Unexpected server response: (\d+)$/.exec(err.message)?.[1];
+        reason ||= status !== undefined ? `HTTP ${status}` : unreachable(err);
+      });
+      ws.on('message', (data: Buffer, binary: boolean) => {
+        let m: Record<string, unknown>;
+        try {
+          m = JSON.parse(data.toString()) as Record<string, unknown>;
+        } catch {
+          return;
+        }
+        if (binary || m === null || typeof m !== 'object') return;
+        if (this.on) {
+          for (const user of this.users) user.message(m);
+          return;
+        }
+        if (m.id !== ID_INFO) return;
+        const name = (m.data as { name?: unknown } | null)?.name;
+        const v = u.view;
+        if (typeof name === 'string' && v.verified && coinOf(name) === v.identity) {
+          clearTimeout(timer);
+          this.on = true;
+          let answered = true;
+          ws.on('pong', () => (answered = true));
+          pings = setInterval(() => {
+            if (!answered) return ws.terminate();
+            answered = false;
+            ws.ping();
+          }, pingMs).unref();
+          return resolve();
+        }
+        reason = typeof name === 'string' ? `serves ${coinOf(name)}` : (errorOf(m.data) ?? 'getInfo names no coin');
+        ws.terminate();
+      });
+      ws.on('close', (code: number) => {
+        clearTimeout(timer);
+        clearInterval(pings);
+        reject(new Error(`upstream shard socket: ${reason || `closed (${code})`}`));
+        const was = this.on;
+        this.on = false;
+        if (was) for (const user of this.users) user.down();
+      });
+    });
+    // The hub awaits it; a rejection nobody awaits (the hub gave up first) is no fault.
+    this.ready.catch(() => {});
+  }
+
+  get live(): boolean {
+    return this.on;
+  }
+
+  attach(user: SocketUser): void {
+    this.users.add(user);
+  }
+
+  detach(user: SocketUser): void {
+    this.users.delete(user);
+  }
+
+  send(text: string): boolean {
+    if (!this.on) return false;
+    this.ws.send(text);
+    return true;
+  }
+
+  /** Closed at once: what it carried is gone with it (Blockbook keeps a socket's subscriptions with the socket). */
+  close(): void {
+    this.ws.terminate();
+  }
 }

@@ -12,12 +12,13 @@
 // answered here, after the same admission (the transport's `local`):
 // subscribeNewBlock is fed from the chain view (socket-blocks.ts), one feed
 // for all sockets; subscribeAddresses and subscribeFiatRates are multiplexed
-// on one upstream socket for the chain (socket-hub.ts, socket-upstream.ts),
-// the upstream's one socket, which also carries its heads.
+// on one upstream for the chain (socket-hub.ts, socket-upstream.ts): its head
+// socket, and one more socket for each further 1,000 addresses.
 import { blockbookErrorJson, BLOCKBOOK_ERRORS } from './errors.ts';
 import { errorOf, blockbookGet, blockbookRead } from './socket-fetch.ts';
 import { BlockFeed, type BlockSubscriber } from './socket-blocks.ts';
-import { addressKey, SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
+import { addressKey } from './socket-address.ts';
+import { SubscriptionHub, type AddressClient, type FiatClient } from './socket-hub.ts';
 import { NOT_SERVED, ParamsError, TWINS, type MethodContext, type Params, type Twin } from './socket-methods.ts';
 import { RelayFailure, UpstreamCalls, upstreamParams } from './socket-relay.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
@@ -73,7 +74,9 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
     private readonly parts: SocketChainParts,
   ) {
     this.blocks = new BlockFeed(parts.view, parts.pooled, (h) => this.get(`block-index/${h}`).then(hashOf), parts.log);
-    this.hub = new SubscriptionHub(parts.upstreams, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
+    // Made only for a chain with websocket on (chains.ts socketOf): its address bounds are set.
+    if (route.websocket === false) throw new Error(`chain ${route.path}: websocket is off`);
+    this.hub = new SubscriptionHub(route, route.websocket, parts.upstreams, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
     this.calls = new UpstreamCalls(parts.upstreams, parts.view, route.limits.timeoutMs);
   }
 
@@ -296,7 +299,7 @@ class BlockbookSession implements SocketSession {
       const refused = this.refusedSubscription();
       if (refused !== null) return refused;
     }
-    const client: AddressClient = { idJson, addresses, newBlockTxs, notify: (text) => this.push('addresses', 'subscribeAddresses', text) };
+    const client: AddressClient = { key: this.link.key.id, idJson, addresses, newBlockTxs, notify: (text) => this.push('addresses', 'subscribeAddresses', text) };
     const over = this.at.hub.setAddresses(client, previous);
     if (over !== null) return `{"error":{"message":${JSON.stringify(over)}}}`;
     if (previous === null) this.at.counts.subscriptions.addresses!++;

@@ -83,8 +83,11 @@ export const EXPECTED: Record<string, string[]> = {
     `${F}/websocket.yaml:5:25 websocket.maxConnectionsPerKey: must be >= 1, not 0`,
     `${F}/websocket.yaml:6:19 websocket.pingIntervalMs: must be >= 1000, not 100`,
     `${F}/websocket.yaml:7:3 websocket: unknown field 'maxBuferedBytes' (hint: did you mean 'maxBufferedBytes'?)`,
-    `${F}/websocket.yaml:13:16 chains[0] (ethereum) websocket: must be boolean, not string (hint: Also accept WebSocket upgrades on this chain's path and listener: evm-jsonrpc, the same calls as over HTTP and eth_subscribe to newHeads and logs; blockbook, Blockbook's own WebSocket API at <chain>/websocket (not rosetta; docs/websocket.md).)`,
+    `${F}/websocket.yaml:13:16 chains[0] (ethereum) websocket: must be boolean, not string (hint: Also accept WebSocket upgrades on this chain's path and listener (evm-jsonrpc: true or false): the same calls as over HTTP and eth_subscribe to newHeads and logs (docs/websocket.md).)`,
     `${F}/websocket.yaml:19:5 chains[1] (cardano): 'websocket' applies to blockbook or evm-jsonrpc chains only, not rosetta`,
+    `${F}/websocket.yaml:24:32 chains[2] (bitcoin) websocket.maxAddresses: must be >= 1, not 0`,
+    `${F}/websocket.yaml:24:55 chains[2] (bitcoin) websocket.maxAddressesPerKey: must be integer, not number (hint: Distinct addresses one API key may subscribe to on the chain, over all its sockets together (default: one Blockbook socket's worth), so that no key takes the chain's capacity. A subscribeAddresses that would pass it gets an error answer.)`,
+    `${F}/websocket.yaml:24:60 chains[2] (bitcoin) websocket: unknown field 'maxAdresses' (hint: did you mean 'maxAddresses'?)`,
   ],
 
   // eth_getLogs range caps (issue 39) where they cannot apply, and out of range.

@@ -168,6 +168,22 @@ describe('buildModel', () => {
     expect(emitServerSource(on)).toContain('websocket: true');
   });
 
+  it("fills a blockbook chain's address bounds (issue 46): true is on with the defaults, an object on with its own, each left out filled", () => {
+    const doc = parse(readFileSync(join(PROJECT_ROOT, 'test/fixtures/valid/pool.yaml'), 'utf8'));
+    const bitcoin = doc.chains.find((c: { interface: string }) => c.interface === 'blockbook');
+    const built = () => model('test/fixtures/valid/pool.yaml', stringify(doc)).chains.find((c) => c.path === bitcoin.path)!;
+    expect(built().websocket).toBe(false);
+    bitcoin.websocket = true;
+    expect(built().websocket).toEqual({ maxAddresses: DEFAULTS.wsMaxAddresses, maxAddressesPerKey: DEFAULTS.wsMaxAddressesPerKey });
+    expect([DEFAULTS.wsMaxAddresses, DEFAULTS.wsMaxAddressesPerKey]).toEqual([10_000, 1000]);
+    bitcoin.websocket = { maxAddresses: 2500 };
+    const on = model('test/fixtures/valid/pool.yaml', stringify(doc));
+    expect(on.chains.find((c) => c.path === bitcoin.path)!.websocket).toEqual({ maxAddresses: 2500, maxAddressesPerKey: 1000 });
+    // The chain takes WebSockets: the top-level limits are filled too, and the route carries its bounds.
+    expect(on.websocket).toBeDefined();
+    expect(emitServerSource(on)).toContain('websocket: { "maxAddresses": 2500, "maxAddressesPerKey": 1000 }');
+  });
+
   it('records the manifest path as given, never an absolute one', () => {
     const loaded = loadManifest(join(PROJECT_ROOT, 'test/fixtures/valid/minimal.yaml'));
     const m = buildModel(loaded.value, 'test/fixtures/valid/minimal.yaml', loaded.text);

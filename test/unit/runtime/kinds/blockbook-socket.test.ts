@@ -8,7 +8,7 @@ import { blockbookSocket } from '../../../../runtime/kinds/blockbook/socket.ts';
 import { baseUnits, ParamsError, TWINS, type MethodContext, type Params } from '../../../../runtime/kinds/blockbook/socket-methods.ts';
 import { blockPaging } from '../../../../runtime/kinds/blockbook/socket-block-page.ts';
 import { blockbookHeadSocket, blockbookSocketUrl } from '../../../../runtime/kinds/blockbook/socket-upstream.ts';
-import { addressKey } from '../../../../runtime/kinds/blockbook/socket-hub.ts';
+import { addressKey } from '../../../../runtime/kinds/blockbook/socket-address.ts';
 import { upstreamParams } from '../../../../runtime/kinds/blockbook/socket-relay.ts';
 import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
 
