@@ -77,6 +77,7 @@ export const DEFAULTS = {
   wsPingIntervalMs: schemaDefault<number>('properties', 'websocket', 'properties', 'pingIntervalMs'),
   wsMaxAddresses: schemaDefault<number>(...CHAIN_SCHEMA, 'websocket', 'anyOf', '1', 'properties', 'maxAddresses'),
   wsMaxAddressesPerKey: schemaDefault<number>(...CHAIN_SCHEMA, 'websocket', 'anyOf', '1', 'properties', 'maxAddressesPerKey'),
+  wsSpareSocketMs: schemaDefault<number>(...CHAIN_SCHEMA, 'websocket', 'anyOf', '1', 'properties', 'spareSocketMs'),
 } as const;
 
 /** Code-unit order: the same on every machine, unlike localeCompare. */
@@ -118,7 +119,7 @@ function workedOut(c: ChainConfig): Partial<ChainSettings> {
     const ws = c.websocket ?? false;
     if (ws === false) return {};
     const set = ws === true ? {} : ws;
-    return { websocket: { maxAddresses: set.maxAddresses ?? DEFAULTS.wsMaxAddresses, maxAddressesPerKey: set.maxAddressesPerKey ?? DEFAULTS.wsMaxAddressesPerKey } };
+    return { websocket: { maxAddresses: set.maxAddresses ?? DEFAULTS.wsMaxAddresses, maxAddressesPerKey: set.maxAddressesPerKey ?? DEFAULTS.wsMaxAddressesPerKey, spareSocketMs: set.spareSocketMs ?? DEFAULTS.wsSpareSocketMs } };
   }
   if (c.interface !== 'evm-jsonrpc') return {};
   return {

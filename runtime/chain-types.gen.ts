@@ -169,6 +169,8 @@ export interface WebsocketConfig {
   maxAddresses?: number;
   /** Distinct addresses one API key may subscribe to on the chain, over all its sockets together (default: one Blockbook socket's worth), so that no key takes the chain's capacity. A subscribeAddresses that would pass it gets an error answer. */
   maxAddressesPerKey?: number;
+  /** How long a socket to the carrying upstream that the address union no longer needs (it shrank by 1,000 or more) is kept open, emptied, for the union to grow back into, in milliseconds. Bounds how often clients whose addresses cross a 1,000 boundary back and forth make the gateway open sockets to the upstream. */
+  spareSocketMs?: number;
 }
 
 /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */
@@ -335,6 +337,8 @@ export interface WebsocketSpec {
   readonly maxAddresses?: number;
   /** Distinct addresses one API key may subscribe to on the chain, over all its sockets together (default: one Blockbook socket's worth), so that no key takes the chain's capacity. A subscribeAddresses that would pass it gets an error answer. */
   readonly maxAddressesPerKey?: number;
+  /** How long a socket to the carrying upstream that the address union no longer needs (it shrank by 1,000 or more) is kept open, emptied, for the union to grow back into, in milliseconds. Bounds how often clients whose addresses cross a 1,000 boundary back and forth make the gateway open sockets to the upstream. */
+  readonly spareSocketMs?: number;
 }
 
 /** Hedged reads: a read with no answer after afterMs is also sent to a second upstream, and the first good answer wins. Writes are never hedged. Needs two upstreams. Omitted: no hedging. */

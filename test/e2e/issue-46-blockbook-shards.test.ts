@@ -4,7 +4,9 @@
 // one's address set, and holds Blockbook's 1,000 a socket): the union in
 // shards of 1,000, each on its own socket to the carrying upstream (the first
 // on its head socket), every notification to its holders only, the extra
-// socket closed when the union shrinks back, failover moving every shard, and
+// socket emptied when the union shrinks back and closed once spare for
+// websocket.spareSocketMs (a union crossing 1,000 back and forth meanwhile
+// opens no socket per crossing), failover moving every shard, and
 // the two bounds: the chain's total (here 2,500) and each key's share (the
 // default, 1,000) over all its sockets.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +19,8 @@ import { connect, RpcSocket, wsUrl } from '../support/ws-client.ts';
 const IN_EVERY_BLOCK = 'D6ravJL6Fgxtgp8k2XZZt1QfUmwwGuLwQJ';
 const TOTAL = 2500;
 const PER_KEY = 1000;
+/** websocket.spareSocketMs here: long enough for the crossings below, short enough to see a spare closed. */
+const SPARE_MS = 4000;
 
 type Upstream = BlockbookWithSocket;
 const upstream = () => startBlockbookWithSocket({ bestHeight: 100 });
@@ -28,7 +32,7 @@ let B: Upstream;
 beforeAll(async () => {
   rig = await gateway({
     name: 'issue-46-blockbook-shards',
-    chains: [{ path: 'btc', interface: 'blockbook', listener: 'explorer', websocket: { maxAddresses: TOTAL }, coin: 'Bitcoin', upstreams: ['${A}', '${B}'] }],
+    chains: [{ path: 'btc', interface: 'blockbook', listener: 'explorer', websocket: { maxAddresses: TOTAL, spareSocketMs: SPARE_MS }, coin: 'Bitcoin', upstreams: ['${A}', '${B}'] }],
     header: { health: { intervalMs: 100, timeoutMs: 2000 } },
     keys: [{ id: 'ka' }, { id: 'kb' }, { id: 'kc' }, { id: 'kd' }],
     standIns: { A: upstream(), B: upstream() },
@@ -125,21 +129,43 @@ describe('the address union in shards', () => {
     await closeAll([a, b]);
   }, 60_000);
 
-  it('closes the extra socket when the union shrinks back to 1,000, the addresses left carried on the head socket', async () => {
+  it('empties the extra socket when the union shrinks back to 1,000 (the addresses left on the head socket) and closes it once spare for spareSocketMs', async () => {
     const a = await open('ka');
     const b = await open('kb');
     expect(await subscribe(a, 'a', addrs('s', 700))).toEqual({ subscribed: true });
     expect(await subscribe(b, 'b', addrs('t', 500))).toEqual({ subscribed: true });
     const c = await carried([...addrs('s', 700), ...addrs('t', 500)], 2);
-    // b keeps 300 of its 500: 1,000 in all, on the head socket alone.
+    // b keeps 300 of its 500: 1,000 in all, on the head socket alone; the other socket is emptied, then closed.
     expect(await subscribe(b, 'b2', addrs('t', 300))).toEqual({ subscribed: true });
-    expect(await carried([...addrs('s', 700), ...addrs('t', 300)], 1)).toBe(c);
+    const shrunk = performance.now();
+    const want = [...addrs('s', 700), ...addrs('t', 300)].sort().join();
+    await until(async () => sets(c).length === 1 && sets(c)[0]!.slice().sort().join() === want, 'the union on the head socket alone, the spare emptied', 20_000);
+    await until(async () => c.ws.open === 1, 'the spare socket closed', 20_000);
+    expect(performance.now() - shrunk).toBeGreaterThanOrEqual(SPARE_MS - 100);
     // One that moved off the closed socket still reaches its holder, once.
     expect(c.ws.mempoolTx('t-299', tx('29'))).toBe(1);
     await b.until(() => notes(b, 'b2').length === 1, 20_000, 'the moved address notified');
     await settled(b);
     expect(notes(b, 'b2')).toEqual([expect.objectContaining({ address: 't-299' })]);
     await closeAll([a, b]);
+  }, 60_000);
+
+  it('a union crossing 1,000 back and forth within spareSocketMs opens one extra socket, not one per crossing', async () => {
+    const a = await open('ka');
+    const b = await open('kb');
+    expect(await subscribe(a, 'a', addrs('u', 1000))).toEqual({ subscribed: true });
+    const c = await carried(addrs('u', 1000), 1);
+    const before = c.ws.opened;
+    for (let i = 0; i < 6; i++) {
+      // b's one address takes the union to 1,001 (two sockets), its none back to 1,000.
+      expect(await subscribe(b, `up${i}`, [`v-${i}`])).toEqual({ subscribed: true });
+      await carried([...addrs('u', 1000), `v-${i}`], 2);
+      expect(await subscribe(b, `down${i}`, [])).toEqual({ subscribed: true });
+      await until(async () => sets(c).length === 1, 'the spare emptied', 20_000);
+    }
+    expect(c.ws.opened - before).toBe(1);
+    await closeAll([a, b]);
+    await until(async () => A.ws.open + B.ws.open === 2, 'only the head sockets left', 20_000);
   }, 60_000);
 
   it('moves every shard to the other upstream when the carrier is lost, and loses no mined transaction meanwhile', async () => {

@@ -52,3 +52,22 @@ export function addressesOf(tx: BlockTx): Map<string, string> {
   for (const io of [...(tx.vin ?? []), ...(tx.vout ?? [])]) if (Array.isArray(io.addresses)) for (const a of io.addresses) if (typeof a === 'string') out.set(addressKey(a), a);
   return out;
 }
+
+/** A socket's address subscription. */
+export interface AddressClient {
+  /** Its API key's id (never the key): what the key's share of the chain's addresses is counted by. */
+  readonly key: string;
+  /** Its subscribe message's id, which its notifications carry. */
+  readonly idJson: string;
+  readonly addresses: ReadonlySet<string>;
+  readonly newBlockTxs: boolean;
+  /** One notification's whole text. */
+  notify(text: string): void;
+}
+
+/** A socket's fiat rates subscription: one currency (lower case), or all (null). */
+export interface FiatClient {
+  readonly idJson: string;
+  readonly currency: string | null;
+  notify(text: string): void;
+}

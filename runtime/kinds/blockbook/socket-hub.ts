@@ -1,60 +1,35 @@
 // subscribeAddresses and subscribeFiatRates of every socket on one Blockbook
 // chain, multiplexed (issue 46): the union of the clients' addresses and one
-// fiat subscription are carried by ONE upstream (socket-upstream.ts),
-// whatever the number of clients; each notification goes only to the clients
-// whose sets hold its address, under each one's own subscribe id.
-//
-// - The union is carried in shards of at most 1,000 addresses, Blockbook's
-//   limit for one socket (socket-shards.ts): the first on the upstream's head
-//   socket (so a few thousand clients of a few addresses each still cost one
-//   socket an upstream), each further one on a socket of its own to the same
-//   upstream (ShardSocket), opened only while the union needs it.
+// fiat subscription are carried by ONE upstream (socket-upstream.ts), whatever
+// the number of clients; each notification goes only to the clients whose sets
+// hold its address (matched as Blockbook matches them: addressKey), under each
+// one's own subscribe id.
+// - The union is carried in shards of at most 1,000 addresses (Blockbook's
+//   limit a socket, socket-shards.ts): the first on the upstream's head socket,
+//   each further one on a socket of its own to it (ShardSocket), opened only
+//   while needed. One no longer needed is emptied at once and closed after
+//   websocket.spareSocketMs unneeded: a client crossing a 1,000-address
+//   boundary back and forth opens no socket to the provider per subscribe.
 // - Two bounds keep one client from taking the feature from the others: the
-//   chain's union (websocket.maxAddresses, and so its sockets) and each API
-//   key's distinct addresses over all its sockets (websocket.maxAddressesPerKey),
-//   counted by the key's id, never its text. A subscribe over either is
-//   refused with the bound's name and number; the client's set stays.
-// - Mempool transactions come from the carrying upstream's sockets.
-// - Mined transactions (newBlockTxs) come from the chain's blocks as the
-//   gateway serves them (the block feed, socket-blocks.ts): each block is read
-//   through the chain's front and every transaction touching an address a
-//   newBlockTxs client holds is sent, as websocket.go's publishNewBlockTxsByAddr
-//   does. So one is never missed when the carrier changes, and never sent
-//   before its block is the chain's.
+//   chain's union (websocket.maxAddresses) and each API key's distinct
+//   addresses over its sockets (websocket.maxAddressesPerKey, by the key's id).
+//   A subscribe over either is refused with the bound; the client's set stays.
+// - Mempool transactions come from the carrier's sockets; mined ones
+//   (newBlockTxs) from the chain's blocks as the gateway serves them (the block
+//   feed, socket-blocks.ts), as websocket.go's publishNewBlockTxsByAddr sends
+//   them: none is missed when the carrier changes, or sent before its block.
 // - Failover: when any of the carrier's sockets is lost, or its upstream no
-//   longer serves the chain (down, behind, another chain: its mempool is not
-//   the chain's), every shard is subscribed on another usable upstream (the
+//   longer serves the chain, every shard moves to another usable upstream (the
 //   lost one last), with backoff while none takes it.
-// - Addresses are matched as Blockbook matches them, by what they stand for
-//   (its address descriptor), not by their spelling (addressKey).
 import type { Logger } from '../../observe/log.ts';
 import type { ChainListener, ChainView } from '../../upstreams/chain-view.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import type { BlockFeed, BlockSubscriber } from './socket-blocks.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import { socketUrl } from '../../upstreams/head-sockets.ts';
-import { addressesOf, addressKey, type BlockTx } from './socket-address.ts';
+import { addressesOf, addressKey, type AddressClient, type BlockTx, type FiatClient } from './socket-address.ts';
 import { Shards } from './socket-shards.ts';
 import { blockbookSocketUrl, Carrier, MAX_UPSTREAM_ADDRESSES, ShardSocket } from './socket-upstream.ts';
-
-/** A socket's address subscription. */
-export interface AddressClient {
-  /** Its API key's id (never the key): what the key's share of the chain's addresses is counted by. */
-  readonly key: string;
-  /** Its subscribe message's id, which its notifications carry. */
-  readonly idJson: string;
-  readonly addresses: ReadonlySet<string>;
-  readonly newBlockTxs: boolean;
-  /** One notification's whole text. */
-  notify(text: string): void;
-}
-
-/** A socket's fiat rates subscription: one currency (lower case), or all (null). */
-export interface FiatClient {
-  readonly idJson: string;
-  readonly currency: string | null;
-  notify(text: string): void;
-}
 
 const BACKOFF_MS = [200, 500, 1000, 2000, 5000];
 
@@ -64,6 +39,8 @@ export interface AddressBounds {
   readonly maxAddresses: number;
   /** One API key's distinct addresses, over all its sockets on the chain. */
   readonly maxAddressesPerKey: number;
+  /** How long a shard's socket the union no longer needs is kept, emptied, for it to grow back into. */
+  readonly spareSocketMs: number;
 }
 
 /** One shard's carrier: shard 0's on the upstream's head socket, each other's on a ShardSocket of its own. */
@@ -103,6 +80,9 @@ export class SubscriptionHub {
   /** The upstream carrying the chain's subscriptions (null: none yet, or given up), and its sockets, one per shard. */
   private carrying: Upstream | null = null;
   private lanes: Lane[] = [];
+  /** Since when lanes past the union's need have been spares (null: none), and the pass that closes them. */
+  private spareSince: number | null = null;
+  private spareTimer: ReturnType<typeof setTimeout> | null = null;
   /** Whether the fiat subscription was taken (on shard 0's socket). */
   private sentFiat = false;
   /** The upstream whose socket was lost last: tried after the others. */
@@ -254,9 +234,8 @@ export class SubscriptionHub {
 
   /**
    * One pass: each shard on its socket to the carrying upstream (one picked
-   * if none), the fiat subscription on the first, and the sockets of shards
-   * the union no longer needs closed, last, once the addresses they held are
-   * carried by the others (a lower shard is always sent first). What a
+   * if none), the fiat subscription on the first, and shards the union no
+   * longer needs emptied, last, once the others carry their addresses. What a
    * carrier lost meanwhile was given counts for nothing: the pass ends, and
    * the next one gives the next carrier all of it.
    */
@@ -285,7 +264,27 @@ export class SubscriptionHub {
       if (this.carrying !== u) return;
       this.sentFiat = fiat;
     }
-    while (this.lanes.length > needed) this.close(this.lanes.pop()!, false);
+    await this.spare(u, needed);
+  }
+
+  /** The lanes past `needed`: emptied now (their addresses are carried by the lower ones), closed once spares for spareSocketMs. */
+  private async spare(u: Upstream, needed: number): Promise<void> {
+    if (this.lanes.length <= needed) return void (this.spareSince = null);
+    const now = performance.now();
+    if (this.spareSince !== null && now - this.spareSince >= this.bounds.spareSocketMs) {
+      while (this.lanes.length > needed) this.close(this.lanes.pop()!, false);
+      return void (this.spareSince = null);
+    }
+    this.spareSince ??= now;
+    this.spareTimer ??= setTimeout(() => ((this.spareTimer = null), this.sync()), this.bounds.spareSocketMs - (now - this.spareSince) + 1).unref();
+    for (let i = needed; i < this.lanes.length; i++) {
+      const lane = this.lanes[i]!;
+      if (lane.sent === '') continue;
+      lane.sent = ''; // sent again whole if the union grows back into it
+      await lane.carrier.addresses([]);
+      if (this.carrying !== u || this.lanes[i] !== lane) return;
+      lane.carried = lane.asked = new Set();
+    }
   }
 
   /** The live head socket of the first usable upstream, the last one lost after the others. */
@@ -329,6 +328,7 @@ export class SubscriptionHub {
     const lanes = this.lanes;
     this.lanes = [];
     this.carrying = null;
+    this.spareSince = null;
     lanes.forEach((lane, i) => this.close(lane, i === 0 && this.sentFiat));
     this.sentFiat = false;
   }

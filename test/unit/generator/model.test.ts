@@ -174,14 +174,14 @@ describe('buildModel', () => {
     const built = () => model('test/fixtures/valid/pool.yaml', stringify(doc)).chains.find((c) => c.path === bitcoin.path)!;
     expect(built().websocket).toBe(false);
     bitcoin.websocket = true;
-    expect(built().websocket).toEqual({ maxAddresses: DEFAULTS.wsMaxAddresses, maxAddressesPerKey: DEFAULTS.wsMaxAddressesPerKey });
-    expect([DEFAULTS.wsMaxAddresses, DEFAULTS.wsMaxAddressesPerKey]).toEqual([10_000, 1000]);
+    expect(built().websocket).toEqual({ maxAddresses: DEFAULTS.wsMaxAddresses, maxAddressesPerKey: DEFAULTS.wsMaxAddressesPerKey, spareSocketMs: DEFAULTS.wsSpareSocketMs });
+    expect([DEFAULTS.wsMaxAddresses, DEFAULTS.wsMaxAddressesPerKey, DEFAULTS.wsSpareSocketMs]).toEqual([10_000, 1000, 60_000]);
     bitcoin.websocket = { maxAddresses: 2500 };
     const on = model('test/fixtures/valid/pool.yaml', stringify(doc));
-    expect(on.chains.find((c) => c.path === bitcoin.path)!.websocket).toEqual({ maxAddresses: 2500, maxAddressesPerKey: 1000 });
+    expect(on.chains.find((c) => c.path === bitcoin.path)!.websocket).toEqual({ maxAddresses: 2500, maxAddressesPerKey: 1000, spareSocketMs: 60_000 });
     // The chain takes WebSockets: the top-level limits are filled too, and the route carries its bounds.
     expect(on.websocket).toBeDefined();
-    expect(emitServerSource(on)).toContain('websocket: { "maxAddresses": 2500, "maxAddressesPerKey": 1000 }');
+    expect(emitServerSource(on)).toContain('websocket: { "maxAddresses": 2500, "maxAddressesPerKey": 1000, "spareSocketMs": 60000 }');
   });
 
   it('records the manifest path as given, never an absolute one', () => {
