@@ -74,7 +74,7 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
   ) {
     this.blocks = new BlockFeed(parts.view, parts.pooled, (h) => this.get(`block-index/${h}`).then(hashOf), parts.log);
     this.hub = new SubscriptionHub(parts.upstreams, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
-    this.calls = new UpstreamCalls(parts.upstreams, parts.view, route.limits.timeoutMs);
+    this.calls = new UpstreamCalls(route, parts.upstreams, parts.view, route.limits.timeoutMs);
   }
 
   connect(link: SocketLink): SocketSession {

@@ -7,6 +7,8 @@ import { UpstreamCalls } from '../../../../runtime/kinds/blockbook/socket-relay.
 import type { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
 import type { SocketUser, UpstreamSocket } from '../../../../runtime/upstreams/upstream-socket.ts';
 import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
+import { UpstreamTally } from '../../../../runtime/upstreams/tally.ts';
+import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
 
 class FakeSocket implements UpstreamSocket {
   live = true;
@@ -33,10 +35,16 @@ class FakeSocket implements UpstreamSocket {
   }
 }
 
-function upstream(head: number): { u: Upstream; s: FakeSocket } {
+/** An upstream as the calls see it: its socket, view and counters (a real tally; its breaker's marks counted). */
+function upstream(head: number): { u: Upstream; s: FakeSocket; marks: { ok: number; failed: number } } {
   const s = new FakeSocket();
-  return { u: { usable: true, view: { head }, socket: s } as unknown as Upstream, s };
+  const marks = { ok: 0, failed: 0 };
+  const u = { usable: true, view: { head }, socket: s, tally: new UpstreamTally(), score: null, markSuccess: () => void marks.ok++, markFailure: () => void marks.failed++ };
+  return { u: u as unknown as Upstream, s, marks };
 }
+
+/** A chain's route with no upstream socket URL (nothing here opens a socket of its own). */
+const ROUTE = { path: 'btc', upstreams: [] } as unknown as BlockbookRouteSpec;
 
 /** Resolves once `s` was sent `n` messages; rejects if it is not within 5 s. */
 async function sentTo(s: FakeSocket, n: number): Promise<void> {
@@ -51,7 +59,7 @@ describe('UpstreamCalls', () => {
   it("sends under the gateway's own ids, on an upstream at the served tip, and resolves with the answer's data", async () => {
     const behind = upstream(99);
     const atTip = upstream(100);
-    const calls = new UpstreamCalls([behind.u, atTip.u], { tip: 100 } as ChainView, 10_000);
+    const calls = new UpstreamCalls(ROUTE, [behind.u, atTip.u], { tip: 100 } as ChainView, 10_000);
     const ids = new Set<string>();
     for (let i = 0; i < 3; i++) {
       const p = calls.call('longTermFeeRate', {});
@@ -67,7 +75,7 @@ describe('UpstreamCalls', () => {
   it('sends a call once more on another upstream when its socket is lost, and fails when none is left', async () => {
     const a = upstream(100);
     const b = upstream(100);
-    const calls = new UpstreamCalls([a.u, b.u], { tip: 100 } as ChainView, 10_000);
+    const calls = new UpstreamCalls(ROUTE, [a.u, b.u], { tip: 100 } as ChainView, 10_000);
     const p = calls.call('getBlockFilter', { blockHash: 'h' });
     const first = a.s.sent.length === 1 ? a : b;
     const other = first === a ? b : a;
@@ -86,8 +94,8 @@ describe('UpstreamCalls', () => {
   it("gives up a silent upstream after timeoutMs and asks another; with none live, says so", async () => {
     const a = upstream(100);
     const b = upstream(100);
-    const calls = new UpstreamCalls([a.u, b.u], { tip: 100 } as ChainView, 50);
-    const p = calls.call('getMempoolFilters', {});
+    const calls = new UpstreamCalls(ROUTE, [a.u, b.u], { tip: 100 } as ChainView, 50);
+    const p = calls.call('getBlockFilter', {});
     const first = a.s.sent.length === 1 ? a : b;
     const other = first === a ? b : a;
     await sentTo(other.s, 1);
