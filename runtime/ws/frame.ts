@@ -37,7 +37,10 @@ export class FrameRequest extends Readable {
 /**
  * The response side: collects what the flow writes, and hands the status and
  * body over when it ends. 'close' follows the end, as on a ServerResponse,
- * so the request tracker counts and logs the call.
+ * so the request tracker counts and logs the call. Where the taker finishes
+ * the answer itself (a protocol that reads more, or reshapes it: `done`
+ * gives a promise of the status it answered with), 'close' waits for that,
+ * so the call's line and metrics carry its real outcome and latency.
  */
 export class FrameResponse extends EventEmitter {
   statusCode = 200;
@@ -49,7 +52,7 @@ export class FrameResponse extends EventEmitter {
   shouldKeepAlive = true;
   private readonly chunks: Buffer[] = [];
 
-  constructor(private readonly done: (status: number, body: Buffer, headers: readonly string[]) => void) {
+  constructor(private readonly done: (status: number, body: Buffer, headers: readonly string[]) => void | Promise<number>) {
     super();
   }
 
@@ -69,8 +72,13 @@ export class FrameResponse extends EventEmitter {
     if (this.writableFinished || this.destroyed) return this;
     if (chunk !== undefined && chunk !== null) this.write(chunk);
     this.writableFinished = true;
-    this.done(this.statusCode, this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks), this.headerList);
-    this.emit('close');
+    const finished = this.done(this.statusCode, this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks), this.headerList);
+    if (finished === undefined) this.emit('close');
+    else
+      void finished.then((status) => {
+        this.statusCode = status;
+        this.emit('close');
+      });
     return this;
   }
 

@@ -197,14 +197,17 @@ class BlockbookSession implements SocketSession {
       if (status >= 300) return this.reply(refusal(idJson, status, body));
       if (t.shape === null) return this.reply(answer(idJson, body.toString('utf8')));
       const shape = t.shape;
-      void (async () => {
-        let text: string;
+      // The call's line and metrics wait for the shaped answer: a shape that fails (a page over the merge bound, a
+      // further read that failed) is logged with the status it stands for (RelayFailure's, else 502: what the chain
+      // answered could not be made into the message's answer).
+      return (async () => {
         try {
-          text = answer(idJson, JSON.stringify(await shape(JSON.parse(body.toString('utf8')), this.at, body.length)));
+          this.reply(answer(idJson, JSON.stringify(await shape(JSON.parse(body.toString('utf8')), this.at, body.length))));
+          return 200;
         } catch (err) {
-          text = errorAnswer(idJson, (err as Error).message);
+          this.reply(errorAnswer(idJson, (err as Error).message));
+          return err instanceof RelayFailure ? err.status : 502;
         }
-        this.reply(text);
       })();
     });
   }
