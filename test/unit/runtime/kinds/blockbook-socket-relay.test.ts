@@ -1,8 +1,16 @@
 // The Blockbook methods sent on the upstreams' own sockets (socket-relay.ts),
 // against sockets that record what is sent and answer as told: the gateway's
 // ids, an upstream at the served tip first, one retry on another upstream
-// when the socket is lost or silent, and the error when none answers.
-import { describe, expect, it } from 'vitest';
+// when the socket is lost or silent, and the error when none answers; each
+// exchange reported to the upstream's tally and breaker, and an upstream the
+// pool's score leaves out left by these calls too. getMempoolFilters' sockets
+// of their own (socket-own.ts) against a real WebSocket server on loopback
+// that never answers: the cap, and the error of a call that found no place.
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { MAX_OWN_SOCKETS } from '../../../../runtime/kinds/blockbook/socket-own.ts';
+import { rank, UpstreamScore, type Scored } from '../../../../runtime/upstreams/upstream-score.ts';
 import { UpstreamCalls } from '../../../../runtime/kinds/blockbook/socket-relay.ts';
 import type { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
 import type { SocketUser, UpstreamSocket } from '../../../../runtime/upstreams/upstream-socket.ts';
@@ -35,11 +43,12 @@ class FakeSocket implements UpstreamSocket {
   }
 }
 
+let made = 0;
 /** An upstream as the calls see it: its socket, view and counters (a real tally; its breaker's marks counted). */
 function upstream(head: number): { u: Upstream; s: FakeSocket; marks: { ok: number; failed: number } } {
   const s = new FakeSocket();
   const marks = { ok: 0, failed: 0 };
-  const u = { usable: true, view: { head }, socket: s, tally: new UpstreamTally(), score: null, markSuccess: () => void marks.ok++, markFailure: () => void marks.failed++ };
+  const u = { name: `u${head}-${++made}`, weight: 1, share: 1, serving: true, usable: true, headers: {}, view: { head, throttledTotal: 0 }, socket: s, tally: new UpstreamTally(), score: null, markSuccess: () => void marks.ok++, markFailure: () => void marks.failed++ };
   return { u: u as unknown as Upstream, s, marks };
 }
 
@@ -106,5 +115,71 @@ describe('UpstreamCalls', () => {
     a.s.live = false;
     b.s.live = false;
     await expect(calls.call('longTermFeeRate', {})).rejects.toThrow('longTermFeeRate: no upstream socket is live');
+  });
+
+  it("reports each exchange to the upstream's tally (latency, outcome) and breaker, as a forwarded attempt is", async () => {
+    const a = upstream(100);
+    const calls = new UpstreamCalls(ROUTE, [a.u], { tip: 100 } as ChainView, 50);
+    const p = calls.call('longTermFeeRate', {});
+    await sentTo(a.s, 1);
+    setTimeout(() => a.s.answer({ feePerUnit: '1', blocks: 1008 }), 20);
+    await p;
+    expect({ ok: a.u.tally.ok, failed: a.u.tally.failed, marks: a.marks }).toEqual({ ok: 1, failed: 0, marks: { ok: 1, failed: 0 } });
+    // Seconds, from the send to the answer.
+    expect(a.u.tally.sum).toBeGreaterThanOrEqual(0.015);
+    // Silent: a failed attempt after timeoutMs (none other to ask).
+    await expect(calls.call('getBlockFilter', {})).rejects.toThrow('getBlockFilter: the upstream did not answer');
+    expect({ ok: a.u.tally.ok, failed: a.u.tally.failed, marks: a.marks }).toEqual({ ok: 1, failed: 1, marks: { ok: 1, failed: 1 } });
+  });
+
+  it("leaves a slow upstream socket once the pool's score puts it out of the preferred band", async () => {
+    const slow = upstream(100);
+    const fast = upstream(100);
+    for (const x of [slow, fast]) x.u.score = new UpstreamScore(x.u as unknown as Scored);
+    const calls = new UpstreamCalls(ROUTE, [slow.u, fast.u], { tip: 100 } as ChainView, 10_000);
+    /** One call, answered by whichever socket got it: the slow one 100 ms late. */
+    const one = async (): Promise<void> => {
+      const before = slow.s.sent.length;
+      const p = calls.call('longTermFeeRate', {});
+      if (slow.s.sent.length > before) setTimeout(() => slow.s.answer({}), 100);
+      else fast.s.answer({});
+      await p;
+    };
+    for (let i = 0; i < 6; i++) await one();
+    expect(slow.s.sent.length).toBe(3);
+    rank([slow.u, fast.u] as unknown as Scored[], 100);
+    expect([slow.u.score!.preferred, fast.u.score!.preferred]).toEqual([false, true]);
+    for (let i = 0; i < 6; i++) await one();
+    expect(slow.s.sent.length).toBe(3);
+    expect(fast.s.sent.length).toBe(9);
+  });
+});
+
+describe('getMempoolFilters on sockets of its own', () => {
+  it(`opens at most ${MAX_OWN_SOCKETS} to an upstream at once; a call that finds no place in time says so`, async () => {
+    const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+    await new Promise((r) => server.once('listening', r));
+    onTestFinished(() => new Promise<void>((r) => server.close(() => r())));
+    let open = 0;
+    let peak = 0;
+    const got: unknown[] = [];
+    server.on('connection', (ws, req) => {
+      peak = Math.max(peak, ++open);
+      got.push(req.url);
+      // Never answers; closes when asked.
+      ws.on('close', () => open--);
+    });
+    const a = upstream(100);
+    const route = { path: 'btc', upstreams: [{ name: 'a', url: { parts: [`http://127.0.0.1:${(server.address() as AddressInfo).port}/api`] }, headers: {} }] } as unknown as BlockbookRouteSpec;
+    const calls = new UpstreamCalls(route, [a.u], { tip: 100 } as ChainView, 300);
+    const results = await Promise.allSettled(Array.from({ length: MAX_OWN_SOCKETS + 1 }, (_, i) => calls.call('getMempoolFilters', { scriptType: 'taproot', fromTimestamp: i })));
+    const messages = results.map((r) => (r.status === 'rejected' ? (r.reason as Error).message : 'answered'));
+    expect(messages).toEqual([...Array(MAX_OWN_SOCKETS).fill('getMempoolFilters: the upstream did not answer'), 'getMempoolFilters: no upstream had a socket free for it in time: ask again later']);
+    expect(peak).toBe(MAX_OWN_SOCKETS);
+    // Beside the base, as the shared socket is; nothing of the shared socket's was used.
+    expect(got).toEqual(Array(MAX_OWN_SOCKETS).fill('/websocket'));
+    expect(a.s.sent).toEqual([]);
+    // Waiting for a place is no exchange with the upstream: only the silent ones count against it.
+    expect(a.u.tally.failed).toBe(MAX_OWN_SOCKETS);
   });
 });
