@@ -74,11 +74,14 @@ export class FrameResponse extends EventEmitter {
     this.writableFinished = true;
     const finished = this.done(this.statusCode, this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks), this.headerList);
     if (finished === undefined) this.emit('close');
-    else
-      void finished.then((status) => {
+    else {
+      const over = (status: number): void => {
         this.statusCode = status;
         this.emit('close');
-      });
+      };
+      // A taker that failed to finish it: the call is over all the same, as the gateway's own fault.
+      finished.then(over, () => over(500));
+    }
     return this;
   }
 
