@@ -10,7 +10,7 @@
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
-import { until } from './harness.ts';
+import { metricValue, until } from './harness.ts';
 import { standInFilter, startBlockbookWithSocket, type BlockbookWithSocket } from '../support/blockbook-socket-standin.ts';
 import { connect, wsUrl, type RpcSocket } from '../support/ws-client.ts';
 import { MAX_OWN_SOCKETS } from '../../runtime/kinds/blockbook/socket-own.ts';
@@ -86,7 +86,10 @@ describe('getMempoolFilters, on a socket of its own', () => {
     await s.close();
   }, 60_000);
 
-  it("answers a mempool intact, on a socket that carried it alone, opened as the shared one is (URL, headers), with no client's key", async () => {
+  it("answers a mempool intact, on a socket that carried it alone, opened as the shared one is (URL, headers), with no client's key, counted as the upstream's attempt", async () => {
+    // The upstream's attempts, as forwarded HTTP calls count them (its tally, which the pool's score reads).
+    const attempts = () => metricValue(rig.gw, 'gateway_upstream_requests_total', '{chain="one",upstream="one#0",outcome="ok"}');
+    const before = await attempts();
     C.ws.mempoolExtra = 2000;
     const s = await connect(url('one'));
     const a = await s.send(mempool('m', 42), 'm');
@@ -105,6 +108,7 @@ describe('getMempoolFilters, on a socket of its own', () => {
     expect(own.headers['user-agent']).toBe(shared.headers['user-agent']);
     expect(own.headers['x-api-key']).toBeUndefined();
     expect(JSON.stringify(own)).not.toContain(rig.keys.wallet!);
+    expect(await attempts()).toBe(before + 1);
     await s.close();
   }, 60_000);
 
