@@ -6,8 +6,9 @@
 // pool's score leaves out left by these calls too. getMempoolFilters' sockets
 // of their own (socket-own.ts) against a real WebSocket server on loopback
 // that never answers: the cap, and the error of a call that found no place.
-import type { AddressInfo } from 'node:net';
-import { WebSocketServer } from 'ws';
+import { createHash } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { MAX_OWN_SOCKETS } from '../../../../runtime/kinds/blockbook/socket-own.ts';
 import { rank, UpstreamScore, type Scored } from '../../../../runtime/upstreams/upstream-score.ts';
@@ -61,6 +62,15 @@ async function sentTo(s: FakeSocket, n: number): Promise<void> {
   while (s.sent.length < n) {
     if (Date.now() > end) throw new Error(`${n} messages were not sent`);
     await new Promise((r) => setImmediate(r));
+  }
+}
+
+/** Resolves once `cond` holds; rejects naming `what` if it does not within 5 s. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  const end = Date.now() + 5000;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`not within 5 s: ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
   }
 }
 
@@ -155,31 +165,57 @@ describe('UpstreamCalls', () => {
   });
 });
 
+/**
+ * A node that takes WebSocket upgrades and then says nothing, not even to a
+ * close (so a socket to it holds its place until dropped): the sockets open
+ * now, the most at once, and the paths asked.
+ */
+async function silentNode(): Promise<{ port: number; open: () => number; peak: () => number; paths: string[]; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let peak = 0;
+  const paths: string[] = [];
+  const server = createServer();
+  server.on('upgrade', (req, socket: Socket) => {
+    sockets.add(socket);
+    peak = Math.max(peak, sockets.size);
+    paths.push(req.url ?? '');
+    socket.on('close', () => sockets.delete(socket));
+    // What it is sent is read and ignored; the client's end of the connection closes it (an upgraded socket is half-open otherwise).
+    socket.resume();
+    socket.on('end', () => socket.destroy());
+    const accept = createHash('sha1').update(`${String(req.headers['sec-websocket-key'])}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    open: () => sockets.size,
+    peak: () => peak,
+    paths,
+    close: () => {
+      for (const x of sockets) x.destroy();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
 describe('getMempoolFilters on sockets of its own', () => {
   it(`opens at most ${MAX_OWN_SOCKETS} to an upstream at once; a call that finds no place in time says so`, async () => {
-    const server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-    await new Promise((r) => server.once('listening', r));
-    onTestFinished(() => new Promise<void>((r) => server.close(() => r())));
-    let open = 0;
-    let peak = 0;
-    const got: unknown[] = [];
-    server.on('connection', (ws, req) => {
-      peak = Math.max(peak, ++open);
-      got.push(req.url);
-      // Never answers; closes when asked.
-      ws.on('close', () => open--);
-    });
+    const node = await silentNode();
+    onTestFinished(node.close);
     const a = upstream(100);
-    const route = { path: 'btc', upstreams: [{ name: 'a', url: { parts: [`http://127.0.0.1:${(server.address() as AddressInfo).port}/api`] }, headers: {} }] } as unknown as BlockbookRouteSpec;
+    const route = { path: 'btc', upstreams: [{ name: 'a', url: { parts: [`http://127.0.0.1:${node.port}/api`] }, headers: {} }] } as unknown as BlockbookRouteSpec;
     const calls = new UpstreamCalls(route, [a.u], { tip: 100 } as ChainView, 300);
     const results = await Promise.allSettled(Array.from({ length: MAX_OWN_SOCKETS + 1 }, (_, i) => calls.call('getMempoolFilters', { scriptType: 'taproot', fromTimestamp: i })));
     const messages = results.map((r) => (r.status === 'rejected' ? (r.reason as Error).message : 'answered'));
     expect(messages).toEqual([...Array(MAX_OWN_SOCKETS).fill('getMempoolFilters: the upstream did not answer'), 'getMempoolFilters: no upstream had a socket free for it in time: ask again later']);
-    expect(peak).toBe(MAX_OWN_SOCKETS);
+    expect(node.peak()).toBe(MAX_OWN_SOCKETS);
     // Beside the base, as the shared socket is; nothing of the shared socket's was used.
-    expect(got).toEqual(Array(MAX_OWN_SOCKETS).fill('/websocket'));
+    expect(node.paths).toEqual(Array(MAX_OWN_SOCKETS).fill('/websocket'));
     expect(a.s.sent).toEqual([]);
     // Waiting for a place is no exchange with the upstream: only the silent ones count against it.
     expect(a.u.tally.failed).toBe(MAX_OWN_SOCKETS);
+    // A socket that does not finish its closing handshake is dropped: its place comes free.
+    await until(() => node.open() === 0, 'the silent sockets dropped');
   });
 });
