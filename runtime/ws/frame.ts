@@ -73,7 +73,8 @@ export class FrameResponse extends EventEmitter {
     if (chunk !== undefined && chunk !== null) this.write(chunk);
     this.writableFinished = true;
     const finished = this.done(this.statusCode, this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks), this.headerList);
-    if (finished === undefined) this.emit('close');
+    // Only a promise defers it: a taker typed to return nothing may still hand back a value (an arrow's body).
+    if (!(finished instanceof Promise)) this.emit('close');
     else {
       const over = (status: number): void => {
         this.statusCode = status;
