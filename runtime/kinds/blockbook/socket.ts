@@ -201,13 +201,16 @@ class BlockbookSession implements SocketSession {
       // further read that failed) is logged with the status it stands for (RelayFailure's, else 502: what the chain
       // answered could not be made into the message's answer).
       return (async () => {
+        let text: string;
+        let outcome = 200;
         try {
-          this.reply(answer(idJson, JSON.stringify(await shape(JSON.parse(body.toString('utf8')), this.at, body.length))));
-          return 200;
+          text = answer(idJson, JSON.stringify(await shape(JSON.parse(body.toString('utf8')), this.at, body.length)));
         } catch (err) {
-          this.reply(errorAnswer(idJson, (err as Error).message));
-          return err instanceof RelayFailure ? err.status : 502;
+          text = errorAnswer(idJson, (err as Error).message);
+          outcome = err instanceof RelayFailure ? err.status : 502;
         }
+        this.reply(text);
+        return outcome;
       })();
     });
   }
