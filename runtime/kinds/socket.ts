@@ -75,9 +75,12 @@ export interface SocketLink {
    * A request into the chain, as over HTTP: its route (the key, the guard),
    * its top (rate limit, quota, credits, usage) and the layers under it.
    * `done` gets the status and body it answers; status 0: cancelled, the
-   * socket closed.
+   * socket closed. Where the protocol makes the message's answer of it later
+   * (more reads, a reshaping that may fail), `done` gives a promise of the
+   * status that answer stands for: the call's access-log line and metrics
+   * wait for it, and carry it.
    */
-  request(req: SocketRequest, done: (status: number, body: Buffer) => void): void;
+  request(req: SocketRequest, done: (status: number, body: Buffer) => void | Promise<number>): void;
   /**
    * A call the protocol answers itself (a subscription), admitted and counted
    * at the chain's top as a call of `method`, as any call (the key, its

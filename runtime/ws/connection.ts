@@ -172,7 +172,7 @@ export class Connection implements SocketLink {
    * then its top. The key goes where the upgrade had it: in the path, the
    * query, or the headers (which every request of the socket carries).
    */
-  request(r: SocketRequest, done: (status: number, body: Buffer) => void): void {
+  request(r: SocketRequest, done: (status: number, body: Buffer) => void | Promise<number>): void {
     const o = this.origin;
     const x = this.exchange(r.body, done, r.method);
     const rest = o.pathKey === null ? r.path : `/${o.pathKey}${r.path}`;
@@ -207,11 +207,11 @@ export class Connection implements SocketLink {
   };
 
   /** An Exchange for one message, counted and logged as a request of the chain. */
-  private exchange(body: Buffer, done: (status: number, body: Buffer) => void, method: 'GET' | 'POST' = 'POST'): Exchange {
+  private exchange(body: Buffer, done: (status: number, body: Buffer) => void | Promise<number>, method: 'GET' | 'POST' = 'POST'): Exchange {
     const o = this.origin;
     const res: FrameResponse = new FrameResponse((status, b) => {
       this.pending.delete(res);
-      done(status, b);
+      return done(status, b);
     });
     this.pending.add(res);
     const chain = this.at.chain;

@@ -37,7 +37,10 @@ export class FrameRequest extends Readable {
 /**
  * The response side: collects what the flow writes, and hands the status and
  * body over when it ends. 'close' follows the end, as on a ServerResponse,
- * so the request tracker counts and logs the call.
+ * so the request tracker counts and logs the call. Where the taker finishes
+ * the answer itself (a protocol that reads more, or reshapes it: `done`
+ * gives a promise of the status it answered with), 'close' waits for that,
+ * so the call's line and metrics carry its real outcome and latency.
  */
 export class FrameResponse extends EventEmitter {
   statusCode = 200;
@@ -49,7 +52,7 @@ export class FrameResponse extends EventEmitter {
   shouldKeepAlive = true;
   private readonly chunks: Buffer[] = [];
 
-  constructor(private readonly done: (status: number, body: Buffer, headers: readonly string[]) => void) {
+  constructor(private readonly done: (status: number, body: Buffer, headers: readonly string[]) => void | Promise<number>) {
     super();
   }
 
@@ -69,8 +72,17 @@ export class FrameResponse extends EventEmitter {
     if (this.writableFinished || this.destroyed) return this;
     if (chunk !== undefined && chunk !== null) this.write(chunk);
     this.writableFinished = true;
-    this.done(this.statusCode, this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks), this.headerList);
-    this.emit('close');
+    const finished = this.done(this.statusCode, this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks), this.headerList);
+    // Only a promise defers it: a taker typed to return nothing may still hand back a value (an arrow's body).
+    if (!(finished instanceof Promise)) this.emit('close');
+    else {
+      const over = (status: number): void => {
+        this.statusCode = status;
+        this.emit('close');
+      };
+      // A taker that failed to finish it: the call is over all the same, as the gateway's own fault.
+      finished.then(over, () => over(500));
+    }
     return this;
   }
 

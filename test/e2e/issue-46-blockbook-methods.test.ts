@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
-import { until } from './harness.ts';
+import { metricValue, until } from './harness.ts';
 import { standInFilter, startBlockbookWithSocket, type BlockbookWithSocket } from '../support/blockbook-socket-standin.ts';
 import { connect, wsUrl } from '../support/ws-client.ts';
 
@@ -330,6 +330,22 @@ describe("a relayed message's access-log line", () => {
     expect(line).toMatchObject({ status: 504 });
     // Asked twice (once more on the other upstream), each given up after timeoutMs.
     expect(line!.ms).toBeGreaterThanOrEqual(2 * TIMEOUT_MS);
+    await s.close();
+  }, 60_000);
+
+  it('names a getBlock page over the merge bound as 502 (the answer the gateway could not hold), in the access log and the metrics', async () => {
+    const series = '{chain="btc",interface="blockbook",method="block",status="502"}';
+    const before = (await metricValue(rig.gw, 'gateway_requests_total', series)) || 0;
+    const from = rig.gw.lines.length;
+    const s = await connect(url('btc', 'logged'));
+    const a = await s.send({ id: 'huge', method: 'getBlock', params: { id: String(HUGE), pageSize: 10000 } }, 'huge');
+    expect(a.data.error.message).toMatch(/over \d+ bytes/);
+    await until(async () => lines('block', from).length > 0, 'its access-log line');
+    // One line for the message (its twin's REST call; the further pages are the gateway's own reads), with the error's status.
+    const [line, ...more] = lines('block', from);
+    expect(more).toEqual([]);
+    expect(line).toMatchObject({ status: 502 });
+    expect(await metricValue(rig.gw, 'gateway_requests_total', series)).toBe(before + 1);
     await s.close();
   }, 60_000);
 });

@@ -24,7 +24,10 @@
 // It records every socket opened and every message received, and can drop
 // every socket (an upstream lost), refuse new ones, and leave the methods
 // named in `silent` unanswered (a node that went away mid-call), or those
-// in `delays` answered late (a slow node).
+// in `delays` answered late (a slow node). Each message names the socket it
+// came on (its serial, by opening order), each upgrade its URL and headers,
+// and `peak` the most sockets open at once; `mempoolExtra` makes
+// getMempoolFilters' answer as large as a busy mempool's.
 import { createHash } from 'node:crypto';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { IncomingMessage } from 'node:http';
@@ -35,10 +38,20 @@ export interface SocketMessage {
   readonly id: unknown;
   readonly method: unknown;
   readonly params: unknown;
+  /** The serial of the socket it came on (1 = the first opened). */
+  readonly socket: number;
+}
+
+/** An upgrade the stand-in accepted: what the client asked and sent. */
+export interface SocketUpgrade {
+  readonly socket: number;
+  readonly url: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
 }
 
 interface Peer {
   readonly ws: WebSocket;
+  readonly serial: number;
   blockId: string | null;
   addresses: Set<string>;
   addressId: string;
@@ -54,6 +67,12 @@ export interface BlockbookSocketStandIn {
   readonly opened: number;
   /** Every message received, in order. */
   readonly messages: SocketMessage[];
+  /** Every upgrade accepted, in order. */
+  readonly upgrades: SocketUpgrade[];
+  /** The most sockets open at once since it was last set (set it to `open` to start counting). */
+  peak: number;
+  /** Entries getMempoolFilters answers beyond its one (each ~110 bytes): a busy mempool's answer. */
+  mempoolExtra: number;
   /** Each open socket's address set. */
   subscriptions(): string[][];
   /** Open sockets holding an address set or a fiat rates subscription (the gateway's carrier of its clients' subscriptions). */
@@ -96,9 +115,12 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   const peers = new Set<Peer>();
   const messages: SocketMessage[] = [];
+  const upgrades: SocketUpgrade[] = [];
   const silent = new Set<string>();
   const delays = new Map<string, number>();
   let opened = 0;
+  let peak = 0;
+  let mempoolExtra = 0;
   /** A block's height by its id (a hash, or a height as a string), or -1. */
   const heightOf = (id: unknown): number => {
     if (typeof id !== 'string') return -1;
@@ -116,7 +138,7 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
   const onMessage = (p: Peer, raw: string): void => {
     let m: SocketMessage;
     try {
-      m = JSON.parse(raw) as SocketMessage;
+      m = { ...(JSON.parse(raw) as Omit<SocketMessage, 'socket'>), socket: p.serial };
     } catch {
       // websocket.go closes a socket that sends what it cannot read.
       p.ws.close();
@@ -135,7 +157,10 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
         return send(p, m.id, { feePerUnit: '1500', blocks: 1008 });
       case 'getMempoolFilters': {
         if (params.scriptType !== FILTER_SCRIPTS) return send(p, m.id, error(`Unsupported script type ${String(params.scriptType)}`));
-        return send(p, m.id, { ...FILTER, entries: { [stub.blockHash(stub.bestHeight).replace(/^./, 'f')]: standInFilter(`mempool:${int(params.fromTimestamp, 0)}`) } });
+        const entries: Record<string, string> = { [stub.blockHash(stub.bestHeight).replace(/^./, 'f')]: standInFilter(`mempool:${int(params.fromTimestamp, 0)}`) };
+        const extra = standInFilter('extra');
+        for (let i = 0; i < mempoolExtra; i++) entries[i.toString(16).padStart(64, '0')] = extra;
+        return send(p, m.id, { ...FILTER, entries });
       }
       case 'getBlockFilter': {
         if (params.scriptType !== FILTER_SCRIPTS) return send(p, m.id, error(`Unsupported script type ${String(params.scriptType)}`));
@@ -224,8 +249,10 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
       opened++;
-      const p: Peer = { ws, blockId: null, addresses: new Set(), addressId: '', newBlockTxs: false, fiatId: null, fiatCurrency: null };
+      upgrades.push({ socket: opened, url: req.url ?? '', headers: { ...req.headers } });
+      const p: Peer = { ws, serial: opened, blockId: null, addresses: new Set(), addressId: '', newBlockTxs: false, fiatId: null, fiatCurrency: null };
       peers.add(p);
+      peak = Math.max(peak, peers.size);
       ws.on('message', (d: Buffer) => onMessage(p, d.toString('utf8')));
       ws.on('close', () => peers.delete(p));
     });
@@ -250,6 +277,19 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
       return opened;
     },
     messages,
+    upgrades,
+    get peak() {
+      return peak;
+    },
+    set peak(v: number) {
+      peak = v;
+    },
+    get mempoolExtra() {
+      return mempoolExtra;
+    },
+    set mempoolExtra(v: number) {
+      mempoolExtra = v;
+    },
     subscriptions: () => [...peers].map((p) => [...p.addresses]),
     carriers: () => [...peers].filter((p) => p.addresses.size > 0 || p.fiatId !== null).length,
     blockSubscribers: () => [...peers].filter((p) => p.blockId !== null).length,

@@ -11,16 +11,26 @@
 // chain serves is one it has), and its answer's `data` given back as Blockbook wrote it (its
 // own error included: that is the chain's answer). A read waits at most the
 // chain's timeoutMs; lost with its socket, or timed out, it is sent once more
-// on another usable upstream, then fails. An answer over what the upstream
-// socket takes in one message (blockbookHeadSocket.maxMessageBytes) would
-// close that socket: so no block page is sent here (socket-block-page.ts reads
-// it from REST), and each method's parameters are bounded as websocket.go
-// bounds them (docs/websocket.md says how big each answer can get).
+// on another usable upstream, then fails. Each exchange is reported to the
+// upstream's counters as a forwarded HTTP attempt is (forward-attempts.ts:
+// its tally, which the pool's score reads, and its breaker), and the calls go
+// to upstreams the score prefers, so a slow or failing socket is left.
+// An answer over what the upstream socket takes in one message
+// (blockbookHeadSocket.maxMessageBytes) would close that socket: so no block
+// page is sent here (socket-block-page.ts reads it from REST), each method's
+// parameters are bounded as websocket.go bounds them (docs/websocket.md says
+// how big each answer can get), and a method whose answer nothing bounds
+// (OWN_SOCKET) goes on a short-lived socket of its own (socket-own.ts), where
+// an answer over the bound costs that socket alone and is the client's error.
 import type { ChainView } from '../../upstreams/chain-view.ts';
+import { socketUrl } from '../../upstreams/head-sockets.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
+import type { BlockbookRouteSpec } from '../../types.ts';
 import { MAX_MERGE_BYTES } from '../common.ts';
 import { int, MAX_FEE_BLOCKS, ParamsError, str, type Params } from './socket-methods.ts';
+import { Busy, OverBound, OwnSockets } from './socket-own.ts';
+import { blockbookSocketUrl } from './socket-upstream.ts';
 
 /** The ids of the gateway's own requests on an upstream socket: this prefix and a sequence number (socket-upstream.ts uses i, b, a, f). */
 const ID = 'm';
@@ -34,6 +44,13 @@ const FILTERS_PAGE = 1000;
  * socket's 32 MiB; a larger page is asked in pieces.
  */
 const FILTERS_CHUNK = 100;
+/**
+ * The methods whose answer no parameter bounds, sent on a socket of their
+ * own, each with what its client can do about an answer over the bound.
+ * getMempoolFilters answers every mempool entry since fromTimestamp (~90
+ * bytes each), and Blockbook has no paging for it.
+ */
+const OWN_SOCKET: ReadonlyMap<string, string> = new Map([['getMempoolFilters', 'ask with a later fromTimestamp']]);
 /** What only an EVM-type Blockbook reads of estimateFee's `specific`: its gas estimate's call (websocket.go's EthereumTypeEstimateGas). */
 const EVM_FEE_FIELDS = ['from', 'to', 'data', 'value'] as const;
 
@@ -148,7 +165,12 @@ class Relay implements SocketUser {
   }
 }
 
-/** Why a read on the upstreams' sockets failed, with the HTTP status its access-log line and metrics carry (503: no socket live; 504: none answered). */
+/**
+ * Why a message's answer could not be made, with the HTTP status its
+ * access-log line and metrics carry: 503, no upstream socket live, or none
+ * free in time; 504, none answered in time; 502, the upstream's answer is
+ * more than the gateway holds (as an HTTP answer over its bound fails).
+ */
 export class RelayFailure extends Error {
   constructor(
     readonly status: number,
@@ -161,30 +183,82 @@ export class RelayFailure extends Error {
 /** A chain's requests on its upstreams' sockets. */
 export class UpstreamCalls {
   private readonly relays = new Map<Upstream, Relay>();
+  private readonly own: OwnSockets;
+  /** The OWN_SOCKET messages under way, by method and parameters: an identical one joins the exchange. */
+  private readonly flights = new Map<string, Promise<unknown>>();
   private seq = 0;
+  private turn = 0;
 
   constructor(
+    route: BlockbookRouteSpec,
     private readonly upstreams: readonly Upstream[],
     private readonly view: ChainView,
     private readonly timeoutMs: number,
-  ) {}
+  ) {
+    // The chain's upstreams are its manifest's, in order (chains.ts): each one's socket is where its shared one is.
+    const urls = new Map<Upstream, string>();
+    route.upstreams.forEach((spec, i) => {
+      const url = socketUrl(spec, route, blockbookSocketUrl);
+      if (url !== null && upstreams[i] !== undefined) urls.set(upstreams[i]!, url);
+    });
+    this.own = new OwnSockets(urls, MAX_MERGE_BYTES);
+  }
 
-  /** One read on a usable upstream's live socket, once more on another if that one is lost or silent: the answer's `data`. */
-  async call(method: string, params: object): Promise<unknown> {
+  /**
+   * One read on a usable upstream whose socket is live, once more on another
+   * if that one is lost or silent: the answer's `data`. An OWN_SOCKET method
+   * goes on a socket of its own, joined by identical ones meanwhile.
+   */
+  call(method: string, params: object): Promise<unknown> {
+    const hint = OWN_SOCKET.get(method);
+    if (hint === undefined) return this.attempts(method, (u) => this.relayOf(u).ask(`${ID}${++this.seq}`, method, params, this.timeoutMs));
+    const key = `${method} ${JSON.stringify(params)}`;
+    let flight = this.flights.get(key);
+    if (flight === undefined) {
+      flight = this.attempts(method, (u) => this.own.ask(u, method, params, this.timeoutMs), hint).finally(() => this.flights.delete(key));
+      this.flights.set(key, flight);
+    }
+    return flight;
+  }
+
+  /**
+   * Sends by `send` to a usable upstream, once more to another where it got
+   * no answer. Each exchange is reported as a forwarded attempt is: its
+   * latency and outcome to the upstream's tally (the score's window), a
+   * failure to its breaker. An answer over the bound is the error (with
+   * `hint`), asked nowhere else: any upstream's would be as large.
+   */
+  private async attempts(method: string, send: (u: Upstream) => Promise<unknown>, hint = ''): Promise<unknown> {
     let tried: Upstream | null = null;
+    let busy = false;
     for (let attempt = 0; attempt < 2; attempt++) {
       const u = this.pick(tried);
       if (u === null) break;
       tried = u;
-      let relay = this.relays.get(u);
-      if (relay === undefined) this.relays.set(u, (relay = new Relay(u.socket!)));
+      const sent = performance.now();
       try {
-        return await relay.ask(`${ID}${++this.seq}`, method, params, this.timeoutMs);
-      } catch {
-        // Lost with its socket, or silent: the next usable upstream, once.
+        const data = await send(u);
+        u.tally.observe(performance.now() - sent, true);
+        u.markSuccess();
+        return data;
+      } catch (err) {
+        if (err instanceof OverBound) throw new RelayFailure(502, `${method}: answer over ${MAX_MERGE_BYTES} bytes: ${hint}`);
+        // Waiting for a place is no exchange with the upstream: nothing to report.
+        busy = err instanceof Busy;
+        if (busy) continue;
+        u.tally.observe(performance.now() - sent, false);
+        u.markFailure();
       }
     }
-    throw tried === null ? new RelayFailure(503, `${method}: no upstream socket is live`) : new RelayFailure(504, `${method}: the upstream did not answer`);
+    if (tried === null) throw new RelayFailure(503, `${method}: no upstream socket is live`);
+    if (busy) throw new RelayFailure(503, `${method}: no upstream had a socket free for it in time: ask again later`);
+    throw new RelayFailure(504, `${method}: the upstream did not answer`);
+  }
+
+  private relayOf(u: Upstream): Relay {
+    let relay = this.relays.get(u);
+    if (relay === undefined) this.relays.set(u, (relay = new Relay(u.socket!)));
+    return relay;
   }
 
   /**
@@ -219,12 +293,16 @@ export class UpstreamCalls {
   /**
    * A usable upstream whose socket is live, other than `not`: one at or above
    * the served tip where there is one (a block the chain serves, or its
-   * filter, is then never "not found"), taken in turn so that the calls spread.
+   * filter, is then never "not found"), of those the pool's score prefers
+   * where there is one (upstream-score.ts: these calls feed it), taken in
+   * turn so that the calls spread.
    */
   private pick(not: Upstream | null): Upstream | null {
     const live = this.upstreams.filter((u) => u !== not && u.usable && u.socket?.live === true);
     const atTip = live.filter((u) => (u.view.head ?? -1) >= this.view.tip);
-    const from = atTip.length > 0 ? atTip : live;
-    return from.length === 0 ? null : from[this.seq % from.length]!;
+    const near = atTip.length > 0 ? atTip : live;
+    const preferred = near.filter((u) => u.score === null || u.score.preferred);
+    const from = preferred.length > 0 ? preferred : near;
+    return from.length === 0 ? null : from[this.turn++ % from.length]!;
   }
 }

@@ -78,7 +78,7 @@ class BlockbookChainSockets implements ChainSockets, MethodContext {
     // Made only for a chain with websocket on (chains.ts socketOf): its address bounds are set.
     if (route.websocket === false) throw new Error(`chain ${route.path}: websocket is off`);
     this.hub = new SubscriptionHub(route, route.websocket, parts.upstreams, this.blocks, parts.view, (rest, query) => this.get(rest, query), parts.log);
-    this.calls = new UpstreamCalls(parts.upstreams, parts.view, route.limits.timeoutMs);
+    this.calls = new UpstreamCalls(route, parts.upstreams, parts.view, route.limits.timeoutMs);
   }
 
   connect(link: SocketLink): SocketSession {
@@ -201,14 +201,20 @@ class BlockbookSession implements SocketSession {
       if (status >= 300) return this.reply(refusal(idJson, status, body));
       if (t.shape === null) return this.reply(answer(idJson, body.toString('utf8')));
       const shape = t.shape;
-      void (async () => {
+      // The call's line and metrics wait for the shaped answer: a shape that fails (a page over the merge bound, a
+      // further read that failed) is logged with the status it stands for (RelayFailure's, else 502: what the chain
+      // answered could not be made into the message's answer).
+      return (async () => {
         let text: string;
+        let outcome = 200;
         try {
           text = answer(idJson, JSON.stringify(await shape(JSON.parse(body.toString('utf8')), this.at, body.length)));
         } catch (err) {
           text = errorAnswer(idJson, (err as Error).message);
+          outcome = err instanceof RelayFailure ? err.status : 502;
         }
         this.reply(text);
+        return outcome;
       })();
     });
   }
