@@ -72,7 +72,7 @@ export class Poller {
       if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
       if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
     }
-    this.sockets = new HeadSockets(chains, opts.timeoutMs, log);
+    this.sockets = new HeadSockets(chains, opts, log);
   }
 
   /**

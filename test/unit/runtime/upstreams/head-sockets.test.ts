@@ -38,7 +38,7 @@ describe('an upstream head socket that cannot be opened', () => {
     const u = new Upstream(spec, route);
     const lines: Record<string, unknown>[] = [];
     const log = { info: (o: Record<string, unknown>) => lines.push(o), warn: (o: Record<string, unknown>) => lines.push(o), error: (o: Record<string, unknown>) => lines.push(o) } as unknown as Logger;
-    sockets = new HeadSockets([{ route, group: new UpstreamGroup([u]), view: new ChainView([u]), heads: true, probe: moduleOf('evm-jsonrpc').probe }], 1000, log);
+    sockets = new HeadSockets([{ route, group: new UpstreamGroup([u]), view: new ChainView([u]), heads: true, probe: moduleOf('evm-jsonrpc').probe, everyMs: null }], { intervalMs: 1000, timeoutMs: 1000 }, log);
     expect(u.view.socket).toBe('down');
     sockets.start();
     await new Promise<void>((ok, fail) => {
