@@ -29,7 +29,8 @@ beforeAll(async () => {
   [a, b] = await Promise.all([startAnvil({ args: SAME_GENESIS }), startAnvil({ args: SAME_GENESIS })]);
   rig = await gateway({
     name: 'issue-46-pushed-lag',
-    header: { health: { intervalMs: 1000, timeoutMs: 2000 } },
+    // A held poll must not time out: its answer is what is under test.
+    header: { health: { intervalMs: 1000, timeoutMs: 10_000 } },
     chains: [{ path: 'lag', interface: 'evm-jsonrpc', cache: 'off', maxLag: MAX_LAG, upstreams: [{ url: '${HTTP_A}', ws: '${WS_A}' }, '${HTTP_B}'] }],
     keys: [{ id: 'lag' }],
     standIns: { HTTP_A: startSteerableProxy(a.url), WS_A: startWsProxy(a.url.replace(/^http/, 'ws')), HTTP_B: startSteerableProxy(b.url) },
@@ -62,7 +63,7 @@ function takenOut(name: string, from: number): Record<string, unknown>[] {
     .filter((e) => e.upstream === name && e.to === 'down');
 }
 
-/** The held poll's answer has been applied: the proxy answered it and the gateway's next poll of that upstream came. */
+/** The held poll's answer has been applied: the proxy answered it and the gateway's next poll of that upstream came (one is out at a time). */
 async function applied(proxy: SteerableProxy, polls: number, what: string): Promise<void> {
   await until(async () => proxy.polls.length >= polls + 2, what, 20_000);
 }
@@ -86,7 +87,7 @@ describe('lag with pushed heads (issue 46)', () => {
     expect(await upstream('lag#0')).toMatchObject({ state: 'up', head: n + STEP, lag: 0 });
   }, 60_000);
 
-  it('a poll-only upstream is not judged behind by blocks pushed while its poll was out, and no call goes to it for a block it is not known to have', async () => {
+  it('a poll-only upstream is judged behind only by blocks the chain had when its poll was sent, and no call goes to it for a block it is not known to have', async () => {
     const httpB = rig.standIns.HTTP_B;
     const from = rig.gw.lines.length;
     const hold = httpB.holdNextPoll(20_000);
@@ -108,7 +109,7 @@ describe('lag with pushed heads (issue 46)', () => {
     await hold.answered;
     await applied(httpB, polls, "B's poll after the held one");
     expect(takenOut('lag#1', from)).toEqual([]);
-    expect(await upstream('lag#1')).toMatchObject({ state: 'up', head: m + STEP });
+    expect((await upstream('lag#1')).state).toBe('up');
     // Blocks the chain had when B's poll was sent, and B's node has not: B is behind, and taken out.
     const out = rig.gw.nextLog((e) => e.event === 'upstream_state' && e.upstream === 'lag#1' && e.to === 'down', 20_000);
     await a.mine(STEP);
