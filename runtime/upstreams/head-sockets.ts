@@ -12,9 +12,10 @@
 //  - a socket that pushed none of the blocks the polls showed a poll ago is
 //    quiet: it is dropped and opened again;
 //  - it is pinged every poll interval of its chain, from its last pong: one
-//    whose pong has not come within health.timeoutMs is gone (a half-open
-//    connection, the node's side lost without a FIN, passes nothing and closes
-//    never), and is dropped and opened again, blocks or none.
+//    from which neither the pong nor any byte has come within health.timeoutMs
+//    is gone (a half-open connection, the node's side lost without a FIN,
+//    passes nothing and closes never), and is dropped and opened again,
+//    blocks or none.
 // What the socket sends and how its messages read is the kind's
 // (probe.ts HeadSocketProbe; EVM: kinds/evm/head-socket.ts, Blockbook:
 // kinds/blockbook/socket-upstream.ts); the rest is here, the same for every
@@ -26,6 +27,8 @@
 // without `ws:` (or, for a kind with a default, without heads) pays nothing.
 // The socket's URL is never logged: it holds a provider's key as the http one
 // does.
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import type { Logger } from '../observe/log.ts';
 import type { RouteSpec, UpstreamSpec } from '../types.ts';
@@ -116,6 +119,8 @@ class HeadSocket implements UpstreamSocket {
   private retry: NodeJS.Timeout | null = null;
   /** The next ping, or the wait for the pong of the one out (one timer at a time). */
   private beat: NodeJS.Timeout | null = null;
+  /** The connection under the open socket: what it has read tells a peer still sending from one gone. */
+  private wire: Socket | null = null;
   private wait = FIRST_RETRY_MS;
   private stopped = false;
   /** What the socket says it serves, and whether its subscription was taken: all three, and it is live. */
@@ -156,6 +161,9 @@ class HeadSocket implements UpstreamSocket {
     });
     this.ws = ws;
     this.reason = '';
+    ws.on('upgrade', (res: IncomingMessage) => {
+      this.wire = res.socket;
+    });
     ws.on('open', () => {
       for (const m of this.kind.hello(this.route)) ws.send(m);
       this.heartbeat(ws);
@@ -271,15 +279,28 @@ class HeadSocket implements UpstreamSocket {
   /**
    * A ping an interval from now (from the open, or the last pong): from its
    * first, whether or not the socket is verified yet, so one that completed its
-   * upgrade and then lost its peer is not held forever. Its pong must come
-   * within timeoutMs, as a poll's answer must: else the socket is dropped.
+   * upgrade and then lost its peer is not held forever.
    */
   private heartbeat(ws: WebSocket): void {
     this.beat = setTimeout(() => {
       ws.ping();
-      this.beat = setTimeout(() => this.drop('no_pong', 'warn', { waitedMs: this.timeoutMs }), this.timeoutMs);
-      this.beat.unref();
+      this.awaitPong(this.wire?.bytesRead ?? 0);
     }, this.everyMs);
+    this.beat.unref();
+  }
+
+  /**
+   * The pong must come within timeoutMs, as a poll's answer must, else the
+   * socket is dropped; bytes read meanwhile wait as long again: a long message
+   * (a Blockbook answer of megabytes on a slow link) holds the pong behind it,
+   * and a peer still sending is not gone.
+   */
+  private awaitPong(read: number): void {
+    this.beat = setTimeout(() => {
+      const now = this.wire?.bytesRead ?? 0;
+      if (now > read) this.awaitPong(now);
+      else this.drop('no_pong', 'warn', { waitedMs: this.timeoutMs });
+    }, this.timeoutMs);
     this.beat.unref();
   }
 
@@ -299,6 +320,7 @@ class HeadSocket implements UpstreamSocket {
     this.ws = null;
     if (this.beat !== null) clearTimeout(this.beat);
     this.beat = null;
+    this.wire = null;
     const was = this.on;
     this.on = false;
     this.u.view.socket = 'down';
