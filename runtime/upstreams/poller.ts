@@ -184,7 +184,8 @@ export class Poller {
     v.pollThrottled = false;
     // An answer (of this chain or another): the run of throttles is over, as after a client call's answer (upstream.ts markSuccess).
     if (report !== null && v.throttleRun !== 0) v.throttleRun = 0;
-    let best = bestThen;
+    // A poll sent before any head was known (the first round) is judged against what the other first polls found.
+    let best = bestThen >= 0 ? bestThen : c.view.best();
     let r = report;
     const election = this.elections.get(c);
     if (election !== undefined && r !== null && r.own && r.identity !== '') {
