@@ -32,7 +32,8 @@
 //  - a head an upstream's socket pushes (`pushed`) is a report of its head
 //    under the same rules, taken only while a poll has verified the upstream
 //    and the socket serves what that poll found; a poll sent before a push
-//    does not take its upstream's head back below it.
+//    does not take its upstream's head back below it
+//    (UpstreamView.pushedOver), nor is its lag judged below it (poller.ts).
 import type { PollReport, UpstreamView } from './upstream-view.ts';
 
 export type ResetReason = 'identity' | 'finalized_backwards';
@@ -150,7 +151,7 @@ export class ChainView {
         const back = reset === null && r.finalized >= 0 && r.finalized < v.finalized && (r.finalizedByDepth !== true || r.number < v.finalized);
         if (back && v.finalized > v.finalBehind) v.finalBehind = v.finalized;
         // A head its socket pushed after this poll was sent is newer than the poll's, unless the poll's is higher.
-        took = !Number.isNaN(r.number) && !(v.pushedAt > asked && v.head !== null && r.number <= v.head);
+        took = !Number.isNaN(r.number) && !v.pushedOver(r.number, asked);
         if (took) {
           v.head = r.number;
           v.hash = r.hash;

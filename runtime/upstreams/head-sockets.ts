@@ -10,7 +10,12 @@
 //  - while a socket is down its polls carry the upstream's head, and it is
 //    opened again after a bounded, jittered backoff, and subscribes again;
 //  - a socket that pushed none of the blocks the polls showed a poll ago is
-//    quiet: it is dropped and opened again.
+//    quiet: it is dropped and opened again;
+//  - it is pinged every poll interval of its chain, from its last pong: one
+//    from which neither the pong nor any byte has come within health.timeoutMs
+//    is gone (a half-open connection, the node's side lost without a FIN,
+//    passes nothing and closes never), and is dropped and opened again,
+//    blocks or none.
 // What the socket sends and how its messages read is the kind's
 // (probe.ts HeadSocketProbe; EVM: kinds/evm/head-socket.ts, Blockbook:
 // kinds/blockbook/socket-upstream.ts); the rest is here, the same for every
@@ -22,6 +27,8 @@
 // without `ws:` (or, for a kind with a default, without heads) pays nothing.
 // The socket's URL is never logged: it holds a provider's key as the http one
 // does.
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import type { Logger } from '../observe/log.ts';
 import type { RouteSpec, UpstreamSpec } from '../types.ts';
@@ -65,13 +72,16 @@ export interface SocketChain {
   /** Whether it follows its head (a cache, WebSocket subscribers, a pool that rewrites tags); a pool does too. */
   readonly heads: boolean;
   readonly probe: ChainProbe;
+  /** How often its upstreams are polled (null: the health interval): its sockets are pinged as often. */
+  readonly everyMs: number | null;
 }
 
 /** The head sockets of every chain that follows heads, one per upstream with a socket URL. */
 export class HeadSockets {
   private readonly sockets = new Map<Upstream, HeadSocket>();
 
-  constructor(chains: readonly SocketChain[], timeoutMs: number, log: Logger) {
+  /** `intervalMs`: the health interval (a chain's own where it has none); `timeoutMs`: a check's, for the upgrade and each ping's pong. */
+  constructor(chains: readonly SocketChain[], { intervalMs, timeoutMs }: { readonly intervalMs: number; readonly timeoutMs: number }, log: Logger) {
     for (const c of chains) {
       const kind = c.probe.socket;
       // A chain that does not follow heads polls for health alone: a pushed head would serve nothing.
@@ -81,7 +91,7 @@ export class HeadSockets {
         const url = socketUrl(spec, c.route, kind.defaultUrl);
         const u = c.group.all[i]!;
         if (url === null) return;
-        const s = new HeadSocket(c.route, c.view, u, url, kind, timeoutMs, log);
+        const s = new HeadSocket(c.route, c.view, u, url, kind, c.everyMs ?? intervalMs, timeoutMs, log);
         this.sockets.set(u, s);
         u.socket = s;
       });
@@ -107,6 +117,10 @@ class HeadSocket implements UpstreamSocket {
   private ws: WebSocket | null = null;
   private readonly users = new Set<SocketUser>();
   private retry: NodeJS.Timeout | null = null;
+  /** The next ping, or the wait for the pong of the one out (one timer at a time). */
+  private beat: NodeJS.Timeout | null = null;
+  /** The connection under the open socket: what it has read tells a peer still sending from one gone. */
+  private wire: Socket | null = null;
   private wait = FIRST_RETRY_MS;
   private stopped = false;
   /** What the socket says it serves, and whether its subscription was taken: all three, and it is live. */
@@ -129,6 +143,7 @@ class HeadSocket implements UpstreamSocket {
     private readonly u: Upstream,
     private readonly url: string,
     private readonly kind: HeadSocketProbe,
+    private readonly everyMs: number,
     private readonly timeoutMs: number,
     private readonly log: Logger,
   ) {
@@ -146,8 +161,17 @@ class HeadSocket implements UpstreamSocket {
     });
     this.ws = ws;
     this.reason = '';
+    ws.on('upgrade', (res: IncomingMessage) => {
+      this.wire = res.socket;
+    });
     ws.on('open', () => {
       for (const m of this.kind.hello(this.route)) ws.send(m);
+      this.heartbeat(ws);
+    });
+    ws.on('pong', () => {
+      if (ws !== this.ws) return;
+      clearTimeout(this.beat!);
+      this.heartbeat(ws);
     });
     ws.on('message', (data: Buffer, binary: boolean) => {
       if (!binary && ws === this.ws) this.message(data.toString());
@@ -163,6 +187,7 @@ class HeadSocket implements UpstreamSocket {
   stop(): void {
     this.stopped = true;
     if (this.retry !== null) clearTimeout(this.retry);
+    if (this.beat !== null) clearTimeout(this.beat);
     this.ws?.terminate();
     this.ws = null;
   }
@@ -251,8 +276,36 @@ class HeadSocket implements UpstreamSocket {
     this.log.info({ event: 'upstream_socket_open', chain: this.route.path, upstream: this.u.name }, 'upstream head socket subscribed');
   }
 
+  /**
+   * A ping an interval from now (from the open, or the last pong): from its
+   * first, whether or not the socket is verified yet, so one that completed its
+   * upgrade and then lost its peer is not held forever.
+   */
+  private heartbeat(ws: WebSocket): void {
+    this.beat = setTimeout(() => {
+      ws.ping();
+      this.awaitPong(this.wire?.bytesRead ?? 0);
+    }, this.everyMs);
+    this.beat.unref();
+  }
+
+  /**
+   * The pong must come within timeoutMs, as a poll's answer must, else the
+   * socket is dropped; bytes read meanwhile wait as long again: a long message
+   * (a Blockbook answer of megabytes on a slow link) holds the pong behind it,
+   * and a peer still sending is not gone.
+   */
+  private awaitPong(read: number): void {
+    this.beat = setTimeout(() => {
+      const now = this.wire?.bytesRead ?? 0;
+      if (now > read) this.awaitPong(now);
+      else this.drop('no_pong', 'warn', { waitedMs: this.timeoutMs });
+    }, this.timeoutMs);
+    this.beat.unref();
+  }
+
   /** Closes it at once (no closing handshake: a quiet peer would hold it), to be opened again after the backoff. */
-  private drop(why: 'quiet' | 'refused' | 'wrong_chain', level: 'warn' | 'error', fields: Record<string, unknown>): void {
+  private drop(why: 'quiet' | 'refused' | 'wrong_chain' | 'no_pong', level: 'warn' | 'error', fields: Record<string, unknown>): void {
     const ws = this.ws;
     if (ws === null) return;
     // Once per run of failures: a ws URL on another chain, tried again every 30 s, is one line, not one a try.
@@ -265,6 +318,9 @@ class HeadSocket implements UpstreamSocket {
   private closed(ws: WebSocket, code: number): void {
     if (ws !== this.ws) return;
     this.ws = null;
+    if (this.beat !== null) clearTimeout(this.beat);
+    this.beat = null;
+    this.wire = null;
     const was = this.on;
     this.on = false;
     this.u.view.socket = 'down';

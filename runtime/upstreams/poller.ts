@@ -7,7 +7,10 @@
 // upstream holds up no one, and in a pool one whose poll is out longer than
 // the interval is left out of the served tip until it answers on time. The
 // report also decides the upstream's state: down after HEALTH_FAILS_TO_DOWN
-// failed polls or when more than maxLag blocks behind, wrong_chain while it
+// failed polls or when more than maxLag blocks behind (its head, or the one
+// its socket pushed since the poll was sent, against the best head the chain
+// had when the poll was sent: a push is never held against an answer that
+// may predate it, and takes no upstream out or brings it back), wrong_chain while it
 // serves another chain: the one the manifest names or, in a pool where it
 // names none, the one most of its upstreams serve. A poll the upstream
 // throttles (HTTP 429, or a throttle error in the answer: throttle.ts) is no
@@ -72,7 +75,7 @@ export class Poller {
       if (!names && c.group.all.length > 1) this.elections.set(c, new Election(c.group.all.length));
       if (names || c.group.all.length > 1) for (const u of c.group.all) u.view.verify = true;
     }
-    this.sockets = new HeadSockets(chains, opts.timeoutMs, log);
+    this.sockets = new HeadSockets(chains, opts, log);
   }
 
   /**
@@ -147,6 +150,7 @@ export class Poller {
     const every = c.everyMs ?? this.opts.intervalMs;
     const start = performance.now();
     const sentAt = Date.now();
+    const best = c.view.best();
     // In a pool, a poll out longer than the interval leaves the upstream out of the served tip at once.
     const overdue = c.group.all.length > 1 ? setTimeout(() => c.view.pollOverdue(v), every) : null;
     overdue?.unref();
@@ -154,7 +158,7 @@ export class Poller {
       const heads = c.heads;
       const outcome = await pollOnce(c.route, c.probe, u, this.opts.timeoutMs, heads, heads ? c.view.pendingLookups(v) : NONE);
       const throttle = 'failure' in outcome ? (outcome.failure.throttle ?? null) : null;
-      return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every, throttle, sentAt };
+      return { report: 'report' in outcome ? outcome.report : null, n, late: performance.now() - start > every, throttle, sentAt, best };
     } catch (err) {
       this.log.error({ event: 'internal_error', chain: c.route.path, upstream: u.name, error: (err as Error)?.message }, 'internal error in a poll');
       return null;
@@ -165,7 +169,7 @@ export class Poller {
   }
 
   /** One poll's outcome: the upstream's state, its view and the chain's. */
-  private apply(c: PolledChain, u: Upstream, { report, n, late, throttle, sentAt }: Poll): void {
+  private apply(c: PolledChain, u: Upstream, { report, n, late, throttle, sentAt, best: bestThen }: Poll): void {
     const v = u.view;
     const before = v.state;
     const path = c.route.path;
@@ -180,7 +184,8 @@ export class Poller {
     v.pollThrottled = false;
     // An answer (of this chain or another): the run of throttles is over, as after a client call's answer (upstream.ts markSuccess).
     if (report !== null && v.throttleRun !== 0) v.throttleRun = 0;
-    let best = c.view.best();
+    // A poll sent before any head was known (the first round) is judged against what the other first polls found.
+    let best = bestThen >= 0 ? bestThen : c.view.best();
     let r = report;
     const election = this.elections.get(c);
     if (election !== undefined && r !== null && r.own && r.identity !== '') {
@@ -206,8 +211,12 @@ export class Poller {
     } else {
       v.healthFails = 0;
       const known = !Number.isNaN(r.number);
-      if (known && r.number > best) best = r.number;
-      v.lagging = known && best - r.number > c.route.maxLag;
+      // Its head is the one its socket pushed since the poll was sent, where that is higher (the report leaves it so);
+      // judged against the best head the chain had when the poll was sent: no block a push brought in while the poll
+      // was out (another upstream's, or its own) is held against an answer that may predate it.
+      const head = known && v.pushedOver(r.number, sentAt) ? v.head! : r.number;
+      if (known && head > best) best = head;
+      v.lagging = known && best - head > c.route.maxLag;
       // A passing poll does not clear the circuit breaker's run of failed
       // requests: the head answering says nothing of whether calls do. An
       // upstream it brings back after the breaker opened is on trial: its next
@@ -244,6 +253,8 @@ interface Poll {
   readonly throttle: PollThrottle | null;
   /** When it was sent (epoch ms). */
   readonly sentAt: number;
+  /** The chain's best head when it was sent (ChainView.best; -1 none): what its answer is judged against, for lag. */
+  readonly best: number;
 }
 
 /**

@@ -83,6 +83,16 @@ export class UpstreamView {
   /** Work waiting for the next poll that begins after it was queued: [poll number it waits for, what to run if that poll verifies]. */
   private readonly afterPoll: { readonly poll: number; readonly run: () => void }[] = [];
 
+  /**
+   * Its socket pushed a head at or above `n` after `asked` (Date.now() when a
+   * poll that found `n` was sent): that poll's answer is older than the head
+   * the view holds, which stands (ChainView.report), and its lag is judged
+   * from that head (poller.ts).
+   */
+  pushedOver(n: number, asked: number): boolean {
+    return this.pushedAt > asked && this.head !== null && n <= this.head;
+  }
+
   /** Still in a throttle's cooldown; clears it once the cooldown is over. */
   get throttled(): boolean {
     if (this.throttledUntil === 0) return false;

@@ -8,7 +8,9 @@
 //  - fall: one upstream, polled every second (a websocket chain without the
 //    cache), its ws URL holding a provider-like key: fallback to the polls
 //    while its socket is down and back, a quiet socket dropped and opened
-//    again, and the key never in the log;
+//    again, a socket whose peer is gone without a FIN (no pong, nothing
+//    passed) dropped and opened again while the polls carry the heads, and
+//    the key never in the log;
 //  - other: an upstream whose ws URL reaches a node of another chain;
 //  - plain: one upstream with `ws:` on a chain that does not follow its head
 //    (no cache, no pool, no websocket): no socket is opened for it.
@@ -203,6 +205,33 @@ describe('heads pushed by the nodes (issue 46)', () => {
     expect(proxy.upgrades.length).toBe(upgrades + 1);
     await sub.s.close();
   }, 60_000);
+
+  it('a socket whose peer answers no ping (half-open, no FIN) is dropped and opened again, and the polls carry the heads meanwhile', async () => {
+    const proxy = rig.standIns.WS_F;
+    const sub = await subscriber('fall');
+    const upgrades = proxy.upgrades.length;
+    // No block is mined until it is dropped: no poll shows one it did not push, so only the ping can tell.
+    const gone = rig.gw.nextLog((e) => e.event === 'upstream_socket_no_pong' && e.chain === 'fall', 20_000);
+    const down = rig.gw.nextLog((e) => e.event === 'upstream_socket_down' && e.chain === 'fall', 20_000);
+    proxy.hang();
+    const [said, closed] = await Promise.all([gone, down]);
+    expect(said).toMatchObject({ upstream: 'fall#0', waitedMs: 2000 });
+    expect(closed).toMatchObject({ reason: 'no_pong' });
+    // Opened again (counted at the stand-in), and, its peer still gone, never subscribed.
+    await until(async () => proxy.upgrades.length > upgrades, 'the socket opened again', 20_000);
+    expect(await socketState('fall#0')).toBe('down');
+    const relayed = proxy.relayed;
+    await mineAndTime(async (n) => sub.has(n), 'the block through the polls');
+    expect(proxy.relayed).toBe(relayed);
+    // The node's side back: a socket opened from now on is subscribed, and pushes again.
+    const open = rig.gw.nextLog((e) => e.event === 'upstream_socket_open' && e.chain === 'fall', 40_000);
+    proxy.unhang();
+    await open;
+    expect(await socketState('fall#0')).toBe('up');
+    await mineAndTime(async (n) => sub.has(n), 'the block through the socket again');
+    expect(proxy.relayed).toBeGreaterThan(relayed);
+    await sub.s.close();
+  }, 90_000);
 
   it('never counts the head of a socket that serves another chain than the polls verified', async () => {
     const wrong = await rig.gw.waitForLog((e) => e.event === 'upstream_socket_wrong_chain' && e.chain === 'other', 20_000);

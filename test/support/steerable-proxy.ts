@@ -2,7 +2,8 @@
 // runs (issue 31): switch it to another node (an upstream that starts serving
 // another chain), hold back the answer to one chosen request (a slow node that
 // answers from the state it had when asked), delay its answers to the
-// gateway's polls (an upstream that reports its head late), and alter those
+// gateway's polls (an upstream that reports its head late) or hold back the
+// answer to the next one (a poll sent before a block, answered after it), and alter those
 // answers (a broken proxy that answers a poll with no height). The target is
 // asked the moment a request arrives: a held or delayed answer is the target's
 // answer of that moment, delivered later.
@@ -50,6 +51,8 @@ export interface SteerableProxy {
    * request only; the ones after it go through) until release(), or `maxMs`.
    */
   holdNext(match: (json: unknown) => boolean, maxMs: number): Hold;
+  /** Holds back the answer to the next poll of the gateway (one only; the ones after it go through) until release(), or `maxMs`. */
+  holdNextPoll(maxMs: number): Hold;
   /** JSON-RPC method names of the client requests, batches flattened. */
   methodsSeen(): string[];
   close(): Promise<void>;
@@ -69,6 +72,7 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
   const requests: RecordedRequest[] = [];
   const polls: PollRecord[] = [];
   const armed: Armed[] = [];
+  const armedPolls: Armed[] = [];
   const waits = new Waits();
   const wait = waits.wait;
   const self = {
@@ -101,6 +105,12 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
       const answer = parseJson(body);
       if (alter !== null && answer !== undefined) body = Buffer.from(JSON.stringify(alter(entry.json, answer)));
       if (self.pollDelayMs > 0) await wait(self.pollDelayMs);
+      const a = armedPolls.shift();
+      if (a !== undefined) {
+        a.onArrive(entry);
+        await a.gate;
+        res.once('finish', a.onAnswered);
+      }
     } else {
       const i = armed.findIndex((a) => a.match(entry.json));
       if (i !== -1) {
@@ -116,6 +126,21 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
     if (poll) polls.push({ ...entry, answer: parseJson(body), answeredAt: performance.now() });
   });
   const url = await listen(server);
+
+  /** Holds back the answer to the next request `match` accepts on `list` (client requests', or polls'). */
+  function hold(list: Armed[], match: (json: unknown) => boolean, maxMs: number): Hold {
+    let onArrive!: (r: RecordedRequest) => void;
+    let onAnswered!: () => void;
+    let open!: () => void;
+    const arrived = new Promise<RecordedRequest>((ok) => (onArrive = ok));
+    const answered = new Promise<void>((ok) => (onAnswered = ok));
+    const gate = new Promise<void>((ok) => (open = ok));
+    const release = (): void => open();
+    // Held at most maxMs from its arrival: the slow node answers in the end.
+    void arrived.then(() => wait(maxMs)).then(release);
+    list.push({ match, onArrive, gate, onAnswered });
+    return { arrived, release, answered };
+  }
 
   return {
     url,
@@ -139,25 +164,15 @@ export async function startSteerableProxy(targetUrl: string): Promise<SteerableP
     set pollAnswer(f: SteerableProxy['pollAnswer']) {
       self.pollAnswer = f;
     },
-    holdNext(match, maxMs) {
-      let onArrive!: (r: RecordedRequest) => void;
-      let onAnswered!: () => void;
-      let open!: () => void;
-      const arrived = new Promise<RecordedRequest>((ok) => (onArrive = ok));
-      const answered = new Promise<void>((ok) => (onAnswered = ok));
-      const gate = new Promise<void>((ok) => (open = ok));
-      const release = (): void => open();
-      // Held at most maxMs from its arrival: the slow node answers in the end.
-      void arrived.then(() => wait(maxMs)).then(release);
-      armed.push({ match, onArrive, gate, onAnswered });
-      return { arrived, release, answered };
-    },
+    holdNext: (match, maxMs) => hold(armed, match, maxMs),
+    holdNextPoll: (maxMs) => hold(armedPolls, () => true, maxMs),
     methodsSeen: () => methodsIn(requests),
     close: async () => {
       waits.clear();
       await close(server);
     },
   };
+
 }
 
 /** A JSON-RPC call (single, or any item of a batch) of `method` whose params satisfy `params`. */

@@ -312,6 +312,18 @@ describe('a pool without chainId (issue 37, defect 16)', () => {
     checker.stop();
   });
 
+  it('takes out, at the first round, one more than maxLag behind what the other first polls found (no head was known when they were sent)', async () => {
+    const { ups, checker } = pool([
+      { chainId: 1, head: 100 },
+      { chainId: 1, head: 100 },
+      { chainId: 1, head: 80 },
+    ]);
+    await checker.start();
+    expect(ups.map((u) => u.state)).toEqual(['up', 'up', 'down']);
+    expect(ups.map((u) => u.view.lagging)).toEqual([false, false, true]);
+    checker.stop();
+  });
+
   it('an upstream unreachable at start takes no traffic until a poll finds it on the chain most of them serve', async () => {
     const nodes: { chainId: number | null; head: number }[] = [
       { chainId: 1, head: 100 },
