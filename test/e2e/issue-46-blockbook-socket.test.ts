@@ -32,7 +32,7 @@ interface Link {
 }
 
 const ADDRESS = 'bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq';
-const KEYS = { wallet: newKey(), 'quiet-only': newKey(), few: newKey(), metered: newKey() };
+const KEYS = { wallet: newKey(), 'quiet-only': newKey(), few: newKey(), metered: newKey(), narrow: newKey() };
 
 let bb: BlockbookStub;
 let rig: Gateway<{ bb: Promise<BlockbookStub> }>;
@@ -53,6 +53,7 @@ beforeAll(async () => {
       `  - { id: quiet-only, sha256: "${sha256(KEYS['quiet-only'])}", chains: [quiet] }`,
       `  - { id: few, sha256: "${sha256(KEYS.few)}", rateLimit: 3/min }`,
       `  - { id: metered, sha256: "${sha256(KEYS.metered)}", quota: 3/day }`,
+      `  - { id: narrow, sha256: "${sha256(KEYS.narrow)}", allow: { methods: [address, subscribeNewBlock] } }`,
       '',
     ].join('\n'),
     standIns: { bb: startBlockbookStub({ bestHeight: 100 }) },
@@ -176,6 +177,25 @@ describe('messages', () => {
 });
 
 describe('admission per message', () => {
+  it("holds a key with its own methods list to it: a message it does not name is refused with its id (nothing subscribed, nothing upstream), a twin by its REST endpoint", async () => {
+    const s = await connect(`${base}/${KEYS.narrow}/websocket`);
+    const refused = { error: { message: "Request not allowed by this key's policy" } };
+    const before = bb.requests.length;
+    // Named: subscribeNewBlock by its own name, getAccountInfo by its REST twin's endpoint (address).
+    expect(await ask(s, 'subscribeNewBlock')).toEqual({ subscribed: true });
+    expect((await ask(s, 'getAccountInfo', { descriptor: ADDRESS })).address).toBe(ADDRESS);
+    // Not named: refused before anything is made or sent, each with its own id.
+    expect(await ask(s, 'subscribeAddresses', { addresses: [ADDRESS] })).toEqual(refused);
+    expect(await ask(s, 'subscribeFiatRates', {})).toEqual(refused);
+    expect(await ask(s, 'longTermFeeRate')).toEqual(refused);
+    expect(await ask(s, 'getTransaction', { txid: 'ab'.repeat(32) })).toEqual(refused);
+    expect(bb.requests.slice(before).map((r) => r.url.split('?')[0])).toEqual([`/api/v2/address/${ADDRESS}`]);
+    // What asks nothing of the chain is never refused.
+    expect(await ask(s, 'ping')).toEqual({});
+    expect(await ask(s, 'unsubscribeAddresses')).toEqual({ subscribed: false });
+    s.close();
+  });
+
   it("counts every message against the key's rate limit, refusing the one over it with its own id", async () => {
     const s = await connect(`${base}/${KEYS.few}/websocket`);
     const answers = [];

@@ -35,6 +35,10 @@ export const LOCAL_METHODS = ['ping', 'subscribeNewBlock', 'unsubscribeNewBlock'
 const MAX_ADDRESSES = 1000;
 const MAX_ADDRESSES_NEW_BLOCK_TXS = 100;
 
+/** Messages any key sends, whatever its methods list: they ask nothing of the chain. */
+const UNCHECKED: ReadonlySet<string> = new Set(['ping', 'unsubscribeNewBlock', 'unsubscribeAddresses', 'unsubscribeFiatRates']);
+/** A key's methods list refusing a message, as it refuses a REST call (whose refusal a twin's message reads). */
+const METHOD_REFUSED: Promise<LocalAnswer> = Promise.resolve({ status: BLOCKBOOK_ERRORS.GW_KEY_POLICY.status, body: blockbookErrorJson('GW_KEY_POLICY', 'method') });
 const SUBSCRIBED = '{"subscribed":true}';
 const UNSUBSCRIBED = '{"subscribed":false}';
 
@@ -243,8 +247,12 @@ class BlockbookSession implements SocketSession {
     this.link.local(
       method,
       // The socket closed while the call was admitted: nothing is made, nothing sent.
-      () => {
+      (key) => {
         if (this.over) return null;
+        // A key with its own methods list sends a message no REST call answers only if the list names it (a twin's
+        // is checked as its REST call, by its endpoint): nothing is subscribed or sent upstream otherwise.
+        const allowed = key.policy?.methods;
+        if (allowed != null && !allowed.has(method) && !UNCHECKED.has(method)) return METHOD_REFUSED;
         const d = data();
         return typeof d === 'string' ? answer(idJson, d) : d;
       },
