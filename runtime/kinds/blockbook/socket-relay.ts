@@ -235,6 +235,8 @@ export class UpstreamCalls {
       const u = this.pick(tried);
       if (u === null) break;
       tried = u;
+      // A message sent is a request of the upstream's rateLimit as an HTTP call is (pick passes over one without room).
+      u.budget?.spend();
       const sent = performance.now();
       try {
         const data = await send(u);

@@ -16,6 +16,7 @@ import { UpstreamCalls } from '../../../../runtime/kinds/blockbook/socket-relay.
 import type { ChainView } from '../../../../runtime/upstreams/chain-view.ts';
 import type { SocketUser, UpstreamSocket } from '../../../../runtime/upstreams/upstream-socket.ts';
 import type { Upstream } from '../../../../runtime/upstreams/upstream.ts';
+import { Budget } from '../../../../runtime/upstreams/upstream-budget.ts';
 import { UpstreamTally } from '../../../../runtime/upstreams/tally.ts';
 import type { BlockbookRouteSpec } from '../../../../runtime/types.ts';
 
@@ -140,6 +141,24 @@ describe('UpstreamCalls', () => {
     // Silent: a failed attempt after timeoutMs (none other to ask).
     await expect(calls.call('getBlockFilter', {})).rejects.toThrow('getBlockFilter: the upstream did not answer');
     expect({ ok: a.u.tally.ok, failed: a.u.tally.failed, marks: a.marks }).toEqual({ ok: 1, failed: 1, marks: { ok: 1, failed: 1 } });
+  });
+
+  it("takes each message from the upstream's rateLimit budget, and sends none once it has no room", async () => {
+    const a = upstream(100);
+    // Upstream.usable's rule: with a budget, usable only while it has room (upstream-budget.ts); 10/s holds 2.
+    const budget = new Budget(10);
+    Object.defineProperty(a.u, 'usable', { get: () => budget.ready() });
+    Object.defineProperty(a.u, 'budget', { value: budget });
+    const calls = new UpstreamCalls(ROUTE, [a.u], { tip: 100 } as ChainView, 10_000);
+    for (let i = 0; i < 2; i++) {
+      const p = calls.call('longTermFeeRate', {});
+      await sentTo(a.s, i + 1);
+      a.s.answer({ feePerUnit: '1', blocks: 1008 });
+      await p;
+    }
+    expect(budget.sent).toBe(2);
+    await expect(calls.call('longTermFeeRate', {})).rejects.toThrow(/no upstream socket is live/);
+    expect(a.s.sent).toHaveLength(2);
   });
 
   it("leaves a slow upstream socket once the pool's score puts it out of the preferred band", async () => {
