@@ -248,9 +248,11 @@ export class Connection implements SocketLink {
 
   send(data: string | Buffer): void {
     if (this.ending !== null) return;
+    // A client that reads slower than its data comes: what it has not taken of the messages before this one is over
+    // the limit. Judged before this message, so that one answer longer than the limit (a mempool, a block page, a
+    // range of logs) goes whole to a client that reads it; unsent data stays within the limit and one message.
+    if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) return this.end(1013, 'slow');
     this.ws.send(data, TEXT);
-    // A client that reads slower than its data comes: closed, its unsent data bounded by the limit and this message.
-    if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) this.end(1013, 'slow');
   }
 
   hold(bytes: number): void {

@@ -112,6 +112,19 @@ describe('getMempoolFilters, on a socket of its own', () => {
     await s.close();
   }, 60_000);
 
+  it('gives a client that reads an answer longer than its maxBufferedBytes (4 MiB) whole, and keeps its socket open', async () => {
+    // ~6 MB of entries: over the client's 4 MiB of unsent data, under the own socket's 32 MiB.
+    C.ws.mempoolExtra = 55_000;
+    const s = await connect(url('one'));
+    const a = await s.send(mempool('wide', 7), 'wide');
+    C.ws.mempoolExtra = 0;
+    expect(Object.keys(a.data.entries as Record<string, string>)).toHaveLength(55_001);
+    expect(s.frames.find((f) => f.includes('"id":"wide"'))!.length).toBeGreaterThan(4 * 1024 * 1024);
+    // Not taken for a slow consumer: the socket goes on.
+    expect(await s.send({ id: 'after', method: 'ping' }, 'after')).toEqual({ id: 'after', data: {} });
+    await s.close();
+  }, 60_000);
+
   it('joins identical requests under way together onto one upstream exchange', async () => {
     for (const u of [A, B]) u.ws.delays.set('getMempoolFilters', SLOW_MS);
     const asked = sent(A, 'getMempoolFilters').length + sent(B, 'getMempoolFilters').length;
