@@ -234,8 +234,11 @@ describe('state at a block hash (defect 5)', () => {
     const { hash, balance } = await onlyHealthy(head - 1);
     const logs: { blockHash: string }[] = await result('split', 'eth_getLogs', [{ fromBlock: hex(head - 1), toBlock: hex(head - 1), address: logger }]);
     expect(logs.map((l) => l.blockHash)).toEqual([hash]);
+    // Until the split node has been asked at least once (the pool's score may hold it out of the preferred band for a
+    // while: it never starves it), every answer the right one. Six tries were too few on a loaded host.
     const calls = split.calls;
-    for (let i = 0; i < 6; i++) expect(await result('split', 'eth_getBalance', [ADDRESS, { blockHash: hash }]), `call ${i}`).toBe(balance);
+    for (let i = 0; i < 200 && split.calls === calls; i++) expect(await result('split', 'eth_getBalance', [ADDRESS, { blockHash: hash }]), `call ${i}`).toBe(balance);
     expect(split.calls).toBeGreaterThan(calls);
+    for (let i = 0; i < 6; i++) expect(await result('split', 'eth_getBalance', [ADDRESS, { blockHash: hash }]), `call after ${i}`).toBe(balance);
   });
 });
