@@ -119,6 +119,8 @@ class HeadSocket implements UpstreamSocket {
   private retry: NodeJS.Timeout | null = null;
   /** The next ping, or the wait for the pong of the one out (one timer at a time). */
   private beat: NodeJS.Timeout | null = null;
+  /** Pongs had, in all: a pong read in the turn a wait for it ends is seen. */
+  private pongs = 0;
   /** The connection under the open socket: what it has read tells a peer still sending from one gone. */
   private wire: Socket | null = null;
   private wait = FIRST_RETRY_MS;
@@ -170,6 +172,7 @@ class HeadSocket implements UpstreamSocket {
     });
     ws.on('pong', () => {
       if (ws !== this.ws) return;
+      this.pongs++;
       clearTimeout(this.beat!);
       this.heartbeat(ws);
     });
@@ -296,10 +299,17 @@ class HeadSocket implements UpstreamSocket {
    * and a peer still sending is not gone.
    */
   private awaitPong(read: number): void {
+    const pongs = this.pongs;
+    const ws = this.ws;
     this.beat = setTimeout(() => {
-      const now = this.wire?.bytesRead ?? 0;
-      if (now > read) this.awaitPong(now);
-      else this.drop('no_pong', 'warn', { waitedMs: this.timeoutMs });
+      // The verdict after this turn's input is read (setImmediate runs after the poll phase; timers run before it): a
+      // pong or bytes that came while this process was busy (a long task, a loaded host) are not taken for silence.
+      setImmediate(() => {
+        if (this.pongs !== pongs || this.ws !== ws) return;
+        const now = this.wire?.bytesRead ?? 0;
+        if (now > read) this.awaitPong(now);
+        else this.drop('no_pong', 'warn', { waitedMs: this.timeoutMs });
+      });
     }, this.timeoutMs);
     this.beat.unref();
   }

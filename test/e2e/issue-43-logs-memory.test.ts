@@ -42,7 +42,9 @@ async function start(name: string, cache: Record<string, unknown> | null): Promi
   const g = await gateway({
     name,
     chains: [{ path: 'big', interface: 'evm-jsonrpc', limits: { timeoutMs: 120000 }, upstreams: [{ url: '${BIG}', maxLogRange: 1000 }] }],
-    header: { admin: null, health: { intervalMs: 1000, timeoutMs: 2000 }, cache, methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] } },
+    // The node runs in this process: making six ~100 MB answers holds its loop (and its answers to the polls) for
+    // seconds on a loaded host, which a 2 s poll timeout took for a node down (503 instead of the answer).
+    header: { admin: null, health: { intervalMs: 1000, timeoutMs: 30_000 }, cache, methodSets: { evm: [...EVM_METHODS, 'eth_getLogs'] } },
     keys: [{ id: 'mem', key: KEY }],
     env: { BIG: node.url },
   });

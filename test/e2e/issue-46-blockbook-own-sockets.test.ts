@@ -35,7 +35,9 @@ beforeAll(async () => {
       { path: 'btc', interface: 'blockbook', listener: 'explorer', websocket: true, coin: 'Bitcoin', limits: { timeoutMs: 10_000 }, upstreams: ['${A}', '${B}'] },
       { path: 'one', interface: 'blockbook', listener: 'explorer', websocket: true, coin: 'Bitcoin', limits: { timeoutMs: 10_000 }, upstreams: ['${C}'] },
     ],
-    header: { health: { intervalMs: 100, timeoutMs: 2000 }, websocket: { maxConnectionsPerKey: 100, maxInflightPerConnection: 2 } },
+    // health.timeoutMs is also the wait for an upstream socket's pong: the stand-ins run in this process, and making a
+    // 35 MB answer holds its loop (and their pongs) for seconds on a loaded host.
+    header: { health: { intervalMs: 100, timeoutMs: 10_000 }, websocket: { maxConnectionsPerKey: 100, maxInflightPerConnection: 2 } },
     keys: [{ id: 'wallet' }],
     standIns: { A: upstream(), B: upstream(), C: upstream() },
   });

@@ -240,11 +240,16 @@ export class ShardSocket implements UpstreamSocket {
           this.on = true;
           let answered = true;
           ws.on('pong', () => (answered = true));
-          pings = setInterval(() => {
-            if (!answered) return ws.terminate();
-            answered = false;
-            ws.ping();
-          }, pingMs).unref();
+          // Judged after the turn's input is read (setImmediate): a pong that came while this process was busy counts.
+          pings = setInterval(
+            () =>
+              setImmediate(() => {
+                if (!answered) return ws.terminate();
+                answered = false;
+                ws.ping();
+              }),
+            pingMs,
+          ).unref();
           return resolve();
         }
         reason = typeof name === 'string' ? `serves ${coinOf(name)}` : (errorOf(m.data) ?? 'getInfo names no coin');
