@@ -154,7 +154,8 @@ export class Replay {
     // Blockbook names the address as its descriptor reads back, as its notification does.
     const written = JSON.stringify(typeof address === 'string' ? address : a);
     let n = 0;
-    for (const tx of transactions as ListedTx[]) {
+    // An older Blockbook lists the whole mempool part on page 1, past pageSize: its first RECENT_TXS, as a newer one gives.
+    for (const tx of (transactions as ListedTx[]).slice(0, RECENT_TXS)) {
       if (typeof tx?.txid !== 'string' || tx.confirmations !== 0) continue;
       const to = notified.take(a, tx.txid, this.before(hub, a), false);
       if (to.length === 0) continue;
