@@ -89,6 +89,9 @@ describe('mempool transactions across a carrier switch', () => {
     inMempools('pay-P', t1);
     await x.until(() => txids(x, 'x', 'pay-P').length === 1, 20_000, 'T1 before the loss');
 
+    // Nothing is replayed on a first subscribe.
+    expect(rig.gw.lines.filter((l) => l.includes('"ws_mempool_replayed"'))).toEqual([]);
+
     // The switch: the old carrier dropped and refusing, the other's subscribe answer held until the test releases it.
     const release = other.ws.hold('subscribeAddresses');
     const replayed = rig.gw.nextLog((e) => e.event === 'ws_mempool_replayed', 30_000);
