@@ -24,7 +24,8 @@
 // It records every socket opened and every message received, and can drop
 // every socket (an upstream lost), refuse new ones, and leave the methods
 // named in `silent` unanswered (a node that went away mid-call), or those
-// in `delays` answered late (a slow node). Each message names the socket it
+// in `delays` answered late (a slow node), or those held (hold()) answered
+// when the test releases them. Each message names the socket it
 // came on (its serial, by opening order), each upgrade its URL and headers,
 // and `peak` the most sockets open at once; `mempoolExtra` makes
 // getMempoolFilters' answer as large as a busy mempool's.
@@ -95,6 +96,8 @@ export interface BlockbookSocketStandIn {
   readonly silent: Set<string>;
   /** Methods it answers only after so many milliseconds (a slow node). */
   readonly delays: Map<string, number>;
+  /** `method`'s messages from now on are answered only when the returned release is called (then each at once, in order). */
+  hold(method: string): () => void;
   close(): void;
 }
 
@@ -118,6 +121,7 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
   const upgrades: SocketUpgrade[] = [];
   const silent = new Set<string>();
   const delays = new Map<string, number>();
+  const held = new Map<string, (() => void)[]>();
   let opened = 0;
   let peak = 0;
   let mempoolExtra = 0;
@@ -146,6 +150,8 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
     }
     messages.push(m);
     if (silent.has(String(m.method))) return;
+    const waiting = held.get(String(m.method));
+    if (waiting !== undefined) return void waiting.push(() => answerMessage(p, m));
     const delay = delays.get(String(m.method));
     if (delay === undefined) answerMessage(p, m);
     else setTimeout(() => answerMessage(p, m), delay);
@@ -313,6 +319,14 @@ export function attachBlockbookSocket(stub: BlockbookStub): BlockbookSocketStand
     },
     silent,
     delays,
+    hold(method) {
+      held.set(method, []);
+      return () => {
+        const waiting = held.get(method) ?? [];
+        held.delete(method);
+        for (const answer of waiting) answer();
+      };
+    },
     set refuse(v: boolean) {
       state.refuse = v;
     },

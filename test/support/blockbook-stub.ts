@@ -13,7 +13,10 @@
 //
 // The chain: block h (0..bestHeight) has hash blockHash(h) and the two
 // transactions of the example block, with ids txids(h). Transactions sent with
-// sendtx are kept as unconfirmed ones and can be read back with /tx/.
+// sendtx are kept as unconfirmed ones and can be read back with /tx/. A
+// transaction put in an address's mempool (addMempoolTx) is listed first on
+// page 1 of the address's history, as api/worker.go's GetAddress lists them,
+// whatever `from` (which bounds the confirmed history only).
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { Server, ServerResponse } from 'node:http';
@@ -43,6 +46,8 @@ export interface BlockbookStub {
   blockHash(h: number): string;
   /** A reorg: the blocks from height `from` up to the best are replaced by others (new hashes, the same transactions). */
   reorg(from: number): void;
+  /** An unconfirmed transaction touching `address`, listed first (newest first) on page 1 of its `address/` answer. */
+  addMempoolTx(address: string, tx: object): void;
   /** Ids of the transactions in the block at height h. */
   txids(h: number): string[];
   /**
@@ -176,6 +181,8 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
   const healthChecks: Recorded[] = [];
   /** txid -> raw hex of transactions sent through sendtx (the mempool). */
   const mempool = new Map<string, string>();
+  /** address -> its unconfirmed transactions (addMempoolTx), newest first. */
+  const addressMempool = new Map<string, Json[]>();
 
   /** Height of a block id (height or hash), or null: GetBlock's lookup. */
   /** Where each reorg() replaced the chain: the i-th from that height on (to the next one's) is branch i + 1. */
@@ -262,16 +269,23 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     const details = q.get('details') ?? 'txids';
     let pageSize = atoi(q.get('pageSize')) ?? 0;
     if (pageSize <= 0 || pageSize > 1000) pageSize = 1000;
-    const all = accountTxids();
+    // The account's confirmed history is block 1's (or 0's); `from` past it leaves none.
+    const all = (atoi(q.get('from')) ?? 0) > Math.min(1, best) ? [] : accountTxids();
     const totalPages = Math.max(1, Math.ceil(all.length / pageSize));
     const page = Math.min(pageParam(q), totalPages);
     const slice = all.slice((page - 1) * pageSize, page * pageSize);
     const { txids: _t, transactions: _tr, page: _p, totalPages: _tp, itemsOnPage: _i, ...rest } = base;
-    const out: Json = { ...rest, address: addr, txs: all.length };
+    const unconfirmed = addressMempool.get(addr) ?? [];
+    const out: Json = { ...rest, address: addr, txs: all.length + unconfirmed.length, ...(unconfirmed.length > 0 ? { unconfirmedTxs: unconfirmed.length } : {}) };
     if (details === 'basic' || details === 'tokens' || details === 'tokenBalances') return out;
     Object.assign(out, { page, totalPages, itemsOnPage: pageSize });
-    if (details === 'txs' || details === 'txslight') out.transactions = slice.map((id) => txOrThrow(id));
-    else out.txids = slice;
+    // GetAddress: the mempool's first on page 1, each marked isOwn where it touches the address, then the page held to pageSize.
+    const first = page === 1 ? unconfirmed : [];
+    const own = (io: Json): Json => (Array.isArray(io.addresses) && io.addresses.includes(addr) ? { ...io, isOwn: true } : io);
+    if (details === 'txs' || details === 'txslight') {
+      const pending = first.map((t) => ({ ...t, vin: ((t.vin ?? []) as Json[]).map(own), vout: ((t.vout ?? []) as Json[]).map(own) }));
+      out.transactions = [...pending, ...slice.map((id) => txOrThrow(id))].slice(0, pageSize);
+    } else out.txids = [...first.map((t) => t.txid as string), ...slice].slice(0, pageSize);
     return out;
   };
   const boolParam = (q: URLSearchParams, name: string): boolean | null => {
@@ -568,6 +582,9 @@ export async function startBlockbookStub(opts: BlockbookStubOptions = {}): Promi
     reorg(from) {
       if (!Number.isSafeInteger(from) || from < 1 || from > best) throw new Error(`reorg: ${from} is not a block of the chain`);
       forks.push(from);
+    },
+    addMempoolTx(address, tx) {
+      addressMempool.set(address, [structuredClone(tx) as Json, ...(addressMempool.get(address) ?? [])]);
     },
     txids,
     block,

@@ -71,3 +71,21 @@ export interface FiatClient {
   readonly currency: string | null;
   notify(text: string): void;
 }
+
+/** A rates notification (every rate) to each fiat client: one of all of them as it is, one of a currency its own rate (none if the ticker lacks it), as websocket.go's broadcastTicker. */
+export function fiatToClients(clients: Iterable<FiatClient>, data: string): void {
+  const rates = (JSON.parse(data) as { rates?: Record<string, unknown> }).rates ?? {};
+  const byCurrency = new Map<string, string | null>();
+  for (const c of clients) {
+    if (c.currency === null) {
+      c.notify(`{"id":${c.idJson},"data":${data}}`);
+      continue;
+    }
+    let one = byCurrency.get(c.currency);
+    if (one === undefined) {
+      const r = rates[c.currency];
+      byCurrency.set(c.currency, (one = r === undefined ? null : JSON.stringify({ rates: { [c.currency]: r } })));
+    }
+    if (one !== null) c.notify(`{"id":${c.idJson},"data":${one}}`);
+  }
+}

@@ -20,14 +20,16 @@
 //   them: none is missed when the carrier changes, or sent before its block.
 // - Failover: when any of the carrier's sockets is lost, or its upstream no
 //   longer serves the chain, every shard moves to another usable upstream (the
-//   lost one last), with backoff while none takes it.
+//   lost one last), with backoff while none takes it; what reached the mempool
+//   meanwhile is read then, each transaction sent once (socket-replay.ts).
 import type { Logger } from '../../observe/log.ts';
 import type { ChainListener, ChainView } from '../../upstreams/chain-view.ts';
 import type { Upstream } from '../../upstreams/upstream.ts';
 import type { BlockFeed, BlockSubscriber } from './socket-blocks.ts';
 import type { BlockbookRouteSpec } from '../../types.ts';
 import { socketUrl } from '../../upstreams/head-sockets.ts';
-import { addressesOf, addressKey, type AddressClient, type BlockTx, type FiatClient } from './socket-address.ts';
+import { addressesOf, addressKey, fiatToClients, type AddressClient, type BlockTx, type FiatClient } from './socket-address.ts';
+import { Mempool } from './socket-replay.ts';
 import { Shards } from './socket-shards.ts';
 import { blockbookSocketUrl, Carrier, MAX_UPSTREAM_ADDRESSES, ShardSocket } from './socket-upstream.ts';
 
@@ -62,6 +64,8 @@ export class SubscriptionHub {
   /** Which of the carrier's sockets holds each address of the union. */
   private readonly shards = new Shards(MAX_UPSTREAM_ADDRESSES);
   private readonly fiatClients = new Set<FiatClient>();
+  /** What each address's holders were sent from the mempool, and what a loss leaves to read. */
+  private readonly mempool: Mempool;
   /** Clients with newBlockTxs: while there are any, the hub follows the block feed. */
   private mined = 0;
   private readonly blockSub: BlockSubscriber = {
@@ -112,6 +116,7 @@ export class SubscriptionHub {
     private readonly log: Logger,
   ) {
     view.listen(this.watch);
+    this.mempool = new Mempool({ get, holders: (a) => this.byAddress.get(a), best: () => view.best(), maxPageSize: route.limits.maxPageSize, log });
   }
 
   private recheck(): void {
@@ -119,8 +124,7 @@ export class SubscriptionHub {
     if (u === null || u.serving || !this.upstreams.some((x) => x.serving)) return;
     this.log.warn({ event: 'ws_upstream_not_serving', upstream: u.name }, "the upstream carrying the chain's subscriptions no longer serves the chain; another upstream takes them");
     // Its head socket is fine: what it carried is unsubscribed there (its heads keep it), and it is tried last.
-    this.dropCarrier();
-    this.lastLost = u;
+    this.lose(u);
     this.sync();
   }
 
@@ -149,6 +153,7 @@ export class SubscriptionHub {
     if (union > this.bounds.maxAddresses) return `addresses max ${this.bounds.maxAddresses} on this chain, for all clients together`;
     // The new set first: an address in both stays where it is (no shard changes for it).
     this.index(c);
+    this.mempool.replaced(c, previous);
     if (previous !== null) this.unindex(previous);
     this.sync();
     return null;
@@ -191,12 +196,14 @@ export class SubscriptionHub {
       if (set.size === 0) {
         this.byAddress.delete(a);
         this.shards.remove(a);
+        this.mempool.notified.forget(a);
       }
       const n = held!.get(a)! - 1;
       if (n > 0) held!.set(a, n);
       else held!.delete(a);
     }
     if (held?.size === 0) this.byKey.delete(c.key);
+    this.mempool.left(c);
     if (c.newBlockTxs && --this.mined === 0) this.blocks.remove(this.blockSub);
   }
 
@@ -215,15 +222,15 @@ export class SubscriptionHub {
       if (this.shards.size === 0 && this.fiatClients.size === 0) {
         // Nothing to carry: unsubscribed upstream.
         this.dropCarrier();
+        this.mempool.clear();
         continue;
       }
       try {
-        await this.carry();
+        if (await this.carry()) this.mempool.carried(this.carrying!.name);
         this.failures = 0;
       } catch (err) {
         this.log.warn({ event: 'ws_upstream_subscribe_failed', upstream: this.carrying?.name, err: (err as Error).message }, 'the subscriptions could not be carried upstream; another upstream is tried');
-        if (this.carrying !== null) this.lastLost = this.carrying;
-        this.dropCarrier();
+        this.lose(this.carrying);
         this.dirty = true;
         const wait = BACKOFF_MS[Math.min(this.failures++, BACKOFF_MS.length - 1)]!;
         await new Promise((r) => setTimeout(r, wait).unref());
@@ -237,9 +244,9 @@ export class SubscriptionHub {
    * if none), the fiat subscription on the first, and shards the union no
    * longer needs emptied, last, once the others carry their addresses. What a
    * carrier lost meanwhile was given counts for nothing: the pass ends, and
-   * the next one gives the next carrier all of it.
+   * the next one gives the next carrier all of it. Whether `u` carries it all.
    */
-  private async carry(): Promise<void> {
+  private async carry(): Promise<boolean> {
     const u = (this.carrying ??= this.pick());
     const fiat = this.fiatClients.size > 0;
     const needed = Math.max(this.shards.count, fiat ? 1 : 0);
@@ -247,7 +254,7 @@ export class SubscriptionHub {
       let lane = this.lanes[i];
       if (lane === undefined) {
         const opened = await this.open(u, i);
-        if (this.carrying !== u) return this.close(opened, false);
+        if (this.carrying !== u) return (this.close(opened, false), false);
         this.lanes[i] = lane = opened;
       }
       const list = this.shards.list(i);
@@ -256,15 +263,16 @@ export class SubscriptionHub {
       lane.sent = joined;
       lane.asked = new Set([...lane.carried, ...list]);
       await lane.carrier.addresses(list);
-      if (this.lanes[i] !== lane) return;
+      if (this.lanes[i] !== lane) return false;
       lane.carried = lane.asked = new Set(list);
     }
     if (fiat !== this.sentFiat) {
       await this.lanes[0]!.carrier.fiatRates(fiat);
-      if (this.carrying !== u) return;
+      if (this.carrying !== u) return false;
       this.sentFiat = fiat;
     }
     await this.spare(u, needed);
+    return this.carrying === u;
   }
 
   /** The lanes past `needed`: emptied now (their addresses are carried by the lower ones), closed once spares for spareSocketMs. */
@@ -309,18 +317,24 @@ export class SubscriptionHub {
     }
     let lane: Lane | null = null;
     const carrier = new Carrier(u, socket ?? u.socket!, {
-      address: (address, data) => this.address(lane!, address, data),
-      fiat: (data) => this.fiat(data),
+      address: (address, txid, data) => this.address(lane!, address, txid, data),
+      fiat: (data) => fiatToClients(this.fiatClients, data),
       lost: () => {
         if (!this.lanes.includes(lane!)) return;
         this.log.warn({ event: 'ws_upstream_lost', upstream: u.name, shard: i }, "an upstream socket carrying the chain's subscriptions is lost; another upstream takes them all");
-        this.lastLost = u;
-        this.dropCarrier();
+        this.lose(u);
         this.sync();
       },
     });
     lane = { carrier, socket, sent: '', carried: new Set(), asked: new Set() };
     return lane;
+  }
+
+  /** The carrier lost (tried last): if it carried addresses, what reached the mempool meanwhile is read once another does. */
+  private lose(u: Upstream | null): void {
+    if (this.lanes.some((l) => l.carried.size > 0)) this.mempool.lost(this.byAddress);
+    if (u !== null) this.lastLost = u;
+    this.dropCarrier();
   }
 
   /** The carrier given up: what shard 0 carried is unsubscribed on the head socket (its heads keep it), the other shards' sockets closed. */
@@ -346,32 +360,14 @@ export class SubscriptionHub {
    * on two sockets a moment: the one it left tells until the other has taken
    * it, so the client gets it once, neither twice nor not at all.
    */
-  private address(lane: Lane, address: string, data: string): void {
+  private address(lane: Lane, address: string, txid: string, data: string): void {
     const key = addressKey(address);
     if (!lane.asked.has(key)) return;
     const owner = this.lanes[this.shards.of(key) ?? -1];
     if (owner !== lane ? owner?.carried.has(key) === true : !lane.carried.has(key) && this.lanes.some((l) => l !== lane && l.asked.has(key))) return;
     const set = this.byAddress.get(key);
     if (set === undefined) return;
-    for (const c of set) c.notify(`{"id":${c.idJson},"data":${data}}`);
-  }
-
-  /** Every rate: to a client of all of them as it is, to one of a currency its own rate (none if the ticker lacks it), as websocket.go's broadcastTicker. */
-  private fiat(data: string): void {
-    const rates = (JSON.parse(data) as { rates?: Record<string, unknown> }).rates ?? {};
-    const byCurrency = new Map<string, string | null>();
-    for (const c of this.fiatClients) {
-      if (c.currency === null) {
-        c.notify(`{"id":${c.idJson},"data":${data}}`);
-        continue;
-      }
-      let one = byCurrency.get(c.currency);
-      if (one === undefined) {
-        const r = rates[c.currency];
-        byCurrency.set(c.currency, (one = r === undefined ? null : JSON.stringify({ rates: { [c.currency]: r } })));
-      }
-      if (one !== null) c.notify(`{"id":${c.idJson},"data":${one}}`);
-    }
+    for (const c of this.mempool.notified.take(key, txid, set, true)) c.notify(`{"id":${c.idJson},"data":${data}}`);
   }
 
   /** The transactions of the block `hash` that touch an address a newBlockTxs client holds, each as Blockbook sends it. */

@@ -69,8 +69,8 @@ export const blockbookHeadSocket: HeadSocketProbe<'blockbook'> = {
 
 /** What the subscriptions' carrier is told (socket-hub.ts). */
 export interface CarriedEvents {
-  /** A mempool transaction of a subscribed address: the notification's `data` text, and its address. */
-  address(address: string, data: string): void;
+  /** A mempool transaction of a subscribed address: its address, its txid, and the notification's `data` text. */
+  address(address: string, txid: string, data: string): void;
   /** A fiat rates notification's `data` (all currencies). */
   fiat(data: string): void;
   /** The socket went down, or an answer never came: what was subscribed on it is gone. */
@@ -143,13 +143,13 @@ export class Carrier implements SocketUser {
       return w.done(m.data);
     }
     if (this.gone) return;
-    const d = m.data as { address?: unknown; tx?: { confirmations?: unknown }; rates?: unknown } | null;
+    const d = m.data as { address?: unknown; tx?: { txid?: unknown; confirmations?: unknown }; rates?: unknown } | null;
     if (d === null || typeof d !== 'object') return;
     switch (m.id[0]) {
       case ADDRESSES:
         // A mined transaction is found from its block (socket-hub.ts), under the chain's served tip; a Blockbook that
         // also notifies it here is not followed, so no client gets it twice.
-        if (typeof d.address === 'string' && !(typeof d.tx?.confirmations === 'number' && d.tx.confirmations > 0)) this.events.address(d.address, JSON.stringify(d));
+        if (typeof d.address === 'string' && typeof d.tx?.txid === 'string' && !(typeof d.tx.confirmations === 'number' && d.tx.confirmations > 0)) this.events.address(d.address, d.tx.txid, JSON.stringify(d));
         return;
       case FIAT:
         if (d.rates !== undefined) this.events.fiat(JSON.stringify(d));
