@@ -64,6 +64,21 @@ export function socketUrl(spec: UpstreamSpec, route: RouteSpec, fallback: ((base
   return url.href;
 }
 
+/**
+ * A socket to an upstream, opened as the gateway opens every one: the
+ * upstream's own headers and the gateway's user agent (never a client's), no
+ * compression, no redirect, messages of at most `maxPayload` bytes.
+ */
+export function upstreamWebSocket(u: Upstream, url: string, timeoutMs: number, maxPayload: number): WebSocket {
+  return new WebSocket(url, { headers: { ...u.headers, 'user-agent': HEALTH_AGENT }, handshakeTimeout: timeoutMs, maxPayload, perMessageDeflate: false, followRedirects: false });
+}
+
+/** Why a socket to an upstream failed, from its status or code alone: an error's message may carry the URL (a provider's key). */
+export function socketFailure(err: Error): string {
+  const status = /^Unexpected server response: (\d+)$/.exec(err.message)?.[1];
+  return status !== undefined ? `HTTP ${status}` : err.message === 'Opening handshake has timed out' ? 'timeout' : unreachable(err);
+}
+
 /** A chain as its sockets see it (the poller's PolledChain). */
 export interface SocketChain {
   readonly route: RouteSpec;
@@ -154,13 +169,7 @@ class HeadSocket implements UpstreamSocket {
 
   open(): void {
     if (this.stopped) return;
-    const ws = new WebSocket(this.url, {
-      headers: { ...this.u.headers, 'user-agent': HEALTH_AGENT },
-      handshakeTimeout: this.timeoutMs,
-      maxPayload: this.kind.maxMessageBytes ?? MAX_MESSAGE_BYTES,
-      perMessageDeflate: false,
-      followRedirects: false,
-    });
+    const ws = upstreamWebSocket(this.u, this.url, this.timeoutMs, this.kind.maxMessageBytes ?? MAX_MESSAGE_BYTES);
     this.ws = ws;
     this.reason = '';
     ws.on('upgrade', (res: IncomingMessage) => {
@@ -180,9 +189,7 @@ class HeadSocket implements UpstreamSocket {
       if (!binary && ws === this.ws) this.message(data.toString());
     });
     ws.on('error', (err: Error) => {
-      // Codes and statuses only: an error's message may carry the URL.
-      const status = /^Unexpected server response: (\d+)$/.exec(err.message)?.[1];
-      this.reason ||= status !== undefined ? `HTTP ${status}` : err.message === 'Opening handshake has timed out' ? 'timeout' : unreachable(err);
+      this.reason ||= socketFailure(err);
     });
     ws.on('close', (code: number) => this.closed(ws, code));
   }

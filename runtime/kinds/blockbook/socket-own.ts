@@ -17,7 +17,8 @@
 // to a provider's Blockbook: past it a message waits, in order, within its
 // time.
 import WebSocket from 'ws';
-import { HEALTH_AGENT, type Upstream } from '../../upstreams/upstream.ts';
+import type { Upstream } from '../../upstreams/upstream.ts';
+import { upstreamWebSocket } from '../../upstreams/head-sockets.ts';
 
 /** Sockets of their own open to one upstream at once: past it, a message waits for one to close. */
 export const MAX_OWN_SOCKETS = 4;
@@ -80,13 +81,7 @@ export class OwnSockets {
       timer.unref();
       const start = (): void => {
         places.open++;
-        const s = new WebSocket(url, {
-          headers: { ...u.headers, 'user-agent': HEALTH_AGENT },
-          handshakeTimeout: timeoutMs,
-          maxPayload: this.maxBytes,
-          perMessageDeflate: false,
-          followRedirects: false,
-        });
+        const s = upstreamWebSocket(u, url, timeoutMs, this.maxBytes);
         ws = s;
         s.on('open', () => s.send(JSON.stringify({ id: ID, method, params })));
         s.on('message', (data: Buffer, binary: boolean) => {

@@ -20,7 +20,8 @@
 import WebSocket from 'ws';
 import type { HeadSocketProbe, SocketNews } from '../../upstreams/probe.ts';
 import type { SocketUser, UpstreamSocket } from '../../upstreams/upstream-socket.ts';
-import { HEALTH_AGENT, unreachable, type Upstream } from '../../upstreams/upstream.ts';
+import type { Upstream } from '../../upstreams/upstream.ts';
+import { socketFailure, upstreamWebSocket } from '../../upstreams/head-sockets.ts';
 import { MAX_MERGE_BYTES } from '../common.ts';
 
 /** Blockbook's maxWebsocketSubscribeAddresses: addresses one socket may subscribe. */
@@ -199,13 +200,7 @@ export class ShardSocket implements UpstreamSocket {
   readonly ready: Promise<void>;
 
   constructor(u: Upstream, url: string, timeoutMs: number, pingMs = PING_MS) {
-    this.ws = new WebSocket(url, {
-      headers: { ...u.headers, 'user-agent': HEALTH_AGENT },
-      handshakeTimeout: timeoutMs,
-      maxPayload: MAX_MERGE_BYTES,
-      perMessageDeflate: false,
-      followRedirects: false,
-    });
+    this.ws = upstreamWebSocket(u, url, timeoutMs, MAX_MERGE_BYTES);
     const ws = this.ws;
     this.ready = new Promise((resolve, reject) => {
       // Codes only: an error's message may carry the URL (a provider's key).
@@ -217,8 +212,7 @@ export class ShardSocket implements UpstreamSocket {
       }, ANSWER_MS).unref();
       ws.on('open', () => ws.send(GET_INFO));
       ws.on('error', (err: Error) => {
-        const status = /^Unexpected server response: (\d+)$/.exec(err.message)?.[1];
-        reason ||= status !== undefined ? `HTTP ${status}` : unreachable(err);
+        reason ||= socketFailure(err);
       });
       ws.on('message', (data: Buffer, binary: boolean) => {
         let m: Record<string, unknown>;
