@@ -88,6 +88,8 @@ export class Connection implements SocketLink {
   private drained = false;
   /** Bytes the protocol holds for the client (SocketLink.hold), counted against maxBufferedBytes as unsent data is. */
   private heldBytes = 0;
+  /** Set while unsent data is over maxBufferedBytes after a message: the check that it was taken in time. */
+  private overdue: NodeJS.Timeout | null = null;
   /** What identify reads and sets when the socket is admitted again (recheck). */
   private readonly asking: Asking;
   /** What its messages mean: the chain's protocol, for this socket. */
@@ -251,9 +253,18 @@ export class Connection implements SocketLink {
     // A client that reads slower than its data comes: what it has not taken of the messages before this one is over
     // the limit. Judged before this message, so that one answer longer than the limit (a mempool, a block page, a
     // range of logs) goes whole to a client that reads it; unsent data stays within the limit and one message.
-    if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) return this.end(1013, 'slow');
+    const limit = this.host.limits.maxBufferedBytes;
+    if (this.ws.bufferedAmount > limit) return this.end(1013, 'slow');
     this.ws.send(data, TEXT);
+    // One message past the limit goes whole, but must be taken within CLOSE_GRACE_MS, as a closing socket's data must:
+    // a client that leaves it unread is slow, and what it holds is let go.
+    if (this.overdue === null && this.ws.bufferedAmount > limit) this.overdue = setTimeout(this.takenInTime, CLOSE_GRACE_MS).unref();
   }
+
+  private readonly takenInTime = (): void => {
+    this.overdue = null;
+    if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) this.end(1013, 'slow');
+  };
 
   hold(bytes: number): void {
     this.heldBytes += bytes;

@@ -7,6 +7,7 @@
 // an upstream at once. The stand-ins (blockbook-socket-standin.ts) record
 // each upgrade (URL, headers), each message with the socket it came on, and
 // the most sockets open at once.
+import type { Socket } from 'node:net';
 import { request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { gateway, type Gateway } from './fixture.ts';
@@ -125,6 +126,20 @@ describe('getMempoolFilters, on a socket of its own', () => {
     // Not taken for a slow consumer: the socket goes on.
     expect(await s.send({ id: 'after', method: 'ping' }, 'after')).toEqual({ id: 'after', data: {} });
     await s.close();
+  }, 60_000);
+
+  it('closes (1013, slow) a client that leaves such an answer unread past the grace a closing socket gets', async () => {
+    C.ws.mempoolExtra = 55_000;
+    const s = await connect(url('one'));
+    const closing = rig.gw.nextLog((e) => e.event === 'ws_closing' && e.reason === 'slow', 30_000);
+    // It reads nothing from here: the ~6 MB answer stays in the gateway's buffer past maxBufferedBytes.
+    (s.ws as unknown as { _socket: Socket })._socket.pause();
+    s.ws.send(JSON.stringify(mempool('unread', 9)));
+    const line = await closing;
+    C.ws.mempoolExtra = 0;
+    expect(line.bufferedBytes).toBeGreaterThan(4 * 1024 * 1024);
+    (s.ws as unknown as { _socket: Socket })._socket.resume();
+    expect((await s.closed).code).toBe(1013);
   }, 60_000);
 
   it('joins identical requests under way together onto one upstream exchange', async () => {
